@@ -1,0 +1,158 @@
+//! What a sandbox enforces, as a value the caller can read (spec B1): every exec response and
+//! `uexec sandbox-report` can show it.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Which sandbox mechanism ran a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxKind {
+    /// No sandbox.
+    None,
+    /// Linux: Landlock filesystem rules plus a seccomp filter.
+    LinuxLandlockSeccomp,
+    /// macOS: Seatbelt through `sandbox-exec`.
+    MacosSeatbelt,
+}
+
+impl SandboxKind {
+    /// The value of `UEXEC_SANDBOX` for a command under this sandbox.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxKind::None => "none",
+            SandboxKind::LinuxLandlockSeccomp => "linux-landlock-seccomp",
+            SandboxKind::MacosSeatbelt => "macos-seatbelt",
+        }
+    }
+}
+
+/// The state of one protection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProtectionStatus {
+    /// Fully enforced.
+    Enforced,
+    /// Enforced only in part (degraded: the policy accepted that explicitly).
+    Partial,
+    /// Not enforced.
+    Off,
+    /// The policy does not ask for it.
+    NotRequested,
+}
+
+/// One protection and its state, e.g. `filesystem: enforced (landlock ABI 7, 5 writable roots)`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Protection {
+    /// Short stable name: `filesystem`, `network`, `no_new_privs`, `ptrace`, `io_uring`, `seatbelt`, ...
+    pub name: String,
+    /// Its state.
+    pub status: ProtectionStatus,
+    /// Free text for a person: the mechanism and its parameters.
+    pub detail: String,
+}
+
+/// What a sandbox enforces (or would enforce) for one command.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ProtectionReport {
+    /// The mechanism.
+    pub sandbox: SandboxKind,
+    /// The sandbox policy's mode (`read-only`, `workspace-write`, `danger-full-access`).
+    pub policy: String,
+    /// Every protection, in a stable order.
+    pub protections: Vec<Protection>,
+    /// Why the command runs outside the sandbox, when it does.
+    pub escape_reason: Option<crate::policy::EscapeReason>,
+}
+
+impl ProtectionReport {
+    /// The report for a command that runs with no sandbox, for the given reason.
+    pub fn unsandboxed(policy: &str, reason: crate::policy::EscapeReason) -> Self {
+        ProtectionReport {
+            sandbox: SandboxKind::None,
+            policy: policy.to_owned(),
+            protections: Vec::new(),
+            escape_reason: Some(reason),
+        }
+    }
+
+    /// True when any protection is only partially enforced or off.
+    pub fn is_degraded(&self) -> bool {
+        self.protections.iter().any(|p| matches!(p.status, ProtectionStatus::Partial | ProtectionStatus::Off))
+    }
+
+    /// One line for a response: `sandbox: linux-landlock-seccomp (workspace-write); filesystem: enforced (...); ...`.
+    pub fn summary_line(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl fmt::Display for ProtectionStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ProtectionStatus::Enforced => "enforced",
+            ProtectionStatus::Partial => "partial",
+            ProtectionStatus::Off => "off",
+            ProtectionStatus::NotRequested => "not requested",
+        })
+    }
+}
+
+impl fmt::Display for ProtectionReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sandbox: {} ({})", self.sandbox.as_str(), self.policy)?;
+        if let Some(reason) = self.escape_reason {
+            let reason = match reason {
+                crate::policy::EscapeReason::FullAccessPolicy => "danger-full-access policy",
+                crate::policy::EscapeReason::ApprovedEscalation => "escalation approved",
+                crate::policy::EscapeReason::RetryAfterDenial => "retry after sandbox denial, approved",
+            };
+            write!(f, "; unsandboxed: {reason}")?;
+        }
+        for p in &self.protections {
+            write!(f, "; {}: {}", p.name, p.status)?;
+            if !p.detail.is_empty() {
+                write!(f, " ({})", p.detail)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::EscapeReason;
+
+    #[test]
+    fn summary_line_names_every_protection() {
+        let report = ProtectionReport {
+            sandbox: SandboxKind::LinuxLandlockSeccomp,
+            policy: "workspace-write".into(),
+            protections: vec![
+                Protection {
+                    name: "filesystem".into(),
+                    status: ProtectionStatus::Enforced,
+                    detail: "landlock ABI 7".into(),
+                },
+                Protection {
+                    name: "network".into(),
+                    status: ProtectionStatus::Enforced,
+                    detail: String::new(),
+                },
+            ],
+            escape_reason: None,
+        };
+        assert_eq!(
+            report.summary_line(),
+            "sandbox: linux-landlock-seccomp (workspace-write); filesystem: enforced (landlock ABI 7); network: enforced"
+        );
+        assert!(!report.is_degraded());
+        let open = ProtectionReport::unsandboxed("danger-full-access", EscapeReason::FullAccessPolicy);
+        assert_eq!(
+            open.summary_line(),
+            "sandbox: none (danger-full-access); unsandboxed: danger-full-access policy"
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! The unified exec engine (not yet built: see issue 4).

@@ -1,0 +1,60 @@
+//! The approver port: asks a person whether a command may run.
+
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use uexec_domain::{ReviewDecision, SessionId};
+
+/// Why the engine asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalKind {
+    /// The approval policy needs a person's yes before the first run (e.g. `untrusted` and not known-safe).
+    Run,
+    /// The caller asked to run outside the sandbox (`require_escalated`).
+    Escalation,
+    /// The sandbox denied the command; may it run again without the sandbox?
+    RetryWithoutSandbox,
+}
+
+/// One question to a person.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRequest {
+    /// The exec call this belongs to.
+    pub call_id: String,
+    /// The session id reserved for the command.
+    pub session_id: SessionId,
+    /// The argv that would run.
+    pub command: Vec<String>,
+    /// Its working directory.
+    pub cwd: PathBuf,
+    /// Why the engine asks.
+    pub kind: ApprovalKind,
+    /// The question shown to the person: the caller's justification, or the engine's reason (for a retry:
+    /// `command failed; retry without sandbox?`).
+    pub reason: Option<String>,
+}
+
+/// Why no decision could be had.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApprovalError {
+    /// Nobody can be asked (no interactive client); the message says what would need approval.
+    #[error("approval unavailable: {0}")]
+    Unavailable(String),
+    /// The channel to the person broke while asking.
+    #[error("approval request failed: {0}")]
+    Failed(String),
+}
+
+/// Asks a person. Implementations: an MCP elicitation, a terminal prompt, a fixed answer for automation.
+///
+/// Contract: called at most once per question; the engine caches `ApprovedForSession` itself, so an
+/// implementation need not remember anything. Cancelling the future abandons the question.
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait Approver: Send + Sync {
+    /// Ask, and wait for the answer.
+    async fn request_approval(&self, request: ApprovalRequest) -> Result<ReviewDecision, ApprovalError>;
+}

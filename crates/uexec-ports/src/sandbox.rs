@@ -1,0 +1,72 @@
+//! The sandbox port: turns a spawn request plus a policy into something spawnable, and says what it enforces.
+
+use std::path::PathBuf;
+
+use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
+
+use crate::process::SpawnRequest;
+
+/// What the engine asks a sandbox for.
+#[derive(Debug, Clone)]
+pub struct SandboxRequest {
+    /// The command as it would run unsandboxed.
+    pub spawn: SpawnRequest,
+    /// The policy to enforce. Never `DangerFullAccess`: the engine does not call a sandbox for that.
+    pub policy: SandboxPolicy,
+    /// `$TMPDIR` as the command will see it, if set (it becomes a writable root under `workspace-write`).
+    pub tmpdir: Option<PathBuf>,
+    /// Accept protections that can only be partly enforced. Off by default: fail closed.
+    pub allow_degraded: bool,
+}
+
+/// A request made spawnable: possibly rewritten argv and env, possibly a hook for the child, and the report.
+#[derive(Debug, Clone)]
+pub struct SandboxedSpawn {
+    /// What to spawn (the sandbox may wrap the argv, and adds `UEXEC_SANDBOX*` variables to the env).
+    pub spawn: SpawnRequest,
+    /// What this enforces.
+    pub report: ProtectionReport,
+}
+
+/// Why a command cannot run under the requested sandbox. Every variant means: nothing was spawned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SandboxError {
+    /// This platform or kernel cannot enforce the policy; `missing` says what is missing and `setting` which
+    /// setting would accept degraded protection (if any would).
+    #[error("sandbox cannot be enforced: {missing}{}", .setting.as_ref().map(|s| format!(" (to accept degraded protection: {s})")).unwrap_or_default())]
+    Unenforceable {
+        /// What is missing (e.g. "Landlock is not supported by this kernel").
+        missing: String,
+        /// The setting that accepts degradation, e.g. `allow_degraded_sandbox = true`.
+        setting: Option<String>,
+    },
+    /// No sandbox exists for this platform (the explicit stub; never a silent fallback).
+    #[error("no sandbox is available on this platform: {0}")]
+    Unsupported(String),
+    /// A path in the policy is unusable (does not exist, cannot be canonicalised, cannot be opened).
+    #[error("invalid sandbox path {path}: {reason}")]
+    InvalidPath {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// Building the restrictions failed.
+    #[error("failed to prepare the sandbox: {0}")]
+    Setup(String),
+}
+
+/// A sandbox mechanism. Contract: `prepare` either returns a spawn that enforces every protection its report
+/// lists as enforced, or an error; it never returns a weaker spawn silently.
+#[cfg_attr(feature = "mock", mockall::automock)]
+pub trait Sandbox: Send + Sync {
+    /// The mechanism.
+    fn kind(&self) -> SandboxKind;
+
+    /// What this machine can enforce for `policy`, without running anything (for `uexec sandbox-report`).
+    fn report(&self, policy: &SandboxPolicy) -> ProtectionReport;
+
+    /// Make `request.spawn` run under `request.policy`.
+    fn prepare(&self, request: SandboxRequest) -> Result<SandboxedSpawn, SandboxError>;
+}

@@ -1,0 +1,1 @@
+//! Linux sandbox adapter: Landlock + seccomp (not yet built: see issue 5).
