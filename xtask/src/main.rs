@@ -1,1 +1,128 @@
-fn main() {}
+//! Project automation, one binary with subcommands: `cargo xtask ci`, `cargo xtask layering`,
+//! `cargo xtask tidy`, `cargo xtask bench`.
+//!
+//! `ci` is what `.ci/run` calls and what the README names as the test command: formatting, clippy with
+//! warnings denied, cargo-deny, the layering and tidy checks, then every test (nextest plus doctests).
+
+// A command-line tool: printing is its job.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod layering;
+mod tidy;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  ci          fmt --check, clippy -D warnings, cargo deny, layering, tidy, nextest, doctests
+  layering    fail when a crate depends on a layer it must not (reads `cargo metadata`)
+  tidy        fail when a source file lacks its `//!` line or the tree holds a stub
+  bench       run every benchmark (add --quick for a short run)
+";
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = workspace_root()?;
+    match args.first().map(String::as_str) {
+        Some("ci") => ci(&root),
+        Some("layering") => layering::run(&root),
+        Some("tidy") => tidy::run(&root),
+        Some("bench") => bench(&root, args.iter().any(|a| a == "--quick")),
+        Some("help" | "--help" | "-h") => {
+            print_usage();
+            Ok(())
+        }
+        _ => {
+            print_usage();
+            bail!("unknown or missing command")
+        }
+    }
+}
+
+fn print_usage() {
+    print!("{USAGE}");
+}
+
+fn workspace_root() -> Result<PathBuf> {
+    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir.parent().map(Path::to_path_buf).context("xtask has no parent directory")
+}
+
+fn ci(root: &Path) -> Result<()> {
+    let started = Instant::now();
+    step("fmt", || cargo(root, &["fmt", "--all", "--", "--check"]))?;
+    step("clippy", || {
+        cargo(root, &["clippy", "--workspace", "--all-targets", "--all-features", "--", "-D", "warnings"])
+    })?;
+    step("deny", || {
+        ensure_cargo_tool(root, "cargo-deny", &["deny", "--version"])?;
+        // Advisories need GitHub, which CI cannot reach: see deny.toml.
+        cargo(root, &["deny", "--log-level", "error", "check", "bans", "licenses", "sources"])
+    })?;
+    step("layering", || layering::run(root))?;
+    step("tidy", || tidy::run(root))?;
+    step("nextest", || {
+        cargo(root, &["nextest", "run", "--workspace", "--all-features", "--no-fail-fast"])
+    })?;
+    step("doctests", || cargo(root, &["test", "--workspace", "--all-features", "--doc"]))?;
+    eprintln!("xtask ci: all steps passed in {:.1}s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn bench(root: &Path, quick: bool) -> Result<()> {
+    let benches: [(&str, &str); 3] =
+        [("uexec-pty", "spawn"), ("uexec-sandbox-linux", "spawn"), ("tests", "engine_roundtrip")];
+    for (package, bench) in benches {
+        step(&format!("bench {package}/{bench}"), || {
+            let mut args = vec!["bench", "-p", package, "--bench", bench];
+            if quick {
+                args.extend(["--", "--quick"]);
+            }
+            cargo(root, &args)
+        })?;
+    }
+    Ok(())
+}
+
+fn step(name: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
+    let started = Instant::now();
+    eprintln!("==> xtask: {name}");
+    let result = f().with_context(|| format!("step `{name}` failed"));
+    eprintln!("<== xtask: {name} ({:.1}s)", started.elapsed().as_secs_f64());
+    result
+}
+
+fn cargo(root: &Path, args: &[&str]) -> Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .args(args)
+        .current_dir(root)
+        .status()
+        .with_context(|| format!("could not run cargo {}", args.join(" ")))?;
+    if !status.success() {
+        bail!("cargo {} exited with {status}", args.join(" "));
+    }
+    Ok(())
+}
+
+/// Installs a cargo tool with `cargo install --locked` when `cargo <probe>` does not run.
+fn ensure_cargo_tool(root: &Path, krate: &str, probe: &[&str]) -> Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let present = Command::new(&cargo)
+        .args(probe)
+        .current_dir(root)
+        .output()
+        .map(|out| out.status.success())
+        .unwrap_or(false);
+    if present {
+        return Ok(());
+    }
+    eprintln!("xtask: {krate} is missing; installing it with cargo install --locked");
+    crate::cargo(root, &["install", "--locked", krate])
+}

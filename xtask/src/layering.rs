@@ -1,0 +1,223 @@
+//! The layering check: dependencies point inward (domain <- ports <- adapters/engine <- app).
+//!
+//! It reads `cargo metadata` and fails when a workspace crate depends (normal, dev or build dependency) on a
+//! layer it must not:
+//! - `uexec-domain` depends on no internal crate;
+//! - `uexec-ports` only on `uexec-domain`;
+//! - adapters (`uexec-pty`, `uexec-sandbox-*`) and `uexec-engine` only on domain and ports, never on each other;
+//! - nothing depends on the app `uexec`, except the cross-crate `tests` package, which may use everything;
+//! - nothing depends on `xtask` or `tests`.
+
+use std::fmt;
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+/// Where a crate sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layer {
+    Domain,
+    Ports,
+    /// Adapters and the engine: the ring around the ports.
+    Ring,
+    App,
+    /// The cross-crate test package.
+    Tests,
+    /// Tooling (xtask).
+    Tooling,
+}
+
+pub(crate) fn layer_of(name: &str) -> Option<Layer> {
+    Some(match name {
+        "uexec-domain" => Layer::Domain,
+        "uexec-ports" => Layer::Ports,
+        "uexec" => Layer::App,
+        "tests" => Layer::Tests,
+        "xtask" => Layer::Tooling,
+        "uexec-pty" | "uexec-engine" => Layer::Ring,
+        n if n.starts_with("uexec-sandbox-") => Layer::Ring,
+        _ => return None,
+    })
+}
+
+/// One dependency edge between workspace crates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Edge {
+    pub(crate) from: String,
+    pub(crate) to: String,
+    /// `normal`, `dev` or `build`.
+    pub(crate) kind: String,
+}
+
+/// A forbidden edge and the rule it breaks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Violation {
+    pub(crate) edge: Edge,
+    pub(crate) rule: &'static str,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} -> {} ({} dependency): {}", self.edge.from, self.edge.to, self.edge.kind, self.rule)
+    }
+}
+
+/// Checks every edge; `workspace` names the workspace members (edges to other crates are ignored).
+pub(crate) fn check(workspace: &[String], edges: &[Edge]) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    for edge in edges {
+        if !workspace.contains(&edge.to) {
+            continue;
+        }
+        let (Some(from), Some(to)) = (layer_of(&edge.from), layer_of(&edge.to)) else {
+            violations.push(Violation {
+                edge: edge.clone(),
+                rule: "every workspace crate must have a known layer: add it to xtask/src/layering.rs",
+            });
+            continue;
+        };
+        let rule = match (from, to) {
+            (Layer::Domain, _) => Some("uexec-domain depends on no internal crate"),
+            (Layer::Ports, Layer::Domain) => None,
+            (Layer::Ports, _) => Some("uexec-ports depends only on uexec-domain"),
+            (Layer::Ring, Layer::Domain | Layer::Ports) => None,
+            (Layer::Ring, Layer::Ring) => {
+                Some("adapters and the engine never depend on each other: inject through the ports")
+            }
+            (Layer::Ring, _) => Some("adapters and the engine depend only on domain and ports"),
+            (Layer::App, Layer::Domain | Layer::Ports | Layer::Ring) => None,
+            (Layer::Tests, Layer::Domain | Layer::Ports | Layer::Ring | Layer::App) => None,
+            (_, Layer::App) => Some("nothing depends on the app crate"),
+            (_, Layer::Tests | Layer::Tooling) => Some("nothing depends on tests or xtask"),
+            (Layer::Tooling, _) => Some("xtask uses no workspace crate"),
+        };
+        if let Some(rule) = rule {
+            violations.push(Violation { edge: edge.clone(), rule });
+        }
+    }
+    violations
+}
+
+/// Extracts the workspace members and their internal edges from `cargo metadata --no-deps` JSON.
+pub(crate) fn edges_from_metadata(metadata: &Value) -> Result<(Vec<String>, Vec<Edge>)> {
+    let packages = metadata["packages"].as_array().context("cargo metadata has no `packages` array")?;
+    let members: Vec<String> =
+        packages.iter().filter_map(|p| p["name"].as_str().map(str::to_owned)).collect();
+    let mut edges = Vec::new();
+    for package in packages {
+        let from = package["name"].as_str().context("package without a name")?;
+        for dep in package["dependencies"].as_array().into_iter().flatten() {
+            let to = dep["name"].as_str().context("dependency without a name")?;
+            if members.iter().any(|m| m == to) {
+                let kind = dep["kind"].as_str().unwrap_or("normal").to_owned();
+                edges.push(Edge { from: from.to_owned(), to: to.to_owned(), kind });
+            }
+        }
+    }
+    Ok((members, edges))
+}
+
+pub(crate) fn run(root: &Path) -> Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(root)
+        .output()
+        .context("could not run cargo metadata")?;
+    if !output.status.success() {
+        bail!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    let metadata: Value = serde_json::from_slice(&output.stdout).context("cargo metadata printed no JSON")?;
+    let (members, edges) = edges_from_metadata(&metadata)?;
+    let violations = check(&members, &edges);
+    if violations.is_empty() {
+        eprintln!("layering: {} internal edges between {} crates, all allowed", edges.len(), members.len());
+        return Ok(());
+    }
+    for v in &violations {
+        eprintln!("layering violation: {v}");
+    }
+    bail!("{} forbidden dependency edge(s)", violations.len())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn members() -> Vec<String> {
+        [
+            "uexec-domain",
+            "uexec-ports",
+            "uexec-pty",
+            "uexec-sandbox-linux",
+            "uexec-sandbox-macos",
+            "uexec-engine",
+            "uexec",
+            "tests",
+            "xtask",
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    }
+
+    fn edge(from: &str, to: &str, kind: &str) -> Edge {
+        Edge { from: from.into(), to: to.into(), kind: kind.into() }
+    }
+
+    #[test]
+    fn allowed_edges_pass() {
+        let edges = [
+            edge("uexec-ports", "uexec-domain", "normal"),
+            edge("uexec-pty", "uexec-ports", "normal"),
+            edge("uexec-engine", "uexec-ports", "dev"),
+            edge("uexec", "uexec-engine", "normal"),
+            edge("uexec", "uexec-pty", "normal"),
+            edge("tests", "uexec", "dev"),
+            edge("tests", "uexec-pty", "normal"),
+            edge("uexec-domain", "serde", "normal"),
+        ];
+        assert_eq!(check(&members(), &edges), vec![]);
+    }
+
+    #[test]
+    fn each_forbidden_edge_is_reported() {
+        let forbidden = [
+            edge("uexec-domain", "uexec-ports", "normal"),
+            edge("uexec-ports", "uexec-pty", "normal"),
+            edge("uexec-engine", "uexec-pty", "dev"),
+            edge("uexec-sandbox-linux", "uexec-pty", "normal"),
+            edge("uexec-pty", "uexec", "normal"),
+            edge("uexec", "tests", "dev"),
+            edge("xtask", "uexec-domain", "normal"),
+            edge("uexec-mystery", "uexec-domain", "normal"),
+        ];
+        for e in forbidden {
+            let violations = check(&members(), std::slice::from_ref(&e));
+            assert_eq!(violations.len(), 1, "edge {e:?} must be forbidden");
+        }
+    }
+
+    #[test]
+    fn the_real_workspace_passes_and_a_forbidden_edge_added_to_it_fails() {
+        let root = crate::workspace_root().unwrap();
+        let output = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        assert!(output.status.success());
+        let metadata: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let (members, mut edges) = edges_from_metadata(&metadata).unwrap();
+        assert!(members.contains(&"uexec-domain".to_owned()));
+        assert!(edges.iter().any(|e| e.from == "uexec-ports" && e.to == "uexec-domain"));
+        let violations = check(&members, &edges);
+        assert!(violations.is_empty(), "workspace violates layering: {violations:?}");
+        edges.push(edge("uexec-sandbox-linux", "uexec-pty", "normal"));
+        let violations = check(&members, &edges);
+        assert_eq!(violations.len(), 1);
+        assert!(violations[0].to_string().contains("never depend on each other"));
+    }
+}
