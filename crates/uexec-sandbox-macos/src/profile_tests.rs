@@ -1,0 +1,165 @@
+//! Unit tests of profile rendering and root merging (golden files and properties live in `tests/`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use uexec_domain::SandboxPolicy;
+use uexec_domain::policy::GitEntry;
+use uexec_ports::SandboxError;
+
+use super::*;
+
+/// Every absolute path exists and is canonical, except `/tmp`, which is `/private/tmp`, and the paths in
+/// `missing`; `.git` entries come from `git`.
+#[derive(Debug, Default)]
+struct Fake {
+    missing: Vec<PathBuf>,
+    git: BTreeMap<PathBuf, GitEntry>,
+}
+
+impl PathResolver for Fake {
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+        if self.missing.iter().any(|m| path.starts_with(m)) {
+            return Err(io::Error::from(io::ErrorKind::NotFound));
+        }
+        match path.strip_prefix("/tmp") {
+            Ok(rest) => Ok(Path::new("/private/tmp").join(rest)),
+            Err(_) => Ok(path.to_path_buf()),
+        }
+    }
+
+    fn git_entry(&self, root: &Path) -> GitEntry {
+        self.git.get(root).cloned().unwrap_or(GitEntry::Absent)
+    }
+}
+
+fn workspace(roots: &[&str], network: bool) -> SandboxPolicy {
+    SandboxPolicy::WorkspaceWrite {
+        writable_roots: roots.iter().map(PathBuf::from).collect(),
+        network_access: network,
+        exclude_slash_tmp: true,
+        exclude_tmpdir_env_var: true,
+    }
+}
+
+fn argv() -> Vec<OsString> {
+    vec![OsString::from("true")]
+}
+
+fn params(launch: &SeatbeltLaunch) -> Vec<(String, String)> {
+    launch.params.iter().map(|(n, v)| (n.clone(), v.to_string_lossy().into_owned())).collect()
+}
+
+#[test]
+fn no_roots_means_no_write_rule() {
+    let text = render_profile(&SandboxPolicy::ReadOnly { network_access: false }, &[]);
+    assert!(text.starts_with(BASE_PROFILE));
+    assert!(!text.contains("(allow file-write*"));
+    assert!(!text.contains("(allow network"));
+}
+
+#[test]
+fn roots_render_as_alternatives_with_their_exclusions() {
+    let text = render_profile(&workspace(&[], true), &[2, 0]);
+    let expected = "(allow file-write*\n  (require-all\n    (subpath (param \"WRITABLE_ROOT_0\"))\n    \
+                    (require-not (subpath (param \"WRITABLE_ROOT_0_RO_0\")))\n    \
+                    (require-not (subpath (param \"WRITABLE_ROOT_0_RO_1\"))))\n  \
+                    (subpath (param \"WRITABLE_ROOT_1\")))\n";
+    assert!(text.contains(expected), "{text}");
+    assert!(text.ends_with(NETWORK_PROFILE));
+}
+
+#[test]
+fn read_only_subpaths_of_a_nested_root_are_carved_out_of_its_parent_root() {
+    let fake = Fake::default();
+    let launch = build_launch(&workspace(&["/w"], false), Path::new("/w/sub"), None, &argv(), &fake).unwrap();
+    assert_eq!(
+        params(&launch),
+        [
+            ("WRITABLE_ROOT_0", "/w"),
+            ("WRITABLE_ROOT_0_RO_0", "/w/.git"),
+            ("WRITABLE_ROOT_0_RO_1", "/w/.uexec"),
+            ("WRITABLE_ROOT_0_RO_2", "/w/sub/.git"),
+            ("WRITABLE_ROOT_0_RO_3", "/w/sub/.uexec"),
+            ("WRITABLE_ROOT_1", "/w/sub"),
+            ("WRITABLE_ROOT_1_RO_0", "/w/sub/.git"),
+            ("WRITABLE_ROOT_1_RO_1", "/w/sub/.uexec"),
+        ]
+        .map(|(n, v)| (n.to_owned(), v.to_owned()))
+    );
+}
+
+#[test]
+fn a_gitdir_outside_every_root_is_not_listed_and_one_inside_another_root_is_carved_out_there() {
+    let mut fake = Fake::default();
+    fake.git.insert(PathBuf::from("/wt"), GitEntry::File { gitdir: PathBuf::from("/tmp/gitdirs/wt") });
+    fake.git.insert(PathBuf::from("/other"), GitEntry::File { gitdir: PathBuf::from("/elsewhere/wt") });
+    let launch =
+        build_launch(&workspace(&["/tmp", "/other"], false), Path::new("/wt"), None, &argv(), &fake).unwrap();
+    assert_eq!(
+        params(&launch),
+        [
+            ("WRITABLE_ROOT_0", "/private/tmp"),
+            ("WRITABLE_ROOT_0_RO_0", "/private/tmp/.git"),
+            ("WRITABLE_ROOT_0_RO_1", "/private/tmp/.uexec"),
+            ("WRITABLE_ROOT_0_RO_2", "/private/tmp/gitdirs/wt"),
+            ("WRITABLE_ROOT_1", "/other"),
+            ("WRITABLE_ROOT_1_RO_0", "/other/.git"),
+            ("WRITABLE_ROOT_1_RO_1", "/other/.uexec"),
+            ("WRITABLE_ROOT_2", "/wt"),
+            ("WRITABLE_ROOT_2_RO_0", "/wt/.git"),
+            ("WRITABLE_ROOT_2_RO_1", "/wt/.uexec"),
+        ]
+        .map(|(n, v)| (n.to_owned(), v.to_owned()))
+    );
+    assert_eq!(launch.writable_root_count(), 3);
+    assert_eq!(launch.read_only_subpath_count(), 7);
+}
+
+#[test]
+fn roots_that_canonicalise_alike_are_one_root() {
+    let fake = Fake::default();
+    let launch =
+        build_launch(&workspace(&["/private/tmp"], false), Path::new("/tmp"), None, &argv(), &fake).unwrap();
+    assert_eq!(launch.writable_root_count(), 1);
+    assert_eq!(launch.params[0].1, OsString::from("/private/tmp"));
+}
+
+#[test]
+fn full_access_and_empty_argv_have_no_launch() {
+    let fake = Fake::default();
+    let err =
+        build_launch(&SandboxPolicy::DangerFullAccess, Path::new("/w"), None, &argv(), &fake).unwrap_err();
+    assert!(matches!(err, SandboxError::Setup(ref m) if m.contains("danger-full-access")), "{err}");
+    let err = build_launch(&workspace(&[], false), Path::new("/w"), None, &[], &fake).unwrap_err();
+    assert!(matches!(err, SandboxError::Setup(ref m) if m.contains("argv is empty")), "{err}");
+}
+
+#[test]
+fn a_missing_or_relative_root_is_an_invalid_path() {
+    let fake = Fake { missing: vec![PathBuf::from("/gone")], ..Fake::default() };
+    let err =
+        build_launch(&workspace(&["/gone/root"], false), Path::new("/w"), None, &argv(), &fake).unwrap_err();
+    assert!(matches!(err, SandboxError::InvalidPath { ref path, .. } if path == Path::new("/gone/root")));
+    let err = build_launch(&workspace(&["rel"], false), Path::new("/w"), None, &argv(), &fake).unwrap_err();
+    assert!(matches!(err, SandboxError::InvalidPath { ref path, .. } if path == Path::new("rel")));
+}
+
+#[test]
+fn read_only_policy_ignores_cwd_and_tmpdir() {
+    let fake = Fake { missing: vec![PathBuf::from("/gone")], ..Fake::default() };
+    let launch = build_launch(
+        &SandboxPolicy::ReadOnly { network_access: false },
+        Path::new("/gone"),
+        Some(Path::new("/gone/tmp")),
+        &argv(),
+        &fake,
+    )
+    .unwrap();
+    assert!(launch.params.is_empty());
+    assert_eq!(launch.writable_root_count(), 0);
+}

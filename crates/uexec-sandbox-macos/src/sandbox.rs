@@ -1,0 +1,239 @@
+//! The [`Sandbox`] port on Seatbelt: wraps a command in `sandbox-exec` and reports what the profile enforces.
+//!
+//! The adapter exists on every OS so the app can show the macOS profile anywhere, but it refuses to prepare a
+//! command where `sandbox-exec` cannot run, unless it was built with [`SeatbeltSandbox::for_inspection`]:
+//! nothing ever silently runs unsandboxed.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::sync::Arc;
+
+use uexec_domain::protection::{Protection, ProtectionStatus};
+use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
+use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
+
+use crate::paths::{PathResolver, RealFs};
+use crate::profile::{BASE_PROFILE, NETWORK_PROFILE, SANDBOX_EXEC, SeatbeltLaunch, build_launch};
+
+/// The variable that tells a command which sandbox it runs under (spec A5).
+pub const ENV_SANDBOX: &str = "UEXEC_SANDBOX";
+
+/// The variable set to `1` when the command's network access is disabled (spec A5).
+pub const ENV_NETWORK_DISABLED: &str = "UEXEC_SANDBOX_NETWORK_DISABLED";
+
+/// Whether this host can run `sandbox-exec`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Host {
+    /// macOS with `/usr/bin/sandbox-exec` present.
+    Available,
+    /// Not: the reason, for errors and reports.
+    Unavailable(String),
+}
+
+impl Host {
+    /// Looks at the running host.
+    fn detect() -> Self {
+        if !cfg!(target_os = "macos") {
+            Host::Unavailable(format!("sandbox-exec is macOS-only; this host runs {}", std::env::consts::OS))
+        } else if !Path::new(SANDBOX_EXEC).is_file() {
+            Host::Unavailable(format!("{SANDBOX_EXEC} is missing on this Mac"))
+        } else {
+            Host::Available
+        }
+    }
+}
+
+/// The macOS sandbox: `sandbox-exec` with a profile generated from the policy.
+///
+/// [`Default`] gives the enforcing adapter (the one the app uses on macOS); [`SeatbeltSandbox::for_inspection`]
+/// gives one that also prepares commands where `sandbox-exec` is unavailable, for showing the profile and the
+/// command line (running such a command fails: `/usr/bin/sandbox-exec` does not exist there).
+#[derive(Debug, Clone)]
+pub struct SeatbeltSandbox {
+    resolver: Arc<dyn PathResolver>,
+    host: Host,
+    generate_only: bool,
+}
+
+impl Default for SeatbeltSandbox {
+    /// The enforcing adapter on the real filesystem: `prepare` fails with [`SandboxError::Unsupported`] where
+    /// `sandbox-exec` is unavailable.
+    fn default() -> Self {
+        SeatbeltSandbox { resolver: Arc::new(RealFs), host: Host::detect(), generate_only: false }
+    }
+}
+
+impl SeatbeltSandbox {
+    /// An adapter that generates profiles and command lines on any host, for inspection. Its reports still say
+    /// plainly when `sandbox-exec` is unavailable here (every protection `off`).
+    pub fn for_inspection() -> Self {
+        SeatbeltSandbox { generate_only: true, ..SeatbeltSandbox::default() }
+    }
+
+    /// The same adapter answering filesystem questions through `resolver` (a fake in tests).
+    #[must_use]
+    pub fn with_resolver(self, resolver: Arc<dyn PathResolver>) -> Self {
+        SeatbeltSandbox { resolver, ..self }
+    }
+
+    /// Why `sandbox-exec` cannot run on this host, or `None` when it can.
+    pub fn unavailable_reason(&self) -> Option<&str> {
+        match &self.host {
+            Host::Available => None,
+            Host::Unavailable(reason) => Some(reason),
+        }
+    }
+
+    /// The profile and command line for a command, without the host check (what `prepare` would return).
+    ///
+    /// # Errors
+    /// As [`build_launch`].
+    pub fn launch(
+        &self,
+        policy: &SandboxPolicy,
+        cwd: &Path,
+        tmpdir: Option<&Path>,
+        argv: &[OsString],
+    ) -> Result<SeatbeltLaunch, SandboxError> {
+        build_launch(policy, cwd, tmpdir, argv, &*self.resolver)
+    }
+
+    /// The report for `policy`; with a `launch`, its details count the actual roots.
+    fn build_report(&self, policy: &SandboxPolicy, launch: Option<&SeatbeltLaunch>) -> ProtectionReport {
+        report(policy, self.unavailable_reason(), launch)
+    }
+}
+
+impl Sandbox for SeatbeltSandbox {
+    fn kind(&self) -> SandboxKind {
+        SandboxKind::MacosSeatbelt
+    }
+
+    fn report(&self, policy: &SandboxPolicy) -> ProtectionReport {
+        self.build_report(policy, None)
+    }
+
+    fn prepare(&self, request: SandboxRequest) -> Result<SandboxedSpawn, SandboxError> {
+        if let Some(reason) = self.unavailable_reason()
+            && !self.generate_only
+        {
+            return Err(SandboxError::Unsupported(format!(
+                "{reason}; nothing was run (SeatbeltSandbox::for_inspection generates the profile without running it)"
+            )));
+        }
+        let SandboxRequest { mut spawn, policy, tmpdir, allow_degraded: _ } = request;
+        let launch = self.launch(&policy, &spawn.cwd, tmpdir.as_deref(), &spawn.argv)?;
+        let report = self.build_report(&policy, Some(&launch));
+        spawn.argv = launch.argv;
+        spawn.env = sandbox_env(std::mem::take(&mut spawn.env), policy.has_network_access());
+        Ok(SandboxedSpawn { spawn, report })
+    }
+}
+
+/// `env` with the `UEXEC_SANDBOX*` variables of a Seatbelt command: `UEXEC_SANDBOX=macos-seatbelt`, and
+/// `UEXEC_SANDBOX_NETWORK_DISABLED=1` when `network` is false. Inherited values of these names are replaced, so
+/// a command never sees a stale claim.
+pub fn sandbox_env(env: Vec<(OsString, OsString)>, network: bool) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<_> =
+        env.into_iter().filter(|(name, _)| name != ENV_SANDBOX && name != ENV_NETWORK_DISABLED).collect();
+    env.push((ENV_SANDBOX.into(), SandboxKind::MacosSeatbelt.as_str().into()));
+    if !network {
+        env.push((ENV_NETWORK_DISABLED.into(), "1".into()));
+    }
+    env
+}
+
+/// What the profile for `policy` enforces. `unavailable` is why `sandbox-exec` cannot run here (every
+/// protection is then `off`, its detail saying what macOS would enforce); `launch` makes the details concrete.
+fn report(
+    policy: &SandboxPolicy,
+    unavailable: Option<&str>,
+    launch: Option<&SeatbeltLaunch>,
+) -> ProtectionReport {
+    let network = policy.has_network_access();
+    let mut protections = Vec::new();
+    protections.push(match unavailable {
+        None => protection(
+            "seatbelt",
+            ProtectionStatus::Enforced,
+            format!("{SANDBOX_EXEC}, deny-default profile"),
+        ),
+        Some(reason) => protection(
+            "seatbelt",
+            ProtectionStatus::Off,
+            format!(
+                "sandbox-exec is unavailable here: {reason}; the other entries say what macOS would enforce"
+            ),
+        ),
+    });
+
+    let filesystem = match (policy, launch) {
+        (SandboxPolicy::WorkspaceWrite { .. }, Some(launch)) => format!(
+            "reads everywhere; writes only under {} writable roots minus {} read-only subpaths (.git, gitdir, \
+             .uexec), plus /dev/null and terminals",
+            launch.writable_root_count(),
+            launch.read_only_subpath_count()
+        ),
+        (SandboxPolicy::WorkspaceWrite { .. }, None) => "reads everywhere; writes only under the writable roots \
+             (configured roots, cwd, /tmp, $TMPDIR) minus .git, gitdir and .uexec, plus /dev/null and terminals"
+            .to_owned(),
+        _ => "reads everywhere; no writes except /dev/null and terminals".to_owned(),
+    };
+    protections.push(enforced("filesystem", filesystem, unavailable));
+
+    protections.push(if network {
+        protection(
+            "network",
+            ProtectionStatus::NotRequested,
+            "network access allowed by the policy".to_owned(),
+        )
+    } else {
+        enforced("network", "every network operation denied, Unix sockets included".to_owned(), unavailable)
+    });
+
+    protections.push(enforced(
+        "process",
+        "exec and fork allowed; signals and process-info only within the sandbox; no task ports of other \
+         processes (no debugger attach)"
+            .to_owned(),
+        unavailable,
+    ));
+
+    let mut services = count_global_names(BASE_PROFILE);
+    if network {
+        services += count_global_names(NETWORK_PROFILE);
+    }
+    protections.push(enforced(
+        "system_services",
+        format!("mach-lookup limited to {services} services; sysctl reads to an allow-list"),
+        unavailable,
+    ));
+
+    ProtectionReport {
+        sandbox: SandboxKind::MacosSeatbelt,
+        policy: policy.mode_str().to_owned(),
+        protections,
+        escape_reason: None,
+    }
+}
+
+/// A protection the profile enforces: `enforced` here, `off` (and "would enforce") where it cannot run.
+fn enforced(name: &str, detail: String, unavailable: Option<&str>) -> Protection {
+    match unavailable {
+        None => protection(name, ProtectionStatus::Enforced, detail),
+        Some(_) => protection(name, ProtectionStatus::Off, format!("would enforce: {detail}")),
+    }
+}
+
+fn protection(name: &str, status: ProtectionStatus, detail: String) -> Protection {
+    Protection { name: name.to_owned(), status, detail }
+}
+
+/// How many mach services a profile part allows by name.
+fn count_global_names(profile: &str) -> usize {
+    profile.lines().filter(|line| line.trim_start().starts_with("(global-name \"")).count()
+}
+
+#[cfg(test)]
+#[path = "sandbox_tests.rs"]
+mod tests;

@@ -1,0 +1,136 @@
+//! Unit tests of the adapter: host gating, environment and the protection report.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use uexec_domain::protection::ProtectionStatus;
+use uexec_domain::{SandboxKind, SandboxPolicy};
+use uexec_ports::process::{IoMode, SpawnRequest};
+use uexec_ports::{Sandbox, SandboxRequest};
+
+use super::*;
+
+fn available() -> SeatbeltSandbox {
+    SeatbeltSandbox { host: Host::Available, ..SeatbeltSandbox::default() }
+}
+
+fn statuses(report: &ProtectionReport) -> Vec<(&str, ProtectionStatus)> {
+    report.protections.iter().map(|p| (p.name.as_str(), p.status)).collect()
+}
+
+#[test]
+fn on_macos_every_protection_is_enforced() {
+    let report = available().report(&SandboxPolicy::default());
+    assert_eq!(report.sandbox, SandboxKind::MacosSeatbelt);
+    assert_eq!(report.policy, "workspace-write");
+    assert_eq!(
+        statuses(&report),
+        [
+            ("seatbelt", ProtectionStatus::Enforced),
+            ("filesystem", ProtectionStatus::Enforced),
+            ("network", ProtectionStatus::Enforced),
+            ("process", ProtectionStatus::Enforced),
+            ("system_services", ProtectionStatus::Enforced),
+        ]
+    );
+    assert!(!report.is_degraded());
+}
+
+#[test]
+fn network_allowed_by_policy_is_not_requested() {
+    let report = available().report(&SandboxPolicy::ReadOnly { network_access: true });
+    let network = report.protections.iter().find(|p| p.name == "network").unwrap();
+    assert_eq!(network.status, ProtectionStatus::NotRequested);
+    let filesystem = report.protections.iter().find(|p| p.name == "filesystem").unwrap();
+    assert!(filesystem.detail.contains("no writes except /dev/null"), "{}", filesystem.detail);
+    // The network part's services are counted when network is on.
+    let services = |r: &ProtectionReport| r.protections.iter().find(|p| p.name == "system_services").cloned();
+    let off = available().report(&SandboxPolicy::ReadOnly { network_access: false });
+    assert_ne!(services(&report), services(&off));
+}
+
+#[test]
+fn an_unavailable_host_turns_everything_off_and_says_why() {
+    let sandbox =
+        SeatbeltSandbox { host: Host::Unavailable("sandbox-exec is macOS-only".into()), ..available() };
+    let report = sandbox.report(&SandboxPolicy::ReadOnly { network_access: false });
+    assert!(report.protections.iter().all(|p| p.status == ProtectionStatus::Off), "{report}");
+    assert!(report.protections[0].detail.contains("sandbox-exec is unavailable here"), "{report}");
+    assert!(report.protections[1].detail.starts_with("would enforce: reads everywhere"), "{report}");
+    assert!(report.is_degraded());
+}
+
+#[test]
+fn prepare_wraps_the_command_and_counts_the_roots() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = std::fs::canonicalize(dir.path()).unwrap();
+    let request = SandboxRequest {
+        spawn: SpawnRequest {
+            argv: vec!["ls".into(), "-l".into()],
+            cwd: cwd.clone(),
+            env: vec![("UEXEC_SANDBOX_NETWORK_DISABLED".into(), "0".into()), ("HOME".into(), "/h".into())],
+            mode: IoMode::Pipes,
+            setup: Vec::new(),
+        },
+        policy: SandboxPolicy::WorkspaceWrite {
+            writable_roots: Vec::new(),
+            network_access: false,
+            exclude_slash_tmp: true,
+            exclude_tmpdir_env_var: true,
+        },
+        tmpdir: None,
+        allow_degraded: false,
+    };
+    let prepared = available().prepare(request).unwrap();
+    assert_eq!(prepared.spawn.argv[0], OsString::from(SANDBOX_EXEC));
+    assert_eq!(
+        prepared.spawn.argv[prepared.spawn.argv.len() - 3..],
+        [OsString::from("--"), "ls".into(), "-l".into()]
+    );
+    assert_eq!(prepared.spawn.cwd, cwd);
+    assert_eq!(
+        prepared.spawn.env,
+        [
+            (OsString::from("HOME"), OsString::from("/h")),
+            (ENV_SANDBOX.into(), "macos-seatbelt".into()),
+            (ENV_NETWORK_DISABLED.into(), "1".into()),
+        ]
+    );
+    let filesystem = prepared.report.protections.iter().find(|p| p.name == "filesystem").unwrap();
+    assert!(
+        filesystem.detail.contains("under 1 writable roots minus 2 read-only subpaths"),
+        "{}",
+        filesystem.detail
+    );
+}
+
+#[test]
+fn prepare_on_an_unavailable_host_refuses_unless_inspecting() {
+    let unavailable = Host::Unavailable("sandbox-exec is macOS-only; this host runs plan9".into());
+    let request = || SandboxRequest {
+        spawn: SpawnRequest {
+            argv: vec!["true".into()],
+            cwd: PathBuf::from("/"),
+            env: Vec::new(),
+            mode: IoMode::Pipes,
+            setup: Vec::new(),
+        },
+        policy: SandboxPolicy::ReadOnly { network_access: true },
+        tmpdir: None,
+        allow_degraded: true,
+    };
+    let enforcing = SeatbeltSandbox { host: unavailable.clone(), ..SeatbeltSandbox::default() };
+    let err = enforcing.prepare(request()).unwrap_err();
+    assert!(
+        matches!(err, SandboxError::Unsupported(ref m) if m.starts_with("sandbox-exec is macOS-only; this host runs plan9")),
+        "{err}"
+    );
+
+    let inspecting = SeatbeltSandbox { host: unavailable, ..SeatbeltSandbox::for_inspection() };
+    let prepared = inspecting.prepare(request()).unwrap();
+    assert_eq!(prepared.spawn.argv[0], OsString::from(SANDBOX_EXEC));
+    assert!(prepared.report.protections.iter().all(|p| p.status != ProtectionStatus::Enforced));
+    assert_eq!(prepared.spawn.env, [(OsString::from(ENV_SANDBOX), OsString::from("macos-seatbelt"))]);
+}
