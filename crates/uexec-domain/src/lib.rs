@@ -6,13 +6,25 @@
 //! plain unit and property tests.
 #![forbid(unsafe_code)]
 
+pub mod buffer;
+pub mod command;
+pub mod denial;
+pub mod env;
 pub mod exit;
+pub mod ids;
 pub mod limits;
 pub mod policy;
 pub mod protection;
+pub mod prune;
+pub mod response;
+pub mod rules;
 pub mod session;
+pub mod truncate;
 
+pub use buffer::HeadTailBuffer;
 pub use exit::ExitStatus;
+pub use ids::IdAllocator;
+pub use limits::Limits;
 pub use policy::{
     ApprovalPolicy, EscapeReason, ReviewDecision, SandboxPermissions, SandboxPolicy, WritableRoot,
 };

@@ -87,3 +87,93 @@ impl Default for Limits {
         }
     }
 }
+
+/// The yield window of an `exec_command`: `requested_ms` (default [`DEFAULT_EXEC_YIELD_TIME_MS`]) clamped to
+/// `[limits.min_yield_time_ms, limits.max_yield_time_ms]`.
+pub fn clamp_exec_yield(requested_ms: Option<u64>, limits: &Limits) -> u64 {
+    clamp(
+        requested_ms.unwrap_or(DEFAULT_EXEC_YIELD_TIME_MS),
+        limits.min_yield_time_ms,
+        limits.max_yield_time_ms,
+    )
+}
+
+/// The yield window of a `write_stdin`: `requested_ms` (default [`DEFAULT_WRITE_YIELD_TIME_MS`]) clamped to
+/// the yield bounds, or to the poll bounds when `is_empty_poll` (so an empty poll waits at least 5 s by default).
+pub fn clamp_write_yield(requested_ms: Option<u64>, is_empty_poll: bool, limits: &Limits) -> u64 {
+    let requested = requested_ms.unwrap_or(DEFAULT_WRITE_YIELD_TIME_MS);
+    if is_empty_poll {
+        clamp(requested, limits.min_poll_yield_time_ms, limits.max_poll_yield_time_ms)
+    } else {
+        clamp(requested, limits.min_yield_time_ms, limits.max_yield_time_ms)
+    }
+}
+
+/// The token budget of one response: `requested` (default `limits.default_max_output_tokens`), at most
+/// `limits.max_output_tokens`.
+pub fn resolve_max_output_tokens(requested: Option<usize>, limits: &Limits) -> usize {
+    requested.unwrap_or(limits.default_max_output_tokens).min(limits.max_output_tokens)
+}
+
+/// `value` within `[min, max]`; never panics, even for a misconfigured `min > max` (then `max` wins).
+fn clamp(value: u64, min: u64, max: u64) -> u64 {
+    value.max(min).min(max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_yield_defaults_and_boundaries() {
+        let limits = Limits::default();
+        assert_eq!(clamp_exec_yield(None, &limits), 10_000);
+        assert_eq!(clamp_exec_yield(Some(0), &limits), 250);
+        assert_eq!(clamp_exec_yield(Some(249), &limits), 250);
+        assert_eq!(clamp_exec_yield(Some(250), &limits), 250);
+        assert_eq!(clamp_exec_yield(Some(251), &limits), 251);
+        assert_eq!(clamp_exec_yield(Some(30_000), &limits), 30_000);
+        assert_eq!(clamp_exec_yield(Some(30_001), &limits), 30_000);
+        assert_eq!(clamp_exec_yield(Some(u64::MAX), &limits), 30_000);
+    }
+
+    #[test]
+    fn write_yield_defaults_and_boundaries() {
+        let limits = Limits::default();
+        assert_eq!(clamp_write_yield(None, false, &limits), 250);
+        assert_eq!(clamp_write_yield(Some(249), false, &limits), 250);
+        assert_eq!(clamp_write_yield(Some(250), false, &limits), 250);
+        assert_eq!(clamp_write_yield(Some(30_000), false, &limits), 30_000);
+        assert_eq!(clamp_write_yield(Some(30_001), false, &limits), 30_000);
+    }
+
+    #[test]
+    fn empty_poll_yield_defaults_and_boundaries() {
+        let limits = Limits::default();
+        assert_eq!(clamp_write_yield(None, true, &limits), 5_000);
+        assert_eq!(clamp_write_yield(Some(4_999), true, &limits), 5_000);
+        assert_eq!(clamp_write_yield(Some(5_000), true, &limits), 5_000);
+        assert_eq!(clamp_write_yield(Some(5_001), true, &limits), 5_001);
+        assert_eq!(clamp_write_yield(Some(300_000), true, &limits), 300_000);
+        assert_eq!(clamp_write_yield(Some(300_001), true, &limits), 300_000);
+    }
+
+    #[test]
+    fn max_output_tokens_default_and_cap() {
+        let limits = Limits::default();
+        assert_eq!(resolve_max_output_tokens(None, &limits), 10_000);
+        assert_eq!(resolve_max_output_tokens(Some(0), &limits), 0);
+        assert_eq!(resolve_max_output_tokens(Some(50), &limits), 50);
+        assert_eq!(resolve_max_output_tokens(Some(262_144), &limits), 262_144);
+        assert_eq!(resolve_max_output_tokens(Some(262_145), &limits), 262_144);
+        let small = Limits { max_output_tokens: 100, ..Limits::default() };
+        assert_eq!(resolve_max_output_tokens(None, &small), 100);
+    }
+
+    #[test]
+    fn misconfigured_bounds_do_not_panic() {
+        let limits = Limits { min_yield_time_ms: 500, max_yield_time_ms: 100, ..Limits::default() };
+        assert_eq!(clamp_exec_yield(Some(300), &limits), 100);
+        assert_eq!(clamp_exec_yield(None, &limits), 100);
+    }
+}

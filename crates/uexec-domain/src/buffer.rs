@@ -1,0 +1,417 @@
+//! A bounded output buffer that keeps the first and the newest bytes of a stream and counts what it drops.
+//!
+//! Rules (spec A4, B2):
+//! 1. The buffer keeps at most `cap` bytes: a head of at most `cap / 2` bytes (the first bytes ever written) and
+//!    a tail of at most `cap - cap / 2` bytes (the newest bytes). Everything in between is dropped and counted.
+//! 2. No UTF-8 sequence is split where bytes are dropped: the head ends before a sequence that would cross its
+//!    limit (that sequence goes on to the tail), and the tail starts at a character boundary (continuation bytes
+//!    left over from a dropped character are dropped too). Bytes that are not UTF-8 are kept as they are.
+//! 3. When bytes were dropped, the rendered contents carry a visible marker with the exact count:
+//!    [`dropped_marker`].
+
+use std::collections::VecDeque;
+
+/// The marker inserted between head and tail when `dropped` bytes were dropped: `\n[... N bytes dropped ...]\n`.
+pub fn dropped_marker(dropped: u64) -> String {
+    format!("\n[... {dropped} bytes dropped ...]\n")
+}
+
+/// True for a UTF-8 continuation byte (`10xxxxxx`).
+fn is_continuation(byte: u8) -> bool {
+    byte & 0xC0 == 0x80
+}
+
+/// The length of the UTF-8 sequence `lead` starts, or `None` when `lead` cannot start one.
+fn sequence_len(lead: u8) -> Option<usize> {
+    match lead {
+        0x00..=0x7F => Some(1),
+        0xC0..=0xDF => Some(2),
+        0xE0..=0xEF => Some(3),
+        0xF0..=0xF7 => Some(4),
+        _ => None,
+    }
+}
+
+/// The length of an incomplete UTF-8 sequence at the end of `bytes` (0 when the end is complete or not UTF-8).
+pub(crate) fn incomplete_suffix_len(bytes: &[u8]) -> usize {
+    let len = bytes.len();
+    for back in 1..=len.min(4) {
+        let byte = bytes[len - back];
+        if is_continuation(byte) {
+            continue;
+        }
+        return match sequence_len(byte) {
+            Some(need) if need > back => back,
+            _ => 0,
+        };
+    }
+    0
+}
+
+/// Head-and-tail output buffer (see the module docs for its rules).
+#[derive(Debug, Clone)]
+pub struct HeadTailBuffer {
+    head_cap: usize,
+    tail_cap: usize,
+    head: Vec<u8>,
+    /// True once a byte beyond the head's limit arrived: the head is final.
+    head_sealed: bool,
+    tail: VecDeque<u8>,
+    total_written: u64,
+    dropped: u64,
+    /// Continuation bytes still to drop because their lead byte was dropped while the tail was empty.
+    skip_continuations: u8,
+}
+
+impl HeadTailBuffer {
+    /// An empty buffer keeping at most `cap_bytes` bytes: head `cap_bytes / 2`, tail the rest.
+    pub fn new(cap_bytes: usize) -> Self {
+        let head_cap = cap_bytes / 2;
+        HeadTailBuffer {
+            head_cap,
+            tail_cap: cap_bytes - head_cap,
+            head: Vec::new(),
+            head_sealed: false,
+            tail: VecDeque::new(),
+            total_written: 0,
+            dropped: 0,
+            skip_continuations: 0,
+        }
+    }
+
+    /// The most bytes this buffer keeps.
+    pub fn cap(&self) -> usize {
+        self.head_cap + self.tail_cap
+    }
+
+    /// Appends `data` to the stream.
+    pub fn push(&mut self, data: &[u8]) {
+        self.total_written += data.len() as u64;
+        if self.head_sealed {
+            self.push_tail(data);
+            return;
+        }
+        let room = self.head_cap - self.head.len();
+        if data.len() <= room {
+            self.head.extend_from_slice(data);
+            return;
+        }
+        let (into_head, rest) = data.split_at(room);
+        self.head.extend_from_slice(into_head);
+        self.head_sealed = true;
+        // `rest[0]` is the first byte after the head's limit: if it continues a sequence, end the head before
+        // that sequence's lead byte and move the sequence's first bytes to the tail.
+        let cut = self.head_cut(rest.first().copied());
+        let moved = self.head.split_off(cut);
+        self.push_tail(&moved);
+        self.push_tail(rest);
+    }
+
+    /// Where the full head ends, given the byte that follows it.
+    fn head_cut(&self, next: Option<u8>) -> usize {
+        let len = self.head.len();
+        if !next.is_some_and(is_continuation) {
+            return len;
+        }
+        for back in 1..=len.min(3) {
+            let byte = self.head[len - back];
+            if is_continuation(byte) {
+                continue;
+            }
+            return match sequence_len(byte) {
+                Some(need) if need > back => len - back,
+                _ => len,
+            };
+        }
+        len
+    }
+
+    fn push_tail(&mut self, mut data: &[u8]) {
+        while self.skip_continuations > 0 {
+            match data.first() {
+                Some(&byte) if is_continuation(byte) => {
+                    data = &data[1..];
+                    self.dropped += 1;
+                    self.skip_continuations -= 1;
+                }
+                Some(_) => self.skip_continuations = 0,
+                None => return,
+            }
+        }
+        let total = self.tail.len() + data.len();
+        if total <= self.tail_cap {
+            self.tail.extend(data);
+            return;
+        }
+        let overflow = total - self.tail_cap;
+        let from_tail = overflow.min(self.tail.len());
+        self.tail.drain(..from_tail);
+        self.tail.extend(&data[overflow - from_tail..]);
+        self.dropped += overflow as u64;
+        // Start the tail on a character boundary.
+        let mut skipped = 0u8;
+        while skipped < 3 && self.tail.front().copied().is_some_and(is_continuation) {
+            self.tail.pop_front();
+            self.dropped += 1;
+            skipped += 1;
+        }
+        if self.tail.is_empty() && skipped < 3 {
+            self.skip_continuations = 3 - skipped;
+        }
+    }
+
+    /// Bytes kept (head plus tail, without the marker).
+    pub fn len(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+
+    /// True when no byte is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes written since creation or the last [`take`](Self::take).
+    pub fn total_written(&self) -> u64 {
+        self.total_written
+    }
+
+    /// Bytes dropped between head and tail: always `total_written() - len()`.
+    pub fn dropped_bytes(&self) -> u64 {
+        self.dropped
+    }
+
+    /// The head: the first bytes written.
+    pub fn head(&self) -> &[u8] {
+        &self.head
+    }
+
+    /// The tail: the newest bytes written after the head.
+    pub fn tail(&self) -> Vec<u8> {
+        self.tail.iter().copied().collect()
+    }
+
+    /// Head, then the [`dropped_marker`] if bytes were dropped, then tail.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let marker = if self.dropped > 0 { dropped_marker(self.dropped) } else { String::new() };
+        let mut out = Vec::with_capacity(self.len() + marker.len());
+        out.extend_from_slice(&self.head);
+        out.extend_from_slice(marker.as_bytes());
+        let (front, back) = self.tail.as_slices();
+        out.extend_from_slice(front);
+        out.extend_from_slice(back);
+        out
+    }
+
+    /// [`to_bytes`](Self::to_bytes) as text, invalid UTF-8 replaced by U+FFFD.
+    pub fn to_string_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.to_bytes()).into_owned()
+    }
+
+    /// Returns [`to_bytes`](Self::to_bytes) and empties the buffer (counts included): the next call sees only
+    /// what is written from now on.
+    pub fn take(&mut self) -> Vec<u8> {
+        let out = self.to_bytes();
+        *self = HeadTailBuffer::new(self.cap());
+        out
+    }
+
+    /// Like [`take`](Self::take), but an incomplete UTF-8 sequence at the very end (at most 3 bytes, a character
+    /// whose remaining bytes have not arrived yet) stays in the buffer, so a character is never split between two
+    /// calls. Use [`take`](Self::take) for the final read of a stream.
+    pub fn take_complete(&mut self) -> Vec<u8> {
+        let mut out = self.take();
+        let keep = incomplete_suffix_len(&out);
+        if keep > 0 {
+            let carried = out.split_off(out.len() - keep);
+            self.push(&carried);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn small_stream_is_kept_whole() {
+        let mut buf = HeadTailBuffer::new(10);
+        buf.push(b"abc");
+        buf.push(b"defgh");
+        assert_eq!(buf.to_bytes(), b"abcdefgh");
+        assert_eq!(buf.head(), b"abcde");
+        assert_eq!(buf.tail(), b"fgh");
+        assert_eq!(buf.dropped_bytes(), 0);
+        assert_eq!(buf.total_written(), 8);
+    }
+
+    #[test]
+    fn overflow_keeps_head_and_tail_with_marker() {
+        let mut buf = HeadTailBuffer::new(8);
+        buf.push(b"0123456789");
+        buf.push(b"abcdef");
+        assert_eq!(buf.head(), b"0123");
+        assert_eq!(buf.tail(), b"cdef");
+        assert_eq!(buf.dropped_bytes(), 8);
+        assert_eq!(buf.to_string_lossy(), "0123\n[... 8 bytes dropped ...]\ncdef");
+    }
+
+    #[test]
+    fn head_does_not_split_a_character() {
+        // Head limit 5 falls inside "é" (bytes 4..6): the head ends before it.
+        let mut buf = HeadTailBuffer::new(10);
+        buf.push("abcdé".as_bytes());
+        buf.push("xyzuvw".as_bytes());
+        assert_eq!(buf.head(), b"abcd");
+        assert!(std::str::from_utf8(&buf.tail()).is_ok());
+        assert_eq!(buf.len() as u64 + buf.dropped_bytes(), buf.total_written());
+    }
+
+    #[test]
+    fn tail_starts_on_a_character_boundary() {
+        let mut buf = HeadTailBuffer::new(8);
+        buf.push(b"0123");
+        buf.push("€€€".as_bytes()); // 9 bytes, tail keeps at most 4
+        assert_eq!(buf.tail(), "€".as_bytes());
+        assert_eq!(buf.dropped_bytes(), 6);
+    }
+
+    #[test]
+    fn byte_by_byte_writes_into_a_tiny_tail_never_start_with_a_continuation() {
+        let mut buf = HeadTailBuffer::new(2);
+        for byte in "a€€é".as_bytes() {
+            buf.push(std::slice::from_ref(byte));
+            let tail = buf.tail();
+            assert!(!tail.first().copied().is_some_and(is_continuation), "tail {tail:?}");
+        }
+        assert_eq!(buf.head(), b"a");
+        assert!(std::str::from_utf8(&buf.tail()).is_ok());
+        assert_eq!(buf.len() as u64 + buf.dropped_bytes(), buf.total_written());
+    }
+
+    #[test]
+    fn take_resets_and_take_complete_keeps_a_partial_character() {
+        let mut buf = HeadTailBuffer::new(100);
+        let euro = "€".as_bytes();
+        buf.push(b"ab");
+        buf.push(&euro[..1]);
+        assert_eq!(buf.take_complete(), b"ab");
+        assert_eq!(buf.total_written(), 1);
+        buf.push(&euro[1..]);
+        assert_eq!(buf.take_complete(), euro);
+        assert!(buf.is_empty());
+        buf.push(b"x\xE2");
+        assert_eq!(buf.take(), b"x\xE2");
+        assert_eq!(buf.total_written(), 0);
+        assert!(buf.take().is_empty());
+    }
+
+    #[test]
+    fn zero_capacity_drops_everything() {
+        let mut buf = HeadTailBuffer::new(0);
+        buf.push(b"hello");
+        assert!(buf.is_empty());
+        assert_eq!(buf.dropped_bytes(), 5);
+        assert_eq!(buf.to_bytes(), dropped_marker(5).as_bytes());
+    }
+
+    /// Splits `data` into pieces at the given (sorted, deduplicated) cut points.
+    fn pieces(data: &[u8], mut cuts: Vec<usize>) -> Vec<&[u8]> {
+        cuts.retain(|&c| c > 0 && c < data.len());
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut out = Vec::new();
+        let mut start = 0;
+        for cut in cuts {
+            out.push(&data[start..cut]);
+            start = cut;
+        }
+        out.push(&data[start..]);
+        out
+    }
+
+    fn check_against_oracle(cap: usize, oracle: &[u8], chunks: &[&[u8]]) -> Result<(), TestCaseError> {
+        let mut buf = HeadTailBuffer::new(cap);
+        for chunk in chunks {
+            buf.push(chunk);
+            prop_assert!(buf.len() <= cap);
+        }
+        let total = oracle.len();
+        let head = buf.head();
+        let tail = buf.tail();
+        prop_assert_eq!(buf.total_written(), total as u64);
+        prop_assert!(head.len() <= cap / 2);
+        prop_assert!(tail.len() <= cap - cap / 2);
+        prop_assert_eq!(head, &oracle[..head.len()]);
+        prop_assert_eq!(&tail[..], &oracle[total - tail.len()..]);
+        prop_assert_eq!(buf.dropped_bytes(), (total - head.len() - tail.len()) as u64);
+        if total <= cap / 2 {
+            prop_assert_eq!(head.len(), total);
+        } else {
+            // The head is full, up to one held-back character.
+            prop_assert!(head.len() + 3 >= cap / 2);
+        }
+        if buf.dropped_bytes() > 0 {
+            prop_assert!(tail.len() + 3 >= cap - cap / 2);
+            let mut expected = head.to_vec();
+            expected.extend_from_slice(dropped_marker(buf.dropped_bytes()).as_bytes());
+            expected.extend_from_slice(&tail);
+            prop_assert_eq!(buf.to_bytes(), expected);
+        } else {
+            prop_assert_eq!(buf.to_bytes(), oracle);
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn bytes_match_the_oracle(
+            cap in 0usize..64,
+            data in proptest::collection::vec(any::<u8>(), 0..256),
+            cuts in proptest::collection::vec(0usize..256, 0..16),
+        ) {
+            check_against_oracle(cap, &data, &pieces(&data, cuts))?;
+        }
+
+        #[test]
+        fn utf8_text_matches_the_oracle_and_is_never_split(
+            cap in 0usize..64,
+            text in "[a-z\u{e9}\u{20ac}\u{1f600}\n]{0,120}",
+            cuts in proptest::collection::vec(0usize..512, 0..16),
+        ) {
+            let data = text.as_bytes();
+            let chunks = pieces(data, cuts);
+            check_against_oracle(cap, data, &chunks)?;
+            let mut buf = HeadTailBuffer::new(cap);
+            for chunk in &chunks {
+                buf.push(chunk);
+            }
+            prop_assert!(std::str::from_utf8(buf.head()).is_ok());
+            prop_assert!(std::str::from_utf8(&buf.tail()).is_ok());
+            prop_assert!(std::str::from_utf8(&buf.to_bytes()).is_ok());
+        }
+
+        #[test]
+        fn take_complete_reassembles_the_stream(
+            text in "[a-z\u{e9}\u{20ac}\u{1f600}]{0,60}",
+            cuts in proptest::collection::vec(0usize..256, 0..16),
+        ) {
+            // A buffer large enough to drop nothing: the taken pieces are valid UTF-8 and concatenate to the input.
+            let mut buf = HeadTailBuffer::new(1024);
+            let mut joined = Vec::new();
+            for chunk in pieces(text.as_bytes(), cuts) {
+                buf.push(chunk);
+                let piece = buf.take_complete();
+                prop_assert!(std::str::from_utf8(&piece).is_ok());
+                joined.extend_from_slice(&piece);
+            }
+            joined.extend_from_slice(&buf.take());
+            prop_assert_eq!(joined, text.as_bytes());
+        }
+    }
+}

@@ -1,0 +1,543 @@
+//! Commands as argv: splitting a `bash -lc` script into plain sub-commands, the known-safe (read-only) command
+//! classifier of the `untrusted` approval policy, and the canonical form used as an approval cache key (spec A6).
+//!
+//! The splitter is deliberately small and conservative: it accepts only scripts whose meaning is a list of plain
+//! commands with literal words, and answers `None` for everything else, so nothing it cannot fully understand is
+//! ever classified as safe.
+
+/// Shells whose `-c` / `-lc` scripts are split into sub-commands.
+const SHELLS: [&str; 3] = ["bash", "sh", "zsh"];
+
+/// Commands that are read-only whatever their arguments.
+const ALWAYS_SAFE: [&str; 23] = [
+    "cat", "cd", "cut", "echo", "expr", "false", "grep", "head", "id", "ls", "nl", "paste", "pwd", "rev",
+    "seq", "stat", "tail", "tr", "true", "uname", "wc", "which", "whoami",
+];
+
+/// `find` options that execute commands, delete or write files.
+const FIND_UNSAFE_OPTIONS: [&str; 9] =
+    ["-exec", "-execdir", "-ok", "-okdir", "-delete", "-fls", "-fprint", "-fprint0", "-fprintf"];
+
+/// `git` subcommands that only read (given no unsafe option, see [`git_option_is_unsafe`]).
+const GIT_READ_ONLY_SUBCOMMANDS: [&str; 12] = [
+    "status",
+    "log",
+    "diff",
+    "show",
+    "blame",
+    "grep",
+    "ls-files",
+    "ls-tree",
+    "rev-parse",
+    "describe",
+    "shortlog",
+    "cat-file",
+];
+
+/// `git branch` flags that only list branches.
+const GIT_BRANCH_LIST_FLAGS: [&str; 12] = [
+    "-a",
+    "--all",
+    "-r",
+    "--remotes",
+    "-v",
+    "-vv",
+    "--verbose",
+    "--show-current",
+    "--no-color",
+    "--color",
+    "-l",
+    "--list",
+];
+
+/// Shell reserved words: a script using one is not a plain command list.
+const RESERVED_WORDS: [&str; 17] = [
+    "if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac", "function",
+    "select", "time", "coproc", "in",
+];
+
+/// How deep `bash -lc "bash -lc '...'"` nesting is followed before giving up (not safe).
+const MAX_SHELL_NESTING: usize = 4;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    /// `&&`, `||` or `|`: a command must follow.
+    Join,
+    /// `;`: ends a command.
+    Semicolon,
+    /// A newline: ends a command if there is one.
+    Newline,
+}
+
+#[derive(Debug, Default)]
+struct Word {
+    text: String,
+    /// Some part of the word was quoted or escaped.
+    quoted: bool,
+    /// The word contains an unquoted `=` (an assignment in command position).
+    unquoted_eq: bool,
+}
+
+#[derive(Debug)]
+enum Token {
+    Word(Word),
+    Op(Op),
+}
+
+/// Splits a shell script into tokens, or `None` if it uses anything beyond literal words and list operators.
+fn tokenize(script: &str) -> Option<Vec<Token>> {
+    let mut tokens = Vec::new();
+    let mut word: Option<Word> = None;
+    let mut chars = script.chars().peekable();
+    let finish = |word: &mut Option<Word>, tokens: &mut Vec<Token>| {
+        if let Some(w) = word.take() {
+            tokens.push(Token::Word(w));
+        }
+    };
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' => finish(&mut word, &mut tokens),
+            '\n' => {
+                finish(&mut word, &mut tokens);
+                tokens.push(Token::Op(Op::Newline));
+            }
+            ';' => {
+                finish(&mut word, &mut tokens);
+                if chars.peek() == Some(&';') || chars.peek() == Some(&'&') {
+                    return None;
+                }
+                tokens.push(Token::Op(Op::Semicolon));
+            }
+            '&' => {
+                finish(&mut word, &mut tokens);
+                // A single `&` (a background job) is not a plain command list.
+                chars.next_if_eq(&'&')?;
+                tokens.push(Token::Op(Op::Join));
+            }
+            '|' => {
+                finish(&mut word, &mut tokens);
+                if chars.peek() == Some(&'&') {
+                    return None; // `|&` also pipes stderr; keep it simple
+                }
+                chars.next_if_eq(&'|');
+                tokens.push(Token::Op(Op::Join));
+            }
+            '\'' => {
+                let w = word.get_or_insert_with(Word::default);
+                w.quoted = true;
+                loop {
+                    match chars.next()? {
+                        '\'' => break,
+                        other => w.text.push(other),
+                    }
+                }
+            }
+            '"' => {
+                let w = word.get_or_insert_with(Word::default);
+                w.quoted = true;
+                loop {
+                    match chars.next()? {
+                        '"' => break,
+                        '$' | '`' => return None,
+                        '\\' => match chars.next()? {
+                            escaped @ ('$' | '`' | '"' | '\\') => w.text.push(escaped),
+                            '\n' => {}
+                            other => {
+                                w.text.push('\\');
+                                w.text.push(other);
+                            }
+                        },
+                        other => w.text.push(other),
+                    }
+                }
+            }
+            '\\' => match chars.next()? {
+                '\n' => {} // line continuation
+                escaped => {
+                    let w = word.get_or_insert_with(Word::default);
+                    w.quoted = true;
+                    w.text.push(escaped);
+                }
+            },
+            // Expansions, redirections, subshells, groups, globs, tilde, history and negation.
+            '$' | '`' | '<' | '>' | '(' | ')' | '{' | '}' | '*' | '?' | '[' | ']' | '~' | '!' => return None,
+            '#' if word.is_none() => return None, // a comment
+            '=' => {
+                let w = word.get_or_insert_with(Word::default);
+                w.unquoted_eq = true;
+                w.text.push('=');
+            }
+            other => word.get_or_insert_with(Word::default).text.push(other),
+        }
+    }
+    finish(&mut word, &mut tokens);
+    Some(tokens)
+}
+
+/// Splits a `bash -lc` script into its plain sub-commands (argv each), joined by `&&`, `||`, `;`, `|` or
+/// newlines. Words may be bare, single-quoted, double-quoted (without `$` or backticks inside) or
+/// backslash-escaped. Anything else gives `None`: redirections, subshells, command or variable substitution,
+/// unquoted glob, brace or tilde characters, comments, background jobs, assignments (`A=b cmd`), reserved
+/// words, empty commands, and empty scripts.
+pub fn parse_plain_script(script: &str) -> Option<Vec<Vec<String>>> {
+    let mut commands: Vec<Vec<String>> = Vec::new();
+    let mut current: Vec<Word> = Vec::new();
+    // True after `&&`, `||` or `|`: a command must follow.
+    let mut expect_command = false;
+    let push = |current: &mut Vec<Word>, commands: &mut Vec<Vec<String>>| -> Option<()> {
+        let first = current.first()?;
+        if first.unquoted_eq || (!first.quoted && RESERVED_WORDS.contains(&first.text.as_str())) {
+            return None;
+        }
+        commands.push(current.drain(..).map(|w| w.text).collect());
+        Some(())
+    };
+    for token in tokenize(script)? {
+        match token {
+            Token::Word(word) => {
+                current.push(word);
+                expect_command = false;
+            }
+            Token::Op(Op::Join) => {
+                push(&mut current, &mut commands)?;
+                expect_command = true;
+            }
+            Token::Op(Op::Semicolon) => push(&mut current, &mut commands)?,
+            Token::Op(Op::Newline) => {
+                if !current.is_empty() {
+                    push(&mut current, &mut commands)?;
+                }
+            }
+        }
+    }
+    if !current.is_empty() {
+        push(&mut current, &mut commands)?;
+    }
+    if expect_command || commands.is_empty() {
+        return None;
+    }
+    Some(commands)
+}
+
+/// The script of `[shell, "-lc" | "-c", script]` when `shell` (possibly with a directory) is bash, sh or zsh.
+pub fn shell_script(argv: &[String]) -> Option<&str> {
+    let [shell, flag, script] = argv else {
+        return None;
+    };
+    let name = shell.rsplit('/').next().unwrap_or(shell);
+    (SHELLS.contains(&name) && (flag == "-lc" || flag == "-c")).then_some(script.as_str())
+}
+
+/// True when `argv` only reads: the plain commands of spec A6 with any arguments, read-only forms of `find`,
+/// `git`, `sed -n`, `rg` and `uniq`, and shell scripts all of whose sub-commands are known-safe. Programs named
+/// with a path (`/bin/ls`, `./ls`) are not known-safe.
+pub fn is_known_safe_command(argv: &[String]) -> bool {
+    is_safe_at_depth(argv, 0)
+}
+
+fn is_safe_at_depth(argv: &[String], depth: usize) -> bool {
+    if let Some(script) = shell_script(argv) {
+        return depth < MAX_SHELL_NESTING
+            && parse_plain_script(script)
+                .is_some_and(|commands| commands.iter().all(|c| is_safe_at_depth(c, depth + 1)));
+    }
+    let Some((program, args)) = argv.split_first() else {
+        return false;
+    };
+    match program.as_str() {
+        name if ALWAYS_SAFE.contains(&name) => true,
+        "find" => !args.iter().any(|a| FIND_UNSAFE_OPTIONS.contains(&a.as_str())),
+        "rg" => is_safe_rg(args),
+        "git" => is_safe_git(args),
+        "sed" => is_safe_sed(args),
+        "uniq" => is_safe_uniq(args),
+        _ => false,
+    }
+}
+
+/// `rg` without options that run other programs (`--pre`, `--hostname-bin`, `-z`/`--search-zip`).
+fn is_safe_rg(args: &[String]) -> bool {
+    !args.iter().any(|arg| {
+        let arg = arg.as_str();
+        arg == "--pre"
+            || arg.starts_with("--pre=")
+            || arg == "--hostname-bin"
+            || arg.starts_with("--hostname-bin=")
+            || arg == "--search-zip"
+            || (arg.starts_with('-') && !arg.starts_with("--") && arg.contains('z'))
+    })
+}
+
+/// `git [--no-pager] <read-only subcommand> <args>` without options that write files or run programs. Any other
+/// global option (`-c`, `-C`, `--git-dir`, ...) makes it unsafe: `-c` can set a pager or hook command.
+fn is_safe_git(args: &[String]) -> bool {
+    let args = match args.split_first() {
+        Some((first, rest)) if first == "--no-pager" => rest,
+        _ => args,
+    };
+    let Some((subcommand, rest)) = args.split_first() else {
+        return false;
+    };
+    if rest.iter().any(|arg| git_option_is_unsafe(arg)) {
+        return false;
+    }
+    match subcommand.as_str() {
+        "branch" => {
+            let listing = rest.iter().any(|a| a == "--list" || a == "-l");
+            rest.iter()
+                .all(|a| GIT_BRANCH_LIST_FLAGS.contains(&a.as_str()) || (listing && !a.starts_with('-')))
+        }
+        name => GIT_READ_ONLY_SUBCOMMANDS.contains(&name),
+    }
+}
+
+/// Options of read-only git subcommands that write files or run programs.
+fn git_option_is_unsafe(arg: &str) -> bool {
+    arg == "--output"
+        || arg.starts_with("--output=")
+        || arg == "--ext-diff"
+        || arg.starts_with("--exec")
+        || arg.starts_with("--open-files-in-pager")
+        || arg.starts_with("-O")
+        || arg == "--paginate"
+}
+
+/// `sed -n <N>p|<N>,<M>p [file...]`: printing a line range.
+fn is_safe_sed(args: &[String]) -> bool {
+    let [flag, script, files @ ..] = args else {
+        return false;
+    };
+    flag == "-n" && is_line_range_print(script) && files.iter().all(|f| !f.starts_with('-'))
+}
+
+/// `N p` or `N,M p` with decimal line numbers.
+fn is_line_range_print(script: &str) -> bool {
+    let Some(range) = script.strip_suffix('p') else {
+        return false;
+    };
+    let is_number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match range.split_once(',') {
+        Some((from, to)) => is_number(from) && is_number(to),
+        None => is_number(range),
+    }
+}
+
+/// `uniq [options] [input]`: a second operand would be an output file.
+fn is_safe_uniq(args: &[String]) -> bool {
+    let mut operands = 0;
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        match arg.as_str() {
+            "-f" | "-s" | "-w" => {
+                iter.next();
+            }
+            "-" => operands += 1,
+            a if a.starts_with('-') => {}
+            _ => operands += 1,
+        }
+    }
+    operands <= 1
+}
+
+/// The command as an approval cache key: a shell script that is exactly one plain command is that command's
+/// argv; anything else is `argv` unchanged.
+pub fn canonical_command(argv: &[String]) -> Vec<String> {
+    if let Some(script) = shell_script(argv)
+        && let Some(mut commands) = parse_plain_script(script)
+        && commands.len() == 1
+        && let Some(command) = commands.pop()
+    {
+        return command;
+    }
+    argv.to_vec()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn argv(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| (*w).to_owned()).collect()
+    }
+
+    fn bash(script: &str) -> Vec<String> {
+        argv(&["bash", "-lc", script])
+    }
+
+    fn cmds(commands: &[&[&str]]) -> Option<Vec<Vec<String>>> {
+        Some(commands.iter().map(|c| argv(c)).collect())
+    }
+
+    #[test]
+    fn splits_plain_lists() {
+        assert_eq!(parse_plain_script("ls -la"), cmds(&[&["ls", "-la"]]));
+        assert_eq!(
+            parse_plain_script("ls && pwd || echo 'a b' ; cat x | wc -l"),
+            cmds(&[&["ls"], &["pwd"], &["echo", "a b"], &["cat", "x"], &["wc", "-l"]])
+        );
+        assert_eq!(parse_plain_script("echo \"a 'b' \\\"c\\\"\""), cmds(&[&["echo", "a 'b' \"c\""]]));
+        assert_eq!(parse_plain_script("echo a\\ b"), cmds(&[&["echo", "a b"]]));
+        assert_eq!(parse_plain_script("ls;"), cmds(&[&["ls"]]));
+        assert_eq!(parse_plain_script("\nls &&\n  pwd\n\n"), cmds(&[&["ls"], &["pwd"]]));
+        assert_eq!(parse_plain_script("echo ''"), cmds(&[&["echo", ""]]));
+        assert_eq!(parse_plain_script("git log --format=%H"), cmds(&[&["git", "log", "--format=%H"]]));
+        assert_eq!(parse_plain_script("echo a#b"), cmds(&[&["echo", "a#b"]]));
+        assert_eq!(parse_plain_script("'if' x"), cmds(&[&["if", "x"]]));
+    }
+
+    #[test]
+    fn rejects_anything_but_plain_commands() {
+        for script in [
+            "",
+            "   ",
+            "ls > out",
+            "ls 2>&1",
+            "cat < in",
+            "echo $(id)",
+            "echo `id`",
+            "echo $HOME",
+            "echo \"$HOME\"",
+            "echo \"`id`\"",
+            "(ls)",
+            "{ ls; }",
+            "ls *.rs",
+            "ls ?",
+            "ls [ab]",
+            "ls ~",
+            "! ls",
+            "ls # comment",
+            "sleep 1 &",
+            "A=b ls",
+            "ls &&",
+            "&& ls",
+            "ls | | wc",
+            "; ls",
+            "ls ;; pwd",
+            "ls |& wc",
+            "echo 'unterminated",
+            "echo \"unterminated",
+            "echo \\",
+            "if true; then ls; fi",
+            "for x in a; do ls; done",
+            "cat <<EOF\nx\nEOF",
+        ] {
+            assert_eq!(parse_plain_script(script), None, "{script:?}");
+        }
+    }
+
+    #[test]
+    fn known_safe_plain_commands() {
+        for cmd in [
+            argv(&["ls", "-la"]),
+            argv(&["cat", "Cargo.toml"]),
+            argv(&["grep", "-rn", "foo", "."]),
+            argv(&["wc", "-l", "x"]),
+            argv(&["find", ".", "-name", "*.rs", "-type", "f"]),
+            argv(&["git", "status"]),
+            argv(&["git", "log", "--oneline", "-n", "5"]),
+            argv(&["git", "--no-pager", "diff", "HEAD~1"]),
+            argv(&["git", "branch"]),
+            argv(&["git", "branch", "--list", "feat*"]),
+            argv(&["sed", "-n", "1,20p", "file.txt"]),
+            argv(&["sed", "-n", "5p"]),
+            argv(&["rg", "-n", "TODO", "src"]),
+            argv(&["uniq", "-c", "in.txt"]),
+            bash("ls && pwd"),
+            bash("cat a | grep b | wc -l"),
+            argv(&["/bin/bash", "-c", "git status; git diff"]),
+            argv(&["zsh", "-lc", "bash -lc 'ls'"]),
+        ] {
+            assert!(is_known_safe_command(&cmd), "{cmd:?}");
+        }
+    }
+
+    #[test]
+    fn not_known_safe() {
+        for cmd in [
+            argv(&[]),
+            argv(&["rm", "-rf", "x"]),
+            argv(&["/bin/ls"]),
+            argv(&["./ls"]),
+            argv(&["find", ".", "-exec", "rm", "{}", ";"]),
+            bash("find . -exec rm {} \\;"),
+            argv(&["find", ".", "-delete"]),
+            argv(&["find", "-delete"]),
+            argv(&["find", ".", "-fprint", "out"]),
+            argv(&["git", "push"]),
+            argv(&["git", "checkout", "main"]),
+            argv(&["git", "-c", "core.pager=x", "log"]),
+            argv(&["git", "-C", "/tmp", "status"]),
+            argv(&["git", "diff", "--output=x.patch"]),
+            argv(&["git", "diff", "--ext-diff"]),
+            argv(&["git", "grep", "-Ovim", "foo"]),
+            argv(&["git", "branch", "new-branch"]),
+            argv(&["git", "branch", "-D", "old"]),
+            argv(&["git"]),
+            argv(&["sed", "-i", "s/a/b/", "f"]),
+            argv(&["sed", "-n", "s/a/b/w out", "f"]),
+            argv(&["sed", "s/a/b/", "f"]),
+            argv(&["rg", "--pre", "sh", "x"]),
+            argv(&["rg", "--pre=sh", "x"]),
+            argv(&["rg", "-z", "x"]),
+            argv(&["rg", "--search-zip", "x"]),
+            argv(&["uniq", "in", "out"]),
+            bash("ls && rm x"),
+            bash("ls > out"),
+            bash("echo $(id)"),
+            bash("ls; git push"),
+            argv(&["bash", "-lc", "ls", "extra"]),
+            argv(&["bash", "-x", "ls"]),
+            argv(&["fish", "-c", "ls"]),
+            argv(&["python3", "-c", "print(1)"]),
+        ] {
+            assert!(!is_known_safe_command(&cmd), "{cmd:?}");
+        }
+    }
+
+    #[test]
+    fn shell_nesting_is_bounded() {
+        let mut cmd = argv(&["ls"]);
+        for _ in 0..MAX_SHELL_NESTING {
+            cmd = bash(&shell_quote(&cmd));
+        }
+        assert!(is_known_safe_command(&cmd));
+        let deeper = bash(&shell_quote(&cmd));
+        assert!(!is_known_safe_command(&deeper));
+    }
+
+    /// Quotes argv as a shell script (single quotes, `'\''` for a quote).
+    fn shell_quote(argv: &[String]) -> String {
+        argv.iter().map(|w| format!("'{}'", w.replace('\'', "'\\''"))).collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn canonical_command_unwraps_single_plain_commands() {
+        assert_eq!(canonical_command(&bash("git status --short")), argv(&["git", "status", "--short"]));
+        assert_eq!(canonical_command(&argv(&["/bin/sh", "-c", "'ls' -l"])), argv(&["ls", "-l"]));
+        assert_eq!(canonical_command(&bash("ls && pwd")), bash("ls && pwd"));
+        assert_eq!(canonical_command(&bash("ls > out")), bash("ls > out"));
+        assert_eq!(canonical_command(&argv(&["ls", "-l"])), argv(&["ls", "-l"]));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Quoting any argv and splitting it again gives the argv back.
+        #[test]
+        fn quoted_argv_round_trips(words in proptest::collection::vec("[ -~\u{e9}\n]{0,12}", 1..6)) {
+            // Quoted words are literal: even `if` or `A=b` in command position is just a program name.
+            let script = shell_quote(&words);
+            prop_assert_eq!(parse_plain_script(&script), Some(vec![words]));
+        }
+
+        /// The splitter never panics, whatever the input.
+        #[test]
+        fn never_panics(script in "\\PC{0,40}") {
+            let _ = parse_plain_script(&script);
+            let _ = is_known_safe_command(&bash(&script));
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! The environment of a spawned command (spec A5): what is inherited, what is set, and what is always forced.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+
+use serde::{Deserialize, Serialize};
+
+/// Variables every command gets, overriding everything else: no colours, no pagers, a UTF-8 C locale.
+pub const FORCED_ENV: [(&str, &str); 9] = [
+    ("NO_COLOR", "1"),
+    ("TERM", "dumb"),
+    ("LANG", "C.UTF-8"),
+    ("LC_CTYPE", "C.UTF-8"),
+    ("LC_ALL", "C.UTF-8"),
+    ("COLORTERM", ""),
+    ("PAGER", "cat"),
+    ("GIT_PAGER", "cat"),
+    ("GH_PAGER", "cat"),
+];
+
+/// Name fragments (matched case-insensitively) of variables dropped when `exclude_secrets` is on.
+pub const SECRET_NAME_PATTERNS: [&str; 3] = ["KEY", "SECRET", "TOKEN"];
+
+/// Which variables of the server's environment a command inherits.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EnvInherit {
+    /// Every variable.
+    #[default]
+    All,
+    /// None.
+    None,
+    /// Only the variables with these exact names.
+    Only(Vec<String>),
+}
+
+/// How a command's environment is built.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct EnvPolicy {
+    /// Which inherited variables are kept.
+    pub inherit: EnvInherit,
+    /// Drop inherited variables whose names contain `KEY`, `SECRET` or `TOKEN` (any case).
+    pub exclude_secrets: bool,
+    /// Variables set explicitly (after inheritance, before the forced ones).
+    pub set: Vec<(String, String)>,
+}
+
+/// True when `name` looks like it holds a secret.
+pub fn is_secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_NAME_PATTERNS.iter().any(|pattern| upper.contains(pattern))
+}
+
+/// The environment of a command: `inherited` filtered by `policy`, then `policy.set`, then [`FORCED_ENV`]; later
+/// values win. Sorted by name, one entry per name.
+pub fn build_env(
+    inherited: impl IntoIterator<Item = (OsString, OsString)>,
+    policy: &EnvPolicy,
+) -> Vec<(OsString, OsString)> {
+    let mut env: BTreeMap<OsString, OsString> = BTreeMap::new();
+    for (name, value) in inherited {
+        let name_text = name.to_string_lossy();
+        let inherit = match &policy.inherit {
+            EnvInherit::All => true,
+            EnvInherit::None => false,
+            EnvInherit::Only(names) => names.iter().any(|n| *n == name_text),
+        };
+        if inherit && !(policy.exclude_secrets && is_secret_name(&name_text)) {
+            env.insert(name, value);
+        }
+    }
+    for (name, value) in &policy.set {
+        env.insert(name.into(), value.into());
+    }
+    for (name, value) in FORCED_ENV {
+        env.insert(name.into(), value.into());
+    }
+    env.into_iter().collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        pairs.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect()
+    }
+
+    fn names(env: &[(OsString, OsString)]) -> Vec<String> {
+        env.iter().map(|(k, _)| k.to_string_lossy().into_owned()).collect()
+    }
+
+    fn get<'a>(env: &'a [(OsString, OsString)], name: &str) -> Option<&'a OsString> {
+        env.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    }
+
+    const INHERITED: [(&str, &str); 5] = [
+        ("PATH", "/usr/bin"),
+        ("HOME", "/root"),
+        ("OPENAI_API_KEY", "sk-1"),
+        ("gh_token", "t"),
+        ("TERM", "xterm-256color"),
+    ];
+
+    #[test]
+    fn inherit_all_then_forced_vars_override() {
+        let env = build_env(vars(&INHERITED), &EnvPolicy::default());
+        assert_eq!(get(&env, "PATH").unwrap(), "/usr/bin");
+        assert_eq!(get(&env, "OPENAI_API_KEY").unwrap(), "sk-1");
+        assert_eq!(get(&env, "TERM").unwrap(), "dumb");
+        for (name, value) in FORCED_ENV {
+            assert_eq!(get(&env, name).unwrap(), value);
+        }
+        let mut sorted = names(&env);
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(names(&env), sorted);
+    }
+
+    #[test]
+    fn secrets_are_dropped_when_asked() {
+        let policy = EnvPolicy { exclude_secrets: true, ..EnvPolicy::default() };
+        let env = build_env(vars(&INHERITED), &policy);
+        assert!(get(&env, "OPENAI_API_KEY").is_none());
+        assert!(get(&env, "gh_token").is_none());
+        assert!(get(&env, "HOME").is_some());
+        assert!(is_secret_name("MY_Secret_VALUE"));
+        assert!(!is_secret_name("PATH"));
+    }
+
+    #[test]
+    fn inherit_none_and_allow_list() {
+        let none =
+            build_env(vars(&INHERITED), &EnvPolicy { inherit: EnvInherit::None, ..EnvPolicy::default() });
+        assert_eq!(none.len(), FORCED_ENV.len());
+        let only = EnvPolicy { inherit: EnvInherit::Only(vec!["HOME".into()]), ..EnvPolicy::default() };
+        let env = build_env(vars(&INHERITED), &only);
+        assert_eq!(get(&env, "HOME").unwrap(), "/root");
+        assert!(get(&env, "PATH").is_none());
+    }
+
+    #[test]
+    fn set_overrides_inherited_but_not_forced_and_last_wins() {
+        let policy = EnvPolicy {
+            set: vec![
+                ("PATH".into(), "/opt/bin".into()),
+                ("PAGER".into(), "less".into()),
+                ("X".into(), "1".into()),
+                ("X".into(), "2".into()),
+            ],
+            ..EnvPolicy::default()
+        };
+        let env = build_env(vars(&INHERITED), &policy);
+        assert_eq!(get(&env, "PATH").unwrap(), "/opt/bin");
+        assert_eq!(get(&env, "PAGER").unwrap(), "cat");
+        assert_eq!(get(&env, "X").unwrap(), "2");
+        assert_eq!(env.iter().filter(|(k, _)| k == "X").count(), 1);
+    }
+
+    #[test]
+    fn policy_reads_from_kebab_case_and_rejects_unknown_fields() {
+        let policy: EnvPolicy = serde_json::from_str(
+            r#"{"inherit": {"only": ["HOME"]}, "exclude-secrets": true, "set": [["A", "b"]]}"#,
+        )
+        .unwrap();
+        assert_eq!(policy.inherit, EnvInherit::Only(vec!["HOME".into()]));
+        assert!(policy.exclude_secrets);
+        assert_eq!(policy.set, vec![("A".to_owned(), "b".to_owned())]);
+        let none: EnvPolicy = serde_json::from_str(r#"{"inherit": "none"}"#).unwrap();
+        assert_eq!(none.inherit, EnvInherit::None);
+        assert!(serde_json::from_str::<EnvPolicy>(r#"{"inherits": "all"}"#).is_err());
+    }
+}

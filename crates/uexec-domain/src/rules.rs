@@ -1,0 +1,141 @@
+//! Configured command rules: argv prefixes that are always allowed, always asked about, or forbidden.
+//!
+//! Evaluation: a `[shell, -lc, script]` whose script splits into plain sub-commands (see
+//! [`crate::command::parse_plain_script`]) is judged per sub-command; any other argv (including an unparseable
+//! script) is judged as a whole. For one command, the matching rule with the longest prefix decides (equal
+//! lengths: the more restrictive). Across sub-commands the most restrictive decision wins (Forbid > Ask > Allow),
+//! and `Allow` holds only when every sub-command is allowed: `ls && rm x` with only an `ls` rule has no decision.
+
+use serde::{Deserialize, Serialize};
+
+use crate::command::{parse_plain_script, shell_script};
+
+/// What a rule says about a matching command. Ordered from least to most restrictive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleDecision {
+    /// Run without asking.
+    Allow,
+    /// Ask a person first.
+    Ask,
+    /// Refuse.
+    Forbid,
+}
+
+/// One rule: commands whose argv starts with `prefix` get `decision`. An empty prefix matches every command.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrefixRule {
+    /// The argv prefix, word by word.
+    pub prefix: Vec<String>,
+    /// The decision for matching commands.
+    pub decision: RuleDecision,
+}
+
+/// The configured rules.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CommandRules {
+    /// The rules, in any order.
+    pub rules: Vec<PrefixRule>,
+}
+
+impl CommandRules {
+    /// The decision for `argv` (see the module docs), or `None` when the rules say nothing.
+    pub fn evaluate(&self, argv: &[String]) -> Option<RuleDecision> {
+        let commands = shell_script(argv).and_then(parse_plain_script).unwrap_or_else(|| vec![argv.to_vec()]);
+        let decisions: Vec<Option<RuleDecision>> = commands.iter().map(|c| self.evaluate_one(c)).collect();
+        let strictest = decisions.iter().flatten().max().copied()?;
+        if strictest == RuleDecision::Allow && decisions.iter().any(Option::is_none) {
+            return None;
+        }
+        Some(strictest)
+    }
+
+    /// The decision of the longest matching prefix for one plain command.
+    fn evaluate_one(&self, argv: &[String]) -> Option<RuleDecision> {
+        self.rules
+            .iter()
+            .filter(|rule| argv.starts_with(&rule.prefix))
+            .max_by_key(|rule| (rule.prefix.len(), rule.decision))
+            .map(|rule| rule.decision)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn argv(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| (*w).to_owned()).collect()
+    }
+
+    fn rule(prefix: &[&str], decision: RuleDecision) -> PrefixRule {
+        PrefixRule { prefix: argv(prefix), decision }
+    }
+
+    fn rules() -> CommandRules {
+        CommandRules {
+            rules: vec![
+                rule(&["git"], RuleDecision::Ask),
+                rule(&["git", "status"], RuleDecision::Allow),
+                rule(&["git", "push"], RuleDecision::Forbid),
+                rule(&["ls"], RuleDecision::Allow),
+                rule(&["rm", "-rf"], RuleDecision::Forbid),
+            ],
+        }
+    }
+
+    #[test]
+    fn longest_prefix_wins_for_one_command() {
+        let rules = rules();
+        assert_eq!(rules.evaluate(&argv(&["git", "status", "-s"])), Some(RuleDecision::Allow));
+        assert_eq!(rules.evaluate(&argv(&["git", "log"])), Some(RuleDecision::Ask));
+        assert_eq!(rules.evaluate(&argv(&["git", "push", "origin"])), Some(RuleDecision::Forbid));
+        assert_eq!(rules.evaluate(&argv(&["rm", "x"])), None);
+        assert_eq!(rules.evaluate(&argv(&["gitk"])), None);
+    }
+
+    #[test]
+    fn scripts_are_judged_per_sub_command() {
+        let rules = rules();
+        let bash = |s: &str| argv(&["bash", "-lc", s]);
+        assert_eq!(rules.evaluate(&bash("git status && ls")), Some(RuleDecision::Allow));
+        assert_eq!(rules.evaluate(&bash("ls; git log")), Some(RuleDecision::Ask));
+        assert_eq!(rules.evaluate(&bash("ls | git push")), Some(RuleDecision::Forbid));
+        assert_eq!(rules.evaluate(&bash("ls && rm -rf /")), Some(RuleDecision::Forbid));
+        // An allowed command next to an unknown one decides nothing.
+        assert_eq!(rules.evaluate(&bash("ls && rm x")), None);
+        // Unparseable: only the whole argv is matched.
+        assert_eq!(rules.evaluate(&bash("ls > out")), None);
+        let whole = CommandRules { rules: vec![rule(&["bash", "-lc"], RuleDecision::Ask)] };
+        assert_eq!(whole.evaluate(&bash("ls > out")), Some(RuleDecision::Ask));
+    }
+
+    #[test]
+    fn equal_prefixes_take_the_stricter_decision_and_empty_prefix_matches_all() {
+        let rules = CommandRules {
+            rules: vec![
+                rule(&["make"], RuleDecision::Allow),
+                rule(&["make"], RuleDecision::Ask),
+                rule(&[], RuleDecision::Allow),
+            ],
+        };
+        assert_eq!(rules.evaluate(&argv(&["make", "all"])), Some(RuleDecision::Ask));
+        assert_eq!(rules.evaluate(&argv(&["anything"])), Some(RuleDecision::Allow));
+        assert_eq!(CommandRules::default().evaluate(&argv(&["ls"])), None);
+    }
+
+    #[test]
+    fn rules_deserialize_with_lowercase_decisions() {
+        let rules: CommandRules =
+            serde_json::from_str(r#"{"rules": [{"prefix": ["git", "push"], "decision": "forbid"}]}"#)
+                .unwrap();
+        assert_eq!(rules.rules, vec![rule(&["git", "push"], RuleDecision::Forbid)]);
+        assert!(
+            serde_json::from_str::<CommandRules>(r#"{"rules": [{"prefix": [], "decision": "Allow"}]}"#)
+                .is_err()
+        );
+    }
+}
