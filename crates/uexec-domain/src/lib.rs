@@ -6,6 +6,7 @@
 //! plain unit and property tests.
 #![forbid(unsafe_code)]
 
+pub mod approval;
 pub mod buffer;
 pub mod command;
 pub mod denial;
