@@ -35,6 +35,9 @@ pub const BASE_PROFILE: &str = include_str!("seatbelt_base.sbpl");
 /// The part appended when the policy enables network access.
 pub const NETWORK_PROFILE: &str = include_str!("seatbelt_network.sbpl");
 
+/// The width of the section header lines, as in the data files.
+const HEADER_WIDTH: usize = 109;
+
 /// A command line that runs a command under Seatbelt, with its parts kept apart for display and tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeatbeltLaunch {
@@ -170,13 +173,12 @@ fn render_profile(policy: &SandboxPolicy, shape: &[usize]) -> String {
     }
     out.push('\n');
     // `write!` into a String cannot fail; the results are ignored on purpose.
-    let _ = writeln!(
-        out,
-        "; --- Generated for policy {}, network {} {}",
+    let title = format!(
+        "; --- Generated for policy {}, network {} ",
         policy.mode_str(),
-        if network { "enabled" } else { "disabled" },
-        "-".repeat(60)
+        if network { "enabled" } else { "disabled" }
     );
+    let _ = writeln!(out, "{title}{}", "-".repeat(HEADER_WIDTH.saturating_sub(title.len())));
     if shape.is_empty() {
         out.push_str(
             "; No writable roots: beyond the null device and terminals above, nothing is writable.\n",

@@ -1,0 +1,99 @@
+//! A fake filesystem for the generator: directories, symlinks and `.git` entries held in memory, so tests can
+//! stand in for macOS (`/tmp` -> `/private/tmp`, `/var` -> `/private/var`) on any host.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+use uexec_domain::policy::GitEntry;
+use uexec_sandbox_macos::PathResolver;
+
+/// Symlinks are resolved component by component like the kernel does; a path exists when every directory on
+/// the way is known (or, with [`FakeFs::everything_exists`], always).
+#[derive(Debug, Default, Clone)]
+pub struct FakeFs {
+    links: BTreeMap<PathBuf, PathBuf>,
+    dirs: BTreeSet<PathBuf>,
+    git: BTreeMap<PathBuf, GitEntry>,
+    everything_exists: bool,
+}
+
+impl FakeFs {
+    /// The macOS layout: `/tmp`, `/var` and `/etc` are symlinks into `/private`.
+    pub fn macos() -> Self {
+        FakeFs::default()
+            .dir("/private/tmp")
+            .dir("/private/var/folders")
+            .dir("/private/etc")
+            .link("/tmp", "/private/tmp")
+            .link("/var", "/private/var")
+            .link("/etc", "/private/etc")
+    }
+
+    /// Every absolute path exists (and only symlinks change spellings).
+    pub fn everything_exists() -> Self {
+        FakeFs { everything_exists: true, ..FakeFs::default() }
+    }
+
+    /// Adds the directory `path` and its ancestors.
+    pub fn dir(mut self, path: impl AsRef<Path>) -> Self {
+        let mut current = PathBuf::new();
+        for component in path.as_ref().components() {
+            current.push(component);
+            self.dirs.insert(current.clone());
+        }
+        self
+    }
+
+    /// Makes `from` a symlink to the absolute `to`.
+    pub fn link(mut self, from: impl AsRef<Path>, to: impl AsRef<Path>) -> Self {
+        self.links.insert(from.as_ref().to_path_buf(), to.as_ref().to_path_buf());
+        self
+    }
+
+    /// Sets what `root/.git` is.
+    pub fn git(mut self, root: impl AsRef<Path>, entry: GitEntry) -> Self {
+        self.git.insert(root.as_ref().to_path_buf(), entry);
+        self
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        self.everything_exists || path == Path::new("/") || self.dirs.contains(path)
+    }
+}
+
+impl PathResolver for FakeFs {
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+        if !path.is_absolute() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "relative path"));
+        }
+        let mut resolved = PathBuf::from("/");
+        for component in path.components() {
+            match component {
+                Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+                Component::ParentDir => {
+                    resolved.pop();
+                }
+                Component::Normal(name) => {
+                    resolved.push(name);
+                    let mut hops = 0;
+                    while let Some(target) = self.links.get(&resolved) {
+                        hops += 1;
+                        if hops > 40 {
+                            return Err(io::Error::other("too many levels of symbolic links"));
+                        }
+                        resolved = target.clone();
+                    }
+                    if !self.exists(&resolved) {
+                        return Err(io::Error::from(io::ErrorKind::NotFound));
+                    }
+                }
+            }
+        }
+        Ok(resolved)
+    }
+
+    fn git_entry(&self, root: &Path) -> GitEntry {
+        self.git.get(root).cloned().unwrap_or(GitEntry::Absent)
+    }
+}
