@@ -121,6 +121,8 @@ impl Sandbox for SeatbeltSandbox {
                 "{reason}; nothing was run (SeatbeltSandbox::for_inspection generates the profile without running it)"
             )));
         }
+        // Seatbelt enforces the whole profile or refuses to start the command: there is no partial mode for
+        // `allow_degraded` to accept.
         let SandboxRequest { mut spawn, policy, tmpdir, allow_degraded: _ } = request;
         let launch = self.launch(&policy, &spawn.cwd, tmpdir.as_deref(), &spawn.argv)?;
         let report = self.build_report(&policy, Some(&launch));
@@ -193,8 +195,8 @@ fn report(
 
     protections.push(enforced(
         "process",
-        "exec and fork allowed; signals and process-info only within the sandbox; no task ports of other \
-         processes (no debugger attach)"
+        "exec and fork allowed; signals and direct process-info only within the sandbox (ps still lists every \
+         process through sysmond); no task ports of other processes (no debugger attach)"
             .to_owned(),
         unavailable,
     ));
