@@ -1,0 +1,113 @@
+//! Collecting a session's output for one yield window, with early return on exit and on waiting-for-input.
+//!
+//! A window ends at the first of:
+//! 1. the process is finished (exited, trailing output drained, `End` emitted): returns at once, so
+//!    `sleep 0.05` with a 31 s window takes ~0.1 s;
+//! 2. the deadline;
+//! 3. (PTY sessions, spec B4) the terminal's foreground process is blocked reading the terminal
+//!    ([`InputState::WaitingForInput`]) and the output has settled.
+//!
+//! Settling (rule 3) has two speeds, measured from the later of the window's start mark (spawn or write) and
+//! the last output chunk:
+//! - [`FAST_SETTLE`] (3 ms) once the process has produced output since the mark. Output after our write shows
+//!   the input was consumed (a shell echoes it; the kernel's line discipline echoes and wakes the reader in the
+//!   same pass), so a foreground process seen blocked on the terminal again is done with it; the few
+//!   milliseconds only let output already written reach the reader task.
+//! - [`QUIET_SETTLE`] (40 ms) when nothing was printed since the mark (a password prompt with echo off, a
+//!   program that reads silently): long enough for a woken reader to be scheduled, so the state seen is the
+//!   one after it consumed the input, not before.
+//!
+//! While the output is quiet and the process is busy, the input state is re-checked every
+//! [`INPUT_POLL_INTERVAL`] (a cheap `/proc` read in the PTY adapter). Pipe sessions never return early for
+//! input: their state is [`InputState::Unknown`].
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use uexec_ports::InputState;
+
+use crate::session::Session;
+
+/// Settle time after output, once the process has printed something since the window's mark.
+pub const FAST_SETTLE: Duration = Duration::from_millis(3);
+/// Settle time when nothing was printed since the window's mark.
+pub const QUIET_SETTLE: Duration = Duration::from_millis(40);
+/// How often the input state is re-checked while the output is quiet.
+pub const INPUT_POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Where a window starts: its time and the number of output chunks seen at that time.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Mark {
+    pub(crate) at: Instant,
+    pub(crate) output_seq: u64,
+}
+
+impl Mark {
+    /// The mark for a window starting now.
+    pub(crate) fn now(session: &Session) -> Mark {
+        Mark { at: Instant::now(), output_seq: session.snapshot().output_seq }
+    }
+}
+
+/// What one window produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Collected {
+    /// The output since the previous call.
+    pub(crate) bytes: Vec<u8>,
+    /// Set when the process is finished.
+    pub(crate) exit_code: Option<i32>,
+    /// The window ended early because the process waits for input.
+    pub(crate) waiting_for_input: bool,
+}
+
+/// Collect output until the process finishes, `deadline` passes, or (PTY) it waits for input.
+pub(crate) async fn collect(session: &Session, mark: Mark, deadline: Instant) -> Collected {
+    let waiting_for_input = wait_window(session, mark, deadline).await;
+    let snapshot = session.snapshot();
+    let exit_code = if snapshot.finished { snapshot.exit_code } else { None };
+    Collected {
+        bytes: session.take_output(),
+        exit_code,
+        waiting_for_input: waiting_for_input && exit_code.is_none(),
+    }
+}
+
+/// Wait for the end of the window; true when it ended because the process waits for input.
+async fn wait_window(session: &Session, mark: Mark, deadline: Instant) -> bool {
+    let mut rx = session.subscribe();
+    let detect = session.spec.tty;
+    loop {
+        rx.borrow_and_update();
+        let snapshot = session.snapshot();
+        if snapshot.finished {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        let mut wake = deadline;
+        if detect {
+            let printed = snapshot.output_seq > mark.output_seq;
+            let activity = if printed { snapshot.last_output.max(mark.at) } else { mark.at };
+            let settle = if printed { FAST_SETTLE } else { QUIET_SETTLE };
+            let settled_at = activity + settle;
+            if now >= settled_at {
+                if session.control.input_state() == InputState::WaitingForInput {
+                    return true;
+                }
+                wake = wake.min(now + INPUT_POLL_INTERVAL);
+            } else {
+                wake = wake.min(settled_at);
+            }
+        }
+        tokio::select! {
+            changed = rx.changed() => {
+                if changed.is_err() {
+                    tokio::time::sleep_until(wake).await;
+                }
+            }
+            () = tokio::time::sleep_until(wake) => {}
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! What the engine is built from: its configuration (policies, limits, environment) and its adapters.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use uexec_domain::env::EnvPolicy;
+use uexec_domain::limits::Limits;
+use uexec_domain::rules::CommandRules;
+use uexec_domain::{ApprovalPolicy, SandboxPolicy};
+use uexec_ports::{Approver, EventSink, ProcessSpawner, Sandbox};
+
+/// The adapters the engine talks to, injected as trait objects.
+#[derive(Clone)]
+pub struct EngineDeps {
+    /// Starts processes (PTY or pipes).
+    pub spawner: Arc<dyn ProcessSpawner>,
+    /// The platform sandbox; an unsupported platform's sandbox returns `SandboxError::Unsupported`.
+    pub sandbox: Arc<dyn Sandbox>,
+    /// Asks a person.
+    pub approver: Arc<dyn Approver>,
+    /// Receives events.
+    pub events: Arc<dyn EventSink>,
+}
+
+impl fmt::Debug for EngineDeps {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EngineDeps").field("sandbox", &self.sandbox.kind()).finish_non_exhaustive()
+    }
+}
+
+/// How the engine behaves. [`EngineConfig::new`] gives the reference's defaults.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// When to ask a person (default `on-request`).
+    pub approval_policy: ApprovalPolicy,
+    /// What sandboxed commands may touch (default `workspace-write`, network off).
+    pub sandbox_policy: SandboxPolicy,
+    /// Accept protections the sandbox can only partly enforce (default false: fail closed).
+    pub allow_degraded_sandbox: bool,
+    /// Which variables commands inherit, and which are set.
+    pub env_policy: EnvPolicy,
+    /// The environment commands inherit from (the app passes `std::env::vars_os()`).
+    pub base_env: Vec<(OsString, OsString)>,
+    /// Session, buffer and window limits.
+    pub limits: Limits,
+    /// Command rules (allow / ask / forbid by prefix).
+    pub rules: CommandRules,
+    /// The shell when a call names none (the app resolves `$SHELL`, else `/bin/bash`).
+    pub default_shell: String,
+    /// The server's working directory: relative workdirs resolve against it.
+    pub cwd: PathBuf,
+    /// Add a `Sandbox: ...` line to responses (default true).
+    pub report_protections: bool,
+    /// `None` seeds session and chunk ids from the time and the pid; `Some` makes them reproducible (tests).
+    pub id_seed: Option<u64>,
+}
+
+impl EngineConfig {
+    /// The defaults: `on-request`, `workspace-write` without network, fail closed, inherit the whole (empty)
+    /// base environment, reference limits, no rules, `/bin/bash`, protections reported, random ids.
+    pub fn new(cwd: PathBuf) -> Self {
+        EngineConfig {
+            approval_policy: ApprovalPolicy::default(),
+            sandbox_policy: SandboxPolicy::default(),
+            allow_degraded_sandbox: false,
+            env_policy: EnvPolicy::default(),
+            base_env: Vec::new(),
+            limits: Limits::default(),
+            rules: CommandRules::default(),
+            default_shell: "/bin/bash".to_owned(),
+            cwd,
+            report_protections: true,
+            id_seed: None,
+        }
+    }
+}

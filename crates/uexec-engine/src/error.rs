@@ -1,0 +1,51 @@
+//! The engine's error type: why an `exec_command` or `write_stdin` call failed.
+
+use uexec_domain::{ApprovalPolicy, SessionId};
+use uexec_ports::{SandboxError, SpawnError};
+
+/// Why a call failed. The app renders it as `exec_command failed for \`<cmd>\`: <this>` or
+/// `write_stdin failed: <this>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExecError {
+    /// No session has this id (never existed, exited and was reported, pruned or closed).
+    #[error("Unknown process id {0}")]
+    UnknownSession(SessionId),
+    /// A write to a session without a terminal (`tty=false`): its stdin is `/dev/null`.
+    #[error("stdin is closed for this session; rerun exec_command with tty=true to keep stdin open")]
+    StdinClosed,
+    /// Writing to the terminal failed.
+    #[error("failed to write to stdin: {0}")]
+    WriteFailed(String),
+    /// `cmd` is empty.
+    #[error("missing command line")]
+    MissingCommand,
+    /// An argument is unusable (too large, a NUL byte, ...); the text says which and why.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// A person denied (or aborted) the command.
+    #[error("rejected by user")]
+    Rejected,
+    /// A command rule or the `never` policy refuses the command; the text says what would need approval and
+    /// which setting would allow it.
+    #[error("{0}")]
+    Forbidden(String),
+    /// The caller asked for escalation under a policy that does not accept it.
+    #[error(
+        "escalation not allowed under approval policy {}; sandbox_permissions=require_escalated needs approval policy on-request",
+        .0.as_str()
+    )]
+    EscalationNotAllowed(ApprovalPolicy),
+    /// Approval was needed but nobody could be asked (or asking failed).
+    #[error("{0}")]
+    ApprovalUnavailable(String),
+    /// The sandbox the policy asks for cannot be set up: nothing ran.
+    #[error("{0}; nothing was run")]
+    Sandbox(SandboxError),
+    /// The process could not be started.
+    #[error("failed to create process: {0}")]
+    Spawn(SpawnError),
+    /// Every session id is in use.
+    #[error("too many sessions: every session id is in use; close sessions that are no longer needed")]
+    TooManySessions,
+}

@@ -1,0 +1,369 @@
+//! One spawned command: its output buffers, its screen, its exit, and the two background tasks that feed them.
+//!
+//! Lifecycle of a session id (who does what, in order):
+//!
+//! 1. **Reserved**: `exec_command` reserves the id in the store before approval; every failure path (and a
+//!    dropped call) releases it.
+//! 2. **Spawning**: approval and sandbox choice are done; the process is spawned. On success the engine emits
+//!    `Begin` and starts two tasks: the *reader* (pulls [`OutputStream::next_chunk`] into the buffers) and the
+//!    *waiter* (awaits [`ProcessControl::wait`]).
+//! 3. **Live**: the session is in the store. It is stored *before* the first window is collected, with the
+//!    `exec_command` call holding its call lock, so a caller that gives up cannot orphan the process, and no
+//!    other call can touch it until the first response is out. At the end of the window it is *committed*:
+//!    counted for pruning and reported with its id.
+//! 4. **Exited**: the waiter saw the exit, waited up to [`POST_EXIT_CLOSE_WAIT_MS`] for the output to close,
+//!    emitted `End` (exactly once per spawned process, guarded by a flag) and marked the session finished.
+//! 5. **Reaped**: the next call on the session returns its last output with the exit code, removes it from the
+//!    store and releases the id. Pruning, `close_session` and `shutdown` take the session out of the store
+//!    first, then kill its tree ([`ProcessControl::kill_tree`]); `End` comes from whoever finishes first.
+//!
+//! Who touches the buffers when: the reader appends (under the session's short `std` mutex, never held across
+//! an await); the call that holds the session's call lock takes the pending output ("output since the previous
+//! call"); the transcript (for `End`) is only appended to and read once. Waiters are woken through a
+//! `tokio::sync::watch` counter bumped on every change.
+
+use std::num::NonZeroU16;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+use uexec_domain::buffer::HeadTailBuffer;
+use uexec_domain::limits::{MAX_OUTPUT_DELTA_BYTES, POST_EXIT_CLOSE_WAIT_MS, PTY_COLS, PTY_ROWS};
+use uexec_domain::{ProtectionReport, SessionId};
+use uexec_ports::{EventSink, ExecEvent, OutputStream, ProcessControl, SpawnedProcess};
+
+use crate::api::SessionState;
+use crate::utf8::DeltaSplitter;
+
+/// The exit code reported when a process's status is unknown.
+pub(crate) const UNKNOWN_EXIT_CODE: i32 = -1;
+
+/// What a session is, apart from its process.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionSpec {
+    pub(crate) id: SessionId,
+    pub(crate) call_id: String,
+    pub(crate) command: Vec<String>,
+    pub(crate) cmd: String,
+    pub(crate) cwd: PathBuf,
+    pub(crate) tty: bool,
+    pub(crate) buffer_bytes: usize,
+}
+
+/// Mutable state shared by the reader, the waiter and the calls.
+struct Shared {
+    /// Output since the previous call.
+    pending: HeadTailBuffer,
+    /// All output, for `End`.
+    transcript: HeadTailBuffer,
+    /// The rendered terminal (PTY sessions only).
+    screen: Option<vt100::Parser>,
+    /// Number of chunks received so far.
+    output_seq: u64,
+    /// When the last chunk arrived (spawn time before the first).
+    last_output: Instant,
+    /// The reader saw the end of the output.
+    output_closed: bool,
+    /// The exit code, once the process exited (-1 when unknown).
+    exit_code: Option<i32>,
+    /// Exit seen, trailing output drained (or given up on), `End` emitted.
+    finished: bool,
+}
+
+/// A point-in-time view of a session for the collector.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Snapshot {
+    pub(crate) finished: bool,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) output_seq: u64,
+    pub(crate) last_output: Instant,
+}
+
+/// One spawned command.
+pub(crate) struct Session {
+    pub(crate) spec: SessionSpec,
+    /// What this attempt runs under.
+    pub(crate) protections: ProtectionReport,
+    pub(crate) control: Arc<dyn ProcessControl>,
+    pub(crate) started: Instant,
+    /// Serialises calls on this session (taken by the call, never by the store).
+    pub(crate) call_lock: Arc<tokio::sync::Mutex<()>>,
+    events: Arc<dyn EventSink>,
+    shared: Mutex<Shared>,
+    changed: watch::Sender<u64>,
+    end_emitted: AtomicBool,
+    removed: AtomicBool,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.spec.id)
+            .field("cmd", &self.spec.cmd)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// Wrap a freshly spawned process and start its reader and waiter tasks. Must run inside a tokio runtime.
+    pub(crate) fn start(
+        spec: SessionSpec,
+        protections: ProtectionReport,
+        process: SpawnedProcess,
+        events: Arc<dyn EventSink>,
+    ) -> Arc<Session> {
+        let now = Instant::now();
+        let screen = if spec.tty { new_screen() } else { None };
+        let shared = Shared {
+            pending: HeadTailBuffer::new(spec.buffer_bytes),
+            transcript: HeadTailBuffer::new(spec.buffer_bytes),
+            screen,
+            output_seq: 0,
+            last_output: now,
+            output_closed: false,
+            exit_code: None,
+            finished: false,
+        };
+        let (changed, _) = watch::channel(0);
+        let session = Arc::new(Session {
+            spec,
+            protections,
+            control: process.control,
+            started: now,
+            call_lock: Arc::new(tokio::sync::Mutex::new(())),
+            events,
+            shared: Mutex::new(shared),
+            changed,
+            end_emitted: AtomicBool::new(false),
+            removed: AtomicBool::new(false),
+        });
+        tokio::spawn(read_loop(Arc::clone(&session), process.output));
+        tokio::spawn(wait_loop(Arc::clone(&session)));
+        session
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// A receiver that sees every later change.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// The current state.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        let shared = self.lock();
+        Snapshot {
+            finished: shared.finished,
+            exit_code: shared.exit_code,
+            output_seq: shared.output_seq,
+            last_output: shared.last_output,
+        }
+    }
+
+    /// For listings.
+    pub(crate) fn state(&self) -> SessionState {
+        match self.lock().exit_code {
+            Some(exit_code) => SessionState::Exited { exit_code },
+            None => SessionState::Running,
+        }
+    }
+
+    fn push_output(&self, chunk: &[u8]) {
+        {
+            let mut shared = self.lock();
+            shared.pending.push(chunk);
+            shared.transcript.push(chunk);
+            if let Some(parser) = shared.screen.as_mut() {
+                parser.process(chunk);
+            }
+            shared.output_seq += 1;
+            shared.last_output = Instant::now();
+        }
+        self.bump();
+    }
+
+    fn mark_output_closed(&self) {
+        self.lock().output_closed = true;
+        self.bump();
+    }
+
+    fn mark_exited(&self, code: i32) {
+        {
+            let mut shared = self.lock();
+            if shared.exit_code.is_none() {
+                shared.exit_code = Some(code);
+            }
+        }
+        self.bump();
+    }
+
+    /// Emit `End` (once) and mark the session finished.
+    fn finish(&self) {
+        if !self.end_emitted.swap(true, Ordering::SeqCst) {
+            let (exit_code, aggregated_output) = {
+                let shared = self.lock();
+                (shared.exit_code.unwrap_or(UNKNOWN_EXIT_CODE), shared.transcript.to_string_lossy())
+            };
+            self.events.emit(ExecEvent::End {
+                call_id: self.spec.call_id.clone(),
+                session_id: self.spec.id,
+                exit_code,
+                aggregated_output,
+                duration: self.started.elapsed(),
+            });
+        }
+        {
+            let mut shared = self.lock();
+            if shared.exit_code.is_none() {
+                shared.exit_code = Some(UNKNOWN_EXIT_CODE);
+            }
+            shared.finished = true;
+        }
+        self.bump();
+    }
+
+    /// Take the output since the previous call. While the process may still write, an incomplete UTF-8
+    /// sequence at the end is kept for the next call rather than rendered as a replacement character.
+    pub(crate) fn take_output(&self) -> Vec<u8> {
+        let mut shared = self.lock();
+        if shared.finished { shared.pending.take() } else { shared.pending.take_complete() }
+    }
+
+    /// The output since the previous call, without taking it.
+    pub(crate) fn peek_output(&self) -> Vec<u8> {
+        self.lock().pending.to_bytes()
+    }
+
+    /// The rendered screen (PTY sessions), spec B5.
+    pub(crate) fn screen_contents(&self) -> Option<String> {
+        self.lock().screen.as_ref().map(|parser| parser.screen().contents())
+    }
+
+    /// Mark the session as taken out of the store; returns false if it already was.
+    pub(crate) fn mark_removed(&self) -> bool {
+        !self.removed.swap(true, Ordering::SeqCst)
+    }
+
+    /// True once the session left the store (reaped, pruned, closed).
+    pub(crate) fn is_removed(&self) -> bool {
+        self.removed.load(Ordering::SeqCst)
+    }
+
+    /// Wait until the session is finished or `deadline`; true if finished.
+    pub(crate) async fn wait_finished(&self, deadline: Instant) -> bool {
+        let mut rx = self.subscribe();
+        loop {
+            rx.borrow_and_update();
+            if self.lock().finished {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        tokio::time::sleep_until(deadline).await;
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    }
+
+    async fn wait_output_closed(&self, deadline: Instant) {
+        let mut rx = self.subscribe();
+        loop {
+            rx.borrow_and_update();
+            if self.lock().output_closed || Instant::now() >= deadline {
+                return;
+            }
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        tokio::time::sleep_until(deadline).await;
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    }
+
+    /// Kill the process tree, drain trailing output, emit `End` if nobody did yet; returns the exit code.
+    pub(crate) async fn terminate(&self) -> i32 {
+        match self.control.kill_tree().await {
+            Ok(status) => self.mark_exited(status.code()),
+            Err(err) => {
+                tracing::warn!(session_id = %self.spec.id, error = %err, "kill_tree failed");
+                self.mark_exited(UNKNOWN_EXIT_CODE);
+            }
+        }
+        self.wait_output_closed(Instant::now() + Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS)).await;
+        self.finish();
+        self.snapshot().exit_code.unwrap_or(UNKNOWN_EXIT_CODE)
+    }
+}
+
+/// A 24x80 screen without scrollback (spec B5).
+fn new_screen() -> Option<vt100::Parser> {
+    let rows = NonZeroU16::new(PTY_ROWS)?;
+    let cols = NonZeroU16::new(PTY_COLS)?;
+    Some(vt100::Parser::new(rows, cols, 0))
+}
+
+/// The reader task: output chunks into the buffers, the screen and `OutputDelta` events.
+async fn read_loop(session: Arc<Session>, mut output: Box<dyn OutputStream>) {
+    let mut splitter = DeltaSplitter::new(MAX_OUTPUT_DELTA_BYTES);
+    loop {
+        match output.next_chunk().await {
+            Ok(Some(chunk)) => {
+                if chunk.is_empty() {
+                    continue;
+                }
+                session.push_output(&chunk);
+                for piece in splitter.feed(&chunk) {
+                    emit_delta(&session, piece);
+                }
+            }
+            Ok(None) => break,
+            Err(err) => {
+                tracing::debug!(session_id = %session.spec.id, error = %err, "output stream ended with an error");
+                break;
+            }
+        }
+    }
+    for piece in splitter.finish() {
+        emit_delta(&session, piece);
+    }
+    session.mark_output_closed();
+}
+
+fn emit_delta(session: &Session, chunk: Vec<u8>) {
+    session.events.emit(ExecEvent::OutputDelta {
+        call_id: session.spec.call_id.clone(),
+        session_id: session.spec.id,
+        chunk,
+    });
+}
+
+/// The waiter task: the exit, then up to [`POST_EXIT_CLOSE_WAIT_MS`] for trailing output, then `End`.
+async fn wait_loop(session: Arc<Session>) {
+    match session.control.wait().await {
+        Ok(status) => session.mark_exited(status.code()),
+        Err(err) => {
+            tracing::warn!(session_id = %session.spec.id, error = %err, "waiting for the process failed");
+            session.mark_exited(UNKNOWN_EXIT_CODE);
+        }
+    }
+    session.wait_output_closed(Instant::now() + Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS)).await;
+    session.finish();
+}

@@ -1,0 +1,1320 @@
+//! Orchestration tests of the engine against mocked ports: approvals, sandbox choice, retry, ids, events,
+//! sessions and pruning. Processes are small in-memory fakes (mockall is awkward for async output streams);
+//! the spawner, the sandbox, the approver and the event sink are `mockall` mocks.
+//!
+//! Time is paused (`start_paused`): windows, the early-exit grace and fake process delays advance virtually,
+//! so the tests are exact and fast.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::{mpsc, watch};
+use uexec_domain::protection::{Protection, ProtectionStatus};
+use uexec_domain::rules::{CommandRules, PrefixRule, RuleDecision};
+use uexec_domain::{
+    ApprovalPolicy, EscapeReason, ExitStatus, ProtectionReport, ReviewDecision, SandboxKind,
+    SandboxPermissions, SandboxPolicy, SessionId,
+};
+use uexec_engine::{
+    Engine, EngineConfig, EngineDeps, ExecCommandRequest, ExecError, ExecResponse, SessionState,
+    WriteStdinRequest,
+};
+use uexec_ports::{
+    ApprovalError, ApprovalKind, ApprovalRequest, ExecEvent, InputState, IoMode, MockApprover, MockEventSink,
+    MockProcessSpawner, MockSandbox, OutputStream, ProcessControl, ProcessError, PtySize, SandboxError,
+    SandboxedSpawn, Signal, SpawnError, SpawnRequest, SpawnedProcess,
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// A fake process: output through a channel, exit through a watch, input echoed (tty) or refused (pipes).
+// ---------------------------------------------------------------------------------------------------------------
+
+/// What a fake process does.
+#[derive(Clone, Debug)]
+struct Script {
+    /// Printed at spawn.
+    output: Vec<u8>,
+    /// Exit after this delay (None: run until killed or signalled).
+    exit_after: Option<(Duration, i32)>,
+    /// Exit on SIGINT with 130.
+    dies_on_interrupt: bool,
+    /// Echo what is written (tty).
+    echo: bool,
+    /// What `input_state` reports.
+    input_state: InputState,
+}
+
+impl Script {
+    fn exits(output: &str, code: i32) -> Script {
+        Script {
+            output: output.as_bytes().to_vec(),
+            exit_after: Some((Duration::ZERO, code)),
+            dies_on_interrupt: true,
+            echo: false,
+            input_state: InputState::Unknown,
+        }
+    }
+
+    fn runs(output: &str) -> Script {
+        Script {
+            output: output.as_bytes().to_vec(),
+            exit_after: None,
+            dies_on_interrupt: true,
+            echo: false,
+            input_state: InputState::Busy,
+        }
+    }
+}
+
+struct FakeControl {
+    tty: bool,
+    script: Script,
+    out: Mutex<Option<mpsc::UnboundedSender<Vec<u8>>>>,
+    exit: watch::Sender<Option<ExitStatus>>,
+    writes: Mutex<Vec<Vec<u8>>>,
+    signals: Mutex<Vec<Signal>>,
+    kills: AtomicUsize,
+}
+
+impl FakeControl {
+    fn finish(&self, status: ExitStatus) {
+        let mut first = false;
+        self.exit.send_if_modified(|s| {
+            if s.is_none() {
+                *s = Some(status);
+                first = true;
+            }
+            first
+        });
+        // Closing the output stream: the fake's output ends with the process.
+        self.out.lock().unwrap().take();
+    }
+
+    fn status(&self) -> Option<ExitStatus> {
+        *self.exit.borrow()
+    }
+}
+
+#[async_trait]
+impl ProcessControl for FakeControl {
+    fn pid(&self) -> u32 {
+        4242
+    }
+    fn is_tty(&self) -> bool {
+        self.tty
+    }
+    async fn write(&self, bytes: &[u8]) -> Result<(), ProcessError> {
+        if !self.tty {
+            return Err(ProcessError::StdinClosed);
+        }
+        if self.status().is_some() {
+            return Err(ProcessError::Exited);
+        }
+        self.writes.lock().unwrap().push(bytes.to_vec());
+        if self.script.echo
+            && let Some(out) = self.out.lock().unwrap().as_ref()
+        {
+            let _ = out.send(bytes.to_vec());
+        }
+        if bytes == b"\x04" {
+            self.finish(ExitStatus::Code(0));
+        }
+        Ok(())
+    }
+    fn resize(&self, _size: PtySize) -> Result<(), ProcessError> {
+        Ok(())
+    }
+    fn signal(&self, signal: Signal) -> Result<(), ProcessError> {
+        self.signals.lock().unwrap().push(signal);
+        if signal == Signal::Interrupt && self.script.dies_on_interrupt {
+            self.finish(ExitStatus::Signal(2));
+        }
+        Ok(())
+    }
+    fn input_state(&self) -> InputState {
+        if self.status().is_some() { InputState::Unknown } else { self.script.input_state }
+    }
+    fn try_wait(&self) -> Result<Option<ExitStatus>, ProcessError> {
+        Ok(self.status())
+    }
+    async fn wait(&self) -> Result<ExitStatus, ProcessError> {
+        let mut rx = self.exit.subscribe();
+        let status = rx.wait_for(Option::is_some).await.map_err(|e| ProcessError::Os(e.to_string()))?;
+        status.ok_or_else(|| ProcessError::Os("no status".into()))
+    }
+    async fn kill_tree(&self) -> Result<ExitStatus, ProcessError> {
+        self.kills.fetch_add(1, Ordering::SeqCst);
+        self.finish(ExitStatus::Signal(9));
+        Ok(self.status().unwrap())
+    }
+}
+
+struct FakeOutput {
+    rx: mpsc::UnboundedReceiver<Vec<u8>>,
+}
+
+#[async_trait]
+impl OutputStream for FakeOutput {
+    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, ProcessError> {
+        Ok(self.rx.recv().await)
+    }
+}
+
+/// Start a fake process for `request` following `script`.
+fn fake_process(request: &SpawnRequest, script: Script) -> (SpawnedProcess, Arc<FakeControl>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (exit, _) = watch::channel(None);
+    let tty = matches!(request.mode, IoMode::Pty(_));
+    if !script.output.is_empty() {
+        tx.send(script.output.clone()).unwrap();
+    }
+    let control = Arc::new(FakeControl {
+        tty,
+        script: script.clone(),
+        out: Mutex::new(Some(tx)),
+        exit,
+        writes: Mutex::new(Vec::new()),
+        signals: Mutex::new(Vec::new()),
+        kills: AtomicUsize::new(0),
+    });
+    if let Some((delay, code)) = script.exit_after {
+        let control = Arc::clone(&control);
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            control.finish(ExitStatus::Code(code));
+        });
+    }
+    let process = SpawnedProcess {
+        control: Arc::clone(&control) as Arc<dyn ProcessControl>,
+        output: Box::new(FakeOutput { rx }),
+    };
+    (process, control)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Harness
+// ---------------------------------------------------------------------------------------------------------------
+
+#[derive(Default)]
+struct Spawned {
+    requests: Mutex<Vec<SpawnRequest>>,
+    controls: Mutex<Vec<Arc<FakeControl>>>,
+}
+
+/// A spawner mock whose processes follow `scripts` in order (the last one repeats).
+fn spawner(scripts: Vec<Script>, record: Arc<Spawned>) -> MockProcessSpawner {
+    let mut spawner = MockProcessSpawner::new();
+    let next = AtomicUsize::new(0);
+    spawner.expect_spawn().returning(move |request| {
+        let n = next.fetch_add(1, Ordering::SeqCst);
+        let script = scripts.get(n).or(scripts.last()).cloned().unwrap();
+        let (process, control) = fake_process(&request, script);
+        record.requests.lock().unwrap().push(request);
+        record.controls.lock().unwrap().push(control);
+        Ok(process)
+    });
+    spawner
+}
+
+fn no_spawn() -> MockProcessSpawner {
+    let mut spawner = MockProcessSpawner::new();
+    spawner.expect_spawn().times(0);
+    spawner
+}
+
+fn sandbox_report() -> ProtectionReport {
+    ProtectionReport {
+        sandbox: SandboxKind::LinuxLandlockSeccomp,
+        policy: "workspace-write".into(),
+        protections: vec![Protection {
+            name: "filesystem".into(),
+            status: ProtectionStatus::Enforced,
+            detail: "landlock ABI 7".into(),
+        }],
+        escape_reason: None,
+    }
+}
+
+/// A sandbox that wraps nothing and reports Landlock; counts prepares.
+fn sandbox_ok(prepares: Arc<AtomicUsize>) -> MockSandbox {
+    let mut sandbox = MockSandbox::new();
+    sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
+    sandbox.expect_prepare().returning(move |request| {
+        prepares.fetch_add(1, Ordering::SeqCst);
+        let mut spawn = request.spawn;
+        spawn.env.push((OsString::from("UEXEC_SANDBOX"), OsString::from("linux-landlock-seccomp")));
+        Ok(SandboxedSpawn { spawn, report: sandbox_report() })
+    });
+    sandbox
+}
+
+fn sandbox_never() -> MockSandbox {
+    let mut sandbox = MockSandbox::new();
+    sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
+    sandbox.expect_prepare().times(0);
+    sandbox
+}
+
+fn approver_never() -> MockApprover {
+    let mut approver = MockApprover::new();
+    approver.expect_request_approval().times(0);
+    approver
+}
+
+/// An approver answering `decision` exactly `times` times, recording the requests.
+fn approver(decision: ReviewDecision, times: usize, asked: Arc<Mutex<Vec<ApprovalRequest>>>) -> MockApprover {
+    let mut approver = MockApprover::new();
+    approver.expect_request_approval().times(times).returning(move |request| {
+        asked.lock().unwrap().push(request);
+        Ok(decision)
+    });
+    approver
+}
+
+type Events = Arc<Mutex<Vec<ExecEvent>>>;
+
+fn recorder(events: Events) -> MockEventSink {
+    let mut sink = MockEventSink::new();
+    sink.expect_emit().returning(move |event| events.lock().unwrap().push(event));
+    sink
+}
+
+fn config(approval: ApprovalPolicy, sandbox: SandboxPolicy) -> EngineConfig {
+    let mut config = EngineConfig::new(std::env::temp_dir());
+    config.approval_policy = approval;
+    config.sandbox_policy = sandbox;
+    config.id_seed = Some(7);
+    config.base_env = vec![(OsString::from("HOME"), OsString::from("/home/test"))];
+    config
+}
+
+fn engine(
+    config: EngineConfig,
+    spawner: MockProcessSpawner,
+    sandbox: MockSandbox,
+    approver: MockApprover,
+    events: Events,
+) -> Engine {
+    Engine::new(
+        config,
+        EngineDeps {
+            spawner: Arc::new(spawner),
+            sandbox: Arc::new(sandbox),
+            approver: Arc::new(approver),
+            events: Arc::new(recorder(events)),
+        },
+    )
+}
+
+fn exec(cmd: &str) -> ExecCommandRequest {
+    ExecCommandRequest { cmd: cmd.into(), call_id: Some(format!("call-{cmd}")), ..Default::default() }
+}
+
+fn write(id: SessionId, chars: &str) -> WriteStdinRequest {
+    WriteStdinRequest { session_id: id, chars: chars.into(), yield_time_ms: None, max_output_tokens: None }
+}
+
+fn count(events: &Events, pred: impl Fn(&ExecEvent) -> bool) -> usize {
+    events.lock().unwrap().iter().filter(|e| pred(e)).count()
+}
+
+fn begins(events: &Events) -> Vec<ProtectionReport> {
+    events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            ExecEvent::Begin { protections, .. } => Some(protections.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn ends(events: &Events) -> Vec<(SessionId, i32, String)> {
+    events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            ExecEvent::End { session_id, exit_code, aggregated_output, .. } => {
+                Some((*session_id, *exit_code, aggregated_output.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn is_begin(e: &ExecEvent) -> bool {
+    matches!(e, ExecEvent::Begin { .. })
+}
+
+fn is_end(e: &ExecEvent) -> bool {
+    matches!(e, ExecEvent::End { .. })
+}
+
+/// Wait (virtual time) until `pred` holds.
+async fn eventually(what: &str, mut pred: impl FnMut() -> bool) {
+    for _ in 0..1000 {
+        if pred() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// True when `wall` is the window `ms` (virtual time: at most a few timer ticks late).
+fn within(wall: Duration, ms: u64) -> bool {
+    wall >= Duration::from_millis(ms) && wall < Duration::from_millis(ms + 20)
+}
+
+const SANDBOXED: fn() -> SandboxPolicy = SandboxPolicy::default;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Approvals
+// ---------------------------------------------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn untrusted_asks_exactly_once_per_call_for_an_unsafe_command_and_not_for_a_safe_one() {
+    let events = Events::default();
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::new(Spawned::default());
+    let engine = engine(
+        config(ApprovalPolicy::Untrusted, SANDBOXED()),
+        spawner(vec![Script::exits("done\n", 0)], Arc::clone(&record)),
+        sandbox_ok(Arc::default()),
+        approver(ReviewDecision::Approved, 2, Arc::clone(&asked)),
+        Arc::clone(&events),
+    );
+    let response = engine.exec_command(exec("rm -rf build")).await.unwrap();
+    assert_eq!(response.exit_code, Some(0));
+    assert_eq!(response.output, "done\n");
+    // Approved once is not remembered: the same command asks again.
+    engine.exec_command(exec("rm -rf build")).await.unwrap();
+    // Known-safe commands run without asking.
+    engine.exec_command(exec("ls -la")).await.unwrap();
+    engine.exec_command(exec("git status && cat README.md")).await.unwrap();
+
+    let asked = asked.lock().unwrap();
+    assert_eq!(asked.len(), 2);
+    assert_eq!(asked[0].kind, ApprovalKind::Run);
+    assert_eq!(asked[0].command, vec!["/bin/bash".to_owned(), "-lc".into(), "rm -rf build".into()]);
+    assert_eq!(asked[0].call_id, "call-rm -rf build");
+    assert!(asked[0].reason.as_deref().unwrap().contains("untrusted"));
+    assert_eq!(count(&events, |e| matches!(e, ExecEvent::ApprovalRequested { .. })), 2);
+    assert_eq!(
+        count(&events, |e| matches!(
+            e,
+            ExecEvent::ApprovalDecided { decision: Some(ReviewDecision::Approved), error: None, .. }
+        )),
+        2
+    );
+    assert_eq!(record.requests.lock().unwrap().len(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn approved_for_session_is_remembered_per_canonical_command_cwd_and_tty() {
+    let events = Events::default();
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let engine = engine(
+        config(ApprovalPolicy::Untrusted, SANDBOXED()),
+        spawner(vec![Script::exits("", 0)], Arc::default()),
+        sandbox_ok(Arc::default()),
+        approver(ReviewDecision::ApprovedForSession, 2, Arc::clone(&asked)),
+        events,
+    );
+    engine.exec_command(exec("touch a")).await.unwrap();
+    engine.exec_command(exec("touch a")).await.unwrap();
+    // `-c` instead of `-lc` is the same canonical command.
+    engine.exec_command(ExecCommandRequest { login: Some(false), ..exec("touch a") }).await.unwrap();
+    // A different tty setting is a different key: asked again (second and last question).
+    engine.exec_command(ExecCommandRequest { tty: true, ..exec("touch a") }).await.unwrap();
+    assert_eq!(asked.lock().unwrap().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn denied_and_aborted_fail_with_rejected_by_user_and_spawn_nothing() {
+    for decision in [ReviewDecision::Denied, ReviewDecision::Abort] {
+        let events = Events::default();
+        let engine = engine(
+            config(ApprovalPolicy::Untrusted, SANDBOXED()),
+            no_spawn(),
+            sandbox_never(),
+            approver(decision, 1, Arc::default()),
+            Arc::clone(&events),
+        );
+        let err = engine.exec_command(exec("rm -rf /tmp/x")).await.unwrap_err();
+        assert_eq!(err, ExecError::Rejected);
+        assert_eq!(err.to_string(), "rejected by user");
+        assert_eq!(engine.reserved_id_count(), 0, "the reserved id is released");
+        assert_eq!(count(&events, is_begin), 0);
+        assert_eq!(count(&events, is_end), 0);
+        assert!(engine.list_sessions().await.is_empty());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn never_refuses_what_would_need_asking_and_says_which_setting_allows_it() {
+    let rules = CommandRules {
+        rules: vec![PrefixRule { prefix: vec!["git".into(), "push".into()], decision: RuleDecision::Ask }],
+    };
+    let mut cfg = config(ApprovalPolicy::Never, SANDBOXED());
+    cfg.rules = rules;
+    let engine = engine(cfg, no_spawn(), sandbox_never(), approver_never(), Events::default());
+    let err = engine.exec_command(exec("git push origin main")).await.unwrap_err();
+    let ExecError::Forbidden(text) = &err else { panic!("expected Forbidden, got {err:?}") };
+    assert!(text.contains("never") && text.contains("on-request"), "{text}");
+    let err = engine
+        .exec_command(ExecCommandRequest {
+            sandbox_permissions: SandboxPermissions::RequireEscalated,
+            ..exec("ls")
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err, ExecError::EscalationNotAllowed(ApprovalPolicy::Never));
+    assert!(err.to_string().contains("escalation not allowed under approval policy never"));
+    assert_eq!(engine.reserved_id_count(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn command_rules_forbid_always_ask_under_on_request_allow_skips_untrusted() {
+    let rules = CommandRules {
+        rules: vec![
+            PrefixRule { prefix: vec!["rm".into()], decision: RuleDecision::Forbid },
+            PrefixRule { prefix: vec!["git".into(), "push".into()], decision: RuleDecision::Ask },
+            PrefixRule { prefix: vec!["cargo".into()], decision: RuleDecision::Allow },
+        ],
+    };
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let mut cfg = config(ApprovalPolicy::OnRequest, SANDBOXED());
+    cfg.rules = rules.clone();
+    let on_request = engine(
+        cfg,
+        spawner(vec![Script::exits("", 0)], Arc::default()),
+        sandbox_ok(Arc::default()),
+        approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
+        Events::default(),
+    );
+    let err = on_request.exec_command(exec("rm -rf target")).await.unwrap_err();
+    assert!(matches!(err, ExecError::Forbidden(ref t) if t.contains("forbid")), "{err:?}");
+    on_request.exec_command(exec("git push")).await.unwrap();
+    assert_eq!(asked.lock().unwrap().len(), 1);
+
+    let mut cfg = config(ApprovalPolicy::Untrusted, SANDBOXED());
+    cfg.rules = rules;
+    let untrusted = engine(
+        cfg,
+        spawner(vec![Script::exits("", 0)], Arc::default()),
+        sandbox_ok(Arc::default()),
+        approver_never(),
+        Events::default(),
+    );
+    untrusted.exec_command(exec("cargo build")).await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn escalation_only_under_on_request_always_asks_and_runs_unsandboxed() {
+    let events = Events::default();
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let prepares = Arc::new(AtomicUsize::new(0));
+    let engine = engine(
+        config(ApprovalPolicy::OnRequest, SANDBOXED()),
+        spawner(vec![Script::exits("ok", 0)], Arc::default()),
+        sandbox_ok(Arc::clone(&prepares)),
+        approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
+        Arc::clone(&events),
+    );
+    let request = ExecCommandRequest {
+        sandbox_permissions: SandboxPermissions::RequireEscalated,
+        justification: Some("needs the network".into()),
+        ..exec("ls")
+    };
+    let response = engine.exec_command(request).await.unwrap();
+    assert_eq!(prepares.load(Ordering::SeqCst), 0, "an approved escalation runs without the sandbox");
+    let question = asked.lock().unwrap()[0].clone();
+    assert_eq!(question.kind, ApprovalKind::Escalation);
+    assert_eq!(question.reason.as_deref(), Some("needs the network"));
+    let report = response.protections.unwrap();
+    assert_eq!(report.escape_reason, Some(EscapeReason::ApprovedEscalation));
+    assert_eq!(report.sandbox, SandboxKind::None);
+    assert_eq!(begins(&events)[0].escape_reason, Some(EscapeReason::ApprovedEscalation));
+
+    for policy in [ApprovalPolicy::Untrusted, ApprovalPolicy::OnFailure] {
+        let engine = engine_for_policy(policy);
+        let err = engine
+            .exec_command(ExecCommandRequest {
+                sandbox_permissions: SandboxPermissions::RequireEscalated,
+                ..exec("ls")
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err, ExecError::EscalationNotAllowed(policy));
+    }
+}
+
+fn engine_for_policy(policy: ApprovalPolicy) -> Engine {
+    engine(config(policy, SANDBOXED()), no_spawn(), sandbox_never(), approver_never(), Events::default())
+}
+
+#[tokio::test(start_paused = true)]
+async fn approver_errors_become_approval_unavailable_and_release_the_id() {
+    let events = Events::default();
+    let mut approver = MockApprover::new();
+    approver
+        .expect_request_approval()
+        .times(1)
+        .returning(|_| Err(ApprovalError::Unavailable("no interactive client to ask".into())));
+    let engine = engine(
+        config(ApprovalPolicy::Untrusted, SANDBOXED()),
+        no_spawn(),
+        sandbox_never(),
+        approver,
+        Arc::clone(&events),
+    );
+    let err = engine.exec_command(exec("make install")).await.unwrap_err();
+    let ExecError::ApprovalUnavailable(text) = &err else { panic!("{err:?}") };
+    assert!(text.contains("no interactive client to ask"), "{text}");
+    assert_eq!(engine.reserved_id_count(), 0);
+    assert_eq!(
+        count(&events, |e| matches!(e, ExecEvent::ApprovalDecided { decision: None, error: Some(_), .. })),
+        1
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_caller_that_gives_up_during_approval_releases_the_id() {
+    // An approver that answers after an hour.
+    struct Slow;
+    #[async_trait]
+    impl uexec_ports::Approver for Slow {
+        async fn request_approval(&self, _r: ApprovalRequest) -> Result<ReviewDecision, ApprovalError> {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok(ReviewDecision::Approved)
+        }
+    }
+    let engine = Engine::new(
+        config(ApprovalPolicy::Untrusted, SANDBOXED()),
+        EngineDeps {
+            spawner: Arc::new(no_spawn()),
+            sandbox: Arc::new(sandbox_never()),
+            approver: Arc::new(Slow),
+            events: Arc::new(recorder(Events::default())),
+        },
+    );
+    let call = engine.exec_command(exec("make"));
+    let timed_out = tokio::time::timeout(Duration::from_secs(5), call).await;
+    assert!(timed_out.is_err());
+    assert_eq!(engine.reserved_id_count(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Sandbox choice and retry
+// ---------------------------------------------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn sandbox_prepare_error_fails_the_call_and_spawns_nothing() {
+    let events = Events::default();
+    let mut sandbox = MockSandbox::new();
+    sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
+    sandbox.expect_prepare().times(1).returning(|_| {
+        Err(SandboxError::Unenforceable {
+            missing: "Landlock is not supported by this kernel".into(),
+            setting: Some("allow_degraded_sandbox = true".into()),
+        })
+    });
+    let engine = engine(
+        config(ApprovalPolicy::OnRequest, SANDBOXED()),
+        no_spawn(),
+        sandbox,
+        approver_never(),
+        Arc::clone(&events),
+    );
+    let err = engine.exec_command(exec("ls")).await.unwrap_err();
+    assert!(matches!(err, ExecError::Sandbox(SandboxError::Unenforceable { .. })));
+    let text = err.to_string();
+    assert!(text.contains("Landlock is not supported") && text.contains("nothing was run"), "{text}");
+    assert_eq!(engine.reserved_id_count(), 0);
+    assert_eq!(count(&events, is_begin), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_sandbox_gets_the_policy_tmpdir_and_degradation_setting_and_full_access_skips_it() {
+    let mut cfg = config(ApprovalPolicy::OnRequest, SANDBOXED());
+    cfg.allow_degraded_sandbox = true;
+    cfg.base_env.push((OsString::from("TMPDIR"), OsString::from("/var/tmp/x")));
+    let mut sandbox = MockSandbox::new();
+    sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
+    sandbox
+        .expect_prepare()
+        .times(1)
+        .withf(|r| {
+            r.allow_degraded
+                && r.tmpdir == Some(PathBuf::from("/var/tmp/x"))
+                && r.policy == SandboxPolicy::default()
+        })
+        .returning(|r| Ok(SandboxedSpawn { spawn: r.spawn, report: sandbox_report() }));
+    let events = Events::default();
+    let engine = engine(
+        cfg,
+        spawner(vec![Script::exits("", 0)], Arc::default()),
+        sandbox,
+        approver_never(),
+        Arc::clone(&events),
+    );
+    let response = engine.exec_command(exec("ls")).await.unwrap();
+    assert_eq!(response.protections, Some(sandbox_report()));
+    assert!(
+        response
+            .to_text()
+            .contains("\nSandbox: linux-landlock-seccomp (workspace-write); filesystem: enforced")
+    );
+
+    let events = Events::default();
+    let open = engine_with(
+        config(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess),
+        vec![Script::exits("", 0)],
+        Arc::clone(&events),
+    );
+    let response = open.exec_command(exec("ls")).await.unwrap();
+    let report = response.protections.unwrap();
+    assert_eq!(report.escape_reason, Some(EscapeReason::FullAccessPolicy));
+    assert_eq!(begins(&events), vec![report]);
+}
+
+/// An engine with a never-called sandbox and approver.
+fn engine_with(cfg: EngineConfig, scripts: Vec<Script>, events: Events) -> Engine {
+    engine(cfg, spawner(scripts, Arc::default()), sandbox_never(), approver_never(), events)
+}
+
+fn denial() -> Script {
+    Script::exits("bash: /etc/x: Permission denied\n", 1)
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_failure_asks_to_retry_a_sandbox_denial_and_reruns_unsandboxed() {
+    let events = Events::default();
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let prepares = Arc::new(AtomicUsize::new(0));
+    let record = Arc::new(Spawned::default());
+    let engine = engine(
+        config(ApprovalPolicy::OnFailure, SANDBOXED()),
+        spawner(vec![denial(), Script::exits("written\n", 0)], Arc::clone(&record)),
+        sandbox_ok(Arc::clone(&prepares)),
+        approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
+        Arc::clone(&events),
+    );
+    let response = engine.exec_command(exec("echo x > /etc/x")).await.unwrap();
+    assert_eq!(response.exit_code, Some(0));
+    assert_eq!(response.output, "written\n");
+    assert_eq!(response.protections.unwrap().escape_reason, Some(EscapeReason::RetryAfterDenial));
+    let asked = asked.lock().unwrap();
+    assert_eq!(asked[0].kind, ApprovalKind::RetryWithoutSandbox);
+    assert_eq!(asked[0].reason.as_deref(), Some("command failed; retry without sandbox?"));
+    assert_eq!(prepares.load(Ordering::SeqCst), 1);
+    let requests = record.requests.lock().unwrap();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[0].env.iter().any(|(k, _)| k == "UEXEC_SANDBOX"));
+    assert!(!requests[1].env.iter().any(|(k, _)| k == "UEXEC_SANDBOX"));
+    // Each spawned attempt has its Begin and its End, same call and session id.
+    let begins = begins(&events);
+    assert_eq!(begins.len(), 2);
+    assert_eq!(begins[0].escape_reason, None);
+    assert_eq!(begins[1].escape_reason, Some(EscapeReason::RetryAfterDenial));
+    let ends = ends(&events);
+    assert_eq!(ends.len(), 2);
+    assert_eq!(ends[0].1, 1);
+    assert_eq!(ends[1].1, 0);
+    assert_eq!(ends[0].0, ends[1].0);
+    assert_eq!(engine.reserved_id_count(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_denied_retry_is_rejected_and_cleans_up() {
+    let events = Events::default();
+    let engine = engine(
+        config(ApprovalPolicy::OnFailure, SANDBOXED()),
+        spawner(vec![denial()], Arc::default()),
+        sandbox_ok(Arc::default()),
+        approver(ReviewDecision::Denied, 1, Arc::default()),
+        Arc::clone(&events),
+    );
+    assert_eq!(engine.exec_command(exec("echo x > /etc/x")).await.unwrap_err(), ExecError::Rejected);
+    assert_eq!(engine.reserved_id_count(), 0);
+    assert!(engine.list_sessions().await.is_empty());
+    assert_eq!(count(&events, is_begin), 1);
+    assert_eq!(count(&events, is_end), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn untrusted_retries_without_asking_again_when_a_person_approved_the_first_run() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::new(Spawned::default());
+    let engine = engine(
+        config(ApprovalPolicy::Untrusted, SANDBOXED()),
+        spawner(vec![denial(), Script::exits("ok", 0)], Arc::clone(&record)),
+        sandbox_ok(Arc::default()),
+        approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
+        Events::default(),
+    );
+    let response = engine.exec_command(exec("make install")).await.unwrap();
+    assert_eq!(response.output, "ok");
+    assert_eq!(asked.lock().unwrap()[0].kind, ApprovalKind::Run);
+    assert_eq!(record.requests.lock().unwrap().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_session_approval_covers_the_retry() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::new(Spawned::default());
+    let engine = engine(
+        config(ApprovalPolicy::OnFailure, SANDBOXED()),
+        spawner(
+            vec![denial(), Script::exits("ok", 0), denial(), Script::exits("ok", 0)],
+            Arc::clone(&record),
+        ),
+        sandbox_ok(Arc::default()),
+        approver(ReviewDecision::ApprovedForSession, 1, Arc::clone(&asked)),
+        Events::default(),
+    );
+    engine.exec_command(exec("touch /etc/x")).await.unwrap();
+    // Second time: denied again, retried without asking.
+    let response = engine.exec_command(exec("touch /etc/x")).await.unwrap();
+    assert_eq!(response.output, "ok");
+    assert_eq!(asked.lock().unwrap().len(), 1);
+    assert_eq!(record.requests.lock().unwrap().len(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_request_and_never_return_the_denial_as_ordinary_output() {
+    for policy in [ApprovalPolicy::OnRequest, ApprovalPolicy::Never] {
+        let record = Arc::new(Spawned::default());
+        let engine = engine(
+            config(policy, SANDBOXED()),
+            spawner(vec![denial()], Arc::clone(&record)),
+            sandbox_ok(Arc::default()),
+            approver_never(),
+            Events::default(),
+        );
+        let response = engine.exec_command(exec("touch /etc/x")).await.unwrap();
+        assert_eq!(response.exit_code, Some(1));
+        assert!(response.output.contains("Permission denied"));
+        assert_eq!(record.requests.lock().unwrap().len(), 1);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_happens_only_inside_the_early_exit_grace_and_only_for_denials() {
+    let late = Script { exit_after: Some((Duration::from_millis(400), 1)), ..denial() };
+    let not_a_denial = Script::exits("error: file not found\n", 2);
+    for script in [late, not_a_denial] {
+        let record = Arc::new(Spawned::default());
+        let engine = engine(
+            config(ApprovalPolicy::OnFailure, SANDBOXED()),
+            spawner(vec![script], Arc::clone(&record)),
+            sandbox_ok(Arc::default()),
+            approver_never(),
+            Events::default(),
+        );
+        let response =
+            engine.exec_command(ExecCommandRequest { yield_time_ms: Some(2000), ..exec("x") }).await.unwrap();
+        assert!(response.exit_code.is_some_and(|c| c != 0));
+        assert_eq!(record.requests.lock().unwrap().len(), 1);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn spawn_errors_release_the_id_and_emit_no_begin() {
+    let events = Events::default();
+    let mut spawner = MockProcessSpawner::new();
+    spawner
+        .expect_spawn()
+        .times(1)
+        .returning(|_| Err(SpawnError::ProgramNotFound { program: "/bin/nosuchshell".into() }));
+    let engine = engine(
+        config(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess),
+        spawner,
+        sandbox_never(),
+        approver_never(),
+        Arc::clone(&events),
+    );
+    let err = engine.exec_command(exec("ls")).await.unwrap_err();
+    assert_eq!(err.to_string(), "failed to create process: program not found: /bin/nosuchshell");
+    assert_eq!(engine.reserved_id_count(), 0);
+    assert_eq!(count(&events, is_begin), 0);
+    assert_eq!(count(&events, is_end), 0);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Validation, argv, env
+// ---------------------------------------------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn validation_happens_before_approval() {
+    let engine = engine_for_policy(ApprovalPolicy::Untrusted);
+    assert_eq!(engine.exec_command(exec("  ")).await.unwrap_err(), ExecError::MissingCommand);
+    let err = engine
+        .exec_command(ExecCommandRequest { workdir: Some("/no/such/dir/anywhere".into()), ..exec("rm x") })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "failed to create process: working directory does not exist or is not a directory: /no/such/dir/anywhere"
+    );
+    assert_eq!(engine.reserved_id_count(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn argv_env_workdir_and_mode_are_built_from_the_request() {
+    let root = std::env::temp_dir().join(format!("uexec-engine-argv-{}", std::process::id()));
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    let record = Arc::new(Spawned::default());
+    let mut cfg = config(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess);
+    cfg.cwd = root.clone();
+    cfg.default_shell = "/bin/zsh".into();
+    let engine = engine(
+        cfg,
+        spawner(vec![Script::exits("", 0)], Arc::clone(&record)),
+        sandbox_never(),
+        approver_never(),
+        Events::default(),
+    );
+    engine.exec_command(ExecCommandRequest { workdir: Some("sub".into()), ..exec("echo hi") }).await.unwrap();
+    engine
+        .exec_command(ExecCommandRequest {
+            shell: Some("/bin/sh".into()),
+            login: Some(false),
+            tty: true,
+            ..exec("echo hi")
+        })
+        .await
+        .unwrap();
+    let requests = record.requests.lock().unwrap();
+    assert_eq!(requests[0].argv, vec![OsString::from("/bin/zsh"), "-lc".into(), "echo hi".into()]);
+    assert_eq!(requests[0].cwd, root.join("sub"));
+    assert_eq!(requests[0].mode, IoMode::Pipes);
+    let env = &requests[0].env;
+    let get = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    assert_eq!(get("HOME"), Some("/home/test".into()));
+    assert_eq!(get("TERM"), Some("dumb".into()));
+    assert_eq!(get("NO_COLOR"), Some("1".into()));
+    assert_eq!(requests[1].argv, vec![OsString::from("/bin/sh"), "-c".into(), "echo hi".into()]);
+    assert_eq!(requests[1].cwd, root);
+    assert_eq!(requests[1].mode, IoMode::Pty(PtySize { rows: 24, cols: 80 }));
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Sessions, write_stdin, events
+// ---------------------------------------------------------------------------------------------------------------
+
+fn full_access() -> EngineConfig {
+    config(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_live_session_returns_only_new_output_and_is_reaped_after_it_exits() {
+    let events = Events::default();
+    let record = Arc::new(Spawned::default());
+    let engine = engine(
+        full_access(),
+        spawner(vec![Script { echo: true, ..Script::runs("$ ") }], Arc::clone(&record)),
+        sandbox_never(),
+        approver_never(),
+        Arc::clone(&events),
+    );
+    let first = engine.exec_command(ExecCommandRequest { tty: true, ..exec("cat") }).await.unwrap();
+    let id = first.session_id.expect("alive after the window");
+    assert_eq!(first.exit_code, None);
+    assert_eq!(first.output, "$ ");
+    assert!(first.to_text().contains(&format!("Process running with session ID {id}")));
+    assert!(within(first.wall_time, 10_000), "the default window: {:?}", first.wall_time);
+
+    let second = engine.write_stdin(write(id, "hello\n")).await.unwrap();
+    assert_eq!(second.output, "hello\n");
+    assert_eq!(second.session_id, Some(id));
+    let poll = engine.write_stdin(write(id, "")).await.unwrap();
+    assert_eq!(poll.output, "");
+    assert!(within(poll.wall_time, 5_000), "empty polls wait at least 5 s: {:?}", poll.wall_time);
+
+    let last = engine.write_stdin(write(id, "\u{4}")).await.unwrap();
+    assert_eq!(last.exit_code, Some(0));
+    assert_eq!(last.session_id, None);
+    assert_eq!(last.output, "\u{4}");
+    assert_eq!(engine.write_stdin(write(id, "")).await.unwrap_err(), ExecError::UnknownSession(id));
+    assert_eq!(ExecError::UnknownSession(id).to_string(), format!("Unknown process id {id}"));
+    assert!(engine.list_sessions().await.is_empty());
+    assert_eq!(engine.reserved_id_count(), 0);
+
+    assert_eq!(count(&events, is_begin), 1);
+    let ends = ends(&events);
+    assert_eq!(ends, vec![(id, 0, "$ hello\n\u{4}".to_owned())]);
+    let interactions: Vec<String> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            ExecEvent::TerminalInteraction { call_id, chars, .. } => {
+                assert_eq!(call_id, "call-cat");
+                Some(chars.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(interactions, vec!["hello\n", "", "\u{4}"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn pipe_sessions_refuse_stdin_but_ctrl_c_interrupts_the_group() {
+    let record = Arc::new(Spawned::default());
+    let engine = engine(
+        full_access(),
+        spawner(vec![Script::runs("")], Arc::clone(&record)),
+        sandbox_never(),
+        approver_never(),
+        Events::default(),
+    );
+    let id = engine.exec_command(exec("sleep 100")).await.unwrap().session_id.unwrap();
+    let err = engine.write_stdin(write(id, "y\n")).await.unwrap_err();
+    assert_eq!(err, ExecError::StdinClosed);
+    assert_eq!(
+        err.to_string(),
+        "stdin is closed for this session; rerun exec_command with tty=true to keep stdin open"
+    );
+    let stopped = engine.write_stdin(write(id, "\u{3}")).await.unwrap();
+    assert_eq!(stopped.exit_code, Some(130));
+    let control = &record.controls.lock().unwrap()[0];
+    assert_eq!(*control.signals.lock().unwrap(), vec![Signal::Interrupt]);
+    assert!(control.writes.lock().unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_short_command_returns_at_once_with_exit_code_and_no_session() {
+    let events = Events::default();
+    let engine = engine_with(full_access(), vec![Script::exits("hi\n", 3)], Arc::clone(&events));
+    let response =
+        engine.exec_command(ExecCommandRequest { yield_time_ms: Some(31_000), ..exec("x") }).await.unwrap();
+    assert_eq!(response.exit_code, Some(3));
+    assert_eq!(response.session_id, None);
+    assert!(response.wall_time < Duration::from_millis(200), "{:?}", response.wall_time);
+    assert_eq!(response.original_token_count, 1);
+    assert_eq!(response.chunk_id.len(), 6);
+    assert_eq!(ends(&events), vec![(response_session(&events), 3, "hi\n".to_owned())]);
+    assert_eq!(engine.reserved_id_count(), 0);
+}
+
+fn response_session(events: &Events) -> SessionId {
+    events
+        .lock()
+        .unwrap()
+        .iter()
+        .find_map(|e| match e {
+            ExecEvent::Begin { session_id, .. } => Some(*session_id),
+            _ => None,
+        })
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn output_is_truncated_to_the_token_budget() {
+    // The spec's worked example: 999 lines `EXEC-LINE-NNNN ` + 20 `x`, 36 bytes each.
+    let lines: String = (1..=999).map(|n| format!("EXEC-LINE-{n:04} {}\n", "x".repeat(20))).collect();
+    let engine = engine_with(full_access(), vec![Script::exits(&lines, 0)], Events::default());
+    let response =
+        engine.exec_command(ExecCommandRequest { max_output_tokens: Some(50), ..exec("x") }).await.unwrap();
+    assert_eq!(response.original_token_count, 8991);
+    assert!(response.output.starts_with("Total output lines: 999\n\n"));
+    let head = &lines[..100];
+    let tail = &lines[lines.len() - 100..];
+    assert_eq!(response.output, format!("Total output lines: 999\n\n{head}…8941 tokens truncated…{tail}"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn output_deltas_are_small_and_utf8_safe() {
+    let events = Events::default();
+    let text = "é".repeat(10_000);
+    let engine = engine_with(full_access(), vec![Script::exits(&text, 0)], Arc::clone(&events));
+    engine.exec_command(exec("x")).await.unwrap();
+    let deltas: Vec<Vec<u8>> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            ExecEvent::OutputDelta { chunk, .. } => Some(chunk.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(deltas.len() >= 3);
+    assert!(deltas.iter().all(|d| d.len() <= 8192 && std::str::from_utf8(d).is_ok()));
+    assert_eq!(deltas.concat(), text.as_bytes());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pty_waiting_for_input_returns_early_and_says_so() {
+    let prompt = Script { echo: true, input_state: InputState::WaitingForInput, ..Script::runs(">>> ") };
+    let engine = engine_with(full_access(), vec![prompt], Events::default());
+    let response = engine
+        .exec_command(ExecCommandRequest { tty: true, yield_time_ms: Some(10_000), ..exec("python3 -i") })
+        .await
+        .unwrap();
+    assert!(response.waiting_for_input);
+    assert!(response.wall_time < Duration::from_millis(100), "{:?}", response.wall_time);
+    assert!(response.to_text().contains("\nProcess is waiting for input\n"));
+    let id = response.session_id.unwrap();
+    let answer = engine
+        .write_stdin(WriteStdinRequest { yield_time_ms: Some(10_000), ..write(id, "1+1\n") })
+        .await
+        .unwrap();
+    assert!(answer.waiting_for_input);
+    assert_eq!(answer.output, "1+1\n");
+    assert!(answer.wall_time < Duration::from_millis(100), "{:?}", answer.wall_time);
+    // A busy pipe session never returns early.
+    let engine = engine_with(full_access(), vec![Script::runs("")], Events::default());
+    let response = engine
+        .exec_command(ExecCommandRequest { yield_time_ms: Some(1000), ..exec("sleep 5") })
+        .await
+        .unwrap();
+    assert!(!response.waiting_for_input);
+    assert!(within(response.wall_time, 1000), "{:?}", response.wall_time);
+}
+
+#[tokio::test(start_paused = true)]
+async fn close_session_kills_the_tree_and_emits_one_end() {
+    let events = Events::default();
+    let record = Arc::new(Spawned::default());
+    let engine = engine(
+        full_access(),
+        spawner(vec![Script::runs("started\n")], Arc::clone(&record)),
+        sandbox_never(),
+        approver_never(),
+        Arc::clone(&events),
+    );
+    let id = engine.exec_command(exec("server")).await.unwrap().session_id.unwrap();
+    let summary = engine.list_sessions().await;
+    assert_eq!(summary.len(), 1);
+    assert_eq!(summary[0].session_id, id);
+    assert_eq!(summary[0].cmd, "server");
+    assert_eq!(summary[0].state, SessionState::Running);
+    assert_eq!(summary[0].sandbox, SandboxKind::None);
+    let closed = engine.close_session(id).await.unwrap();
+    assert_eq!(closed.exit_code, Some(137));
+    assert_eq!(record.controls.lock().unwrap()[0].kills.load(Ordering::SeqCst), 1);
+    assert_eq!(engine.close_session(id).await.unwrap_err(), ExecError::UnknownSession(id));
+    assert_eq!(ends(&events), vec![(id, 137, "started\n".to_owned())]);
+    assert_eq!(engine.reserved_id_count(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_kills_everything_once() {
+    let events = Events::default();
+    let record = Arc::new(Spawned::default());
+    let engine = engine(
+        full_access(),
+        spawner(vec![Script::runs("")], Arc::clone(&record)),
+        sandbox_never(),
+        approver_never(),
+        Arc::clone(&events),
+    );
+    for n in 0..3 {
+        engine.exec_command(exec(&format!("server {n}"))).await.unwrap();
+    }
+    engine.shutdown().await;
+    engine.shutdown().await;
+    assert!(engine.list_sessions().await.is_empty());
+    assert_eq!(ends(&events).len(), 3);
+    assert!(record.controls.lock().unwrap().iter().all(|c| c.kills.load(Ordering::SeqCst) == 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn screen_renders_pty_output_and_refuses_pipe_sessions() {
+    let engine = engine_with(
+        full_access(),
+        vec![
+            Script {
+                input_state: InputState::WaitingForInput,
+                ..Script::runs("\x1b[2J\x1b[5;10Hhello\x1b[1;1Htop")
+            },
+            Script::runs("plain"),
+        ],
+        Events::default(),
+    );
+    let tty = engine.exec_command(ExecCommandRequest { tty: true, ..exec("vim") }).await.unwrap();
+    let screen = engine.screen(tty.session_id.unwrap()).await.unwrap();
+    assert!(screen.starts_with("top\n"), "{screen:?}");
+    assert!(screen.contains("\n         hello"), "{screen:?}");
+    let pipe =
+        engine.exec_command(ExecCommandRequest { yield_time_ms: Some(250), ..exec("x") }).await.unwrap();
+    assert!(matches!(engine.screen(pipe.session_id.unwrap()).await, Err(ExecError::InvalidInput(_))));
+    assert!(matches!(engine.screen(SessionId(1)).await, Err(ExecError::UnknownSession(_))));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Pruning and the warning
+// ---------------------------------------------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn the_65th_session_prunes_the_least_recently_used_one_and_warnings_start_at_60() {
+    let events = Events::default();
+    let record = Arc::new(Spawned::default());
+    let engine = engine(
+        full_access(),
+        spawner(vec![Script::runs("")], Arc::clone(&record)),
+        sandbox_never(),
+        approver_never(),
+        Arc::clone(&events),
+    );
+    let mut ids = Vec::new();
+    let mut warnings = Vec::new();
+    for n in 0..64 {
+        let response = engine
+            .exec_command(ExecCommandRequest { yield_time_ms: Some(250), ..exec(&format!("s{n}")) })
+            .await
+            .unwrap();
+        ids.push(response.session_id.unwrap());
+        warnings.push(response.warning.is_some());
+    }
+    assert!(warnings[..59].iter().all(|w| !w), "no warning below 60 sessions");
+    assert!(warnings[59..].iter().all(|w| *w), "warnings from 60 sessions on");
+    // Use the oldest session: the second oldest becomes the least recently used.
+    engine.write_stdin(WriteStdinRequest { yield_time_ms: Some(5000), ..write(ids[0], "") }).await.unwrap();
+    let response =
+        engine.exec_command(ExecCommandRequest { yield_time_ms: Some(250), ..exec("s64") }).await.unwrap();
+    assert!(response.warning.unwrap().contains("64"));
+    let listed: Vec<SessionId> = engine.list_sessions().await.iter().map(|s| s.session_id).collect();
+    assert_eq!(listed.len(), 64);
+    assert!(!listed.contains(&ids[1]), "the least recently used session was pruned");
+    assert!(listed.contains(&ids[0]));
+    assert_eq!(record.controls.lock().unwrap()[1].kills.load(Ordering::SeqCst), 1);
+    assert_eq!(ends(&events), vec![(ids[1], 137, String::new())]);
+    assert_eq!(engine.write_stdin(write(ids[1], "")).await.unwrap_err(), ExecError::UnknownSession(ids[1]));
+    engine.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn pruning_prefers_an_exited_session_over_a_less_recent_live_one() {
+    let events = Events::default();
+    let record = Arc::new(Spawned::default());
+    let mut scripts: Vec<Script> = (0..64).map(|_| Script::runs("")).collect();
+    // Session 10 exits a while after its window; nobody polls it.
+    scripts[10] = Script { exit_after: Some((Duration::from_secs(1), 0)), ..Script::runs("") };
+    let engine = engine(
+        full_access(),
+        spawner(scripts, Arc::clone(&record)),
+        sandbox_never(),
+        approver_never(),
+        Arc::clone(&events),
+    );
+    let mut ids = Vec::new();
+    for n in 0..64 {
+        let response = engine
+            .exec_command(ExecCommandRequest { yield_time_ms: Some(250), ..exec(&format!("s{n}")) })
+            .await
+            .unwrap();
+        ids.push(response.session_id.unwrap());
+    }
+    let summary = engine.list_sessions().await;
+    assert!(
+        summary.iter().any(|s| s.session_id == ids[10] && s.state == SessionState::Exited { exit_code: 0 })
+    );
+    engine.exec_command(ExecCommandRequest { yield_time_ms: Some(250), ..exec("s64") }).await.unwrap();
+    let listed: Vec<SessionId> = engine.list_sessions().await.iter().map(|s| s.session_id).collect();
+    assert!(!listed.contains(&ids[10]));
+    assert!(listed.contains(&ids[0]));
+    engine.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Concurrency
+// ---------------------------------------------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn calls_on_different_sessions_run_in_parallel_and_calls_on_one_session_are_serialised() {
+    let engine =
+        engine_with(full_access(), vec![Script { echo: true, ..Script::runs("") }], Events::default());
+    let a = engine
+        .exec_command(ExecCommandRequest { tty: true, yield_time_ms: Some(250), ..exec("a") })
+        .await
+        .unwrap()
+        .session_id
+        .unwrap();
+    let b = engine
+        .exec_command(ExecCommandRequest { tty: true, yield_time_ms: Some(250), ..exec("b") })
+        .await
+        .unwrap()
+        .session_id
+        .unwrap();
+    let start = tokio::time::Instant::now();
+    let long_poll = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            engine.write_stdin(WriteStdinRequest { yield_time_ms: Some(20_000), ..write(a, "") }).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // Another session is not blocked by the long poll on `a`.
+    let other =
+        engine.write_stdin(WriteStdinRequest { yield_time_ms: Some(300), ..write(b, "x") }).await.unwrap();
+    assert_eq!(other.output, "x");
+    assert!(start.elapsed() < Duration::from_secs(1));
+    // A second call on `a` waits for the first one.
+    let same =
+        engine.write_stdin(WriteStdinRequest { yield_time_ms: Some(300), ..write(a, "y") }).await.unwrap();
+    assert!(start.elapsed() >= Duration::from_secs(20));
+    let first = long_poll.await.unwrap().unwrap();
+    assert_eq!(first.output, "");
+    assert_eq!(same.output, "y");
+    engine.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_exec_call_dropped_mid_window_leaves_a_reachable_session() {
+    let dropped = Arc::new(AtomicBool::new(false));
+    let record = Arc::new(Spawned::default());
+    let engine = engine(
+        full_access(),
+        spawner(vec![Script::runs("partial")], Arc::clone(&record)),
+        sandbox_never(),
+        approver_never(),
+        Events::default(),
+    );
+    let call = engine.exec_command(ExecCommandRequest { yield_time_ms: Some(10_000), ..exec("server") });
+    if tokio::time::timeout(Duration::from_secs(1), call).await.is_err() {
+        dropped.store(true, Ordering::SeqCst);
+    }
+    assert!(dropped.load(Ordering::SeqCst));
+    let sessions = engine.list_sessions().await;
+    assert_eq!(sessions.len(), 1, "the live process stays in the store");
+    let id = sessions[0].session_id;
+    let poll = engine.write_stdin(write(id, "")).await.unwrap();
+    assert_eq!(poll.output, "partial");
+    engine.shutdown().await;
+    eventually("the process to be killed", || {
+        record.controls.lock().unwrap()[0].kills.load(Ordering::SeqCst) == 1
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn writes_larger_than_the_limit_are_refused() {
+    let engine =
+        engine_with(full_access(), vec![Script { echo: true, ..Script::runs("") }], Events::default());
+    let id = engine
+        .exec_command(ExecCommandRequest { tty: true, yield_time_ms: Some(250), ..exec("cat") })
+        .await
+        .unwrap()
+        .session_id
+        .unwrap();
+    let big = "x".repeat(engine.config().limits.max_write_bytes + 1);
+    assert!(matches!(engine.write_stdin(write(id, &big)).await, Err(ExecError::InvalidInput(_))));
+    engine.shutdown().await;
+}
+
+/// Keeps `ExecResponse` in the imports used (the type is part of the API the tests pin).
+#[allow(dead_code)]
+fn _response_type(r: ExecResponse) -> Option<SessionId> {
+    r.session_id
+}
