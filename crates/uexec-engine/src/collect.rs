@@ -18,8 +18,9 @@
 //!   one after it consumed the input, not before.
 //!
 //! While the output is quiet and the process is busy, the input state is re-checked every
-//! [`INPUT_POLL_INTERVAL`] (a cheap `/proc` read in the PTY adapter). Pipe sessions never return early for
-//! input: their state is [`InputState::Unknown`].
+//! [`INPUT_POLL_INTERVAL`] (20 ms), backing off to [`MAX_INPUT_POLL_INTERVAL`] (250 ms) as the quiet lasts: the
+//! check reads `/proc` in the PTY adapter. Pipe sessions never return early for input: their state is
+//! [`InputState::Unknown`].
 
 use std::time::Duration;
 
@@ -32,8 +33,17 @@ use crate::session::Session;
 pub const FAST_SETTLE: Duration = Duration::from_millis(3);
 /// Settle time when nothing was printed since the window's mark.
 pub const QUIET_SETTLE: Duration = Duration::from_millis(40);
-/// How often the input state is re-checked while the output is quiet.
+/// How often the input state is re-checked right after output went quiet.
 pub const INPUT_POLL_INTERVAL: Duration = Duration::from_millis(20);
+/// The longest interval between input-state checks, reached after a few seconds of quiet.
+pub const MAX_INPUT_POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// The re-check interval after `quiet` without output: a tenth of the quiet time, within
+/// [[`INPUT_POLL_INTERVAL`], [`MAX_INPUT_POLL_INTERVAL`]]. A prompt that appears right after a burst of output is
+/// seen within 20 ms; a long silent job costs a `/proc` scan only every 250 ms.
+fn poll_interval(quiet: Duration) -> Duration {
+    (quiet / 10).clamp(INPUT_POLL_INTERVAL, MAX_INPUT_POLL_INTERVAL)
+}
 
 /// Where a window starts: its time and the number of output chunks seen at that time.
 #[derive(Debug, Clone, Copy)]
@@ -96,7 +106,7 @@ async fn wait_window(session: &Session, mark: Mark, deadline: Instant) -> bool {
                 if session.control.input_state() == InputState::WaitingForInput {
                     return true;
                 }
-                wake = wake.min(now + INPUT_POLL_INTERVAL);
+                wake = wake.min(now + poll_interval(now.saturating_duration_since(activity)));
             } else {
                 wake = wake.min(settled_at);
             }
@@ -109,5 +119,17 @@ async fn wait_window(session: &Session, mark: Mark, deadline: Instant) -> bool {
             }
             () = tokio::time::sleep_until(wake) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_input_poll_backs_off_with_the_quiet_time() {
+        assert_eq!(poll_interval(Duration::ZERO), INPUT_POLL_INTERVAL);
+        assert_eq!(poll_interval(Duration::from_millis(1000)), Duration::from_millis(100));
+        assert_eq!(poll_interval(Duration::from_secs(60)), MAX_INPUT_POLL_INTERVAL);
     }
 }
