@@ -1,0 +1,315 @@
+//! The child side: everything prepared in the parent, applied between fork and exec with raw system calls.
+//!
+//! Order (see `docs/sandbox.md` for the reasons):
+//! 1. Mount namespace (when planned): `unshare(CLONE_NEWNS)` (or `CLONE_NEWUSER | CLONE_NEWNS` plus the id maps),
+//!    make every mount private, clone each writable root's mount tree, make the whole tree read-only, attach the
+//!    writable clones over their roots, bind each protected subpath read-only over itself, `chdir` to the cwd
+//!    again so it resolves through the new mounts.
+//! 2. Capabilities: drop everything outside a small set from the bounding set, clear the ambient set, mask the
+//!    effective/permitted/inheritable sets.
+//! 3. `prctl(PR_SET_NO_NEW_PRIVS, 1)`.
+//! 4. `landlock_restrict_self(ruleset_fd, 0)`.
+//! 5. `seccomp(SECCOMP_SET_MODE_FILTER)` for each program (last: the filter denies `mount` and `unshare`).
+//!
+//! Nothing here allocates, locks or panics: the data lives in [`SandboxChild`], built by the parent, and every
+//! call is a [`sys::syscall`].
+#![allow(unsafe_code)] // Reason: `ChildSetup` is an unsafe trait and every step is a raw system call.
+
+use std::ffi::{CStr, CString};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+
+use uexec_ports::{ChildSetup, ChildSetupFailure};
+
+use crate::seccomp::SeccompPrograms;
+use crate::sys;
+
+/// The most writable roots one command can have mounted (their clone descriptors are held on the child's stack).
+pub(crate) const MAX_MOUNT_ROOTS: usize = 32;
+
+/// The capabilities a sandboxed root keeps (Docker's default set minus `MKNOD` and `SETFCAP`): file ownership,
+/// changing ids, binding low ports, raw sockets for `ping` (network still filtered), `chroot`, signals (scoped by
+/// Landlock). Everything else (`SYS_ADMIN`, `NET_ADMIN`, `SYS_MODULE`, `SYS_RAWIO`, `SYS_PTRACE`, `SYS_TIME`,
+/// `DAC_READ_SEARCH`, `BPF`, `PERFMON`, ...) leaves the bounding set.
+pub(crate) const KEPT_CAPABILITIES: [(u32, &str); 12] = [
+    (0, "chown"),
+    (1, "dac_override"),
+    (3, "fowner"),
+    (4, "fsetid"),
+    (5, "kill"),
+    (6, "setgid"),
+    (7, "setuid"),
+    (8, "setpcap"),
+    (10, "net_bind_service"),
+    (13, "net_raw"),
+    (18, "sys_chroot"),
+    (29, "audit_write"),
+];
+
+/// The kept capabilities as a mask.
+pub(crate) fn kept_mask() -> u64 {
+    KEPT_CAPABILITIES.iter().fold(0, |mask, (cap, _)| mask | (1u64 << cap))
+}
+
+/// How the child gets its mount namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MountMode {
+    /// `unshare(CLONE_NEWNS)` with `CAP_SYS_ADMIN`.
+    Privileged,
+    /// `unshare(CLONE_NEWUSER | CLONE_NEWNS)`, mapping the caller's ids to themselves.
+    UserNamespace,
+}
+
+/// The mount work, as C strings and byte buffers prepared in the parent.
+#[derive(Debug)]
+pub(crate) struct MountPlan {
+    /// How to get the namespace.
+    pub(crate) mode: MountMode,
+    /// `"<uid> <uid> 1\n"` and `"<gid> <gid> 1\n"` for [`MountMode::UserNamespace`].
+    pub(crate) uid_map: Vec<u8>,
+    /// See `uid_map`.
+    pub(crate) gid_map: Vec<u8>,
+    /// Make every mount read-only before attaching the writable roots (false only when `/` is writable).
+    pub(crate) readonly_everything: bool,
+    /// Writable roots to attach read-write, shallowest first (at most [`MAX_MOUNT_ROOTS`]).
+    pub(crate) roots: Vec<CString>,
+    /// Protected entries to bind read-only over themselves, shallowest first.
+    pub(crate) protected: Vec<CString>,
+    /// The working directory, entered again after the mounts.
+    pub(crate) cwd: CString,
+}
+
+/// The prepared sandbox for one command: the [`ChildSetup`] hook added to the spawn request.
+#[derive(Debug)]
+pub(crate) struct SandboxChild {
+    /// Mount namespace work, if any.
+    pub(crate) mounts: Option<MountPlan>,
+    /// Capabilities to keep (a mask of capability numbers).
+    pub(crate) keep_capabilities: u64,
+    /// The highest capability number the kernel knows.
+    pub(crate) cap_last_cap: u32,
+    /// The Landlock ruleset, if Landlock is used.
+    pub(crate) landlock: Option<OwnedFd>,
+    /// The seccomp programs, if seccomp is used.
+    pub(crate) seccomp: Option<Arc<SeccompPrograms>>,
+}
+
+/// Turn a raw result into a [`ChildSetupFailure`] naming `stage`.
+fn check(stage: &'static str, result: Result<usize, i32>) -> Result<usize, ChildSetupFailure> {
+    result.map_err(|errno| ChildSetupFailure { stage, errno })
+}
+
+/// A C string's address as a system call argument.
+fn ptr(s: &CStr) -> usize {
+    s.as_ptr() as usize
+}
+
+/// `AT_FDCWD` as a system call argument (sign-extended, as the kernel reads an `int`).
+const AT_FDCWD: usize = libc::AT_FDCWD as isize as usize;
+
+// SAFETY: `run_in_child` only reads `self` (prepared by the parent, never written after construction), builds small
+// structs on its own stack and issues raw system calls (no allocation, no lock, no errno, no panic: every fallible
+// step returns an error value).
+unsafe impl ChildSetup for SandboxChild {
+    fn run_in_child(&self) -> Result<(), ChildSetupFailure> {
+        if let Some(plan) = &self.mounts {
+            apply_mounts(plan)?;
+        }
+        drop_capabilities(self.keep_capabilities, self.cap_last_cap)?;
+        // SAFETY: PR_SET_NO_NEW_PRIVS takes integer arguments only.
+        let nnp =
+            unsafe { sys::syscall(libc::SYS_prctl, [libc::PR_SET_NO_NEW_PRIVS as usize, 1, 0, 0, 0, 0]) };
+        check("prctl(PR_SET_NO_NEW_PRIVS)", nnp)?;
+        if let Some(ruleset) = &self.landlock {
+            let fd = ruleset.as_raw_fd() as usize;
+            // SAFETY: `fd` is the open ruleset descriptor owned by `self`; flags 0.
+            let restrict = unsafe { sys::syscall(sys::SYS_LANDLOCK_RESTRICT_SELF, [fd, 0, 0, 0, 0, 0]) };
+            check("landlock_restrict_self", restrict)?;
+        }
+        if let Some(programs) = &self.seccomp {
+            for program in &programs.programs {
+                install_filter(program)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn requires_fork(&self) -> bool {
+        self.mounts.as_ref().is_some_and(|m| m.mode == MountMode::UserNamespace)
+    }
+}
+
+/// Install one seccomp program.
+fn install_filter(program: &[seccompiler::sock_filter]) -> Result<(), ChildSetupFailure> {
+    let len = u16::try_from(program.len())
+        .map_err(|_| ChildSetupFailure { stage: "seccomp", errno: libc::E2BIG })?;
+    let fprog = sys::SockFprog { len, filter: program.as_ptr() };
+    let fprog_addr = &raw const fprog as usize;
+    // SAFETY: `fprog` points at `program`, alive for the call; SECCOMP_SET_MODE_FILTER with flags 0.
+    let ret = unsafe {
+        sys::syscall(libc::SYS_seccomp, [libc::SECCOMP_SET_MODE_FILTER as usize, 0, fprog_addr, 0, 0, 0])
+    };
+    match ret {
+        Err(libc::ENOSYS) => {
+            // Kernels before 3.17: the prctl interface.
+            // SAFETY: as above, through PR_SET_SECCOMP.
+            let ret = unsafe {
+                sys::syscall(
+                    libc::SYS_prctl,
+                    [libc::PR_SET_SECCOMP as usize, libc::SECCOMP_MODE_FILTER as usize, fprog_addr, 0, 0, 0],
+                )
+            };
+            check("prctl(PR_SET_SECCOMP)", ret).map(drop)
+        }
+        other => check("seccomp(SECCOMP_SET_MODE_FILTER)", other).map(drop),
+    }
+}
+
+/// Step 1: the private, read-only mount namespace.
+fn apply_mounts(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
+    match plan.mode {
+        MountMode::Privileged => {
+            // SAFETY: unshare takes an integer flag set.
+            let ret = unsafe { sys::syscall(libc::SYS_unshare, [libc::CLONE_NEWNS as usize, 0, 0, 0, 0, 0]) };
+            check("unshare(CLONE_NEWNS)", ret)?;
+        }
+        MountMode::UserNamespace => {
+            let flags = (libc::CLONE_NEWUSER | libc::CLONE_NEWNS) as usize;
+            // SAFETY: unshare takes an integer flag set.
+            let ret = unsafe { sys::syscall(libc::SYS_unshare, [flags, 0, 0, 0, 0, 0]) };
+            check("unshare(CLONE_NEWUSER|CLONE_NEWNS)", ret)?;
+            write_file(c"/proc/self/setgroups", b"deny", "write /proc/self/setgroups")?;
+            write_file(c"/proc/self/uid_map", &plan.uid_map, "write /proc/self/uid_map")?;
+            write_file(c"/proc/self/gid_map", &plan.gid_map, "write /proc/self/gid_map")?;
+        }
+    }
+    // Private first: nothing done below may propagate to the parent namespace.
+    let private = (libc::MS_REC | libc::MS_PRIVATE) as usize;
+    // SAFETY: mount with null source/type/data and a static target string.
+    let ret = unsafe { sys::syscall(libc::SYS_mount, [0, ptr(c"/"), 0, private, 0, 0]) };
+    check("mount(/, MS_REC|MS_PRIVATE)", ret)?;
+
+    // Clone each writable root's mount tree while it still has the host's mount flags.
+    if plan.roots.len() > MAX_MOUNT_ROOTS {
+        return Err(ChildSetupFailure { stage: "open_tree(OPEN_TREE_CLONE)", errno: libc::E2BIG });
+    }
+    let mut clones = [-1i32; MAX_MOUNT_ROOTS];
+    for (slot, root) in clones.iter_mut().zip(&plan.roots) {
+        let fd = open_tree(root, 0)?;
+        *slot = fd;
+    }
+    if plan.readonly_everything {
+        set_readonly(AT_FDCWD, c"/", 0)?;
+    }
+    for (fd, root) in clones.iter().zip(&plan.roots) {
+        attach(*fd, root)?;
+    }
+    for path in &plan.protected {
+        let fd = open_tree(path, libc::AT_SYMLINK_NOFOLLOW as usize)?;
+        set_readonly(fd as usize, c"", libc::AT_EMPTY_PATH as usize)?;
+        attach(fd, path)?;
+    }
+    // The cwd still points into the mount it was entered on (now read-only or shadowed): enter it again.
+    // SAFETY: chdir on a NUL-terminated path owned by the plan.
+    let ret = unsafe { sys::syscall(libc::SYS_chdir, [ptr(&plan.cwd), 0, 0, 0, 0, 0]) };
+    check("chdir", ret)?;
+    Ok(())
+}
+
+/// `open_tree(path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | extra)`: a detached copy of the mount tree.
+fn open_tree(path: &CStr, extra: usize) -> Result<i32, ChildSetupFailure> {
+    let flags = sys::OPEN_TREE_CLONE | sys::OPEN_TREE_CLOEXEC | sys::AT_RECURSIVE | extra;
+    // SAFETY: open_tree on a NUL-terminated path owned by the plan.
+    let ret = unsafe { sys::syscall(libc::SYS_open_tree, [AT_FDCWD, ptr(path), flags, 0, 0, 0]) };
+    let fd = check("open_tree(OPEN_TREE_CLONE)", ret)?;
+    i32::try_from(fd)
+        .map_err(|_| ChildSetupFailure { stage: "open_tree(OPEN_TREE_CLONE)", errno: libc::EBADF })
+}
+
+/// `mount_setattr(dirfd, path, AT_RECURSIVE | flags, {attr_set: MOUNT_ATTR_RDONLY})`.
+fn set_readonly(dirfd: usize, path: &CStr, flags: usize) -> Result<(), ChildSetupFailure> {
+    let attr = sys::MountAttr { attr_set: sys::MOUNT_ATTR_RDONLY, ..sys::MountAttr::default() };
+    let size = size_of::<sys::MountAttr>();
+    // SAFETY: `attr` lives on this stack frame for the call; `path` is NUL-terminated.
+    let ret = unsafe {
+        sys::syscall(
+            libc::SYS_mount_setattr,
+            [dirfd, ptr(path), sys::AT_RECURSIVE | flags, &raw const attr as usize, size, 0],
+        )
+    };
+    check("mount_setattr(MOUNT_ATTR_RDONLY)", ret).map(drop)
+}
+
+/// `move_mount(fd, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH)`, then close `fd`.
+fn attach(fd: i32, path: &CStr) -> Result<(), ChildSetupFailure> {
+    let from = fd as isize as usize;
+    // SAFETY: `fd` is a detached mount tree from open_tree; `path` is NUL-terminated. The final component of
+    // `path` is not followed (no MOVE_MOUNT_T_SYMLINKS), so a protected symlink is covered, not its target.
+    let ret = unsafe {
+        sys::syscall(
+            libc::SYS_move_mount,
+            [from, ptr(c""), AT_FDCWD, ptr(path), sys::MOVE_MOUNT_F_EMPTY_PATH, 0],
+        )
+    };
+    check("move_mount", ret)?;
+    // SAFETY: closing the descriptor this child opened.
+    let _ = unsafe { sys::syscall(libc::SYS_close, [from, 0, 0, 0, 0, 0]) };
+    Ok(())
+}
+
+/// Write `data` to the file at `path` (for `/proc/self/{setgroups,uid_map,gid_map}`).
+fn write_file(path: &CStr, data: &[u8], stage: &'static str) -> Result<(), ChildSetupFailure> {
+    let flags = (libc::O_WRONLY | libc::O_CLOEXEC) as usize;
+    // SAFETY: openat on a static NUL-terminated path.
+    let fd = check(stage, unsafe { sys::syscall(libc::SYS_openat, [AT_FDCWD, ptr(path), flags, 0, 0, 0]) })?;
+    // SAFETY: write from a live slice of `data.len()` bytes.
+    let written = unsafe { sys::syscall(libc::SYS_write, [fd, data.as_ptr() as usize, data.len(), 0, 0, 0]) };
+    // SAFETY: closing the descriptor opened above.
+    let _ = unsafe { sys::syscall(libc::SYS_close, [fd, 0, 0, 0, 0, 0]) };
+    match check(stage, written)? {
+        n if n == data.len() => Ok(()),
+        _ => Err(ChildSetupFailure { stage, errno: libc::EIO }),
+    }
+}
+
+/// Step 2: keep only `keep` in the bounding set (when allowed to change it), clear the ambient set, mask the
+/// effective, permitted and inheritable sets.
+fn drop_capabilities(keep: u64, last_cap: u32) -> Result<(), ChildSetupFailure> {
+    let mut header = sys::CapHeader { version: sys::CAPABILITY_VERSION_3, pid: 0 };
+    let mut data = [sys::CapData::default(); 2];
+    let header_addr = &raw mut header as usize;
+    // SAFETY: capget with a version-3 header writes two CapData structs, which `data` holds.
+    let ret =
+        unsafe { sys::syscall(libc::SYS_capget, [header_addr, data.as_mut_ptr() as usize, 0, 0, 0, 0]) };
+    check("capget", ret)?;
+    let effective = u64::from(data[0].effective) | (u64::from(data[1].effective) << 32);
+    if effective & (1 << sys::CAP_SETPCAP) != 0 {
+        for cap in 0..=last_cap.min(63) {
+            if keep & (1u64 << cap) == 0 {
+                // SAFETY: PR_CAPBSET_DROP takes a capability number.
+                let ret = unsafe {
+                    sys::syscall(libc::SYS_prctl, [libc::PR_CAPBSET_DROP as usize, cap as usize, 0, 0, 0, 0])
+                };
+                match ret {
+                    Ok(_) | Err(libc::EINVAL) => {}
+                    Err(errno) => return Err(ChildSetupFailure { stage: "prctl(PR_CAPBSET_DROP)", errno }),
+                }
+            }
+        }
+    }
+    let clear_ambient = [libc::PR_CAP_AMBIENT as usize, libc::PR_CAP_AMBIENT_CLEAR_ALL as usize, 0, 0, 0, 0];
+    // SAFETY: PR_CAP_AMBIENT_CLEAR_ALL takes integer arguments only.
+    match unsafe { sys::syscall(libc::SYS_prctl, clear_ambient) } {
+        Ok(_) | Err(libc::EINVAL) => {}
+        Err(errno) => return Err(ChildSetupFailure { stage: "prctl(PR_CAP_AMBIENT_CLEAR_ALL)", errno }),
+    }
+    for (word, half) in data.iter_mut().enumerate() {
+        let mask = (keep >> (32 * word)) as u32;
+        half.effective &= mask;
+        half.permitted &= mask;
+        half.inheritable &= mask;
+    }
+    // SAFETY: capset with a version-3 header reads two CapData structs from `data`.
+    let ret = unsafe { sys::syscall(libc::SYS_capset, [header_addr, data.as_ptr() as usize, 0, 0, 0, 0]) };
+    check("capset", ret).map(drop)
+}

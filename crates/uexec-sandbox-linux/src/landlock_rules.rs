@@ -1,0 +1,127 @@
+//! The Landlock ruleset: built in the parent (a file descriptor), enforced in the child with
+//! `landlock_restrict_self`.
+//!
+//! Rules: read and execute everywhere; every write right beneath each writable root (except creating device
+//! nodes); read, write and truncate on `/dev/null` and `/dev/tty`. The ruleset handles every filesystem right of
+//! the ABI except `IOCTL_DEV` (terminal ioctls on `/dev/tty` must keep working; the dangerous terminal ioctls are
+//! denied by seccomp). With the network off and ABI >= 4 it also handles TCP bind/connect with no rule, so even a
+//! TCP socket received from outside cannot connect. With ABI >= 6 it scopes signals and abstract UNIX sockets: the
+//! command cannot signal or connect to processes outside the sandbox (the uexec server, the test runner, ...).
+//!
+//! The crate's `HardRequirement` compatibility level turns any right the kernel cannot enforce into an error
+//! instead of silently dropping it.
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, Scope,
+};
+
+/// The highest ABI whose rights this crate has vetted; newer kernels are used at this level.
+pub(crate) const MAX_VETTED_ABI: u32 = 7;
+/// The ABI from which every write is controlled (`LANDLOCK_ACCESS_FS_TRUNCATE`).
+pub(crate) const FULL_FILESYSTEM_ABI: u32 = 3;
+/// The ABI that controls TCP bind/connect.
+pub(crate) const NETWORK_ABI: u32 = 4;
+/// The ABI with signal and abstract UNIX socket scoping.
+pub(crate) const SCOPE_ABI: u32 = 6;
+
+/// What the ruleset allows.
+#[derive(Debug)]
+pub(crate) struct RulesetSpec<'a> {
+    /// The ABI to use (at most [`MAX_VETTED_ABI`]).
+    pub(crate) abi: u32,
+    /// Canonical writable directories.
+    pub(crate) writable_roots: &'a [PathBuf],
+    /// Files that may be written (`/dev/null`, `/dev/tty`), when they exist.
+    pub(crate) writable_files: &'a [PathBuf],
+    /// Deny TCP bind/connect (network off).
+    pub(crate) deny_tcp: bool,
+}
+
+/// The `landlock` crate's ABI for a number.
+fn abi_of(abi: u32) -> ABI {
+    ABI::from(i32::try_from(abi.min(MAX_VETTED_ABI)).unwrap_or(0))
+}
+
+/// The filesystem rights the ruleset handles at `abi`.
+pub(crate) fn handled_fs(abi: u32) -> BitFlags<AccessFs> {
+    AccessFs::from_all(abi_of(abi)) & !BitFlags::from(AccessFs::IoctlDev)
+}
+
+/// The rights granted beneath a writable root: everything handled but creating device nodes.
+pub(crate) fn root_access(abi: u32) -> BitFlags<AccessFs> {
+    handled_fs(abi) & !(AccessFs::MakeChar | AccessFs::MakeBlock)
+}
+
+/// Build the ruleset and return its file descriptor (close-on-exec, as the kernel creates it).
+pub(crate) fn build(spec: &RulesetSpec<'_>) -> Result<OwnedFd, String> {
+    let abi = abi_of(spec.abi);
+    let fs = handled_fs(spec.abi);
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(fs)
+        .map_err(|e| format!("landlock: {e}"))?;
+    if spec.deny_tcp && spec.abi >= NETWORK_ABI {
+        ruleset = ruleset
+            .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
+            .map_err(|e| format!("landlock network rights: {e}"))?;
+    }
+    if spec.abi >= SCOPE_ABI {
+        ruleset = ruleset.scope(Scope::from_all(abi)).map_err(|e| format!("landlock scopes: {e}"))?;
+    }
+    let mut created = ruleset.create().map_err(|e| format!("landlock_create_ruleset: {e}"))?;
+    created = add(created, Path::new("/"), AccessFs::from_read(abi))?;
+    for root in spec.writable_roots {
+        created = add(created, root, root_access(spec.abi))?;
+    }
+    let file_rights = (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate) & fs;
+    for file in spec.writable_files {
+        created = add(created, file, file_rights)?;
+    }
+    let fd: Option<OwnedFd> = created.into();
+    fd.ok_or_else(|| "landlock: the kernel did not create a ruleset".to_owned())
+}
+
+/// Add a path-beneath rule for `path`.
+fn add(
+    created: landlock::RulesetCreated,
+    path: &Path,
+    access: BitFlags<AccessFs>,
+) -> Result<landlock::RulesetCreated, String> {
+    let fd = PathFd::new(path).map_err(|e| format!("landlock: cannot open {}: {e}", path.display()))?;
+    created
+        .add_rule(PathBeneath::new(fd, access))
+        .map_err(|e| format!("landlock: rule for {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handled_rights_follow_the_abi() {
+        assert!(!handled_fs(2).contains(AccessFs::Truncate));
+        assert!(handled_fs(3).contains(AccessFs::Truncate | AccessFs::Refer));
+        assert!(!handled_fs(7).contains(AccessFs::IoctlDev));
+        // A newer kernel is used at the vetted level: no unknown right is handled.
+        assert_eq!(handled_fs(12), handled_fs(MAX_VETTED_ABI));
+        assert!(!root_access(7).contains(AccessFs::MakeBlock));
+        assert!(root_access(7).contains(AccessFs::MakeReg | AccessFs::Refer | AccessFs::WriteFile));
+    }
+
+    #[test]
+    fn builds_a_ruleset_on_this_kernel() {
+        let dir = std::env::temp_dir();
+        let spec = RulesetSpec {
+            abi: 7,
+            writable_roots: std::slice::from_ref(&dir),
+            writable_files: &[PathBuf::from("/dev/null")],
+            deny_tcp: true,
+        };
+        build(&spec).unwrap();
+    }
+}

@@ -1,0 +1,473 @@
+//! Which mechanisms a command gets, and the protection report that says so.
+//!
+//! A [`Plan`] is decided from the policy and the [`KernelSupport`]; building the Landlock ruleset or the seccomp
+//! programs can still fail, which turns the mechanism off in the plan (with the reason). The report is then a
+//! pure function of the plan: every protection is `enforced`, `partial`, `off` or `not requested`, and the adapter
+//! refuses to run a command whose report is degraded unless the request accepts degradation.
+
+use uexec_domain::protection::{Protection, ProtectionStatus};
+use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
+
+use crate::child::{KEPT_CAPABILITIES, MountMode};
+use crate::landlock_rules::{FULL_FILESYSTEM_ABI, MAX_VETTED_ABI, NETWORK_ABI, SCOPE_ABI};
+use crate::layout::FsLayout;
+use crate::support::{Availability, KernelSupport, MountNamespace};
+use crate::{seccomp, support};
+
+/// The setting that accepts degraded protection, as named in errors.
+pub const DEGRADED_SETTING: &str = "allow_degraded_sandbox = true (or --allow-degraded-sandbox)";
+
+/// The mechanisms one command gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// `read-only` or `workspace-write`.
+    pub(crate) mode: &'static str,
+    /// True for `workspace-write`.
+    pub(crate) workspace_write: bool,
+    /// True when the policy disables the network.
+    pub(crate) network_off: bool,
+    /// The kernel's Landlock ABI (0: no Landlock).
+    pub(crate) kernel_abi: u32,
+    /// The Landlock ABI used (0: Landlock not used).
+    pub(crate) landlock_abi: u32,
+    /// Why Landlock is not used.
+    pub(crate) landlock_missing: Option<String>,
+    /// Whether the seccomp filter is installed.
+    pub(crate) seccomp: bool,
+    /// Why it is not.
+    pub(crate) seccomp_missing: Option<String>,
+    /// The mount namespace, if any.
+    pub(crate) mounts: Option<MountMode>,
+    /// Why there is none.
+    pub(crate) mounts_missing: Option<String>,
+    /// True when the process may shrink the capability bounding set (it has `CAP_SETPCAP`).
+    pub(crate) bounding_set: bool,
+}
+
+impl Plan {
+    /// The plan for `policy` on a kernel with `support`. `policy` must not be `danger-full-access`.
+    pub(crate) fn new(policy: &SandboxPolicy, support: &KernelSupport) -> Plan {
+        let (mounts, mounts_missing) = match &support.mount_namespace {
+            MountNamespace::Privileged => (Some(MountMode::Privileged), None),
+            MountNamespace::UserNamespace => (Some(MountMode::UserNamespace), None),
+            MountNamespace::Unavailable(why) => (None, Some(why.clone())),
+        };
+        let (seccomp, seccomp_missing) = match &support.seccomp {
+            Availability::Available => (true, None),
+            Availability::Unavailable(why) => (false, Some(why.clone())),
+        };
+        Plan {
+            mode: policy.mode_str(),
+            workspace_write: matches!(policy, SandboxPolicy::WorkspaceWrite { .. }),
+            network_off: !policy.has_network_access(),
+            kernel_abi: support.landlock_abi,
+            landlock_abi: support.landlock_abi.min(MAX_VETTED_ABI),
+            landlock_missing: if support.landlock_abi == 0 {
+                Some(support.landlock_missing.clone().unwrap_or_else(|| "Landlock is unavailable".into()))
+            } else {
+                None
+            },
+            seccomp,
+            seccomp_missing,
+            mounts,
+            mounts_missing,
+            bounding_set: support::has_effective_capability(crate::sys::CAP_SETPCAP),
+        }
+    }
+
+    /// Landlock could not be set up after all.
+    pub(crate) fn without_landlock(&mut self, why: String) {
+        self.landlock_abi = 0;
+        self.landlock_missing = Some(why);
+    }
+
+    /// The seccomp programs could not be built after all.
+    pub(crate) fn without_seccomp(&mut self, why: String) {
+        self.seccomp = false;
+        self.seccomp_missing = Some(why);
+    }
+
+    /// What this plan enforces; `layout` makes the details concrete (paths) when known.
+    pub(crate) fn report(&self, layout: Option<&FsLayout>) -> ProtectionReport {
+        let protections = vec![
+            self.filesystem(layout),
+            self.metadata(),
+            self.read_only_subpaths(layout),
+            self.network(),
+            protection(
+                "no_new_privs",
+                ProtectionStatus::Enforced,
+                "PR_SET_NO_NEW_PRIVS: setuid/setgid bits and file capabilities grant nothing".into(),
+            ),
+            self.ptrace(),
+            self.io_uring(),
+            self.syscalls(),
+            self.scopes(),
+            self.capabilities(),
+        ];
+        ProtectionReport {
+            sandbox: SandboxKind::LinuxLandlockSeccomp,
+            policy: self.mode.to_owned(),
+            protections,
+            escape_reason: None,
+        }
+    }
+
+    /// Landlock, in words.
+    fn landlock_name(&self) -> String {
+        if self.kernel_abi > self.landlock_abi && self.landlock_abi > 0 {
+            format!("landlock ABI {} (used as ABI {})", self.kernel_abi, self.landlock_abi)
+        } else {
+            format!("landlock ABI {}", self.landlock_abi)
+        }
+    }
+
+    /// Why Landlock is not used.
+    fn no_landlock(&self) -> String {
+        format!("no Landlock: {}", self.landlock_missing.as_deref().unwrap_or("unavailable"))
+    }
+
+    /// Why seccomp is not used.
+    fn no_seccomp(&self) -> String {
+        format!("no seccomp: {}", self.seccomp_missing.as_deref().unwrap_or("unavailable"))
+    }
+
+    /// Why there is no mount namespace.
+    fn no_mounts(&self) -> String {
+        format!("no private mount namespace: {}", self.mounts_missing.as_deref().unwrap_or("unavailable"))
+    }
+
+    fn filesystem(&self, layout: Option<&FsLayout>) -> Protection {
+        let writes = match (self.workspace_write, layout) {
+            (false, _) => "write only /dev/null and /dev/tty".to_owned(),
+            (true, None) => {
+                "write only beneath the writable roots (configured, cwd, /tmp, $TMPDIR), /dev/null and /dev/tty"
+                    .to_owned()
+            }
+            (true, Some(layout)) => {
+                let mut text = format!("write only beneath {} and /dev/null, /dev/tty", paths(&layout.roots));
+                if !layout.missing_roots.is_empty() {
+                    text.push_str(&format!(" (missing roots skipped: {})", paths(&layout.missing_roots)));
+                }
+                text
+            }
+        };
+        match (self.landlock_abi, self.mounts.is_some()) {
+            (0, true) => protection(
+                "filesystem",
+                ProtectionStatus::Partial,
+                format!(
+                    "{}; only read-only mounts restrict writes (device nodes such as block devices stay writable)",
+                    self.no_landlock()
+                ),
+            ),
+            (0, false) => protection("filesystem", ProtectionStatus::Off, self.no_landlock()),
+            (abi, _) if abi >= FULL_FILESYSTEM_ABI => protection(
+                "filesystem",
+                ProtectionStatus::Enforced,
+                format!("{}: read everywhere, {writes}", self.landlock_name()),
+            ),
+            (abi, true) => protection(
+                "filesystem",
+                ProtectionStatus::Enforced,
+                format!(
+                    "{}: read everywhere, {writes}; truncation (not controlled before ABI {FULL_FILESYSTEM_ABI}) \
+                     is stopped by the read-only mounts",
+                    abi_text(abi)
+                ),
+            ),
+            (abi, false) => protection(
+                "filesystem",
+                ProtectionStatus::Partial,
+                format!(
+                    "{}: read everywhere, {writes}; truncate(2) and O_TRUNC are not controlled before ABI \
+                     {FULL_FILESYSTEM_ABI}",
+                    abi_text(abi)
+                ),
+            ),
+        }
+    }
+
+    fn metadata(&self) -> Protection {
+        match self.mounts {
+            Some(mode) => protection(
+                "metadata",
+                ProtectionStatus::Enforced,
+                format!(
+                    "private mount namespace ({}): every mount read-only except the writable roots, so chmod, \
+                     chown, utimes, xattrs and chattr outside them fail with EROFS",
+                    mode_text(mode)
+                ),
+            ),
+            None => protection(
+                "metadata",
+                ProtectionStatus::Off,
+                format!(
+                    "{}; chmod, chown, utimes and xattrs outside the writable roots are not prevented (Landlock \
+                     does not cover metadata)",
+                    self.no_mounts()
+                ),
+            ),
+        }
+    }
+
+    fn read_only_subpaths(&self, layout: Option<&FsLayout>) -> Protection {
+        if !self.workspace_write {
+            return protection(
+                "read_only_subpaths",
+                ProtectionStatus::NotRequested,
+                "read-only policy: nothing is writable".into(),
+            );
+        }
+        let Some(mode) = self.mounts else {
+            return protection(
+                "read_only_subpaths",
+                ProtectionStatus::Off,
+                format!("{}; Landlock cannot exempt .git or .uexec inside a writable root", self.no_mounts()),
+            );
+        };
+        let what = match layout {
+            None => "over .git, the gitdir a .git file names and .uexec in each writable root".to_owned(),
+            Some(layout) => {
+                let mut text = if layout.protected.is_empty() {
+                    "none present".to_owned()
+                } else {
+                    paths(&layout.protected)
+                };
+                if !layout.absent.is_empty() {
+                    text.push_str(&format!("; absent, so not protected: {}", paths(&layout.absent)));
+                }
+                text
+            }
+        };
+        protection(
+            "read_only_subpaths",
+            ProtectionStatus::Enforced,
+            format!(
+                "read-only bind mounts in a private mount namespace ({}): {what}; they cannot be written, renamed \
+                 or removed (EROFS/EBUSY); an absent one can be created",
+                mode_text(mode)
+            ),
+        )
+    }
+
+    fn network(&self) -> Protection {
+        if !self.network_off {
+            return protection(
+                "network",
+                ProtectionStatus::NotRequested,
+                "network access allowed by the policy".into(),
+            );
+        }
+        let tcp = self.landlock_abi >= NETWORK_ABI;
+        match (self.seccomp, tcp) {
+            (true, _) => protection(
+                "network",
+                ProtectionStatus::Enforced,
+                format!(
+                    "seccomp: socket/socketpair other than AF_UNIX fail with EPERM (unix sockets keep working){}",
+                    if tcp { "; landlock: TCP bind/connect denied" } else { "" }
+                ),
+            ),
+            (false, true) => protection(
+                "network",
+                ProtectionStatus::Partial,
+                format!(
+                    "{}; landlock denies TCP bind/connect only (UDP and raw sockets work)",
+                    self.no_seccomp()
+                ),
+            ),
+            (false, false) => protection("network", ProtectionStatus::Off, self.no_seccomp()),
+        }
+    }
+
+    fn ptrace(&self) -> Protection {
+        match (self.seccomp, self.landlock_abi > 0) {
+            (true, _) => protection(
+                "ptrace",
+                ProtectionStatus::Enforced,
+                "seccomp: ptrace, process_vm_readv/writev and pidfd_getfd fail with EPERM".into(),
+            ),
+            (false, true) => protection(
+                "ptrace",
+                ProtectionStatus::Partial,
+                format!("{}; landlock only allows tracing processes inside the sandbox", self.no_seccomp()),
+            ),
+            (false, false) => protection("ptrace", ProtectionStatus::Off, self.no_seccomp()),
+        }
+    }
+
+    fn io_uring(&self) -> Protection {
+        if self.seccomp {
+            protection(
+                "io_uring",
+                ProtectionStatus::Enforced,
+                "seccomp: io_uring_setup/enter/register fail with EPERM".into(),
+            )
+        } else {
+            protection("io_uring", ProtectionStatus::Off, self.no_seccomp())
+        }
+    }
+
+    fn syscalls(&self) -> Protection {
+        if !self.seccomp {
+            return protection("syscalls", ProtectionStatus::Off, self.no_seccomp());
+        }
+        protection(
+            "syscalls",
+            ProtectionStatus::Enforced,
+            format!(
+                "seccomp, EPERM: {}, clone/unshare with namespace flags, TIOCSTI/TIOCLINUX ioctls, personality \
+                 changes; ENOSYS: clone3 and x32 calls; other architectures are killed",
+                seccomp::denied_names().join(" ")
+            ),
+        )
+    }
+
+    fn scopes(&self) -> Protection {
+        if self.landlock_abi >= SCOPE_ABI {
+            protection(
+                "scopes",
+                ProtectionStatus::Enforced,
+                "landlock: no signals to and no abstract UNIX socket connections with processes outside the \
+                 sandbox"
+                    .into(),
+            )
+        } else {
+            let why = if self.landlock_abi == 0 {
+                self.no_landlock()
+            } else {
+                format!("landlock ABI {} < {SCOPE_ABI}", self.landlock_abi)
+            };
+            protection(
+                "scopes",
+                ProtectionStatus::Off,
+                format!(
+                    "{why}: the command can signal processes outside the sandbox (the uexec server) and connect \
+                     to their abstract UNIX sockets"
+                ),
+            )
+        }
+    }
+
+    fn capabilities(&self) -> Protection {
+        let kept: Vec<&str> = KEPT_CAPABILITIES.iter().map(|(_, name)| *name).collect();
+        let detail = if self.bounding_set {
+            format!("bounding set reduced to {}; ambient set cleared", kept.join(" "))
+        } else {
+            "no capability is gained across exec (unprivileged, ambient set cleared)".to_owned()
+        };
+        protection("capabilities", ProtectionStatus::Enforced, detail)
+    }
+}
+
+/// Every degraded protection as `name: status (detail)`, for the `Unenforceable` error.
+pub(crate) fn degraded_summary(report: &ProtectionReport) -> String {
+    report
+        .protections
+        .iter()
+        .filter(|p| matches!(p.status, ProtectionStatus::Partial | ProtectionStatus::Off))
+        .map(|p| format!("{}: {} ({})", p.name, p.status, p.detail))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// One protection.
+fn protection(name: &str, status: ProtectionStatus, detail: String) -> Protection {
+    Protection { name: name.to_owned(), status, detail }
+}
+
+/// `landlock ABI n`.
+fn abi_text(abi: u32) -> String {
+    format!("landlock ABI {abi}")
+}
+
+/// The mount namespace kind, in words.
+fn mode_text(mode: MountMode) -> &'static str {
+    match mode {
+        MountMode::Privileged => "CAP_SYS_ADMIN",
+        MountMode::UserNamespace => "user namespace",
+    }
+}
+
+/// Paths, comma-separated.
+fn paths(list: &[std::path::PathBuf]) -> String {
+    list.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn full() -> KernelSupport {
+        KernelSupport {
+            landlock_abi: 7,
+            landlock_missing: None,
+            seccomp: Availability::Available,
+            mount_namespace: MountNamespace::Privileged,
+            cap_last_cap: 40,
+        }
+    }
+
+    fn status(report: &ProtectionReport, name: &str) -> ProtectionStatus {
+        report.protections.iter().find(|p| p.name == name).map(|p| p.status).unwrap()
+    }
+
+    #[test]
+    fn full_support_enforces_everything_requested() {
+        let report = Plan::new(&SandboxPolicy::default(), &full()).report(None);
+        assert!(!report.is_degraded(), "{report}");
+        assert_eq!(status(&report, "network"), ProtectionStatus::Enforced);
+        let open = Plan::new(&SandboxPolicy::ReadOnly { network_access: true }, &full()).report(None);
+        assert_eq!(status(&open, "network"), ProtectionStatus::NotRequested);
+        assert_eq!(status(&open, "read_only_subpaths"), ProtectionStatus::NotRequested);
+        assert!(!open.is_degraded());
+    }
+
+    #[test]
+    fn each_missing_mechanism_degrades_the_report() {
+        let policy = SandboxPolicy::default();
+        let no_landlock = KernelSupport { landlock_abi: 0, ..full() };
+        let report = Plan::new(&policy, &no_landlock).report(None);
+        assert_eq!(status(&report, "filesystem"), ProtectionStatus::Partial);
+        assert_eq!(status(&report, "scopes"), ProtectionStatus::Off);
+
+        let old = KernelSupport { landlock_abi: 5, ..full() };
+        let report = Plan::new(&policy, &old).report(None);
+        assert_eq!(status(&report, "filesystem"), ProtectionStatus::Enforced);
+        assert_eq!(status(&report, "scopes"), ProtectionStatus::Off);
+
+        let no_seccomp = KernelSupport { seccomp: Availability::Unavailable("test".into()), ..full() };
+        let report = Plan::new(&policy, &no_seccomp).report(None);
+        assert_eq!(status(&report, "network"), ProtectionStatus::Partial);
+        assert_eq!(status(&report, "io_uring"), ProtectionStatus::Off);
+        assert_eq!(status(&report, "ptrace"), ProtectionStatus::Partial);
+
+        let no_mounts =
+            KernelSupport { mount_namespace: MountNamespace::Unavailable("test".into()), ..full() };
+        let report = Plan::new(&policy, &no_mounts).report(None);
+        assert_eq!(status(&report, "read_only_subpaths"), ProtectionStatus::Off);
+        assert_eq!(status(&report, "metadata"), ProtectionStatus::Off);
+        let summary = degraded_summary(&report);
+        assert!(
+            summary.contains("read_only_subpaths: off") && summary.contains("metadata: off"),
+            "{summary}"
+        );
+
+        let abi2 = KernelSupport {
+            landlock_abi: 2,
+            mount_namespace: MountNamespace::Unavailable("x".into()),
+            ..full()
+        };
+        assert_eq!(status(&Plan::new(&policy, &abi2).report(None), "filesystem"), ProtectionStatus::Partial);
+    }
+
+    #[test]
+    fn newer_kernels_are_used_at_the_vetted_abi() {
+        let plan = Plan::new(&SandboxPolicy::default(), &KernelSupport { landlock_abi: 9, ..full() });
+        assert_eq!(plan.landlock_abi, MAX_VETTED_ABI);
+        let report = plan.report(None);
+        assert!(report.summary_line().contains("landlock ABI 9 (used as ABI 7)"), "{report}");
+    }
+}

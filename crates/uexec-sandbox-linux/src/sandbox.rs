@@ -1,0 +1,199 @@
+//! The [`Sandbox`] port on Linux: prepares the Landlock ruleset, the seccomp programs and the mount plan in the
+//! parent, and hands the spawner a [`ChildSetup`](uexec_ports::ChildSetup) hook that applies them in the child.
+
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
+use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
+
+use crate::child::{self, MAX_MOUNT_ROOTS, MountMode, MountPlan, SandboxChild};
+use crate::landlock_rules::{self, RulesetSpec};
+use crate::layout::{FsLayout, c_path};
+use crate::plan::{DEGRADED_SETTING, Plan, degraded_summary};
+use crate::seccomp::{self, SeccompPrograms};
+use crate::support::{self, KernelSupport};
+
+/// The variable that tells a command which sandbox it runs under (spec A5).
+pub const ENV_SANDBOX: &str = "UEXEC_SANDBOX";
+
+/// The variable set to `1` when the command's network access is disabled (spec A5).
+pub const ENV_NETWORK_DISABLED: &str = "UEXEC_SANDBOX_NETWORK_DISABLED";
+
+/// Cached seccomp programs for one network setting (building them is pure, so once per process is enough).
+type ProgramCache = OnceLock<Result<Arc<SeccompPrograms>, String>>;
+
+/// The Linux sandbox: Landlock + seccomp + a private read-only mount namespace, fail-closed.
+///
+/// [`Default`] probes the running kernel (once, lazily); [`LinuxSandbox::with_support`] uses the given
+/// [`KernelSupport`] instead, to simulate a weaker kernel.
+#[derive(Debug, Default)]
+pub struct LinuxSandbox {
+    /// The injected kernel support, if any.
+    injected: Option<KernelSupport>,
+    /// The probed kernel support.
+    detected: OnceLock<KernelSupport>,
+    /// Seccomp programs: `[network off, network on]`.
+    programs: [ProgramCache; 2],
+}
+
+impl LinuxSandbox {
+    /// A sandbox that believes the kernel offers `support` (for tests and for `uexec sandbox-report --simulate`).
+    /// Mechanisms missing from `support` are not used even if the kernel has them; mechanisms `support` claims but
+    /// the kernel lacks make `prepare` fail (or degrade, when accepted), never silently pass.
+    pub fn with_support(support: KernelSupport) -> Self {
+        LinuxSandbox { injected: Some(support), ..LinuxSandbox::default() }
+    }
+
+    /// The kernel support this sandbox works with.
+    pub fn support(&self) -> &KernelSupport {
+        match &self.injected {
+            Some(support) => support,
+            None => self.detected.get_or_init(KernelSupport::detect),
+        }
+    }
+
+    /// The seccomp programs for `network`, built once.
+    fn programs(&self, network: bool) -> Result<Arc<SeccompPrograms>, String> {
+        let cache = &self.programs[usize::from(network)];
+        cache.get_or_init(|| seccomp::build(network).map(Arc::new)).clone()
+    }
+}
+
+impl Sandbox for LinuxSandbox {
+    fn kind(&self) -> SandboxKind {
+        SandboxKind::LinuxLandlockSeccomp
+    }
+
+    fn report(&self, policy: &SandboxPolicy) -> ProtectionReport {
+        if policy.is_unrestricted() {
+            return full_access_report();
+        }
+        Plan::new(policy, self.support()).report(None)
+    }
+
+    fn prepare(&self, request: SandboxRequest) -> Result<SandboxedSpawn, SandboxError> {
+        let SandboxRequest { mut spawn, policy, tmpdir, allow_degraded } = request;
+        if policy.is_unrestricted() {
+            return Err(SandboxError::Unenforceable {
+                missing: "danger-full-access has no sandbox: run the command unsandboxed with the \
+                          FullAccessPolicy escape reason instead of asking the Linux sandbox"
+                    .into(),
+                setting: None,
+            });
+        }
+        let support = self.support();
+        let mut plan = Plan::new(&policy, support);
+        let layout = FsLayout::resolve(&policy, &spawn.cwd, tmpdir.as_deref())?;
+
+        let landlock = if plan.landlock_abi > 0 {
+            match build_ruleset(&plan, &layout) {
+                Ok(fd) => Some(fd),
+                Err(why) => {
+                    plan.without_landlock(why);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let programs = if plan.seccomp {
+            match self.programs(!plan.network_off) {
+                Ok(programs) => Some(programs),
+                Err(why) => {
+                    plan.without_seccomp(format!("building the filter failed: {why}"));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+
+        let report = plan.report(Some(&layout));
+        if report.is_degraded() {
+            if !allow_degraded {
+                return Err(SandboxError::Unenforceable {
+                    missing: degraded_summary(&report),
+                    setting: Some(DEGRADED_SETTING.to_owned()),
+                });
+            }
+            tracing::warn!(report = %report, "running with degraded sandbox protection, as the policy allows");
+        }
+
+        let mounts = match plan.mounts {
+            Some(mode) => Some(mount_plan(mode, &layout, &spawn.cwd)?),
+            None => None,
+        };
+        let hook = SandboxChild {
+            mounts,
+            keep_capabilities: child::kept_mask(),
+            cap_last_cap: support.cap_last_cap,
+            landlock,
+            seccomp: programs,
+        };
+        tracing::debug!(report = %report, requires_fork = uexec_ports::ChildSetup::requires_fork(&hook), "sandbox prepared");
+        spawn.setup.push(Arc::new(hook));
+        spawn.env = sandbox_env(std::mem::take(&mut spawn.env), !plan.network_off);
+        Ok(SandboxedSpawn { spawn, report })
+    }
+}
+
+/// The report for `danger-full-access`: this sandbox enforces nothing for it.
+fn full_access_report() -> ProtectionReport {
+    ProtectionReport {
+        sandbox: SandboxKind::None,
+        policy: SandboxPolicy::DangerFullAccess.mode_str().to_owned(),
+        protections: Vec::new(),
+        escape_reason: Some(uexec_domain::EscapeReason::FullAccessPolicy),
+    }
+}
+
+/// The Landlock ruleset for `plan` and `layout`.
+fn build_ruleset(plan: &Plan, layout: &FsLayout) -> Result<OwnedFd, String> {
+    landlock_rules::build(&RulesetSpec {
+        abi: plan.landlock_abi,
+        writable_roots: &layout.roots,
+        writable_files: &layout.writable_files,
+        deny_tcp: plan.network_off,
+    })
+}
+
+/// The mount work for `layout`, as C strings.
+fn mount_plan(mode: MountMode, layout: &FsLayout, cwd: &Path) -> Result<MountPlan, SandboxError> {
+    let roots = layout.mount_roots();
+    if roots.len() > MAX_MOUNT_ROOTS {
+        return Err(SandboxError::Setup(format!(
+            "{} separate writable roots; at most {MAX_MOUNT_ROOTS} are supported",
+            roots.len()
+        )));
+    }
+    let (uid_map, gid_map) = if mode == MountMode::UserNamespace {
+        let (uid, gid) = support::effective_ids();
+        (format!("{uid} {uid} 1\n").into_bytes(), format!("{gid} {gid} 1\n").into_bytes())
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    Ok(MountPlan {
+        mode,
+        uid_map,
+        gid_map,
+        readonly_everything: !layout.roots.iter().any(|r| r == Path::new("/")),
+        roots: roots.into_iter().map(c_path).collect::<Result<_, _>>()?,
+        protected: layout.protected.iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
+        cwd: c_path(cwd)?,
+    })
+}
+
+/// `env` with the `UEXEC_SANDBOX*` variables: `UEXEC_SANDBOX=linux-landlock-seccomp`, and
+/// `UEXEC_SANDBOX_NETWORK_DISABLED=1` when `network` is false. Inherited values of these names are replaced.
+pub fn sandbox_env(env: Vec<(OsString, OsString)>, network: bool) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<_> =
+        env.into_iter().filter(|(name, _)| name != ENV_SANDBOX && name != ENV_NETWORK_DISABLED).collect();
+    env.push((ENV_SANDBOX.into(), SandboxKind::LinuxLandlockSeccomp.as_str().into()));
+    if !network {
+        env.push((ENV_NETWORK_DISABLED.into(), "1".into()));
+    }
+    env
+}

@@ -1,0 +1,177 @@
+//! Raw Linux system calls and kernel constants for the child side of the sandbox.
+//!
+//! The child runs between `fork`/`vfork` and `exec`, possibly sharing the parent's memory: it must not allocate,
+//! lock or even touch `errno` (in a `vfork`-like child `errno` is the parent thread's). So the calls here go to the
+//! kernel directly (inline `syscall`/`svc`) and return the error number as a value. Only constants that the `libc`
+//! crate lacks are defined here, with their kernel header names.
+#![allow(unsafe_code)] // Reason: issuing system calls by number is inherently unsafe; the wrappers are `unsafe fn`.
+
+use libc::c_long;
+
+/// `landlock_restrict_self(2)` (same number on every architecture since Linux 5.13).
+pub(crate) const SYS_LANDLOCK_RESTRICT_SELF: c_long = libc::SYS_landlock_restrict_self;
+/// `landlock_create_ruleset(2)`.
+pub(crate) const SYS_LANDLOCK_CREATE_RULESET: c_long = libc::SYS_landlock_create_ruleset;
+/// `open_tree_attr(2)` (Linux 6.15); not in `libc` yet. The number is shared by every architecture.
+pub(crate) const SYS_OPEN_TREE_ATTR: c_long = 467;
+
+/// `LANDLOCK_CREATE_RULESET_VERSION`: ask `landlock_create_ruleset` for the ABI version.
+pub(crate) const LANDLOCK_CREATE_RULESET_VERSION: usize = 1;
+
+/// `OPEN_TREE_CLONE` (`linux/mount.h`).
+pub(crate) const OPEN_TREE_CLONE: usize = 1;
+/// `OPEN_TREE_CLOEXEC` (= `O_CLOEXEC`).
+pub(crate) const OPEN_TREE_CLOEXEC: usize = libc::O_CLOEXEC as usize;
+/// `MOVE_MOUNT_F_EMPTY_PATH`: the source of `move_mount` is the descriptor itself.
+pub(crate) const MOVE_MOUNT_F_EMPTY_PATH: usize = 0x0000_0004;
+/// `MOUNT_ATTR_RDONLY` (`struct mount_attr.attr_set`).
+pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
+/// `AT_RECURSIVE`: apply to the whole mount subtree.
+pub(crate) const AT_RECURSIVE: usize = 0x8000;
+
+/// `_LINUX_CAPABILITY_VERSION_3`.
+pub(crate) const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+/// `CAP_SYS_ADMIN`.
+pub(crate) const CAP_SYS_ADMIN: u32 = 21;
+/// `CAP_SETPCAP`.
+pub(crate) const CAP_SETPCAP: u32 = 8;
+
+/// `struct mount_attr` (`linux/mount.h`), the argument of `mount_setattr(2)`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct MountAttr {
+    /// Attributes to set.
+    pub(crate) attr_set: u64,
+    /// Attributes to clear.
+    pub(crate) attr_clr: u64,
+    /// Propagation type (`MS_PRIVATE`, ...), 0 to leave it.
+    pub(crate) propagation: u64,
+    /// User namespace fd for id-mapped mounts.
+    pub(crate) userns_fd: u64,
+}
+
+/// `struct __user_cap_header_struct`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CapHeader {
+    /// `_LINUX_CAPABILITY_VERSION_3`.
+    pub(crate) version: u32,
+    /// 0: the calling thread.
+    pub(crate) pid: i32,
+}
+
+/// `struct __user_cap_data_struct`; version 3 uses two of them (capabilities 0-31 and 32-63).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CapData {
+    /// Effective set.
+    pub(crate) effective: u32,
+    /// Permitted set.
+    pub(crate) permitted: u32,
+    /// Inheritable set.
+    pub(crate) inheritable: u32,
+}
+
+/// `struct sock_fprog`: a classic BPF program for `seccomp(SECCOMP_SET_MODE_FILTER)`.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct SockFprog {
+    /// Number of instructions.
+    pub(crate) len: u16,
+    /// The instructions (`seccompiler::sock_filter` has the kernel's layout).
+    pub(crate) filter: *const seccompiler::sock_filter,
+}
+
+/// Issue system call `nr` with six arguments; `Ok(return value)` or `Err(errno)`. Never touches `errno`.
+///
+/// # Safety
+/// The arguments must be valid for system call `nr` (pointers to live memory of the right type and size).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub(crate) unsafe fn syscall(nr: c_long, args: [usize; 6]) -> Result<usize, i32> {
+    let ret: isize;
+    // SAFETY: the x86_64 Linux syscall convention (number in rax, arguments in rdi, rsi, rdx, r10, r8, r9; rcx and
+    // r11 clobbered; result in rax). The caller guarantees the arguments are valid for `nr`.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") nr as isize => ret,
+            in("rdi") args[0],
+            in("rsi") args[1],
+            in("rdx") args[2],
+            in("r10") args[3],
+            in("r8") args[4],
+            in("r9") args[5],
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    decode(ret)
+}
+
+/// Issue system call `nr` with six arguments; `Ok(return value)` or `Err(errno)`. Never touches `errno`.
+///
+/// # Safety
+/// The arguments must be valid for system call `nr` (pointers to live memory of the right type and size).
+#[cfg(target_arch = "aarch64")]
+#[inline]
+pub(crate) unsafe fn syscall(nr: c_long, args: [usize; 6]) -> Result<usize, i32> {
+    let ret: isize;
+    // SAFETY: the aarch64 Linux syscall convention (number in x8, arguments in x0-x5, result in x0). The caller
+    // guarantees the arguments are valid for `nr`.
+    unsafe {
+        core::arch::asm!(
+            "svc 0",
+            in("x8") nr,
+            inlateout("x0") args[0] => ret,
+            in("x1") args[1],
+            in("x2") args[2],
+            in("x3") args[3],
+            in("x4") args[4],
+            in("x5") args[5],
+            options(nostack),
+        );
+    }
+    decode(ret)
+}
+
+/// Issue system call `nr` through `libc::syscall` (architectures without an inline path: this one does write
+/// `errno`, which a `fork`ed child may do; the seccomp filter is not built for these architectures anyway).
+///
+/// # Safety
+/// The arguments must be valid for system call `nr`.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub(crate) unsafe fn syscall(nr: c_long, args: [usize; 6]) -> Result<usize, i32> {
+    // SAFETY: forwarded as is; the caller guarantees the arguments are valid for `nr`.
+    let ret = unsafe { libc::syscall(nr, args[0], args[1], args[2], args[3], args[4], args[5]) };
+    if ret < 0 {
+        // SAFETY: `__errno_location` returns the calling thread's errno slot, valid for reading.
+        Err(unsafe { *libc::__errno_location() })
+    } else {
+        Ok(ret as usize)
+    }
+}
+
+/// The kernel returns `-errno` in the range -4095..-1 on failure.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline]
+fn decode(ret: isize) -> Result<usize, i32> {
+    if (-4095..0).contains(&ret) { Err(-ret as i32) } else { Ok(ret as usize) }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_syscall_returns_values_and_errnos() {
+        // SAFETY: getpid takes no arguments.
+        let pid = unsafe { syscall(libc::SYS_getpid, [0; 6]) };
+        assert_eq!(pid, Ok(std::process::id() as usize));
+        // SAFETY: close on an fd that cannot be open only returns EBADF.
+        let bad = unsafe { syscall(libc::SYS_close, [100_000, 0, 0, 0, 0, 0]) };
+        assert_eq!(bad, Err(libc::EBADF));
+    }
+}

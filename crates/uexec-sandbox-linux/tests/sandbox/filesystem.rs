@@ -1,0 +1,243 @@
+//! Filesystem probes: every allowed write has a denied twin.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+use uexec_domain::SandboxPolicy;
+
+use crate::common::{Scratch, bash, denied, py, workspace_only};
+
+#[test]
+fn writes_inside_the_root_and_not_outside() {
+    let s = Scratch::new();
+    let inside = bash(
+        workspace_only(vec![], false),
+        &s.ws,
+        "echo new > new.txt && echo more >> inside.txt && mkdir d",
+    );
+    assert!(inside.ok(), "{inside:?}");
+    assert_eq!(Scratch::read(&s.ws.join("new.txt")), "new\n");
+    assert!(s.ws.join("d").is_dir());
+
+    let script = format!("echo pwned > {}/secret.txt", s.outside.display());
+    let outside = bash(workspace_only(vec![], false), &s.ws, &script);
+    assert!(!outside.ok() && denied(&outside.text()), "{outside:?}");
+    assert_eq!(Scratch::read(&s.outside.join("secret.txt")), "original\n");
+
+    let create = bash(workspace_only(vec![], false), &s.ws, &format!("touch {}/new", s.outside.display()));
+    assert!(!create.ok() && denied(&create.text()), "{create:?}");
+    assert!(!s.outside.join("new").exists());
+}
+
+#[test]
+fn git_directory_stays_read_only_and_cannot_be_moved_away() {
+    let s = Scratch::new();
+    fs::create_dir_all(s.ws.join(".git/hooks")).unwrap();
+    fs::write(s.ws.join(".git/config"), "[core]\n").unwrap();
+    fs::create_dir_all(s.ws.join("src")).unwrap();
+    let policy = || workspace_only(vec![], false);
+
+    let allowed = bash(policy(), &s.ws, "echo x >> src/lib.rs && cat .git/config");
+    assert!(allowed.ok() && allowed.stdout.contains("[core]"), "{allowed:?}");
+
+    for attack in [
+        "echo '[core] fsmonitor = evil' >> .git/config",
+        "touch .git/hooks/pre-commit",
+        "mv .git .git-away",
+        "rm -rf .git",
+        "mv .git/config .git/config.old",
+        "chmod 777 .git/config",
+    ] {
+        let probe = bash(policy(), &s.ws, attack);
+        assert!(!probe.ok(), "{attack}: {probe:?}");
+        let text = probe.text().to_lowercase();
+        assert!(denied(&text) || text.contains("busy"), "{attack}: {probe:?}");
+    }
+    // The rename fails with EBUSY: .git is a mount point in the sandbox.
+    let rename = py(
+        policy(),
+        &s.ws,
+        "import os\ntry:\n os.rename('.git', 'gone')\nexcept OSError as e: print(e.errno)",
+    );
+    assert_eq!(rename.stdout.trim(), libc::EBUSY.to_string(), "{rename:?}");
+    assert_eq!(Scratch::read(&s.ws.join(".git/config")), "[core]\n");
+    assert!(!s.ws.join(".git/hooks/pre-commit").exists());
+    assert!(!s.ws.join(".git-away").exists() && !s.ws.join("gone").exists());
+}
+
+#[test]
+fn git_file_gitdir_and_uexec_are_protected() {
+    let s = Scratch::new();
+    // A worktree: ws/.git is a file naming a gitdir inside another writable root.
+    let main = s.base.join("main");
+    let gitdir = main.join(".git/worktrees/ws");
+    fs::create_dir_all(&gitdir).unwrap();
+    fs::write(gitdir.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    fs::write(s.ws.join(".git"), format!("gitdir: {}\n", gitdir.display())).unwrap();
+    fs::create_dir_all(s.ws.join(".uexec")).unwrap();
+    let policy = || workspace_only(vec![main.clone()], false);
+
+    let allowed = bash(policy(), &s.ws, &format!("echo x > {}/file && echo y > local", main.display()));
+    assert!(allowed.ok(), "{allowed:?}");
+    for attack in [
+        format!("echo evil > {}/HEAD", gitdir.display()),
+        "echo 'gitdir: /tmp/evil' > .git".to_owned(),
+        "rm .git".to_owned(),
+        "touch .uexec/config.toml".to_owned(),
+        format!("echo evil > {}/.git/config", main.display()),
+    ] {
+        let probe = bash(policy(), &s.ws, &attack);
+        assert!(!probe.ok(), "{attack}: {probe:?}");
+    }
+    assert_eq!(Scratch::read(&gitdir.join("HEAD")), "ref: refs/heads/main\n");
+    assert!(Scratch::read(&s.ws.join(".git")).starts_with("gitdir: "));
+    assert!(!s.ws.join(".uexec/config.toml").exists());
+}
+
+#[test]
+fn symlinks_out_of_the_root_do_not_grant_writes() {
+    let s = Scratch::new();
+    std::os::unix::fs::symlink(s.outside.join("secret.txt"), s.ws.join("escape")).unwrap();
+    std::os::unix::fs::symlink(&s.outside, s.ws.join("escape-dir")).unwrap();
+    std::os::unix::fs::symlink(s.ws.join("inside.txt"), s.ws.join("stay")).unwrap();
+    let policy = || workspace_only(vec![], false);
+
+    let allowed = bash(policy(), &s.ws, "echo through-link > stay");
+    assert!(allowed.ok(), "{allowed:?}");
+    assert_eq!(Scratch::read(&s.ws.join("inside.txt")), "through-link\n");
+
+    for attack in ["echo pwned > escape", "echo pwned > escape-dir/secret.txt", "touch escape-dir/new"] {
+        let probe = bash(policy(), &s.ws, attack);
+        assert!(!probe.ok() && denied(&probe.text()), "{attack}: {probe:?}");
+    }
+    assert_eq!(Scratch::read(&s.outside.join("secret.txt")), "original\n");
+    assert!(!s.outside.join("new").exists());
+}
+
+#[test]
+fn hard_links_and_renames_across_the_root_boundary_fail() {
+    let s = Scratch::new();
+    fs::create_dir_all(s.ws.join("sub")).unwrap();
+    let secret = s.outside.join("secret.txt");
+    let code = format!(
+        r#"
+import os
+def attempt(name, f):
+    try:
+        f(); print(name, "ok")
+    except OSError as e:
+        print(name, "errno", e.errno)
+attempt("link-in", lambda: os.link({secret:?}, "stolen"))
+attempt("write-link", lambda: open("stolen", "r+").write("pwned"))
+attempt("rename-in", lambda: os.rename({secret:?}, "moved-in"))
+attempt("rename-out", lambda: os.rename("inside.txt", {out:?}))
+attempt("link-within", lambda: os.link("inside.txt", "sub/linked"))
+attempt("rename-within", lambda: os.rename("sub/linked", "renamed"))
+"#,
+        out = s.outside.join("moved-out").display().to_string(),
+    );
+    let probe = py(workspace_only(vec![], false), &s.ws, &code);
+    let lines: Vec<&str> = probe.stdout.lines().collect();
+    assert!(lines.contains(&"link-within ok") && lines.contains(&"rename-within ok"), "{probe:?}");
+    for attack in ["link-in", "write-link", "rename-in", "rename-out"] {
+        assert!(lines.iter().any(|l| l.starts_with(attack) && l.contains("errno")), "{attack}: {probe:?}");
+    }
+    assert_eq!(Scratch::read(&secret), "original\n");
+    assert!(!s.outside.join("moved-out").exists() && s.ws.join("inside.txt").exists());
+}
+
+#[test]
+fn metadata_and_truncation_outside_the_root_fail() {
+    let s = Scratch::new();
+    let secret = s.outside.join("secret.txt");
+    let mode_before = fs::metadata(&secret).unwrap().permissions().mode();
+    let mtime_before = fs::metadata(&secret).unwrap().modified().unwrap();
+    let policy = || workspace_only(vec![], false);
+
+    let allowed = bash(
+        policy(),
+        &s.ws,
+        "chmod 600 inside.txt && touch -d 2001-01-01 inside.txt && truncate -s 0 inside.txt",
+    );
+    assert!(allowed.ok(), "{allowed:?}");
+    assert_eq!(fs::metadata(s.ws.join("inside.txt")).unwrap().permissions().mode() & 0o777, 0o600);
+
+    let path = secret.display();
+    for attack in [
+        format!("chmod 4777 {path}"),
+        format!("chown nobody {path}"),
+        format!("touch -d 2001-01-01 {path}"),
+        format!("truncate -s 0 {path}"),
+        format!(
+            "setfattr -n user.x -v 1 {path} 2>&1 || python3 -c 'import os; os.setxattr(\"{path}\", \"user.x\", b\"1\")'"
+        ),
+    ] {
+        let probe = bash(policy(), &s.ws, &attack);
+        assert!(!probe.ok() && denied(&probe.text()), "{attack}: {probe:?}");
+    }
+    let meta = fs::metadata(&secret).unwrap();
+    assert_eq!(meta.permissions().mode(), mode_before);
+    assert_eq!(meta.modified().unwrap(), mtime_before);
+    assert_eq!(Scratch::read(&secret), "original\n");
+}
+
+#[test]
+fn device_nodes_cannot_be_created_even_by_root() {
+    let s = Scratch::new();
+    let allowed = bash(workspace_only(vec![], false), &s.ws, "mkfifo fifo && test -p fifo");
+    assert!(allowed.ok(), "{allowed:?}");
+    // A block device node inside a writable root would give raw access to the disk.
+    let probe = bash(workspace_only(vec![], false), &s.ws, "mknod disk b 8 0");
+    assert!(!probe.ok() && denied(&probe.text()), "{probe:?}");
+    assert!(!s.ws.join("disk").exists());
+}
+
+#[test]
+fn read_only_policy_writes_nothing_but_dev_null() {
+    let s = Scratch::new();
+    let policy = || SandboxPolicy::ReadOnly { network_access: false };
+    let allowed = bash(policy(), &s.ws, "cat inside.txt && echo discard > /dev/null && ls / > /dev/null");
+    assert!(allowed.ok() && allowed.stdout.contains("inside"), "{allowed:?}");
+    let tmp_target = PathBuf::from(format!("/tmp/uexec-ro-probe-{}", std::process::id()));
+    for attack in [
+        "echo x > inside.txt".to_owned(),
+        "touch new".to_owned(),
+        format!("touch {}", tmp_target.display()),
+        "mkdir /dev/shm/uexec-probe".to_owned(),
+        "chmod 000 inside.txt".to_owned(),
+        "echo x > /dev/zero".to_owned(),
+    ] {
+        let probe = bash(policy(), &s.ws, &attack);
+        assert!(!probe.ok() && denied(&probe.text()), "{attack}: {probe:?}");
+    }
+    assert_eq!(Scratch::read(&s.ws.join("inside.txt")), "inside\n");
+    assert!(!tmp_target.exists() && !s.ws.join("new").exists());
+}
+
+#[test]
+fn tmp_is_a_writable_root_unless_excluded() {
+    let s = Scratch::new();
+    let target = PathBuf::from(format!("/tmp/uexec-tmp-probe-{}", std::process::id()));
+    let _ = fs::remove_file(&target);
+    let script = format!("echo x > {}", target.display());
+    let excluded = bash(workspace_only(vec![], false), &s.ws, &script);
+    assert!(!excluded.ok() && denied(&excluded.text()), "{excluded:?}");
+    assert!(!target.exists());
+    let default = bash(SandboxPolicy::default(), &s.ws, &script);
+    assert!(default.ok(), "{default:?}");
+    assert_eq!(Scratch::read(&target), "x\n");
+    let _ = fs::remove_file(&target);
+}
+
+#[test]
+fn sandbox_mounts_never_reach_the_host() {
+    let s = Scratch::new();
+    fs::create_dir_all(s.ws.join(".git")).unwrap();
+    let before = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let probe = bash(workspace_only(vec![], false), &s.ws, "grep -c . /proc/self/mountinfo");
+    assert!(probe.ok(), "{probe:?}");
+    let after = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert_eq!(before, after, "the sandbox's mounts leaked into the host namespace");
+    assert!(!after.contains(&s.ws.display().to_string()));
+}

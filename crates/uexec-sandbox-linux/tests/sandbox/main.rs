@@ -1,0 +1,10 @@
+//! Integration tests of the Linux sandbox: each probe runs in a child process spawned by a minimal test spawner
+//! (`std::process::Command` whose `pre_exec` runs the sandbox's child hooks), never in the test runner.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+mod degraded;
+mod filesystem;
+mod network;
+mod process;
+mod pty;

@@ -1,0 +1,208 @@
+//! Process probes: ptrace, io_uring, signals, namespaces, mounts, privileges; each denied probe has an allowed twin.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+
+use crate::common::{Scratch, bash, denied, prepare, py, py_unsandboxed, run_request, workspace_only};
+
+/// Starts a sibling `sleep`, then tries PTRACE_ATTACH and process_vm_readv on it.
+const PTRACE_PROBE: &str = r#"
+import ctypes, os, subprocess, time
+libc = ctypes.CDLL(None, use_errno=True)
+sib = subprocess.Popen(["sleep", "30"])
+time.sleep(0.05)
+r = libc.ptrace(16, sib.pid, None, None)  # PTRACE_ATTACH
+print("ptrace", r, ctypes.get_errno())
+if r == 0:
+    os.waitpid(sib.pid, 0); libc.ptrace(17, sib.pid, None, None)  # PTRACE_DETACH
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+buf = ctypes.create_string_buffer(8)
+local = iovec(ctypes.cast(buf, ctypes.c_void_p), 8); remote = iovec(0x400000, 8)
+r = libc.process_vm_readv(sib.pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+print("vm_readv", 0 if r >= 0 else -1, ctypes.get_errno() if r < 0 else 0)
+sib.kill(); sib.wait()
+"#;
+
+#[test]
+fn ptrace_of_a_sibling_is_denied() {
+    let s = Scratch::new();
+    let twin = py_unsandboxed(&s.ws, PTRACE_PROBE);
+    assert!(twin.stdout.contains("ptrace 0 "), "unsandboxed ptrace should work: {twin:?}");
+    let probe = py(workspace_only(vec![], false), &s.ws, PTRACE_PROBE);
+    assert!(probe.stdout.contains(&format!("ptrace -1 {}", libc::EPERM)), "{probe:?}");
+    assert!(probe.stdout.contains(&format!("vm_readv -1 {}", libc::EPERM)), "{probe:?}");
+}
+
+/// io_uring_setup(8, &params): prints the fd or the errno.
+const IO_URING_PROBE: &str = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+params = ctypes.create_string_buffer(120)
+fd = libc.syscall(425, 8, params)
+print("io_uring", fd if fd < 0 else "fd", ctypes.get_errno() if fd < 0 else 0)
+"#;
+
+#[test]
+fn io_uring_is_denied() {
+    let s = Scratch::new();
+    let twin = py_unsandboxed(&s.ws, IO_URING_PROBE);
+    assert!(twin.stdout.contains("io_uring fd"), "io_uring should work unsandboxed here: {twin:?}");
+    let probe = py(workspace_only(vec![], true), &s.ws, IO_URING_PROBE);
+    assert!(probe.stdout.contains(&format!("io_uring -1 {}", libc::EPERM)), "{probe:?}");
+}
+
+#[test]
+fn signals_to_processes_outside_the_sandbox_are_denied() {
+    let s = Scratch::new();
+    let code = r#"
+import os, signal, subprocess
+child = subprocess.Popen(["sleep", "30"])
+os.kill(child.pid, signal.SIGTERM); child.wait()
+print("own-child", child.returncode)
+try:
+    os.kill(os.getppid(), 0); print("parent ok")
+except PermissionError as e:
+    print("parent errno", e.errno)
+"#;
+    let probe = py(workspace_only(vec![], false), &s.ws, code);
+    assert!(probe.stdout.contains(&format!("own-child -{}", libc::SIGTERM)), "{probe:?}");
+    assert!(probe.stdout.contains(&format!("parent errno {}", libc::EPERM)), "{probe:?}");
+    let twin = py_unsandboxed(&s.ws, code);
+    assert!(twin.stdout.contains("parent ok"), "{twin:?}");
+}
+
+#[test]
+fn namespaces_and_mounts_are_denied() {
+    let s = Scratch::new();
+    fs::create_dir_all(s.ws.join("mnt")).unwrap();
+    let policy = || workspace_only(vec![], true);
+    for attack in [
+        "unshare -r true",
+        "unshare -m true",
+        "unshare -n true",
+        "mount -t tmpfs none mnt",
+        "mount --bind / mnt",
+        "mount -o remount,rw /",
+    ] {
+        let probe = bash(policy(), &s.ws, attack);
+        assert!(!probe.ok() && denied(&probe.text()), "{attack}: {probe:?}");
+    }
+    // clone3 fails with ENOSYS, so libc falls back to clone(2) (whose flags the filter sees): forks still work.
+    let code = r#"
+import ctypes, os, subprocess
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.syscall(435, None, 0)
+print("clone3", r, ctypes.get_errno())
+print("fork", subprocess.run(["true"]).returncode)
+"#;
+    let probe = py(policy(), &s.ws, code);
+    assert!(probe.stdout.contains(&format!("clone3 -1 {}", libc::ENOSYS)), "{probe:?}");
+    assert!(probe.stdout.contains("fork 0"), "{probe:?}");
+    assert!(bash(policy(), &s.ws, "true & wait && echo forked").stdout.contains("forked"));
+}
+
+#[test]
+fn dangerous_syscalls_fail_with_eperm() {
+    let s = Scratch::new();
+    let code = r#"
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+for name, nr, args in [("bpf", 321, (0, None, 0)), ("perf_event_open", 298, (None, 0, -1, -1, 0)),
+                       ("keyctl", 250, (0, 0)), ("userfaultfd", 323, (0,)), ("setns", 308, (0, 0)),
+                       ("personality", 135, (0x0040000,)), ("open_by_handle_at", 304, (0, None, 0)),
+                       ("init_module", 175, (None, 0, None)), ("sethostname", 170, (b"x", 1))]:
+    r = libc.syscall(nr, *args)
+    print(name, r, ctypes.get_errno())
+print("personality-query", libc.syscall(135, 0xffffffff) >= 0)
+"#;
+    let probe = py(workspace_only(vec![], true), &s.ws, code);
+    for name in [
+        "bpf",
+        "perf_event_open",
+        "keyctl",
+        "userfaultfd",
+        "setns",
+        "personality",
+        "open_by_handle_at",
+        "init_module",
+        "sethostname",
+    ] {
+        assert!(probe.stdout.contains(&format!("{name} -1 {}\n", libc::EPERM)), "{name}: {probe:?}");
+    }
+    assert!(probe.stdout.contains("personality-query True"), "{probe:?}");
+}
+
+#[test]
+fn status_shows_no_new_privs_seccomp_and_reduced_capabilities() {
+    let s = Scratch::new();
+    let probe = bash(
+        workspace_only(vec![], false),
+        &s.ws,
+        "grep -E '^(NoNewPrivs|Seccomp|CapBnd|CapEff):' /proc/self/status; echo $UEXEC_SANDBOX $UEXEC_SANDBOX_NETWORK_DISABLED",
+    );
+    assert!(probe.ok(), "{probe:?}");
+    let field = |name: &str| {
+        probe
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .map(str::trim)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(field("NoNewPrivs"), "1");
+    assert_eq!(field("Seccomp"), "2");
+    // chown dac_override fowner fsetid kill setgid setuid setpcap net_bind_service net_raw sys_chroot audit_write
+    assert_eq!(field("CapBnd"), "00000000200425fb");
+    assert_eq!(field("CapEff"), "00000000200425fb");
+    assert!(probe.stdout.contains("linux-landlock-seccomp 1"), "{probe:?}");
+    let on = bash(workspace_only(vec![], true), &s.ws, "echo \"[$UEXEC_SANDBOX_NETWORK_DISABLED]\"");
+    assert!(on.stdout.contains("[]"), "{on:?}");
+}
+
+/// After the sandbox hooks: become `nobody` (a non-root user for whom setuid-root binaries would matter).
+fn become_nobody() -> std::io::Result<()> {
+    // SAFETY: async-signal-safe libc calls in the forked child.
+    let failed = unsafe {
+        libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(65534) != 0 || libc::setuid(65534) != 0
+    };
+    if failed { Err(std::io::Error::last_os_error()) } else { Ok(()) }
+}
+
+#[test]
+fn setuid_binaries_gain_nothing_and_stay_confined() {
+    let s = Scratch::new();
+    // Setuid-root copies of `id` and `touch`, reachable by nobody.
+    let bin = s.base.join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    for dir in [&s.base, &bin, &s.ws, &s.outside] {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    for tool in ["id", "touch"] {
+        fs::copy(format!("/usr/bin/{tool}"), bin.join(tool)).unwrap();
+        fs::set_permissions(bin.join(tool), fs::Permissions::from_mode(0o4755)).unwrap();
+    }
+    let id = bin.join("id").display().to_string();
+    let touch = bin.join("touch").display().to_string();
+    let target = s.outside.join("by-setuid").display().to_string();
+
+    // Twin without the sandbox: the setuid bit works (effective uid 0) and the file can be created.
+    let plain = crate::common::spawn_request(
+        &["bash", "-c", &format!("{id} -u; {touch} {target} && echo created")],
+        &s.ws,
+    );
+    let twin = run_request(&plain, &[become_nobody]);
+    assert!(twin.stdout.starts_with("0\n") && twin.stdout.contains("created"), "{twin:?}");
+    fs::remove_file(&target).unwrap();
+
+    let script = format!(
+        "{id} -u; {touch} {target} || echo denied; /usr/bin/mount --bind / {} || echo mount-denied",
+        s.ws.display()
+    );
+    let prepared = prepare(workspace_only(vec![], false), &["bash", "-c", &script], &s.ws);
+    let probe = run_request(&prepared.spawn, &[become_nobody]);
+    assert!(probe.stdout.starts_with("65534\n"), "setuid raised privileges: {probe:?}");
+    assert!(probe.stdout.contains("denied") && probe.stdout.contains("mount-denied"), "{probe:?}");
+    assert!(!s.outside.join("by-setuid").exists());
+}
