@@ -1,0 +1,255 @@
+//! Containing descendants beyond the life of the host, and who reaps which process.
+//!
+//! Without [`contain_descendants`] the crate behaves like any library sharing a process with others: it
+//! reaps only the session leaders it started (by pidfd), and an escaped descendant (one that left its
+//! session and whose parent died) is reparented to the system's init, still found and killed by
+//! [`kill_tree`] through its session token, but not when the host itself is killed with SIGKILL.
+//!
+//! [`contain_descendants`], called by the application at the start of `main`, makes the host own its
+//! descendants:
+//!
+//! 1. The host becomes a child subreaper (`PR_SET_CHILD_SUBREAPER`): orphans of its sessions are
+//!    reparented to it rather than to the system's init.
+//! 2. When the host may create PID namespaces (root or `CAP_SYS_ADMIN`), a dedicated thread unshares a new
+//!    PID namespace (only that thread's future children enter it, so the rest of the application can keep
+//!    creating threads) and forks the namespace's init: a tiny process that reaps orphans forever and gets
+//!    SIGKILL when that thread dies (`PR_SET_PDEATHSIG`). From then on every session is spawned by that
+//!    thread, inside the namespace. When the host dies, even by SIGKILL, the init dies and the kernel kills
+//!    every process of the namespace: nothing survives. Orphans are reparented to the namespace's init,
+//!    which reaps them.
+//! 3. Otherwise (not privileged) a reaper thread collects every exited child of the host: the session
+//!    leaders (handing their status to their session) and the adopted orphans. It waits for "any child"
+//!    (`waitid(P_ALL, WNOWAIT)`), which is only acceptable because the application asked for this mode: it
+//!    must then start its other children through this crate too, since the reaper would reap a child
+//!    started with `std::process` before its `wait`. In this mode an escaped descendant survives a SIGKILL
+//!    of the host ([`Containment::Subreaper`] says so).
+//!
+//! [`kill_tree`]: uexec_ports::process::ProcessControl::kill_tree
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard, OnceLock, PoisonError, mpsc};
+use std::time::Duration;
+
+use rustix::pipe::PipeFlags;
+use rustix::process::{Pid, WaitId, WaitIdOptions};
+use uexec_domain::ExitStatus;
+
+use crate::sys::{self, ChildPlan, SpawnFailure, SpawnJob};
+
+/// Which mechanism keeps the host's descendants from outliving it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Containment {
+    /// Sessions run in a PID namespace whose init dies with the host: a SIGKILL of the host kills every
+    /// descendant, including daemons. The host is also a subreaper.
+    PidNamespace {
+        /// The namespace's init process, as seen from the host.
+        init_pid: u32,
+    },
+    /// The host is a child subreaper and reaps adopted orphans; escaped descendants are killed by
+    /// `kill_tree` but survive a SIGKILL of the host (no privilege for a PID namespace).
+    Subreaper,
+}
+
+/// Whether [`contain_descendants_with`] may create a PID namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NamespacePolicy {
+    /// Use a PID namespace when the host is privileged enough, else fall back to [`Containment::Subreaper`].
+    #[default]
+    IfPrivileged,
+    /// Never create a PID namespace.
+    Never,
+}
+
+/// Why containment could not be set up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ContainError {
+    /// `prctl(PR_SET_CHILD_SUBREAPER)` failed.
+    #[error("cannot become a child subreaper: {0}")]
+    Subreaper(String),
+    /// A helper thread could not be started.
+    #[error("cannot start the {name} thread: {message}")]
+    Thread {
+        /// Which thread.
+        name: &'static str,
+        /// Why.
+        message: String,
+    },
+}
+
+/// Make this process own its descendants (see the module documentation): call it at the start of `main`,
+/// before starting a runtime or any session. Returns the mechanism now active; a second call returns the
+/// first one's result.
+pub fn contain_descendants() -> Result<Containment, ContainError> {
+    contain_descendants_with(NamespacePolicy::IfPrivileged)
+}
+
+/// [`contain_descendants`], choosing whether a PID namespace may be used.
+pub fn contain_descendants_with(policy: NamespacePolicy) -> Result<Containment, ContainError> {
+    let mut active = lock(&ACTIVE);
+    if let Some(containment) = *active {
+        return Ok(containment);
+    }
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+        .map_err(|e| ContainError::Subreaper(std::io::Error::from(e).to_string()))?;
+    let containment = match policy {
+        NamespacePolicy::IfPrivileged => match start_namespace_thread()? {
+            Some(init_pid) => Containment::PidNamespace { init_pid },
+            None => start_reaper()?,
+        },
+        NamespacePolicy::Never => start_reaper()?,
+    };
+    tracing::info!(?containment, "descendants contained");
+    *active = Some(containment);
+    Ok(containment)
+}
+
+/// The containment set up by [`contain_descendants`], if any.
+pub fn containment() -> Option<Containment> {
+    *lock(&ACTIVE)
+}
+
+static ACTIVE: Mutex<Option<Containment>> = Mutex::new(None);
+
+/// The sender of spawn jobs to the PID-namespace thread, once it runs.
+static NAMESPACE_JOBS: OnceLock<Mutex<mpsc::Sender<SpawnJob>>> = OnceLock::new();
+
+/// True once the reaper thread runs ([`Containment::Subreaper`]).
+static REAPER_ACTIVE: AtomicBool = AtomicBool::new(false);
+
+/// The exit-status slot of a session leader, filled by whoever reaps it.
+pub(crate) type StatusSlot = Arc<Mutex<Option<ExitStatus>>>;
+
+/// Session leaders not yet reaped, by pid: consulted by the reaper thread. Only used while it runs.
+static LEADERS: LazyLock<Mutex<HashMap<i32, StatusSlot>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Bumped after every spawn, so that a reaper with no children wakes up.
+static SPAWNS: (Mutex<u64>, Condvar) = (Mutex::new(0), Condvar::new());
+
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Starts the namespace thread; `Ok(None)` when a PID namespace cannot be created here.
+fn start_namespace_thread() -> Result<Option<u32>, ContainError> {
+    let (ready_tx, ready_rx) = mpsc::sync_channel::<Option<Pid>>(1);
+    let (jobs_tx, jobs_rx) = mpsc::channel::<SpawnJob>();
+    std::thread::Builder::new()
+        .name("uexec-pidns".to_owned())
+        .spawn(move || {
+            let setup = || -> std::io::Result<(Pid, OwnedFd)> {
+                sys::unshare_pid_namespace()?;
+                let (reader, writer) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC)?;
+                let init = sys::spawn_namespace_init(reader.as_fd(), writer.as_fd())?;
+                Ok((init, writer))
+            };
+            match setup() {
+                Ok((init, _host_alive_writer)) => {
+                    let _ = ready_tx.send(Some(init));
+                    // This thread must live as long as the process: it is the parent of the init and of
+                    // every session leader, whose parent-death signal fires when it ends.
+                    sys::serve_spawn_jobs(&jobs_rx);
+                    loop {
+                        std::thread::park();
+                    }
+                }
+                Err(error) => {
+                    tracing::info!(%error, "no PID namespace for sessions");
+                    let _ = ready_tx.send(None);
+                }
+            }
+        })
+        .map_err(|e| ContainError::Thread { name: "uexec-pidns", message: e.to_string() })?;
+    let init = ready_rx.recv().ok().flatten();
+    let Some(init) = init else {
+        return Ok(None);
+    };
+    let _ = NAMESPACE_JOBS.set(Mutex::new(jobs_tx));
+    Ok(Some(init.as_raw_nonzero().get().unsigned_abs()))
+}
+
+fn start_reaper() -> Result<Containment, ContainError> {
+    std::thread::Builder::new()
+        .name("uexec-reaper".to_owned())
+        .spawn(reap_forever)
+        .map_err(|e| ContainError::Thread { name: "uexec-reaper", message: e.to_string() })?;
+    REAPER_ACTIVE.store(true, Ordering::Release);
+    Ok(Containment::Subreaper)
+}
+
+/// The reaper thread: wait for any exited child, then reap it under the leaders lock, handing a leader's
+/// status to its session.
+fn reap_forever() {
+    let (count, changed) = &SPAWNS;
+    loop {
+        let spawns_seen = *lock(count);
+        match sys::wait_any_exited_nowait() {
+            Ok(Some(pid)) => {
+                let mut leaders = lock(&LEADERS);
+                let reaped =
+                    rustix::process::waitid(WaitId::Pid(pid), WaitIdOptions::EXITED | WaitIdOptions::NOHANG);
+                if let Ok(Some(status)) = reaped {
+                    let raw = pid.as_raw_nonzero().get();
+                    if let Some(slot) = leaders.remove(&raw) {
+                        *lock(&slot) = Some(crate::session::exit_status(&status));
+                    } else {
+                        tracing::debug!(pid = raw, "reaped an adopted orphan");
+                    }
+                }
+            }
+            Ok(None) => {
+                // No children at all: sleep until the next spawn (or a second, for children started by other
+                // means, whose orphans could be adopted too).
+                let guard = lock(count);
+                let waited =
+                    changed.wait_timeout_while(guard, Duration::from_secs(1), |now| *now == spawns_seen);
+                drop(waited.unwrap_or_else(PoisonError::into_inner));
+            }
+            Err(error) => {
+                tracing::warn!(%error, "reaper: waitid failed");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+/// A started child: pid, pidfd and the slot its exit status goes to.
+pub(crate) struct Started {
+    pub(crate) pid: Pid,
+    pub(crate) pidfd: OwnedFd,
+    pub(crate) status: StatusSlot,
+}
+
+/// Start the child of `plan`, in the PID namespace when there is one, registered with the reaper when it
+/// runs.
+pub(crate) fn start(plan: &ChildPlan<'_>, fork: bool) -> Result<Started, SpawnFailure> {
+    let status: StatusSlot = Arc::new(Mutex::new(None));
+    // With the reaper running, hold the leaders lock from before the clone until the leader is registered,
+    // so that the reaper never mistakes a fresh leader for an orphan.
+    let leaders = REAPER_ACTIVE.load(Ordering::Acquire).then(|| lock(&LEADERS));
+    let spawned = match NAMESPACE_JOBS.get() {
+        Some(jobs) => {
+            let jobs = lock(jobs).clone();
+            sys::spawn_via(&jobs, plan, fork)
+        }
+        None => sys::spawn_child(plan, fork, false),
+    };
+    let (pid, pidfd) = spawned?;
+    if let Some(mut leaders) = leaders {
+        leaders.insert(pid.as_raw_nonzero().get(), Arc::clone(&status));
+        drop(leaders);
+        let (count, changed) = &SPAWNS;
+        *lock(count) += 1;
+        changed.notify_all();
+    }
+    Ok(Started { pid, pidfd, status })
+}
+
+/// While the reaper runs: the leaders lock, to be held while reaping a leader (the reaper may reap it
+/// first; then the status is already in its slot). `None` otherwise.
+pub(crate) fn reaping_lock() -> Option<MutexGuard<'static, HashMap<i32, StatusSlot>>> {
+    REAPER_ACTIVE.load(Ordering::Acquire).then(|| lock(&LEADERS))
+}

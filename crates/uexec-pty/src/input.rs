@@ -1,0 +1,174 @@
+//! Is the terminal's foreground process waiting for input (spec B4)?
+//!
+//! The foreground process group comes from `tcgetpgrp` on the master. A process of that group is
+//! *reading the terminal* when its main thread sleeps (`S` in `/proc/<pid>/stat`) in a system call
+//! (`/proc/<pid>/syscall`) that waits for the slave: `read`/`readv` on an fd that is the slave;
+//! `select`/`pselect6` with the slave in its read set; `poll`/`ppoll` with the slave in its `pollfd` array
+//! (the sets are read from `/proc/<pid>/mem`; if that is not allowed, fd 0 being the slave counts); or
+//! `epoll_wait` on an epoll instance that watches the slave (its `fdinfo`). A process in `wait4`/`waitid`
+//! is neutral (a shell waiting for its job); anything else, running or blocked elsewhere, is busy.
+//!
+//! The group leader decides alone when it is reading the terminal or busy; otherwise every member of the
+//! group is looked at: waiting for input when one reads the terminal and none is busy. Finally, input
+//! written but not yet consumed (`FIONREAD` on the slave) means the process is about to run: busy.
+
+use std::ffi::CString;
+use std::os::fd::BorrowedFd;
+
+use rustix::fs::{Mode, OFlags};
+use uexec_ports::process::InputState;
+
+use crate::procfs::{self, SyscallState};
+
+/// The slave side of a session's terminal.
+#[derive(Debug, Clone)]
+pub(crate) struct Terminal {
+    /// `/dev/pts/<n>`.
+    path: CString,
+    /// Its device number.
+    rdev: u64,
+}
+
+impl Terminal {
+    /// Look up the slave of `master`.
+    pub(crate) fn of_master(master: BorrowedFd<'_>) -> Option<Terminal> {
+        let path = rustix::pty::ptsname(master, Vec::new()).ok()?;
+        let stat = rustix::fs::stat(path.as_c_str()).ok()?;
+        Some(Terminal { path, rdev: stat.st_rdev })
+    }
+
+    fn is(&self, pid: i32, fd: u64) -> bool {
+        procfs::fd_char_device(pid, fd) == Some(self.rdev)
+    }
+
+    /// Bytes written to the terminal that its reader has not consumed yet.
+    fn pending_input(&self) -> Option<u64> {
+        let fd = rustix::fs::open(
+            self.path.as_c_str(),
+            OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        rustix::io::ioctl_fionread(&fd).ok()
+    }
+}
+
+/// What one process of the foreground group is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Activity {
+    ReadingTerminal,
+    WaitingForChildren,
+    Busy,
+}
+
+/// The state of the terminal whose master is `master`.
+pub(crate) fn input_state(master: BorrowedFd<'_>, terminal: &Terminal) -> InputState {
+    let Ok(foreground) = rustix::termios::tcgetpgrp(master) else {
+        return InputState::Unknown;
+    };
+    let group = foreground.as_raw_nonzero().get();
+    let verdict = match activity(group, terminal) {
+        Some(Activity::Busy) => return InputState::Busy,
+        Some(Activity::ReadingTerminal) => Activity::ReadingTerminal,
+        Some(Activity::WaitingForChildren) | None => match group_activity(group, terminal) {
+            Some(verdict) => verdict,
+            None => return InputState::Unknown,
+        },
+    };
+    if verdict != Activity::ReadingTerminal {
+        return InputState::Busy;
+    }
+    match terminal.pending_input() {
+        Some(0) => InputState::WaitingForInput,
+        Some(_) => InputState::Busy,
+        None => InputState::Unknown,
+    }
+}
+
+/// The verdict over every member of process group `group`; `None` when the group has no readable member.
+fn group_activity(group: i32, terminal: &Terminal) -> Option<Activity> {
+    let mut buffer = Vec::with_capacity(512);
+    let mut seen = false;
+    let mut reading = false;
+    for pid in procfs::all_pids() {
+        let Some(stat) = procfs::read_stat(pid, &mut buffer) else { continue };
+        if stat.pgid != group || stat.is_dead() {
+            continue;
+        }
+        match activity(pid, terminal) {
+            Some(Activity::Busy) => return Some(Activity::Busy),
+            Some(Activity::ReadingTerminal) => reading = true,
+            Some(Activity::WaitingForChildren) => {}
+            None => continue,
+        }
+        seen = true;
+    }
+    seen.then_some(if reading { Activity::ReadingTerminal } else { Activity::Busy })
+}
+
+fn activity(pid: i32, terminal: &Terminal) -> Option<Activity> {
+    let stat = procfs::read_stat(pid, &mut Vec::with_capacity(512))?;
+    match stat.state {
+        b'S' => {}
+        b'Z' | b'X' | b'x' => return None,
+        _ => return Some(Activity::Busy),
+    }
+    let (number, args) = match procfs::read_syscall(pid)? {
+        SyscallState::Blocked { number, args } => (number, args),
+        SyscallState::Running | SyscallState::NotInSyscall => return Some(Activity::Busy),
+    };
+    let reading = match number {
+        libc::SYS_read | libc::SYS_readv => terminal.is(pid, args[0]),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_select => select_reads_terminal(pid, terminal, args),
+        libc::SYS_pselect6 => select_reads_terminal(pid, terminal, args),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_poll => poll_reads_terminal(pid, terminal, args[0], args[1]),
+        libc::SYS_ppoll => poll_reads_terminal(pid, terminal, args[0], args[1]),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_epoll_wait => epoll_watches_terminal(pid, terminal, args[0]),
+        libc::SYS_epoll_pwait | libc::SYS_epoll_pwait2 => epoll_watches_terminal(pid, terminal, args[0]),
+        libc::SYS_wait4 | libc::SYS_waitid => return Some(Activity::WaitingForChildren),
+        _ => false,
+    };
+    Some(if reading { Activity::ReadingTerminal } else { Activity::Busy })
+}
+
+/// `select(nfds, readfds, ...)`: is a slave fd in the read set?
+fn select_reads_terminal(pid: i32, terminal: &Terminal, args: [u64; 6]) -> bool {
+    let (nfds, readfds) = (args[0].min(65_536), args[1]);
+    if readfds == 0 {
+        return false;
+    }
+    let bytes = usize::try_from(nfds.div_ceil(64) * 8).unwrap_or(0);
+    let Some(set) = procfs::read_memory(pid, readfds, bytes) else {
+        return terminal.is(pid, 0);
+    };
+    (0..nfds).any(|fd| {
+        let byte = set.get(usize::try_from(fd / 8).unwrap_or(usize::MAX)).copied().unwrap_or(0);
+        byte & (1 << (fd % 8)) != 0 && terminal.is(pid, fd)
+    })
+}
+
+/// `poll(fds, nfds, ...)`: is a slave fd polled for input?
+fn poll_reads_terminal(pid: i32, terminal: &Terminal, fds: u64, nfds: u64) -> bool {
+    const POLLFD_SIZE: u64 = 8;
+    let nfds = nfds.min(4096);
+    let Some(array) = procfs::read_memory(pid, fds, usize::try_from(nfds * POLLFD_SIZE).unwrap_or(0)) else {
+        return terminal.is(pid, 0);
+    };
+    let input = u16::try_from(libc::POLLIN | libc::POLLPRI).unwrap_or(1);
+    array.chunks_exact(8).any(|entry| {
+        let fd = i32::from_ne_bytes([entry[0], entry[1], entry[2], entry[3]]);
+        let events = u16::from_ne_bytes([entry[4], entry[5]]);
+        events & input != 0 && u64::try_from(fd).is_ok_and(|fd| terminal.is(pid, fd))
+    })
+}
+
+/// `epoll_wait(epfd, ...)`: does the epoll instance watch a slave fd?
+fn epoll_watches_terminal(pid: i32, terminal: &Terminal, epfd: u64) -> bool {
+    match procfs::epoll_targets(pid, epfd) {
+        Some(targets) => targets.into_iter().any(|fd| terminal.is(pid, fd)),
+        None => terminal.is(pid, 0),
+    }
+}

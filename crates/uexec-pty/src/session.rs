@@ -1,0 +1,614 @@
+//! A spawned process as two halves: [`PtyControl`] (write, resize, signal, wait, kill) and [`PtyOutput`]
+//! (the output, in order), and [`PtySpawner`], which creates them.
+
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use rustix::fs::OFlags;
+use rustix::process::{Pid, WaitId, WaitIdOptions, WaitIdStatus};
+use rustix::pty::OpenptFlags;
+use rustix::termios::{InputModes, OptionalActions, Winsize};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+use uexec_domain::ExitStatus;
+use uexec_ports::process::{
+    InputState, IoMode, OutputStream, ProcessControl, ProcessError, ProcessSpawner, PtySize, Signal,
+    SpawnError, SpawnRequest, SpawnedProcess,
+};
+
+use crate::command::Command;
+use crate::contain::{self, StatusSlot, lock};
+use crate::input::{self, Terminal};
+use crate::prepare::prepare;
+use crate::sys::{self, CStringArray, ChildPlan, ChildStage, ChildStdio, SpawnFailure};
+use crate::token::SessionToken;
+use crate::tree::{self, SessionIdentity};
+
+/// Largest chunk [`PtyOutput::next_chunk`] returns.
+pub const MAX_CHUNK_BYTES: usize = 64 * 1024;
+
+/// How long `kill_tree` lets the processes handle SIGHUP/SIGTERM before SIGKILL.
+const KILL_GRACE: Duration = Duration::from_millis(150);
+
+/// How often `kill_tree` checks, during the grace, whether everything is gone already.
+const KILL_POLL: Duration = Duration::from_millis(10);
+
+/// Rounds of "scan again, SIGKILL what is still there" after the first SIGKILL (processes forked late).
+const KILL_SWEEPS: usize = 20;
+
+/// How long `kill_tree` waits for killed processes to be gone before returning anyway.
+const KILL_WAIT_LIMIT: Duration = Duration::from_secs(5);
+
+/// Starts commands in a PTY or with pipes. Needs a tokio runtime with IO enabled (it registers fds with
+/// its reactor); spawning itself is synchronous and does not depend on the size of the calling process.
+#[derive(Debug, Clone, Default)]
+pub struct PtySpawner {
+    _private: (),
+}
+
+/// A started process: its two halves.
+#[derive(Debug)]
+pub struct PtyProcess {
+    /// Write, resize, signal, wait, kill. Dropping the last reference kills the process tree.
+    pub control: Arc<PtyControl>,
+    /// The output (PTY: everything the terminal shows; pipes: stdout and stderr merged).
+    pub output: PtyOutput,
+}
+
+impl PtySpawner {
+    /// Start `command`.
+    pub fn spawn_command(&self, command: Command) -> Result<PtyProcess, SpawnError> {
+        self.spawn_request(command.into_request()?)
+    }
+
+    /// Start `request`: either the process runs with exactly its argv, cwd, env and mode (and every setup
+    /// hook succeeded), or an error says why and nothing is left behind.
+    pub fn spawn_request(&self, request: SpawnRequest) -> Result<PtyProcess, SpawnError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(SpawnError::Os("spawning needs a tokio runtime (with IO enabled)".to_owned()));
+        }
+        let token = SessionToken::new().map_err(|e| os_error("getrandom", &e))?;
+        let prepared = prepare(&request, &token)?;
+        let argv = CStringArray::new(prepared.argv);
+        let envp = CStringArray::new(prepared.envp);
+        let fork = request.setup.iter().any(|hook| hook.requires_fork());
+
+        let (stream, child_ends) = match request.mode {
+            IoMode::Pty(size) => {
+                let (master, slave) = open_pty(size).map_err(|e| os_error("opening a PTY", &e))?;
+                (master, ChildEnds::Pty { slave })
+            }
+            IoMode::Pipes => {
+                let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+                    .map_err(|e| os_error("pipe", &e.into()))?;
+                set_nonblocking(&read).map_err(|e| os_error("fcntl", &e))?;
+                let null = rustix::fs::open(
+                    c"/dev/null",
+                    OFlags::RDONLY | OFlags::CLOEXEC,
+                    rustix::fs::Mode::empty(),
+                )
+                .map_err(|e| os_error("opening /dev/null", &e.into()))?;
+                let read = sys::fd_at_least_3(read).map_err(|e| os_error("fcntl", &e))?;
+                let write = sys::fd_at_least_3(write).map_err(|e| os_error("fcntl", &e))?;
+                let null = sys::fd_at_least_3(null).map_err(|e| os_error("fcntl", &e))?;
+                (read, ChildEnds::Pipes { null, write })
+            }
+        };
+        let tty = matches!(child_ends, ChildEnds::Pty { .. });
+        let interest = if tty { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
+        let stream =
+            Arc::new(sys::register(stream, interest).map_err(|e| os_error("registering with tokio", &e))?);
+
+        let stdio = match &child_ends {
+            ChildEnds::Pty { slave } => ChildStdio::Pty { slave: slave.as_fd() },
+            ChildEnds::Pipes { null, write } => {
+                ChildStdio::Pipes { stdin: null.as_fd(), output: write.as_fd() }
+            }
+        };
+        let plan = ChildPlan {
+            program: &prepared.program,
+            argv: &argv,
+            envp: &envp,
+            cwd: &prepared.cwd,
+            stdio,
+            setup: &request.setup,
+        };
+        let started = contain::start(&plan, fork).map_err(|failure| spawn_error(failure, &request))?;
+        drop(child_ends);
+
+        let pidfd = match sys::register(started.pidfd, Interest::READABLE) {
+            Ok(pidfd) => pidfd,
+            Err(error) => {
+                // The child runs but cannot be watched: kill and reap it, leave nothing behind.
+                let _ = rustix::process::kill_process_group(started.pid, rustix::process::Signal::KILL);
+                if let Ok(fd) = rustix::process::pidfd_open(started.pid, rustix::process::PidfdFlags::empty())
+                {
+                    sys::reap_blocking(fd.as_fd());
+                }
+                return Err(os_error("registering the pidfd with tokio", &error));
+            }
+        };
+        tracing::debug!(pid = started.pid.as_raw_nonzero().get(), tty, argv = ?request.argv, "spawned");
+        let control = Arc::new(PtyControl {
+            pid: started.pid,
+            pidfd,
+            master: tty.then(|| Arc::clone(&stream)),
+            status: started.status,
+            token,
+            terminal: OnceLock::new(),
+            write_lock: tokio::sync::Mutex::new(()),
+            kill_result: tokio::sync::Mutex::new(None),
+            tree_killed: AtomicBool::new(false),
+        });
+        let output = PtyOutput {
+            stream,
+            buffer: vec![0u8; MAX_CHUNK_BYTES].into_boxed_slice(),
+            done: false,
+            tty,
+            pending_error: None,
+        };
+        Ok(PtyProcess { control, output })
+    }
+}
+
+impl ProcessSpawner for PtySpawner {
+    fn spawn(&self, request: SpawnRequest) -> Result<SpawnedProcess, SpawnError> {
+        let process = self.spawn_request(request)?;
+        Ok(SpawnedProcess { control: process.control, output: Box::new(process.output) })
+    }
+}
+
+/// The child's ends of its streams, closed in the parent right after the spawn.
+enum ChildEnds {
+    Pty { slave: OwnedFd },
+    Pipes { null: OwnedFd, write: OwnedFd },
+}
+
+fn os_error(what: &str, error: &io::Error) -> SpawnError {
+    SpawnError::Os(format!("{what}: {error}"))
+}
+
+fn errno_text(errno: i32) -> String {
+    io::Error::from_raw_os_error(errno).to_string()
+}
+
+fn spawn_error(failure: SpawnFailure, request: &SpawnRequest) -> SpawnError {
+    match failure {
+        SpawnFailure::Os { call, errno } => SpawnError::Os(format!("{call}: {}", errno_text(errno))),
+        SpawnFailure::Child(failure) => match (failure.stage, failure.errno) {
+            (ChildStage::Chdir, libc::ENOENT | libc::ENOTDIR | libc::EACCES) => {
+                SpawnError::BadCwd { cwd: request.cwd.clone() }
+            }
+            (ChildStage::Setup(stage), errno) => SpawnError::ChildSetup { stage, message: errno_text(errno) },
+            (ChildStage::Exec, libc::ENOENT) => SpawnError::ProgramNotFound {
+                program: request.argv.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default(),
+            },
+            (ChildStage::Exec, libc::EACCES | libc::EPERM | libc::EISDIR) => {
+                let program = request.argv.first().cloned().unwrap_or_default();
+                SpawnError::NotExecutable { path: program.into() }
+            }
+            (ChildStage::Exec, errno) => SpawnError::Exec(errno_text(errno)),
+            (stage, errno) => SpawnError::Os(format!("child setup ({stage:?}): {}", errno_text(errno))),
+        },
+    }
+}
+
+fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
+    let flags = rustix::fs::fcntl_getfl(fd)?;
+    rustix::fs::fcntl_setfl(fd, flags | OFlags::NONBLOCK)?;
+    Ok(())
+}
+
+/// A new PTY of `size`: the master (non-blocking, close-on-exec) and the slave (close-on-exec, not our
+/// controlling terminal), both `>= 3`. The line discipline is the kernel's default plus `IUTF8`.
+fn open_pty(size: PtySize) -> io::Result<(OwnedFd, OwnedFd)> {
+    let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
+    rustix::pty::grantpt(&master)?;
+    rustix::pty::unlockpt(&master)?;
+    let slave = rustix::pty::ioctl_tiocgptpeer(
+        &master,
+        OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC,
+    )?;
+    rustix::termios::tcsetwinsize(
+        &slave,
+        Winsize { ws_row: size.rows, ws_col: size.cols, ws_xpixel: 0, ws_ypixel: 0 },
+    )?;
+    let mut termios = rustix::termios::tcgetattr(&slave)?;
+    termios.input_modes |= InputModes::IUTF8;
+    rustix::termios::tcsetattr(&slave, OptionalActions::Now, &termios)?;
+    set_nonblocking(&master)?;
+    Ok((sys::fd_at_least_3(master)?, sys::fd_at_least_3(slave)?))
+}
+
+/// Convert a `waitid` status.
+pub(crate) fn exit_status(status: &WaitIdStatus) -> ExitStatus {
+    match (status.exit_status(), status.terminating_signal()) {
+        (Some(code), _) => ExitStatus::Code(code),
+        (None, Some(signal)) => ExitStatus::Signal(signal),
+        (None, None) => ExitStatus::Code(-1),
+    }
+}
+
+/// The control half of a process. Shared (`Arc`); dropping the last reference kills the whole process
+/// tree at once (SIGKILL, no grace) unless [`ProcessControl::kill_tree`] already did, and reaps it.
+pub struct PtyControl {
+    pid: Pid,
+    pidfd: AsyncFd<OwnedFd>,
+    /// The PTY master (shared with the output half); `None` in pipe mode.
+    master: Option<Arc<AsyncFd<OwnedFd>>>,
+    /// The leader's exit status once reaped (by us, or by the reaper thread).
+    status: StatusSlot,
+    token: SessionToken,
+    /// The slave's path and device, looked up on first use.
+    terminal: OnceLock<Option<Terminal>>,
+    write_lock: tokio::sync::Mutex<()>,
+    kill_result: tokio::sync::Mutex<Option<ExitStatus>>,
+    tree_killed: AtomicBool,
+}
+
+impl fmt::Debug for PtyControl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PtyControl")
+            .field("pid", &self.pid)
+            .field("tty", &self.master.is_some())
+            .field("token", &self.token)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PtyControl {
+    /// The session token in the environment of this process and its descendants.
+    pub fn token(&self) -> &SessionToken {
+        &self.token
+    }
+
+    fn raw_pid(&self) -> i32 {
+        self.pid.as_raw_nonzero().get()
+    }
+
+    fn identity(&self) -> SessionIdentity<'_> {
+        SessionIdentity {
+            leader: self.raw_pid(),
+            leader_unreaped: lock(&self.status).is_none(),
+            token_entry: self.token.environ_entry(),
+        }
+    }
+
+    /// Reap the leader if it has exited (non-blocking).
+    fn reap(&self) -> Result<Option<ExitStatus>, ProcessError> {
+        if let Some(status) = *lock(&self.status) {
+            return Ok(Some(status));
+        }
+        let leaders = contain::reaping_lock();
+        if let Some(status) = *lock(&self.status) {
+            return Ok(Some(status));
+        }
+        loop {
+            let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
+            match rustix::process::waitid(WaitId::PidFd(self.pidfd.get_ref().as_fd()), options) {
+                Ok(Some(raw)) => {
+                    let status = exit_status(&raw);
+                    *lock(&self.status) = Some(status);
+                    if let Some(mut leaders) = leaders {
+                        leaders.remove(&self.raw_pid());
+                    }
+                    return Ok(Some(status));
+                }
+                Ok(None) => return Ok(None),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(rustix::io::Errno::CHILD) => {
+                    return Err(ProcessError::Os(
+                        "the process was reaped by someone else (a waitpid(-1) elsewhere in this process)"
+                            .to_owned(),
+                    ));
+                }
+                Err(error) => return Err(ProcessError::Os(format!("waitid: {error}"))),
+            }
+        }
+    }
+
+    fn exited(&self) -> Result<bool, ProcessError> {
+        Ok(self.reap()?.is_some())
+    }
+
+    /// Kill everything now: SIGKILL to the group (while the leader is unreaped) and to every member.
+    fn kill_now(&self) -> Vec<tree::Member> {
+        let identity = self.identity();
+        if identity.leader_unreaped {
+            let _ = rustix::process::kill_process_group(self.pid, rustix::process::Signal::KILL);
+        }
+        let members = tree::members(identity);
+        tree::signal_all(&members, rustix::process::Signal::KILL);
+        members
+    }
+}
+
+fn os(error: &io::Error) -> ProcessError {
+    ProcessError::Os(error.to_string())
+}
+
+fn raw_signal(signal: Signal) -> rustix::process::Signal {
+    match signal {
+        Signal::Interrupt => rustix::process::Signal::INT,
+        Signal::Hangup => rustix::process::Signal::HUP,
+        Signal::Terminate => rustix::process::Signal::TERM,
+        Signal::Kill => rustix::process::Signal::KILL,
+    }
+}
+
+#[async_trait]
+impl ProcessControl for PtyControl {
+    fn pid(&self) -> u32 {
+        self.raw_pid().unsigned_abs()
+    }
+
+    fn is_tty(&self) -> bool {
+        self.master.is_some()
+    }
+
+    async fn write(&self, bytes: &[u8]) -> Result<(), ProcessError> {
+        let Some(master) = &self.master else {
+            return Err(ProcessError::StdinClosed);
+        };
+        let _serialised = self.write_lock.lock().await;
+        if self.exited()? {
+            return Err(ProcessError::Exited);
+        }
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let mut guard = tokio::select! {
+                guard = master.writable() => guard.map_err(|e| os(&e))?,
+                exited = self.pidfd.readable() => {
+                    let mut exited = exited.map_err(|e| os(&e))?;
+                    if self.exited()? {
+                        return Err(ProcessError::Exited);
+                    }
+                    exited.clear_ready();
+                    continue;
+                }
+            };
+            match guard.try_io(|fd| rustix::io::write(fd.get_ref(), rest).map_err(io::Error::from)) {
+                Ok(Ok(written)) => rest = rest.get(written..).unwrap_or_default(),
+                Ok(Err(error)) if error.kind() == io::ErrorKind::Interrupted => {}
+                Ok(Err(error)) if error.raw_os_error() == Some(libc::EIO) => {
+                    return Err(ProcessError::Exited);
+                }
+                Ok(Err(error)) => return Err(os(&error)),
+                Err(_would_block) => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn resize(&self, size: PtySize) -> Result<(), ProcessError> {
+        let Some(master) = &self.master else {
+            return Err(ProcessError::NotATerminal);
+        };
+        let winsize = Winsize { ws_row: size.rows, ws_col: size.cols, ws_xpixel: 0, ws_ypixel: 0 };
+        rustix::termios::tcsetwinsize(master.get_ref(), winsize).map_err(|e| os(&e.into()))
+    }
+
+    fn signal(&self, signal: Signal) -> Result<(), ProcessError> {
+        if self.exited()? {
+            return Err(ProcessError::Exited);
+        }
+        match rustix::process::kill_process_group(self.pid, raw_signal(signal)) {
+            Ok(()) => Ok(()),
+            Err(rustix::io::Errno::SRCH) => Err(ProcessError::Exited),
+            Err(error) => Err(os(&error.into())),
+        }
+    }
+
+    fn input_state(&self) -> InputState {
+        let Some(master) = &self.master else {
+            return InputState::Unknown;
+        };
+        if !matches!(self.reap(), Ok(None)) {
+            return InputState::Unknown;
+        }
+        let terminal = self.terminal.get_or_init(|| Terminal::of_master(master.get_ref().as_fd()));
+        match terminal {
+            Some(terminal) => input::input_state(master.get_ref().as_fd(), terminal),
+            None => InputState::Unknown,
+        }
+    }
+
+    fn try_wait(&self) -> Result<Option<ExitStatus>, ProcessError> {
+        self.reap()
+    }
+
+    async fn wait(&self) -> Result<ExitStatus, ProcessError> {
+        loop {
+            if let Some(status) = self.reap()? {
+                return Ok(status);
+            }
+            let mut ready = self.pidfd.readable().await.map_err(|e| os(&e))?;
+            if let Some(status) = self.reap()? {
+                return Ok(status);
+            }
+            ready.clear_ready();
+        }
+    }
+
+    async fn kill_tree(&self) -> Result<ExitStatus, ProcessError> {
+        let mut result = self.kill_result.lock().await;
+        if let Some(status) = *result {
+            return Ok(status);
+        }
+        let identity = self.identity();
+        let members = tree::members(identity);
+        let pids: Vec<i32> = members.iter().map(|member| member.pid).collect();
+        tracing::debug!(leader = identity.leader, ?pids, "killing the session's processes");
+        for signal in
+            [rustix::process::Signal::HUP, rustix::process::Signal::TERM, rustix::process::Signal::CONT]
+        {
+            if identity.leader_unreaped {
+                let _ = rustix::process::kill_process_group(self.pid, signal);
+            }
+            tree::signal_all(&members, signal);
+        }
+        let grace_end = Instant::now() + KILL_GRACE;
+        while Instant::now() < grace_end && !tree::all_exited(&members) {
+            tokio::time::sleep(KILL_POLL).await;
+        }
+        let mut killed = self.kill_now();
+        killed.extend(members);
+        for _ in 0..KILL_SWEEPS {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let late = self.kill_now();
+            if late.is_empty() {
+                break;
+            }
+            killed.extend(late);
+        }
+        let status = tokio::time::timeout(KILL_WAIT_LIMIT, self.wait())
+            .await
+            .map_err(|_| ProcessError::Os("the process did not die after SIGKILL".to_owned()))??;
+        let wait_end = Instant::now() + KILL_WAIT_LIMIT;
+        while Instant::now() < wait_end && !tree::all_exited(&killed) {
+            tokio::time::sleep(KILL_POLL).await;
+        }
+        tree::reap_adopted(&killed);
+        self.tree_killed.store(true, Ordering::Release);
+        *result = Some(status);
+        Ok(status)
+    }
+}
+
+impl Drop for PtyControl {
+    fn drop(&mut self) {
+        if self.tree_killed.load(Ordering::Acquire) {
+            return;
+        }
+        let members = self.kill_now();
+        if matches!(self.reap(), Ok(Some(_))) && tree::all_exited(&members) {
+            tree::reap_adopted(&members);
+            return;
+        }
+        // Not dead yet (SIGKILL takes a moment): reap in the background.
+        let leader = if lock(&self.status).is_none() && contain::reaping_lock().is_none() {
+            rustix::io::fcntl_dupfd_cloexec(self.pidfd.get_ref(), 3).ok()
+        } else {
+            None
+        };
+        let reap = move || {
+            if let Some(leader) = leader {
+                sys::reap_blocking(leader.as_fd());
+            }
+            let deadline = Instant::now() + KILL_WAIT_LIMIT;
+            while Instant::now() < deadline && !tree::all_exited(&members) {
+                std::thread::sleep(KILL_POLL);
+            }
+            tree::reap_adopted(&members);
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(reap)),
+            Err(_) => {
+                if let Err(error) = std::thread::Builder::new().name("uexec-reap".to_owned()).spawn(reap) {
+                    tracing::warn!(%error, "cannot reap a killed session in the background");
+                }
+            }
+        }
+    }
+}
+
+/// The output half: chunks of at most [`MAX_CHUNK_BYTES`], in order, read from the PTY master (or the
+/// pipe) only when asked, so an unread session costs no CPU and its output waits in the kernel.
+pub struct PtyOutput {
+    stream: Arc<AsyncFd<OwnedFd>>,
+    buffer: Box<[u8]>,
+    done: bool,
+    tty: bool,
+    pending_error: Option<ProcessError>,
+}
+
+impl fmt::Debug for PtyOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PtyOutput").field("tty", &self.tty).field("done", &self.done).finish_non_exhaustive()
+    }
+}
+
+impl PtyOutput {
+    /// Read what is available now, up to the buffer size.
+    fn read_available(&mut self) -> Result<Available, ProcessError> {
+        let mut filled = 0;
+        let mut end = false;
+        let mut would_block = false;
+        while filled < self.buffer.len() {
+            let target = self.buffer.get_mut(filled..).unwrap_or_default();
+            match rustix::io::read(self.stream.get_ref(), target) {
+                Ok(0) => {
+                    end = true;
+                    break;
+                }
+                Ok(read) => filled += read,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(rustix::io::Errno::AGAIN) => {
+                    would_block = true;
+                    break;
+                }
+                // EIO on a PTY master: every slave fd is closed, the output has ended.
+                Err(rustix::io::Errno::IO) if self.tty => {
+                    end = true;
+                    break;
+                }
+                Err(error) => {
+                    let error = ProcessError::Os(format!("read: {error}"));
+                    if filled == 0 {
+                        return Err(error);
+                    }
+                    self.pending_error = Some(error);
+                    break;
+                }
+            }
+        }
+        Ok(Available { filled, end, would_block })
+    }
+}
+
+/// The result of one [`PtyOutput::read_available`].
+struct Available {
+    /// Bytes now at the start of the buffer.
+    filled: usize,
+    /// The output has ended (EOF, or EIO on a PTY master).
+    end: bool,
+    /// The last read found nothing more: readiness must be cleared.
+    would_block: bool,
+}
+
+#[async_trait]
+impl OutputStream for PtyOutput {
+    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, ProcessError> {
+        if let Some(error) = self.pending_error.take() {
+            self.done = true;
+            return Err(error);
+        }
+        if self.done {
+            return Ok(None);
+        }
+        loop {
+            // Cancel-safe: the only await is the readiness wait; bytes are read and returned without
+            // yielding in between.
+            let stream = Arc::clone(&self.stream);
+            let mut ready = stream.readable().await.map_err(|e| os(&e))?;
+            let Available { filled, end, would_block } = self.read_available()?;
+            if would_block {
+                ready.clear_ready();
+            }
+            if end {
+                self.done = true;
+            }
+            if filled > 0 {
+                return Ok(Some(self.buffer.get(..filled).unwrap_or_default().to_vec()));
+            }
+            if end {
+                return Ok(None);
+            }
+        }
+    }
+}

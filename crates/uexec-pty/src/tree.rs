@@ -1,0 +1,130 @@
+//! Finding every process of a session, and signalling them without hitting a recycled pid.
+//!
+//! A session's processes are: its leader (while not reaped), every process in the leader's process group
+//! or session, every process whose environment carries the session token, and every descendant of those
+//! (by `/proc` parent links). Each one found is pinned with a pidfd, then checked to still be the process
+//! we read (same start time), so later signals go to exactly that process even if the pid is reused.
+//!
+//! After the leader is reaped its pid may be recycled once its group and session are empty, so group and
+//! session matches then count only while some token-carrying process is still in that group or session
+//! (a group id cannot be recycled while the group has a member).
+
+use std::collections::{HashMap, HashSet};
+use std::os::fd::{AsFd, OwnedFd};
+
+use rustix::event::{PollFd, PollFlags};
+use rustix::process::{Pid, PidfdFlags, Signal, WaitId, WaitIdOptions};
+
+use crate::procfs::{self, ProcStat};
+use crate::token::environ_contains;
+
+/// One process of the session, pinned by a pidfd.
+#[derive(Debug)]
+pub(crate) struct Member {
+    pub(crate) pid: i32,
+    pidfd: OwnedFd,
+}
+
+/// What identifies a session's processes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SessionIdentity<'a> {
+    /// The leader's pid (also its process group id and session id).
+    pub(crate) leader: i32,
+    /// True while the leader has not been reaped (its pid cannot be recycled yet).
+    pub(crate) leader_unreaped: bool,
+    /// The `UEXEC_SESSION_TOKEN=...` environment entry.
+    pub(crate) token_entry: &'a [u8],
+}
+
+/// Snapshot the live processes of the session (zombies excluded: they cannot be signalled).
+pub(crate) fn members(identity: SessionIdentity<'_>) -> Vec<Member> {
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    let mut buffer = Vec::with_capacity(4096);
+    let stats: Vec<ProcStat> = procfs::all_pids()
+        .into_iter()
+        .filter(|pid| *pid > 1 && *pid != me)
+        .filter_map(|pid| procfs::read_stat(pid, &mut buffer))
+        .collect();
+
+    let mut selected: HashSet<i32> = HashSet::new();
+    for stat in &stats {
+        if stat.is_dead() {
+            continue;
+        }
+        if procfs::read_environ(stat.pid, &mut buffer).is_some()
+            && environ_contains(&buffer, identity.token_entry)
+        {
+            selected.insert(stat.pid);
+        }
+    }
+    let leader = identity.leader;
+    let leader_ids_are_ours = identity.leader_unreaped
+        || stats
+            .iter()
+            .any(|stat| selected.contains(&stat.pid) && (stat.pgid == leader || stat.sid == leader));
+    if leader_ids_are_ours {
+        for stat in &stats {
+            if stat.pid == leader || stat.pgid == leader || stat.sid == leader {
+                selected.insert(stat.pid);
+            }
+        }
+    }
+
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    for stat in &stats {
+        children.entry(stat.ppid).or_default().push(stat.pid);
+    }
+    let mut queue: Vec<i32> = selected.iter().copied().collect();
+    while let Some(pid) = queue.pop() {
+        for child in children.get(&pid).into_iter().flatten() {
+            if selected.insert(*child) {
+                queue.push(*child);
+            }
+        }
+    }
+
+    stats
+        .iter()
+        .filter(|stat| selected.contains(&stat.pid) && !stat.is_dead())
+        .filter_map(|stat| pin(stat, &mut buffer))
+        .collect()
+}
+
+/// Open a pidfd for the process `stat` describes, if it is still that process.
+fn pin(stat: &ProcStat, buffer: &mut Vec<u8>) -> Option<Member> {
+    let pid = Pid::from_raw(stat.pid)?;
+    let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty()).ok()?;
+    let again = procfs::read_stat(stat.pid, buffer)?;
+    (again.start_time == stat.start_time).then_some(Member { pid: stat.pid, pidfd })
+}
+
+/// Send `signal` to every member (errors mean the process is already gone).
+pub(crate) fn signal_all(members: &[Member], signal: Signal) {
+    for member in members {
+        let _ = rustix::process::pidfd_send_signal(&member.pidfd, signal);
+    }
+}
+
+/// True when every member has exited (its pidfd is readable).
+pub(crate) fn all_exited(members: &[Member]) -> bool {
+    let mut fds: Vec<PollFd<'_>> = members.iter().map(|m| PollFd::new(&m.pidfd, PollFlags::IN)).collect();
+    if fds.is_empty() {
+        return true;
+    }
+    let zero = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
+    match rustix::event::poll(&mut fds, Some(&zero)) {
+        Ok(ready) => ready == fds.len(),
+        Err(_) => false,
+    }
+}
+
+/// Reap the members that have exited and are children of this process (orphans adopted because this
+/// process is a subreaper). Waits only on these specific processes, never on "any child".
+pub(crate) fn reap_adopted(members: &[Member]) {
+    for member in members {
+        let _ = rustix::process::waitid(
+            WaitId::PidFd(member.pidfd.as_fd()),
+            WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
+        );
+    }
+}
