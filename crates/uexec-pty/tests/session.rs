@@ -136,8 +136,7 @@ async fn python_interactive_prompt_round_trip() {
     let mut text = String::new();
     read_until(&mut process.output, &mut text, ">>> ").await;
     process.control.write(b"print(6 * 7)\n").await.unwrap();
-    read_until(&mut process.output, &mut text, "42").await;
-    read_until(&mut process.output, &mut text, ">>> ").await;
+    read_until(&mut process.output, &mut text, "42\r\n>>> ").await;
     process.control.write(b"\x04").await.unwrap();
     drain(&mut process.output).await;
     assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(0));

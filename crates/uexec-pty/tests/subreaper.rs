@@ -38,7 +38,9 @@ async fn orphans_are_adopted_and_reaped_and_leaders_keep_their_status() {
 
     // A daemon is found and killed by kill_tree, then reaped.
     let marker = common::marker();
-    let script = format!("(setsid sh -c 'sleep {marker} & exit' &); echo STARTED");
+    // The leader stays (reading the terminal) until killed: had it exited at once, the terminal's hangup
+    // could kill the daemon before it left the session.
+    let script = format!("(setsid sh -c 'sleep {marker} & exit' &); echo STARTED; read line");
     let mut process = spawner.spawn_request(sh(&script, true)).unwrap();
     let mut text = String::new();
     read_until(&mut process.output, &mut text, "STARTED").await;
