@@ -1,8 +1,163 @@
-//! The `uexec` binary: the composition root (not yet built: see issue 7).
+//! The `uexec` binary: the composition root. It alone reads flags, config files and the environment, picks the
+//! adapters for this platform, and maps errors to exit codes; the libraries it composes stay typed.
 
-fn main() -> anyhow::Result<()> {
-    anyhow::bail!(
-        "uexec is not built yet: the MCP server and `uexec run` arrive with the app issue; \
-         the library crates (uexec-domain, uexec-ports) are usable today"
-    )
+mod audit;
+mod cli;
+mod config;
+mod mcp;
+mod platform;
+mod report;
+mod run;
+mod settings;
+mod terminal;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use uexec_engine::EngineConfig;
+use uexec_ports::{EventSink, ExecEvent};
+
+use crate::cli::{Cli, Command};
+use crate::settings::{ProcessContext, Settings};
+
+/// Exit code when uexec itself failed before running anything (as `env`, `timeout` and `docker run` do).
+pub const EXIT_NOTHING_RAN: u8 = 125;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    if matches!(cli.command, Command::Mcp(_) | Command::Run(_)) {
+        // Before any thread exists: make this process own every descendant, so that no command escapes its
+        // session, even when uexec itself is killed.
+        match uexec_pty::contain_descendants() {
+            Ok(containment) => tracing::debug!(?containment, "descendants contained"),
+            Err(e) => tracing::warn!(
+                "descendants not contained (commands that escape their session may outlive uexec): {e}"
+            ),
+        }
+    }
+    let result = match cli.command {
+        Command::Mcp(args) => run_mcp(&args),
+        Command::Run(args) => return run::main(&args),
+        Command::SandboxReport(args) => report::sandbox_report(&args),
+        Command::SandboxProfile(args) => report::sandbox_profile(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            report_error(&e);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Print an error chain to stderr.
+pub fn report_error(e: &anyhow::Error) {
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("uexec: error: {e:#}");
+    }
+}
+
+/// Logs go to stderr (stdout is the MCP protocol), filtered by `RUST_LOG` (default: warnings).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp::service=error"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(true)
+        .try_init();
+}
+
+/// A multi-threaded runtime (the MCP server serves calls in parallel).
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+fn run_mcp(args: &cli::McpArgs) -> Result<ExitCode> {
+    let settings = Settings::resolve(&args.policy, args.audit_log.as_deref(), &ProcessContext::current()?)?;
+    let sinks = event_sink(&settings)?;
+    tracing::info!(
+        cwd = %settings.cwd.display(),
+        sandbox = settings.sandbox_policy.mode_str(),
+        approval = settings.approval_policy.as_str(),
+        config = ?settings.config_file,
+        "serving MCP on stdio"
+    );
+    let rt = runtime()?;
+    let outcome = rt.block_on(mcp::serve(&settings, sinks.events.clone(), args.id_seed));
+    // The stdin reader may be blocked in a read(2) that never returns: do not wait for it.
+    rt.shutdown_background();
+    sinks.report_failures();
+    outcome.map(|_| ExitCode::SUCCESS)
+}
+
+/// The event sink of a command: the audit log when configured, else nothing.
+pub struct Sinks {
+    /// What the engine (or `uexec run`) emits to.
+    pub events: Arc<dyn EventSink>,
+    /// The audit log behind it, if any.
+    pub audit: Option<Arc<audit::AuditLog>>,
+}
+
+impl std::fmt::Debug for Sinks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sinks").field("audit", &self.audit).finish_non_exhaustive()
+    }
+}
+
+impl Sinks {
+    /// Say on stderr when audit records were lost.
+    pub fn report_failures(&self) {
+        if let Some(audit) = &self.audit
+            && audit.failures() > 0
+        {
+            report_error(&anyhow::anyhow!("{} audit log record(s) could not be written", audit.failures()));
+        }
+    }
+}
+
+/// The sinks for `settings`.
+pub fn event_sink(settings: &Settings) -> Result<Sinks> {
+    match &settings.audit_log {
+        Some(path) => {
+            let log = Arc::new(
+                audit::AuditLog::open(path)
+                    .with_context(|| format!("cannot open the audit log {}", path.display()))?,
+            );
+            Ok(Sinks { events: log.clone(), audit: Some(log) })
+        }
+        None => Ok(Sinks { events: Arc::new(NoEvents), audit: None }),
+    }
+}
+
+/// Discards events.
+#[derive(Debug, Clone, Copy)]
+struct NoEvents;
+
+impl EventSink for NoEvents {
+    fn emit(&self, _event: ExecEvent) {}
+}
+
+/// The engine configuration for `settings`, inheriting this process's environment.
+pub fn engine_config(settings: &Settings) -> EngineConfig {
+    let mut config = EngineConfig::new(settings.cwd.clone());
+    config.approval_policy = settings.approval_policy;
+    config.sandbox_policy = settings.sandbox_policy.clone();
+    config.allow_degraded_sandbox = settings.allow_degraded_sandbox;
+    config.env_policy = settings.env_policy.clone();
+    config.base_env = std::env::vars_os().collect::<Vec<(OsString, OsString)>>();
+    config.limits = settings.limits.clone();
+    config.rules = settings.rules.clone();
+    config.default_shell = settings.shell.clone();
+    config.report_protections = settings.report_protections;
+    config
 }

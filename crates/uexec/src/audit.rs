@@ -1,0 +1,275 @@
+//! The audit log: an [`EventSink`] appending one JSON object per line to a file opened with `O_APPEND`.
+//!
+//! Recorded: every approval request and decision, every command's begin (argv, cwd, tty, sandbox, protections)
+//! and end (exit code, duration, output size, and the begin's argv, cwd and sandbox again so an end line stands
+//! alone), and every write to a session's stdin (what was typed into a shell is as much a command as the
+//! command that started it). Output itself is not recorded, only its size: the log is for who ran what where
+//! and under which protection, and stays small.
+//!
+//! Every line carries `time` (RFC 3339, UTC, milliseconds) and `unix_ms`. Each record is one `write(2)` of a
+//! whole line on an unbuffered append-only file, so it is on disk (in the page cache) when `emit` returns and
+//! concurrent writers never interleave inside a line. `emit` holds a mutex only for that one write. A failing
+//! write is reported once on stderr (through tracing) and counted; it never fails a command.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value, json};
+use uexec_domain::{ProtectionReport, SessionId};
+use uexec_ports::{EventSink, ExecEvent};
+
+/// What a `begin` said about a command, repeated on its `end`.
+#[derive(Debug, Clone)]
+struct BeginInfo {
+    command: Vec<String>,
+    cwd: PathBuf,
+    protections: ProtectionReport,
+}
+
+/// An append-only JSON Lines audit log.
+#[derive(Debug)]
+pub struct AuditLog {
+    path: PathBuf,
+    file: Mutex<File>,
+    open_commands: Mutex<HashMap<(String, SessionId), BeginInfo>>,
+    failures: AtomicU64,
+}
+
+impl AuditLog {
+    /// Open (create) `path` for appending. The parent directory must exist.
+    pub fn open(path: &Path) -> std::io::Result<AuditLog> {
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(AuditLog {
+            path: path.to_path_buf(),
+            file: Mutex::new(file),
+            open_commands: Mutex::new(HashMap::new()),
+            failures: AtomicU64::new(0),
+        })
+    }
+
+    /// How many records could not be written.
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+
+    /// Write one record (a JSON object), adding the timestamps.
+    pub fn record(&self, mut record: Map<String, Value>) {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let unix_ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
+        let mut line = Map::new();
+        line.insert("time".into(), Value::String(rfc3339_utc_millis(unix_ms)));
+        line.insert("unix_ms".into(), json!(unix_ms));
+        line.append(&mut record);
+        let mut text = Value::Object(line).to_string();
+        text.push('\n');
+        let result = match self.file.lock() {
+            Ok(mut file) => file.write_all(text.as_bytes()).and_then(|()| file.flush()),
+            Err(_) => Err(std::io::Error::other("audit log lock poisoned")),
+        };
+        if let Err(e) = result
+            && self.failures.fetch_add(1, Ordering::Relaxed) == 0
+        {
+            tracing::error!(path = %self.path.display(), error = %e, "cannot write the audit log");
+        }
+    }
+
+    fn remember_begin(&self, key: (String, SessionId), info: BeginInfo) {
+        if let Ok(mut open) = self.open_commands.lock() {
+            open.insert(key, info);
+        }
+    }
+
+    fn take_begin(&self, key: &(String, SessionId)) -> Option<BeginInfo> {
+        self.open_commands.lock().ok().and_then(|mut open| open.remove(key))
+    }
+}
+
+impl EventSink for AuditLog {
+    fn emit(&self, event: ExecEvent) {
+        let record = match event {
+            ExecEvent::Begin { call_id, session_id, command, cwd, tty, protections } => {
+                let record = json!({
+                    "event": "begin",
+                    "call_id": call_id,
+                    "session_id": session_id,
+                    "command": command,
+                    "cwd": cwd,
+                    "tty": tty,
+                    "sandbox": protections.sandbox,
+                    "protections": protections,
+                });
+                self.remember_begin((call_id, session_id), BeginInfo { command, cwd, protections });
+                record
+            }
+            ExecEvent::End { call_id, session_id, exit_code, aggregated_output, duration } => {
+                let begin = self.take_begin(&(call_id.clone(), session_id));
+                json!({
+                    "event": "end",
+                    "call_id": call_id,
+                    "session_id": session_id,
+                    "exit_code": exit_code,
+                    "duration_ms": u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+                    "output_bytes": aggregated_output.len(),
+                    "command": begin.as_ref().map(|b| &b.command),
+                    "cwd": begin.as_ref().map(|b| &b.cwd),
+                    "sandbox": begin.as_ref().map(|b| b.protections.sandbox),
+                    "protections": begin.as_ref().map(|b| &b.protections),
+                })
+            }
+            ExecEvent::TerminalInteraction { call_id, session_id, chars } => json!({
+                "event": "stdin",
+                "call_id": call_id,
+                "session_id": session_id,
+                "chars": chars,
+            }),
+            ExecEvent::ApprovalRequested { request } => json!({
+                "event": "approval_requested",
+                "call_id": request.call_id,
+                "session_id": request.session_id,
+                "kind": request.kind,
+                "command": request.command,
+                "cwd": request.cwd,
+                "reason": request.reason,
+            }),
+            ExecEvent::ApprovalDecided { call_id, decision, error } => json!({
+                "event": "approval_decided",
+                "call_id": call_id,
+                "decision": decision,
+                "error": error,
+            }),
+            ExecEvent::OutputDelta { .. } => return,
+            // Future event kinds are recorded as they serialise.
+            #[allow(unreachable_patterns)]
+            other => match serde_json::to_value(&other) {
+                Ok(value) => json!({ "event": "other", "data": value }),
+                Err(_) => return,
+            },
+        };
+        if let Value::Object(map) = record {
+            self.record(map);
+        }
+    }
+}
+
+/// `unix_ms` as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+pub fn rfc3339_utc_millis(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let millis = unix_ms % 1000;
+    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX);
+    let rem = secs % 86_400;
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = if m <= 2 { y + 1 } else { y };
+    (year, u32::try_from(m).unwrap_or(1), u32::try_from(d).unwrap_or(1))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use std::time::Duration;
+
+    use uexec_domain::{ReviewDecision, SandboxKind};
+    use uexec_ports::{ApprovalKind, ApprovalRequest};
+
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339() {
+        assert_eq!(rfc3339_utc_millis(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339_utc_millis(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(rfc3339_utc_millis(1_767_225_599_999), "2025-12-31T23:59:59.999Z");
+    }
+
+    fn lines(path: &Path) -> Vec<Value> {
+        std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+
+    #[test]
+    fn begin_end_and_approvals_are_recorded_one_line_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        std::fs::write(&path, "{\"existing\":true}\n").unwrap();
+        let log = AuditLog::open(&path).unwrap();
+        let protections = ProtectionReport {
+            sandbox: SandboxKind::LinuxLandlockSeccomp,
+            policy: "workspace-write".into(),
+            protections: Vec::new(),
+            escape_reason: None,
+        };
+        log.emit(ExecEvent::ApprovalRequested {
+            request: ApprovalRequest {
+                call_id: "c1".into(),
+                session_id: SessionId(1000),
+                command: vec!["git".into(), "push".into()],
+                cwd: "/w".into(),
+                kind: ApprovalKind::Run,
+                reason: None,
+            },
+        });
+        log.emit(ExecEvent::ApprovalDecided {
+            call_id: "c1".into(),
+            decision: Some(ReviewDecision::Approved),
+            error: None,
+        });
+        log.emit(ExecEvent::Begin {
+            call_id: "c1".into(),
+            session_id: SessionId(1000),
+            command: vec!["git".into(), "push".into()],
+            cwd: "/w".into(),
+            tty: false,
+            protections,
+        });
+        log.emit(ExecEvent::OutputDelta {
+            call_id: "c1".into(),
+            session_id: SessionId(1000),
+            chunk: b"x".to_vec(),
+        });
+        log.emit(ExecEvent::End {
+            call_id: "c1".into(),
+            session_id: SessionId(1000),
+            exit_code: 3,
+            aggregated_output: "hello".into(),
+            duration: Duration::from_millis(1500),
+        });
+        let lines = lines(&path);
+        assert_eq!(lines.len(), 5, "{lines:#?}");
+        assert_eq!(lines[0]["existing"], true, "appends, never truncates");
+        assert_eq!(lines[1]["event"], "approval_requested");
+        assert_eq!(lines[1]["kind"], "run");
+        assert_eq!(lines[2]["decision"], "approved");
+        assert_eq!(lines[3]["event"], "begin");
+        assert_eq!(lines[3]["sandbox"], "linux-landlock-seccomp");
+        assert_eq!(lines[4]["event"], "end");
+        assert_eq!(lines[4]["exit_code"], 3);
+        assert_eq!(lines[4]["duration_ms"], 1500);
+        assert_eq!(lines[4]["output_bytes"], 5);
+        assert_eq!(lines[4]["command"], json!(["git", "push"]));
+        assert_eq!(lines[4]["cwd"], "/w");
+        assert!(lines[4]["time"].as_str().unwrap().ends_with('Z'));
+        assert!(lines[4]["unix_ms"].as_u64().unwrap() > 1_600_000_000_000);
+        assert_eq!(log.failures(), 0);
+    }
+}

@@ -1,0 +1,218 @@
+//! The command line as typed: raw values straight from clap, validated later into [`crate::settings::Settings`]
+//! (the ripgrep split between low-level arguments and the validated configuration).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const TOP_AFTER_HELP: &str = "\
+Examples:
+  uexec mcp                                  serve MCP over stdio; commands may write only in the current directory
+  uexec run -- make test                     run one command in this terminal under the sandbox
+  uexec run --sandbox read-only -- bash      a shell that cannot write anywhere
+  uexec sandbox-report                       what this machine can enforce
+  uexec sandbox-profile --platform macos     the Seatbelt profile the macOS sandbox would use
+
+Configuration: --config FILE, else $XDG_CONFIG_HOME/uexec/config.toml (else ~/.config/uexec/config.toml) when it
+exists. Flags override the file. Logs go to stderr; filter them with RUST_LOG (e.g. RUST_LOG=uexec=debug).";
+
+const MCP_AFTER_HELP: &str = "\
+Tools: exec_command, write_stdin (the unified-exec interface), list_sessions, close_session, read_screen.
+
+Approvals: when the MCP client declares the elicitation capability, a person is asked (approve / approve for
+this session / deny). Otherwise the approval policy decides alone, and a command that would need a person is
+refused with a message naming the setting that would allow it.
+
+Examples:
+  uexec mcp
+  uexec mcp --cd ~/src/project --audit-log ~/.local/state/uexec/audit.jsonl
+  uexec mcp --approval-policy untrusted --network
+  uexec mcp --sandbox read-only --writable-root /var/cache/build
+
+Client configuration (e.g. an mcpServers entry): command \"uexec\", args [\"mcp\", \"--cd\", \"/path/to/project\"].";
+
+const RUN_AFTER_HELP: &str = "\
+When stdin is a terminal the command gets its own pseudo-terminal, relayed to yours in raw mode (restored on
+exit; window resizes are forwarded). When stdin is not a terminal the command runs with pipes: its stdin is
+/dev/null and its stdout and stderr are merged into uexec's stdout.
+
+Exit status: the command's exit code, 128+N when it was killed by signal N, 125 when nothing ran (invalid
+configuration, or the sandbox cannot be enforced), 126 when the program is not executable, 127 when it is not
+found.
+
+Examples:
+  uexec run -- cargo build
+  uexec run --network -- npm install
+  uexec run --sandbox read-only -- bash
+  uexec run --writable-root ~/.cache -- make";
+
+const REPORT_AFTER_HELP: &str = "\
+Examples:
+  uexec sandbox-report
+  uexec sandbox-report --sandbox read-only --network
+  uexec sandbox-report --json | jq .report.protections";
+
+const PROFILE_AFTER_HELP: &str = "\
+Works on every platform: the profile is generated, not applied.
+
+Examples:
+  uexec sandbox-profile --platform macos
+  uexec sandbox-profile --platform macos --network --writable-root /opt/cache -- make test";
+
+/// `uexec`: run commands for models and people, sandboxed.
+#[derive(Debug, Parser)]
+#[command(
+    name = "uexec",
+    version,
+    about = "Unified exec: an MCP server and a command runner that sandbox every command",
+    after_help = TOP_AFTER_HELP,
+    arg_required_else_help = true
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the Model Context Protocol over stdio (exec_command, write_stdin, ...).
+    #[command(after_help = MCP_AFTER_HELP)]
+    Mcp(McpArgs),
+    /// Run one command under the sandbox, attached to this terminal, and exit with its exit code.
+    #[command(after_help = RUN_AFTER_HELP)]
+    Run(RunArgs),
+    /// Show what this machine can enforce, and what the given policy would enforce.
+    #[command(name = "sandbox-report", after_help = REPORT_AFTER_HELP)]
+    SandboxReport(ReportArgs),
+    /// Print the sandbox profile and argv a platform's sandbox would use for a command.
+    #[command(name = "sandbox-profile", after_help = PROFILE_AFTER_HELP)]
+    SandboxProfile(ProfileArgs),
+}
+
+/// `--sandbox` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// Read everything, write nothing.
+    ReadOnly,
+    /// Read everything, write in the workspace, /tmp, $TMPDIR and the writable roots.
+    WorkspaceWrite,
+    /// No sandbox at all.
+    DangerFullAccess,
+}
+
+/// `--approval-policy` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ApprovalArg {
+    /// Only known-safe read-only commands run without asking.
+    Untrusted,
+    /// Run sandboxed; ask before retrying outside the sandbox after a denial.
+    OnFailure,
+    /// Ask only when the caller requests escalation (default).
+    OnRequest,
+    /// Never ask; what would need asking is refused.
+    Never,
+}
+
+/// The policy flags, the same on every subcommand that runs or describes commands.
+#[derive(Debug, Clone, Default, Args)]
+pub struct PolicyArgs {
+    /// Sandbox policy [default: workspace-write].
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub sandbox: Option<SandboxMode>,
+    /// An extra directory commands may write to under workspace-write (repeatable; added to the config's).
+    #[arg(long = "writable-root", value_name = "DIR")]
+    pub writable_roots: Vec<PathBuf>,
+    /// Allow network access (default: off).
+    #[arg(long, conflicts_with = "no_network")]
+    pub network: bool,
+    /// Deny network access even when the config file allows it.
+    #[arg(long)]
+    pub no_network: bool,
+    /// When to ask a person [default: on-request].
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub approval_policy: Option<ApprovalArg>,
+    /// Configuration file (TOML). Default: $XDG_CONFIG_HOME/uexec/config.toml when it exists.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Run even when the sandbox can only be partly enforced (default: refuse, nothing runs).
+    #[arg(long)]
+    pub allow_degraded_sandbox: bool,
+    /// The workspace: commands run here and may write here under workspace-write [default: current directory].
+    #[arg(short = 'C', long = "cd", value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+}
+
+/// `uexec mcp`.
+#[derive(Debug, Clone, Args)]
+pub struct McpArgs {
+    /// Policy.
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Append every approval request and decision, and every command's begin and end, to FILE (JSON Lines).
+    #[arg(long, value_name = "FILE")]
+    pub audit_log: Option<PathBuf>,
+    /// Reproducible session ids and chunk ids (for tests).
+    #[arg(long, value_name = "SEED", hide = true)]
+    pub id_seed: Option<u64>,
+}
+
+/// `uexec run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Policy.
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Append the command's begin and end to FILE (JSON Lines).
+    #[arg(long, value_name = "FILE")]
+    pub audit_log: Option<PathBuf>,
+    /// The command and its arguments (after `--`).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// `uexec sandbox-report`.
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// Policy.
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Platforms `sandbox-profile` can describe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProfilePlatform {
+    /// Seatbelt through `sandbox-exec`.
+    Macos,
+}
+
+/// `uexec sandbox-profile`.
+#[derive(Debug, Clone, Args)]
+pub struct ProfileArgs {
+    /// The platform whose sandbox to describe.
+    #[arg(long, value_enum)]
+    pub platform: ProfilePlatform,
+    /// Policy.
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// The command to wrap [default: the shell running `true`].
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

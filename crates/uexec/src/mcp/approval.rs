@@ -1,0 +1,353 @@
+//! The approver behind the MCP server: asks the person at the client through MCP elicitation.
+//!
+//! The engine has one [`Approver`]; questions are routed by the `call_id` of the `exec_command` call they belong
+//! to. Each call registers how its client can be asked:
+//!
+//! 1. [`AskVia::Request`]: the client negotiated a protocol before 2026-07-28 and declared the elicitation
+//!    capability. The server sends it an `elicitation/create` request and waits for the answer.
+//! 2. [`AskVia::InputRequired`]: the client negotiated 2026-07-28 or later (which forbids server-to-client
+//!    requests) and declared elicitation. The question goes to the tool-call handler, which answers the
+//!    `tools/call` with an `InputRequiredResult`; the answer comes back with the client's retry of the call.
+//! 3. [`AskVia::Nobody`]: the client cannot be asked. The configured policy decides alone: whatever would need
+//!    a person is refused, with a message saying what needed approval and which setting would allow it.
+//!
+//! An unanswered question fails after [`APPROVAL_TIMEOUT`]; the engine then releases the session id.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema};
+use rmcp::service::{Peer, RoleServer};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+use uexec_domain::{ApprovalPolicy, ReviewDecision, SandboxPolicy};
+use uexec_ports::{ApprovalError, ApprovalKind, ApprovalRequest, Approver};
+
+/// How long a person has to answer.
+pub const APPROVAL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The elicitation answer values.
+pub const APPROVE: &str = "approve";
+/// See [`APPROVE`].
+pub const APPROVE_FOR_SESSION: &str = "approve_for_session";
+/// See [`APPROVE`].
+pub const DENY: &str = "deny";
+
+/// A question waiting for the tool-call handler to forward it (protocol 2026-07-28 and later).
+#[derive(Debug)]
+pub struct PendingQuestion {
+    /// The question.
+    pub request: ApprovalRequest,
+    /// Where the answer goes.
+    pub answer: oneshot::Sender<ReviewDecision>,
+}
+
+/// How the client of one call can be asked.
+#[derive(Debug, Clone)]
+pub enum AskVia {
+    /// Send an `elicitation/create` request to this peer.
+    Request(Peer<RoleServer>),
+    /// Hand the question to the tool-call handler (`InputRequiredResult`).
+    InputRequired(mpsc::Sender<PendingQuestion>),
+    /// The client cannot be asked.
+    Nobody,
+}
+
+/// The [`Approver`] of the MCP server.
+#[derive(Debug)]
+pub struct McpApprover {
+    policy: ApprovalPolicy,
+    sandbox: SandboxPolicy,
+    calls: Mutex<HashMap<String, AskVia>>,
+}
+
+impl McpApprover {
+    /// An approver for a server whose approval policy is `policy` and sandbox policy `sandbox`.
+    pub fn new(policy: ApprovalPolicy, sandbox: SandboxPolicy) -> Self {
+        McpApprover { policy, sandbox, calls: Mutex::new(HashMap::new()) }
+    }
+
+    /// The elicitation that asks about `request`.
+    pub fn elicit_params(&self, request: &ApprovalRequest) -> Result<ElicitRequestParams, ApprovalError> {
+        elicit_params(request, &self.sandbox)
+    }
+
+    /// Register how the client of `call_id` can be asked (until [`McpApprover::unregister`]).
+    pub fn register(&self, call_id: &str, via: AskVia) {
+        if let Ok(mut calls) = self.calls.lock() {
+            calls.insert(call_id.to_owned(), via);
+        }
+    }
+
+    /// Forget `call_id`.
+    pub fn unregister(&self, call_id: &str) {
+        if let Ok(mut calls) = self.calls.lock() {
+            calls.remove(call_id);
+        }
+    }
+
+    fn via(&self, call_id: &str) -> AskVia {
+        self.calls.lock().ok().and_then(|calls| calls.get(call_id).cloned()).unwrap_or(AskVia::Nobody)
+    }
+
+    /// Why nobody can approve `request`, and what would allow it.
+    pub fn unavailable_message(&self, request: &ApprovalRequest) -> String {
+        let command = display_command(&request.command);
+        let cannot_ask =
+            "this MCP client cannot ask a person (it did not declare the elicitation capability)";
+        match request.kind {
+            ApprovalKind::Run => {
+                let prefix = suggested_prefix(&request.command);
+                let rule = format!(
+                    "[[rules]] prefix = [{}] decision = \"allow\"",
+                    prefix.iter().map(|w| format!("{w:?}")).collect::<Vec<_>>().join(", ")
+                );
+                let policy_hint = if self.policy == ApprovalPolicy::Untrusted {
+                    " or start uexec with --approval-policy on-request (sandboxed commands then run without asking),"
+                } else {
+                    ""
+                };
+                format!(
+                    "`{command}` needs a person's approval ({}), and {cannot_ask}. To run it without asking, add the \
+                     command rule `{rule}` to the config file,{policy_hint} or use a client that supports elicitation",
+                    request.reason.as_deref().unwrap_or("approval policy or a command rule says ask")
+                )
+            }
+            ApprovalKind::Escalation => format!(
+                "running `{command}` outside the sandbox (sandbox_permissions=require_escalated) needs a person's \
+                 approval, and {cannot_ask}. Run it inside the sandbox (omit sandbox_permissions), or start uexec with \
+                 --sandbox danger-full-access to run every command unsandboxed"
+            ),
+            ApprovalKind::RetryWithoutSandbox => format!(
+                "`{command}` was blocked by the sandbox, and retrying it without the sandbox needs a person's \
+                 approval, but {cannot_ask}. To let it do what it needs inside the sandbox: --writable-root DIR \
+                 (write access to DIR), --network (network access); or --approval-policy on-request to get sandbox \
+                 denials back as ordinary output"
+            ),
+        }
+    }
+}
+
+#[async_trait]
+impl Approver for McpApprover {
+    async fn request_approval(&self, request: ApprovalRequest) -> Result<ReviewDecision, ApprovalError> {
+        match self.via(&request.call_id) {
+            AskVia::Nobody => Err(ApprovalError::Unavailable(self.unavailable_message(&request))),
+            AskVia::Request(peer) => {
+                let params = self.elicit_params(&request)?;
+                let result = peer
+                    .create_elicitation_with_timeout(params, Some(APPROVAL_TIMEOUT))
+                    .await
+                    .map_err(|e| ApprovalError::Failed(format!("elicitation failed: {e}")))?;
+                decision_from_elicit(&result)
+            }
+            AskVia::InputRequired(questions) => {
+                let (answer, answered) = oneshot::channel();
+                questions
+                    .send(PendingQuestion { request, answer })
+                    .await
+                    .map_err(|_| ApprovalError::Failed("the client abandoned the call".to_owned()))?;
+                match tokio::time::timeout(APPROVAL_TIMEOUT, answered).await {
+                    Ok(Ok(decision)) => Ok(decision),
+                    Ok(Err(_)) => Err(ApprovalError::Failed("the client abandoned the question".to_owned())),
+                    Err(_) => Err(ApprovalError::Failed(format!(
+                        "no answer within {} seconds",
+                        APPROVAL_TIMEOUT.as_secs()
+                    ))),
+                }
+            }
+        }
+    }
+}
+
+/// The elicitation sent to the person.
+pub fn elicit_params(
+    request: &ApprovalRequest,
+    sandbox: &SandboxPolicy,
+) -> Result<ElicitRequestParams, ApprovalError> {
+    let schema: ElicitationSchema = serde_json::from_value(json!({
+        "type": "object",
+        "properties": {
+            "decision": {
+                "type": "string",
+                "title": "Decision",
+                "description": "Approve once, approve this command for the rest of the session, or deny it.",
+                "oneOf": [
+                    { "const": APPROVE, "title": "Approve once" },
+                    { "const": APPROVE_FOR_SESSION, "title": "Approve for this session" },
+                    { "const": DENY, "title": "Deny" }
+                ]
+            }
+        },
+        "required": ["decision"]
+    }))
+    .map_err(|e| ApprovalError::Failed(format!("cannot build the elicitation schema: {e}")))?;
+    Ok(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: question_text(request, sandbox),
+        requested_schema: schema,
+    })
+}
+
+/// The text of the question.
+pub fn question_text(request: &ApprovalRequest, sandbox: &SandboxPolicy) -> String {
+    let headline = match request.kind {
+        ApprovalKind::Run if sandbox.is_unrestricted() => {
+            "Allow this command to run (no sandbox: danger-full-access)?".to_owned()
+        }
+        ApprovalKind::Run => format!(
+            "Allow this command to run (inside the {} sandbox, network {})?",
+            sandbox.mode_str(),
+            if sandbox.has_network_access() { "allowed" } else { "blocked" }
+        ),
+        ApprovalKind::Escalation => "Allow this command to run WITHOUT the sandbox?".to_owned(),
+        ApprovalKind::RetryWithoutSandbox => {
+            "The sandbox blocked this command. Run it again WITHOUT the sandbox?".to_owned()
+        }
+    };
+    let mut text =
+        format!("{headline}\n\n    {}\n\nin {}", display_command(&request.command), request.cwd.display());
+    if let Some(reason) = &request.reason {
+        text.push_str(&format!("\n\nReason: {reason}"));
+    }
+    text
+}
+
+/// Map an elicitation answer to a decision: accept with a decision value; decline = denied; cancel = abort.
+pub fn decision_from_elicit(result: &ElicitResult) -> Result<ReviewDecision, ApprovalError> {
+    match result.action {
+        ElicitationAction::Accept => {
+            let decision = result.content.as_ref().and_then(|c| c.get("decision")).and_then(Value::as_str);
+            match decision {
+                Some(APPROVE) => Ok(ReviewDecision::Approved),
+                Some(APPROVE_FOR_SESSION) => Ok(ReviewDecision::ApprovedForSession),
+                Some(DENY) => Ok(ReviewDecision::Denied),
+                Some(other) => Err(ApprovalError::Failed(format!("unknown decision {other:?}"))),
+                None => Err(ApprovalError::Failed("the answer has no `decision`".to_owned())),
+            }
+        }
+        ElicitationAction::Decline => Ok(ReviewDecision::Denied),
+        ElicitationAction::Cancel => Ok(ReviewDecision::Abort),
+        #[allow(unreachable_patterns)]
+        _ => Err(ApprovalError::Failed("unsupported elicitation action".to_owned())),
+    }
+}
+
+/// The command as a person reads it: the script of `[shell, -lc|-c, script]`, else the shell-quoted argv.
+pub fn display_command(argv: &[String]) -> String {
+    if argv.len() == 3 && matches!(argv[1].as_str(), "-lc" | "-c") {
+        return argv[2].clone();
+    }
+    argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
+}
+
+fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | '=' | ':' | ',' | '+' | '@')
+        });
+    if plain { word.to_owned() } else { format!("'{}'", word.replace('\'', "'\\''")) }
+}
+
+/// The prefix a rule would need to allow `argv`: its canonical command (a one-command script is its argv).
+fn suggested_prefix(argv: &[String]) -> Vec<String> {
+    uexec_domain::command::canonical_command(argv)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use uexec_domain::SessionId;
+
+    use super::*;
+
+    fn request(kind: ApprovalKind, script: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            call_id: "c".into(),
+            session_id: SessionId(1000),
+            command: vec!["/bin/bash".into(), "-lc".into(), script.into()],
+            cwd: "/work".into(),
+            kind,
+            reason: Some("because".into()),
+        }
+    }
+
+    #[test]
+    fn elicitation_schema_is_accepted_by_rmcp() {
+        let params =
+            elicit_params(&request(ApprovalKind::Escalation, "git push"), &SandboxPolicy::default()).unwrap();
+        let ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } = params else {
+            panic!("form expected")
+        };
+        assert!(message.contains("WITHOUT the sandbox"));
+        assert!(message.contains("git push") && message.contains("/work") && message.contains("because"));
+        let schema = serde_json::to_value(&requested_schema).unwrap();
+        assert_eq!(schema["required"], json!(["decision"]));
+        assert_eq!(schema["properties"]["decision"]["oneOf"][1]["const"], APPROVE_FOR_SESSION);
+    }
+
+    #[test]
+    fn answers_map_to_decisions() {
+        let accept =
+            |d: &str| ElicitResult::new(ElicitationAction::Accept).with_content(json!({ "decision": d }));
+        assert_eq!(decision_from_elicit(&accept(APPROVE)).unwrap(), ReviewDecision::Approved);
+        assert_eq!(
+            decision_from_elicit(&accept(APPROVE_FOR_SESSION)).unwrap(),
+            ReviewDecision::ApprovedForSession
+        );
+        assert_eq!(decision_from_elicit(&accept(DENY)).unwrap(), ReviewDecision::Denied);
+        assert!(decision_from_elicit(&accept("maybe")).is_err());
+        assert!(decision_from_elicit(&ElicitResult::new(ElicitationAction::Accept)).is_err());
+        assert_eq!(
+            decision_from_elicit(&ElicitResult::new(ElicitationAction::Decline)).unwrap(),
+            ReviewDecision::Denied
+        );
+        assert_eq!(
+            decision_from_elicit(&ElicitResult::new(ElicitationAction::Cancel)).unwrap(),
+            ReviewDecision::Abort
+        );
+    }
+
+    #[tokio::test]
+    async fn without_a_channel_the_refusal_names_what_would_allow_it() {
+        let approver = McpApprover::new(ApprovalPolicy::Untrusted, SandboxPolicy::default());
+        let err = approver.request_approval(request(ApprovalKind::Run, "git push")).await.unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("`git push` needs a person's approval"), "{text}");
+        assert!(text.contains(r#"prefix = ["git", "push"] decision = "allow""#), "{text}");
+        assert!(text.contains("--approval-policy on-request"), "{text}");
+        let err = approver.request_approval(request(ApprovalKind::Escalation, "make")).await.unwrap_err();
+        assert!(err.to_string().contains("danger-full-access"), "{err}");
+        let err =
+            approver.request_approval(request(ApprovalKind::RetryWithoutSandbox, "make")).await.unwrap_err();
+        assert!(err.to_string().contains("--writable-root"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn input_required_questions_reach_the_handler_and_answers_come_back() {
+        let approver =
+            std::sync::Arc::new(McpApprover::new(ApprovalPolicy::OnRequest, SandboxPolicy::default()));
+        let (tx, mut rx) = mpsc::channel(1);
+        approver.register("c", AskVia::InputRequired(tx));
+        let asking = {
+            let approver = approver.clone();
+            tokio::spawn(
+                async move { approver.request_approval(request(ApprovalKind::Escalation, "x")).await },
+            )
+        };
+        let question = rx.recv().await.unwrap();
+        assert_eq!(question.request.kind, ApprovalKind::Escalation);
+        question.answer.send(ReviewDecision::ApprovedForSession).unwrap();
+        assert_eq!(asking.await.unwrap().unwrap(), ReviewDecision::ApprovedForSession);
+        approver.unregister("c");
+        assert!(matches!(approver.via("c"), AskVia::Nobody));
+    }
+
+    #[test]
+    fn commands_display_as_people_write_them() {
+        assert_eq!(display_command(&["bash".into(), "-lc".into(), "ls | wc".into()]), "ls | wc");
+        assert_eq!(display_command(&["echo".into(), "a b".into(), "it's".into()]), "echo 'a b' 'it'\\''s'");
+    }
+}

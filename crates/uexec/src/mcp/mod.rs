@@ -1,0 +1,100 @@
+//! `uexec mcp`: the Model Context Protocol server over stdio.
+//!
+//! Lifecycle: the engine is built from the validated settings; rmcp serves the filtered stdio transport; the
+//! server runs until the client disconnects (stdin EOF or stdout closed) or the process gets SIGTERM, SIGINT or
+//! SIGHUP. Then every session's process tree is killed (`Engine::shutdown`) before the process exits.
+
+pub mod approval;
+pub mod server;
+pub mod tools;
+pub mod transport;
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use rmcp::ServiceExt;
+use tokio::signal::unix::{SignalKind, signal};
+use uexec_engine::{Engine, EngineDeps};
+use uexec_ports::EventSink;
+
+use crate::settings::Settings;
+
+/// Why the server stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The client closed stdin (or stdout).
+    ClientGone,
+    /// A termination signal arrived.
+    Signal(&'static str),
+}
+
+/// Serve MCP on stdin/stdout until the client leaves or a signal arrives.
+pub async fn serve(
+    settings: &Settings,
+    events: Arc<dyn EventSink>,
+    id_seed: Option<u64>,
+) -> Result<StopReason> {
+    let approver =
+        Arc::new(approval::McpApprover::new(settings.approval_policy, settings.sandbox_policy.clone()));
+    let sandbox = crate::platform::sandbox();
+    let mut config = crate::engine_config(settings);
+    config.id_seed = id_seed;
+    let engine = Engine::new(
+        config,
+        EngineDeps { spawner: crate::platform::spawner(), sandbox, approver: approver.clone(), events },
+    );
+    let instructions = instructions(settings);
+    let handler = server::UexecServer::new(engine.clone(), approver, instructions);
+
+    // Install the signal handlers before serving, so a signal during the handshake is not lost.
+    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+
+    let io = transport::start(tokio::io::stdin(), tokio::io::stdout());
+    let mut writer = io.writer;
+    let serving = async move {
+        match handler.serve((io.rmcp_read, io.rmcp_write)).await {
+            Ok(running) => {
+                let reason = running.waiting().await;
+                tracing::info!(?reason, "MCP session ended");
+            }
+            Err(e) => tracing::info!("MCP session did not start: {e}"),
+        }
+    };
+    let reason = tokio::select! {
+        () = serving => StopReason::ClientGone,
+        _ = &mut writer => StopReason::ClientGone,
+        _ = sigterm.recv() => StopReason::Signal("SIGTERM"),
+        _ = sigint.recv() => StopReason::Signal("SIGINT"),
+        _ = sighup.recv() => StopReason::Signal("SIGHUP"),
+    };
+    tracing::info!(?reason, "shutting down: killing every session");
+    engine.shutdown().await;
+    Ok(reason)
+}
+
+/// What the model is told about this server.
+fn instructions(settings: &Settings) -> String {
+    let policy = &settings.sandbox_policy;
+    let sandbox = match policy {
+        uexec_domain::SandboxPolicy::ReadOnly { .. } => {
+            "read-only: commands can read files but not write them".to_owned()
+        }
+        uexec_domain::SandboxPolicy::WorkspaceWrite { writable_roots, .. } => {
+            let mut roots = vec![settings.cwd.display().to_string()];
+            roots.extend(writable_roots.iter().map(|r| r.display().to_string()));
+            format!("workspace-write: commands can write only under {} and /tmp", roots.join(", "))
+        }
+        uexec_domain::SandboxPolicy::DangerFullAccess => "none: commands run with full access".to_owned(),
+    };
+    let network = if policy.has_network_access() { "allowed" } else { "blocked" };
+    format!(
+        "Run shell commands with exec_command. A command still running when the wait ends returns a session ID: \
+         continue it with write_stdin (send input, or an empty string to wait for more output), and close it with \
+         close_session when done. Use tty=true for interactive programs. Working directory: {}. Sandbox: {sandbox}; \
+         network {network}. Approval policy: {}.",
+        settings.cwd.display(),
+        settings.approval_policy.as_str()
+    )
+}

@@ -1,0 +1,101 @@
+//! Which adapters this platform gets: the sandbox chosen by `cfg(target_os)`, and the explicit stub for
+//! platforms without one (a typed error, never a silent fallback to running unsandboxed).
+
+use std::sync::Arc;
+
+use uexec_domain::protection::{Protection, ProtectionStatus};
+use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
+use uexec_ports::{ProcessSpawner, Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
+
+/// The sandbox of this platform.
+pub fn sandbox() -> Arc<dyn Sandbox> {
+    #[cfg(target_os = "linux")]
+    {
+        Arc::new(uexec_sandbox_linux::LinuxSandbox::default())
+    }
+    #[cfg(target_os = "macos")]
+    {
+        Arc::new(uexec_sandbox_macos::SeatbeltSandbox::default())
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    {
+        Arc::new(UnsupportedSandbox)
+    }
+}
+
+/// The process spawner (PTY or pipes).
+pub fn spawner() -> Arc<dyn ProcessSpawner> {
+    Arc::new(uexec_pty::PtySpawner::default())
+}
+
+/// The sandbox of a platform uexec has no sandbox for: every `prepare` fails with
+/// [`SandboxError::Unsupported`], so nothing runs unless the policy is `danger-full-access` (for which the
+/// engine never calls a sandbox).
+///
+/// Compiled on every platform so that its test runs everywhere; only platforms without a sandbox use it.
+#[cfg_attr(any(target_os = "linux", target_os = "macos"), allow(dead_code))]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UnsupportedSandbox;
+
+impl Sandbox for UnsupportedSandbox {
+    fn kind(&self) -> SandboxKind {
+        SandboxKind::None
+    }
+
+    fn report(&self, policy: &SandboxPolicy) -> ProtectionReport {
+        let detail = format!("no sandbox exists for {}", std::env::consts::OS);
+        ProtectionReport {
+            sandbox: SandboxKind::None,
+            policy: policy.mode_str().to_owned(),
+            protections: ["filesystem", "network"]
+                .into_iter()
+                .map(|name| Protection {
+                    name: name.to_owned(),
+                    status: ProtectionStatus::Off,
+                    detail: detail.clone(),
+                })
+                .collect(),
+            escape_reason: None,
+        }
+    }
+
+    fn prepare(&self, request: SandboxRequest) -> Result<SandboxedSpawn, SandboxError> {
+        Err(SandboxError::Unsupported(format!(
+            "{} (policy {}); only --sandbox danger-full-access can run commands here",
+            std::env::consts::OS,
+            request.policy.mode_str()
+        )))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use uexec_ports::{IoMode, SpawnRequest};
+
+    use super::*;
+
+    #[test]
+    fn unsupported_sandbox_refuses_and_reports_everything_off() {
+        let sandbox = UnsupportedSandbox;
+        let policy = SandboxPolicy::default();
+        let report = sandbox.report(&policy);
+        assert!(report.is_degraded());
+        assert_eq!(report.policy, "workspace-write");
+        let request = SandboxRequest {
+            spawn: SpawnRequest {
+                argv: vec!["true".into()],
+                cwd: "/".into(),
+                env: Vec::new(),
+                mode: IoMode::Pipes,
+                setup: Vec::new(),
+            },
+            policy,
+            tmpdir: None,
+            allow_degraded: true,
+        };
+        let err = sandbox.prepare(request).unwrap_err();
+        assert!(matches!(err, SandboxError::Unsupported(_)), "{err}");
+        assert!(err.to_string().contains("danger-full-access"));
+    }
+}

@@ -1,0 +1,276 @@
+//! `uexec sandbox-report` (what this machine enforces for a policy) and `uexec sandbox-profile` (the Seatbelt
+//! profile and command line the macOS sandbox would use, generated on any platform).
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use serde_json::json;
+use uexec_domain::policy::GitEntry;
+use uexec_domain::protection::ProtectionStatus;
+use uexec_domain::{EscapeReason, ProtectionReport, SandboxPolicy, WritableRoot};
+
+use crate::cli::{ProfileArgs, ProfilePlatform, ReportArgs};
+use crate::settings::{ProcessContext, Settings};
+
+/// `uexec sandbox-report`.
+pub fn sandbox_report(args: &ReportArgs) -> Result<ExitCode> {
+    let settings = Settings::resolve(&args.policy, None, &ProcessContext::current()?)?;
+    let sandbox = crate::platform::sandbox();
+    let report = if settings.sandbox_policy.is_unrestricted() {
+        ProtectionReport::unsandboxed(settings.sandbox_policy.mode_str(), EscapeReason::FullAccessPolicy)
+    } else {
+        sandbox.report(&settings.sandbox_policy)
+    };
+    let tmpdir = std::env::var_os("TMPDIR").map(PathBuf::from);
+    let roots = settings.sandbox_policy.writable_roots(&settings.cwd, tmpdir.as_deref(), git_entry);
+    let text = if args.json {
+        let value = json!({
+            "platform": std::env::consts::OS,
+            "arch": std::env::consts::ARCH,
+            "mechanism": sandbox.kind(),
+            "workspace": settings.cwd,
+            "policy": settings.sandbox_policy,
+            "approval_policy": settings.approval_policy.as_str(),
+            "allow_degraded_sandbox": settings.allow_degraded_sandbox,
+            "writable_roots": roots,
+            "report": report,
+            "enforced": verdict(&settings, &report) == Verdict::Enforced,
+            "verdict": verdict(&settings, &report).as_str(),
+            "config_file": settings.config_file,
+        });
+        serde_json::to_string_pretty(&value).context("cannot render the report")? + "\n"
+    } else {
+        human_report(&settings, sandbox.kind().as_str(), &roots, &report)
+    };
+    write_stdout(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Whether commands would run, and how protected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// Every protection the policy asks for is enforced.
+    Enforced,
+    /// The policy runs without a sandbox (danger-full-access).
+    Unsandboxed,
+    /// Some protection is partial or off; commands run only with allow_degraded_sandbox.
+    DegradedAllowed,
+    /// Some protection is partial or off; commands are refused.
+    Refused,
+}
+
+impl Verdict {
+    fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Enforced => "enforced",
+            Verdict::Unsandboxed => "unsandboxed",
+            Verdict::DegradedAllowed => "degraded-allowed",
+            Verdict::Refused => "refused",
+        }
+    }
+}
+
+fn verdict(settings: &Settings, report: &ProtectionReport) -> Verdict {
+    if settings.sandbox_policy.is_unrestricted() {
+        Verdict::Unsandboxed
+    } else if !report.is_degraded() {
+        Verdict::Enforced
+    } else if settings.allow_degraded_sandbox {
+        Verdict::DegradedAllowed
+    } else {
+        Verdict::Refused
+    }
+}
+
+fn human_report(
+    settings: &Settings,
+    mechanism: &str,
+    roots: &[WritableRoot],
+    report: &ProtectionReport,
+) -> String {
+    let mut out = String::new();
+    let policy = &settings.sandbox_policy;
+    let _ = writeln!(out, "Platform:        {} ({})", std::env::consts::OS, std::env::consts::ARCH);
+    let _ = writeln!(out, "Sandbox:         {mechanism}");
+    let _ = writeln!(
+        out,
+        "Policy:          {}, network {}",
+        policy.mode_str(),
+        if policy.has_network_access() { "allowed" } else { "blocked" }
+    );
+    let _ = writeln!(out, "Approval policy: {}", settings.approval_policy.as_str());
+    let _ = writeln!(out, "Workspace:       {}", settings.cwd.display());
+    if let Some(config) = &settings.config_file {
+        let _ = writeln!(out, "Config file:     {}", config.display());
+    }
+    match policy {
+        SandboxPolicy::WorkspaceWrite { .. } => {
+            let _ = writeln!(out, "\nWritable (for commands run in the workspace):");
+            for root in roots {
+                let ro: Vec<String> =
+                    root.read_only_subpaths.iter().map(|p| p.display().to_string()).collect();
+                let _ = writeln!(out, "  {}  (read-only inside: {})", root.root.display(), ro.join(", "));
+            }
+            let _ = writeln!(out, "  /dev/null");
+        }
+        SandboxPolicy::ReadOnly { .. } => {
+            let _ = writeln!(out, "\nWritable: nothing but /dev/null and the terminal");
+        }
+        SandboxPolicy::DangerFullAccess => {
+            let _ = writeln!(out, "\nWritable: everything the user can write (no sandbox)");
+        }
+    }
+    if !report.protections.is_empty() {
+        let _ = writeln!(out, "\nProtections:");
+        let width = report.protections.iter().map(|p| p.name.len()).max().unwrap_or(0);
+        for p in &report.protections {
+            let status = p.status.to_string();
+            let _ = write!(out, "  {:width$}  {status:13}", p.name);
+            if !p.detail.is_empty() {
+                let _ = write!(out, "  {}", p.detail);
+            }
+            out.push('\n');
+        }
+    }
+    let _ = writeln!(out);
+    let message = match verdict(settings, report) {
+        Verdict::Enforced => "Verdict: every protection of this policy is enforced here.".to_owned(),
+        Verdict::Unsandboxed => "Verdict: no sandbox; commands run with the user's full access.".to_owned(),
+        Verdict::DegradedAllowed => format!(
+            "Verdict: only partly enforceable here ({}); commands run anyway because degraded protection is allowed.",
+            weak_protections(report)
+        ),
+        Verdict::Refused => format!(
+            "Verdict: cannot be fully enforced here ({}); commands are refused (nothing runs) unless \
+             --allow-degraded-sandbox (or allow_degraded_sandbox = true) accepts it.",
+            weak_protections(report)
+        ),
+    };
+    let _ = writeln!(out, "{message}");
+    out
+}
+
+fn weak_protections(report: &ProtectionReport) -> String {
+    report
+        .protections
+        .iter()
+        .filter(|p| matches!(p.status, ProtectionStatus::Partial | ProtectionStatus::Off))
+        .map(|p| format!("{}: {}", p.name, p.status))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What a root's `.git` entry is (a directory, a `gitdir:` file, or nothing).
+pub fn git_entry(root: &Path) -> GitEntry {
+    let dot_git = root.join(".git");
+    match std::fs::symlink_metadata(&dot_git) {
+        Ok(meta) if meta.is_dir() => GitEntry::Directory,
+        Ok(meta) if meta.is_file() => match std::fs::read_to_string(&dot_git) {
+            Ok(text) => match text.lines().find_map(|l| l.strip_prefix("gitdir:")) {
+                Some(dir) => {
+                    let dir = Path::new(dir.trim());
+                    GitEntry::File {
+                        gitdir: if dir.is_absolute() { dir.to_path_buf() } else { root.join(dir) },
+                    }
+                }
+                None => GitEntry::Absent,
+            },
+            Err(_) => GitEntry::Absent,
+        },
+        _ => GitEntry::Absent,
+    }
+}
+
+/// `uexec sandbox-profile`.
+pub fn sandbox_profile(args: &ProfileArgs) -> Result<ExitCode> {
+    let settings = Settings::resolve(&args.policy, None, &ProcessContext::current()?)?;
+    match args.platform {
+        ProfilePlatform::Macos => {
+            let argv: Vec<OsString> = if args.command.is_empty() {
+                vec![settings.shell.clone().into(), "-lc".into(), "true".into()]
+            } else {
+                args.command.iter().map(OsString::from).collect()
+            };
+            let tmpdir = std::env::var_os("TMPDIR").map(PathBuf::from);
+            let launch = uexec_sandbox_macos::SeatbeltSandbox::for_inspection()
+                .launch(&settings.sandbox_policy, &settings.cwd, tmpdir.as_deref(), &argv)
+                .context("cannot generate the Seatbelt profile")?;
+            let mut out = String::new();
+            let _ = writeln!(
+                out,
+                ";; uexec Seatbelt profile for policy {} (network {}), workspace {}",
+                settings.sandbox_policy.mode_str(),
+                if settings.sandbox_policy.has_network_access() { "allowed" } else { "blocked" },
+                settings.cwd.display()
+            );
+            let _ = writeln!(
+                out,
+                ";; Paths are this machine's; on macOS they are canonical (/tmp is /private/tmp)."
+            );
+            out.push_str(&launch.profile);
+            if !launch.profile.ends_with('\n') {
+                out.push('\n');
+            }
+            let _ = writeln!(out, "\n;; Parameters (-D NAME=value):");
+            for (name, value) in &launch.params {
+                let _ = writeln!(out, ";;   {name}={}", value.to_string_lossy());
+            }
+            let _ = writeln!(out, "\n;; Command line (the profile text is the argument of -p):");
+            let shown: Vec<String> = launch
+                .argv
+                .iter()
+                .enumerate()
+                .map(|(i, a)| if i == 2 { "<profile>".to_owned() } else { quote(&a.to_string_lossy()) })
+                .collect();
+            let _ = writeln!(out, ";;   {}", shown.join(" "));
+            write_stdout(&out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | '=' | ':' | ',' | '+'));
+    if plain { word.to_owned() } else { format!("'{}'", word.replace('\'', "'\\''")) }
+}
+
+/// Write to stdout; a closed pipe (`| head`) is not an error.
+fn write_stdout(text: &str) -> Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("cannot write to stdout"),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn git_entry_reads_directories_and_gitdir_files() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(git_entry(dir.path()), GitEntry::Absent);
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
+        assert_eq!(git_entry(dir.path()), GitEntry::Directory);
+        let wt = tempfile::tempdir().unwrap();
+        std::fs::write(wt.path().join(".git"), "gitdir: /repo/.git/worktrees/wt\n").unwrap();
+        assert_eq!(git_entry(wt.path()), GitEntry::File { gitdir: PathBuf::from("/repo/.git/worktrees/wt") });
+        std::fs::write(wt.path().join(".git"), "gitdir: ../rel\n").unwrap();
+        assert_eq!(git_entry(wt.path()), GitEntry::File { gitdir: wt.path().join("../rel") });
+    }
+
+    #[test]
+    fn quoting_keeps_plain_words() {
+        assert_eq!(quote("-DWRITABLE_ROOT_0=/tmp"), "-DWRITABLE_ROOT_0=/tmp");
+        assert_eq!(quote("a b"), "'a b'");
+    }
+}

@@ -1,0 +1,421 @@
+//! The validated configuration: defaults, then the config file, then the flags; paths resolved and checked.
+//!
+//! This is the only place that reads the process environment (`$SHELL`, `$HOME`, `$XDG_CONFIG_HOME`, the
+//! current directory): the caller passes them in, so precedence is testable without touching the process.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use uexec_domain::env::{EnvInherit, EnvPolicy};
+use uexec_domain::limits::Limits;
+use uexec_domain::rules::{CommandRules, PrefixRule};
+use uexec_domain::{ApprovalPolicy, SandboxPolicy};
+
+use crate::cli::{ApprovalArg, PolicyArgs, SandboxMode};
+use crate::config::{self, InheritSpec, LoadedConfig};
+
+/// What the process environment contributes, passed in explicitly.
+#[derive(Debug, Clone)]
+pub struct ProcessContext {
+    /// The current directory.
+    pub cwd: PathBuf,
+    /// Looks up an environment variable.
+    pub env: fn(&str) -> Option<OsString>,
+}
+
+impl ProcessContext {
+    /// The real process: `std::env::current_dir()` and `std::env::var_os`.
+    pub fn current() -> Result<Self> {
+        let cwd = std::env::current_dir().context("cannot determine the current directory")?;
+        Ok(ProcessContext { cwd, env: |name| std::env::var_os(name) })
+    }
+}
+
+/// Everything a subcommand needs to know about policy, validated.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The workspace (canonical): commands run here and it is writable under workspace-write.
+    pub cwd: PathBuf,
+    /// The sandbox policy.
+    pub sandbox_policy: SandboxPolicy,
+    /// When to ask a person.
+    pub approval_policy: ApprovalPolicy,
+    /// Accept partly enforced protection.
+    pub allow_degraded_sandbox: bool,
+    /// The environment policy of spawned commands.
+    pub env_policy: EnvPolicy,
+    /// Session, buffer and window limits.
+    pub limits: Limits,
+    /// Command prefix rules.
+    pub rules: CommandRules,
+    /// The default shell of exec_command.
+    pub shell: String,
+    /// Add a `Sandbox: ...` line to responses.
+    pub report_protections: bool,
+    /// Audit log file, from the flag or the config.
+    pub audit_log: Option<PathBuf>,
+    /// The config file that was read, if any.
+    pub config_file: Option<PathBuf>,
+}
+
+impl Settings {
+    /// Resolve `args` (and `audit_log_flag`) on top of the config file on top of the defaults.
+    pub fn resolve(
+        args: &PolicyArgs,
+        audit_log_flag: Option<&Path>,
+        ctx: &ProcessContext,
+    ) -> Result<Settings> {
+        let (config_path, required) = match config::locate(args.config.as_deref(), &ctx.env) {
+            Some((path, required)) => (Some(absolute(&ctx.cwd, &path)), required),
+            None => (None, false),
+        };
+        let loaded = match &config_path {
+            Some(path) => config::load(path, required)?,
+            None => None,
+        };
+        resolve_with(args, audit_log_flag, ctx, loaded.as_ref())
+    }
+}
+
+fn resolve_with(
+    args: &PolicyArgs,
+    audit_log_flag: Option<&Path>,
+    ctx: &ProcessContext,
+    loaded: Option<&LoadedConfig>,
+) -> Result<Settings> {
+    let empty = config::ConfigFile::default();
+    let file = loaded.map(|l| &l.file).unwrap_or(&empty);
+
+    let cwd_arg = args.cwd.as_deref().map(|p| absolute(&ctx.cwd, p)).unwrap_or_else(|| ctx.cwd.clone());
+    let cwd = std::fs::canonicalize(&cwd_arg)
+        .with_context(|| format!("workspace directory {} is not usable", cwd_arg.display()))?;
+    if !cwd.is_dir() {
+        bail!("workspace {} is not a directory", cwd.display());
+    }
+
+    let approval_policy = match args.approval_policy {
+        Some(flag) => approval_from_arg(flag),
+        None => file.approval_policy.unwrap_or_default(),
+    };
+    let mode = args.sandbox.or(file.sandbox).unwrap_or(SandboxMode::WorkspaceWrite);
+    let network = if args.network {
+        true
+    } else if args.no_network {
+        false
+    } else {
+        file.network.unwrap_or(false)
+    };
+
+    if mode != SandboxMode::WorkspaceWrite && !args.writable_roots.is_empty() {
+        bail!(
+            "--writable-root applies only to --sandbox workspace-write (the sandbox is {})",
+            mode_str(mode)
+        );
+    }
+    let mut writable_roots = Vec::new();
+    if let Some(loaded) = loaded {
+        for root in &file.writable_roots {
+            let path = absolute(loaded.base_dir(), root.get_ref());
+            let canonical = std::fs::canonicalize(&path).map_err(|e| {
+                loaded.error_at(root.span(), "writable_roots", format!("{}: {e}", path.display()))
+            })?;
+            if !canonical.is_dir() {
+                return Err(loaded.error_at(root.span(), "writable_roots", "not a directory").into());
+            }
+            push_unique(&mut writable_roots, canonical);
+        }
+    }
+    for root in &args.writable_roots {
+        let path = absolute(&ctx.cwd, root);
+        let canonical = std::fs::canonicalize(&path)
+            .with_context(|| format!("--writable-root {} is not usable", path.display()))?;
+        if !canonical.is_dir() {
+            bail!("--writable-root {} is not a directory", canonical.display());
+        }
+        push_unique(&mut writable_roots, canonical);
+    }
+
+    let sandbox_policy = match mode {
+        SandboxMode::ReadOnly => SandboxPolicy::ReadOnly { network_access: network },
+        SandboxMode::WorkspaceWrite => SandboxPolicy::WorkspaceWrite {
+            writable_roots,
+            network_access: network,
+            exclude_slash_tmp: file.exclude_slash_tmp.unwrap_or(false),
+            exclude_tmpdir_env_var: file.exclude_tmpdir_env_var.unwrap_or(false),
+        },
+        SandboxMode::DangerFullAccess => SandboxPolicy::DangerFullAccess,
+    };
+
+    let allow_degraded_sandbox = args.allow_degraded_sandbox || file.allow_degraded_sandbox.unwrap_or(false);
+
+    let env_policy = match &file.env {
+        Some(env) => EnvPolicy {
+            inherit: match env.inherit.clone().unwrap_or(InheritSpec::All) {
+                InheritSpec::All => EnvInherit::All,
+                InheritSpec::None => EnvInherit::None,
+                InheritSpec::Only(names) => EnvInherit::Only(names),
+            },
+            exclude_secrets: env.exclude_secrets.unwrap_or(false),
+            set: env.set.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        },
+        None => EnvPolicy::default(),
+    };
+
+    let limits = match (&file.limits, loaded) {
+        (Some(limits), Some(loaded)) => {
+            validate_limits(limits.get_ref()).map_err(|msg| loaded.error_at(limits.span(), "limits", msg))?;
+            limits.get_ref().clone()
+        }
+        _ => Limits::default(),
+    };
+
+    let mut rules = Vec::new();
+    if let Some(loaded) = loaded {
+        for rule in &file.rules {
+            let entry = rule.get_ref();
+            if entry.prefix.is_empty() || entry.prefix.iter().any(String::is_empty) {
+                return Err(loaded
+                    .error_at(rule.span(), "rules.prefix", "a prefix is a non-empty list of non-empty words")
+                    .into());
+            }
+            rules.push(PrefixRule { prefix: entry.prefix.clone(), decision: entry.decision });
+        }
+    }
+
+    let shell = match (&file.shell, loaded) {
+        (Some(shell), Some(loaded)) => {
+            if shell.get_ref().trim().is_empty() {
+                return Err(loaded.error_at(shell.span(), "shell", "must not be empty").into());
+            }
+            shell.get_ref().clone()
+        }
+        _ => (ctx.env)("SHELL")
+            .and_then(|s| s.into_string().ok())
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| "/bin/bash".to_owned()),
+    };
+
+    let audit_log = match (audit_log_flag, &file.audit_log, loaded) {
+        (Some(flag), _, _) => Some(absolute(&ctx.cwd, flag)),
+        (None, Some(path), Some(loaded)) => Some(absolute(loaded.base_dir(), path.get_ref())),
+        _ => None,
+    };
+
+    Ok(Settings {
+        cwd,
+        sandbox_policy,
+        approval_policy,
+        allow_degraded_sandbox,
+        env_policy,
+        limits,
+        rules: CommandRules { rules },
+        shell,
+        report_protections: file.report_protections.unwrap_or(true),
+        audit_log,
+        config_file: loaded.map(|l| l.path.clone()),
+    })
+}
+
+/// Range checks the type system cannot express; the message names the offending field.
+fn validate_limits(limits: &Limits) -> std::result::Result<(), String> {
+    let checks: [(bool, &str); 8] = [
+        (limits.max_sessions >= 1, "max_sessions must be at least 1"),
+        (limits.warning_sessions >= 1, "warning_sessions must be at least 1"),
+        (limits.output_buffer_bytes >= 1024, "output_buffer_bytes must be at least 1024"),
+        (limits.max_output_tokens >= 1, "max_output_tokens must be at least 1"),
+        (
+            limits.default_max_output_tokens >= 1
+                && limits.default_max_output_tokens <= limits.max_output_tokens,
+            "default_max_output_tokens must be between 1 and max_output_tokens",
+        ),
+        (
+            limits.min_yield_time_ms <= limits.max_yield_time_ms,
+            "min_yield_time_ms must not exceed max_yield_time_ms",
+        ),
+        (
+            limits.min_poll_yield_time_ms <= limits.max_poll_yield_time_ms,
+            "min_poll_yield_time_ms must not exceed max_poll_yield_time_ms",
+        ),
+        (limits.max_write_bytes >= 1, "max_write_bytes must be at least 1"),
+    ];
+    match checks.iter().find(|(ok, _)| !ok) {
+        Some((_, message)) => Err((*message).to_owned()),
+        None => Ok(()),
+    }
+}
+
+fn approval_from_arg(arg: ApprovalArg) -> ApprovalPolicy {
+    match arg {
+        ApprovalArg::Untrusted => ApprovalPolicy::Untrusted,
+        ApprovalArg::OnFailure => ApprovalPolicy::OnFailure,
+        ApprovalArg::OnRequest => ApprovalPolicy::OnRequest,
+        ApprovalArg::Never => ApprovalPolicy::Never,
+    }
+}
+
+fn mode_str(mode: SandboxMode) -> &'static str {
+    match mode {
+        SandboxMode::ReadOnly => "read-only",
+        SandboxMode::WorkspaceWrite => "workspace-write",
+        SandboxMode::DangerFullAccess => "danger-full-access",
+    }
+}
+
+fn absolute(base: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() { path.to_path_buf() } else { base.join(path) }
+}
+
+fn push_unique(roots: &mut Vec<PathBuf>, root: PathBuf) {
+    if !roots.contains(&root) {
+        roots.push(root);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use uexec_domain::rules::RuleDecision;
+
+    fn ctx(cwd: &Path) -> ProcessContext {
+        ProcessContext { cwd: cwd.to_path_buf(), env: |name| (name == "SHELL").then(|| "/bin/zsh".into()) }
+    }
+
+    fn loaded(dir: &Path, text: &str) -> LoadedConfig {
+        let path = dir.join("config.toml");
+        LoadedConfig { file: config::parse(&path, text).unwrap(), path, text: text.to_owned() }
+    }
+
+    #[test]
+    fn defaults_are_workspace_write_here_without_network_on_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), None).unwrap();
+        let cwd = std::fs::canonicalize(dir.path()).unwrap();
+        assert_eq!(s.cwd, cwd);
+        assert_eq!(s.sandbox_policy, SandboxPolicy::default());
+        assert!(!s.sandbox_policy.has_network_access());
+        assert_eq!(s.approval_policy, ApprovalPolicy::OnRequest);
+        assert!(!s.allow_degraded_sandbox);
+        assert_eq!(s.shell, "/bin/zsh");
+        assert!(s.report_protections);
+        assert_eq!(s.limits, Limits::default());
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("cache")).unwrap();
+        std::fs::create_dir(dir.path().join("extra")).unwrap();
+        let cfg = loaded(
+            dir.path(),
+            "approval_policy = \"never\"\nnetwork = true\nwritable_roots = [\"cache\"]\nshell = \"/bin/sh\"\n\
+             [[rules]]\nprefix = [\"git\", \"push\"]\ndecision = \"ask\"\n",
+        );
+        let args = PolicyArgs {
+            approval_policy: Some(ApprovalArg::Untrusted),
+            no_network: true,
+            writable_roots: vec![PathBuf::from("extra")],
+            ..PolicyArgs::default()
+        };
+        let s = resolve_with(&args, None, &ctx(dir.path()), Some(&cfg)).unwrap();
+        assert_eq!(s.approval_policy, ApprovalPolicy::Untrusted);
+        assert!(!s.sandbox_policy.has_network_access());
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let SandboxPolicy::WorkspaceWrite { writable_roots, .. } = &s.sandbox_policy else { panic!() };
+        assert_eq!(writable_roots, &vec![base.join("cache"), base.join("extra")]);
+        assert_eq!(s.shell, "/bin/sh");
+        assert_eq!(s.rules.rules.len(), 1);
+        assert_eq!(s.rules.rules[0].decision, RuleDecision::Ask);
+
+        let s = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap();
+        assert_eq!(s.approval_policy, ApprovalPolicy::Never);
+        assert!(s.sandbox_policy.has_network_access());
+    }
+
+    #[test]
+    fn missing_writable_root_in_the_file_names_key_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = loaded(dir.path(), "network = false\nwritable_roots = [\"/definitely/not/here\"]\n");
+        let err = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap_err();
+        let text = format!("{err:#}");
+        assert!(text.contains("writable_roots") && text.contains(":2:"), "{text}");
+    }
+
+    #[test]
+    fn invalid_limits_and_rules_name_key_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = loaded(dir.path(), "\n[limits]\nmin_yield_time_ms = 5000\nmax_yield_time_ms = 10\n");
+        let err = format!(
+            "{:#}",
+            resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap_err()
+        );
+        assert!(err.contains("limits") && err.contains("min_yield_time_ms"), "{err}");
+        let cfg = loaded(dir.path(), "[[rules]]\nprefix = []\ndecision = \"allow\"\n");
+        let err = format!(
+            "{:#}",
+            resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap_err()
+        );
+        assert!(err.contains("rules.prefix") && err.contains(":1:"), "{err}");
+    }
+
+    #[test]
+    fn writable_root_flag_needs_workspace_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = PolicyArgs {
+            sandbox: Some(SandboxMode::ReadOnly),
+            writable_roots: vec![dir.path().to_path_buf()],
+            ..PolicyArgs::default()
+        };
+        let err = resolve_with(&args, None, &ctx(dir.path()), None).unwrap_err().to_string();
+        assert!(err.contains("--writable-root"), "{err}");
+    }
+
+    #[test]
+    fn read_only_and_full_access_map_to_policies() {
+        let dir = tempfile::tempdir().unwrap();
+        let args =
+            PolicyArgs { sandbox: Some(SandboxMode::ReadOnly), network: true, ..PolicyArgs::default() };
+        let s = resolve_with(&args, None, &ctx(dir.path()), None).unwrap();
+        assert_eq!(s.sandbox_policy, SandboxPolicy::ReadOnly { network_access: true });
+        let args = PolicyArgs { sandbox: Some(SandboxMode::DangerFullAccess), ..PolicyArgs::default() };
+        let s = resolve_with(&args, None, &ctx(dir.path()), None).unwrap();
+        assert_eq!(s.sandbox_policy, SandboxPolicy::DangerFullAccess);
+    }
+
+    #[test]
+    fn env_section_maps_to_env_policy() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg =
+            loaded(dir.path(), "[env]\ninherit = \"none\"\nexclude_secrets = true\nset = { A = \"1\" }\n");
+        let s = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap();
+        assert_eq!(
+            s.env_policy,
+            EnvPolicy {
+                inherit: EnvInherit::None,
+                exclude_secrets: true,
+                set: vec![("A".into(), "1".into())]
+            }
+        );
+    }
+
+    #[test]
+    fn audit_log_flag_wins_and_file_paths_are_relative_to_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = loaded(dir.path(), "audit_log = \"audit.jsonl\"\n");
+        let s = resolve_with(&PolicyArgs::default(), None, &ctx(Path::new("/")), Some(&cfg));
+        // The cwd "/" exists everywhere; the audit path resolves against the config file's directory.
+        assert_eq!(s.unwrap().audit_log, Some(dir.path().join("audit.jsonl")));
+        let s =
+            resolve_with(&PolicyArgs::default(), Some(Path::new("x.jsonl")), &ctx(dir.path()), Some(&cfg));
+        assert_eq!(s.unwrap().audit_log, Some(dir.path().join("x.jsonl")));
+    }
+
+    #[test]
+    fn missing_workspace_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = PolicyArgs { cwd: Some(dir.path().join("nope")), ..PolicyArgs::default() };
+        let err = resolve_with(&args, None, &ctx(dir.path()), None).unwrap_err().to_string();
+        assert!(err.contains("nope"), "{err}");
+    }
+}
