@@ -1,0 +1,404 @@
+//! `uexec mcp` end to end with raw JSON-RPC lines: approvals through elicitation, command rules, session tools,
+//! pruning, bad input, and that no command outlives the server (stdin EOF, SIGTERM, SIGKILL).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+#[test]
+fn elicitation_approve_deny_and_approve_for_session() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &["--approval-policy", "untrusted"], true);
+
+    server.answers = vec!["approve".into()];
+    let r = server.call("exec_command", json!({ "cmd": "touch once.txt" }));
+    assert!(!is_error(&r), "{r}");
+    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert!(ws.path().join("once.txt").exists());
+    assert_eq!(server.elicitations.len(), 1);
+    let message = server.elicitations[0]["message"].as_str().unwrap();
+    assert!(message.contains("touch once.txt"), "{message}");
+    assert_eq!(server.elicitations[0]["requestedSchema"]["required"], json!(["decision"]));
+
+    server.answers = vec!["deny".into()];
+    let r = server.call("exec_command", json!({ "cmd": "touch denied.txt" }));
+    assert!(is_error(&r));
+    assert_eq!(text(&r), "exec_command failed for `touch denied.txt`: rejected by user");
+    assert!(!ws.path().join("denied.txt").exists());
+    assert_eq!(server.elicitations.len(), 2);
+
+    server.answers = vec!["approve_for_session".into()];
+    let r = server.call("exec_command", json!({ "cmd": "touch remembered.txt" }));
+    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert_eq!(server.elicitations.len(), 3);
+    std::fs::remove_file(ws.path().join("remembered.txt")).unwrap();
+    // The same command again: remembered, not asked.
+    let r = server.call("exec_command", json!({ "cmd": "touch remembered.txt" }));
+    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert_eq!(server.elicitations.len(), 3, "approved for session must not ask again");
+    assert!(ws.path().join("remembered.txt").exists());
+
+    // Escalation is refused under `untrusted` without asking.
+    let r = server.call(
+        "exec_command",
+        json!({ "cmd": "touch esc.txt", "sandbox_permissions": "require_escalated", "justification": "test" }),
+    );
+    assert!(is_error(&r) && text(&r).contains("escalation not allowed"), "{r}");
+    assert_eq!(server.elicitations.len(), 3);
+}
+
+#[test]
+fn escalation_asks_with_the_justification_and_runs_outside_the_sandbox() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &[], true);
+    let target = ws.outside.path().join("escalated.txt");
+    let cmd = format!("echo out > {}", target.display());
+
+    server.answers = vec!["deny".into()];
+    let r = server.call(
+        "exec_command",
+        json!({ "cmd": cmd, "sandbox_permissions": "require_escalated", "justification": "write the report" }),
+    );
+    assert!(is_error(&r), "{r}");
+    assert!(!target.exists());
+    let message = server.elicitations[0]["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("WITHOUT the sandbox") && message.contains("write the report"), "{message}");
+
+    server.answers = vec!["approve".into()];
+    let r = server.call(
+        "exec_command",
+        json!({ "cmd": cmd, "sandbox_permissions": "require_escalated", "justification": "write the report" }),
+    );
+    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert!(target.exists(), "an approved escalation runs outside the sandbox");
+}
+
+#[test]
+fn command_rules_from_the_config_file() {
+    let ws = Workspace::new();
+    let config = ws.path().join("uexec.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[rules]]
+prefix = ["touch", "forbidden.txt"]
+decision = "forbid"
+
+[[rules]]
+prefix = ["touch", "ask.txt"]
+decision = "ask"
+
+[[rules]]
+prefix = ["touch", "allowed.txt"]
+decision = "allow"
+"#,
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let mut server =
+        McpServer::start_initialized(&ws, &["--config", config, "--approval-policy", "untrusted"], true);
+
+    let r = server.call("exec_command", json!({ "cmd": "touch forbidden.txt" }));
+    assert!(is_error(&r) && text(&r).contains("forbid"), "{r}");
+    assert!(!ws.path().join("forbidden.txt").exists());
+
+    let r = server.call("exec_command", json!({ "cmd": "touch allowed.txt" }));
+    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert!(server.elicitations.is_empty(), "an allow rule pre-approves under untrusted");
+
+    server.answers = vec!["approve".into()];
+    let r = server.call("exec_command", json!({ "cmd": "touch ask.txt" }));
+    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert_eq!(server.elicitations.len(), 1);
+    drop(server);
+
+    // Without elicitation, an `ask` rule refuses and says what would allow it.
+    let mut server = McpServer::start_initialized(&ws, &["--config", config], false);
+    std::fs::remove_file(ws.path().join("ask.txt")).unwrap();
+    let r = server.call("exec_command", json!({ "cmd": "touch ask.txt" }));
+    assert!(is_error(&r), "{r}");
+    let t = text(&r);
+    assert!(t.contains("elicitation") && t.contains("decision = \"allow\""), "{t}");
+    assert!(!ws.path().join("ask.txt").exists());
+}
+
+#[test]
+fn list_and_close_sessions() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &[], false);
+    let marker = marker_seconds(1);
+    let r = server.call("exec_command", json!({ "cmd": format!("sleep {marker}"), "yield_time_ms": 250 }));
+    let id = session_id(&r);
+    assert_eq!(wait_present(&["sleep", &marker], Duration::from_secs(20)).len(), 1);
+
+    let listed = server.call("list_sessions", json!({}));
+    let sessions = listed["structuredContent"]["sessions"].as_array().unwrap().clone();
+    assert_eq!(sessions.len(), 1, "{listed}");
+    assert_eq!(sessions[0]["session_id"], id);
+    assert_eq!(sessions[0]["state"], "running");
+    assert!(text(&listed).contains(&format!("Session {id}: running")), "{listed}");
+
+    let closed = server.call("close_session", json!({ "session_id": id }));
+    assert!(!is_error(&closed), "{closed}");
+    assert!(closed["structuredContent"]["exit_code"].is_i64(), "{closed}");
+    assert!(
+        wait_gone(&["sleep", &marker], Duration::from_secs(20)).is_empty(),
+        "close_session kills the process"
+    );
+
+    let listed = server.call("list_sessions", json!({}));
+    assert_eq!(listed["structuredContent"]["sessions"], json!([]), "{listed}");
+    assert_eq!(text(&listed), "No live sessions.");
+    let again = server.call("close_session", json!({ "session_id": id }));
+    assert!(is_error(&again) && text(&again).contains(&format!("Unknown process id {id}")), "{again}");
+}
+
+#[test]
+fn many_sessions_are_pruned_to_the_limit() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &[], false);
+    let total = 70u32;
+    let mut warned = false;
+    for i in 0..total {
+        let r = server.call(
+            "exec_command",
+            json!({ "cmd": format!("sleep {}", marker_seconds(i)), "yield_time_ms": 250 }),
+        );
+        assert!(!is_error(&r), "{r}");
+        session_id(&r);
+        if text(&r).contains("Warning:") {
+            warned = true;
+        }
+    }
+    assert!(warned, "from 60 live sessions on, responses warn");
+    let listed = server.call("list_sessions", json!({}));
+    let live = listed["structuredContent"]["sessions"].as_array().unwrap().len();
+    assert_eq!(live, 64, "the store holds at most 64 sessions");
+    // The pruned sessions' processes are gone; the live ones still run.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let count_alive =
+        || (0..total).filter(|i| !pids_with_cmdline(&["sleep", &marker_seconds(*i)]).is_empty()).count();
+    let mut alive = count_alive();
+    while alive != 64 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        alive = count_alive();
+    }
+    assert_eq!(alive, 64, "pruned sessions must be killed");
+    // The most recent sessions survive pruning.
+    assert!(!pids_with_cmdline(&["sleep", &marker_seconds(total - 1)]).is_empty());
+    server.close_stdin();
+    assert!(server.wait_exit(Duration::from_secs(30)).is_some());
+    for i in 0..total {
+        assert!(
+            wait_gone(&["sleep", &marker_seconds(i)], Duration::from_secs(20)).is_empty(),
+            "session {i} leaked"
+        );
+    }
+}
+
+/// A live shell session whose children try to escape: a background job, and a daemon in its own session.
+fn open_escaping_sessions(server: &mut McpServer, a: &str, b: &str) {
+    let r = server.call("exec_command", json!({ "cmd": "bash -i", "tty": true, "yield_time_ms": 500 }));
+    let shell = session_id(&r);
+    server.call(
+        "write_stdin",
+        json!({ "session_id": shell, "chars": format!("sleep {a} &\n"), "yield_time_ms": 500 }),
+    );
+    server.call(
+        "write_stdin",
+        json!({ "session_id": shell, "chars": format!("setsid sleep {b} > /dev/null 2>&1 < /dev/null &\n"), "yield_time_ms": 500 }),
+    );
+    assert_eq!(wait_present(&["sleep", a], Duration::from_secs(20)).len(), 1, "background job running");
+    assert_eq!(wait_present(&["sleep", b], Duration::from_secs(20)).len(), 1, "daemon running");
+    // A second, pipe-mode session too.
+    let r = server.call("exec_command", json!({ "cmd": format!("sleep {a}1"), "yield_time_ms": 250 }));
+    session_id(&r);
+}
+
+#[test]
+fn client_disconnect_kills_every_session() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &[], false);
+    let (a, b) = (marker_seconds(80), marker_seconds(81));
+    open_escaping_sessions(&mut server, &a, &b);
+    server.close_stdin();
+    let status = server.wait_exit(Duration::from_secs(30)).expect("the server exits when stdin closes");
+    assert!(status.success(), "{status}");
+    assert!(wait_gone(&["sleep", &a], Duration::from_secs(20)).is_empty(), "background job left behind");
+    assert!(wait_gone(&["sleep", &b], Duration::from_secs(20)).is_empty(), "daemon left behind");
+    assert!(
+        wait_gone(&["sleep", &format!("{a}1")], Duration::from_secs(20)).is_empty(),
+        "pipe session left behind"
+    );
+}
+
+#[test]
+fn sigterm_kills_every_session() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &[], false);
+    let (a, b) = (marker_seconds(82), marker_seconds(83));
+    open_escaping_sessions(&mut server, &a, &b);
+    send_signal(server.pid(), "TERM");
+    assert!(server.wait_exit(Duration::from_secs(30)).is_some(), "the server exits on SIGTERM");
+    assert!(wait_gone(&["sleep", &a], Duration::from_secs(20)).is_empty(), "background job left behind");
+    assert!(wait_gone(&["sleep", &b], Duration::from_secs(20)).is_empty(), "daemon left behind");
+}
+
+#[test]
+fn sigkill_host_leaves_no_child() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &[], false);
+    let (a, b) = (marker_seconds(84), marker_seconds(85));
+    open_escaping_sessions(&mut server, &a, &b);
+    send_signal(server.pid(), "KILL");
+    assert!(server.wait_exit(Duration::from_secs(30)).is_some());
+    assert!(
+        wait_gone(&["sleep", &a], Duration::from_secs(30)).is_empty(),
+        "background job survived SIGKILL of uexec"
+    );
+    assert!(
+        wait_gone(&["sleep", &b], Duration::from_secs(30)).is_empty(),
+        "daemon survived SIGKILL of uexec"
+    );
+}
+
+fn send_signal(pid: u32, signal: &str) {
+    let status =
+        std::process::Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status().unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn bad_input_gets_clear_errors_and_the_server_keeps_its_sessions() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &[], false);
+    let r = server.call("exec_command", json!({ "cmd": "cat", "tty": true, "yield_time_ms": 500 }));
+    let session = session_id(&r);
+
+    // Not JSON at all: a parse error with a null id.
+    server.send_raw("{this is not json");
+    let reply = server.wait_response(&Value::Null);
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+
+    // A lone surrogate: invalid Unicode, answered with the request's id.
+    let id = server.fresh_id();
+    server.send_raw(&format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"write_stdin","arguments":{{"session_id":{session},"chars":"a\ud800b"}}}}}}"#
+    ));
+    let reply = server.wait_response(&json!(id));
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+    assert!(reply["error"]["message"].as_str().unwrap().contains("surrogate"), "{reply}");
+
+    // A request of the wrong shape.
+    let id = server.fresh_id();
+    server.send_raw(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":42}}"#));
+    let reply = server.wait_response(&json!(id));
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+
+    // Unknown method, unknown tool, wrong argument types, negative yields: protocol errors naming the problem.
+    let reply = server.request("no/such/method", json!({}));
+    assert_eq!(reply["error"]["code"], -32601, "{reply}");
+    for (name, args, needle) in [
+        ("no_such_tool", json!({}), "unknown tool"),
+        ("exec_command", json!({ "cmd": 42 }), "`cmd` must be a string"),
+        ("exec_command", json!({ "cmd": "true", "tty": "yes" }), "`tty` must be a boolean"),
+        (
+            "exec_command",
+            json!({ "cmd": "true", "yield_time_ms": -100 }),
+            "`yield_time_ms` must be a non-negative",
+        ),
+        ("write_stdin", json!({ "session_id": "x" }), "`session_id` must be an integer"),
+        ("write_stdin", json!({ "session_id": session, "yield_time_ms": -1 }), "`yield_time_ms`"),
+        ("write_stdin", json!({ "chars": "x" }), "missing required argument `session_id`"),
+    ] {
+        let reply = server.call_raw(name, args.clone());
+        assert_eq!(reply["error"]["code"], -32602, "{name} {args}: {reply}");
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert!(message.contains(needle), "{name} {args}: {message}");
+    }
+
+    // 10 MiB of input in one call: a tool error, not a crash.
+    let huge = "z".repeat(10 * 1024 * 1024);
+    let r = server.call("write_stdin", json!({ "session_id": session, "chars": huge }));
+    assert!(is_error(&r), "{}", &text(&r)[..200.min(text(&r).len())]);
+    assert!(text(&r).starts_with("write_stdin failed: "), "{}", text(&r));
+
+    // Huge yields are clamped: an exiting command returns at once.
+    let started = std::time::Instant::now();
+    let r = server.call("exec_command", json!({ "cmd": "true", "yield_time_ms": 1e30 }));
+    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert!(started.elapsed() < Duration::from_secs(25));
+    let r = server
+        .call("write_stdin", json!({ "session_id": session, "chars": "", "yield_time_ms": 1u64 << 62 }));
+    assert!(!is_error(&r), "a huge poll window is clamped: {r}");
+
+    // The session survived all of it.
+    let mut seen = String::new();
+    let r = server
+        .call("write_stdin", json!({ "session_id": session, "chars": "alive\n", "yield_time_ms": 1000 }));
+    seen.push_str(&output(&r));
+    for _ in 0..10 {
+        if seen.contains("alive") {
+            break;
+        }
+        let r =
+            server.call("write_stdin", json!({ "session_id": session, "chars": "", "yield_time_ms": 5000 }));
+        seen.push_str(&output(&r));
+    }
+    assert!(seen.contains("alive"), "{seen}");
+}
+
+#[test]
+fn audit_log_records_approvals_and_commands() {
+    let ws = Workspace::new();
+    let log = ws.path().join("audit.jsonl");
+    let log_arg = log.to_str().unwrap().to_owned();
+    let mut server =
+        McpServer::start_initialized(&ws, &["--audit-log", &log_arg, "--approval-policy", "untrusted"], true);
+    server.answers = vec!["approve".into()];
+    let r = server.call("exec_command", json!({ "cmd": "touch audited.txt; exit 4" }));
+    assert_eq!(r["structuredContent"]["exit_code"], 4, "{r}");
+    drop(server);
+    let records: Vec<Value> =
+        std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let events: Vec<&str> = records.iter().map(|r| r["event"].as_str().unwrap()).collect();
+    assert_eq!(events, vec!["approval_requested", "approval_decided", "begin", "end"], "{records:#?}");
+    assert_eq!(records[1]["decision"], "approved");
+    assert_eq!(records[2]["cwd"], json!(std::fs::canonicalize(ws.path()).unwrap()));
+    assert_eq!(records[2]["sandbox"], "linux-landlock-seccomp");
+    assert_eq!(records[3]["exit_code"], 4);
+    assert!(
+        records[3]["command"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("audited.txt"))
+    );
+    for record in &records {
+        assert!(record["time"].as_str().unwrap().ends_with('Z') && record["unix_ms"].is_u64(), "{record}");
+    }
+}
+
+#[test]
+fn read_screen_renders_a_terminal() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &[], false);
+    let r = server.call(
+        "exec_command",
+        json!({ "cmd": "printf '\\033[2J\\033[5;10Hhello-screen'; sleep 30", "tty": true, "yield_time_ms": 1000 }),
+    );
+    let id = session_id(&r);
+    let mut screen = String::new();
+    for _ in 0..20 {
+        let r = server.call("read_screen", json!({ "session_id": id }));
+        assert!(!is_error(&r), "{r}");
+        screen = r["structuredContent"]["screen"].as_str().unwrap().to_owned();
+        if screen.contains("hello-screen") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let line = screen.lines().nth(4).unwrap_or_default();
+    assert_eq!(line.trim_end(), format!("{}hello-screen", " ".repeat(9)), "{screen}");
+    server.call("close_session", json!({ "session_id": id }));
+}
