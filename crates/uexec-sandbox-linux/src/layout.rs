@@ -40,7 +40,8 @@ impl FsLayout {
         if !cwd.is_absolute() {
             return Err(invalid(cwd, "the working directory must be absolute"));
         }
-        let canonical_cwd = fs::canonicalize(cwd).map_err(|e| invalid(cwd, &e.to_string()))?;
+        let mut canonical = Canonical::default();
+        let canonical_cwd = canonical.get(cwd).map_err(|e| invalid(cwd, &e.to_string()))?;
         if !canonical_cwd.is_dir() {
             return Err(invalid(cwd, "the working directory is not a directory"));
         }
@@ -50,7 +51,7 @@ impl FsLayout {
         };
         let writable = policy.writable_roots(cwd, tmpdir, git_entry);
         for root in &writable {
-            match fs::canonicalize(&root.root) {
+            match canonical.get(&root.root) {
                 Ok(canonical) if canonical.is_dir() => {
                     if !layout.roots.contains(&canonical) {
                         layout.roots.push(canonical);
@@ -62,7 +63,7 @@ impl FsLayout {
             }
         }
         for sub in writable.iter().flat_map(|r| r.read_only_subpaths.iter()) {
-            layout.add_protected(sub)?;
+            layout.add_protected(sub, &mut canonical)?;
         }
         layout.protected.sort_by_key(|p| (depth(p), p.clone()));
         layout.protected.dedup();
@@ -76,11 +77,11 @@ impl FsLayout {
     }
 
     /// Record protected subpath `sub`.
-    fn add_protected(&mut self, sub: &Path) -> Result<(), SandboxError> {
+    fn add_protected(&mut self, sub: &Path, canonical: &mut Canonical) -> Result<(), SandboxError> {
         let (Some(parent), Some(name)) = (sub.parent(), sub.file_name()) else {
             return Ok(());
         };
-        let entry = match fs::canonicalize(parent) {
+        let entry = match canonical.get(parent) {
             Ok(parent) => parent.join(name),
             Err(_) => {
                 push_unique(&mut self.absent, sub.to_path_buf());
@@ -121,6 +122,25 @@ impl FsLayout {
             .collect();
         roots.sort_by_key(|p| depth(p));
         roots
+    }
+}
+
+/// `fs::canonicalize` with a memory: the same roots come back as the parents of their protected subpaths, and
+/// each canonicalisation costs a `readlink` per path component.
+#[derive(Debug, Default)]
+struct Canonical {
+    known: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Canonical {
+    /// The canonical form of `path`.
+    fn get(&mut self, path: &Path) -> io::Result<PathBuf> {
+        if let Some((_, canonical)) = self.known.iter().find(|(p, _)| p == path) {
+            return Ok(canonical.clone());
+        }
+        let canonical = fs::canonicalize(path)?;
+        self.known.push((path.to_path_buf(), canonical.clone()));
+        Ok(canonical)
     }
 }
 

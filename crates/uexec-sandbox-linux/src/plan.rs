@@ -318,8 +318,9 @@ impl Plan {
             ProtectionStatus::Enforced,
             format!(
                 "seccomp, EPERM: {}, clone/unshare with namespace flags, TIOCSTI/TIOCLINUX ioctls, personality \
-                 changes; ENOSYS: clone3 and x32 calls; other architectures are killed",
-                seccomp::denied_names().join(" ")
+                 changes, prlimit64 on other processes; ENOSYS: clone3 and x32 calls; other architectures are \
+                 killed",
+                denied_list()
             ),
         )
     }
@@ -359,6 +360,12 @@ impl Plan {
         };
         protection("capabilities", ProtectionStatus::Enforced, detail)
     }
+}
+
+/// The unconditionally denied calls, space-separated (built once).
+fn denied_list() -> &'static str {
+    static LIST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    LIST.get_or_init(|| seccomp::denied_names().join(" "))
 }
 
 /// Every degraded protection as `name: status (detail)`, for the `Unenforceable` error.

@@ -174,6 +174,14 @@ pub(crate) fn rules(network: bool) -> Vec<Rule> {
             check: Check::OneOf { arg: 1, values: vec![libc::TIOCSTI as u32, TIOCLINUX] },
             errno: eperm,
         },
+        // Resource limits of other processes (pid 0 is the caller): same-uid processes outside the sandbox, the
+        // uexec server included, could otherwise be starved of file descriptors or memory.
+        Rule {
+            nr: nr(libc::SYS_prlimit64),
+            name: "prlimit64",
+            check: Check::NoneOf { arg: 0, values: vec![0] },
+            errno: eperm,
+        },
         // Only the default persona (0) and the query (0xffffffff).
         Rule {
             nr: nr(libc::SYS_personality),

@@ -203,6 +203,8 @@ fn the_rules_deny_what_the_report_says() {
     assert_eq!(call(libc::SYS_ioctl, [0, libc::TIOCSTI as u64, 0, 0, 0, 0]), eperm);
     assert_eq!(call(libc::SYS_ioctl, [0, libc::TIOCGWINSZ as u64, 0, 0, 0, 0]), RET_ALLOW);
     assert_eq!(call(libc::SYS_personality, [0xFFFF_FFFF, 0, 0, 0, 0, 0]), RET_ALLOW);
+    assert_eq!(call(libc::SYS_prlimit64, [0, 7, 0, 0, 0, 0]), RET_ALLOW);
+    assert_eq!(call(libc::SYS_prlimit64, [1, 7, 0, 0, 0, 0]), eperm);
     assert_eq!(call(libc::SYS_personality, [0x0040_0000, 0, 0, 0, 0, 0]), eperm);
     let other_arch = Data { nr: 0, arch: 0x4000_0003, args: [0; 6] };
     assert_eq!(run(&program, &other_arch).0, RET_KILL_PROCESS);

@@ -206,3 +206,69 @@ fn setuid_binaries_gain_nothing_and_stay_confined() {
     assert!(probe.stdout.contains("denied") && probe.stdout.contains("mount-denied"), "{probe:?}");
     assert!(!s.outside.join("by-setuid").exists());
 }
+
+#[test]
+fn the_parents_memory_environment_and_limits_are_out_of_reach() {
+    let s = Scratch::new();
+    let code = r#"
+import os, resource
+def attempt(name, f):
+    try:
+        f(); print(name, "ok")
+    except OSError as e:
+        print(name, "errno", e.errno)
+ppid = os.getppid()
+attempt("own-environ", lambda: open("/proc/self/environ", "rb").read())
+attempt("parent-environ", lambda: open(f"/proc/{ppid}/environ", "rb").read())
+attempt("parent-mem", lambda: open(f"/proc/{ppid}/mem", "rb").read(1))
+attempt("parent-fds", lambda: os.readlink(f"/proc/{ppid}/fd/0"))
+attempt("parent-root", lambda: os.listdir(f"/proc/{ppid}/root/"))
+attempt("own-limits", lambda: resource.prlimit(0, resource.RLIMIT_NOFILE))
+attempt("parent-limits", lambda: resource.prlimit(ppid, resource.RLIMIT_NOFILE, (0, 0)))
+"#;
+    let probe = py(workspace_only(vec![], false), &s.ws, code);
+    assert!(probe.stdout.contains("own-environ ok") && probe.stdout.contains("own-limits ok"), "{probe:?}");
+    for attack in ["parent-environ", "parent-mem", "parent-fds", "parent-root"] {
+        assert!(probe.stdout.contains(&format!("{attack} errno {}", libc::EACCES)), "{attack}: {probe:?}");
+    }
+    assert!(probe.stdout.contains(&format!("parent-limits errno {}", libc::EPERM)), "{probe:?}");
+    let twin = py_unsandboxed(
+        &s.ws,
+        code.replace("(0, 0)", "resource.prlimit(ppid, resource.RLIMIT_NOFILE)").as_str(),
+    );
+    assert!(
+        twin.stdout.contains("parent-environ ok") && twin.stdout.contains("parent-limits ok"),
+        "{twin:?}"
+    );
+}
+
+#[test]
+fn abstract_unix_sockets_outside_the_sandbox_are_unreachable() {
+    use std::os::linux::net::SocketAddrExt;
+    let s = Scratch::new();
+    let name = format!("uexec-sbx-test-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let _listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    let code = format!(
+        r#"
+import socket
+def attempt(label, f):
+    try:
+        f(); print(label, "ok")
+    except OSError as e:
+        print(label, "errno", e.errno)
+def outside():
+    c = socket.socket(socket.AF_UNIX); c.connect("\0{name}")
+def inside():
+    srv = socket.socket(socket.AF_UNIX); srv.bind("\0{name}-inside"); srv.listen(1)
+    c = socket.socket(socket.AF_UNIX); c.connect("\0{name}-inside")
+attempt("outside", outside)
+attempt("inside", inside)
+"#
+    );
+    let probe = py(workspace_only(vec![], false), &s.ws, &code);
+    assert!(probe.stdout.contains("inside ok"), "{probe:?}");
+    assert!(probe.stdout.contains(&format!("outside errno {}", libc::EPERM)), "{probe:?}");
+    let twin = py_unsandboxed(&s.ws, &code);
+    assert!(twin.stdout.contains("outside ok"), "{twin:?}");
+}
