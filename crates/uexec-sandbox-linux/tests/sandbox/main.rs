@@ -8,3 +8,4 @@ mod filesystem;
 mod network;
 mod process;
 mod pty;
+mod vfork;
