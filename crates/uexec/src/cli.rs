@@ -41,6 +41,10 @@ Exit status: the command's exit code, 128+N when it was killed by signal N, 125 
 configuration, or the sandbox cannot be enforced), 126 when the program is not executable, 127 when it is not
 found.
 
+Nobody is asked for approval (you typed the command): the approval policy and command rules apply to the MCP
+server's commands. The environment policy's inherit/exclude_secrets/set apply, but not the variables forced on
+MCP commands (TERM=dumb, NO_COLOR, ...).
+
 Examples:
   uexec run -- cargo build
   uexec run --network -- npm install

@@ -23,6 +23,47 @@ pub fn sandbox() -> Arc<dyn Sandbox> {
     }
 }
 
+/// What this machine offers the sandbox, as `(mechanism, state)` lines for `uexec sandbox-report`.
+pub fn machine_support() -> Vec<(String, String)> {
+    #[cfg(target_os = "linux")]
+    {
+        use uexec_sandbox_linux::{Availability, KernelSupport, MountNamespace};
+        let support = KernelSupport::detect();
+        let landlock = match (support.landlock_abi, &support.landlock_missing) {
+            (0, Some(reason)) => format!("unavailable: {reason}"),
+            (0, None) => "unavailable".to_owned(),
+            (abi, _) => format!("ABI {abi}"),
+        };
+        let seccomp = match &support.seccomp {
+            Availability::Available => "available".to_owned(),
+            Availability::Unavailable(reason) => format!("unavailable: {reason}"),
+        };
+        let mounts = match &support.mount_namespace {
+            MountNamespace::Privileged => "available (CAP_SYS_ADMIN)".to_owned(),
+            MountNamespace::UserNamespace => "available (unprivileged user namespace)".to_owned(),
+            MountNamespace::Unavailable(reason) => format!("unavailable: {reason}"),
+        };
+        vec![
+            ("landlock".to_owned(), landlock),
+            ("seccomp".to_owned(), seccomp),
+            ("mount namespace".to_owned(), mounts),
+        ]
+    }
+    #[cfg(target_os = "macos")]
+    {
+        let sandbox = uexec_sandbox_macos::SeatbeltSandbox::default();
+        let state = match sandbox.unavailable_reason() {
+            None => "available".to_owned(),
+            Some(reason) => format!("unavailable: {reason}"),
+        };
+        vec![("sandbox-exec".to_owned(), state)]
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    {
+        vec![("sandbox".to_owned(), format!("none for {}", std::env::consts::OS))]
+    }
+}
+
 /// The process spawner (PTY or pipes).
 pub fn spawner() -> Arc<dyn ProcessSpawner> {
     Arc::new(uexec_pty::PtySpawner::default())

@@ -27,11 +27,13 @@ pub fn sandbox_report(args: &ReportArgs) -> Result<ExitCode> {
     };
     let tmpdir = std::env::var_os("TMPDIR").map(PathBuf::from);
     let roots = settings.sandbox_policy.writable_roots(&settings.cwd, tmpdir.as_deref(), git_entry);
+    let machine = crate::platform::machine_support();
     let text = if args.json {
         let value = json!({
             "platform": std::env::consts::OS,
             "arch": std::env::consts::ARCH,
             "mechanism": sandbox.kind(),
+            "machine": machine.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect::<serde_json::Map<_, _>>(),
             "workspace": settings.cwd,
             "policy": settings.sandbox_policy,
             "approval_policy": settings.approval_policy.as_str(),
@@ -44,7 +46,7 @@ pub fn sandbox_report(args: &ReportArgs) -> Result<ExitCode> {
         });
         serde_json::to_string_pretty(&value).context("cannot render the report")? + "\n"
     } else {
-        human_report(&settings, sandbox.kind().as_str(), &roots, &report)
+        human_report(&settings, sandbox.kind().as_str(), &machine, &roots, &report)
     };
     write_stdout(&text)?;
     Ok(ExitCode::SUCCESS)
@@ -89,6 +91,7 @@ fn verdict(settings: &Settings, report: &ProtectionReport) -> Verdict {
 fn human_report(
     settings: &Settings,
     mechanism: &str,
+    machine: &[(String, String)],
     roots: &[WritableRoot],
     report: &ProtectionReport,
 ) -> String {
@@ -96,6 +99,9 @@ fn human_report(
     let policy = &settings.sandbox_policy;
     let _ = writeln!(out, "Platform:        {} ({})", std::env::consts::OS, std::env::consts::ARCH);
     let _ = writeln!(out, "Sandbox:         {mechanism}");
+    for (name, state) in machine {
+        let _ = writeln!(out, "  {name}: {state}");
+    }
     let _ = writeln!(
         out,
         "Policy:          {}, network {}",

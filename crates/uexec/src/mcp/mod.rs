@@ -81,10 +81,17 @@ fn instructions(settings: &Settings) -> String {
         uexec_domain::SandboxPolicy::ReadOnly { .. } => {
             "read-only: commands can read files but not write them".to_owned()
         }
-        uexec_domain::SandboxPolicy::WorkspaceWrite { writable_roots, .. } => {
-            let mut roots = vec![settings.cwd.display().to_string()];
-            roots.extend(writable_roots.iter().map(|r| r.display().to_string()));
-            format!("workspace-write: commands can write only under {} and /tmp", roots.join(", "))
+        uexec_domain::SandboxPolicy::WorkspaceWrite { .. } => {
+            let tmpdir = std::env::var_os("TMPDIR").map(std::path::PathBuf::from);
+            let roots: Vec<String> = policy
+                .writable_roots(&settings.cwd, tmpdir.as_deref(), crate::report::git_entry)
+                .iter()
+                .map(|r| r.root.display().to_string())
+                .collect();
+            format!(
+                "workspace-write: commands can write only under {} (.git stays read-only)",
+                roots.join(", ")
+            )
         }
         uexec_domain::SandboxPolicy::DangerFullAccess => "none: commands run with full access".to_owned(),
     };
