@@ -322,3 +322,23 @@ fn invalid_config_names_key_and_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.toml:3:") && err.contains("bogus"), "{err}");
 }
+
+#[test]
+fn run_writes_begin_and_end_to_the_audit_log() {
+    let ws = Workspace::new();
+    let log = ws.path().join("run-audit.jsonl");
+    let out = uexec_command(&ws, &["run", "--audit-log", log.to_str().unwrap(), "--", "sh", "-c", "exit 6"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(6));
+    let records: Vec<serde_json::Value> =
+        std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(records.len(), 2, "{records:#?}");
+    assert_eq!(records[0]["event"], "begin");
+    assert_eq!(records[0]["command"], serde_json::json!(["sh", "-c", "exit 6"]));
+    assert_eq!(records[0]["sandbox"], "linux-landlock-seccomp");
+    assert_eq!(records[0]["tty"], false);
+    assert_eq!(records[1]["event"], "end");
+    assert_eq!(records[1]["exit_code"], 6);
+}
