@@ -1,1 +1,389 @@
-fn main() {}
+//! Spawn latency and PTY throughput of uexec-pty, side by side with the limits (minimal raw loops: a
+//! fork-based PTY spawn, a glibc `posix_spawn` PTY spawn, a blocking read loop) and with portable-pty.
+//!
+//! Run with `cargo bench -p uexec-pty --bench spawn`; add `-- --quick` (or set `UEXEC_BENCH_QUICK=1`) for a
+//! short run. Every variant runs in the same process, interleaved round by round (the order rotates), and
+//! the table reports medians. The process is made realistically large first (a few hundred MB of touched
+//! memory and several threads), because that is what makes fork-based spawning slow.
+#![allow(
+    unsafe_code,
+    clippy::print_stdout,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a benchmark binary: raw fork/posix_spawn baselines need libc, results go to stdout"
+)]
+
+use std::ffi::{CString, c_char};
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use rustix::pty::OpenptFlags;
+use uexec_pty::{IoMode, OutputStream, ProcessControl, PtySize, PtySpawner, SpawnRequest};
+
+const ENV: [(&str, &str); 4] =
+    [("PATH", "/usr/local/bin:/usr/bin:/bin"), ("HOME", "/tmp"), ("TERM", "dumb"), ("LANG", "C.UTF-8")];
+
+/// argv/envp as C strings plus null-terminated pointer arrays.
+struct CArgs {
+    _strings: Vec<CString>,
+    pointers: Vec<*const c_char>,
+}
+
+impl CArgs {
+    fn new<S: AsRef<str>>(items: impl IntoIterator<Item = S>) -> Self {
+        let strings: Vec<CString> = items.into_iter().map(|s| CString::new(s.as_ref()).unwrap()).collect();
+        let mut pointers: Vec<*const c_char> = strings.iter().map(|s| s.as_ptr()).collect();
+        pointers.push(std::ptr::null());
+        CArgs { _strings: strings, pointers }
+    }
+
+    fn as_ptr(&self) -> *const *const c_char {
+        self.pointers.as_ptr()
+    }
+
+    fn as_mut_ptr(&self) -> *const *mut c_char {
+        self.pointers.as_ptr().cast()
+    }
+}
+
+struct Command {
+    program: CString,
+    argv: CArgs,
+    envp: CArgs,
+    args: Vec<String>,
+}
+
+impl Command {
+    fn new(args: &[&str]) -> Self {
+        Command {
+            program: CString::new(args[0]).unwrap(),
+            argv: CArgs::new(args),
+            envp: CArgs::new(ENV.iter().map(|(k, v)| format!("{k}={v}"))),
+            args: args.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    fn request(&self) -> SpawnRequest {
+        SpawnRequest {
+            argv: self.args.iter().map(Into::into).collect(),
+            cwd: PathBuf::from("/"),
+            env: ENV.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect(),
+            mode: IoMode::Pty(PtySize::default()),
+            setup: Vec::new(),
+        }
+    }
+}
+
+fn open_master() -> OwnedFd {
+    let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC).unwrap();
+    rustix::pty::grantpt(&master).unwrap();
+    rustix::pty::unlockpt(&master).unwrap();
+    rustix::termios::tcsetwinsize(
+        &master,
+        rustix::termios::Winsize { ws_row: 24, ws_col: 80, ws_xpixel: 0, ws_ypixel: 0 },
+    )
+    .unwrap();
+    master
+}
+
+/// Blocking reads of 64 KiB until EOF/EIO; returns the byte count.
+fn drain_blocking(master: &OwnedFd) -> u64 {
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        match rustix::io::read(master, &mut buffer) {
+            Ok(0) | Err(rustix::io::Errno::IO) => return total,
+            Ok(n) => total += n as u64,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(error) => panic!("read: {error}"),
+        }
+    }
+}
+
+fn wait_pid(pid: libc::pid_t) {
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    unsafe { libc::waitpid(pid, &raw mut status, 0) };
+}
+
+/// The fork-based limit: fork, setsid, slave as 0/1/2 and controlling terminal, execve.
+fn raw_fork(command: &Command) -> u64 {
+    let master = open_master();
+    let slave = rustix::pty::ioctl_tiocgptpeer(
+        &master,
+        OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC,
+    )
+    .unwrap();
+    let slave_fd = slave.as_raw_fd();
+    // SAFETY: the child only makes async-signal-safe calls on data prepared before the fork.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: as above; `_exit` if exec fails.
+        unsafe {
+            libc::setsid();
+            libc::dup2(slave_fd, 0);
+            libc::dup2(slave_fd, 1);
+            libc::dup2(slave_fd, 2);
+            libc::ioctl(0, libc::TIOCSCTTY, 0);
+            libc::execve(command.program.as_ptr(), command.argv.as_ptr(), command.envp.as_ptr());
+            libc::_exit(127);
+        }
+    }
+    assert!(pid > 0, "fork failed");
+    drop(slave);
+    let bytes = drain_blocking(&master);
+    wait_pid(pid);
+    bytes
+}
+
+/// The fork-free limit: glibc posix_spawn with POSIX_SPAWN_SETSID, the slave opened as fd 0 (which makes it
+/// the controlling terminal) and dup'ed to 1 and 2.
+fn raw_posix_spawn(command: &Command) -> u64 {
+    let master = open_master();
+    let slave_path = rustix::pty::ptsname(&master, Vec::new()).unwrap();
+    let mut pid: libc::pid_t = 0;
+    // SAFETY: attr and file actions are initialised, used and destroyed here; all strings outlive the call.
+    unsafe {
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+        libc::posix_spawnattr_init(&raw mut attr);
+        libc::posix_spawnattr_setflags(&raw mut attr, libc::POSIX_SPAWN_SETSID);
+        libc::posix_spawn_file_actions_init(&raw mut actions);
+        libc::posix_spawn_file_actions_addopen(&raw mut actions, 0, slave_path.as_ptr(), libc::O_RDWR, 0);
+        libc::posix_spawn_file_actions_adddup2(&raw mut actions, 0, 1);
+        libc::posix_spawn_file_actions_adddup2(&raw mut actions, 0, 2);
+        let rc = libc::posix_spawn(
+            &raw mut pid,
+            command.program.as_ptr(),
+            &raw const actions,
+            &raw const attr,
+            command.argv.as_mut_ptr(),
+            command.envp.as_mut_ptr(),
+        );
+        assert_eq!(rc, 0, "posix_spawn failed");
+        libc::posix_spawn_file_actions_destroy(&raw mut actions);
+        libc::posix_spawnattr_destroy(&raw mut attr);
+    }
+    let bytes = drain_blocking(&master);
+    wait_pid(pid);
+    bytes
+}
+
+fn portable(command: &Command) -> u64 {
+    use portable_pty::{CommandBuilder, PtySize as PortableSize, native_pty_system};
+    let pair = native_pty_system()
+        .openpty(PortableSize { rows: 24, cols: 80, pixel_width: 0, pixel_height: 0 })
+        .unwrap();
+    let mut builder = CommandBuilder::new(&command.args[0]);
+    builder.args(&command.args[1..]);
+    builder.env_clear();
+    for (name, value) in ENV {
+        builder.env(name, value);
+    }
+    builder.cwd("/");
+    let mut child = pair.slave.spawn_command(builder).unwrap();
+    drop(pair.slave);
+    let mut reader = pair.master.try_clone_reader().unwrap();
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        match reader.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => total += n as u64,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break, // EIO: the slave side is closed.
+        }
+    }
+    child.wait().unwrap();
+    total
+}
+
+/// Ours: returns (bytes, time of the drop of the control half, which sweeps the session's tree).
+fn ours(runtime: &tokio::runtime::Runtime, spawner: &PtySpawner, command: &Command) -> (u64, Duration) {
+    runtime.block_on(async {
+        let mut process = spawner.spawn_request(command.request()).unwrap();
+        let mut total = 0u64;
+        while let Some(chunk) = process.output.next_chunk().await.unwrap() {
+            total += chunk.len() as u64;
+        }
+        process.control.wait().await.unwrap();
+        let dropped = Instant::now();
+        drop(process);
+        (total, dropped.elapsed())
+    })
+}
+
+/// Makes this process look like a real server: touched memory and a few threads.
+struct Ballast {
+    memory: Vec<u8>,
+    _threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Ballast {
+    fn new(megabytes: usize, threads: usize) -> Self {
+        let mut memory = vec![0u8; megabytes * 1024 * 1024];
+        for (index, byte) in memory.iter_mut().enumerate().step_by(4096) {
+            *byte = (index / 4096) as u8 | 1;
+        }
+        let threads = (0..threads)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    loop {
+                        std::thread::park();
+                    }
+                })
+            })
+            .collect();
+        Ballast { memory, _threads: threads }
+    }
+}
+
+#[derive(Default)]
+struct Samples {
+    name: &'static str,
+    values: Vec<f64>,
+}
+
+impl Samples {
+    fn named(name: &'static str) -> Self {
+        Samples { name, values: Vec::new() }
+    }
+
+    fn quantile(&self, q: f64) -> f64 {
+        let mut sorted = self.values.clone();
+        sorted.sort_by(f64::total_cmp);
+        if sorted.is_empty() {
+            return f64::NAN;
+        }
+        let index = ((sorted.len() - 1) as f64 * q).round() as usize;
+        sorted[index]
+    }
+
+    fn median(&self) -> f64 {
+        self.quantile(0.5)
+    }
+}
+
+fn main() {
+    let quick =
+        std::env::args().any(|arg| arg == "--quick") || std::env::var_os("UEXEC_BENCH_QUICK").is_some();
+    let (spawn_rounds, flood_bytes, flood_rounds) =
+        if quick { (40, 32u64 << 20, 2) } else { (400, 256u64 << 20, 5) };
+    let ballast_mb = 300;
+    let ballast_threads = 8;
+    println!(
+        "uexec-pty spawn bench ({}): parent with {ballast_mb} MB touched memory, {ballast_threads} extra threads",
+        if quick { "quick" } else { "full" }
+    );
+    let ballast = Ballast::new(ballast_mb, ballast_threads);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let spawner = PtySpawner::default();
+
+    // Spawn to exit and drained, /bin/true in a PTY.
+    let true_command = Command::new(&["/bin/true"]);
+    let mut spawn = [
+        Samples::named("uexec-pty"),
+        Samples::named("raw posix_spawn (fork-free limit)"),
+        Samples::named("raw fork"),
+        Samples::named("portable-pty"),
+    ];
+    let mut drops = Samples::named("uexec-pty: drop of the control (tree sweep)");
+    for round in 0..spawn_rounds + 5 {
+        for offset in 0..spawn.len() {
+            let which = (round + offset) % spawn.len();
+            let start = Instant::now();
+            match which {
+                0 => {
+                    let (_, dropped) = ours(&runtime, &spawner, &true_command);
+                    let elapsed = start.elapsed() - dropped;
+                    if round >= 5 {
+                        drops.values.push(dropped.as_secs_f64() * 1e3);
+                        spawn[0].values.push(elapsed.as_secs_f64() * 1e3);
+                    }
+                    continue;
+                }
+                1 => drop(raw_posix_spawn(&true_command)),
+                2 => drop(raw_fork(&true_command)),
+                _ => drop(portable(&true_command)),
+            }
+            // The first rounds warm up caches and the runtime.
+            if round >= 5 {
+                spawn[which].values.push(start.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+    }
+    let posix = spawn[1].median();
+    let fork = spawn[2].median();
+    println!();
+    println!("Spawn to exit and drained: /bin/true in a 24x80 PTY ({spawn_rounds} interleaved rounds)");
+    println!(
+        "{:<46} {:>10} {:>10} {:>10} {:>12} {:>10}",
+        "variant", "median ms", "p25 ms", "p75 ms", "/posix_spawn", "/fork"
+    );
+    for samples in &spawn {
+        let median = samples.median();
+        println!(
+            "{:<46} {:>10.3} {:>10.3} {:>10.3} {:>12.2} {:>10.2}",
+            samples.name,
+            median,
+            samples.quantile(0.25),
+            samples.quantile(0.75),
+            median / posix,
+            median / fork
+        );
+    }
+    println!(
+        "{:<46} {:>10.3} {:>10.3} {:>10.3}",
+        drops.name,
+        drops.median(),
+        drops.quantile(0.25),
+        drops.quantile(0.75)
+    );
+
+    // Throughput: head -c N /dev/zero in a PTY.
+    let flood = Command::new(&["/usr/bin/head", "-c", &flood_bytes.to_string(), "/dev/zero"]);
+    let mut throughput = [
+        Samples::named("uexec-pty"),
+        Samples::named("raw blocking read loop (limit)"),
+        Samples::named("portable-pty"),
+    ];
+    for round in 0..flood_rounds {
+        for offset in 0..throughput.len() {
+            let which = (round + offset) % throughput.len();
+            let start = Instant::now();
+            let bytes = match which {
+                0 => ours(&runtime, &spawner, &flood).0,
+                1 => raw_posix_spawn(&flood),
+                _ => portable(&flood),
+            };
+            let seconds = start.elapsed().as_secs_f64();
+            assert_eq!(bytes, flood_bytes, "{} lost bytes", throughput[which].name);
+            throughput[which].values.push(bytes as f64 / seconds / 1e6);
+        }
+    }
+    let raw = throughput[1].median();
+    println!();
+    println!("PTY throughput: head -c {flood_bytes} /dev/zero ({flood_rounds} interleaved rounds)");
+    println!("{:<46} {:>10} {:>10} {:>10} {:>12}", "variant", "median MB/s", "min", "max", "/raw");
+    for samples in &throughput {
+        let median = samples.median();
+        println!(
+            "{:<46} {:>10.1} {:>10.1} {:>10.1} {:>12.2}",
+            samples.name,
+            median,
+            samples.quantile(0.0),
+            samples.quantile(1.0),
+            median / raw
+        );
+    }
+    println!();
+    println!(
+        "targets: spawn uexec-pty/posix_spawn = {:.2} (<= 1.15), throughput uexec-pty/raw = {:.2} (>= 0.90)",
+        spawn[0].median() / posix,
+        throughput[0].median() / raw
+    );
+    std::hint::black_box(&ballast.memory);
+}

@@ -118,6 +118,7 @@ impl PtySpawner {
             stdio,
             setup: &request.setup,
         };
+        let born_after = tree::start_time_floor();
         let started = contain::start(&plan, fork).map_err(|failure| spawn_error(failure, &request))?;
         drop(child_ends);
 
@@ -140,6 +141,7 @@ impl PtySpawner {
             master: tty.then(|| Arc::clone(&stream)),
             status: started.status,
             token,
+            born_after,
             terminal: OnceLock::new(),
             write_lock: tokio::sync::Mutex::new(()),
             kill_result: tokio::sync::Mutex::new(None),
@@ -244,6 +246,8 @@ pub struct PtyControl {
     /// The leader's exit status once reaped (by us, or by the reaper thread).
     status: StatusSlot,
     token: SessionToken,
+    /// A start time before the leader's (see [`SessionIdentity::born_after`]).
+    born_after: u64,
     /// The slave's path and device, looked up on first use.
     terminal: OnceLock<Option<Terminal>>,
     write_lock: tokio::sync::Mutex<()>,
@@ -276,6 +280,7 @@ impl PtyControl {
             leader: self.raw_pid(),
             leader_unreaped: lock(&self.status).is_none(),
             token_entry: self.token.environ_entry(),
+            born_after: self.born_after,
         }
     }
 
@@ -485,35 +490,21 @@ impl Drop for PtyControl {
         if self.tree_killed.load(Ordering::Acquire) {
             return;
         }
-        let members = self.kill_now();
-        if matches!(self.reap(), Ok(Some(_))) && tree::all_exited(&members) {
-            tree::reap_adopted(&members);
-            return;
+        let identity = self.identity();
+        if identity.leader_unreaped {
+            // The bulk of the tree, at once; the sweep finds the rest.
+            let _ = rustix::process::kill_process_group(self.pid, rustix::process::Signal::KILL);
         }
-        // Not dead yet (SIGKILL takes a moment): reap in the background.
-        let leader = if lock(&self.status).is_none() && contain::reaping_lock().is_none() {
-            rustix::io::fcntl_dupfd_cloexec(self.pidfd.get_ref(), 3).ok()
-        } else {
-            None
-        };
-        let reap = move || {
-            if let Some(leader) = leader {
-                sys::reap_blocking(leader.as_fd());
-            }
-            let deadline = Instant::now() + KILL_WAIT_LIMIT;
-            while Instant::now() < deadline && !tree::all_exited(&members) {
-                std::thread::sleep(KILL_POLL);
-            }
-            tree::reap_adopted(&members);
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn_blocking(reap)),
-            Err(_) => {
-                if let Err(error) = std::thread::Builder::new().name("uexec-reap".to_owned()).spawn(reap) {
-                    tracing::warn!(%error, "cannot reap a killed session in the background");
-                }
-            }
-        }
+        let leader_pidfd = (identity.leader_unreaped && contain::reaping_lock().is_none())
+            .then(|| rustix::io::fcntl_dupfd_cloexec(self.pidfd.get_ref(), 3).ok())
+            .flatten();
+        tree::sweep_in_background(tree::Sweep {
+            leader: identity.leader,
+            leader_unreaped: identity.leader_unreaped,
+            token_entry: identity.token_entry.to_vec(),
+            born_after: identity.born_after,
+            leader_pidfd,
+        });
     }
 }
 

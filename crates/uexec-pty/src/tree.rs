@@ -11,6 +11,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Mutex, OnceLock, mpsc};
+use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags};
 use rustix::process::{Pid, PidfdFlags, Signal, WaitId, WaitIdOptions};
@@ -34,6 +36,18 @@ pub(crate) struct SessionIdentity<'a> {
     pub(crate) leader_unreaped: bool,
     /// The `UEXEC_SESSION_TOKEN=...` environment entry.
     pub(crate) token_entry: &'a [u8],
+    /// A start time (see [`start_time_floor`]) taken before the leader was created: processes started
+    /// earlier cannot carry the token, so their environments are not read.
+    pub(crate) born_after: u64,
+}
+
+/// Now, in the unit of the start times in `/proc/<pid>/stat` (clock ticks since boot), minus one tick.
+pub(crate) fn start_time_floor() -> u64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    let ticks_per_second = rustix::param::clock_ticks_per_second().max(1);
+    let nanos =
+        u64::try_from(now.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(now.tv_nsec).unwrap_or(0);
+    (nanos / (1_000_000_000 / ticks_per_second).max(1)).saturating_sub(1)
 }
 
 /// Snapshot the live processes of the session (zombies excluded: they cannot be signalled).
@@ -48,7 +62,7 @@ pub(crate) fn members(identity: SessionIdentity<'_>) -> Vec<Member> {
 
     let mut selected: HashSet<i32> = HashSet::new();
     for stat in &stats {
-        if stat.is_dead() {
+        if stat.is_dead() || stat.start_time < identity.born_after {
             continue;
         }
         if procfs::read_environ(stat.pid, &mut buffer).is_some()
@@ -126,5 +140,105 @@ pub(crate) fn reap_adopted(members: &[Member]) {
             WaitId::PidFd(member.pidfd.as_fd()),
             WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
         );
+    }
+}
+
+/// Rounds of "scan, SIGKILL what is found" in a sweep (a process may fork while we look).
+const SWEEP_ROUNDS: usize = 20;
+
+/// Pause between sweep rounds, and between checks that the killed processes are gone.
+const SWEEP_PAUSE: Duration = Duration::from_millis(5);
+
+/// How long a sweep waits for the killed processes to be gone before reaping what it can.
+const SWEEP_WAIT_LIMIT: Duration = Duration::from_secs(5);
+
+/// What is left of a session whose control half was dropped: killed and reaped by [`sweep_in_background`].
+#[derive(Debug)]
+pub(crate) struct Sweep {
+    pub(crate) leader: i32,
+    pub(crate) leader_unreaped: bool,
+    pub(crate) token_entry: Vec<u8>,
+    pub(crate) born_after: u64,
+    /// The leader's pidfd, to reap it after the kill (`None`: reaped already, or the reaper thread will).
+    pub(crate) leader_pidfd: Option<OwnedFd>,
+}
+
+impl Sweep {
+    fn run(self) {
+        let identity = SessionIdentity {
+            leader: self.leader,
+            leader_unreaped: self.leader_unreaped,
+            token_entry: &self.token_entry,
+            born_after: self.born_after,
+        };
+        let mut killed = Vec::new();
+        for _ in 0..SWEEP_ROUNDS {
+            let found = members(identity);
+            if found.is_empty() {
+                break;
+            }
+            signal_all(&found, Signal::KILL);
+            killed.extend(found);
+            std::thread::sleep(SWEEP_PAUSE);
+        }
+        if let Some(pidfd) = &self.leader_pidfd {
+            crate::sys::reap_blocking(pidfd.as_fd());
+        }
+        let deadline = Instant::now() + SWEEP_WAIT_LIMIT;
+        while Instant::now() < deadline && !all_exited(&killed) {
+            std::thread::sleep(SWEEP_PAUSE);
+        }
+        reap_adopted(&killed);
+    }
+}
+
+/// Run `sweep` on the sweeper thread (started on first use), so that dropping a session never blocks on a
+/// `/proc` scan; synchronously if that thread cannot be started.
+pub(crate) fn sweep_in_background(sweep: Sweep) {
+    static SWEEPER: OnceLock<Option<Mutex<mpsc::Sender<Sweep>>>> = OnceLock::new();
+    let sender = SWEEPER.get_or_init(|| {
+        let (sender, sweeps) = mpsc::channel::<Sweep>();
+        let started = std::thread::Builder::new().name("uexec-sweeper".to_owned()).spawn(move || {
+            for sweep in sweeps {
+                sweep.run();
+            }
+        });
+        match started {
+            Ok(_) => Some(Mutex::new(sender)),
+            Err(error) => {
+                tracing::warn!(%error, "no sweeper thread: dropped sessions are swept synchronously");
+                None
+            }
+        }
+    });
+    match sender {
+        Some(sender) => {
+            if let Err(mpsc::SendError(sweep)) = crate::contain::lock(sender).send(sweep) {
+                sweep.run();
+            }
+        }
+        None => sweep.run(),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_time_floor_precedes_processes_started_after_it() {
+        let floor = start_time_floor();
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        let stat = procfs::read_stat(pid, &mut Vec::new()).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(stat.start_time >= floor, "{} < {floor}", stat.start_time);
+        // And it is not far behind: within a second (100 ticks on Linux) plus the slack tick.
+        assert!(stat.start_time <= floor + rustix::param::clock_ticks_per_second() + 1);
+        // Our own process started before the floor, so its environment would not be read.
+        let me = rustix::process::getpid().as_raw_nonzero().get();
+        assert!(procfs::read_stat(me, &mut Vec::new()).unwrap().start_time <= floor + 1);
     }
 }
