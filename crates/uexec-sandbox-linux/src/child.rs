@@ -2,8 +2,8 @@
 //!
 //! Order (see `docs/sandbox.md` for the reasons):
 //! 1. Mount namespace (when planned): `unshare(CLONE_NEWNS)` (or `CLONE_NEWUSER | CLONE_NEWNS` plus the id maps),
-//!    make every mount private, clone each writable root's mount tree, make the whole tree read-only, attach the
-//!    writable clones over their roots, bind each protected subpath read-only over itself, `chdir` to the cwd
+//!    make every mount private, clone each writable root's mount tree (made `nodev`), make the whole tree
+//!    read-only, attach the writable clones over their roots, bind each protected subpath read-only over itself, `chdir` to the cwd
 //!    again so it resolves through the new mounts.
 //! 2. Capabilities: drop everything outside a small set from the bounding set, clear the ambient set, mask the
 //!    effective/permitted/inheritable sets.
@@ -72,11 +72,21 @@ pub(crate) struct MountPlan {
     /// Make every mount read-only before attaching the writable roots (false only when `/` is writable).
     pub(crate) readonly_everything: bool,
     /// Writable roots to attach read-write, shallowest first (at most [`MAX_MOUNT_ROOTS`]).
-    pub(crate) roots: Vec<CString>,
+    pub(crate) roots: Vec<MountRoot>,
     /// Protected entries to bind read-only over themselves, shallowest first.
     pub(crate) protected: Vec<CString>,
     /// The working directory, entered again after the mounts.
     pub(crate) cwd: CString,
+}
+
+/// One writable root to re-attach.
+#[derive(Debug)]
+pub(crate) struct MountRoot {
+    /// Its canonical path.
+    pub(crate) path: CString,
+    /// Mount it `nodev`: a device node already inside a writable root (an extracted root filesystem, say) must not
+    /// open the raw device. False only for a root that contains `/dev`.
+    pub(crate) nodev: bool,
 }
 
 /// The prepared sandbox for one command: the [`ChildSetup`] hook added to the spawn request.
@@ -195,18 +205,21 @@ fn apply_mounts(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
     }
     let mut clones = [-1i32; MAX_MOUNT_ROOTS];
     for (slot, root) in clones.iter_mut().zip(&plan.roots) {
-        let fd = open_tree(root, 0)?;
+        let fd = open_tree(&root.path, 0)?;
+        if root.nodev {
+            set_attr(fd as usize, c"", libc::AT_EMPTY_PATH as usize, sys::MOUNT_ATTR_NODEV)?;
+        }
         *slot = fd;
     }
     if plan.readonly_everything {
-        set_readonly(AT_FDCWD, c"/", 0)?;
+        set_attr(AT_FDCWD, c"/", 0, sys::MOUNT_ATTR_RDONLY)?;
     }
     for (fd, root) in clones.iter().zip(&plan.roots) {
-        attach(*fd, root)?;
+        attach(*fd, &root.path)?;
     }
     for path in &plan.protected {
         let fd = open_tree(path, libc::AT_SYMLINK_NOFOLLOW as usize)?;
-        set_readonly(fd as usize, c"", libc::AT_EMPTY_PATH as usize)?;
+        set_attr(fd as usize, c"", libc::AT_EMPTY_PATH as usize, sys::MOUNT_ATTR_RDONLY)?;
         attach(fd, path)?;
     }
     // The cwd still points into the mount it was entered on (now read-only or shadowed): enter it again.
@@ -226,9 +239,9 @@ fn open_tree(path: &CStr, extra: usize) -> Result<i32, ChildSetupFailure> {
         .map_err(|_| ChildSetupFailure { stage: "open_tree(OPEN_TREE_CLONE)", errno: libc::EBADF })
 }
 
-/// `mount_setattr(dirfd, path, AT_RECURSIVE | flags, {attr_set: MOUNT_ATTR_RDONLY})`.
-fn set_readonly(dirfd: usize, path: &CStr, flags: usize) -> Result<(), ChildSetupFailure> {
-    let attr = sys::MountAttr { attr_set: sys::MOUNT_ATTR_RDONLY, ..sys::MountAttr::default() };
+/// `mount_setattr(dirfd, path, AT_RECURSIVE | flags, {attr_set})`.
+fn set_attr(dirfd: usize, path: &CStr, flags: usize, attr_set: u64) -> Result<(), ChildSetupFailure> {
+    let attr = sys::MountAttr { attr_set, ..sys::MountAttr::default() };
     let size = size_of::<sys::MountAttr>();
     // SAFETY: `attr` lives on this stack frame for the call; `path` is NUL-terminated.
     let ret = unsafe {
@@ -237,7 +250,7 @@ fn set_readonly(dirfd: usize, path: &CStr, flags: usize) -> Result<(), ChildSetu
             [dirfd, ptr(path), sys::AT_RECURSIVE | flags, &raw const attr as usize, size, 0],
         )
     };
-    check("mount_setattr(MOUNT_ATTR_RDONLY)", ret).map(drop)
+    check("mount_setattr", ret).map(drop)
 }
 
 /// `move_mount(fd, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH)`, then close `fd`.

@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
 use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 
-use crate::child::{self, MAX_MOUNT_ROOTS, MountMode, MountPlan, SandboxChild};
+use crate::child::{self, MAX_MOUNT_ROOTS, MountMode, MountPlan, MountRoot, SandboxChild};
 use crate::landlock_rules::{self, RulesetSpec};
 use crate::layout::{FsLayout, c_path};
 use crate::plan::{DEGRADED_SETTING, Plan, degraded_summary};
@@ -180,7 +180,10 @@ fn mount_plan(mode: MountMode, layout: &FsLayout, cwd: &Path) -> Result<MountPla
         uid_map,
         gid_map,
         readonly_everything: !layout.roots.iter().any(|r| r == Path::new("/")),
-        roots: roots.into_iter().map(c_path).collect::<Result<_, _>>()?,
+        roots: roots
+            .into_iter()
+            .map(|root| Ok(MountRoot { path: c_path(root)?, nodev: !Path::new("/dev").starts_with(root) }))
+            .collect::<Result<_, SandboxError>>()?,
         protected: layout.protected.iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
         cwd: c_path(cwd)?,
     })

@@ -194,6 +194,26 @@ fn device_nodes_cannot_be_created_even_by_root() {
 }
 
 #[test]
+fn device_nodes_already_inside_a_root_cannot_be_opened() {
+    let s = Scratch::new();
+    // An extracted root filesystem in the workspace, say: a copy of /dev/null and of /dev/zero made outside.
+    let made = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("mknod null-copy c 1 3 && mknod zero-copy c 1 5")
+        .current_dir(&s.ws)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let allowed =
+        bash(workspace_only(vec![], false), &s.ws, "echo x > /dev/null && head -c1 /dev/zero | wc -c");
+    assert!(allowed.ok() && allowed.stdout.trim() == "1", "{allowed:?}");
+    for attack in ["echo x > null-copy", "head -c1 zero-copy"] {
+        let probe = bash(workspace_only(vec![], false), &s.ws, attack);
+        assert!(!probe.ok() && denied(&probe.text()), "{attack}: {probe:?}");
+    }
+}
+
+#[test]
 fn read_only_policy_writes_nothing_but_dev_null() {
     let s = Scratch::new();
     let policy = || SandboxPolicy::ReadOnly { network_access: false };
