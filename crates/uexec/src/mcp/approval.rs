@@ -109,10 +109,15 @@ impl McpApprover {
                 } else {
                     ""
                 };
+                let reason = request
+                    .reason
+                    .as_deref()
+                    .map(|r| r.trim_end_matches("; run it?").trim_end_matches('?'))
+                    .unwrap_or("the approval policy or a command rule says ask");
                 format!(
-                    "`{command}` needs a person's approval ({}), and {cannot_ask}. To run it without asking, add the \
-                     command rule `{rule}` to the config file,{policy_hint} or use a client that supports elicitation",
-                    request.reason.as_deref().unwrap_or("approval policy or a command rule says ask")
+                    "`{command}` needs a person's approval ({reason}), and {cannot_ask}. To run it without asking, \
+                     add the command rule `{rule}` to the config file,{policy_hint} or use a client that supports \
+                     elicitation"
                 )
             }
             ApprovalKind::Escalation => format!(
