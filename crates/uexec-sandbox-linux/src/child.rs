@@ -3,7 +3,7 @@
 //! Order (see `docs/sandbox.md` for the reasons):
 //! 1. Mount namespace (when planned): `unshare(CLONE_NEWNS)` (or `CLONE_NEWUSER | CLONE_NEWNS` plus the id maps),
 //!    make every mount private, clone each writable root's mount tree (made `nodev`), make the whole tree
-//!    read-only, attach the writable clones over their roots, bind each protected subpath read-only over itself, `chdir` to the cwd
+//!    read-only and `/dev/pts` `nodev`, attach the writable clones over their roots, bind each protected subpath read-only over itself, `chdir` to the cwd
 //!    again so it resolves through the new mounts.
 //! 2. Capabilities: drop everything outside a small set from the bounding set, clear the ambient set, mask the
 //!    effective/permitted/inheritable sets.
@@ -75,6 +75,9 @@ pub(crate) struct MountPlan {
     pub(crate) roots: Vec<MountRoot>,
     /// Protected entries to bind read-only over themselves, shallowest first.
     pub(crate) protected: Vec<CString>,
+    /// Mount points to make `nodev` (`/dev/pts`: other terminals cannot be opened by path; the inherited terminal
+    /// and `/dev/tty` keep working).
+    pub(crate) nodev: Vec<CString>,
     /// The working directory, entered again after the mounts.
     pub(crate) cwd: CString,
 }
@@ -213,6 +216,9 @@ fn apply_mounts(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
     }
     if plan.readonly_everything {
         set_attr(AT_FDCWD, c"/", 0, sys::MOUNT_ATTR_RDONLY)?;
+    }
+    for path in &plan.nodev {
+        set_attr(AT_FDCWD, path, 0, sys::MOUNT_ATTR_NODEV)?;
     }
     for (fd, root) in clones.iter().zip(&plan.roots) {
         attach(*fd, &root.path)?;

@@ -185,7 +185,20 @@ fn mount_plan(mode: MountMode, layout: &FsLayout, cwd: &Path) -> Result<MountPla
             .map(|root| Ok(MountRoot { path: c_path(root)?, nodev: !Path::new("/dev").starts_with(root) }))
             .collect::<Result<_, SandboxError>>()?,
         protected: layout.protected.iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
+        nodev: if dev_pts_is_a_mount() { vec![c"/dev/pts".to_owned()] } else { Vec::new() },
         cwd: c_path(cwd)?,
+    })
+}
+
+/// True when `/dev/pts` is a mount point of its own (a devpts), so it can be made `nodev`. Checked once.
+fn dev_pts_is_a_mount() -> bool {
+    static MOUNTED: OnceLock<bool> = OnceLock::new();
+    *MOUNTED.get_or_init(|| {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata("/dev/pts"), std::fs::metadata("/dev")) {
+            (Ok(pts), Ok(dev)) => pts.dev() != dev.dev(),
+            _ => false,
+        }
     })
 }
 

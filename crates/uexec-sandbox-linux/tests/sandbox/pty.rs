@@ -143,3 +143,27 @@ fn tiocsti_keystroke_injection_is_denied() {
     let probe = run_tiocsti(&prepared.spawn);
     assert!(probe.contains(&format!("tiocsti errno {}", libc::EPERM)), "{probe:?}");
 }
+
+#[test]
+fn other_terminals_cannot_be_opened() {
+    let s = Scratch::new();
+    // Another terminal (the user's, say), made by the test; its slave path is what a command would try.
+    let other = open_pty();
+    let path = std::fs::read_link(format!("/proc/self/fd/{}", other.slave.as_raw_fd())).unwrap();
+    let code = format!(
+        r#"
+import os
+for mode, name in [(os.O_RDONLY | os.O_NONBLOCK, "read"), (os.O_WRONLY, "write")]:
+    try:
+        os.close(os.open("{path}", mode | os.O_NOCTTY)); print(name, "ok")
+    except OSError as e:
+        print(name, "errno", e.errno)
+"#,
+        path = path.display()
+    );
+    let twin = crate::common::py_unsandboxed(&s.ws, &code);
+    assert!(twin.stdout.contains("read ok") && twin.stdout.contains("write ok"), "{twin:?}");
+    let probe = crate::common::py(workspace_only(vec![], false), &s.ws, &code);
+    assert!(probe.stdout.contains(&format!("read errno {}", libc::EACCES)), "{probe:?}");
+    assert!(probe.stdout.contains(&format!("write errno {}", libc::EACCES)), "{probe:?}");
+}
