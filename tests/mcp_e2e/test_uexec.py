@@ -53,7 +53,6 @@ class Workspace:
             "HOME": str(self.dir),
             # No user config file, and no $TMPDIR (it would be a writable root).
             "XDG_CONFIG_HOME": str(self.dir / ".no-config"),
-            "RUST_LOG": "warn",
         }
         return StdioServerParameters(command=UEXEC, args=["mcp", *extra], cwd=str(self.dir), env=env)
 

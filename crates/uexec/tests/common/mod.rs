@@ -50,7 +50,7 @@ pub fn uexec_command(ws: &Workspace, args: &[&str]) -> Command {
         // The login shell (-lc) reads ~/.bash_profile: keep this machine's profile out of the outputs.
         .env("HOME", ws.path())
         .env("XDG_CONFIG_HOME", ws.path().join(".no-config"))
-        .env("RUST_LOG", "warn")
+        .env_remove("RUST_LOG")
         .env_remove("TMPDIR");
     cmd
 }
