@@ -1,5 +1,6 @@
 //! Spawn-to-exit of `/bin/true` in a fresh PTY: unsandboxed, under the Linux sandbox (workspace-write, network
-//! off, cwd a git repository; `prepare` included), and under bubblewrap. Interleaved, medians, ratios.
+//! off, cwd a git repository; `prepare` included), and under bubblewrap. Interleaved, medians, ratios; plus the
+//! hooks with one mechanism left out, to show where the time goes.
 //!
 //! `cargo bench -p uexec-sandbox-linux --bench spawn` (`SPAWN_BENCH_ITERATIONS=n` to change the sample count).
 //! The spawner is a minimal `fork` + PTY + `execve` kept in this file (the crate cannot depend on uexec-pty).
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use uexec_domain::SandboxPolicy;
 use uexec_ports::{ChildSetup, IoMode, PtySize, Sandbox, SandboxRequest, SpawnRequest};
-use uexec_sandbox_linux::LinuxSandbox;
+use uexec_sandbox_linux::{Availability, KernelSupport, LinuxSandbox, MountNamespace};
 
 /// A NUL-terminated argv/envp array (pointers into `strings`).
 struct CArray {
@@ -144,11 +145,33 @@ fn main() {
     let report = sandbox.prepare(request()).expect("the sandbox is enforceable here").report;
     println!("{report}\n");
 
+    // Where the time goes: the same hooks with one mechanism left out (simulated by a weaker KernelSupport,
+    // degradation accepted).
+    let full = sandbox.support().clone();
+    let without = |support: KernelSupport| {
+        let sandbox = LinuxSandbox::with_support(support);
+        move || {
+            let mut r = request();
+            r.allow_degraded = true;
+            sandbox.prepare(r).unwrap().spawn.setup
+        }
+    };
+    let no_mounts = without(KernelSupport {
+        mount_namespace: MountNamespace::Unavailable("bench".into()),
+        ..full.clone()
+    });
+    let no_seccomp =
+        without(KernelSupport { seccomp: Availability::Unavailable("bench".into()), ..full.clone() });
+    let no_landlock = without(KernelSupport { landlock_abi: 0, ..full.clone() });
+
     let mut modes = vec![
         Mode { name: "unsandboxed", samples: Vec::new() },
         Mode { name: "uexec sandbox (prepare + hooks)", samples: Vec::new() },
         Mode { name: "uexec sandbox (hooks only)", samples: Vec::new() },
         Mode { name: "prepare only", samples: Vec::new() },
+        Mode { name: "hooks without mount namespace", samples: Vec::new() },
+        Mode { name: "hooks without seccomp", samples: Vec::new() },
+        Mode { name: "hooks without landlock", samples: Vec::new() },
     ];
     if bwrap.is_some() {
         modes.push(Mode { name: "bwrap", samples: Vec::new() });
@@ -162,8 +185,16 @@ fn main() {
             let code = match m {
                 0 => spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &[]),
                 1 => {
+                    // Timed from `prepare` to the child's exit; dropping the prepared spawn (closing the Landlock
+                    // ruleset) happens after, as in a real spawner, which drops it while the command runs.
                     let prepared = sandbox.prepare(request()).unwrap();
-                    spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &prepared.spawn.setup)
+                    let code = spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &prepared.spawn.setup);
+                    if i >= warmup {
+                        modes[m].samples.push(started.elapsed());
+                    }
+                    assert_eq!(code, 0, "{}", modes[m].name);
+                    drop(prepared);
+                    continue;
                 }
                 2 => {
                     let prepared = sandbox.prepare(request()).unwrap();
@@ -173,6 +204,7 @@ fn main() {
                         modes[m].samples.push(started.elapsed());
                     }
                     assert_eq!(code, 0, "{}", modes[m].name);
+                    drop(prepared);
                     continue;
                 }
                 3 => {
@@ -182,6 +214,21 @@ fn main() {
                     if i >= warmup {
                         modes[m].samples.push(elapsed);
                     }
+                    continue;
+                }
+                4..=6 => {
+                    let hooks = match m {
+                        4 => no_mounts(),
+                        5 => no_seccomp(),
+                        _ => no_landlock(),
+                    };
+                    let started = Instant::now();
+                    let code = spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &hooks);
+                    if i >= warmup {
+                        modes[m].samples.push(started.elapsed());
+                    }
+                    assert_eq!(code, 0, "{}", modes[m].name);
+                    drop(hooks);
                     continue;
                 }
                 _ => spawn_in_pty(bwrap_bin.as_ref().unwrap(), &bwrap_argv, &envp, &cwd, &[]),

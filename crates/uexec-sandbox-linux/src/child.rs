@@ -5,8 +5,8 @@
 //!    make every mount private, clone each writable root's mount tree (made `nodev`), make the whole tree
 //!    read-only and `/dev/pts` `nodev`, attach the writable clones over their roots, bind each protected subpath read-only over itself, `chdir` to the cwd
 //!    again so it resolves through the new mounts.
-//! 2. Capabilities: drop everything outside a small set from the bounding set, clear the ambient set, mask the
-//!    effective/permitted/inheritable sets.
+//! 2. Capabilities: clear the ambient set, mask the effective/permitted/inheritable sets to a small set (with
+//!    `no_new_privs`, nothing can raise them again).
 //! 3. `prctl(PR_SET_NO_NEW_PRIVS, 1)`.
 //! 4. `landlock_restrict_self(ruleset_fd, 0)`.
 //! 5. `seccomp(SECCOMP_SET_MODE_FILTER)` for each program (last: the filter denies `mount` and `unshare`).
@@ -30,7 +30,7 @@ pub(crate) const MAX_MOUNT_ROOTS: usize = 32;
 /// The capabilities a sandboxed root keeps (Docker's default set minus `MKNOD` and `SETFCAP`): file ownership,
 /// changing ids, binding low ports, raw sockets for `ping` (network still filtered), `chroot`, signals (scoped by
 /// Landlock). Everything else (`SYS_ADMIN`, `NET_ADMIN`, `SYS_MODULE`, `SYS_RAWIO`, `SYS_PTRACE`, `SYS_TIME`,
-/// `DAC_READ_SEARCH`, `BPF`, `PERFMON`, ...) leaves the bounding set.
+/// `DAC_READ_SEARCH`, `BPF`, `PERFMON`, ...) leaves the permitted set for good.
 pub(crate) const KEPT_CAPABILITIES: [(u32, &str); 12] = [
     (0, "chown"),
     (1, "dac_override"),
@@ -99,8 +99,6 @@ pub(crate) struct SandboxChild {
     pub(crate) mounts: Option<MountPlan>,
     /// Capabilities to keep (a mask of capability numbers).
     pub(crate) keep_capabilities: u64,
-    /// The highest capability number the kernel knows.
-    pub(crate) cap_last_cap: u32,
     /// The Landlock ruleset, if Landlock is used.
     pub(crate) landlock: Option<OwnedFd>,
     /// The seccomp programs, if seccomp is used.
@@ -128,7 +126,7 @@ unsafe impl ChildSetup for SandboxChild {
         if let Some(plan) = &self.mounts {
             apply_mounts(plan)?;
         }
-        drop_capabilities(self.keep_capabilities, self.cap_last_cap)?;
+        drop_capabilities(self.keep_capabilities)?;
         // SAFETY: PR_SET_NO_NEW_PRIVS takes integer arguments only.
         let nnp =
             unsafe { sys::syscall(libc::SYS_prctl, [libc::PR_SET_NO_NEW_PRIVS as usize, 1, 0, 0, 0, 0]) };
@@ -291,9 +289,13 @@ fn write_file(path: &CStr, data: &[u8], stage: &'static str) -> Result<(), Child
     }
 }
 
-/// Step 2: keep only `keep` in the bounding set (when allowed to change it), clear the ambient set, mask the
-/// effective, permitted and inheritable sets.
-fn drop_capabilities(keep: u64, last_cap: u32) -> Result<(), ChildSetupFailure> {
+/// Step 2: mask the effective, permitted and inheritable sets to `keep` (one `capset`) and clear the ambient set.
+///
+/// The bounding set is left alone on purpose: with `no_new_privs` (step 3) `execve` never raises the permitted
+/// set (the kernel intersects it with the old one, even for root and for setuid or file-capability binaries),
+/// and `capset` can only lower it, so nothing outside `keep` can come back; each `PR_CAPBSET_DROP` would cost a
+/// credential commit for no added protection.
+fn drop_capabilities(keep: u64) -> Result<(), ChildSetupFailure> {
     let mut header = sys::CapHeader { version: sys::CAPABILITY_VERSION_3, pid: 0 };
     let mut data = [sys::CapData::default(); 2];
     let header_addr = &raw mut header as usize;
@@ -301,21 +303,6 @@ fn drop_capabilities(keep: u64, last_cap: u32) -> Result<(), ChildSetupFailure> 
     let ret =
         unsafe { sys::syscall(libc::SYS_capget, [header_addr, data.as_mut_ptr() as usize, 0, 0, 0, 0]) };
     check("capget", ret)?;
-    let effective = u64::from(data[0].effective) | (u64::from(data[1].effective) << 32);
-    if effective & (1 << sys::CAP_SETPCAP) != 0 {
-        for cap in 0..=last_cap.min(63) {
-            if keep & (1u64 << cap) == 0 {
-                // SAFETY: PR_CAPBSET_DROP takes a capability number.
-                let ret = unsafe {
-                    sys::syscall(libc::SYS_prctl, [libc::PR_CAPBSET_DROP as usize, cap as usize, 0, 0, 0, 0])
-                };
-                match ret {
-                    Ok(_) | Err(libc::EINVAL) => {}
-                    Err(errno) => return Err(ChildSetupFailure { stage: "prctl(PR_CAPBSET_DROP)", errno }),
-                }
-            }
-        }
-    }
     let clear_ambient = [libc::PR_CAP_AMBIENT as usize, libc::PR_CAP_AMBIENT_CLEAR_ALL as usize, 0, 0, 0, 0];
     // SAFETY: PR_CAP_AMBIENT_CLEAR_ALL takes integer arguments only.
     match unsafe { sys::syscall(libc::SYS_prctl, clear_ambient) } {

@@ -40,8 +40,8 @@ pub(crate) struct Plan {
     pub(crate) mounts: Option<MountMode>,
     /// Why there is none.
     pub(crate) mounts_missing: Option<String>,
-    /// True when the process may shrink the capability bounding set (it has `CAP_SETPCAP`).
-    pub(crate) bounding_set: bool,
+    /// True when the process has capabilities to give up (root, or a capable service).
+    pub(crate) privileged: bool,
 }
 
 impl Plan {
@@ -71,7 +71,8 @@ impl Plan {
             seccomp_missing,
             mounts,
             mounts_missing,
-            bounding_set: support::has_effective_capability(crate::sys::CAP_SETPCAP),
+            privileged: support::has_effective_capability(crate::sys::CAP_SETPCAP)
+                || support::has_effective_capability(crate::sys::CAP_SYS_ADMIN),
         }
     }
 
@@ -353,8 +354,12 @@ impl Plan {
 
     fn capabilities(&self) -> Protection {
         let kept: Vec<&str> = KEPT_CAPABILITIES.iter().map(|(_, name)| *name).collect();
-        let detail = if self.bounding_set {
-            format!("bounding set reduced to {}; ambient set cleared", kept.join(" "))
+        let detail = if self.privileged {
+            format!(
+                "permitted and effective sets reduced to {}, ambient set cleared; no_new_privs keeps exec from \
+                 raising them",
+                kept.join(" ")
+            )
         } else {
             "no capability is gained across exec (unprivileged, ambient set cleared)".to_owned()
         };
@@ -413,7 +418,6 @@ mod tests {
             landlock_missing: None,
             seccomp: Availability::Available,
             mount_namespace: MountNamespace::Privileged,
-            cap_last_cap: 40,
         }
     }
 

@@ -126,13 +126,8 @@ impl Sandbox for LinuxSandbox {
             Some(mode) => Some(mount_plan(mode, &layout, &spawn.cwd)?),
             None => None,
         };
-        let hook = SandboxChild {
-            mounts,
-            keep_capabilities: child::kept_mask(),
-            cap_last_cap: support.cap_last_cap,
-            landlock,
-            seccomp: programs,
-        };
+        let hook =
+            SandboxChild { mounts, keep_capabilities: child::kept_mask(), landlock, seccomp: programs };
         tracing::debug!(report = %report, requires_fork = uexec_ports::ChildSetup::requires_fork(&hook), "sandbox prepared");
         spawn.setup.push(Arc::new(hook));
         spawn.env = sandbox_env(std::mem::take(&mut spawn.env), !plan.network_off);

@@ -52,8 +52,6 @@ pub struct KernelSupport {
     pub seccomp: Availability,
     /// How to get a private mount namespace.
     pub mount_namespace: MountNamespace,
-    /// The highest capability number the kernel knows (`/proc/sys/kernel/cap_last_cap`).
-    pub cap_last_cap: u32,
 }
 
 impl KernelSupport {
@@ -68,7 +66,6 @@ impl KernelSupport {
             landlock_missing,
             seccomp: seccomp_availability(),
             mount_namespace: mount_namespace_support(),
-            cap_last_cap: read_number("/proc/sys/kernel/cap_last_cap").map_or(40, |n| n.min(63) as u32),
         }
     }
 }
@@ -189,6 +186,5 @@ mod tests {
         let support = KernelSupport::detect();
         assert!(support.landlock_abi >= 1, "{support:?}");
         assert_eq!(support.seccomp, Availability::Available);
-        assert!(support.cap_last_cap >= 37);
     }
 }

@@ -139,7 +139,7 @@ fn status_shows_no_new_privs_seccomp_and_reduced_capabilities() {
     let probe = bash(
         workspace_only(vec![], false),
         &s.ws,
-        "grep -E '^(NoNewPrivs|Seccomp|CapBnd|CapEff):' /proc/self/status; echo $UEXEC_SANDBOX $UEXEC_SANDBOX_NETWORK_DISABLED",
+        "grep -E '^(NoNewPrivs|Seccomp|CapPrm|CapEff|CapInh|CapAmb):' /proc/self/status; echo $UEXEC_SANDBOX $UEXEC_SANDBOX_NETWORK_DISABLED",
     );
     assert!(probe.ok(), "{probe:?}");
     let field = |name: &str| {
@@ -153,9 +153,11 @@ fn status_shows_no_new_privs_seccomp_and_reduced_capabilities() {
     };
     assert_eq!(field("NoNewPrivs"), "1");
     assert_eq!(field("Seccomp"), "2");
-    // chown dac_override fowner fsetid kill setgid setuid setpcap net_bind_service net_raw sys_chroot audit_write
-    assert_eq!(field("CapBnd"), "00000000200425fb");
+    // chown dac_override fowner fsetid kill setgid setuid setpcap net_bind_service net_raw sys_chroot audit_write:
+    // bash was exec'd as root after the hook, and root's exec did not give everything back (no_new_privs).
+    assert_eq!(field("CapPrm"), "00000000200425fb");
     assert_eq!(field("CapEff"), "00000000200425fb");
+    assert_eq!(field("CapAmb"), "0000000000000000");
     assert!(probe.stdout.contains("linux-landlock-seccomp 1"), "{probe:?}");
     let on = bash(workspace_only(vec![], true), &s.ws, "echo \"[$UEXEC_SANDBOX_NETWORK_DISABLED]\"");
     assert!(on.stdout.contains("[]"), "{on:?}");
