@@ -3,8 +3,8 @@
 //! Order (see `docs/sandbox.md` for the reasons):
 //! 1. Mount namespace (when planned): `unshare(CLONE_NEWNS)` (or `CLONE_NEWUSER | CLONE_NEWNS` plus the id maps),
 //!    make every mount private, clone each writable root's mount tree (made `nodev`), make the whole tree
-//!    read-only and `/dev/pts` `nodev`, attach the writable clones over their roots, bind each protected subpath read-only over itself, `chdir` to the cwd
-//!    again so it resolves through the new mounts.
+//!    read-only and `/dev/pts` `nodev`, attach the writable clones over their roots, bind each protected subpath
+//!    read-only over itself, `chdir` to the cwd again so it resolves through the new mounts.
 //! 2. Capabilities: clear the ambient set, mask the effective/permitted/inheritable sets to a small set (with
 //!    `no_new_privs`, nothing can raise them again).
 //! 3. `prctl(PR_SET_NO_NEW_PRIVS, 1)`.

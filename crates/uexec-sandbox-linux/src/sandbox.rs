@@ -128,7 +128,8 @@ impl Sandbox for LinuxSandbox {
         };
         let hook =
             SandboxChild { mounts, keep_capabilities: child::kept_mask(), landlock, seccomp: programs };
-        tracing::debug!(report = %report, requires_fork = uexec_ports::ChildSetup::requires_fork(&hook), "sandbox prepared");
+        let requires_fork = uexec_ports::ChildSetup::requires_fork(&hook);
+        tracing::debug!(report = %report, requires_fork, "sandbox prepared");
         spawn.setup.push(Arc::new(hook));
         spawn.env = sandbox_env(std::mem::take(&mut spawn.env), !plan.network_off);
         Ok(SandboxedSpawn { spawn, report })

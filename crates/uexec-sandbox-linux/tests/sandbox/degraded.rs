@@ -157,7 +157,8 @@ fn user_namespace_strategy_confines_the_same_way() {
         ..KernelSupport::detect()
     });
     let script = format!(
-        "echo in > ok.txt && (echo x >> .git/config || echo git-refused) && (echo out > {}/secret.txt || echo out-refused)",
+        "echo in > ok.txt && (echo x >> .git/config || echo git-refused) \
+         && (echo out > {}/secret.txt || echo out-refused)",
         s.outside.display()
     );
     let prepared = sandbox

@@ -15,9 +15,11 @@ def attempt(name, f):
     except OSError as e:
         print(name, "errno", e.errno, e.strerror)
 def tcp():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM); s.settimeout(10); s.connect(("127.0.0.1", {tcp_port})); s.close()
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM); s.settimeout(10)
+    s.connect(("127.0.0.1", {tcp_port})); s.close()
 def udp():
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(("127.0.0.1", {udp_port})); s.send(b"x"); s.close()
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.connect(("127.0.0.1", {udp_port})); s.send(b"x"); s.close()
 attempt("tcp", tcp)
 attempt("udp", udp)
 attempt("tcp6", lambda: socket.socket(socket.AF_INET6, socket.SOCK_STREAM).close())

@@ -139,7 +139,8 @@ fn status_shows_no_new_privs_seccomp_and_reduced_capabilities() {
     let probe = bash(
         workspace_only(vec![], false),
         &s.ws,
-        "grep -E '^(NoNewPrivs|Seccomp|CapPrm|CapEff|CapInh|CapAmb):' /proc/self/status; echo $UEXEC_SANDBOX $UEXEC_SANDBOX_NETWORK_DISABLED",
+        "grep -E '^(NoNewPrivs|Seccomp|CapPrm|CapEff|CapInh|CapAmb):' /proc/self/status; \
+         echo $UEXEC_SANDBOX $UEXEC_SANDBOX_NETWORK_DISABLED",
     );
     assert!(probe.ok(), "{probe:?}");
     let field = |name: &str| {
