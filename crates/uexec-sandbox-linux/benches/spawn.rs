@@ -2,7 +2,8 @@
 //! off, cwd a git repository; `prepare` included), and under bubblewrap. Interleaved, medians, ratios; plus the
 //! hooks with one mechanism left out, to show where the time goes.
 //!
-//! `cargo bench -p uexec-sandbox-linux --bench spawn` (`SPAWN_BENCH_ITERATIONS=n` to change the sample count).
+//! `cargo bench -p uexec-sandbox-linux --bench spawn` (`-- --quick` for 60 samples, `SPAWN_BENCH_ITERATIONS=n`
+//! for any count; 300 by default).
 //! The spawner is a minimal `fork` + PTY + `execve` kept in this file (the crate cannot depend on uexec-pty).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stdout, unsafe_code)]
 
@@ -96,8 +97,11 @@ fn p90(samples: &mut [Duration]) -> Duration {
 }
 
 fn main() {
-    let iterations: usize =
-        std::env::var("SPAWN_BENCH_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let quick = std::env::args().any(|a| a == "--quick");
+    let iterations: usize = std::env::var("SPAWN_BENCH_ITERATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if quick { 60 } else { 300 });
     let scratch = tempfile::tempdir().unwrap();
     let repo = std::fs::canonicalize(scratch.path()).unwrap();
     std::fs::create_dir_all(repo.join(".git")).unwrap();
