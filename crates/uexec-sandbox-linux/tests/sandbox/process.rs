@@ -275,3 +275,26 @@ attempt("inside", inside)
     let twin = py_unsandboxed(&s.ws, &code);
     assert!(twin.stdout.contains("outside ok"), "{twin:?}");
 }
+
+/// A 32-bit system call (`int 0x80`, i386 getpid) from a 64-bit process: another audit architecture.
+#[cfg(target_arch = "x86_64")]
+const INT80_PROBE: &str = r#"
+import ctypes, mmap, os
+code = bytes([0xb8, 20, 0, 0, 0, 0xcd, 0x80, 0xc3])  # mov eax, 20; int 0x80; ret
+m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+m.write(code)
+f = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(m)))
+print("i386 getpid", f() == os.getpid())
+"#;
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn foreign_architecture_syscalls_kill_the_process_with_status_159() {
+    let s = Scratch::new();
+    let twin = py_unsandboxed(&s.ws, INT80_PROBE);
+    assert!(twin.stdout.contains("i386 getpid True"), "int 0x80 should work unsandboxed: {twin:?}");
+    let python = crate::common::python();
+    let script = format!("{} -c '{}'; echo status=$?", python.display(), INT80_PROBE.replace('\'', "\""));
+    let probe = bash(workspace_only(vec![], false), &s.ws, &script);
+    assert!(probe.stdout.contains("status=159") && !probe.stdout.contains("i386 getpid"), "{probe:?}");
+}
