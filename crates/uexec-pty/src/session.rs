@@ -101,8 +101,8 @@ impl PtySpawner {
         };
         let tty = matches!(child_ends, ChildEnds::Pty { .. });
         let interest = if tty { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
-        let stream =
-            Arc::new(sys::register(stream, interest).map_err(|e| os_error("registering with tokio", &e))?);
+        let stream = sys::register(stream, interest).map_err(|e| os_error("registering with tokio", &e))?;
+        let stream = Arc::new(Stream { fd: Some(stream) });
 
         let stdio = match &child_ends {
             ChildEnds::Pty { slave } => ChildStdio::Pty { slave: slave.as_fd() },
@@ -236,13 +236,35 @@ pub(crate) fn exit_status(status: &WaitIdStatus) -> ExitStatus {
     }
 }
 
+/// The PTY master or the pipe's read end, shared by the two halves. When the last half is dropped it is
+/// deregistered from the reactor and closed on the background thread: closing a PTY master can take a
+/// millisecond, which the dropping task should not wait for.
+struct Stream {
+    /// Always `Some` until dropped.
+    fd: Option<AsyncFd<OwnedFd>>,
+}
+
+impl Stream {
+    fn get(&self) -> Result<&AsyncFd<OwnedFd>, ProcessError> {
+        self.fd.as_ref().ok_or_else(|| ProcessError::Os("the terminal is closed".to_owned()))
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if let Some(fd) = self.fd.take() {
+            tree::in_background(tree::Chore::Close(fd.into_inner()));
+        }
+    }
+}
+
 /// The control half of a process. Shared (`Arc`); dropping the last reference kills the whole process
 /// tree at once (SIGKILL, no grace) unless [`ProcessControl::kill_tree`] already did, and reaps it.
 pub struct PtyControl {
     pid: Pid,
     pidfd: AsyncFd<OwnedFd>,
     /// The PTY master (shared with the output half); `None` in pipe mode.
-    master: Option<Arc<AsyncFd<OwnedFd>>>,
+    master: Option<Arc<Stream>>,
     /// The leader's exit status once reaped (by us, or by the reaper thread).
     status: StatusSlot,
     token: SessionToken,
@@ -367,7 +389,7 @@ impl ProcessControl for PtyControl {
         let mut rest = bytes;
         while !rest.is_empty() {
             let mut guard = tokio::select! {
-                guard = master.writable() => guard.map_err(|e| os(&e))?,
+                guard = master.get()?.writable() => guard.map_err(|e| os(&e))?,
                 exited = self.pidfd.readable() => {
                     let mut exited = exited.map_err(|e| os(&e))?;
                     if self.exited()? {
@@ -395,7 +417,7 @@ impl ProcessControl for PtyControl {
             return Err(ProcessError::NotATerminal);
         };
         let winsize = Winsize { ws_row: size.rows, ws_col: size.cols, ws_xpixel: 0, ws_ypixel: 0 };
-        rustix::termios::tcsetwinsize(master.get_ref(), winsize).map_err(|e| os(&e.into()))
+        rustix::termios::tcsetwinsize(master.get()?.get_ref(), winsize).map_err(|e| os(&e.into()))
     }
 
     fn signal(&self, signal: Signal) -> Result<(), ProcessError> {
@@ -410,7 +432,7 @@ impl ProcessControl for PtyControl {
     }
 
     fn input_state(&self) -> InputState {
-        let Some(master) = &self.master else {
+        let Some(Ok(master)) = self.master.as_ref().map(|master| master.get()) else {
             return InputState::Unknown;
         };
         if !matches!(self.reap(), Ok(None)) {
@@ -498,20 +520,20 @@ impl Drop for PtyControl {
         let leader_pidfd = (identity.leader_unreaped && contain::reaping_lock().is_none())
             .then(|| rustix::io::fcntl_dupfd_cloexec(self.pidfd.get_ref(), 3).ok())
             .flatten();
-        tree::sweep_in_background(tree::Sweep {
+        tree::in_background(tree::Chore::Sweep(tree::Sweep {
             leader: identity.leader,
             leader_unreaped: identity.leader_unreaped,
             token_entry: identity.token_entry.to_vec(),
             born_after: identity.born_after,
             leader_pidfd,
-        });
+        }));
     }
 }
 
 /// The output half: chunks of at most [`MAX_CHUNK_BYTES`], in order, read from the PTY master (or the
 /// pipe) only when asked, so an unread session costs no CPU and its output waits in the kernel.
 pub struct PtyOutput {
-    stream: Arc<AsyncFd<OwnedFd>>,
+    stream: Arc<Stream>,
     buffer: Box<[u8]>,
     done: bool,
     tty: bool,
@@ -532,7 +554,7 @@ impl PtyOutput {
         let mut would_block = false;
         while filled < self.buffer.len() {
             let target = self.buffer.get_mut(filled..).unwrap_or_default();
-            match rustix::io::read(self.stream.get_ref(), target) {
+            match rustix::io::read(self.stream.get()?.get_ref(), target) {
                 Ok(0) => {
                     end = true;
                     break;
@@ -586,7 +608,7 @@ impl OutputStream for PtyOutput {
             // Cancel-safe: the only await is the readiness wait; bytes are read and returned without
             // yielding in between.
             let stream = Arc::clone(&self.stream);
-            let mut ready = stream.readable().await.map_err(|e| os(&e))?;
+            let mut ready = stream.get()?.readable().await.map_err(|e| os(&e))?;
             let Available { filled, end, would_block } = self.read_available()?;
             if would_block {
                 ready.clear_ready();

@@ -27,7 +27,7 @@ use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
 use tokio::io::Interest;
@@ -132,9 +132,40 @@ struct ChildContext<'a> {
 struct ChildStack {
     base: *mut c_void,
     len: usize,
+    shared: bool,
 }
 
+// SAFETY: a `ChildStack` exclusively owns its mapping (nothing else points into it between spawns), so it
+// may be moved to, and dropped on, another thread.
+unsafe impl Send for ChildStack {}
+
+/// Private stacks kept for the next spawns: mapping and unmapping one per spawn costs syscalls and, in a
+/// parent with many threads, a TLB shootdown on every CPU they ran on.
+static STACK_POOL: Mutex<Vec<ChildStack>> = Mutex::new(Vec::new());
+
+/// How many stacks the pool keeps (concurrent spawns beyond that map their own).
+const STACK_POOL_SIZE: usize = 4;
+
 impl ChildStack {
+    /// A stack from the pool, or a new one.
+    fn take(shared: bool) -> io::Result<Self> {
+        if !shared && let Some(stack) = STACK_POOL.lock().unwrap_or_else(PoisonError::into_inner).pop() {
+            return Ok(stack);
+        }
+        Self::new(shared)
+    }
+
+    /// Return a stack whose child has exec'd or exited to the pool.
+    fn give_back(self) {
+        if self.shared {
+            return;
+        }
+        let mut pool = STACK_POOL.lock().unwrap_or_else(PoisonError::into_inner);
+        if pool.len() < STACK_POOL_SIZE {
+            pool.push(self);
+        }
+    }
+
     fn new(shared: bool) -> io::Result<Self> {
         let page = rustix::param::page_size();
         let len = CHILD_STACK_SIZE + 2 * page;
@@ -153,7 +184,7 @@ impl ChildStack {
         if base == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let stack = ChildStack { base, len };
+        let stack = ChildStack { base, len, shared };
         // SAFETY: page 1 lies inside the mapping created above, which nothing references yet.
         let rc = unsafe { libc::mprotect(base.cast::<u8>().add(page).cast(), page, libc::PROT_NONE) };
         if rc != 0 {
@@ -240,7 +271,7 @@ pub(crate) fn spawn_child(
     fork: bool,
     parent_outside_namespace: bool,
 ) -> Result<(Pid, OwnedFd), SpawnFailure> {
-    let stack = ChildStack::new(fork).map_err(|e| SpawnFailure::Os { call: "mmap", errno: errno_of(&e) })?;
+    let stack = ChildStack::take(fork).map_err(|e| SpawnFailure::Os { call: "mmap", errno: errno_of(&e) })?;
     // SAFETY: the report slot is inside the fresh mapping, aligned, and nothing else references it.
     unsafe { ptr::write_volatile(stack.report(), None) };
     // SAFETY: an all-zero `sigaction` is a valid value: handler SIG_DFL (0), empty mask, no flags.
@@ -283,7 +314,7 @@ pub(crate) fn spawn_child(
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     // SAFETY: the child has exec'd or exited (CLONE_VFORK), so nothing writes the slot any more.
     let report = unsafe { ptr::read_volatile(stack.report()) };
-    drop(stack);
+    stack.give_back();
     let Some(pid) = Pid::from_raw(pid) else {
         return Err(SpawnFailure::Os { call: "clone", errno: libc::ESRCH });
     };

@@ -152,7 +152,7 @@ const SWEEP_PAUSE: Duration = Duration::from_millis(5);
 /// How long a sweep waits for the killed processes to be gone before reaping what it can.
 const SWEEP_WAIT_LIMIT: Duration = Duration::from_secs(5);
 
-/// What is left of a session whose control half was dropped: killed and reaped by [`sweep_in_background`].
+/// What is left of a session whose control half was dropped: killed and reaped by [`in_background`].
 #[derive(Debug)]
 pub(crate) struct Sweep {
     pub(crate) leader: i32,
@@ -192,32 +192,50 @@ impl Sweep {
     }
 }
 
-/// Run `sweep` on the sweeper thread (started on first use), so that dropping a session never blocks on a
-/// `/proc` scan; synchronously if that thread cannot be started.
-pub(crate) fn sweep_in_background(sweep: Sweep) {
-    static SWEEPER: OnceLock<Option<Mutex<mpsc::Sender<Sweep>>>> = OnceLock::new();
-    let sender = SWEEPER.get_or_init(|| {
-        let (sender, sweeps) = mpsc::channel::<Sweep>();
+/// Work done off the caller's thread.
+#[derive(Debug)]
+pub(crate) enum Chore {
+    /// Kill and reap what is left of a dropped session.
+    Sweep(Sweep),
+    /// Close an fd (a PTY master, whose close may wait for the kernel's tty work).
+    Close(OwnedFd),
+}
+
+impl Chore {
+    fn run(self) {
+        match self {
+            Chore::Sweep(sweep) => sweep.run(),
+            Chore::Close(fd) => drop(fd),
+        }
+    }
+}
+
+/// Run `chore` on the background thread (started on first use), so that dropping a session never blocks
+/// on a `/proc` scan or a slow close; synchronously if that thread cannot be started.
+pub(crate) fn in_background(chore: Chore) {
+    static BACKGROUND: OnceLock<Option<Mutex<mpsc::Sender<Chore>>>> = OnceLock::new();
+    let sender = BACKGROUND.get_or_init(|| {
+        let (sender, chores) = mpsc::channel::<Chore>();
         let started = std::thread::Builder::new().name("uexec-sweeper".to_owned()).spawn(move || {
-            for sweep in sweeps {
-                sweep.run();
+            for chore in chores {
+                chore.run();
             }
         });
         match started {
             Ok(_) => Some(Mutex::new(sender)),
             Err(error) => {
-                tracing::warn!(%error, "no sweeper thread: dropped sessions are swept synchronously");
+                tracing::warn!(%error, "no background thread: dropped sessions are swept synchronously");
                 None
             }
         }
     });
     match sender {
         Some(sender) => {
-            if let Err(mpsc::SendError(sweep)) = crate::contain::lock(sender).send(sweep) {
-                sweep.run();
+            if let Err(mpsc::SendError(chore)) = crate::contain::lock(sender).send(chore) {
+                chore.run();
             }
         }
-        None => sweep.run(),
+        None => chore.run(),
     }
 }
 
