@@ -8,7 +8,8 @@
 //! 2. Capabilities: clear the ambient set, mask the effective/permitted/inheritable sets to a small set (with
 //!    `no_new_privs`, nothing can raise them again).
 //! 3. `prctl(PR_SET_NO_NEW_PRIVS, 1)`.
-//! 4. `landlock_restrict_self(ruleset_fd, 0)`.
+//! 4. A rule for the command's own terminal (read/write, so `/dev/stdout` can be reopened), then
+//!    `landlock_restrict_self(ruleset_fd, 0)`.
 //! 5. `seccomp(SECCOMP_SET_MODE_FILTER)` for each program (last: the filter denies `mount` and `unshare`).
 //!
 //! Nothing here allocates, locks or panics: the data lives in [`SandboxChild`], built by the parent, and every
@@ -132,6 +133,7 @@ unsafe impl ChildSetup for SandboxChild {
             unsafe { sys::syscall(libc::SYS_prctl, [libc::PR_SET_NO_NEW_PRIVS as usize, 1, 0, 0, 0, 0]) };
         check("prctl(PR_SET_NO_NEW_PRIVS)", nnp)?;
         if let Some(ruleset) = &self.landlock {
+            allow_own_terminal(ruleset.as_raw_fd());
             let fd = ruleset.as_raw_fd() as usize;
             // SAFETY: `fd` is the open ruleset descriptor owned by `self`; flags 0.
             let restrict = unsafe { sys::syscall(sys::SYS_LANDLOCK_RESTRICT_SELF, [fd, 0, 0, 0, 0, 0]) };
@@ -147,6 +149,35 @@ unsafe impl ChildSetup for SandboxChild {
 
     fn requires_fork(&self) -> bool {
         self.mounts.as_ref().is_some_and(|m| m.mode == MountMode::UserNamespace)
+    }
+}
+
+/// Let the command reopen its own terminal by path (`/dev/stdout`, `/proc/self/fd/1`, `/dev/pts/N`: `tee
+/// /dev/stderr` does): a read/write rule on each standard stream that is a terminal. Only the child knows which
+/// terminal it got, so the rule is added here, to this spawn's ruleset, before `landlock_restrict_self` copies
+/// it into the domain. A failure only leaves the terminal reachable through its descriptors and `/dev/tty`, so
+/// it is ignored. (Other terminals stay closed: no rule for them, and `/dev/pts` is `nodev`.)
+fn allow_own_terminal(ruleset: i32) {
+    for fd in 0..=2usize {
+        let mut termios = [0u8; 64];
+        // SAFETY: TCGETS writes a `struct termios` (60 bytes) into the 64-byte buffer, or fails.
+        let is_tty = unsafe {
+            sys::syscall(libc::SYS_ioctl, [fd, libc::TCGETS as usize, termios.as_mut_ptr() as usize, 0, 0, 0])
+        };
+        if is_tty.is_err() {
+            continue;
+        }
+        let attr = sys::PathBeneathAttr {
+            allowed_access: sys::LANDLOCK_ACCESS_FS_READ_WRITE_FILE,
+            parent_fd: fd as i32,
+        };
+        // SAFETY: the attribute lives on this stack frame for the call; `ruleset` is the open ruleset.
+        let _ = unsafe {
+            sys::syscall(
+                sys::SYS_LANDLOCK_ADD_RULE,
+                [ruleset as usize, sys::LANDLOCK_RULE_PATH_BENEATH, &raw const attr as usize, 0, 0, 0],
+            )
+        };
     }
 }
 

@@ -140,13 +140,17 @@ impl Plan {
 
     fn filesystem(&self, layout: Option<&FsLayout>) -> Protection {
         let writes = match (self.workspace_write, layout) {
-            (false, _) => "write only /dev/null and /dev/tty".to_owned(),
+            (false, _) => "write only /dev/null, /dev/tty and its own terminal".to_owned(),
             (true, None) => {
-                "write only beneath the writable roots (configured, cwd, /tmp, $TMPDIR), /dev/null and /dev/tty"
+                "write only beneath the writable roots (configured, cwd, /tmp, $TMPDIR), /dev/null, /dev/tty and \
+                 its own terminal"
                     .to_owned()
             }
             (true, Some(layout)) => {
-                let mut text = format!("write only beneath {} and /dev/null, /dev/tty", paths(&layout.roots));
+                let mut text = format!(
+                    "write only beneath {} and /dev/null, /dev/tty, its own terminal",
+                    paths(&layout.roots)
+                );
                 if !layout.missing_roots.is_empty() {
                     text.push_str(&format!(" (missing roots skipped: {})", paths(&layout.missing_roots)));
                 }

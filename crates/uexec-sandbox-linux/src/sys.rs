@@ -15,6 +15,23 @@ pub(crate) const SYS_LANDLOCK_CREATE_RULESET: c_long = libc::SYS_landlock_create
 /// `open_tree_attr(2)` (Linux 6.15); not in `libc` yet. The number is shared by every architecture.
 pub(crate) const SYS_OPEN_TREE_ATTR: c_long = 467;
 
+/// `landlock_add_rule(2)`.
+pub(crate) const SYS_LANDLOCK_ADD_RULE: c_long = libc::SYS_landlock_add_rule;
+/// `LANDLOCK_RULE_PATH_BENEATH`.
+pub(crate) const LANDLOCK_RULE_PATH_BENEATH: usize = 1;
+/// `LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE`.
+pub(crate) const LANDLOCK_ACCESS_FS_READ_WRITE_FILE: u64 = (1 << 1) | (1 << 2);
+
+/// `struct landlock_path_beneath_attr` (packed, as in `linux/landlock.h`).
+#[repr(C, packed)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PathBeneathAttr {
+    /// Rights granted.
+    pub(crate) allowed_access: u64,
+    /// The file or directory.
+    pub(crate) parent_fd: i32,
+}
+
 /// `LANDLOCK_CREATE_RULESET_VERSION`: ask `landlock_create_ruleset` for the ABI version.
 pub(crate) const LANDLOCK_CREATE_RULESET_VERSION: usize = 1;
 

@@ -102,6 +102,10 @@ fn interactive_bash_works_in_a_pty_under_the_sandbox() {
     writeln!(pty.master, "echo $((6*7)) > answer; tty; stty size; echo done-$((1+1))").unwrap();
     assert!(read_until(&mut pty.master, "done-2", &mut seen), "{seen:?}");
     assert!(seen.contains("/dev/pts/"), "tty should name the pty: {seen:?}");
+    // The own terminal reopened by path, as `tee /dev/stderr` does.
+    writeln!(pty.master, "echo via-path | tee /dev/stderr > /proc/self/fd/1 && echo reopened-$((3+3))")
+        .unwrap();
+    assert!(read_until(&mut pty.master, "reopened-6", &mut seen), "{seen:?}");
     writeln!(pty.master, "echo pwned > {} || echo refused-$((2+2))", outside.display()).unwrap();
     assert!(read_until(&mut pty.master, "refused-4", &mut seen), "{seen:?}");
     writeln!(pty.master, "read -r line; echo got-$line").unwrap();
