@@ -14,9 +14,9 @@ fn writes_inside_the_root_and_not_outside() {
     let inside = bash(
         workspace_only(vec![], false),
         &s.ws,
-        "echo new > new.txt && echo more >> inside.txt && mkdir d",
+        "echo new > new.txt && echo more >> inside.txt && mkdir d && echo piped | tee /dev/stderr > /dev/stdout",
     );
-    assert!(inside.ok(), "{inside:?}");
+    assert!(inside.ok() && inside.stdout == "piped\n" && inside.stderr == "piped\n", "{inside:?}");
     assert_eq!(Scratch::read(&s.ws.join("new.txt")), "new\n");
     assert!(s.ws.join("d").is_dir());
 
