@@ -11,8 +11,8 @@ use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
 use crate::child::{KEPT_CAPABILITIES, MountMode};
 use crate::landlock_rules::{FULL_FILESYSTEM_ABI, MAX_VETTED_ABI, NETWORK_ABI, SCOPE_ABI};
 use crate::layout::FsLayout;
+use crate::support;
 use crate::support::{Availability, KernelSupport, MountNamespace};
-use crate::{seccomp, support};
 
 /// The setting that accepts degraded protection, as named in errors.
 pub const DEGRADED_SETTING: &str = "allow_degraded_sandbox = true (or --allow-degraded-sandbox)";
@@ -321,12 +321,11 @@ impl Plan {
         protection(
             "syscalls",
             ProtectionStatus::Enforced,
-            format!(
-                "seccomp, EPERM: {}, clone/unshare with namespace flags, TIOCSTI/TIOCLINUX ioctls, personality \
-                 changes, prlimit64 on other processes; ENOSYS: clone3 and x32 calls; other architectures are \
-                 killed",
-                denied_list()
-            ),
+            "seccomp: EPERM for bpf, perf_event_open, userfaultfd, kexec, kernel modules, keyrings, fanotify, \
+             mount and friends, setns, clone/unshare with namespace flags, swap, reboot, clock and hostname \
+             changes, quotas, acct, open-by-handle, TIOCSTI/TIOCLINUX, personality changes, prlimit64 on other \
+             processes; ENOSYS for clone3 and x32 calls; other architectures are killed (exit 159)"
+                .into(),
         )
     }
 
@@ -369,12 +368,6 @@ impl Plan {
         };
         protection("capabilities", ProtectionStatus::Enforced, detail)
     }
-}
-
-/// The unconditionally denied calls, space-separated (built once).
-fn denied_list() -> &'static str {
-    static LIST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    LIST.get_or_init(|| seccomp::denied_names().join(" "))
 }
 
 /// Every degraded protection as `name: status (detail)`, for the `Unenforceable` error.

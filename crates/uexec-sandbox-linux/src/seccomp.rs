@@ -60,7 +60,7 @@ pub(crate) enum Check {
 pub(crate) struct Rule {
     /// The system call number.
     pub(crate) nr: u32,
-    /// Its name, for the report.
+    /// Its name, for errors and debugging.
     pub(crate) name: &'static str,
     /// When the action applies.
     pub(crate) check: Check,
@@ -212,15 +212,6 @@ pub(crate) fn rules(network: bool) -> Vec<Rule> {
     rules
 }
 
-/// The names of the calls denied whatever their arguments, for the report.
-pub(crate) fn denied_names() -> Vec<&'static str> {
-    rules(true)
-        .into_iter()
-        .filter(|r| r.check == Check::Always && r.errno == libc::EPERM)
-        .map(|r| r.name)
-        .collect()
-}
-
 /// `BPF_LD | BPF_W | BPF_ABS`.
 pub(crate) const LD_ABS: u16 = 0x20;
 /// `BPF_JMP | BPF_JA`.
@@ -274,8 +265,11 @@ pub(crate) fn build(network: bool) -> Result<SeccompPrograms, String> {
 
 /// Compile `rules` (sorted by number, unique) for architecture `arch`.
 pub(crate) fn compile(rules: &[Rule], arch: u32) -> Result<BpfProgram, String> {
-    if rules.windows(2).any(|w| w[0].nr >= w[1].nr) {
-        return Err("seccomp: rules must be sorted by number and unique".into());
+    if let Some(pair) = rules.windows(2).find(|w| w[0].nr >= w[1].nr) {
+        return Err(format!(
+            "seccomp: rules must be sorted by number and unique ({} before {})",
+            pair[0].name, pair[1].name
+        ));
     }
     let mut program = vec![
         insn(LD_ABS, 0, 0, OFFSET_ARCH),
