@@ -162,7 +162,7 @@ impl Plan {
                 "filesystem",
                 ProtectionStatus::Partial,
                 format!(
-                    "{}; only read-only mounts restrict writes (device nodes such as block devices stay writable)",
+                    "{}, only read-only mounts restrict writes (device nodes such as block devices stay writable)",
                     self.no_landlock()
                 ),
             ),
@@ -176,7 +176,7 @@ impl Plan {
                 "filesystem",
                 ProtectionStatus::Enforced,
                 format!(
-                    "{}: read everywhere, {writes}; truncation (not controlled before ABI {FULL_FILESYSTEM_ABI}) \
+                    "{}: read everywhere, {writes}, truncation (not controlled before ABI {FULL_FILESYSTEM_ABI}) \
                      is stopped by the read-only mounts",
                     abi_text(abi)
                 ),
@@ -185,7 +185,7 @@ impl Plan {
                 "filesystem",
                 ProtectionStatus::Partial,
                 format!(
-                    "{}: read everywhere, {writes}; truncate(2) and O_TRUNC are not controlled before ABI \
+                    "{}: read everywhere, {writes}, truncate(2) and O_TRUNC are not controlled before ABI \
                      {FULL_FILESYSTEM_ABI}",
                     abi_text(abi)
                 ),
@@ -208,7 +208,7 @@ impl Plan {
                 "metadata",
                 ProtectionStatus::Off,
                 format!(
-                    "{}; chmod, chown, utimes and xattrs outside the writable roots are not prevented (Landlock \
+                    "{}, chmod, chown, utimes and xattrs outside the writable roots are not prevented (Landlock \
                      does not cover metadata)",
                     self.no_mounts()
                 ),
@@ -228,7 +228,7 @@ impl Plan {
             return protection(
                 "read_only_subpaths",
                 ProtectionStatus::Off,
-                format!("{}; Landlock cannot exempt .git or .uexec inside a writable root", self.no_mounts()),
+                format!("{}, Landlock cannot exempt .git or .uexec inside a writable root", self.no_mounts()),
             );
         };
         let what = match layout {
@@ -240,7 +240,7 @@ impl Plan {
                     paths(&layout.protected)
                 };
                 if !layout.absent.is_empty() {
-                    text.push_str(&format!("; absent, so not protected: {}", paths(&layout.absent)));
+                    text.push_str(&format!(" (absent, so not protected: {})", paths(&layout.absent)));
                 }
                 text
             }
@@ -249,8 +249,8 @@ impl Plan {
             "read_only_subpaths",
             ProtectionStatus::Enforced,
             format!(
-                "read-only bind mounts in a private mount namespace ({}): {what}; they cannot be written, renamed \
-                 or removed (EROFS/EBUSY); an absent one can be created",
+                "read-only bind mounts in a private mount namespace ({}) over {what}: they cannot be written, \
+                 renamed or removed (EROFS/EBUSY), absent ones can be created",
                 mode_text(mode)
             ),
         )
@@ -271,14 +271,14 @@ impl Plan {
                 ProtectionStatus::Enforced,
                 format!(
                     "seccomp: socket/socketpair other than AF_UNIX fail with EPERM (unix sockets keep working){}",
-                    if tcp { "; landlock: TCP bind/connect denied" } else { "" }
+                    if tcp { ", and landlock denies TCP bind/connect" } else { "" }
                 ),
             ),
             (false, true) => protection(
                 "network",
                 ProtectionStatus::Partial,
                 format!(
-                    "{}; landlock denies TCP bind/connect only (UDP and raw sockets work)",
+                    "{}, landlock denies TCP bind/connect only (UDP and raw sockets work)",
                     self.no_seccomp()
                 ),
             ),
@@ -296,7 +296,7 @@ impl Plan {
             (false, true) => protection(
                 "ptrace",
                 ProtectionStatus::Partial,
-                format!("{}; landlock only allows tracing processes inside the sandbox", self.no_seccomp()),
+                format!("{}, landlock only allows tracing processes inside the sandbox", self.no_seccomp()),
             ),
             (false, false) => protection("ptrace", ProtectionStatus::Off, self.no_seccomp()),
         }
@@ -324,7 +324,7 @@ impl Plan {
             "seccomp: EPERM for bpf, perf_event_open, userfaultfd, kexec, kernel modules, keyrings, fanotify, \
              mount and friends, setns, clone/unshare with namespace flags, swap, reboot, clock and hostname \
              changes, quotas, acct, open-by-handle, TIOCSTI/TIOCLINUX, personality changes, prlimit64 on other \
-             processes; ENOSYS for clone3 and x32 calls; other architectures are killed (exit 159)"
+             processes, ENOSYS for clone3 and x32 calls, other architectures killed (exit 159)"
                 .into(),
         )
     }
@@ -359,7 +359,7 @@ impl Plan {
         let kept: Vec<&str> = KEPT_CAPABILITIES.iter().map(|(_, name)| *name).collect();
         let detail = if self.privileged {
             format!(
-                "permitted and effective sets reduced to {}, ambient set cleared; no_new_privs keeps exec from \
+                "permitted and effective sets reduced to {}, ambient set cleared, no_new_privs keeps exec from \
                  raising them",
                 kept.join(" ")
             )
