@@ -82,9 +82,40 @@ impl ProtectionReport {
         self.protections.iter().any(|p| matches!(p.status, ProtectionStatus::Partial | ProtectionStatus::Off))
     }
 
-    /// One line for a response: `sandbox: linux-landlock-seccomp (workspace-write); filesystem: enforced (...); ...`.
+    /// One line with every detail: `sandbox: linux-landlock-seccomp (workspace-write); filesystem: enforced (...); ...`.
     pub fn summary_line(&self) -> String {
         self.to_string()
+    }
+
+    /// A short line for every response, without the details (they cost the model tokens on every call):
+    /// `linux-landlock-seccomp (workspace-write): filesystem enforced, network enforced, ...`. Protections that
+    /// are not requested are left out; `uexec sandbox-report` shows the details.
+    pub fn compact_line(&self) -> String {
+        let mut line = format!("{} ({})", self.sandbox.as_str(), self.policy);
+        if let Some(reason) = self.escape_reason {
+            line.push_str(": unsandboxed, ");
+            line.push_str(escape_reason_text(reason));
+            return line;
+        }
+        let shown: Vec<String> = self
+            .protections
+            .iter()
+            .filter(|p| p.status != ProtectionStatus::NotRequested)
+            .map(|p| format!("{} {}", p.name, p.status))
+            .collect();
+        if !shown.is_empty() {
+            line.push_str(": ");
+            line.push_str(&shown.join(", "));
+        }
+        line
+    }
+}
+
+fn escape_reason_text(reason: crate::policy::EscapeReason) -> &'static str {
+    match reason {
+        crate::policy::EscapeReason::FullAccessPolicy => "danger-full-access policy",
+        crate::policy::EscapeReason::ApprovedEscalation => "escalation approved",
+        crate::policy::EscapeReason::RetryAfterDenial => "retry after sandbox denial, approved",
     }
 }
 
@@ -103,12 +134,7 @@ impl fmt::Display for ProtectionReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "sandbox: {} ({})", self.sandbox.as_str(), self.policy)?;
         if let Some(reason) = self.escape_reason {
-            let reason = match reason {
-                crate::policy::EscapeReason::FullAccessPolicy => "danger-full-access policy",
-                crate::policy::EscapeReason::ApprovedEscalation => "escalation approved",
-                crate::policy::EscapeReason::RetryAfterDenial => "retry after sandbox denial, approved",
-            };
-            write!(f, "; unsandboxed: {reason}")?;
+            write!(f, "; unsandboxed: {}", escape_reason_text(reason))?;
         }
         for p in &self.protections {
             write!(f, "; {}: {}", p.name, p.status)?;
@@ -149,6 +175,10 @@ mod tests {
             "sandbox: linux-landlock-seccomp (workspace-write); filesystem: enforced (landlock ABI 7); network: enforced"
         );
         assert!(!report.is_degraded());
+        assert_eq!(
+            report.compact_line(),
+            "linux-landlock-seccomp (workspace-write): filesystem enforced, network enforced"
+        );
         let open = ProtectionReport::unsandboxed("danger-full-access", EscapeReason::FullAccessPolicy);
         assert_eq!(
             open.summary_line(),
