@@ -151,7 +151,7 @@ fn start_namespace_thread() -> Result<Option<u32>, ContainError> {
                     let _ = ready_tx.send(Some(init));
                     // This thread must live as long as the process: it is the parent of the init and of
                     // every session leader, whose parent-death signal fires when it ends.
-                    sys::serve_spawn_jobs(&jobs_rx);
+                    sys::serve_spawn_jobs(&jobs_rx, true);
                     loop {
                         std::thread::park();
                     }
@@ -216,6 +216,33 @@ fn reap_forever() {
     }
 }
 
+/// The thread that spawns every session when there is no PID-namespace thread, started on first use.
+///
+/// The parent-death signal of a child fires when the *thread* that created it ends, not the process: a
+/// child spawned from a short-lived thread (a tokio `spawn_blocking` thread, which ends after ten idle
+/// seconds) would be killed with it. Spawning from this thread, which lives as long as the process, ties
+/// every session to the life of the process. `None` (spawn on the calling thread) if it cannot start.
+fn spawner_thread() -> &'static Option<Mutex<mpsc::Sender<SpawnJob>>> {
+    static SPAWNER: OnceLock<Option<Mutex<mpsc::Sender<SpawnJob>>>> = OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (jobs_tx, jobs_rx) = mpsc::channel::<SpawnJob>();
+        let started = std::thread::Builder::new().name("uexec-spawner".to_owned()).spawn(move || {
+            sys::serve_spawn_jobs(&jobs_rx, false);
+            // Every sender is gone (it lives in a static, so never): stay, we are the children's parent.
+            loop {
+                std::thread::park();
+            }
+        });
+        match started {
+            Ok(_) => Some(Mutex::new(jobs_tx)),
+            Err(error) => {
+                tracing::warn!(%error, "no spawner thread: spawning on the calling thread");
+                None
+            }
+        }
+    })
+}
+
 /// A started child: pid, pidfd and the slot its exit status goes to.
 pub(crate) struct Started {
     pub(crate) pid: Pid,
@@ -230,7 +257,7 @@ pub(crate) fn start(plan: &ChildPlan<'_>, fork: bool) -> Result<Started, SpawnFa
     // With the reaper running, hold the leaders lock from before the clone until the leader is registered,
     // so that the reaper never mistakes a fresh leader for an orphan.
     let leaders = REAPER_ACTIVE.load(Ordering::Acquire).then(|| lock(&LEADERS));
-    let spawned = match NAMESPACE_JOBS.get() {
+    let spawned = match NAMESPACE_JOBS.get().or_else(|| spawner_thread().as_ref()) {
         Some(jobs) => {
             let jobs = lock(jobs).clone();
             sys::spawn_via(&jobs, plan, fork)

@@ -25,9 +25,9 @@
 //! - Exactly the request's argv, cwd and environment, plus [`SESSION_TOKEN_VAR`]; default signal
 //!   dispositions and an empty signal mask; none of the host's fds; `PR_SET_PDEATHSIG(SIGKILL)`.
 //!
-//! The parent-death signal fires when the *thread* that spawned the process ends. Spawn from threads that
-//! live as long as the sessions (tokio's runtime threads do; `spawn_blocking` threads do not), or call
-//! [`contain_descendants`], after which a dedicated thread spawns everything.
+//! The parent-death signal fires when the *thread* that created the process ends, so every process is
+//! created by one dedicated thread that lives as long as the host (`uexec-spawner`, or `uexec-pidns` after
+//! [`contain_descendants`]); the calling thread waits for it, for the same time the spawn would take.
 //!
 //! # Session lifecycle
 //! 1. **Spawning** ([`PtySpawner::spawn_request`]): the request is checked (typed errors, nothing created),

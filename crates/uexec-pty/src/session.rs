@@ -4,6 +4,7 @@
 use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -119,7 +120,8 @@ impl PtySpawner {
             setup: &request.setup,
         };
         let born_after = tree::start_time_floor();
-        let started = contain::start(&plan, fork).map_err(|failure| spawn_error(failure, &request))?;
+        let started = contain::start(&plan, fork)
+            .map_err(|failure| spawn_error(failure, &request, &prepared.program))?;
         drop(child_ends);
 
         let pidfd = match sys::register(started.pidfd, Interest::READABLE) {
@@ -179,7 +181,7 @@ fn errno_text(errno: i32) -> String {
     io::Error::from_raw_os_error(errno).to_string()
 }
 
-fn spawn_error(failure: SpawnFailure, request: &SpawnRequest) -> SpawnError {
+fn spawn_error(failure: SpawnFailure, request: &SpawnRequest, program: &std::ffi::CStr) -> SpawnError {
     match failure {
         SpawnFailure::Os { call, errno } => SpawnError::Os(format!("{call}: {}", errno_text(errno))),
         SpawnFailure::Child(failure) => match (failure.stage, failure.errno) {
@@ -190,10 +192,9 @@ fn spawn_error(failure: SpawnFailure, request: &SpawnRequest) -> SpawnError {
             (ChildStage::Exec, libc::ENOENT) => SpawnError::ProgramNotFound {
                 program: request.argv.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default(),
             },
-            (ChildStage::Exec, libc::EACCES | libc::EPERM | libc::EISDIR) => {
-                let program = request.argv.first().cloned().unwrap_or_default();
-                SpawnError::NotExecutable { path: program.into() }
-            }
+            (ChildStage::Exec, libc::EACCES | libc::EPERM | libc::EISDIR) => SpawnError::NotExecutable {
+                path: std::path::PathBuf::from(std::ffi::OsStr::from_bytes(program.to_bytes())),
+            },
             (ChildStage::Exec, errno) => SpawnError::Exec(errno_text(errno)),
             (stage, errno) => SpawnError::Os(format!("child setup ({stage:?}): {}", errno_text(errno))),
         },

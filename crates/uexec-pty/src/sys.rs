@@ -576,12 +576,13 @@ pub(crate) fn spawn_via(jobs: &mpsc::Sender<SpawnJob>, plan: &ChildPlan<'_>, for
     answer.recv().map_err(|_| gone)?
 }
 
-/// Serve spawn jobs until every sender is gone (for the thread that unshared the PID namespace).
-pub(crate) fn serve_spawn_jobs(jobs: &mpsc::Receiver<SpawnJob>) {
+/// Serve spawn jobs until every sender is gone. `outside_namespace`: this thread has unshared a PID
+/// namespace (see [`spawn_child`]).
+pub(crate) fn serve_spawn_jobs(jobs: &mpsc::Receiver<SpawnJob>, outside_namespace: bool) {
     for job in jobs {
         // SAFETY: see `SpawnJob`: the requester is blocked until we reply or drop the job.
         let plan = unsafe { &*job.plan };
-        let result = spawn_child(plan, job.fork, true);
+        let result = spawn_child(plan, job.fork, outside_namespace);
         let _ = job.reply.send(result);
     }
 }

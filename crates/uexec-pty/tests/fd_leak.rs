@@ -7,6 +7,26 @@ mod common;
 use common::*;
 use uexec_pty::{ExitStatus, ProcessControl, PtySpawner, SpawnError};
 
+/// Our fds and what they are.
+fn listing() -> Vec<String> {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .map(|e| format!("{:?}->{:?}", e.file_name(), std::fs::read_link(e.path()).ok()))
+        .collect()
+}
+
+/// Our fds that belong to sessions: PTY masters and pidfds.
+fn session_fds() -> Vec<String> {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| std::fs::read_link(entry.path()).ok())
+        .map(|target| target.to_string_lossy().into_owned())
+        .filter(|target| target == "/dev/ptmx" || target.contains("pidfd"))
+        .collect()
+}
+
 async fn session_to_the_end(spawner: &PtySpawner, tty: bool) {
     let mut process = spawner.spawn_request(request(&["true"], tty)).unwrap();
     assert_eq!(drain(&mut process.output).await, b"");
@@ -19,7 +39,17 @@ async fn a_thousand_sessions_and_failed_spawns_leave_no_fd_and_no_zombie() {
     // Warm up: the runtime opens its own fds lazily.
     session_to_the_end(&spawner, true).await;
     session_to_the_end(&spawner, false).await;
-    let before = fd_count();
+    // PTY masters, pipes and pidfds are closed off the dropping thread: wait for the warm-up's to go.
+    eventually("the warm-up sessions' fds are closed", || session_fds().is_empty()).await;
+    let mut before = fd_count();
+    let mut stable = 0;
+    while stable < 10 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let now = fd_count();
+        stable = if now == before { stable + 1 } else { 0 };
+        before = now;
+    }
+    let baseline = listing();
 
     for round in 0..1000 {
         let tty = round % 2 == 0;
@@ -53,6 +83,10 @@ async fn a_thousand_sessions_and_failed_spawns_leave_no_fd_and_no_zombie() {
     }
 
     std::fs::remove_file(&not_executable).unwrap();
-    eventually("the fd count is back where it started", || fd_count() == before).await;
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while fd_count() != before {
+        assert!(std::time::Instant::now() < deadline, "fds: {baseline:?} before, now {:?}", listing());
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     eventually("no zombie children", || zombie_children().is_empty()).await;
 }

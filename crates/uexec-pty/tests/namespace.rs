@@ -20,7 +20,7 @@ fn contained() -> u32 {
 async fn sessions_work_inside_the_pid_namespace() {
     let init = contained();
     assert_eq!(uexec_pty::containment(), Some(Containment::PidNamespace { init_pid: init }));
-    assert_eq!(state(init as i32), Some('S'), "the namespace init sleeps");
+    assert!(state(init as i32).is_some_and(|state| state != 'Z'), "the namespace init is alive");
     let spawner = PtySpawner::default();
 
     // Inside the namespace the shell sees a small pid and the init as PID 1.

@@ -375,6 +375,22 @@ async fn an_idle_session_costs_no_cpu() {
 }
 
 #[tokio::test]
+async fn a_session_outlives_the_thread_that_spawned_it() {
+    // The parent-death signal is tied to the creating thread: a session spawned from a short-lived thread
+    // (like tokio's spawn_blocking threads) must not die with it.
+    let runtime = tokio::runtime::Handle::current();
+    let process = std::thread::spawn(move || {
+        let _entered = runtime.enter();
+        PtySpawner::default().spawn_request(request(&["sleep", "30"], false)).unwrap()
+    })
+    .join()
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(process.control.try_wait().unwrap(), None, "the session died with the spawning thread");
+    assert!(matches!(process.control.kill_tree().await.unwrap(), ExitStatus::Signal(_)));
+}
+
+#[tokio::test]
 async fn host_fds_do_not_leak_into_children() {
     // A descriptor without close-on-exec, as careless code in the host might leave.
     let file = std::fs::File::open("/proc/self/status").unwrap();
