@@ -1,9 +1,10 @@
 //! Containing descendants beyond the life of the host, and who reaps which process.
 //!
 //! Without [`contain_descendants`] the crate behaves like any library sharing a process with others: it
-//! reaps only the session leaders it started (by pidfd), and an escaped descendant (one that left its
-//! session and whose parent died) is reparented to the system's init, still found and killed by
-//! [`kill_tree`] through its session token, but not when the host itself is killed with SIGKILL.
+//! reaps only the session leaders it started (by pidfd), which the `uexec-spawner` thread creates; an
+//! escaped descendant (one that left its session and whose parent died) is reparented to the system's
+//! init, still found and killed by [`kill_tree`] through its session token, but not when the host itself
+//! is killed with SIGKILL (the leaders do die then: their parent-death signal is SIGKILL).
 //!
 //! [`contain_descendants`], called by the application at the start of `main`, makes the host own its
 //! descendants:

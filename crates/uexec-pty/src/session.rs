@@ -149,13 +149,7 @@ impl PtySpawner {
             kill_result: tokio::sync::Mutex::new(None),
             tree_killed: AtomicBool::new(false),
         });
-        let output = PtyOutput {
-            stream,
-            buffer: vec![0u8; MAX_CHUNK_BYTES].into_boxed_slice(),
-            done: false,
-            tty,
-            pending_error: None,
-        };
+        let output = PtyOutput { stream, chunk: Vec::new(), done: false, tty, pending_error: None };
         Ok(PtyProcess { control, output })
     }
 }
@@ -535,7 +529,9 @@ impl Drop for PtyControl {
 /// pipe) only when asked, so an unread session costs no CPU and its output waits in the kernel.
 pub struct PtyOutput {
     stream: Arc<Stream>,
-    buffer: Box<[u8]>,
+    /// The chunk being filled: read into directly (no copy), handed out when full or nothing more is
+    /// available, then trimmed to its length.
+    chunk: Vec<u8>,
     done: bool,
     tty: bool,
     pending_error: Option<ProcessError>,
@@ -548,19 +544,24 @@ impl fmt::Debug for PtyOutput {
 }
 
 impl PtyOutput {
-    /// Read what is available now, up to the buffer size.
+    /// Read what is available now into `self.chunk`, up to [`MAX_CHUNK_BYTES`].
     fn read_available(&mut self) -> Result<Available, ProcessError> {
-        let mut filled = 0;
+        if self.chunk.capacity() < MAX_CHUNK_BYTES {
+            self.chunk = Vec::with_capacity(MAX_CHUNK_BYTES);
+        }
         let mut end = false;
         let mut would_block = false;
-        while filled < self.buffer.len() {
-            let target = self.buffer.get_mut(filled..).unwrap_or_default();
-            match rustix::io::read(self.stream.get()?.get_ref(), target) {
+        while self.chunk.len() < self.chunk.capacity() {
+            // Reads into the spare capacity and extends the length by what was read.
+            match rustix::io::read(
+                self.stream.get()?.get_ref(),
+                rustix::buffer::spare_capacity(&mut self.chunk),
+            ) {
                 Ok(0) => {
                     end = true;
                     break;
                 }
-                Ok(read) => filled += read,
+                Ok(_) => {}
                 Err(rustix::io::Errno::INTR) => {}
                 Err(rustix::io::Errno::AGAIN) => {
                     would_block = true;
@@ -573,7 +574,7 @@ impl PtyOutput {
                 }
                 Err(error) => {
                     let error = ProcessError::Os(format!("read: {error}"));
-                    if filled == 0 {
+                    if self.chunk.is_empty() {
                         return Err(error);
                     }
                     self.pending_error = Some(error);
@@ -581,14 +582,12 @@ impl PtyOutput {
                 }
             }
         }
-        Ok(Available { filled, end, would_block })
+        Ok(Available { end, would_block })
     }
 }
 
-/// The result of one [`PtyOutput::read_available`].
+/// The result of one [`PtyOutput::read_available`] (the bytes are in `chunk`).
 struct Available {
-    /// Bytes now at the start of the buffer.
-    filled: usize,
     /// The output has ended (EOF, or EIO on a PTY master).
     end: bool,
     /// The last read found nothing more: readiness must be cleared.
@@ -610,15 +609,18 @@ impl OutputStream for PtyOutput {
             // yielding in between.
             let stream = Arc::clone(&self.stream);
             let mut ready = stream.get()?.readable().await.map_err(|e| os(&e))?;
-            let Available { filled, end, would_block } = self.read_available()?;
+            let Available { end, would_block } = self.read_available()?;
             if would_block {
                 ready.clear_ready();
             }
             if end {
                 self.done = true;
             }
-            if filled > 0 {
-                return Ok(Some(self.buffer.get(..filled).unwrap_or_default().to_vec()));
+            if !self.chunk.is_empty() {
+                // Trimming a heap block in place costs no copy; the next read allocates a fresh chunk.
+                let mut chunk = std::mem::take(&mut self.chunk);
+                chunk.shrink_to_fit();
+                return Ok(Some(chunk));
             }
             if end {
                 return Ok(None);
