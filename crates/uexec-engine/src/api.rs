@@ -93,19 +93,9 @@ impl ExecResponse {
             output: self.output.clone(),
             waiting_for_input: self.waiting_for_input,
             warning: self.warning.clone(),
-            sandbox: self.protections.as_ref().map(sandbox_line),
+            sandbox: self.protections.as_ref().map(ProtectionReport::compact_line),
         }
         .render()
-    }
-}
-
-/// The `Sandbox:` line's text: the report's summary line without its leading `sandbox: ` (the line's own label
-/// says it), e.g. `Sandbox: linux-landlock-seccomp (workspace-write); filesystem: enforced (...)`.
-fn sandbox_line(report: &ProtectionReport) -> String {
-    let line = report.summary_line();
-    match line.strip_prefix("sandbox: ") {
-        Some(rest) => rest.to_owned(),
-        None => line,
     }
 }
 

@@ -26,6 +26,7 @@ use std::num::NonZeroU16;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -67,6 +68,9 @@ struct Shared {
     last_output: Instant,
     /// The reader saw the end of the output.
     output_closed: bool,
+    /// The reader asked for more output and there was none: it is parked until the stream is readable again.
+    /// Set when a poll of `next_chunk` returns pending, cleared when it returns a chunk.
+    reader_parked: bool,
     /// The exit code, once the process exited (-1 when unknown).
     exit_code: Option<i32>,
     /// Exit seen, trailing output drained (or given up on), `End` emitted.
@@ -77,6 +81,8 @@ struct Shared {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Snapshot {
     pub(crate) finished: bool,
+    /// The reader found the stream empty after its last chunk (see `Shared::reader_parked`).
+    pub(crate) reader_parked: bool,
     pub(crate) exit_code: Option<i32>,
     pub(crate) output_seq: u64,
     pub(crate) last_output: Instant,
@@ -124,6 +130,7 @@ impl Session {
             output_seq: 0,
             last_output: now,
             output_closed: false,
+            reader_parked: false,
             exit_code: None,
             finished: false,
         };
@@ -163,6 +170,7 @@ impl Session {
         let shared = self.lock();
         Snapshot {
             finished: shared.finished,
+            reader_parked: shared.reader_parked,
             exit_code: shared.exit_code,
             output_seq: shared.output_seq,
             last_output: shared.last_output,
@@ -187,6 +195,18 @@ impl Session {
             }
             shared.output_seq += 1;
             shared.last_output = Instant::now();
+            shared.reader_parked = false;
+        }
+        self.bump();
+    }
+
+    fn mark_reader_parked(&self) {
+        {
+            let mut shared = self.lock();
+            if shared.reader_parked {
+                return;
+            }
+            shared.reader_parked = true;
         }
         self.bump();
     }
@@ -324,7 +344,18 @@ fn new_screen() -> Option<vt100::Parser> {
 async fn read_loop(session: Arc<Session>, mut output: Box<dyn OutputStream>) {
     let mut splitter = DeltaSplitter::new(MAX_OUTPUT_DELTA_BYTES);
     loop {
-        match output.next_chunk().await {
+        let mut next = output.next_chunk();
+        // Poll by hand to see the stream run dry: a pending poll means it had nothing at that moment.
+        let result = std::future::poll_fn(|cx| match next.as_mut().poll(cx) {
+            Poll::Pending => {
+                session.mark_reader_parked();
+                Poll::Pending
+            }
+            ready => ready,
+        })
+        .await;
+        drop(next);
+        match result {
             Ok(Some(chunk)) => {
                 if chunk.is_empty() {
                     continue;
