@@ -1,0 +1,374 @@
+//! The engine with real processes: `uexec_pty::PtySpawner`, no sandbox (`danger-full-access`). These pin the
+//! reference behaviour end to end (state across writes, fresh shells, delayed output, reaping, early exit, EOF,
+//! tty vs pipes, the truncation example, pruning, Ctrl-C without a PTY) and the uexec extensions (waiting for
+//! input, the screen view).
+//!
+//! Timing assertions are deliberately loose (the machine has 2 cores and runs other builds): "returns early"
+//! means well under the window, not a number of milliseconds.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use uexec_domain::{ProtectionReport, ReviewDecision, SandboxKind, SandboxPolicy, SessionId};
+use uexec_engine::{
+    Engine, EngineConfig, EngineDeps, ExecCommandRequest, ExecError, ExecResponse, WriteStdinRequest,
+};
+use uexec_ports::{
+    ApprovalError, ApprovalRequest, Approver, EventSink, ExecEvent, Sandbox, SandboxError, SandboxRequest,
+    SandboxedSpawn,
+};
+use uexec_pty::PtySpawner;
+
+/// These tests run without a sandbox: any call to it is a bug.
+struct NoSandbox;
+
+impl Sandbox for NoSandbox {
+    fn kind(&self) -> SandboxKind {
+        SandboxKind::None
+    }
+    fn report(&self, policy: &SandboxPolicy) -> ProtectionReport {
+        panic!("the sandbox must not be asked under {policy:?}")
+    }
+    fn prepare(&self, _request: SandboxRequest) -> Result<SandboxedSpawn, SandboxError> {
+        panic!("the sandbox must not be used under danger-full-access")
+    }
+}
+
+/// Nobody to ask: nothing in these tests needs approval.
+struct NobodyToAsk;
+
+#[async_trait]
+impl Approver for NobodyToAsk {
+    async fn request_approval(&self, request: ApprovalRequest) -> Result<ReviewDecision, ApprovalError> {
+        Err(ApprovalError::Unavailable(format!("unexpected approval request: {request:?}")))
+    }
+}
+
+#[derive(Default)]
+struct Recorder(Mutex<Vec<ExecEvent>>);
+
+impl EventSink for Recorder {
+    fn emit(&self, event: ExecEvent) {
+        self.0.lock().unwrap().push(event);
+    }
+}
+
+impl Recorder {
+    fn ends(&self) -> Vec<(SessionId, i32, String)> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                ExecEvent::End { session_id, exit_code, aggregated_output, .. } => {
+                    Some((*session_id, *exit_code, aggregated_output.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn begins(&self) -> usize {
+        self.0.lock().unwrap().iter().filter(|e| matches!(e, ExecEvent::Begin { .. })).count()
+    }
+}
+
+fn setup() -> (Engine, Arc<Recorder>) {
+    let mut config = EngineConfig::new(std::env::temp_dir());
+    config.sandbox_policy = SandboxPolicy::DangerFullAccess;
+    config.base_env = std::env::vars_os().collect();
+    // A plain, predictable prompt for the interactive shells.
+    config.env_policy.set.push(("PS1".to_owned(), "uexec$ ".to_owned()));
+    config.default_shell = "/bin/bash".to_owned();
+    let events = Arc::new(Recorder::default());
+    let engine = Engine::new(
+        config,
+        EngineDeps {
+            spawner: Arc::new(PtySpawner::default()),
+            sandbox: Arc::new(NoSandbox),
+            approver: Arc::new(NobodyToAsk),
+            events: Arc::clone(&events) as Arc<dyn EventSink>,
+        },
+    );
+    (engine, events)
+}
+
+fn cmd(cmd: &str, tty: bool, yield_ms: u64) -> ExecCommandRequest {
+    ExecCommandRequest { cmd: cmd.to_owned(), tty, yield_time_ms: Some(yield_ms), ..Default::default() }
+}
+
+fn write(id: SessionId, chars: &str, yield_ms: u64) -> WriteStdinRequest {
+    WriteStdinRequest { session_id: id, chars: chars.to_owned(), yield_time_ms: Some(yield_ms), max_output_tokens: None }
+}
+
+/// An interactive bash without rc files (a stable prompt and no user configuration).
+const BASH_I: &str = "bash --norc --noprofile -i";
+
+async fn open_shell(engine: &Engine) -> SessionId {
+    let response = engine.exec_command(cmd(BASH_I, true, 2_500)).await.unwrap();
+    response.session_id.unwrap_or_else(|| panic!("the shell should stay alive: {response:?}"))
+}
+
+/// Write `line` and keep polling until `needle` shows up (at most `limit`); returns everything read.
+async fn write_until(engine: &Engine, id: SessionId, line: &str, needle: &str, limit: Duration) -> String {
+    let start = Instant::now();
+    let mut seen = engine.write_stdin(write(id, line, 2_500)).await.unwrap().output;
+    while !seen.contains(needle) && start.elapsed() < limit {
+        seen.push_str(&engine.write_stdin(write(id, "", 5_000)).await.unwrap().output);
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_persists_across_writes_in_an_interactive_shell() {
+    let (engine, _events) = setup();
+    let id = open_shell(&engine).await;
+    engine.write_stdin(write(id, "export UEXEC_INTERACTIVE_VAR=codex\n", 2_500)).await.unwrap();
+    let out = engine.write_stdin(write(id, "echo $UEXEC_INTERACTIVE_VAR\n", 2_500)).await.unwrap();
+    assert!(out.output.contains("codex"), "expected the variable's value: {out:?}");
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sessions_are_independent_and_a_short_command_runs_in_a_fresh_shell() {
+    let (engine, _events) = setup();
+    let a = open_shell(&engine).await;
+    let b = open_shell(&engine).await;
+    assert_ne!(a, b);
+    engine.write_stdin(write(a, "export UEXEC_INTERACTIVE_VAR=codex\n", 2_500)).await.unwrap();
+    let short = engine.exec_command(cmd("echo \"[$UEXEC_INTERACTIVE_VAR]\"", false, 2_500)).await.unwrap();
+    assert_eq!(short.session_id, None, "a short command does not keep a session: {short:?}");
+    assert_eq!(short.exit_code, Some(0));
+    assert_eq!(short.output, "[]\n", "a fresh shell does not see the session's variable");
+    let in_b = write_until(&engine, b, "echo \"<$UEXEC_INTERACTIVE_VAR>\"\n", "<", Duration::from_secs(20)).await;
+    assert!(in_b.contains("<>") && !in_b.contains("<codex>"), "session b is independent: {in_b:?}");
+    let in_a = write_until(&engine, a, "echo \"<$UEXEC_INTERACTIVE_VAR>\"\n", "<codex>", Duration::from_secs(20)).await;
+    assert!(in_a.contains("<codex>"), "session a kept its state: {in_a:?}");
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_window_then_a_later_poll_returns_the_delayed_output() {
+    let (engine, _events) = setup();
+    let id = open_shell(&engine).await;
+    engine.write_stdin(write(id, "export UEXEC_INTERACTIVE_VAR=codex\n", 2_500)).await.unwrap();
+    let early = engine.write_stdin(write(id, "sleep 2 && echo $UEXEC_INTERACTIVE_VAR\n", 10)).await.unwrap();
+    assert!(!early.output.contains("codex"), "a 10 ms window (clamped to 250 ms) is too short: {early:?}");
+    assert_eq!(early.session_id, Some(id));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let late = engine.write_stdin(write(id, "", 100)).await.unwrap();
+    assert!(late.output.contains("codex"), "the poll returns what came since: {late:?}");
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_exited_is_reaped_and_its_id_is_unknown() {
+    let (engine, events) = setup();
+    let id = open_shell(&engine).await;
+    let start = Instant::now();
+    let mut last = engine.write_stdin(write(id, "exit 7\n", 2_500)).await.unwrap();
+    while last.exit_code.is_none() && start.elapsed() < Duration::from_secs(20) {
+        last = engine.write_stdin(write(id, "", 5_000)).await.unwrap();
+    }
+    assert_eq!(last.exit_code, Some(7), "{last:?}");
+    assert_eq!(last.session_id, None);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let err = engine.write_stdin(write(id, "", 100)).await.unwrap_err();
+    assert_eq!(err, ExecError::UnknownSession(id));
+    assert_eq!(err.to_string(), format!("Unknown process id {id}"));
+    assert!(engine.list_sessions().await.is_empty());
+    assert_eq!(engine.reserved_id_count(), 0);
+    assert_eq!(events.begins(), 1);
+    let ends = events.ends();
+    assert_eq!(ends.len(), 1);
+    assert_eq!((ends[0].0, ends[0].1), (id, 7));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_that_exits_returns_at_once() {
+    let (engine, events) = setup();
+    let start = Instant::now();
+    let response = engine.exec_command(cmd("sleep 0.05", false, 31_000)).await.unwrap();
+    let elapsed = start.elapsed();
+    assert_eq!(response.exit_code, Some(0));
+    assert_eq!(response.session_id, None);
+    assert!(elapsed < Duration::from_secs(5), "sleep 0.05 with a 31 s window took {elapsed:?}");
+    assert_eq!(events.begins(), 1);
+    assert_eq!(events.ends().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cat_ends_with_exit_0_on_ctrl_d() {
+    let (engine, events) = setup();
+    let open = engine.exec_command(cmd("cat", true, 1_000)).await.unwrap();
+    let id = open.session_id.expect("cat waits for input");
+    let echoed = engine.write_stdin(write(id, "hello cat\n", 2_500)).await.unwrap();
+    assert!(echoed.output.contains("hello cat"), "{echoed:?}");
+    let start = Instant::now();
+    let mut last = engine.write_stdin(write(id, "\u{4}", 10_000)).await.unwrap();
+    while last.exit_code.is_none() && start.elapsed() < Duration::from_secs(20) {
+        last = engine.write_stdin(write(id, "", 5_000)).await.unwrap();
+    }
+    assert_eq!(last.exit_code, Some(0), "{last:?}");
+    let ends = events.ends();
+    assert_eq!(ends.len(), 1);
+    assert_eq!(ends[0].1, 0);
+    assert!(ends[0].2.contains("hello cat"), "the End event carries the transcript: {ends:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipe_mode_is_not_a_tty_and_tty_mode_is() {
+    let (engine, _events) = setup();
+    let probe = "if [ -t 0 ] && [ -t 1 ]; then echo IS-A-TTY; else echo NOT-A-TTY; fi";
+    let pipe = engine.exec_command(cmd(probe, false, 10_000)).await.unwrap();
+    assert_eq!(pipe.output, "NOT-A-TTY\n");
+    let tty = engine.exec_command(cmd(probe, true, 10_000)).await.unwrap();
+    assert!(tty.output.contains("IS-A-TTY"), "{tty:?}");
+    assert_eq!(tty.exit_code, Some(0));
+    let env = engine.exec_command(cmd("echo $TERM $NO_COLOR $PAGER", false, 10_000)).await.unwrap();
+    assert_eq!(env.output, "dumb 1 cat\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_truncation_example_of_the_spec_is_exact() {
+    let (engine, _events) = setup();
+    let script = "seq -f 'EXEC-LINE-%04g xxxxxxxxxxxxxxxxxxxx' 1 999";
+    let response = engine
+        .exec_command(ExecCommandRequest { max_output_tokens: Some(50), ..cmd(script, false, 10_000) })
+        .await
+        .unwrap();
+    let full: String = (1..=999).map(|n| format!("EXEC-LINE-{n:04} {}\n", "x".repeat(20))).collect();
+    assert_eq!(full.len(), 35_964);
+    assert_eq!(response.exit_code, Some(0));
+    assert_eq!(response.original_token_count, 8991);
+    let expected = format!(
+        "Total output lines: 999\n\n{}\u{2026}8941 tokens truncated\u{2026}{}",
+        &full[..100],
+        &full[full.len() - 100..]
+    );
+    assert_eq!(response.output, expected);
+    let text = response.to_text();
+    assert!(text.contains("\nOriginal token count: 8991\nOutput:\nTotal output lines: 999\n\n"), "{text}");
+}
+
+fn pid_file(dir: &Path, n: usize) -> PathBuf {
+    dir.join(format!("{n}.pid"))
+}
+
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // Field 3 is the state; a zombie is dead.
+        Ok(stat) => stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pruning_65_sessions_kills_the_least_recently_used() {
+    let (engine, events) = setup();
+    let dir = std::env::temp_dir().join(format!("uexec-prune-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut ids = Vec::new();
+    for n in 0..65 {
+        let script = format!("echo $$ > {}; exec sleep 1000", pid_file(&dir, n).display());
+        let response = engine.exec_command(cmd(&script, false, 250)).await.unwrap();
+        let id = response.session_id.unwrap_or_else(|| panic!("session {n} should be alive: {response:?}"));
+        assert_eq!(response.warning.is_some(), n + 1 >= 60, "the warning starts at 60 live sessions ({n})");
+        ids.push(id);
+    }
+    let listed: Vec<SessionId> = engine.list_sessions().await.iter().map(|s| s.session_id).collect();
+    assert_eq!(listed.len(), 64);
+    assert!(!listed.contains(&ids[0]), "the least recently used session is pruned");
+    assert!(ids[1..].iter().all(|id| listed.contains(id)));
+    let pruned_pid: i32 = std::fs::read_to_string(pid_file(&dir, 0)).unwrap().trim().parse().unwrap();
+    let start = Instant::now();
+    while alive(pruned_pid) && start.elapsed() < Duration::from_secs(20) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!alive(pruned_pid), "the pruned session's process is killed");
+    let survivor: i32 = std::fs::read_to_string(pid_file(&dir, 1)).unwrap().trim().parse().unwrap();
+    assert!(alive(survivor));
+    assert_eq!(engine.write_stdin(write(ids[0], "", 100)).await.unwrap_err(), ExecError::UnknownSession(ids[0]));
+    let ends = events.ends();
+    assert_eq!(ends.len(), 1, "one End, for the pruned session");
+    assert_eq!(ends[0].0, ids[0]);
+    engine.shutdown().await;
+    let start = Instant::now();
+    while alive(survivor) && start.elapsed() < Duration::from_secs(20) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!alive(survivor), "shutdown kills every session");
+    assert_eq!(events.ends().len(), 65);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_to_a_pipe_session_stops_it() {
+    let (engine, _events) = setup();
+    let open = engine.exec_command(cmd("sleep 100", false, 250)).await.unwrap();
+    let id = open.session_id.unwrap();
+    assert_eq!(engine.write_stdin(write(id, "more", 250)).await.unwrap_err(), ExecError::StdinClosed);
+    let start = Instant::now();
+    let stopped = engine.write_stdin(write(id, "\u{3}", 10_000)).await.unwrap();
+    assert_eq!(stopped.exit_code, Some(130), "{stopped:?}");
+    assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+fn expect_prompt(response: &ExecResponse, what: &str) {
+    assert!(response.waiting_for_input, "{what}: expected an early return for input: {response:?}");
+    assert!(response.session_id.is_some());
+    assert!(response.wall_time < Duration::from_secs(5), "{what}: took {:?}", response.wall_time);
+    assert!(response.to_text().contains("\nProcess is waiting for input\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interactive_program_is_answered_long_before_the_window_ends() {
+    let (engine, _events) = setup();
+    let python = engine.exec_command(cmd("python3 -i -q", true, 10_000)).await.unwrap();
+    expect_prompt(&python, "python3 startup");
+    assert!(python.output.contains(">>> "), "{python:?}");
+    let id = python.session_id.unwrap();
+    let answer = engine.write_stdin(write(id, "6*7\n", 10_000)).await.unwrap();
+    expect_prompt(&answer, "python3 answer");
+    assert!(answer.output.contains("42"), "{answer:?}");
+
+    let shell = engine.exec_command(cmd(BASH_I, true, 10_000)).await.unwrap();
+    expect_prompt(&shell, "bash startup");
+    let id = shell.session_id.unwrap();
+    let answer = engine.write_stdin(write(id, "echo $((6*7))\n", 10_000)).await.unwrap();
+    expect_prompt(&answer, "bash answer");
+    assert!(answer.output.contains("42"), "{answer:?}");
+    // A busy foreground job is not a prompt: the window runs until the job's output.
+    let busy = engine.write_stdin(write(id, "sleep 1; echo done\n", 10_000)).await.unwrap();
+    assert!(busy.output.contains("done"), "{busy:?}");
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_screen_view_renders_a_full_screen_program() {
+    let (engine, _events) = setup();
+    let script = "printf '\\033[2J\\033[5;10Hhello\\033[1;1Htop'; read -r line";
+    let response = engine.exec_command(cmd(script, true, 2_500)).await.unwrap();
+    let id = response.session_id.unwrap();
+    let screen = engine.screen(id).await.unwrap();
+    let rows: Vec<&str> = screen.split('\n').collect();
+    assert_eq!(rows[0], "top", "{screen:?}");
+    assert_eq!(rows[4], "         hello", "{screen:?}");
+    let closed = engine.close_session(id).await.unwrap();
+    assert!(closed.exit_code.is_some_and(|c| c != 0), "{closed:?}");
+    assert!(engine.list_sessions().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_response_reports_that_no_sandbox_is_in_force() {
+    let (engine, _events) = setup();
+    let response = engine.exec_command(cmd("true", false, 10_000)).await.unwrap();
+    let text = response.to_text();
+    assert!(
+        text.contains("\nSandbox: none (danger-full-access): unsandboxed, danger-full-access policy\n"),
+        "{text}"
+    );
+}
