@@ -7,29 +7,29 @@
 //! 3. (PTY sessions, spec B4) the terminal's foreground process is blocked reading the terminal
 //!    ([`InputState::WaitingForInput`]) and the output has settled.
 //!
-//! Settling (rule 3) has two speeds:
-//! - [`FAST_SETTLE`] (2 ms after the last chunk) once the process has printed something since the window's
-//!   mark (spawn or write), and the reader task is parked (it found the stream empty after the last chunk).
-//!   Output after our write shows the input was consumed (a shell echoes it; the kernel's line discipline
-//!   echoes and wakes the reader in the same pass), and the PTY adapter reports `WaitingForInput` only when
-//!   the foreground process sleeps in a terminal read *and* no typed input is pending; so a process seen
-//!   waiting again is done with our input. The 2 ms are for output it wrote just before blocking: the kernel
-//!   hands PTY output to the master asynchronously, and on a busy 2-core machine that, plus waking the reader
-//!   task, takes from microseconds to milliseconds.
-//! - [`QUIET_SETTLE`] (40 ms after the mark) when nothing was printed since the mark (a password prompt with
-//!   echo off, a program that reads silently): long enough for a woken reader to be scheduled, so the state
-//!   seen is the one after it consumed the input, not before.
+//! Rule 3 must not return while output the process wrote before blocking is still on its way: the kernel hands
+//! PTY output to the master asynchronously, and with the reader task's wake-up that takes from microseconds to
+//! milliseconds on a busy 2-core machine. So the waiting state must be seen **twice**, [`CONFIRM_AFTER`]
+//! (2 ms) apart, with no output in between and the reader task parked (it found the stream empty) both times.
+//! Because the process was already blocked at the first sighting, everything it wrote had been written by
+//! then, and the confirmation gives it 2 ms to arrive. When the first sighting may happen:
+//! - as soon as the reader parks, once the process has printed something since the window's mark (spawn or
+//!   write): output after our write shows the input was consumed (a shell echoes it; the kernel's line
+//!   discipline echoes and wakes the reader in the same pass), and the PTY adapter reports `WaitingForInput`
+//!   only when the foreground process sleeps in a terminal read *and* no typed input is pending;
+//! - [`QUIET_SETTLE`] (40 ms) after the mark when nothing was printed (a password prompt with echo off, a
+//!   program that reads silently): long enough for a woken reader to be scheduled, so the state seen is the
+//!   one after it consumed the input, not before.
 //!
-//! Why not faster: returning as soon as the reader is parked and the process waits measured 1.0-1.5x the raw
-//! PTY round trip, but 1-20% of the responses then lacked the last bytes (the prompt, sometimes the command's
-//! output), which the port cannot detect (the adapter reads only after an epoll wake-up). A 2 ms settle
-//! costs ~2-3 ms per interactive turn and returned every response complete in the benchmark, idle and under
-//! load. (The reference sleeps 100 ms after a write and then waits for the whole window.)
+//! An interactive turn (`echo hi` in `bash -i`) then takes ~3-4 ms (the `engine_roundtrip` benchmark; the
+//! reference sleeps 100 ms after a write and then waits for the whole window). Returning at the first
+//! sighting measured 1.0-1.5x the raw PTY round trip, but 1-20% of those responses lacked the last bytes (the
+//! prompt, sometimes the command's output): completeness wins.
 //!
-//! While the output is quiet and the process is busy, the input state is re-checked every
-//! [`INPUT_POLL_INTERVAL`] (20 ms), backing off to [`MAX_INPUT_POLL_INTERVAL`] (250 ms) as the quiet lasts: the
-//! check reads `/proc` in the PTY adapter. Pipe sessions never return early for input: their state is
-//! [`InputState::Unknown`].
+//! While the process is busy, the input state is re-checked every tenth of the quiet time, at least every
+//! [`MIN_INPUT_POLL_INTERVAL`] (1 ms, so a shell that blocks just after its prompt is seen at once) and at most
+//! every [`MAX_INPUT_POLL_INTERVAL`] (250 ms, so a long silent job costs a `/proc` scan only now and then). Pipe
+//! sessions never return early for input: their state is [`InputState::Unknown`].
 
 use std::time::Duration;
 
@@ -38,20 +38,19 @@ use uexec_ports::InputState;
 
 use crate::session::Session;
 
-/// Settle time after the last chunk, once the process has printed something since the window's mark.
-pub const FAST_SETTLE: Duration = Duration::from_millis(2);
-/// Settle time when nothing was printed since the window's mark.
+/// The delay between the two sightings of the waiting state.
+pub const CONFIRM_AFTER: Duration = Duration::from_millis(2);
+/// The earliest first sighting when nothing was printed since the window's mark.
 pub const QUIET_SETTLE: Duration = Duration::from_millis(40);
-/// How often the input state is re-checked right after output went quiet.
-pub const INPUT_POLL_INTERVAL: Duration = Duration::from_millis(20);
-/// The longest interval between input-state checks, reached after a few seconds of quiet.
+/// The shortest interval between input-state checks (right after output).
+pub const MIN_INPUT_POLL_INTERVAL: Duration = Duration::from_millis(1);
+/// The longest interval between input-state checks, reached after seconds of quiet.
 pub const MAX_INPUT_POLL_INTERVAL: Duration = Duration::from_millis(250);
 
-/// The re-check interval after `quiet` without output: a tenth of the quiet time, within
-/// [[`INPUT_POLL_INTERVAL`], [`MAX_INPUT_POLL_INTERVAL`]]. A prompt that appears right after a burst of output is
-/// seen within 20 ms; a long silent job costs a `/proc` scan only every 250 ms.
+/// The re-check interval after `quiet` without output: a tenth of it, within
+/// [[`MIN_INPUT_POLL_INTERVAL`], [`MAX_INPUT_POLL_INTERVAL`]].
 fn poll_interval(quiet: Duration) -> Duration {
-    (quiet / 10).clamp(INPUT_POLL_INTERVAL, MAX_INPUT_POLL_INTERVAL)
+    (quiet / 10).clamp(MIN_INPUT_POLL_INTERVAL, MAX_INPUT_POLL_INTERVAL)
 }
 
 /// Where a window starts: its time and the number of output chunks seen at that time.
@@ -95,6 +94,8 @@ pub(crate) async fn collect(session: &Session, mark: Mark, deadline: Instant) ->
 async fn wait_window(session: &Session, mark: Mark, deadline: Instant) -> bool {
     let mut rx = session.subscribe();
     let detect = session.spec.tty;
+    // The first sighting of the waiting state: when, and the output count then.
+    let mut sighted: Option<(Instant, u64)> = None;
     loop {
         rx.borrow_and_update();
         let snapshot = session.snapshot();
@@ -107,18 +108,33 @@ async fn wait_window(session: &Session, mark: Mark, deadline: Instant) -> bool {
         }
         let mut wake = deadline;
         if detect {
+            if sighted.is_some_and(|(_, seq)| seq != snapshot.output_seq || !snapshot.reader_parked) {
+                sighted = None;
+            }
             let printed = snapshot.output_seq > mark.output_seq;
             let activity = if printed { snapshot.last_output.max(mark.at) } else { mark.at };
-            let settle = if printed { FAST_SETTLE } else { QUIET_SETTLE };
-            let settled_at = activity + settle;
-            if now >= settled_at {
-                // A reader between a wake-up and its next read may hold output: wait for it to park.
-                if (!printed || snapshot.reader_parked) && waiting(session) {
-                    return true;
+            match sighted {
+                Some((at, _)) if now >= at + CONFIRM_AFTER => {
+                    if waiting(session) {
+                        return true;
+                    }
+                    sighted = None;
+                    wake = wake.min(now + poll_interval(now.saturating_duration_since(activity)));
                 }
-                wake = wake.min(now + poll_interval(now.saturating_duration_since(activity)));
-            } else {
-                wake = wake.min(settled_at);
+                Some((at, _)) => wake = wake.min(at + CONFIRM_AFTER),
+                None => {
+                    let earliest = if printed { activity } else { mark.at + QUIET_SETTLE };
+                    if now < earliest {
+                        wake = wake.min(earliest);
+                    } else if snapshot.reader_parked && waiting(session) {
+                        sighted = Some((now, snapshot.output_seq));
+                        wake = wake.min(now + CONFIRM_AFTER);
+                    } else {
+                        // Busy, or the reader is between a wake-up and its next read: look again soon (a
+                        // parking reader also wakes us).
+                        wake = wake.min(now + poll_interval(now.saturating_duration_since(activity)));
+                    }
+                }
             }
         }
         tokio::select! {
@@ -142,7 +158,8 @@ mod tests {
 
     #[test]
     fn the_input_poll_backs_off_with_the_quiet_time() {
-        assert_eq!(poll_interval(Duration::ZERO), INPUT_POLL_INTERVAL);
+        assert_eq!(poll_interval(Duration::ZERO), MIN_INPUT_POLL_INTERVAL);
+        assert_eq!(poll_interval(Duration::from_millis(50)), Duration::from_millis(5));
         assert_eq!(poll_interval(Duration::from_millis(1000)), Duration::from_millis(100));
         assert_eq!(poll_interval(Duration::from_secs(60)), MAX_INPUT_POLL_INTERVAL);
     }
