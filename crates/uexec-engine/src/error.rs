@@ -3,8 +3,8 @@
 use uexec_domain::{ApprovalPolicy, SessionId};
 use uexec_ports::{SandboxError, SpawnError};
 
-/// Why a call failed. The app renders it as `exec_command failed for \`<cmd>\`: <this>` or
-/// `write_stdin failed: <this>`.
+/// Why a call failed. The app renders it as ``exec_command failed for `<cmd>`: <this>`` or
+/// `write_stdin failed: <this>` (see `uexec_domain::response`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ExecError {
