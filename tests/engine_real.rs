@@ -101,7 +101,12 @@ fn cmd(cmd: &str, tty: bool, yield_ms: u64) -> ExecCommandRequest {
 }
 
 fn write(id: SessionId, chars: &str, yield_ms: u64) -> WriteStdinRequest {
-    WriteStdinRequest { session_id: id, chars: chars.to_owned(), yield_time_ms: Some(yield_ms), max_output_tokens: None }
+    WriteStdinRequest {
+        session_id: id,
+        chars: chars.to_owned(),
+        yield_time_ms: Some(yield_ms),
+        max_output_tokens: None,
+    }
 }
 
 /// An interactive bash without rc files (a stable prompt and no user configuration).
@@ -143,9 +148,12 @@ async fn two_sessions_are_independent_and_a_short_command_runs_in_a_fresh_shell(
     assert_eq!(short.session_id, None, "a short command does not keep a session: {short:?}");
     assert_eq!(short.exit_code, Some(0));
     assert_eq!(short.output, "[]\n", "a fresh shell does not see the session's variable");
-    let in_b = write_until(&engine, b, "echo \"<$UEXEC_INTERACTIVE_VAR>\"\n", "<", Duration::from_secs(20)).await;
+    let in_b =
+        write_until(&engine, b, "echo \"<$UEXEC_INTERACTIVE_VAR>\"\n", "<", Duration::from_secs(20)).await;
     assert!(in_b.contains("<>") && !in_b.contains("<codex>"), "session b is independent: {in_b:?}");
-    let in_a = write_until(&engine, a, "echo \"<$UEXEC_INTERACTIVE_VAR>\"\n", "<codex>", Duration::from_secs(20)).await;
+    let in_a =
+        write_until(&engine, a, "echo \"<$UEXEC_INTERACTIVE_VAR>\"\n", "<codex>", Duration::from_secs(20))
+            .await;
     assert!(in_a.contains("<codex>"), "session a kept its state: {in_a:?}");
     engine.shutdown().await;
 }
@@ -291,7 +299,10 @@ async fn pruning_65_sessions_kills_the_least_recently_used() {
     assert!(!alive(pruned_pid), "the pruned session's process is killed");
     let survivor: i32 = std::fs::read_to_string(pid_file(&dir, 1)).unwrap().trim().parse().unwrap();
     assert!(alive(survivor));
-    assert_eq!(engine.write_stdin(write(ids[0], "", 100)).await.unwrap_err(), ExecError::UnknownSession(ids[0]));
+    assert_eq!(
+        engine.write_stdin(write(ids[0], "", 100)).await.unwrap_err(),
+        ExecError::UnknownSession(ids[0])
+    );
     let ends = events.ends();
     assert_eq!(ends.len(), 1, "one End, for the pruned session");
     assert_eq!(ends[0].0, ids[0]);

@@ -19,8 +19,8 @@ use async_trait::async_trait;
 use uexec_domain::{ProtectionReport, ReviewDecision, SandboxKind, SandboxPolicy};
 use uexec_engine::{Engine, EngineConfig, EngineDeps, ExecCommandRequest, WriteStdinRequest};
 use uexec_ports::{
-    ApprovalError, ApprovalRequest, Approver, EventSink, ExecEvent, IoMode, OutputStream, ProcessControl, PtySize,
-    Sandbox, SandboxError, SandboxRequest, SandboxedSpawn, SpawnRequest,
+    ApprovalError, ApprovalRequest, Approver, EventSink, ExecEvent, IoMode, OutputStream, ProcessControl,
+    PtySize, Sandbox, SandboxError, SandboxRequest, SandboxedSpawn, SpawnRequest,
 };
 use uexec_pty::PtySpawner;
 
@@ -162,7 +162,10 @@ async fn engine(iterations: usize) -> (Vec<Duration>, usize) {
             let mut seen = response.output;
             let drain_start = Instant::now();
             while !(seen.contains("\nhi\r\n") && seen.ends_with(PROMPT)) {
-                assert!(drain_start.elapsed() < Duration::from_secs(30), "the shell never answered: {seen:?}");
+                assert!(
+                    drain_start.elapsed() < Duration::from_secs(30),
+                    "the shell never answered: {seen:?}"
+                );
                 let more = engine
                     .write_stdin(WriteStdinRequest {
                         session_id: id,

@@ -67,9 +67,7 @@ fn ci(root: &Path) -> Result<()> {
     })?;
     step("layering", || layering::run(root))?;
     step("tidy", || tidy::run(root))?;
-    step("nextest", || {
-        cargo(root, &["nextest", "run", "--workspace", "--all-features", "--no-fail-fast"])
-    })?;
+    step("nextest", || cargo(root, &["nextest", "run", "--workspace", "--all-features", "--no-fail-fast"]))?;
     step("doctests", || cargo(root, &["test", "--workspace", "--all-features", "--doc"]))?;
     eprintln!("xtask ci: all steps passed in {:.1}s", started.elapsed().as_secs_f64());
     Ok(())
