@@ -8,11 +8,13 @@
 //!    ([`InputState::WaitingForInput`]) and the output has settled.
 //!
 //! Rule 3 must not return while output the process wrote before blocking is still on its way: the kernel hands
-//! PTY output to the master asynchronously, and with the reader task's wake-up that takes from microseconds to
-//! milliseconds on a busy 2-core machine. So the waiting state must be seen **twice**, [`CONFIRM_AFTER`]
-//! (2 ms) apart, with no output in between and the reader task parked (it found the stream empty) both times.
-//! Because the process was already blocked at the first sighting, everything it wrote had been written by
-//! then, and the confirmation gives it 2 ms to arrive. When the first sighting may happen:
+//! PTY output to the master asynchronously, and the reader task needs a moment to pull it into the buffer.
+//! The port's contract closes the first gap: [`InputState::WaitingForInput`] promises that every byte the
+//! foreground process wrote before blocking has already been read from the terminal by the output stream (the
+//! PTY adapter flushes the kernel's buffer and checks that the master is drained). The engine closes the
+//! second: it returns only when the reader task was parked (it found the stream empty) with the same output
+//! count both before and after the input-state check, so whatever was read before the check is in the buffer.
+//! When the first check may happen:
 //! - as soon as the reader parks, once the process has printed something since the window's mark (spawn or
 //!   write): output after our write shows the input was consumed (a shell echoes it; the kernel's line
 //!   discipline echoes and wakes the reader in the same pass), and the PTY adapter reports `WaitingForInput`
@@ -20,11 +22,6 @@
 //! - [`QUIET_SETTLE`] (40 ms) after the mark when nothing was printed (a password prompt with echo off, a
 //!   program that reads silently): long enough for a woken reader to be scheduled, so the state seen is the
 //!   one after it consumed the input, not before.
-//!
-//! An interactive turn (`echo hi` in `bash -i`) then takes ~3-4 ms (the `engine_roundtrip` benchmark; the
-//! reference sleeps 100 ms after a write and then waits for the whole window). Returning at the first
-//! sighting measured 1.0-1.5x the raw PTY round trip, but 1-20% of those responses lacked the last bytes (the
-//! prompt, sometimes the command's output): completeness wins.
 //!
 //! While the process is busy, the input state is re-checked every tenth of the quiet time, at least every
 //! [`MIN_INPUT_POLL_INTERVAL`] (1 ms, so a shell that blocks just after its prompt is seen at once) and at most
@@ -38,8 +35,6 @@ use uexec_ports::InputState;
 
 use crate::session::Session;
 
-/// The delay between the two sightings of the waiting state.
-pub const CONFIRM_AFTER: Duration = Duration::from_millis(2);
 /// The earliest first sighting when nothing was printed since the window's mark.
 pub const QUIET_SETTLE: Duration = Duration::from_millis(40);
 /// The shortest interval between input-state checks (right after output).
@@ -94,8 +89,6 @@ pub(crate) async fn collect(session: &Session, mark: Mark, deadline: Instant) ->
 async fn wait_window(session: &Session, mark: Mark, deadline: Instant) -> bool {
     let mut rx = session.subscribe();
     let detect = session.spec.tty;
-    // The first sighting of the waiting state: when, and the output count then.
-    let mut sighted: Option<(Instant, u64)> = None;
     loop {
         rx.borrow_and_update();
         let snapshot = session.snapshot();
@@ -108,33 +101,23 @@ async fn wait_window(session: &Session, mark: Mark, deadline: Instant) -> bool {
         }
         let mut wake = deadline;
         if detect {
-            if sighted.is_some_and(|(_, seq)| seq != snapshot.output_seq || !snapshot.reader_parked) {
-                sighted = None;
-            }
             let printed = snapshot.output_seq > mark.output_seq;
             let activity = if printed { snapshot.last_output.max(mark.at) } else { mark.at };
-            match sighted {
-                Some((at, _)) if now >= at + CONFIRM_AFTER => {
-                    if waiting(session) {
-                        return true;
-                    }
-                    sighted = None;
-                    wake = wake.min(now + poll_interval(now.saturating_duration_since(activity)));
+            let earliest = if printed { activity } else { mark.at + QUIET_SETTLE };
+            if now < earliest {
+                wake = wake.min(earliest);
+            } else if snapshot.reader_parked && waiting(session) {
+                // Everything written before the process blocked was read before the check (the port's
+                // contract); the reader parked on the same count after it, so all of it is in the buffer.
+                let after = session.snapshot();
+                if after.reader_parked && after.output_seq == snapshot.output_seq && !after.finished {
+                    return true;
                 }
-                Some((at, _)) => wake = wake.min(at + CONFIRM_AFTER),
-                None => {
-                    let earliest = if printed { activity } else { mark.at + QUIET_SETTLE };
-                    if now < earliest {
-                        wake = wake.min(earliest);
-                    } else if snapshot.reader_parked && waiting(session) {
-                        sighted = Some((now, snapshot.output_seq));
-                        wake = wake.min(now + CONFIRM_AFTER);
-                    } else {
-                        // Busy, or the reader is between a wake-up and its next read: look again soon (a
-                        // parking reader also wakes us).
-                        wake = wake.min(now + poll_interval(now.saturating_duration_since(activity)));
-                    }
-                }
+                wake = wake.min(now + MIN_INPUT_POLL_INTERVAL);
+            } else {
+                // Busy, or the reader is between a wake-up and its next read: look again soon (a parking
+                // reader also wakes us).
+                wake = wake.min(now + poll_interval(now.saturating_duration_since(activity)));
             }
         }
         tokio::select! {

@@ -30,7 +30,7 @@ mod store;
 mod utf8;
 
 pub use api::{ExecCommandRequest, ExecResponse, SessionState, SessionSummary, WriteStdinRequest};
-pub use collect::{CONFIRM_AFTER, MAX_INPUT_POLL_INTERVAL, MIN_INPUT_POLL_INTERVAL, QUIET_SETTLE};
+pub use collect::{MAX_INPUT_POLL_INTERVAL, MIN_INPUT_POLL_INTERVAL, QUIET_SETTLE};
 pub use config::{EngineConfig, EngineDeps};
 pub use engine::Engine;
 pub use error::ExecError;

@@ -200,6 +200,12 @@ impl Session {
         self.bump();
     }
 
+    /// The reader is about to poll the stream (and may read): it is not parked. No wake-up: waiters only act on
+    /// a parked reader.
+    fn mark_reader_busy(&self) {
+        self.lock().reader_parked = false;
+    }
+
     fn mark_reader_parked(&self) {
         {
             let mut shared = self.lock();
@@ -346,12 +352,18 @@ async fn read_loop(session: Arc<Session>, mut output: Box<dyn OutputStream>) {
     loop {
         let mut next = output.next_chunk();
         // Poll by hand to see the stream run dry: a pending poll means it had nothing at that moment.
-        let result = std::future::poll_fn(|cx| match next.as_mut().poll(cx) {
-            Poll::Pending => {
-                session.mark_reader_parked();
-                Poll::Pending
+        // The flag is cleared *before* every poll, because a poll may read bytes: a waiter that sees the reader
+        // parked, then the terminal drained, then the reader still parked on the same count knows that nothing
+        // was read in between that is not in the buffer yet (see `collect`).
+        let result = std::future::poll_fn(|cx| {
+            session.mark_reader_busy();
+            match next.as_mut().poll(cx) {
+                Poll::Pending => {
+                    session.mark_reader_parked();
+                    Poll::Pending
+                }
+                ready => ready,
             }
-            ready => ready,
         })
         .await;
         drop(next);

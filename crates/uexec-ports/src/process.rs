@@ -162,7 +162,9 @@ pub enum Signal {
 /// What the process in the terminal's foreground is doing, for early return (spec B4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum InputState {
-    /// The foreground process group is blocked reading the terminal: a prompt is waiting for input.
+    /// The foreground process group is blocked reading the terminal: a prompt is waiting for input. An adapter
+    /// reports this only when every byte the foreground wrote before blocking has already been read from the
+    /// terminal by the [`OutputStream`], so a caller that has drained the stream holds the complete output.
     WaitingForInput,
     /// Something in the foreground is running (or the adapter cannot tell it is waiting).
     Busy,

@@ -9,11 +9,14 @@
 //! is neutral (a shell waiting for its job); anything else, running or blocked elsewhere, is busy.
 //!
 //! The group leader decides alone when it is reading the terminal or busy; otherwise every member of the
-//! group is looked at: waiting for input when one reads the terminal and none is busy. Finally, input
-//! written but not yet consumed (`FIONREAD` on the slave) means the process is about to run: busy.
+//! group is looked at: waiting for input when one reads the terminal and none is busy. Then, input
+//! written but not yet consumed (`FIONREAD` on the slave) means the process is about to run: busy. Finally,
+//! output not yet read from the master (after a `poll` that flushes the kernel's PTY buffer) means the
+//! reader still has bytes to deliver: busy. So `WaitingForInput` also promises that every byte the process
+//! wrote before blocking is already in the reader's hands.
 
 use std::ffi::CString;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 
 use rustix::fs::{Mode, OFlags};
 use uexec_ports::process::InputState;
@@ -49,6 +52,12 @@ impl Terminal {
             Mode::empty(),
         )
         .ok()?;
+        // Input written to the master reaches the slave through the same asynchronous kernel buffer as output
+        // does the other way; `poll` flushes it first (see `master_has_unread_output`), so input still in flight
+        // is counted rather than missed.
+        if poll_readable(fd.as_fd()) {
+            return Some(1);
+        }
         rustix::io::ioctl_fionread(&fd).ok()
     }
 }
@@ -79,9 +88,31 @@ pub(crate) fn input_state(master: BorrowedFd<'_>, terminal: &Terminal) -> InputS
         return InputState::Busy;
     }
     match terminal.pending_input() {
-        Some(0) => InputState::WaitingForInput,
-        Some(_) => InputState::Busy,
-        None => InputState::Unknown,
+        Some(0) => {}
+        Some(_) => return InputState::Busy,
+        None => return InputState::Unknown,
+    }
+    // The process is blocked reading the terminal, so everything it wrote before has been handed to the
+    // kernel. The kernel moves PTY output to the master asynchronously (a workqueue flushes the "flip buffer");
+    // `poll` on the master runs that flush synchronously when no output is available yet (n_tty_poll calls
+    // tty_buffer_flush_work). So when the master is not readable now, every byte written before the process
+    // blocked has already been read by the output reader: the response can be complete without waiting.
+    if master_has_unread_output(master) { InputState::Busy } else { InputState::WaitingForInput }
+}
+
+/// True when the master has output that the reader has not read yet (after flushing the kernel's buffer).
+fn master_has_unread_output(master: BorrowedFd<'_>) -> bool {
+    poll_readable(master)
+}
+
+/// True when `fd` is readable now; `poll` on a terminal first runs the kernel's pending buffer flush.
+fn poll_readable(fd: BorrowedFd<'_>) -> bool {
+    let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+    match rustix::event::poll(&mut fds, Some(&rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 })) {
+        Ok(0) => false,
+        Ok(_) => fds[0].revents().contains(rustix::event::PollFlags::IN),
+        // Cannot tell: say busy, the engine looks again shortly.
+        Err(_) => true,
     }
 }
 
