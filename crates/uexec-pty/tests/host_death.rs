@@ -1,5 +1,6 @@
 //! SIGKILL of the host kills every descendant, daemons included, once `contain_descendants` is active. The
-//! host is this test binary itself, re-run as a child process in "host" mode (the ignored test below).
+//! host is this test binary itself, re-run as a child process running the same test with a marker in its
+//! environment, which makes it act as the host instead.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stdout)]
 
 mod common;
@@ -16,10 +17,7 @@ const HOST_VAR: &str = "UEXEC_PTY_TEST_HOST_MARKER";
 
 /// The host: contains its descendants, starts a session whose command leaves three sleeps behind (one in
 /// the session, one in its own session, one double-forked daemon), says READY and waits to be killed.
-#[test]
-#[ignore = "helper process, started by host_sigkill_kills_every_descendant"]
-fn host_process() {
-    let marker = std::env::var(HOST_VAR).expect("run by host_sigkill_kills_every_descendant");
+fn host_process(marker: String) {
     let containment = uexec_pty::contain_descendants().unwrap();
     println!("CONTAINMENT {containment:?}");
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -37,9 +35,14 @@ fn host_process() {
 
 #[test]
 fn host_sigkill_kills_every_descendant() {
+    if let Ok(marker) = std::env::var(HOST_VAR) {
+        // This process is the host started below.
+        host_process(marker);
+        return;
+    }
     let marker = marker();
     let mut host = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["host_process", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .args(["host_sigkill_kills_every_descendant", "--exact", "--nocapture", "--test-threads=1"])
         .env(HOST_VAR, &marker)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -58,7 +61,7 @@ fn host_sigkill_kills_every_descendant() {
     let mut containment = None;
     loop {
         let line = lines.recv_timeout(PATIENCE).expect("the host did not get ready");
-        // libtest may print "test host_process ... " in front of the first line.
+        // libtest may print "test host_sigkill_kills_every_descendant ... " in front of the first line.
         if let Some((_, rest)) = line.split_once("CONTAINMENT ") {
             containment = Some(rest.to_owned());
         }
