@@ -88,8 +88,8 @@ impl ProtectionReport {
     }
 
     /// A short line for every response, without the details (they cost the model tokens on every call):
-    /// `linux-landlock-seccomp (workspace-write): filesystem enforced, network enforced, ...`. Protections that
-    /// are not requested are left out; `uexec sandbox-report` shows the details.
+    /// `linux-landlock-seccomp (workspace-write): all 10 protections enforced, network blocked`. Protections
+    /// that are not fully enforced are named with their state; `uexec sandbox-report` shows the details.
     pub fn compact_line(&self) -> String {
         let mut line = format!("{} ({})", self.sandbox.as_str(), self.policy);
         if let Some(reason) = self.escape_reason {
@@ -97,15 +97,27 @@ impl ProtectionReport {
             line.push_str(escape_reason_text(reason));
             return line;
         }
-        let shown: Vec<String> = self
-            .protections
+        let requested: Vec<&Protection> =
+            self.protections.iter().filter(|p| p.status != ProtectionStatus::NotRequested).collect();
+        let weak: Vec<String> = requested
             .iter()
-            .filter(|p| p.status != ProtectionStatus::NotRequested)
+            .filter(|p| p.status != ProtectionStatus::Enforced)
             .map(|p| format!("{} {}", p.name, p.status))
             .collect();
-        if !shown.is_empty() {
-            line.push_str(": ");
-            line.push_str(&shown.join(", "));
+        if weak.is_empty() {
+            line.push_str(&format!(": all {} protections enforced", requested.len()));
+        } else {
+            let enforced = requested.len() - weak.len();
+            line.push_str(&format!(
+                ": {enforced} of {} protections enforced; {}",
+                requested.len(),
+                weak.join(", ")
+            ));
+        }
+        match self.protections.iter().find(|p| p.name == "network").map(|p| p.status) {
+            Some(ProtectionStatus::NotRequested) => line.push_str(", network allowed"),
+            Some(ProtectionStatus::Enforced) => line.push_str(", network blocked"),
+            _ => {}
         }
         line
     }
@@ -177,7 +189,14 @@ mod tests {
         assert!(!report.is_degraded());
         assert_eq!(
             report.compact_line(),
-            "linux-landlock-seccomp (workspace-write): filesystem enforced, network enforced"
+            "linux-landlock-seccomp (workspace-write): all 2 protections enforced, network blocked"
+        );
+        let mut weak = report.clone();
+        weak.protections[0].status = ProtectionStatus::Partial;
+        weak.protections[1].status = ProtectionStatus::NotRequested;
+        assert_eq!(
+            weak.compact_line(),
+            "linux-landlock-seccomp (workspace-write): 0 of 1 protections enforced; filesystem partial, network allowed"
         );
         let open = ProtectionReport::unsandboxed("danger-full-access", EscapeReason::FullAccessPolicy);
         assert_eq!(

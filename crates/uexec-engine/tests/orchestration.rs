@@ -671,7 +671,7 @@ async fn the_sandbox_gets_the_policy_tmpdir_and_degradation_setting_and_full_acc
     assert!(
         response
             .to_text()
-            .contains("\nSandbox: linux-landlock-seccomp (workspace-write): filesystem enforced\n")
+            .contains("\nSandbox: linux-landlock-seccomp (workspace-write): all 1 protections enforced\n")
     );
 
     let events = Events::default();
