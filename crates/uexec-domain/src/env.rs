@@ -58,6 +58,26 @@ pub fn build_env(
     inherited: impl IntoIterator<Item = (OsString, OsString)>,
     policy: &EnvPolicy,
 ) -> Vec<(OsString, OsString)> {
+    let mut env = policy_env(inherited, policy);
+    for (name, value) in FORCED_ENV {
+        env.insert(name.into(), value.into());
+    }
+    env.into_iter().collect()
+}
+
+/// `inherited` filtered by `policy`, then `policy.set`, without [`FORCED_ENV`]: the environment of a command
+/// attached to a person's own terminal (`uexec run`), where colours and pagers are wanted. Sorted by name.
+pub fn filter_env(
+    inherited: impl IntoIterator<Item = (OsString, OsString)>,
+    policy: &EnvPolicy,
+) -> Vec<(OsString, OsString)> {
+    policy_env(inherited, policy).into_iter().collect()
+}
+
+fn policy_env(
+    inherited: impl IntoIterator<Item = (OsString, OsString)>,
+    policy: &EnvPolicy,
+) -> BTreeMap<OsString, OsString> {
     let mut env: BTreeMap<OsString, OsString> = BTreeMap::new();
     for (name, value) in inherited {
         let name_text = name.to_string_lossy();
@@ -73,10 +93,7 @@ pub fn build_env(
     for (name, value) in &policy.set {
         env.insert(name.into(), value.into());
     }
-    for (name, value) in FORCED_ENV {
-        env.insert(name.into(), value.into());
-    }
-    env.into_iter().collect()
+    env
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::signal::unix::{SignalKind, signal};
-use uexec_domain::env::{EnvInherit, EnvPolicy, is_secret_name};
+use uexec_domain::env::EnvPolicy;
 use uexec_domain::{EscapeReason, ExitStatus, ProtectionReport, SessionId};
 use uexec_ports::{
     EventSink, ExecEvent, IoMode, ProcessControl, SandboxRequest, Signal, SpawnError, SpawnRequest,
@@ -237,33 +237,20 @@ async fn forward_signals(control: Arc<dyn ProcessControl>) {
     }
 }
 
-/// The environment of a `uexec run` command: `inherited` filtered by `policy`, then `policy.set`.
+/// The environment of a `uexec run` command: `inherited` filtered by `policy`, then `policy.set` (no forced
+/// variables: the person's terminal keeps its colours and pager).
 pub fn run_env(
     inherited: impl IntoIterator<Item = (OsString, OsString)>,
     policy: &EnvPolicy,
 ) -> Vec<(OsString, OsString)> {
-    let mut env: std::collections::BTreeMap<OsString, OsString> = std::collections::BTreeMap::new();
-    for (name, value) in inherited {
-        let text = name.to_string_lossy();
-        let keep = match &policy.inherit {
-            EnvInherit::All => true,
-            EnvInherit::None => false,
-            EnvInherit::Only(names) => names.iter().any(|n| *n == text),
-        };
-        if keep && !(policy.exclude_secrets && is_secret_name(&text)) {
-            env.insert(name, value);
-        }
-    }
-    for (name, value) in &policy.set {
-        env.insert(name.into(), value.into());
-    }
-    env.into_iter().collect()
+    uexec_domain::env::filter_env(inherited, policy)
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
+    use uexec_domain::env::EnvInherit;
 
     fn vars(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
         pairs.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect()
