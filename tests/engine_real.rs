@@ -11,41 +11,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use uexec_domain::{ProtectionReport, ReviewDecision, SandboxKind, SandboxPolicy, SessionId};
+use uexec_domain::{SandboxPolicy, SessionId};
 use uexec_engine::{
     Engine, EngineConfig, EngineDeps, ExecCommandRequest, ExecError, ExecResponse, WriteStdinRequest,
 };
-use uexec_ports::{
-    ApprovalError, ApprovalRequest, Approver, EventSink, ExecEvent, Sandbox, SandboxError, SandboxRequest,
-    SandboxedSpawn,
-};
+use uexec_ports::{EventSink, ExecEvent};
 use uexec_pty::PtySpawner;
 
-/// These tests run without a sandbox: any call to it is a bug.
-struct NoSandbox;
-
-impl Sandbox for NoSandbox {
-    fn kind(&self) -> SandboxKind {
-        SandboxKind::None
-    }
-    fn report(&self, policy: &SandboxPolicy) -> ProtectionReport {
-        panic!("the sandbox must not be asked under {policy:?}")
-    }
-    fn prepare(&self, _request: SandboxRequest) -> Result<SandboxedSpawn, SandboxError> {
-        panic!("the sandbox must not be used under danger-full-access")
-    }
-}
-
-/// Nobody to ask: nothing in these tests needs approval.
-struct NobodyToAsk;
-
-#[async_trait]
-impl Approver for NobodyToAsk {
-    async fn request_approval(&self, request: ApprovalRequest) -> Result<ReviewDecision, ApprovalError> {
-        Err(ApprovalError::Unavailable(format!("unexpected approval request: {request:?}")))
-    }
-}
+use tests::{NoSandbox, NobodyToAsk};
 
 #[derive(Default)]
 struct Recorder(Mutex<Vec<ExecEvent>>);

@@ -15,39 +15,14 @@ use std::ffi::OsString;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use uexec_domain::{ProtectionReport, ReviewDecision, SandboxKind, SandboxPolicy};
+use uexec_domain::SandboxPolicy;
 use uexec_engine::{Engine, EngineConfig, EngineDeps, ExecCommandRequest, WriteStdinRequest};
-use uexec_ports::{
-    ApprovalError, ApprovalRequest, Approver, EventSink, ExecEvent, IoMode, OutputStream, ProcessControl,
-    PtySize, Sandbox, SandboxError, SandboxRequest, SandboxedSpawn, SpawnRequest,
-};
+use uexec_ports::{EventSink, ExecEvent, IoMode, OutputStream, ProcessControl, PtySize, SpawnRequest};
 use uexec_pty::PtySpawner;
 
 const PROMPT: &str = "uexec-bench$ ";
 
-struct NoSandbox;
-
-impl Sandbox for NoSandbox {
-    fn kind(&self) -> SandboxKind {
-        SandboxKind::None
-    }
-    fn report(&self, _policy: &SandboxPolicy) -> ProtectionReport {
-        panic!("not used under danger-full-access")
-    }
-    fn prepare(&self, _request: SandboxRequest) -> Result<SandboxedSpawn, SandboxError> {
-        panic!("not used under danger-full-access")
-    }
-}
-
-struct NobodyToAsk;
-
-#[async_trait]
-impl Approver for NobodyToAsk {
-    async fn request_approval(&self, _request: ApprovalRequest) -> Result<ReviewDecision, ApprovalError> {
-        Err(ApprovalError::Unavailable("benchmark".into()))
-    }
-}
+use tests::{NoSandbox, NobodyToAsk};
 
 struct Discard;
 
