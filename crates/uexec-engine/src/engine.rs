@@ -103,9 +103,13 @@ struct Reservation<'a> {
 }
 
 impl Reservation<'_> {
-    fn stored(&mut self, session: &Arc<Session>) {
-        self.store.insert_provisional(Arc::clone(session));
+    /// Store the session; refused once the engine shuts down.
+    fn stored(&mut self, session: &Arc<Session>) -> Result<(), ExecError> {
+        if !self.store.insert_provisional(Arc::clone(session)) {
+            return Err(ExecError::ShuttingDown);
+        }
         self.session = Some(Arc::clone(session));
+        Ok(())
     }
 
     fn detached(&mut self, session: &Arc<Session>) {
@@ -440,7 +444,10 @@ impl Inner {
         let (spawn, report) = self.place(placement, base.clone())?;
         let mut session = self.start_attempt(&spec, spawn, report)?;
         let mut call_guard = Arc::clone(&session.call_lock).lock_owned().await;
-        reservation.stored(&session);
+        if let Err(error) = reservation.stored(&session) {
+            session.terminate().await;
+            return Err(error);
+        }
 
         let window = Duration::from_millis(clamp_exec_yield(req.yield_time_ms, limits));
         let mut deadline = session.started + window;
@@ -476,7 +483,10 @@ impl Inner {
                         self.place(Placement::Unsandboxed(EscapeReason::RetryAfterDenial), base)?;
                     session = self.start_attempt(&spec, spawn, report)?;
                     call_guard = Arc::clone(&session.call_lock).lock_owned().await;
-                    reservation.stored(&session);
+                    if let Err(error) = reservation.stored(&session) {
+                        session.terminate().await;
+                        return Err(error);
+                    }
                     deadline = session.started + window;
                 }
             }

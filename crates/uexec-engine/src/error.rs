@@ -45,6 +45,9 @@ pub enum ExecError {
     /// The process could not be started.
     #[error("failed to create process: {0}")]
     Spawn(SpawnError),
+    /// The engine is shutting down: no new command is started.
+    #[error("the server is shutting down; no new command is started")]
+    ShuttingDown,
     /// Every session id is in use.
     #[error("too many sessions: every session id is in use; close sessions that are no longer needed")]
     TooManySessions,

@@ -29,6 +29,8 @@ struct Inner {
     rng: SplitMix64,
     sessions: HashMap<SessionId, Entry>,
     tick: u64,
+    /// Set by [`Store::drain`] (shutdown): no id is reserved and no session stored any more.
+    closed: bool,
 }
 
 /// Live sessions and reserved ids.
@@ -57,6 +59,7 @@ impl Store {
                 rng: SplitMix64::new(seed ^ 0x9E37_79B9_7F4A_7C15),
                 sessions: HashMap::new(),
                 tick: 0,
+                closed: false,
             }),
         }
     }
@@ -72,7 +75,11 @@ impl Store {
 
     /// Reserve a fresh session id.
     pub(crate) fn reserve(&self) -> Result<SessionId, ExecError> {
-        self.lock().ids.reserve().map_err(|_| ExecError::TooManySessions)
+        let mut inner = self.lock();
+        if inner.closed {
+            return Err(ExecError::ShuttingDown);
+        }
+        inner.ids.reserve().map_err(|_| ExecError::TooManySessions)
     }
 
     /// Release an id that has no stored session.
@@ -83,15 +90,21 @@ impl Store {
         }
     }
 
-    /// Store a session during its first window (its id stays reserved).
-    pub(crate) fn insert_provisional(&self, session: Arc<Session>) {
+    /// Store a session during its first window (its id stays reserved). Refused (false) once the store is
+    /// closed: the caller must kill the session, nobody could reach it.
+    #[must_use]
+    pub(crate) fn insert_provisional(&self, session: Arc<Session>) -> bool {
         let mut inner = self.lock();
+        if inner.closed {
+            return false;
+        }
         inner.tick += 1;
         let tick = inner.tick;
         let id = session.spec.id;
         inner
             .sessions
             .insert(id, Entry { session, last_used: tick, last_used_at: Instant::now(), provisional: true });
+        true
     }
 
     /// Take a session out of the store without releasing its id (a retry reuses it). Only removes `session`
@@ -206,9 +219,11 @@ impl Store {
         listed
     }
 
-    /// Take every session out of the store and release their ids.
+    /// Close the store (shutdown: nothing new is reserved or stored), take every session out of it and release
+    /// their ids.
     pub(crate) fn drain(&self) -> Vec<Arc<Session>> {
         let mut inner = self.lock();
+        inner.closed = true;
         let entries: Vec<(SessionId, Entry)> = inner.sessions.drain().collect();
         let mut sessions = Vec::with_capacity(entries.len());
         for (id, entry) in entries {

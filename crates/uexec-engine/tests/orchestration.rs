@@ -1318,3 +1318,28 @@ async fn writes_larger_than_the_limit_are_refused() {
 fn _response_type(r: ExecResponse) -> Option<SessionId> {
     r.session_id
 }
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_kills_live_sessions_and_refuses_new_commands() {
+    let events = Events::default();
+    let record = Arc::new(Spawned::default());
+    let engine = engine(
+        config(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess),
+        spawner(vec![Script::runs("")], Arc::clone(&record)),
+        sandbox_never(),
+        approver_never(),
+        Arc::clone(&events),
+    );
+    let open = engine.exec_command(exec("sleep 100")).await.unwrap();
+    let id = open.session_id.expect("still running after the window");
+    engine.shutdown().await;
+    assert!(engine.list_sessions().await.is_empty());
+    assert_eq!(ends(&events).len(), 1, "the live session ended exactly once");
+    assert_eq!(engine.write_stdin(write(id, "")).await.unwrap_err(), ExecError::UnknownSession(id));
+    assert_eq!(record.controls.lock().unwrap()[0].kills.load(Ordering::SeqCst), 1, "its tree was killed");
+    let err = engine.exec_command(exec("ls")).await.unwrap_err();
+    assert_eq!(err, ExecError::ShuttingDown);
+    assert_eq!(record.requests.lock().unwrap().len(), 1, "nothing is spawned after shutdown");
+    assert_eq!(engine.reserved_id_count(), 0);
+    assert_eq!(count(&events, is_begin), 1);
+}
