@@ -7,8 +7,8 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use uexec_domain::SandboxPolicy;
 use uexec_domain::policy::GitEntry;
+use uexec_domain::{SandboxPolicy, WritableRoot};
 use uexec_ports::SandboxError;
 
 /// The writable roots and protected subpaths of one command.
@@ -30,6 +30,10 @@ pub(crate) struct FsLayout {
 /// The files every sandboxed command may write.
 const WRITABLE_FILES: [&str; 2] = ["/dev/null", "/dev/tty"];
 
+/// POSIX shared memory (`shm_open`, `sem_open`: Python's `multiprocessing` locks and queues, many test runners).
+/// A tmpfs as shared as `/tmp`, so it is writable exactly when `/tmp` is.
+const SHM_DIR: &str = "/dev/shm";
+
 impl FsLayout {
     /// Work out the layout of `policy` for a command in `cwd` with `$TMPDIR` = `tmpdir`.
     pub(crate) fn resolve(
@@ -49,7 +53,12 @@ impl FsLayout {
             writable_files: WRITABLE_FILES.iter().map(PathBuf::from).filter(|p| p.exists()).collect(),
             ..FsLayout::default()
         };
-        let writable = policy.writable_roots(cwd, tmpdir, git_entry);
+        let mut writable = policy.writable_roots(cwd, tmpdir, git_entry);
+        if let SandboxPolicy::WorkspaceWrite { exclude_slash_tmp: false, .. } = policy
+            && Path::new(SHM_DIR).is_dir()
+        {
+            writable.push(WritableRoot { root: PathBuf::from(SHM_DIR), read_only_subpaths: Vec::new() });
+        }
         for root in &writable {
             match canonical.get(&root.root) {
                 Ok(canonical) if canonical.is_dir() => {

@@ -261,3 +261,29 @@ fn sandbox_mounts_never_reach_the_host() {
     assert_eq!(before, after, "the sandbox's mounts leaked into the host namespace");
     assert!(!after.contains(&s.ws.display().to_string()));
 }
+
+#[test]
+fn shared_memory_is_writable_with_tmp_and_not_without() {
+    let s = Scratch::new();
+    let with_tmp = SandboxPolicy::WorkspaceWrite {
+        writable_roots: vec![],
+        network_access: false,
+        exclude_slash_tmp: false,
+        exclude_tmpdir_env_var: true,
+    };
+    // Python's multiprocessing locks are POSIX semaphores in /dev/shm.
+    let lock = py(
+        with_tmp,
+        &s.ws,
+        "import multiprocessing as m; l = m.Lock(); l.acquire(); l.release(); print('locked')",
+    );
+    assert!(lock.ok() && lock.stdout == "locked\n", "{lock:?}");
+
+    let name = format!("/dev/shm/uexec-probe-{}", std::process::id());
+    let without_tmp = bash(workspace_only(vec![], false), &s.ws, &format!("echo x > {name}"));
+    assert!(!without_tmp.ok() && denied(&without_tmp.text()), "{without_tmp:?}");
+    let read_only =
+        bash(SandboxPolicy::ReadOnly { network_access: false }, &s.ws, &format!("echo x > {name}"));
+    assert!(!read_only.ok() && denied(&read_only.text()), "{read_only:?}");
+    assert!(!PathBuf::from(&name).exists());
+}
