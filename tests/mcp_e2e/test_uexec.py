@@ -257,6 +257,12 @@ async def default_sandbox_refuses_writes_outside_the_workspace() -> None:
             assert "permission denied" in out or "read-only file system" in out, text
             assert not target.exists(), "the sandbox let a write outside the workspace through"
 
+            # A workdir outside the workspace is where the command starts, not a writable root.
+            r = await call(client, "exec_command", {"cmd": "echo secret > escaped.txt", "workdir": str(ws.outside)})
+            text = text_of(r)
+            assert r.structured_content["exit_code"] not in (None, 0), text
+            assert not target.exists(), "a workdir outside the workspace made it writable"
+
             r = await call(client, "exec_command", {"cmd": "echo inside > inside.txt && cat inside.txt"})
             assert r.structured_content["exit_code"] == 0, text_of(r)
             assert (ws.dir / "inside.txt").read_text() == "inside\n"

@@ -356,6 +356,8 @@ impl Inner {
                     .filter(|p| !p.as_os_str().is_empty());
                 let request = SandboxRequest {
                     spawn: base,
+                    // The workspace, not the command's workdir: a workdir grants no write access.
+                    workspace: self.config.cwd.clone(),
                     policy: policy.clone(),
                     tmpdir,
                     allow_degraded: self.config.allow_degraded_sandbox,

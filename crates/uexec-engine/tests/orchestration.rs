@@ -1343,3 +1343,27 @@ async fn shutdown_kills_live_sessions_and_refuses_new_commands() {
     assert_eq!(engine.reserved_id_count(), 0);
     assert_eq!(count(&events, is_begin), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_workdir_is_where_the_command_starts_and_the_workspace_stays_the_writable_cwd() {
+    let workspace = std::env::temp_dir();
+    let elsewhere = PathBuf::from("/");
+    let expected_workspace = workspace.clone();
+    let mut sandbox = MockSandbox::new();
+    sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
+    sandbox
+        .expect_prepare()
+        .times(1)
+        .withf(move |r| r.workspace == expected_workspace && r.spawn.cwd == std::path::Path::new("/"))
+        .returning(|r| Ok(SandboxedSpawn { spawn: r.spawn, report: sandbox_report() }));
+    let engine = engine(
+        config(ApprovalPolicy::OnRequest, SANDBOXED()),
+        spawner(vec![Script::exits("", 0)], Arc::default()),
+        sandbox,
+        approver_never(),
+        Events::default(),
+    );
+    let request = ExecCommandRequest { workdir: Some(elsewhere), ..exec("ls") };
+    let response = engine.exec_command(request).await.unwrap();
+    assert_eq!(response.exit_code, Some(0));
+}

@@ -9,8 +9,12 @@ use crate::process::SpawnRequest;
 /// What the engine asks a sandbox for.
 #[derive(Debug, Clone)]
 pub struct SandboxRequest {
-    /// The command as it would run unsandboxed.
+    /// The command as it would run unsandboxed. Its `cwd` is only where the command starts: it grants nothing.
     pub spawn: SpawnRequest,
+    /// The workspace: the directory the policy's "cwd" writable root stands for (the server's configured
+    /// working directory). Deliberately not `spawn.cwd`: a caller chooses `workdir` per command, and a
+    /// `workdir` of `/etc` must not make `/etc` writable.
+    pub workspace: PathBuf,
     /// The policy to enforce. Never `DangerFullAccess`: the engine does not call a sandbox for that.
     pub policy: SandboxPolicy,
     /// `$TMPDIR` as the command will see it, if set (it becomes a writable root under `workspace-write`).

@@ -142,6 +142,7 @@ fn main() {
             mode: IoMode::Pty(PtySize::default()),
             setup: Vec::new(),
         },
+        workspace: repo.clone(),
         policy: SandboxPolicy::default(),
         tmpdir: None,
         allow_degraded: false,

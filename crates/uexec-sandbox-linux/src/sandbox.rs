@@ -75,7 +75,7 @@ impl Sandbox for LinuxSandbox {
     }
 
     fn prepare(&self, request: SandboxRequest) -> Result<SandboxedSpawn, SandboxError> {
-        let SandboxRequest { mut spawn, policy, tmpdir, allow_degraded } = request;
+        let SandboxRequest { mut spawn, workspace, policy, tmpdir, allow_degraded } = request;
         if policy.is_unrestricted() {
             return Err(SandboxError::Unenforceable {
                 missing: "danger-full-access has no sandbox: run the command unsandboxed with the \
@@ -86,7 +86,7 @@ impl Sandbox for LinuxSandbox {
         }
         let support = self.support();
         let mut plan = Plan::new(&policy, support);
-        let layout = FsLayout::resolve(&policy, &spawn.cwd, tmpdir.as_deref())?;
+        let layout = FsLayout::resolve(&policy, &workspace, tmpdir.as_deref())?;
 
         let landlock = if plan.landlock_abi > 0 {
             match build_ruleset(&plan, &layout) {

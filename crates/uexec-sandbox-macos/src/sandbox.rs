@@ -123,8 +123,8 @@ impl Sandbox for SeatbeltSandbox {
         }
         // Seatbelt enforces the whole profile or refuses to start the command: there is no partial mode for
         // `allow_degraded` to accept.
-        let SandboxRequest { mut spawn, policy, tmpdir, allow_degraded: _ } = request;
-        let launch = self.launch(&policy, &spawn.cwd, tmpdir.as_deref(), &spawn.argv)?;
+        let SandboxRequest { mut spawn, workspace, policy, tmpdir, allow_degraded: _ } = request;
+        let launch = self.launch(&policy, &workspace, tmpdir.as_deref(), &spawn.argv)?;
         let report = self.build_report(&policy, Some(&launch));
         spawn.argv = launch.argv;
         spawn.env = sandbox_env(std::mem::take(&mut spawn.env), policy.has_network_access());

@@ -74,6 +74,7 @@ fn prepare_wraps_the_command_and_counts_the_roots() {
             mode: IoMode::Pipes,
             setup: Vec::new(),
         },
+        workspace: cwd.clone(),
         policy: SandboxPolicy::WorkspaceWrite {
             writable_roots: Vec::new(),
             network_access: false,
@@ -117,6 +118,7 @@ fn prepare_on_an_unavailable_host_refuses_unless_inspecting() {
             mode: IoMode::Pipes,
             setup: Vec::new(),
         },
+        workspace: PathBuf::from("/"),
         policy: SandboxPolicy::ReadOnly { network_access: true },
         tmpdir: None,
         allow_degraded: true,

@@ -131,6 +131,7 @@ mod tests {
                 mode: IoMode::Pipes,
                 setup: Vec::new(),
             },
+            workspace: "/".into(),
             policy,
             tmpdir: None,
             allow_degraded: true,

@@ -89,6 +89,7 @@ fn run(args: &RunArgs) -> Result<u8, NothingRan> {
         let sandbox = crate::platform::sandbox();
         let prepared = sandbox
             .prepare(SandboxRequest {
+                workspace: spawn.cwd.clone(),
                 spawn,
                 policy: settings.sandbox_policy.clone(),
                 tmpdir,

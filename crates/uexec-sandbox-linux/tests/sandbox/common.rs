@@ -77,7 +77,13 @@ pub fn spawn_request(argv: &[&str], cwd: &Path) -> SpawnRequest {
 
 /// A sandbox request (fail-closed: no degradation accepted).
 pub fn request(policy: SandboxPolicy, argv: &[&str], cwd: &Path) -> SandboxRequest {
-    SandboxRequest { spawn: spawn_request(argv, cwd), policy, tmpdir: None, allow_degraded: false }
+    SandboxRequest {
+        spawn: spawn_request(argv, cwd),
+        workspace: cwd.to_path_buf(),
+        policy,
+        tmpdir: None,
+        allow_degraded: false,
+    }
 }
 
 /// Prepare `argv` under `policy` with the real kernel support.

@@ -287,3 +287,22 @@ fn shared_memory_is_writable_with_tmp_and_not_without() {
     assert!(!read_only.ok() && denied(&read_only.text()), "{read_only:?}");
     assert!(!PathBuf::from(&name).exists());
 }
+
+#[test]
+fn the_spawn_cwd_grants_nothing_only_the_workspace_is_writable() {
+    let s = Scratch::new();
+    // The command starts outside the workspace (a caller's `workdir`): its cwd stays read-only.
+    let mut request = crate::common::request(
+        workspace_only(vec![], false),
+        &["bash", "-c", "echo pwned > here.txt; echo ok > \"$WS/inside.txt\""],
+        &s.outside,
+    );
+    request.workspace = s.ws.clone();
+    request.spawn.env.push(("WS".into(), s.ws.clone().into_os_string()));
+    let prepared =
+        uexec_ports::Sandbox::prepare(&uexec_sandbox_linux::LinuxSandbox::default(), request).unwrap();
+    let probe = crate::common::run(&prepared);
+    assert!(denied(&probe.text()), "{probe:?}");
+    assert!(!s.outside.join("here.txt").exists(), "the spawn cwd became writable");
+    assert_eq!(Scratch::read(&s.ws.join("inside.txt")), "ok\n");
+}

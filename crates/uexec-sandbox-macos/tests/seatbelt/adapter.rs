@@ -37,6 +37,7 @@ fn argv_is_sandbox_exec_profile_params_separator_then_the_command() {
 
 fn request(cwd: PathBuf, policy: SandboxPolicy) -> SandboxRequest {
     SandboxRequest {
+        workspace: cwd.clone(),
         spawn: SpawnRequest {
             argv: vec!["echo".into(), "hi".into()],
             cwd,
