@@ -228,6 +228,30 @@ pub fn shell_script(argv: &[String]) -> Option<&str> {
     (SHELLS.contains(&name) && (flag == "-lc" || flag == "-c")).then_some(script.as_str())
 }
 
+/// Directories whose shells are trusted to be the real bash, sh or zsh.
+const SYSTEM_SHELL_DIRS: [&str; 6] = [
+    "/bin/",
+    "/usr/bin/",
+    "/usr/local/bin/",
+    "/opt/homebrew/bin/",
+    "/run/current-system/sw/bin/",
+    "/usr/pkg/bin/",
+];
+
+/// The script of `[shell, "-lc" | "-c", script]` when `shell` is bash, sh or zsh named bare (found on `PATH`) or
+/// by its path in a system directory. A shell named by any other path (`./bash`, `/tmp/x/bash`, the `shell`
+/// argument of a call) may be any program the caller planted under that name: its "script" says nothing about
+/// what runs, so it is neither known-safe nor keyed as the script's command.
+pub fn trusted_shell_script(argv: &[String]) -> Option<&str> {
+    let script = shell_script(argv)?;
+    let shell = argv.first()?;
+    let trusted = !shell.contains('/')
+        || SYSTEM_SHELL_DIRS
+            .iter()
+            .any(|dir| shell.strip_prefix(dir).is_some_and(|name| !name.contains('/')));
+    trusted.then_some(script)
+}
+
 /// True when `argv` only reads: the plain commands of spec A6 with any arguments, read-only forms of `find`,
 /// `git`, `sed -n`, `rg` and `uniq`, and shell scripts all of whose sub-commands are known-safe. Programs named
 /// with a path (`/bin/ls`, `./ls`) are not known-safe.
@@ -236,7 +260,10 @@ pub fn is_known_safe_command(argv: &[String]) -> bool {
 }
 
 fn is_safe_at_depth(argv: &[String], depth: usize) -> bool {
-    if let Some(script) = shell_script(argv) {
+    if shell_script(argv).is_some() && trusted_shell_script(argv).is_none() {
+        return false;
+    }
+    if let Some(script) = trusted_shell_script(argv) {
         return depth < MAX_SHELL_NESTING
             && parse_plain_script(script)
                 .is_some_and(|commands| commands.iter().all(|c| is_safe_at_depth(c, depth + 1)));
@@ -291,15 +318,24 @@ fn is_safe_git(args: &[String]) -> bool {
     }
 }
 
-/// Options of read-only git subcommands that write files or run programs.
+/// Long options of read-only git subcommands that write files or run programs.
+const GIT_UNSAFE_LONG_OPTIONS: [&str; 5] =
+    ["--output", "--ext-diff", "--exec", "--open-files-in-pager", "--paginate"];
+
+/// Options of read-only git subcommands that write files or run programs. Git's option parser accepts any
+/// unambiguous abbreviation of a long option (`git grep --open-files-in='sh -c ...'` runs a shell command), so a
+/// long option whose name is a prefix of an unsafe one (`--o`, `--open`, `--out`, ...) is unsafe too, and short
+/// option clusters carry `-O<pager>` anywhere (`git grep -nO'sh -c ...'`), so any `O` in a cluster is unsafe.
 fn git_option_is_unsafe(arg: &str) -> bool {
-    arg == "--output"
-        || arg.starts_with("--output=")
-        || arg == "--ext-diff"
-        || arg.starts_with("--exec")
-        || arg.starts_with("--open-files-in-pager")
-        || arg.starts_with("-O")
-        || arg == "--paginate"
+    if let Some(long) = arg.strip_prefix("--") {
+        let name = long.split_once('=').map_or(long, |(name, _)| name);
+        return !name.is_empty()
+            && GIT_UNSAFE_LONG_OPTIONS.iter().any(|unsafe_option| {
+                let unsafe_name = &unsafe_option[2..];
+                unsafe_name.starts_with(name) || name.starts_with(unsafe_name)
+            });
+    }
+    arg.starts_with('-') && arg.contains('O')
 }
 
 /// `sed -n <N>p|<N>,<M>p [file...]`: printing a line range.
@@ -331,6 +367,11 @@ fn is_safe_uniq(args: &[String]) -> bool {
             "-f" | "-s" | "-w" => {
                 iter.next();
             }
+            // After `--` every argument is an operand (`uniq -- in -out` writes `-out`).
+            "--" => {
+                operands += iter.count();
+                break;
+            }
             "-" => operands += 1,
             a if a.starts_with('-') => {}
             _ => operands += 1,
@@ -342,7 +383,7 @@ fn is_safe_uniq(args: &[String]) -> bool {
 /// The command as an approval cache key: a shell script that is exactly one plain command is that command's
 /// argv; anything else is `argv` unchanged.
 pub fn canonical_command(argv: &[String]) -> Vec<String> {
-    if let Some(script) = shell_script(argv)
+    if let Some(script) = trusted_shell_script(argv)
         && let Some(mut commands) = parse_plain_script(script)
         && commands.len() == 1
         && let Some(command) = commands.pop()
@@ -495,6 +536,50 @@ mod tests {
         ] {
             assert!(!is_known_safe_command(&cmd), "{cmd:?}");
         }
+    }
+
+    /// Regressions: each of these ran a program or wrote a file without approval under `untrusted`.
+    #[test]
+    fn abbreviations_clusters_operands_and_planted_shells_are_not_known_safe() {
+        for cmd in [
+            // git's option parser accepts unambiguous abbreviations: runs `sh -c 'touch x'` on the matches.
+            argv(&["git", "grep", "--open-files-in=touch x", "foo"]),
+            argv(&["git", "grep", "--open=touch x", "foo"]),
+            argv(&["git", "grep", "--op", "foo"]),
+            bash("git grep --open-files-in='touch x' foo"),
+            // `-O<pager>` inside a short option cluster.
+            argv(&["git", "grep", "-nOtouch x", "foo"]),
+            argv(&["git", "grep", "-iO", "foo"]),
+            argv(&["git", "diff", "--out=x.patch"]),
+            argv(&["git", "log", "--pag"]),
+            // After `--` the second operand is uniq's output file.
+            argv(&["uniq", "--", "in", "-out"]),
+            argv(&["uniq", "-c", "--", "in", "out"]),
+            // A shell named by a path outside the system directories may be any planted program.
+            argv(&["./bash", "-lc", "ls"]),
+            argv(&["tools/sh", "-c", "ls"]),
+            argv(&["/var/tmp/ws/bash", "-lc", "ls"]),
+            argv(&["/bin/../var/tmp/bash", "-lc", "ls"]),
+            argv(&["bash", "-lc", "./bash -lc ls"]),
+        ] {
+            assert!(!is_known_safe_command(&cmd), "{cmd:?}");
+        }
+        // Their allowed twins.
+        for cmd in [
+            argv(&["git", "grep", "-n", "foo"]),
+            argv(&["git", "grep", "--or", "-e", "a", "-e", "b"]),
+            argv(&["git", "log", "--oneline", "--pretty=format:%h"]),
+            argv(&["uniq", "-c", "in"]),
+            argv(&["uniq", "--", "in"]),
+            argv(&["/bin/bash", "-lc", "ls"]),
+            argv(&["/usr/bin/zsh", "-c", "ls"]),
+            argv(&["sh", "-c", "ls"]),
+        ] {
+            assert!(is_known_safe_command(&cmd), "{cmd:?}");
+        }
+        // A planted shell is keyed by its whole argv, not as the script's command.
+        assert_eq!(canonical_command(&argv(&["./bash", "-lc", "ls"])), argv(&["./bash", "-lc", "ls"]));
+        assert_eq!(canonical_command(&argv(&["/bin/bash", "-lc", "ls"])), argv(&["ls"]));
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::command::{parse_plain_script, shell_script};
+use crate::command::{parse_plain_script, shell_script, trusted_shell_script};
 
 /// What a rule says about a matching command. Ordered from least to most restrictive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -43,7 +43,13 @@ pub struct CommandRules {
 impl CommandRules {
     /// The decision for `argv` (see the module docs), or `None` when the rules say nothing.
     pub fn evaluate(&self, argv: &[String]) -> Option<RuleDecision> {
-        let commands = shell_script(argv).and_then(parse_plain_script).unwrap_or_else(|| vec![argv.to_vec()]);
+        let mut commands =
+            shell_script(argv).and_then(parse_plain_script).unwrap_or_else(|| vec![argv.to_vec()]);
+        // A shell named by an untrusted path may be any program: its sub-commands still count (a `forbid` among
+        // them forbids), but an `allow` needs the whole argv allowed too.
+        if shell_script(argv).is_some() && trusted_shell_script(argv).is_none() {
+            commands.push(argv.to_vec());
+        }
         let decisions: Vec<Option<RuleDecision>> = commands.iter().map(|c| self.evaluate_one(c)).collect();
         let strictest = decisions.iter().flatten().max().copied()?;
         if strictest == RuleDecision::Allow && decisions.iter().any(Option::is_none) {
@@ -109,6 +115,12 @@ mod tests {
         assert_eq!(rules.evaluate(&bash("ls && rm x")), None);
         // Unparseable: only the whole argv is matched.
         assert_eq!(rules.evaluate(&bash("ls > out")), None);
+        // A shell named by an untrusted path: a forbidden sub-command still forbids, an allowed one no longer
+        // allows (the planted "shell" may run anything).
+        let planted = |s: &str| argv(&["./bash", "-lc", s]);
+        assert_eq!(rules.evaluate(&planted("ls | git push")), Some(RuleDecision::Forbid));
+        assert_eq!(rules.evaluate(&planted("ls")), None);
+        assert_eq!(rules.evaluate(&argv(&["/bin/bash", "-lc", "ls"])), Some(RuleDecision::Allow));
         let whole = CommandRules { rules: vec![rule(&["bash", "-lc"], RuleDecision::Ask)] };
         assert_eq!(whole.evaluate(&bash("ls > out")), Some(RuleDecision::Ask));
     }
