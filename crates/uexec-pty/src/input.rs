@@ -2,7 +2,8 @@
 //!
 //! The foreground process group comes from `tcgetpgrp` on the master. A process of that group is
 //! *reading the terminal* when its main thread sleeps (`S` in `/proc/<pid>/stat`) in a system call
-//! (`/proc/<pid>/syscall`) that waits for the slave: `read`/`readv` on an fd that is the slave;
+//! (`/proc/<pid>/syscall`) that waits for the slave: `read`/`readv` on an fd that is the slave (or `/dev/tty`
+//! when the slave is its controlling terminal, as for password prompts);
 //! `select`/`pselect6` with the slave in its read set; `poll`/`ppoll` with the slave in its `pollfd` array
 //! (the sets are read from `/proc/<pid>/mem`; if that is not allowed, fd 0 being the slave counts); or
 //! `epoll_wait` on an epoll instance that watches the slave (its `fdinfo`). A process in `wait4`/`waitid`
@@ -40,8 +41,25 @@ impl Terminal {
         Some(Terminal { path, rdev: stat.st_rdev })
     }
 
+    /// True when `pid`'s `fd` is this terminal: the slave itself, or `/dev/tty` (as password prompts such as
+    /// `getpass`, `sudo` and `ssh` open it) while this terminal is `pid`'s controlling terminal.
     fn is(&self, pid: i32, fd: u64) -> bool {
-        procfs::fd_char_device(pid, fd) == Some(self.rdev)
+        match procfs::fd_char_device(pid, fd) {
+            Some(rdev) if rdev == self.rdev => true,
+            Some(rdev) if rdev == rustix::fs::makedev(5, 0) => self.controls(pid),
+            _ => false,
+        }
+    }
+
+    /// True when this terminal is `pid`'s controlling terminal (`tty_nr` of `/proc/<pid>/stat`).
+    fn controls(&self, pid: i32) -> bool {
+        let Some(stat) = procfs::read_stat(pid, &mut Vec::with_capacity(512)) else { return false };
+        // tty_nr: minor in bits 0-7 and 20-31, major in bits 8-19.
+        let major = (stat.tty_nr >> 8) & 0xfff;
+        let minor = (stat.tty_nr & 0xff) | ((stat.tty_nr >> 12) & 0xf_ff00);
+        stat.tty_nr != 0
+            && major == u64::from(rustix::fs::major(self.rdev))
+            && minor == u64::from(rustix::fs::minor(self.rdev))
     }
 
     /// Bytes written to the terminal that its reader has not consumed yet.

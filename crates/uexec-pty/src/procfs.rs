@@ -19,6 +19,8 @@ pub(crate) struct ProcStat {
     pub(crate) pgid: i32,
     /// Session id.
     pub(crate) sid: i32,
+    /// The controlling terminal, as the kernel encodes it in `tty_nr` (0: none).
+    pub(crate) tty_nr: u64,
     /// Start time in clock ticks since boot: with the pid, identifies the process (pids are reused).
     pub(crate) start_time: u64,
 }
@@ -67,6 +69,7 @@ fn parse_stat(pid: i32, text: &[u8]) -> Option<ProcStat> {
         ppid: fields.get(1)?.parse().ok()?,
         pgid: fields.get(2)?.parse().ok()?,
         sid: fields.get(3)?.parse().ok()?,
+        tty_nr: fields.get(4)?.parse().ok()?,
         start_time: fields.get(19)?.parse().ok()?,
     })
 }
@@ -148,7 +151,10 @@ mod tests {
     fn stat_with_odd_command_name() {
         let line = b"42 (a) b (c)) S 1 42 42 34816 42 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123456 1000 10 18446744073709551615";
         let stat = parse_stat(42, line).unwrap();
-        assert_eq!(stat, ProcStat { pid: 42, state: b'S', ppid: 1, pgid: 42, sid: 42, start_time: 123_456 });
+        assert_eq!(
+            stat,
+            ProcStat { pid: 42, state: b'S', ppid: 1, pgid: 42, sid: 42, tty_nr: 34816, start_time: 123_456 }
+        );
     }
 
     #[test]

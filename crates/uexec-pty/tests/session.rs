@@ -350,6 +350,23 @@ async fn input_state_tells_a_waiting_prompt_from_a_busy_foreground() {
 }
 
 #[tokio::test]
+async fn a_password_prompt_reading_dev_tty_waits_for_input() {
+    // getpass (like sudo and ssh) reads /dev/tty, not the slave's own fd, with echo off.
+    let script = "import getpass; p = getpass.getpass('PW: '); print('LEN', len(p))";
+    let mut python = spawn(request(&["python3", "-c", script], true));
+    let mut text = String::new();
+    read_until(&mut python.output, &mut text, "PW: ").await;
+    let control = Arc::clone(&python.control);
+    eventually("getpass reading /dev/tty waits for input", || {
+        control.input_state() == InputState::WaitingForInput
+    })
+    .await;
+    python.control.write(b"secret\n").await.unwrap();
+    read_until(&mut python.output, &mut text, "LEN 6").await;
+    assert_eq!(python.control.wait().await.unwrap(), ExitStatus::Code(0));
+}
+
+#[tokio::test]
 async fn an_idle_session_costs_no_cpu() {
     // CPU time of this thread, which runs the current-thread runtime and so the reader and waiter tasks
     // (other tests may run in other threads of this process).
