@@ -115,6 +115,12 @@ fn parse_syscall(text: &str) -> Option<SyscallState> {
     Some(SyscallState::Blocked { number, args })
 }
 
+/// The identity (device, inode) of the mount namespace `path` (`/proc/<pid>/ns/mnt`) names.
+pub(crate) fn namespace_id(path: &str) -> Option<(u64, u64)> {
+    let stat = rustix::fs::stat(path).ok()?;
+    Some((stat.st_dev, stat.st_ino))
+}
+
 /// The device number of what `/proc/<pid>/fd/<fd>` refers to, if it is a character device.
 pub(crate) fn fd_char_device(pid: i32, fd: u64) -> Option<u64> {
     let stat = rustix::fs::stat(format!("/proc/{pid}/fd/{fd}").as_str()).ok()?;

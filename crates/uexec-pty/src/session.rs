@@ -123,6 +123,7 @@ impl PtySpawner {
         let started = contain::start(&plan, fork)
             .map_err(|failure| spawn_error(failure, &request, &prepared.program))?;
         drop(child_ends);
+        let mount_ns = tree::MountNamespace::of(started.pid.as_raw_nonzero().get());
 
         let pidfd = match sys::register(started.pidfd, Interest::READABLE) {
             Ok(pidfd) => pidfd,
@@ -144,6 +145,7 @@ impl PtySpawner {
             status: started.status,
             token,
             born_after,
+            mount_ns,
             terminal: OnceLock::new(),
             write_lock: tokio::sync::Mutex::new(()),
             kill_result: tokio::sync::Mutex::new(None),
@@ -265,6 +267,8 @@ pub struct PtyControl {
     token: SessionToken,
     /// A start time before the leader's (see [`SessionIdentity::born_after`]).
     born_after: u64,
+    /// The leader's private mount namespace (a sandboxed command's), if it has one.
+    mount_ns: Option<tree::MountNamespace>,
     /// The slave's path and device, looked up on first use.
     terminal: OnceLock<Option<Terminal>>,
     write_lock: tokio::sync::Mutex<()>,
@@ -298,6 +302,7 @@ impl PtyControl {
             leader_unreaped: lock(&self.status).is_none(),
             token_entry: self.token.environ_entry(),
             born_after: self.born_after,
+            mount_ns: self.mount_ns.as_ref().map(|ns| ns.id),
         }
     }
 
@@ -520,6 +525,7 @@ impl Drop for PtyControl {
             leader_unreaped: identity.leader_unreaped,
             token_entry: identity.token_entry.to_vec(),
             born_after: identity.born_after,
+            mount_ns: self.mount_ns.take(),
             leader_pidfd,
         }));
     }

@@ -1,8 +1,9 @@
 //! Finding every process of a session, and signalling them without hitting a recycled pid.
 //!
 //! A session's processes are: its leader (while not reaped), every process in the leader's process group
-//! or session, every process whose environment carries the session token, and every descendant of those
-//! (by `/proc` parent links). Each one found is pinned with a pidfd, then checked to still be the process
+//! or session, every process whose environment carries the session token, every process in the leader's
+//! private mount namespace (a sandboxed command's: nothing in it can leave it, whatever it does to its
+//! environment, group or parent), and every descendant of those (by `/proc` parent links). Each one found is pinned with a pidfd, then checked to still be the process
 //! we read (same start time), so later signals go to exactly that process even if the pid is reused.
 //!
 //! After the leader is reaped its pid may be recycled once its group and session are empty, so group and
@@ -39,6 +40,35 @@ pub(crate) struct SessionIdentity<'a> {
     /// A start time (see [`start_time_floor`]) taken before the leader was created: processes started
     /// earlier cannot carry the token, so their environments are not read.
     pub(crate) born_after: u64,
+    /// The leader's mount namespace when it is not the host's (see [`MountNamespace`]).
+    pub(crate) mount_ns: Option<(u64, u64)>,
+}
+
+/// The private mount namespace a sandboxed leader runs in, pinned by an open `/proc/<pid>/ns/mnt` so that its
+/// identity cannot be recycled for another namespace while the session may still be killed. Every process in
+/// it belongs to the session: a sandboxed command cannot create or enter another namespace, so a daemon that
+/// scrubbed its environment, left the group and was re-parented is still found.
+#[derive(Debug)]
+pub(crate) struct MountNamespace {
+    _pin: OwnedFd,
+    pub(crate) id: (u64, u64),
+}
+
+impl MountNamespace {
+    /// The mount namespace of `pid` if it differs from this process's (an unsandboxed command shares the host's:
+    /// `None`, or every process of the host would match).
+    pub(crate) fn of(pid: i32) -> Option<MountNamespace> {
+        let path = format!("/proc/{pid}/ns/mnt");
+        let pin = rustix::fs::open(
+            path.as_str(),
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .ok()?;
+        let stat = rustix::fs::fstat(&pin).ok()?;
+        let id = (stat.st_dev, stat.st_ino);
+        (procfs::namespace_id("/proc/self/ns/mnt")? != id).then_some(MountNamespace { _pin: pin, id })
+    }
 }
 
 /// Now, in the unit of the start times in `/proc/<pid>/stat` (clock ticks since boot), minus one tick.
@@ -67,6 +97,10 @@ pub(crate) fn members(identity: SessionIdentity<'_>) -> Vec<Member> {
         }
         if procfs::read_environ(stat.pid, &mut buffer).is_some()
             && environ_contains(&buffer, identity.token_entry)
+        {
+            selected.insert(stat.pid);
+        } else if let Some(ns) = identity.mount_ns
+            && procfs::namespace_id(&format!("/proc/{}/ns/mnt", stat.pid)) == Some(ns)
         {
             selected.insert(stat.pid);
         }
@@ -159,6 +193,8 @@ pub(crate) struct Sweep {
     pub(crate) leader_unreaped: bool,
     pub(crate) token_entry: Vec<u8>,
     pub(crate) born_after: u64,
+    /// The leader's private mount namespace, pinned until the sweep ends.
+    pub(crate) mount_ns: Option<MountNamespace>,
     /// The leader's pidfd, to reap it after the kill (`None`: reaped already, or the reaper thread will).
     pub(crate) leader_pidfd: Option<OwnedFd>,
 }
@@ -170,6 +206,7 @@ impl Sweep {
             leader_unreaped: self.leader_unreaped,
             token_entry: &self.token_entry,
             born_after: self.born_after,
+            mount_ns: self.mount_ns.as_ref().map(|ns| ns.id),
         };
         let mut killed = Vec::new();
         for _ in 0..SWEEP_ROUNDS {

@@ -303,6 +303,61 @@ async fn kill_tree_kills_a_double_forked_daemon_after_the_leader_exited() {
     eventually("the daemon is gone", || sleepers(&marker).is_empty()).await;
 }
 
+/// Puts the child in a new mount namespace, as the Linux sandbox does.
+#[derive(Debug)]
+struct MountNamespaceHook;
+
+// SAFETY: unshare is a plain system call; nothing allocates.
+unsafe impl ChildSetup for MountNamespaceHook {
+    fn run_in_child(&self) -> Result<(), ChildSetupFailure> {
+        // SAFETY: only CLONE_NEWNS, in a forked child that owns its file descriptor table and filesystem
+        // context; no Rust code in this process relies on the mount namespace.
+        unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS) }
+            .map_err(|e| ChildSetupFailure { stage: "unshare", errno: e.raw_os_error() })
+    }
+
+    fn requires_fork(&self) -> bool {
+        true
+    }
+}
+
+/// Regression: a daemon that scrubbed its environment (no session token), left the session and was re-parented
+/// survived `close_session` of a sandboxed command. In a private mount namespace it is found; its twin in the
+/// host's namespace is not (so host processes are never matched by namespace).
+#[tokio::test]
+async fn kill_tree_kills_a_scrubbed_daemon_in_the_leaders_private_mount_namespace() {
+    for private in [true, false] {
+        let marker = marker();
+        let script = format!("env -i /bin/sh -c \"(setsid sh -c 'sleep {marker} & exit' &)\"; echo STARTED");
+        let mut request = sh(&script, false);
+        if private {
+            request.setup = vec![Arc::new(MountNamespaceHook)];
+        }
+        let mut process = spawn(request);
+        let mut text = String::new();
+        read_until(&mut process.output, &mut text, "STARTED").await;
+        eventually("the daemon started", || sleepers(&marker).len() == 1).await;
+        assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(0));
+        let daemon = sleepers(&marker)[0];
+        let environ = std::fs::read(format!("/proc/{daemon}/environ")).unwrap();
+        assert!(!environ.windows(19).any(|w| w == b"UEXEC_SESSION_TOKEN"), "the daemon has no token");
+        assert_ne!(stat_fields(daemon)[3], process.control.pid().to_string(), "the daemon left the session");
+        assert_eq!(process.control.kill_tree().await.unwrap(), ExitStatus::Code(0));
+        if private {
+            eventually("the daemon is gone", || sleepers(&marker).is_empty()).await;
+        } else {
+            std::thread::sleep(Duration::from_millis(200));
+            assert_eq!(sleepers(&marker), vec![daemon], "a host-namespace process is not matched");
+            rustix::process::kill_process(
+                rustix::process::Pid::from_raw(daemon).unwrap(),
+                rustix::process::Signal::KILL,
+            )
+            .unwrap();
+            eventually("the twin daemon is gone", || sleepers(&marker).is_empty()).await;
+        }
+    }
+}
+
 #[tokio::test]
 async fn dropping_the_control_kills_the_tree() {
     let marker = marker();
