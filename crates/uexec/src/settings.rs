@@ -201,6 +201,10 @@ fn resolve_with(
         (None, Some(path), Some(loaded)) => Some(absolute(loaded.base_dir(), path.get_ref())),
         _ => None,
     };
+    if let Some(path) = &audit_log {
+        let tmpdir = (ctx.env)("TMPDIR").map(PathBuf::from);
+        refuse_audit_log_in_writable_root(path, &sandbox_policy, &cwd, tmpdir.as_deref())?;
+    }
 
     Ok(Settings {
         cwd,
@@ -215,6 +219,47 @@ fn resolve_with(
         audit_log,
         config_file: loaded.map(|l| l.path.clone()),
     })
+}
+
+/// A sandboxed command may write beneath every writable root: an audit log there could be truncated or filled
+/// with forged records, or replaced by a symlink that makes the (unsandboxed) server append elsewhere.
+fn refuse_audit_log_in_writable_root(
+    path: &Path,
+    policy: &SandboxPolicy,
+    cwd: &Path,
+    tmpdir: Option<&Path>,
+) -> Result<()> {
+    let resolved = resolve_existing_prefix(path);
+    for root in policy.writable_roots(cwd, tmpdir, |_| uexec_domain::policy::GitEntry::Absent) {
+        let root = std::fs::canonicalize(&root.root).unwrap_or(root.root);
+        if resolved.starts_with(&root) {
+            bail!(
+                "audit log {} lies in the writable root {}, where sandboxed commands could rewrite it; put it \
+                 outside the writable roots (for example ~/.local/state/uexec/audit.jsonl)",
+                path.display(),
+                root.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `path` with its longest existing ancestor canonicalised (symlinks resolved) and the rest appended.
+fn resolve_existing_prefix(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut current = path;
+    loop {
+        if let Ok(canonical) = std::fs::canonicalize(current) {
+            return rest.iter().rev().fold(canonical, |acc: PathBuf, name| acc.join(name));
+        }
+        match (current.parent(), current.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                current = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
 }
 
 /// Range checks the type system cannot express; the message names the offending field.
@@ -403,12 +448,39 @@ mod tests {
     fn audit_log_flag_wins_and_file_paths_are_relative_to_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let cfg = loaded(dir.path(), "audit_log = \"audit.jsonl\"\n");
-        let s = resolve_with(&PolicyArgs::default(), None, &ctx(Path::new("/")), Some(&cfg));
+        // Read-only: no writable root, so the log may sit anywhere (see the test below for workspace-write).
+        let args = PolicyArgs { sandbox: Some(SandboxMode::ReadOnly), ..PolicyArgs::default() };
+        let s = resolve_with(&args, None, &ctx(Path::new("/")), Some(&cfg));
         // The cwd "/" exists everywhere; the audit path resolves against the config file's directory.
         assert_eq!(s.unwrap().audit_log, Some(dir.path().join("audit.jsonl")));
-        let s =
-            resolve_with(&PolicyArgs::default(), Some(Path::new("x.jsonl")), &ctx(dir.path()), Some(&cfg));
+        let s = resolve_with(&args, Some(Path::new("x.jsonl")), &ctx(dir.path()), Some(&cfg));
         assert_eq!(s.unwrap().audit_log, Some(dir.path().join("x.jsonl")));
+    }
+
+    /// Regression: an audit log inside a writable root could be rewritten (forged records) by sandboxed commands.
+    #[test]
+    fn an_audit_log_inside_a_writable_root_is_refused_under_workspace_write() {
+        let workspace = tempfile::Builder::new().tempdir_in("/var/tmp").unwrap();
+        let outside = tempfile::Builder::new().tempdir_in("/var/tmp").unwrap();
+        let link = outside.path().join("into-workspace");
+        std::os::unix::fs::symlink(workspace.path(), &link).unwrap();
+        let args = PolicyArgs { cwd: Some(workspace.path().to_path_buf()), ..PolicyArgs::default() };
+        let resolve = |log: &Path| resolve_with(&args, Some(log), &ctx(Path::new("/")), None);
+        for inside in [
+            workspace.path().join("audit.jsonl"),
+            workspace.path().join("not/yet/created/audit.jsonl"),
+            link.join("audit.jsonl"),
+            PathBuf::from("/tmp/audit.jsonl"),
+        ] {
+            let error = resolve(&inside).unwrap_err().to_string();
+            assert!(error.contains("lies in the writable root"), "{inside:?}: {error}");
+        }
+        // The allowed twins: outside every root, and any place under read-only.
+        let ok = outside.path().join("audit.jsonl");
+        assert_eq!(resolve(&ok).unwrap().audit_log, Some(ok));
+        let read_only = PolicyArgs { sandbox: Some(SandboxMode::ReadOnly), ..args.clone() };
+        let log = workspace.path().join("audit.jsonl");
+        assert!(resolve_with(&read_only, Some(&log), &ctx(Path::new("/")), None).is_ok());
     }
 
     #[test]

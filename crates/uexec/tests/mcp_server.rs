@@ -357,7 +357,7 @@ fn bad_input_gets_clear_errors_and_the_server_keeps_its_sessions() {
 #[test]
 fn audit_log_records_approvals_and_commands() {
     let ws = Workspace::new();
-    let log = ws.path().join("audit.jsonl");
+    let log = ws.outside.path().join("audit.jsonl");
     let log_arg = log.to_str().unwrap().to_owned();
     let mut server =
         McpServer::start_initialized(&ws, &["--audit-log", &log_arg, "--approval-policy", "untrusted"], true);

@@ -326,7 +326,7 @@ fn invalid_config_names_key_and_line() {
 #[test]
 fn run_writes_begin_and_end_to_the_audit_log() {
     let ws = Workspace::new();
-    let log = ws.path().join("run-audit.jsonl");
+    let log = ws.outside.path().join("run-audit.jsonl");
     let out = uexec_command(&ws, &["run", "--audit-log", log.to_str().unwrap(), "--", "sh", "-c", "exit 6"])
         .stdin(Stdio::null())
         .output()
