@@ -301,6 +301,45 @@ async fn ctrl_c_to_a_pipe_session_stops_it() {
     assert!(start.elapsed() < Duration::from_secs(5));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_the_process_does_not_read_yet_neither_blocks_the_call_nor_is_reordered() {
+    // 200 KB typed into a terminal whose program does not read yet: the kernel takes a few KB, and the
+    // call used to wait until the program read the rest or exited (forever, for a program that never reads).
+    let (engine, _events) = setup();
+    let go = std::env::temp_dir().join(format!("uexec-unread-input-{}", std::process::id()));
+    let _ = std::fs::remove_file(&go);
+    let script = format!("while [ ! -e {} ]; do sleep 0.05; done; wc -l", go.display());
+    let open = engine.exec_command(cmd(&script, true, 250)).await.unwrap();
+    let id = open.session_id.unwrap_or_else(|| panic!("{open:?}"));
+    let lines = format!("{}\n", "y".repeat(99)).repeat(2_000);
+    let call = tokio::time::timeout(Duration::from_secs(20), engine.write_stdin(write(id, &lines, 500)));
+    let first =
+        call.await.expect("write_stdin must return at the end of its window, not when the input is read");
+    assert_eq!(first.unwrap().session_id, Some(id));
+    // Later input queues behind the unread input: one more line, then EOF.
+    let call = tokio::time::timeout(Duration::from_secs(20), engine.write_stdin(write(id, "last\n", 250)));
+    call.await.expect("the second write_stdin must return too").unwrap();
+    let call = tokio::time::timeout(Duration::from_secs(20), engine.write_stdin(write(id, "\u{4}", 250)));
+    call.await.expect("the third write_stdin must return too").unwrap();
+    std::fs::write(&go, b"").unwrap();
+    let mut seen = String::new();
+    let start = Instant::now();
+    let exit_code = loop {
+        let polled = engine.write_stdin(write(id, "", 5_000)).await.unwrap();
+        seen.push_str(&polled.output);
+        if polled.exit_code.is_some() || start.elapsed() > Duration::from_secs(60) {
+            break polled.exit_code;
+        }
+    };
+    std::fs::remove_file(&go).unwrap();
+    assert_eq!(exit_code, Some(0), "{seen}");
+    assert!(
+        seen.contains("2001"),
+        "every line, in order, then EOF: {}",
+        &seen[seen.len().saturating_sub(300)..]
+    );
+}
+
 fn expect_prompt(response: &ExecResponse, what: &str) {
     assert!(response.waiting_for_input, "{what}: expected an early return for input: {response:?}");
     assert!(response.session_id.is_some());

@@ -529,12 +529,16 @@ impl Inner {
             return Err(ExecError::UnknownSession(id));
         }
         let mark = Mark::now(&session);
+        let window =
+            Duration::from_millis(clamp_write_yield(req.yield_time_ms, req.chars.is_empty(), limits));
+        let deadline = mark.at + window;
         if !req.chars.is_empty() {
             if session.spec.tty {
-                match session.control.write(req.chars.as_bytes()).await {
-                    Ok(()) | Err(ProcessError::Exited) => {}
-                    Err(ProcessError::StdinClosed) => return Err(ExecError::StdinClosed),
-                    Err(err) => return Err(ExecError::WriteFailed(err.to_string())),
+                // A process that does not read its terminal must not hold this call past its window.
+                match session.write_input(req.chars.as_bytes().to_vec(), deadline).await {
+                    None | Some(Ok(()) | Err(ProcessError::Exited)) => {}
+                    Some(Err(ProcessError::StdinClosed)) => return Err(ExecError::StdinClosed),
+                    Some(Err(err)) => return Err(ExecError::WriteFailed(err.to_string())),
                 }
             } else if req.chars.chars().all(|c| c == '\u{3}') {
                 match session.control.signal(Signal::Interrupt) {
@@ -550,9 +554,7 @@ impl Inner {
             session_id: id,
             chars: req.chars.clone(),
         });
-        let window =
-            Duration::from_millis(clamp_write_yield(req.yield_time_ms, req.chars.is_empty(), limits));
-        let collected = collect(&session, mark, mark.at + window).await;
+        let collected = collect(&session, mark, deadline).await;
         let session_id = if collected.exit_code.is_some() {
             self.store.remove(&session);
             None

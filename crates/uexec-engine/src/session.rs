@@ -34,10 +34,13 @@ use tokio::time::Instant;
 use uexec_domain::buffer::HeadTailBuffer;
 use uexec_domain::limits::{MAX_OUTPUT_DELTA_BYTES, POST_EXIT_CLOSE_WAIT_MS, PTY_COLS, PTY_ROWS};
 use uexec_domain::{ProtectionReport, SessionId};
-use uexec_ports::{EventSink, ExecEvent, OutputStream, ProcessControl, SpawnedProcess};
+use uexec_ports::{EventSink, ExecEvent, OutputStream, ProcessControl, ProcessError, SpawnedProcess};
 
 use crate::api::SessionState;
 use crate::utf8::DeltaSplitter;
+
+/// A background write of input (see [`Session::write_input`]).
+type InputWrite = tokio::task::JoinHandle<Result<(), ProcessError>>;
 
 /// The exit code reported when a process's status is unknown.
 pub(crate) const UNKNOWN_EXIT_CODE: i32 = -1;
@@ -97,6 +100,9 @@ pub(crate) struct Session {
     pub(crate) started: Instant,
     /// Serialises calls on this session (taken by the call, never by the store).
     pub(crate) call_lock: Arc<tokio::sync::Mutex<()>>,
+    /// Input of an earlier `write_stdin` that the process had not taken in by the end of that call's window:
+    /// it goes on being written in the background, and later input is written after it.
+    input_in_flight: Mutex<Option<InputWrite>>,
     events: Arc<dyn EventSink>,
     shared: Mutex<Shared>,
     changed: watch::Sender<u64>,
@@ -141,6 +147,7 @@ impl Session {
             control: process.control,
             started: now,
             call_lock: Arc::new(tokio::sync::Mutex::new(())),
+            input_in_flight: Mutex::new(None),
             events,
             shared: Mutex::new(shared),
             changed,
@@ -150,6 +157,34 @@ impl Session {
         tokio::spawn(read_loop(Arc::clone(&session), process.output));
         tokio::spawn(wait_loop(Arc::clone(&session)));
         session
+    }
+
+    /// Write `bytes` to the process's input, after any input still in flight, waiting at most until `deadline`.
+    /// `None` when the process has not taken all of it in by then (it does not read, or reads slowly): the
+    /// write goes on in the background instead of holding the call (and the session) until the process
+    /// reads or exits.
+    pub(crate) async fn write_input(
+        &self,
+        bytes: Vec<u8>,
+        deadline: Instant,
+    ) -> Option<Result<(), ProcessError>> {
+        let earlier = self.input_in_flight.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let control = Arc::clone(&self.control);
+        let mut write = tokio::spawn(async move {
+            if let Some(earlier) = earlier {
+                // Its outcome was nobody's to report any more; only the order matters.
+                let _ = earlier.await;
+            }
+            control.write(&bytes).await
+        });
+        match tokio::time::timeout_at(deadline, &mut write).await {
+            Ok(Ok(result)) => Some(result),
+            Ok(Err(join)) => Some(Err(ProcessError::Os(format!("the input writer failed: {join}")))),
+            Err(_elapsed) => {
+                *self.input_in_flight.lock().unwrap_or_else(PoisonError::into_inner) = Some(write);
+                None
+            }
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Shared> {
