@@ -5,6 +5,13 @@
 //! script) is judged as a whole. For one command, the matching rule with the longest prefix decides (equal
 //! lengths: the more restrictive). Across sub-commands the most restrictive decision wins (Forbid > Ask > Allow),
 //! and `Allow` holds only when every sub-command is allowed: `ls && rm x` with only an `ls` rule has no decision.
+//!
+//! Prefix rules alone are easy to get around (`command git push`, `git -c x push`, `/usr/bin/git push`, or
+//! `git push 2>&1 | head`, a script the splitter refuses). So a command that mentions every word of a `forbid` or
+//! `ask` rule's prefix without starting with it needs at least a person's approval (`Ask`): for a plain command,
+//! the prefix's words appear in order (paths compared by their last component); for an unparseable script, they
+//! appear anywhere as loose tokens. A false alarm (`echo git push`) costs a question; a miss would run what the
+//! rules forbid.
 
 use serde::{Deserialize, Serialize};
 
@@ -51,11 +58,45 @@ impl CommandRules {
             commands.push(argv.to_vec());
         }
         let decisions: Vec<Option<RuleDecision>> = commands.iter().map(|c| self.evaluate_one(c)).collect();
-        let strictest = decisions.iter().flatten().max().copied()?;
+        let suspected = if commands.iter().any(|c| self.mentions_restricted_rule(c)) {
+            Some(RuleDecision::Ask)
+        } else {
+            self.suspected_in_unparsed_script(argv)
+        };
+        let Some(strictest) = decisions.iter().flatten().max().copied() else {
+            return suspected;
+        };
         if strictest == RuleDecision::Allow && decisions.iter().any(Option::is_none) {
+            return suspected;
+        }
+        Some(suspected.map_or(strictest, |s| s.max(strictest)))
+    }
+
+    /// True when `command` does not start with a `forbid`/`ask` prefix but contains its words in order.
+    fn mentions_restricted_rule(&self, command: &[String]) -> bool {
+        self.rules
+            .iter()
+            .filter(|rule| rule.decision != RuleDecision::Allow && !rule.prefix.is_empty())
+            .filter(|rule| !command.starts_with(&rule.prefix))
+            .any(|rule| {
+                let mut words = command.iter().map(|w| w.rsplit('/').next().unwrap_or(w));
+                rule.prefix.iter().all(|p| words.any(|w| w == p))
+            })
+    }
+
+    /// `Ask` when `argv` is a shell script the splitter refuses and it mentions every word of a `forbid` or `ask`
+    /// rule's prefix (see the module docs).
+    fn suspected_in_unparsed_script(&self, argv: &[String]) -> Option<RuleDecision> {
+        let script = shell_script(argv)?;
+        if parse_plain_script(script).is_some() {
             return None;
         }
-        Some(strictest)
+        let words = loose_words(script);
+        self.rules
+            .iter()
+            .filter(|rule| rule.decision != RuleDecision::Allow && !rule.prefix.is_empty())
+            .any(|rule| rule.prefix.iter().all(|w| words.iter().any(|t| t == w)))
+            .then_some(RuleDecision::Ask)
     }
 
     /// The decision of the longest matching prefix for one plain command.
@@ -66,6 +107,24 @@ impl CommandRules {
             .max_by_key(|rule| (rule.prefix.len(), rule.decision))
             .map(|rule| rule.decision)
     }
+}
+
+/// The words of a script, loosely: split on whitespace, quotes and shell operators; a word with a `/` also counts
+/// by its last component (`/usr/bin/git` -> `git`).
+fn loose_words(script: &str) -> Vec<&str> {
+    let mut words = Vec::new();
+    for word in script.split(|c: char| c.is_whitespace() || "\'\"`;&|()<>{}$\\".contains(c)) {
+        if word.is_empty() {
+            continue;
+        }
+        words.push(word);
+        if let Some((_, last)) = word.rsplit_once('/')
+            && !last.is_empty()
+        {
+            words.push(last);
+        }
+    }
+    words
 }
 
 #[cfg(test)]
@@ -149,5 +208,29 @@ mod tests {
             serde_json::from_str::<CommandRules>(r#"{"rules": [{"prefix": [], "decision": "Allow"}]}"#)
                 .is_err()
         );
+    }
+
+    #[test]
+    fn wrapped_or_unparseable_forms_of_a_restricted_command_need_approval() {
+        let rules = rules();
+        let bash = |script: &str| argv(&["bash", "-lc", script]);
+        for bypass in [
+            "command git push",
+            "git -c core.pager=cat push origin",
+            "/usr/bin/git push",
+            "env GIT_TRACE=1 git push",
+            "git push 2>&1 | head -1",
+            "$(echo git) push; git push",
+            "timeout 5 rm -rf /",
+        ] {
+            assert_eq!(rules.evaluate(&bash(bypass)), Some(RuleDecision::Ask), "{bypass}");
+        }
+        // The exact forms keep their own decisions, and unrelated commands are not touched.
+        assert_eq!(rules.evaluate(&bash("git push")), Some(RuleDecision::Forbid));
+        assert_eq!(rules.evaluate(&bash("git status && ls")), Some(RuleDecision::Allow));
+        assert_eq!(rules.evaluate(&bash("cargo build 2>&1 | tail -3")), None);
+        assert_eq!(rules.evaluate(&bash("echo push")), None);
+        // A direct argv (not a script) is checked the same way.
+        assert_eq!(rules.evaluate(&argv(&["nice", "git", "push"])), Some(RuleDecision::Ask));
     }
 }
