@@ -18,8 +18,10 @@ pub const FORCED_ENV: [(&str, &str); 9] = [
     ("GH_PAGER", "cat"),
 ];
 
-/// Name fragments (matched case-insensitively) of variables dropped when `exclude_secrets` is on.
-pub const SECRET_NAME_PATTERNS: [&str; 3] = ["KEY", "SECRET", "TOKEN"];
+/// Name fragments (matched case-insensitively) of variables dropped when `exclude_secrets` is on: the reference's
+/// `KEY`, `SECRET`, `TOKEN`, plus the password and credential names they miss (`DB_PASSWORD`, `PGPASSWORD`,
+/// `AWS_SHARED_CREDENTIALS_FILE`).
+pub const SECRET_NAME_PATTERNS: [&str; 6] = ["KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL"];
 
 /// Which variables of the server's environment a command inherits.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -144,6 +146,11 @@ mod tests {
         assert!(get(&env, "gh_token").is_none());
         assert!(get(&env, "HOME").is_some());
         assert!(is_secret_name("MY_Secret_VALUE"));
+        assert!(
+            is_secret_name("PGPASSWORD")
+                && is_secret_name("DB_PASSWD")
+                && is_secret_name("GOOGLE_CREDENTIALS")
+        );
         assert!(!is_secret_name("PATH"));
     }
 

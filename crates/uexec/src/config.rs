@@ -16,7 +16,7 @@
 //!
 //! [env]
 //! inherit = "all"                       # "all", "none", or a list of names to keep: ["PATH", "HOME"]
-//! exclude_secrets = true                # drop *KEY*, *SECRET*, *TOKEN*
+//! exclude_secrets = true                # drop *KEY*, *SECRET*, *TOKEN*, *PASSWORD*, *PASSWD*, *CREDENTIAL*
 //! set = { RUST_BACKTRACE = "1" }
 //!
 //! [limits]                              # uexec_domain::limits::Limits, every field optional
