@@ -340,6 +340,39 @@ async fn input_the_process_does_not_read_yet_neither_blocks_the_call_nor_is_reor
     );
 }
 
+/// Pids whose command line is exactly `argv`.
+fn processes_running(argv: &[&str]) -> Vec<i32> {
+    let wanted: Vec<u8> = argv.iter().flat_map(|arg| arg.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| cmdline == wanted))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_job_holding_the_output_ends_with_its_session() {
+    // `job &` without a terminal keeps the output pipe open after the shell exits: it used to live on (and
+    // keep the session's reader and process handle alive) while a job that redirected its output was killed.
+    let (engine, _events) = setup();
+    for tty in [false, true] {
+        let seconds = format!("{}.{}", 3_000 + u32::from(tty), std::process::id());
+        let done =
+            engine.exec_command(cmd(&format!("sleep {seconds} & echo started"), tty, 10_000)).await.unwrap();
+        assert_eq!(done.exit_code, Some(0), "{done:?}");
+        assert!(done.output.contains("started"), "{done:?}");
+        let start = Instant::now();
+        while !processes_running(&["sleep", &seconds]).is_empty() && start.elapsed() < Duration::from_secs(20)
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            processes_running(&["sleep", &seconds]).is_empty(),
+            "tty={tty}: the background sleep survived"
+        );
+    }
+}
+
 fn expect_prompt(response: &ExecResponse, what: &str) {
     assert!(response.waiting_for_input, "{what}: expected an early return for input: {response:?}");
     assert!(response.session_id.is_some());

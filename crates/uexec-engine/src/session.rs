@@ -444,4 +444,12 @@ async fn wait_loop(session: Arc<Session>) {
     }
     session.wait_output_closed(Instant::now() + Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS)).await;
     session.finish();
+    if !session.lock().output_closed {
+        // Descendants still hold the output open (`server &` without a terminal): the session has ended, so
+        // they end too (spec B3), as they do when they do not hold it; otherwise they, this session and its
+        // reader would live on unseen.
+        if let Err(err) = session.control.kill_tree().await {
+            tracing::warn!(session_id = %session.spec.id, error = %err, "killing what outlived the process failed");
+        }
+    }
 }
