@@ -257,11 +257,26 @@ fn apply_mounts(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
         set_attr(fd as usize, c"", libc::AT_EMPTY_PATH as usize, sys::MOUNT_ATTR_RDONLY)?;
         attach(fd, path)?;
     }
+    if plan.mode == MountMode::Privileged {
+        mount_own_proc();
+    }
     // The cwd still points into the mount it was entered on (now read-only or shadowed): enter it again.
     // SAFETY: chdir on a NUL-terminated path owned by the plan.
     let ret = unsafe { sys::syscall(libc::SYS_chdir, [ptr(&plan.cwd), 0, 0, 0, 0, 0]) };
     check("chdir", ret)?;
     Ok(())
+}
+
+/// A fresh, read-only procfs on `/proc` for the child's own PID namespace. The host may spawn commands into a PID
+/// namespace of their own (uexec-pty's containment); the inherited `/proc` then shows the host's numbering, so
+/// `/proc/self` and `getpid()` disagree and `ps` dies with "lookup self". The fresh mount shows the command's
+/// namespace only (processes outside it disappear from view). Without a new PID namespace it shows the same
+/// processes as before. A failure leaves the inherited (read-only) `/proc` in place: nothing is weakened.
+fn mount_own_proc() {
+    let flags = (libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC) as usize;
+    // SAFETY: mount with static NUL-terminated source, target and type strings and no data.
+    let _ =
+        unsafe { sys::syscall(libc::SYS_mount, [ptr(c"proc"), ptr(c"/proc"), ptr(c"proc"), flags, 0, 0]) };
 }
 
 /// `open_tree(path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | extra)`: a detached copy of the mount tree.

@@ -84,6 +84,12 @@ impl Sandbox for LinuxSandbox {
                 setting: None,
             });
         }
+        if !spawn.cwd.is_absolute() || !spawn.cwd.is_dir() {
+            return Err(SandboxError::InvalidPath {
+                path: spawn.cwd.clone(),
+                reason: "the working directory does not exist, is not a directory or is not absolute".into(),
+            });
+        }
         let support = self.support();
         let mut plan = Plan::new(&policy, support);
         let layout = FsLayout::resolve(&policy, &workspace, tmpdir.as_deref())?;

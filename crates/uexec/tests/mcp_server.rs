@@ -405,3 +405,26 @@ fn read_screen_renders_a_terminal() {
     assert_eq!(line.trim_end(), format!("{}hello-screen", " ".repeat(9)), "{screen}");
     server.call("close_session", json!({ "session_id": id }));
 }
+
+#[test]
+fn ps_and_proc_self_agree_inside_the_sandbox() {
+    // The server runs commands in a PID namespace of its own (process containment); the sandbox mounts a procfs
+    // for it, so `/proc/self` is the caller and `ps` works (it died with "lookup self" on the host's /proc).
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &[], false);
+    let r = server.call(
+        "exec_command",
+        json!({ "cmd": "ps -o pid=,comm= -p $$; test \"$(readlink /proc/self)\" != \"\" && echo self-ok" }),
+    );
+    let out = output(&r);
+    assert!(!is_error(&r) && r["structuredContent"]["exit_code"] == 0, "{r}");
+    assert!(!out.contains("lookup self") && out.contains("self-ok"), "{out}");
+    assert!(out.lines().any(|l| l.trim_end().ends_with("bash")), "ps lists the shell: {out}");
+    // Processes outside the command's namespace (the host's) are not visible.
+    let host = server.pid();
+    let r = server.call(
+        "exec_command",
+        json!({ "cmd": format!("test -e /proc/{host}/status && echo visible || echo hidden") }),
+    );
+    assert!(output(&r).contains("hidden"), "{r}");
+}

@@ -145,6 +145,9 @@ fn danger_full_access_is_refused_and_bad_paths_are_errors() {
     let mut bad = request_for(workspace_only(vec![], false), &argv, &s, false);
     bad.spawn.cwd = s.base.join("does-not-exist");
     assert!(matches!(sandbox.prepare(bad), Err(SandboxError::InvalidPath { .. })));
+    let mut bad = request_for(workspace_only(vec![], false), &argv, &s, false);
+    bad.workspace = s.base.join("no-such-workspace");
+    assert!(matches!(sandbox.prepare(bad), Err(SandboxError::InvalidPath { .. })));
 }
 
 #[test]
