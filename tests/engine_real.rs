@@ -235,6 +235,24 @@ async fn the_truncation_example_of_the_spec_is_exact() {
     assert!(text.contains("\nOriginal token count: 8991\nOutput:\nTotal output lines: 999\n\n"), "{text}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_beyond_the_session_buffer_still_counts_in_the_token_totals() {
+    let (engine, _events) = setup();
+    // 5,000,000 bytes: the 1 MiB session buffer keeps its head and tail and drops the middle.
+    let script = "head -c 5000000 /dev/zero | tr '\\0' a";
+    let response = engine.exec_command(cmd(script, false, 30_000)).await.unwrap();
+    assert_eq!(response.exit_code, Some(0));
+    // Every produced byte counts (plus the buffer's short marker), not just the 1 MiB kept.
+    assert!(
+        (1_250_000..1_250_100).contains(&response.original_token_count),
+        "{}",
+        response.original_token_count
+    );
+    let removed = response.output.split('\u{2026}').nth(1).unwrap_or_default().to_owned();
+    let removed: usize = removed.trim_end_matches(" tokens truncated").parse().unwrap();
+    assert!(removed > 1_200_000, "the truncation marker counts the dropped bytes too: {removed}");
+}
+
 fn pid_file(dir: &Path, n: usize) -> PathBuf {
     dir.join(format!("{n}.pid"))
 }

@@ -24,7 +24,15 @@ pub struct TruncatedOutput {
 
 /// Cuts `text` to `max_tokens` tokens (4 bytes each) as spec A2 describes.
 pub fn truncate_output(text: &str, max_tokens: usize) -> TruncatedOutput {
-    let original_token_count = approx_token_count(text.len());
+    truncate_output_with_dropped(text, max_tokens, 0)
+}
+
+/// [`truncate_output`] for text from which a session buffer already dropped `dropped_bytes` in the middle (its
+/// marker stands in `text`): those bytes count in the original token count and in the truncation marker, so the
+/// caller learns how much output there really was even when the buffer's own marker is cut away.
+pub fn truncate_output_with_dropped(text: &str, max_tokens: usize, dropped_bytes: usize) -> TruncatedOutput {
+    let total = text.len().saturating_add(dropped_bytes);
+    let original_token_count = approx_token_count(total);
     let budget = max_tokens.saturating_mul(APPROX_BYTES_PER_TOKEN);
     if text.len() <= budget {
         return TruncatedOutput { text: text.to_owned(), original_token_count, truncated: false };
@@ -34,7 +42,7 @@ pub fn truncate_output(text: &str, max_tokens: usize) -> TruncatedOutput {
     let tail_budget = budget - head_budget;
     let head_end = text.floor_char_boundary(head_budget);
     let tail_start = text.ceil_char_boundary(text.len() - tail_budget);
-    let removed_tokens = approx_token_count(text.len() - budget);
+    let removed_tokens = approx_token_count(total - budget);
     let text = format!(
         "Total output lines: {lines}\n\n{}\u{2026}{removed_tokens} tokens truncated\u{2026}{}",
         &text[..head_end],
@@ -144,5 +152,20 @@ mod tests {
                 prop_assert_eq!(result.text.len(), header.len() + head.len() + marker.len() + tail.len());
             }
         }
+    }
+
+    #[test]
+    fn bytes_dropped_by_the_session_buffer_count_in_the_totals() {
+        let text = format!("{}\n[... 4000000 bytes dropped ...]\n{}", "a".repeat(600), "b".repeat(600));
+        let cut = truncate_output_with_dropped(&text, 50, 4_000_000);
+        assert_eq!(cut.original_token_count, approx_token_count(text.len() + 4_000_000));
+        assert!(cut.text.contains(&format!(
+            "\u{2026}{} tokens truncated\u{2026}",
+            approx_token_count(text.len() + 4_000_000 - 200)
+        )));
+        // When it fits, the buffer's marker stays visible.
+        let whole = truncate_output_with_dropped(&text, 10_000, 4_000_000);
+        assert!(!whole.truncated && whole.text.contains("[... 4000000 bytes dropped ...]"));
+        assert_eq!(whole.original_token_count, approx_token_count(text.len() + 4_000_000));
     }
 }

@@ -67,6 +67,8 @@ impl Mark {
 pub(crate) struct Collected {
     /// The output since the previous call.
     pub(crate) bytes: Vec<u8>,
+    /// Bytes the session buffer dropped from the middle of `bytes` (its marker stands there).
+    pub(crate) dropped_bytes: u64,
     /// Set when the process is finished.
     pub(crate) exit_code: Option<i32>,
     /// The window ended early because the process waits for input.
@@ -78,11 +80,8 @@ pub(crate) async fn collect(session: &Session, mark: Mark, deadline: Instant) ->
     let waiting_for_input = wait_window(session, mark, deadline).await;
     let snapshot = session.snapshot();
     let exit_code = if snapshot.finished { snapshot.exit_code } else { None };
-    Collected {
-        bytes: session.take_output(),
-        exit_code,
-        waiting_for_input: waiting_for_input && exit_code.is_none(),
-    }
+    let (bytes, dropped_bytes) = session.take_output();
+    Collected { bytes, dropped_bytes, exit_code, waiting_for_input: waiting_for_input && exit_code.is_none() }
 }
 
 /// Wait for the end of the window; true when it ended because the process waits for input.

@@ -24,7 +24,7 @@ use uexec_domain::limits::{
     EARLY_EXIT_GRACE_MS, clamp_exec_yield, clamp_write_yield, resolve_max_output_tokens,
 };
 use uexec_domain::response::session_count_warning;
-use uexec_domain::truncate::truncate_output;
+use uexec_domain::truncate::truncate_output_with_dropped;
 use uexec_domain::{
     ApprovalPolicy, EscapeReason, ProtectionReport, ReviewDecision, SandboxPermissions, SandboxPolicy,
     SessionId,
@@ -589,8 +589,9 @@ impl Inner {
         let started = Instant::now();
         let session = self.store.remove_id(id).ok_or(ExecError::UnknownSession(id))?;
         let exit_code = session.terminate().await;
+        let (bytes, dropped_bytes) = session.take_output();
         let collected =
-            Collected { bytes: session.take_output(), exit_code: Some(exit_code), waiting_for_input: false };
+            Collected { bytes, dropped_bytes, exit_code: Some(exit_code), waiting_for_input: false };
         Ok(self.respond(started, &session, collected, None, None, None))
     }
 
@@ -605,7 +606,8 @@ impl Inner {
     ) -> ExecResponse {
         let max_tokens = resolve_max_output_tokens(max_output_tokens, &self.config.limits);
         let text = String::from_utf8_lossy(&collected.bytes);
-        let truncated = truncate_output(&text, max_tokens);
+        let dropped = usize::try_from(collected.dropped_bytes).unwrap_or(usize::MAX);
+        let truncated = truncate_output_with_dropped(&text, max_tokens, dropped);
         ExecResponse {
             chunk_id: chunk_id(self.store.next_random()),
             wall_time: started.elapsed(),

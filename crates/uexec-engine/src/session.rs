@@ -294,9 +294,12 @@ impl Session {
 
     /// Take the output since the previous call. While the process may still write, an incomplete UTF-8
     /// sequence at the end is kept for the next call rather than rendered as a replacement character.
-    pub(crate) fn take_output(&self) -> Vec<u8> {
+    /// Also returns how many bytes the buffer dropped from the middle (they count in the token totals).
+    pub(crate) fn take_output(&self) -> (Vec<u8>, u64) {
         let mut shared = self.lock();
-        if shared.finished { shared.pending.take() } else { shared.pending.take_complete() }
+        let dropped = shared.pending.dropped_bytes();
+        let bytes = if shared.finished { shared.pending.take() } else { shared.pending.take_complete() };
+        (bytes, dropped)
     }
 
     /// The output since the previous call, without taking it.
