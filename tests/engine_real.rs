@@ -11,14 +11,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use uexec_domain::{SandboxPolicy, SessionId};
-use uexec_engine::{
-    Engine, EngineConfig, EngineDeps, ExecCommandRequest, ExecError, ExecResponse, WriteStdinRequest,
-};
+use uexec_domain::SessionId;
+use uexec_engine::{Engine, EngineConfig, ExecCommandRequest, ExecError, ExecResponse, WriteStdinRequest};
 use uexec_ports::{EventSink, ExecEvent};
-use uexec_pty::PtySpawner;
 
-use tests::{NoSandbox, NobodyToAsk};
+use tests::unsandboxed_engine;
 
 #[derive(Default)]
 struct Recorder(Mutex<Vec<ExecEvent>>);
@@ -51,21 +48,12 @@ impl Recorder {
 
 fn setup() -> (Engine, Arc<Recorder>) {
     let mut config = EngineConfig::new(std::env::temp_dir());
-    config.sandbox_policy = SandboxPolicy::DangerFullAccess;
     config.base_env = std::env::vars_os().collect();
     // A plain, predictable prompt for the interactive shells.
     config.env_policy.set.push(("PS1".to_owned(), "uexec$ ".to_owned()));
     config.default_shell = "/bin/bash".to_owned();
     let events = Arc::new(Recorder::default());
-    let engine = Engine::new(
-        config,
-        EngineDeps {
-            spawner: Arc::new(PtySpawner::default()),
-            sandbox: Arc::new(NoSandbox),
-            approver: Arc::new(NobodyToAsk),
-            events: Arc::clone(&events) as Arc<dyn EventSink>,
-        },
-    );
+    let engine = unsandboxed_engine(config, Arc::clone(&events) as Arc<dyn EventSink>);
     (engine, events)
 }
 

@@ -15,14 +15,13 @@ use std::ffi::OsString;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use uexec_domain::SandboxPolicy;
-use uexec_engine::{Engine, EngineConfig, EngineDeps, ExecCommandRequest, WriteStdinRequest};
+use uexec_engine::{EngineConfig, ExecCommandRequest, WriteStdinRequest};
 use uexec_ports::{EventSink, ExecEvent, IoMode, OutputStream, ProcessControl, PtySize, SpawnRequest};
 use uexec_pty::PtySpawner;
 
 const PROMPT: &str = "uexec-bench$ ";
 
-use tests::{NoSandbox, NobodyToAsk};
+use tests::unsandboxed_engine;
 
 struct Discard;
 
@@ -92,18 +91,9 @@ async fn raw(iterations: usize) -> (Vec<Duration>, Vec<Duration>) {
 
 async fn engine(iterations: usize) -> (Vec<Duration>, usize) {
     let mut config = EngineConfig::new(std::env::temp_dir());
-    config.sandbox_policy = SandboxPolicy::DangerFullAccess;
     config.base_env = env();
     config.report_protections = false;
-    let engine = Engine::new(
-        config,
-        EngineDeps {
-            spawner: Arc::new(PtySpawner::default()),
-            sandbox: Arc::new(NoSandbox),
-            approver: Arc::new(NobodyToAsk),
-            events: Arc::new(Discard),
-        },
-    );
+    let engine = unsandboxed_engine(config, Arc::new(Discard));
     let open = engine
         .exec_command(ExecCommandRequest {
             // The outer non-interactive shell drops PS1 from its environment: pass it on the command line.
