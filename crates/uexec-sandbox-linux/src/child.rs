@@ -3,8 +3,9 @@
 //! Order (see `docs/sandbox.md` for the reasons):
 //! 1. Mount namespace (when planned): `unshare(CLONE_NEWNS)` (or `CLONE_NEWUSER | CLONE_NEWNS` plus the id maps),
 //!    make every mount private, clone each writable root's mount tree (made `nodev`), make the whole tree
-//!    read-only and `/dev/pts` `nodev`, attach the writable clones over their roots, bind each protected subpath
-//!    read-only over itself, `chdir` to the cwd again so it resolves through the new mounts.
+//!    read-only and `/dev/pts` `nodev`, attach the writable clones over their roots, bind the directories leading
+//!    from a root to a protected subpath over themselves (pinned), bind each protected subpath read-only over
+//!    itself, `chdir` to the cwd again so it resolves through the new mounts.
 //! 2. Capabilities: clear the ambient set, mask the effective/permitted/inheritable sets to a small set (with
 //!    `no_new_privs`, nothing can raise them again).
 //! 3. `prctl(PR_SET_NO_NEW_PRIVS, 1)`.
@@ -74,6 +75,9 @@ pub(crate) struct MountPlan {
     pub(crate) readonly_everything: bool,
     /// Writable roots to attach read-write, shallowest first (at most [`MAX_MOUNT_ROOTS`]).
     pub(crate) roots: Vec<MountRoot>,
+    /// Directories on the way from a writable root to a protected entry, bound over themselves (after the roots,
+    /// before the protected entries), shallowest first: as mount points they cannot be renamed or removed.
+    pub(crate) pinned: Vec<CString>,
     /// Protected entries to bind read-only over themselves, shallowest first.
     pub(crate) protected: Vec<CString>,
     /// Mount points to make `nodev` (`/dev/pts`: other terminals cannot be opened by path; the inherited terminal
@@ -251,6 +255,12 @@ fn apply_mounts(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
     }
     for (fd, root) in clones.iter().zip(&plan.roots) {
         attach(*fd, &root.path)?;
+    }
+    for path in &plan.pinned {
+        // A copy of the (writable, nodev) mount it sits in, attached over itself: it keeps its flags and becomes
+        // a mount point, so renaming or removing it fails with EBUSY.
+        let fd = open_tree(path, 0)?;
+        attach(fd, path)?;
     }
     for path in &plan.protected {
         let fd = open_tree(path, libc::AT_SYMLINK_NOFOLLOW as usize)?;

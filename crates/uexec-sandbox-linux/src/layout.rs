@@ -132,6 +132,29 @@ impl FsLayout {
         roots.sort_by_key(|p| depth(p));
         roots
     }
+
+    /// The directories to bind-mount over themselves so that no sandboxed command can rename or remove them
+    /// (`EBUSY`): every directory between a mounted writable root (exclusive) and a protected entry (exclusive),
+    /// shallowest first. Without them a workspace nested in another writable root (`/tmp/proj` with `/tmp`
+    /// writable) could be renamed away by one command and replaced by a decoy, and the next command, whose
+    /// protected entries are found by path, would leave the real `.git` writable at its new path.
+    pub(crate) fn pinned_dirs(&self) -> Vec<PathBuf> {
+        let mounted = self.mount_roots();
+        let outer: Vec<&Path> = if mounted.is_empty() { vec![Path::new("/")] } else { mounted };
+        let mut pinned = Vec::new();
+        for entry in &self.protected {
+            let Some(root) =
+                outer.iter().filter(|root| entry.starts_with(root)).max_by_key(|root| depth(root))
+            else {
+                continue;
+            };
+            for dir in entry.ancestors().skip(1).take_while(|dir| dir != root) {
+                push_unique(&mut pinned, dir.to_path_buf());
+            }
+        }
+        pinned.sort_by_key(|p| (depth(p), p.clone()));
+        pinned
+    }
 }
 
 /// `fs::canonicalize` with a memory: the same roots come back as the parents of their protected subpaths, and
@@ -256,6 +279,27 @@ mod tests {
         let everything =
             FsLayout { roots: vec![PathBuf::from("/"), PathBuf::from("/a")], ..FsLayout::default() };
         assert!(everything.mount_roots().is_empty());
+    }
+
+    #[test]
+    fn directories_between_a_mounted_root_and_a_protected_entry_are_pinned() {
+        let layout = FsLayout {
+            roots: vec![PathBuf::from("/tmp"), PathBuf::from("/tmp/a/proj"), PathBuf::from("/w")],
+            protected: vec![
+                PathBuf::from("/tmp/.git"),
+                PathBuf::from("/tmp/a/proj/.git"),
+                PathBuf::from("/tmp/a/proj/.uexec"),
+                PathBuf::from("/w/.git"),
+            ],
+            ..FsLayout::default()
+        };
+        assert_eq!(layout.pinned_dirs(), vec![PathBuf::from("/tmp/a"), PathBuf::from("/tmp/a/proj")]);
+        let everything = FsLayout {
+            roots: vec![PathBuf::from("/")],
+            protected: vec![PathBuf::from("/p/.git")],
+            ..FsLayout::default()
+        };
+        assert_eq!(everything.pinned_dirs(), vec![PathBuf::from("/p")]);
     }
 
     #[test]

@@ -186,6 +186,7 @@ fn mount_plan(mode: MountMode, layout: &FsLayout, cwd: &Path) -> Result<MountPla
             .into_iter()
             .map(|root| Ok(MountRoot { path: c_path(root)?, nodev: !Path::new("/dev").starts_with(root) }))
             .collect::<Result<_, SandboxError>>()?,
+        pinned: layout.pinned_dirs().iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
         protected: layout.protected.iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
         nodev: if dev_pts_is_a_mount() { vec![c"/dev/pts".to_owned()] } else { Vec::new() },
         cwd: c_path(cwd)?,

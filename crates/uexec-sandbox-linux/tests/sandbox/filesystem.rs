@@ -306,3 +306,46 @@ fn the_spawn_cwd_grants_nothing_only_the_workspace_is_writable() {
     assert!(!s.outside.join("here.txt").exists(), "the spawn cwd became writable");
     assert_eq!(Scratch::read(&s.ws.join("inside.txt")), "ok\n");
 }
+
+#[test]
+fn a_workspace_nested_in_a_writable_root_cannot_be_swapped_for_a_decoy() {
+    // /base is writable and the workspace is /base/a/proj (a project under /tmp with /tmp writable). Renaming the
+    // workspace (or a directory above it) away and putting a decoy in its place would leave the next command's
+    // read-only mounts on the decoy and the real .git writable at its new path.
+    let s = Scratch::new();
+    let proj = s.base.join("a/proj");
+    fs::create_dir_all(proj.join(".git/hooks")).unwrap();
+    fs::write(proj.join(".git/config"), "[core]\n").unwrap();
+    fs::create_dir_all(s.base.join("sibling")).unwrap();
+    let policy = || workspace_only(vec![s.base.clone()], false);
+
+    // Allowed twins: the workspace and the rest of the outer root stay writable, siblings can be renamed.
+    let allowed = bash(
+        policy(),
+        &proj,
+        &format!(
+            "echo x > file && mkdir sub && mv sub sub2 && rmdir sub2 && mv {0}/sibling {0}/sibling2 && echo y > {0}/new",
+            s.base.display()
+        ),
+    );
+    assert!(allowed.ok(), "{allowed:?}");
+    assert!(s.base.join("sibling2").is_dir() && proj.join("file").exists());
+
+    for (from, to) in [(proj.clone(), s.base.join("a/away")), (s.base.join("a"), s.base.join("away"))] {
+        let code = format!(
+            "import os\ntry:\n os.rename({:?}, {:?})\nexcept OSError as e: print(e.errno)",
+            from.display().to_string(),
+            to.display().to_string()
+        );
+        let rename = py(policy(), &proj, &code);
+        assert_eq!(rename.stdout.trim(), libc::EBUSY.to_string(), "{from:?}: {rename:?}");
+    }
+    let attack =
+        bash(policy(), &proj, &format!("mv {0}/a {0}/away && mkdir -p {0}/a/proj/.git", s.base.display()));
+    assert!(!attack.ok(), "{attack:?}");
+    // A second command, prepared by path as the server would, still finds the real repository there.
+    let write = bash(policy(), &proj, "touch .git/hooks/pre-commit");
+    assert!(!write.ok() && denied(&write.text()), "{write:?}");
+    assert_eq!(Scratch::read(&proj.join(".git/config")), "[core]\n");
+    assert!(!proj.join(".git/hooks/pre-commit").exists() && !s.base.join("away").exists());
+}
