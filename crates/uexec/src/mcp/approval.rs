@@ -71,7 +71,7 @@ impl McpApprover {
 
     /// The elicitation that asks about `request`.
     pub fn elicit_params(&self, request: &ApprovalRequest) -> Result<ElicitRequestParams, ApprovalError> {
-        elicit_params(request, &self.sandbox)
+        elicit_params(request, &self.sandbox, self.policy)
     }
 
     /// Register how the client of `call_id` can be asked (until [`McpApprover::unregister`]).
@@ -171,6 +171,7 @@ impl Approver for McpApprover {
 pub fn elicit_params(
     request: &ApprovalRequest,
     sandbox: &SandboxPolicy,
+    policy: ApprovalPolicy,
 ) -> Result<ElicitRequestParams, ApprovalError> {
     let schema: ElicitationSchema = serde_json::from_value(json!({
         "type": "object",
@@ -191,22 +192,32 @@ pub fn elicit_params(
     .map_err(|e| ApprovalError::Failed(format!("cannot build the elicitation schema: {e}")))?;
     Ok(ElicitRequestParams::FormElicitationParams {
         meta: None,
-        message: question_text(request, sandbox),
+        message: question_text(request, sandbox, policy),
         requested_schema: schema,
     })
 }
 
-/// The text of the question.
-pub fn question_text(request: &ApprovalRequest, sandbox: &SandboxPolicy) -> String {
+/// The text of the question. Under `untrusted` and `on-failure` a command a person approved is run again
+/// without the sandbox, without asking, when it looks blocked by the sandbox (spec A6): the question says so.
+pub fn question_text(request: &ApprovalRequest, sandbox: &SandboxPolicy, policy: ApprovalPolicy) -> String {
     let headline = match request.kind {
         ApprovalKind::Run if sandbox.is_unrestricted() => {
             "Allow this command to run (no sandbox: danger-full-access)?".to_owned()
         }
-        ApprovalKind::Run => format!(
-            "Allow this command to run (inside the {} sandbox, network {})?",
-            sandbox.mode_str(),
-            if sandbox.has_network_access() { "allowed" } else { "blocked" }
-        ),
+        ApprovalKind::Run => {
+            let mut headline = format!(
+                "Allow this command to run (inside the {} sandbox, network {})?",
+                sandbox.mode_str(),
+                if sandbox.has_network_access() { "allowed" } else { "blocked" }
+            );
+            if matches!(policy, ApprovalPolicy::Untrusted | ApprovalPolicy::OnFailure) {
+                headline.push_str(
+                    " If it fails quickly with a message like \"permission denied\", it is run again WITHOUT the \
+                     sandbox, without asking again.",
+                );
+            }
+            headline
+        }
         ApprovalKind::Escalation => "Allow this command to run WITHOUT the sandbox?".to_owned(),
         ApprovalKind::RetryWithoutSandbox => {
             "The sandbox blocked this command. Run it again WITHOUT the sandbox?".to_owned()
@@ -240,10 +251,12 @@ pub fn decision_from_elicit(result: &ElicitResult) -> Result<ReviewDecision, App
     }
 }
 
-/// The command as a person reads it: the script of `[shell, -lc|-c, script]`, else the shell-quoted argv.
+/// The command as a person reads it: the script of `[shell, -lc|-c, script]` when the shell is a system shell,
+/// else the shell-quoted argv. A caller-chosen `shell` (a program it planted as `/tmp/x/bash`) is shown: the
+/// script alone (`ls`) would say nothing about what runs.
 pub fn display_command(argv: &[String]) -> String {
-    if argv.len() == 3 && matches!(argv[1].as_str(), "-lc" | "-c") {
-        return argv[2].clone();
+    if let Some(script) = uexec_domain::command::trusted_shell_script(argv) {
+        return script.to_owned();
     }
     argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
 }
@@ -281,8 +294,12 @@ mod tests {
 
     #[test]
     fn elicitation_schema_is_accepted_by_rmcp() {
-        let params =
-            elicit_params(&request(ApprovalKind::Escalation, "git push"), &SandboxPolicy::default()).unwrap();
+        let params = elicit_params(
+            &request(ApprovalKind::Escalation, "git push"),
+            &SandboxPolicy::default(),
+            ApprovalPolicy::OnRequest,
+        )
+        .unwrap();
         let ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } = params else {
             panic!("form expected")
         };
@@ -354,5 +371,30 @@ mod tests {
     fn commands_display_as_people_write_them() {
         assert_eq!(display_command(&["bash".into(), "-lc".into(), "ls | wc".into()]), "ls | wc");
         assert_eq!(display_command(&["echo".into(), "a b".into(), "it's".into()]), "echo 'a b' 'it'\\''s'");
+        assert_eq!(display_command(&["/bin/sh".into(), "-c".into(), "ls".into()]), "ls");
+    }
+
+    #[test]
+    fn a_caller_chosen_shell_is_shown_with_its_script() {
+        // `shell: "/tmp/x/bash"` (planted by an earlier command) with `cmd: "ls"` must not read as `ls`.
+        for shell in ["/tmp/x/bash", "./bash", "python3"] {
+            let argv = vec![shell.to_owned(), "-lc".to_owned(), "ls".to_owned()];
+            assert_eq!(display_command(&argv), format!("{shell} -lc ls"));
+            let mut escalation = request(ApprovalKind::Escalation, "ls");
+            escalation.command = argv;
+            let text = question_text(&escalation, &SandboxPolicy::default(), ApprovalPolicy::OnRequest);
+            assert!(text.contains(&format!("{shell} -lc ls")), "{text}");
+        }
+    }
+
+    #[test]
+    fn run_questions_say_when_approval_also_covers_a_retry_without_the_sandbox() {
+        let run = request(ApprovalKind::Run, "make");
+        for policy in [ApprovalPolicy::Untrusted, ApprovalPolicy::OnFailure] {
+            let text = question_text(&run, &SandboxPolicy::default(), policy);
+            assert!(text.contains("run again WITHOUT the sandbox, without asking again"), "{text}");
+        }
+        let text = question_text(&run, &SandboxPolicy::default(), ApprovalPolicy::OnRequest);
+        assert!(text.contains("inside the workspace-write sandbox") && !text.contains("WITHOUT"), "{text}");
     }
 }
