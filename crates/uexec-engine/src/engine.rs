@@ -309,7 +309,12 @@ impl Inner {
             )));
         }
         let kind = if escalate { ApprovalKind::Escalation } else { ApprovalKind::Run };
-        let question = justification.map_or_else(|| reason.default_question().to_owned(), str::to_owned);
+        // The caller's justification is the question for an escalation only (spec: `justification`); for a run
+        // that a command rule or the untrusted policy sends to a person, the engine's reason stays what is shown.
+        let question = match justification {
+            Some(text) if escalate => text.to_owned(),
+            _ => reason.default_question().to_owned(),
+        };
         let request = ApprovalRequest {
             call_id: call_id.to_owned(),
             session_id: id,

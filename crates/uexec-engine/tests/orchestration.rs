@@ -394,8 +394,12 @@ async fn untrusted_asks_exactly_once_per_call_for_an_unsafe_command_and_not_for_
     let response = engine.exec_command(exec("rm -rf build")).await.unwrap();
     assert_eq!(response.exit_code, Some(0));
     assert_eq!(response.output, "done\n");
-    // Approved once is not remembered: the same command asks again.
-    engine.exec_command(exec("rm -rf build")).await.unwrap();
+    // Approved once is not remembered: the same command asks again. A justification does not replace the
+    // reason a person is asked (it is the question of an escalation only).
+    engine
+        .exec_command(ExecCommandRequest { justification: Some("harmless".into()), ..exec("rm -rf build") })
+        .await
+        .unwrap();
     // Known-safe commands run without asking.
     engine.exec_command(exec("ls -la")).await.unwrap();
     engine.exec_command(exec("git status && cat README.md")).await.unwrap();
@@ -406,6 +410,7 @@ async fn untrusted_asks_exactly_once_per_call_for_an_unsafe_command_and_not_for_
     assert_eq!(asked[0].command, vec!["/bin/bash".to_owned(), "-lc".into(), "rm -rf build".into()]);
     assert_eq!(asked[0].call_id, "call-rm -rf build");
     assert!(asked[0].reason.as_deref().unwrap().contains("untrusted"));
+    assert!(asked[1].reason.as_deref().unwrap().contains("untrusted"), "{:?}", asked[1]);
     assert_eq!(count(&events, |e| matches!(e, ExecEvent::ApprovalRequested { .. })), 2);
     assert_eq!(
         count(&events, |e| matches!(
