@@ -143,8 +143,11 @@ impl FsLayout {
         let outer: Vec<&Path> = if mounted.is_empty() { vec![Path::new("/")] } else { mounted };
         let mut pinned = Vec::new();
         for entry in &self.protected {
-            let Some(root) =
-                outer.iter().filter(|root| entry.starts_with(root)).max_by_key(|root| depth(root))
+            // An entry that is a root itself (a planted `.git` file naming `gitdir: /tmp`) pins nothing.
+            let Some(root) = outer
+                .iter()
+                .filter(|root| entry.starts_with(root) && entry != *root)
+                .max_by_key(|root| depth(root))
             else {
                 continue;
             };
@@ -290,6 +293,7 @@ mod tests {
                 PathBuf::from("/tmp/a/proj/.git"),
                 PathBuf::from("/tmp/a/proj/.uexec"),
                 PathBuf::from("/w/.git"),
+                PathBuf::from("/w"),
             ],
             ..FsLayout::default()
         };
