@@ -33,8 +33,9 @@ pub(crate) const SCOPE_ABI: u32 = 6;
 pub(crate) struct RulesetSpec<'a> {
     /// The ABI to use (at most [`MAX_VETTED_ABI`]).
     pub(crate) abi: u32,
-    /// Canonical writable directories.
-    pub(crate) writable_roots: &'a [PathBuf],
+    /// Canonical writable directories, each with a descriptor opened without following symlinks
+    /// ([`open_roots`]).
+    pub(crate) writable_roots: &'a [(PathBuf, OwnedFd)],
     /// Files that may be written (`/dev/null`, `/dev/tty`), when they exist.
     pub(crate) writable_files: &'a [PathBuf],
     /// Deny TCP bind/connect (network off).
@@ -74,8 +75,10 @@ pub(crate) fn build(spec: &RulesetSpec<'_>) -> Result<OwnedFd, String> {
     }
     let mut created = ruleset.create().map_err(|e| format!("landlock_create_ruleset: {e}"))?;
     created = add(created, Path::new("/"), AccessFs::from_read(abi))?;
-    for root in spec.writable_roots {
-        created = add(created, root, root_access(spec.abi))?;
+    for (root, fd) in spec.writable_roots {
+        created = created
+            .add_rule(PathBeneath::new(fd, root_access(spec.abi)))
+            .map_err(|e| format!("landlock: rule for {}: {e}", root.display()))?;
     }
     let file_rights = (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate) & fs;
     for file in spec.writable_files {
@@ -83,6 +86,24 @@ pub(crate) fn build(spec: &RulesetSpec<'_>) -> Result<OwnedFd, String> {
     }
     let fd: Option<OwnedFd> = created.into();
     fd.ok_or_else(|| "landlock: the kernel did not create a ruleset".to_owned())
+}
+
+/// Open each canonical writable root without following symlinks: a root swapped for a symlink since it was
+/// resolved (by a sandboxed command, when its parent is writable) is an error (nothing runs, degraded or not)
+/// instead of a rule for the symlink's target.
+pub(crate) fn open_roots(roots: &[PathBuf]) -> Result<Vec<(PathBuf, OwnedFd)>, uexec_ports::SandboxError> {
+    roots
+        .iter()
+        .map(|root| {
+            let fd = crate::sys::open_dir_no_symlinks(&crate::layout::c_path(root)?).map_err(|e| {
+                uexec_ports::SandboxError::InvalidPath {
+                    path: root.clone(),
+                    reason: format!("the writable root changed since it was resolved: {e}"),
+                }
+            })?;
+            Ok((root.clone(), fd))
+        })
+        .collect()
 }
 
 /// Add a path-beneath rule for `path`.
@@ -115,10 +136,11 @@ mod tests {
 
     #[test]
     fn builds_a_ruleset_on_this_kernel() {
-        let dir = std::env::temp_dir();
+        let dir = std::fs::canonicalize(std::env::temp_dir()).unwrap();
+        let roots = open_roots(std::slice::from_ref(&dir)).unwrap();
         let spec = RulesetSpec {
             abi: 7,
-            writable_roots: std::slice::from_ref(&dir),
+            writable_roots: &roots,
             writable_files: &[PathBuf::from("/dev/null")],
             deny_tcp: true,
         };

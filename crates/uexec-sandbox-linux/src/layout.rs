@@ -18,6 +18,9 @@ pub(crate) struct FsLayout {
     pub(crate) roots: Vec<PathBuf>,
     /// Writable roots that do not exist (nothing to write into; listed in the report).
     pub(crate) missing_roots: Vec<PathBuf>,
+    /// Writable roots refused because their path goes through a symlink inside a writable root: a sandboxed
+    /// command can make that symlink name any directory (listed in the report).
+    pub(crate) refused_roots: Vec<PathBuf>,
     /// Existing protected entries inside writable roots, to mount read-only. A protected entry that is a symlink
     /// appears itself (so it cannot be replaced) and, when inside a root, so does its target.
     pub(crate) protected: Vec<PathBuf>,
@@ -59,16 +62,25 @@ impl FsLayout {
         {
             writable.push(WritableRoot { root: PathBuf::from(SHM_DIR), read_only_subpaths: Vec::new() });
         }
+        let mut resolved: Vec<(&Path, PathBuf)> = Vec::new();
         for root in &writable {
             match canonical.get(&root.root) {
-                Ok(canonical) if canonical.is_dir() => {
-                    if !layout.roots.contains(&canonical) {
-                        layout.roots.push(canonical);
-                    }
-                }
+                Ok(canonical) if canonical.is_dir() => resolved.push((&root.root, canonical)),
                 Ok(_) => return Err(invalid(&root.root, "a writable root must be a directory")),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => layout.missing_roots.push(root.root.clone()),
                 Err(e) => return Err(invalid(&root.root, &e.to_string())),
+            }
+        }
+        // Roots are resolved again for every command. A root whose path goes through a symlink inside a writable
+        // root ($TMPDIR=/tmp/t with /tmp writable, after a command ran `rm -r /tmp/t; ln -s ~ /tmp/t`) would
+        // name whatever directory a sandboxed command chose: it is refused. (Checked against every candidate
+        // root, refused or not: erring towards refusing.)
+        let candidates: Vec<PathBuf> = resolved.iter().map(|(_, c)| c.clone()).collect();
+        for (given, resolved) in resolved {
+            if through_writable_symlink(given, &candidates, &mut canonical) {
+                push_unique(&mut layout.refused_roots, given.to_path_buf());
+            } else if !layout.roots.contains(&resolved) {
+                layout.roots.push(resolved);
             }
         }
         for sub in writable.iter().flat_map(|r| r.read_only_subpaths.iter()) {
@@ -177,6 +189,16 @@ impl Canonical {
         self.known.push((path.to_path_buf(), canonical.clone()));
         Ok(canonical)
     }
+}
+
+/// True when one of the components of `path` is a symlink whose directory is beneath one of `roots`.
+fn through_writable_symlink(path: &Path, roots: &[PathBuf], canonical: &mut Canonical) -> bool {
+    path.ancestors().filter(|p| !p.as_os_str().is_empty() && p.parent().is_some()).any(|p| {
+        fs::symlink_metadata(p).is_ok_and(|meta| meta.file_type().is_symlink())
+            && p.parent()
+                .and_then(|dir| canonical.get(dir).ok())
+                .is_none_or(|dir| roots.iter().any(|root| dir.starts_with(root)))
+    })
 }
 
 /// Push `path` unless present.
@@ -304,6 +326,29 @@ mod tests {
             ..FsLayout::default()
         };
         assert_eq!(everything.pinned_dirs(), vec![PathBuf::from("/p")]);
+    }
+
+    #[test]
+    fn a_root_reached_through_a_symlink_inside_a_writable_root_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        fs::create_dir_all(base.join("ws")).unwrap();
+        fs::create_dir_all(base.join("victim")).unwrap();
+        fs::create_dir_all(base.join("real-cache")).unwrap();
+        // $TMPDIR inside the workspace, replaced by a symlink to a directory outside every root.
+        std::os::unix::fs::symlink(base.join("victim"), base.join("ws/tmp")).unwrap();
+        // A configured root that is a symlink in a directory no command can write: trusted.
+        std::os::unix::fs::symlink(base.join("real-cache"), base.join("cache")).unwrap();
+        let policy = SandboxPolicy::WorkspaceWrite {
+            writable_roots: vec![base.join("cache")],
+            network_access: false,
+            exclude_slash_tmp: true,
+            exclude_tmpdir_env_var: false,
+        };
+        let layout = FsLayout::resolve(&policy, &base.join("ws"), Some(&base.join("ws/tmp"))).unwrap();
+        assert_eq!(layout.roots, vec![base.join("real-cache"), base.join("ws")]);
+        assert_eq!(layout.refused_roots, vec![base.join("ws/tmp")]);
+        assert!(!layout.is_writable(&base.join("victim")));
     }
 
     #[test]

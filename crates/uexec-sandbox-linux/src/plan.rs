@@ -154,6 +154,12 @@ impl Plan {
                 if !layout.missing_roots.is_empty() {
                     text.push_str(&format!(" (missing roots skipped: {})", paths(&layout.missing_roots)));
                 }
+                if !layout.refused_roots.is_empty() {
+                    text.push_str(&format!(
+                        " (roots refused, their path goes through a symlink inside a writable root: {})",
+                        paths(&layout.refused_roots)
+                    ));
+                }
                 text
             }
         };

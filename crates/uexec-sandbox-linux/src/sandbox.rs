@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
@@ -95,7 +95,8 @@ impl Sandbox for LinuxSandbox {
         let layout = FsLayout::resolve(&policy, &workspace, tmpdir.as_deref())?;
 
         let landlock = if plan.landlock_abi > 0 {
-            match build_ruleset(&plan, &layout) {
+            let roots = landlock_rules::open_roots(&layout.roots)?;
+            match build_ruleset(&plan, &layout, &roots) {
                 Ok(fd) => Some(fd),
                 Err(why) => {
                     plan.without_landlock(why);
@@ -153,10 +154,10 @@ fn full_access_report() -> ProtectionReport {
 }
 
 /// The Landlock ruleset for `plan` and `layout`.
-fn build_ruleset(plan: &Plan, layout: &FsLayout) -> Result<OwnedFd, String> {
+fn build_ruleset(plan: &Plan, layout: &FsLayout, roots: &[(PathBuf, OwnedFd)]) -> Result<OwnedFd, String> {
     landlock_rules::build(&RulesetSpec {
         abi: plan.landlock_abi,
-        writable_roots: &layout.roots,
+        writable_roots: roots,
         writable_files: &layout.writable_files,
         deny_tcp: plan.network_off,
     })

@@ -172,6 +172,33 @@ pub(crate) unsafe fn syscall(nr: c_long, args: [usize; 6]) -> Result<usize, i32>
     }
 }
 
+/// Open `path` (canonical) as an `O_PATH` directory descriptor without following any symbolic link on the way
+/// (`openat2` with `RESOLVE_NO_SYMLINKS`; every Landlock kernel has it). For the parent side: a writable root
+/// whose component was swapped for a symlink after it was canonicalised fails with `ELOOP` instead of naming
+/// another directory.
+pub(crate) fn open_dir_no_symlinks(path: &std::ffi::CStr) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    /// `struct open_how` (`libc`'s is non-exhaustive).
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: libc::RESOLVE_NO_SYMLINKS,
+    };
+    let at_fdcwd = libc::AT_FDCWD as isize as usize;
+    let args = [at_fdcwd, path.as_ptr() as usize, &raw const how as usize, size_of::<OpenHow>(), 0, 0];
+    // SAFETY: `path` is NUL-terminated and `how` a live `open_how` of the size passed, both alive for the call.
+    let fd = unsafe { syscall(libc::SYS_openat2, args) }.map_err(std::io::Error::from_raw_os_error)?;
+    let fd = i32::try_from(fd).map_err(|_| std::io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: `fd` was just returned by openat2 and is owned by nobody else.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
 /// The kernel returns `-errno` in the range -4095..-1 on failure.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline]
@@ -192,5 +219,18 @@ mod tests {
         // SAFETY: close on an fd that cannot be open only returns EBADF.
         let bad = unsafe { syscall(libc::SYS_close, [100_000, 0, 0, 0, 0, 0]) };
         assert_eq!(bad, Err(libc::EBADF));
+    }
+
+    #[test]
+    fn open_dir_no_symlinks_refuses_a_symlink_on_the_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(base.join("real")).unwrap();
+        std::os::unix::fs::symlink(base.join("real"), base.join("link")).unwrap();
+        let c =
+            |p: std::path::PathBuf| std::ffi::CString::new(p.into_os_string().into_encoded_bytes()).unwrap();
+        assert!(open_dir_no_symlinks(&c(base.join("real"))).is_ok());
+        let err = open_dir_no_symlinks(&c(base.join("link"))).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ELOOP));
     }
 }

@@ -349,3 +349,33 @@ fn a_workspace_nested_in_a_writable_root_cannot_be_swapped_for_a_decoy() {
     assert_eq!(Scratch::read(&proj.join(".git/config")), "[core]\n");
     assert!(!proj.join(".git/hooks/pre-commit").exists() && !s.base.join("away").exists());
 }
+
+#[test]
+fn a_tmpdir_swapped_for_a_symlink_by_a_command_grants_nothing() {
+    use uexec_ports::Sandbox;
+    // $TMPDIR sits in a writable root (here the workspace; /tmp/user/1000 under /tmp alike). One command replaces
+    // it with a symlink to a directory outside every root; the next command must not get that directory.
+    let s = Scratch::new();
+    let tmpdir = s.ws.join("tmp");
+    fs::create_dir(&tmpdir).unwrap();
+    let policy = || SandboxPolicy::WorkspaceWrite {
+        writable_roots: vec![],
+        network_access: false,
+        exclude_slash_tmp: true,
+        exclude_tmpdir_env_var: false,
+    };
+    let probe = |script: &str| {
+        let mut request = crate::common::request(policy(), &["bash", "-c", script], &s.ws);
+        request.tmpdir = Some(tmpdir.clone());
+        crate::common::run(&uexec_sandbox_linux::LinuxSandbox::default().prepare(request).unwrap())
+    };
+    let swap = probe(&format!(
+        "echo x > {0}/allowed && rm -r {0} && ln -s {1} {0} && echo swapped",
+        tmpdir.display(),
+        s.outside.display()
+    ));
+    assert!(swap.ok() && swap.stdout.contains("swapped"), "{swap:?}");
+    let attack = probe(&format!("echo pwned > {}/secret.txt", tmpdir.display()));
+    assert!(!attack.ok() && denied(&attack.text()), "{attack:?}");
+    assert_eq!(Scratch::read(&s.outside.join("secret.txt")), "original\n");
+}
