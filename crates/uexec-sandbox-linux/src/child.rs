@@ -106,6 +106,9 @@ pub(crate) struct SandboxChild {
     pub(crate) keep_capabilities: u64,
     /// The Landlock ruleset, if Landlock is used.
     pub(crate) landlock: Option<OwnedFd>,
+    /// The rights of the rule for the command's own terminal: read and write, plus device ioctls when the
+    /// ruleset handles them (ABI >= 5; a right the ruleset does not handle would make the rule fail).
+    pub(crate) terminal_access: u64,
     /// The seccomp programs, if seccomp is used.
     pub(crate) seccomp: Option<Arc<SeccompPrograms>>,
 }
@@ -137,7 +140,7 @@ unsafe impl ChildSetup for SandboxChild {
             unsafe { sys::syscall(libc::SYS_prctl, [libc::PR_SET_NO_NEW_PRIVS as usize, 1, 0, 0, 0, 0]) };
         check("prctl(PR_SET_NO_NEW_PRIVS)", nnp)?;
         if let Some(ruleset) = &self.landlock {
-            allow_own_terminal(ruleset.as_raw_fd());
+            allow_own_terminal(ruleset.as_raw_fd(), self.terminal_access);
             let fd = ruleset.as_raw_fd() as usize;
             // SAFETY: `fd` is the open ruleset descriptor owned by `self`; flags 0.
             let restrict = unsafe { sys::syscall(sys::SYS_LANDLOCK_RESTRICT_SELF, [fd, 0, 0, 0, 0, 0]) };
@@ -161,7 +164,7 @@ unsafe impl ChildSetup for SandboxChild {
 /// terminal it got, so the rule is added here, to this spawn's ruleset, before `landlock_restrict_self` copies
 /// it into the domain. A failure only leaves the terminal reachable through its descriptors and `/dev/tty`, so
 /// it is ignored. (Other terminals stay closed: no rule for them, and `/dev/pts` is `nodev`.)
-fn allow_own_terminal(ruleset: i32) {
+fn allow_own_terminal(ruleset: i32, access: u64) {
     for fd in 0..=2usize {
         let mut termios = [0u8; 64];
         // SAFETY: TCGETS writes a `struct termios` (60 bytes) into the 64-byte buffer, or fails.
@@ -171,10 +174,7 @@ fn allow_own_terminal(ruleset: i32) {
         if is_tty.is_err() {
             continue;
         }
-        let attr = sys::PathBeneathAttr {
-            allowed_access: sys::LANDLOCK_ACCESS_FS_READ_WRITE_FILE,
-            parent_fd: fd as i32,
-        };
+        let attr = sys::PathBeneathAttr { allowed_access: access, parent_fd: fd as i32 };
         // SAFETY: the attribute lives on this stack frame for the call; `ruleset` is the open ruleset.
         let _ = unsafe {
             sys::syscall(

@@ -3,9 +3,11 @@
 //!
 //! Rules: read and execute everywhere; every write right beneath each writable root (except creating device
 //! nodes); read, write and truncate on `/dev/null` and `/dev/tty`. The ruleset handles every filesystem right of
-//! the ABI except `IOCTL_DEV` (terminal ioctls on `/dev/tty` must keep working; the dangerous terminal ioctls are
-//! denied by seccomp). With the network off and ABI >= 4 it also handles TCP bind/connect with no rule, so even a
-//! TCP socket received from outside cannot connect. With ABI >= 6 it scopes signals and abstract UNIX sockets: the
+//! the ABI, `IOCTL_DEV` included (ABI >= 5): device ioctls work on `/dev/null`, `/dev/tty` and the command's own
+//! terminal only, so a sandboxed root cannot drive `/dev/loop-control`, `/dev/kvm` or a disk through a
+//! descriptor opened for reading (the dangerous terminal ioctls are denied by seccomp). With the network off and
+//! ABI >= 4 it also handles TCP bind/connect with no rule, so even a TCP socket received from outside cannot
+//! connect. With ABI >= 6 it scopes signals and abstract UNIX sockets: the
 //! command cannot signal or connect to processes outside the sandbox (the uexec server, the test runner, ...).
 //!
 //! The crate's `HardRequirement` compatibility level turns any right the kernel cannot enforce into an error
@@ -49,7 +51,17 @@ fn abi_of(abi: u32) -> ABI {
 
 /// The filesystem rights the ruleset handles at `abi`.
 pub(crate) fn handled_fs(abi: u32) -> BitFlags<AccessFs> {
-    AccessFs::from_all(abi_of(abi)) & !BitFlags::from(AccessFs::IoctlDev)
+    AccessFs::from_all(abi_of(abi))
+}
+
+/// The rights of the rule the child adds for its own terminal, as the kernel's bit mask.
+pub(crate) fn terminal_access(abi: u32) -> u64 {
+    let ioctl = if handled_fs(abi).contains(AccessFs::IoctlDev) {
+        crate::sys::LANDLOCK_ACCESS_FS_IOCTL_DEV
+    } else {
+        0
+    };
+    crate::sys::LANDLOCK_ACCESS_FS_READ_WRITE_FILE | ioctl
 }
 
 /// The rights granted beneath a writable root: everything handled but creating device nodes.
@@ -80,7 +92,8 @@ pub(crate) fn build(spec: &RulesetSpec<'_>) -> Result<OwnedFd, String> {
             .add_rule(PathBeneath::new(fd, root_access(spec.abi)))
             .map_err(|e| format!("landlock: rule for {}: {e}", root.display()))?;
     }
-    let file_rights = (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate) & fs;
+    let file_rights =
+        (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev) & fs;
     for file in spec.writable_files {
         created = add(created, file, file_rights)?;
     }
@@ -127,7 +140,9 @@ mod tests {
     fn handled_rights_follow_the_abi() {
         assert!(!handled_fs(2).contains(AccessFs::Truncate));
         assert!(handled_fs(3).contains(AccessFs::Truncate | AccessFs::Refer));
-        assert!(!handled_fs(7).contains(AccessFs::IoctlDev));
+        assert!(handled_fs(7).contains(AccessFs::IoctlDev) && !handled_fs(4).contains(AccessFs::IoctlDev));
+        assert_eq!(terminal_access(7), crate::sys::LANDLOCK_ACCESS_FS_READ_WRITE_FILE | (1 << 15));
+        assert_eq!(terminal_access(4), crate::sys::LANDLOCK_ACCESS_FS_READ_WRITE_FILE);
         // A newer kernel is used at the vetted level: no unknown right is handled.
         assert_eq!(handled_fs(12), handled_fs(MAX_VETTED_ABI));
         assert!(!root_access(7).contains(AccessFs::MakeBlock));

@@ -133,8 +133,13 @@ impl Sandbox for LinuxSandbox {
             Some(mode) => Some(mount_plan(mode, &layout, &spawn.cwd)?),
             None => None,
         };
-        let hook =
-            SandboxChild { mounts, keep_capabilities: child::kept_mask(), landlock, seccomp: programs };
+        let hook = SandboxChild {
+            mounts,
+            keep_capabilities: child::kept_mask(),
+            landlock,
+            terminal_access: landlock_rules::terminal_access(plan.landlock_abi),
+            seccomp: programs,
+        };
         let requires_fork = uexec_ports::ChildSetup::requires_fork(&hook);
         tracing::debug!(report = %report, requires_fork, "sandbox prepared");
         spawn.setup.push(Arc::new(hook));

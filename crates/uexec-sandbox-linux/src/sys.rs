@@ -21,6 +21,8 @@ pub(crate) const SYS_LANDLOCK_ADD_RULE: c_long = libc::SYS_landlock_add_rule;
 pub(crate) const LANDLOCK_RULE_PATH_BENEATH: usize = 1;
 /// `LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE`.
 pub(crate) const LANDLOCK_ACCESS_FS_READ_WRITE_FILE: u64 = (1 << 1) | (1 << 2);
+/// `LANDLOCK_ACCESS_FS_IOCTL_DEV` (ABI 5).
+pub(crate) const LANDLOCK_ACCESS_FS_IOCTL_DEV: u64 = 1 << 15;
 
 /// `struct landlock_path_beneath_attr` (packed, as in `linux/landlock.h`).
 #[repr(C, packed)]

@@ -298,3 +298,23 @@ fn foreign_architecture_syscalls_kill_the_process_with_status_159() {
     let probe = bash(workspace_only(vec![], false), &s.ws, &script);
     assert!(probe.stdout.contains("status=159") && !probe.stdout.contains("i386 getpid"), "{probe:?}");
 }
+
+#[test]
+fn device_ioctls_work_only_on_the_commands_own_devices() {
+    // RNDGETENTCNT on /dev/urandom opened for reading: harmless, and the same path as LOOP_CTL_* on
+    // /dev/loop-control or KVM_CREATE_VM on /dev/kvm, which a read-only descriptor allowed before.
+    let s = Scratch::new();
+    let code = "import fcntl, os\nfd = os.open('/dev/urandom', os.O_RDONLY)\ntry:\n fcntl.ioctl(fd, 0x80045200, b'1234')\n print('ioctl-ok')\nexcept OSError as e: print('errno', e.errno)";
+    let free = py_unsandboxed(&s.ws, code);
+    assert_eq!(free.stdout.trim(), "ioctl-ok", "{free:?}");
+    let sandboxed = py(workspace_only(vec![], false), &s.ws, code);
+    assert_eq!(sandboxed.stdout.trim(), format!("errno {}", libc::EACCES), "{sandboxed:?}");
+    // /dev/null keeps its ioctls (FIONREAD-like queries some tools make).
+    let null = py(
+        workspace_only(vec![], false),
+        &s.ws,
+        "import fcntl, os, termios\nfd = os.open('/dev/null', os.O_RDWR)\ntry:\n fcntl.ioctl(fd, termios.TCGETS, bytes(64))\nexcept OSError as e: print('errno', e.errno)",
+    );
+    // Not a terminal: ENOTTY from the driver, not EACCES from Landlock.
+    assert_eq!(null.stdout.trim(), format!("errno {}", libc::ENOTTY), "{null:?}");
+}
