@@ -434,3 +434,31 @@ async fn the_response_reports_that_no_sandbox_is_in_force() {
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polls_of_terminals_printing_at_full_speed_end_with_their_window() {
+    let (engine, _events) = setup();
+    // `yes` on a PTY keeps the output stream always ready; its reader must still let other tasks run, here two
+    // of them on two worker threads. The calls run in spawned tasks, as the MCP server runs them.
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..2 {
+        let engine = engine.clone();
+        calls.spawn(async move {
+            let response = engine.exec_command(cmd("yes", true, 1_000)).await.unwrap();
+            let id = response.session_id.unwrap_or_else(|| panic!("yes should still run: {response:?}"));
+            for round in 0..3 {
+                let start = Instant::now();
+                let poll = engine.write_stdin(write(id, "", 5_000)).await.unwrap();
+                let took = start.elapsed();
+                assert!(took < Duration::from_secs(15), "poll {round} of a 5 s window took {took:?}");
+                assert_eq!(poll.session_id, Some(id), "{:?}", poll.exit_code);
+                assert!(poll.output.contains("y\r\ny\r\n"), "{round}");
+            }
+            let closed = engine.close_session(id).await.unwrap();
+            assert!(closed.exit_code.is_some(), "{closed:?}");
+        });
+    }
+    while let Some(done) = calls.join_next().await {
+        done.unwrap();
+    }
+}

@@ -63,8 +63,6 @@ struct Shared {
     pending: HeadTailBuffer,
     /// All output, for `End`.
     transcript: HeadTailBuffer,
-    /// The rendered terminal (PTY sessions only).
-    screen: Option<vt100::Parser>,
     /// Number of chunks received so far.
     output_seq: u64,
     /// When the last chunk arrived (spawn time before the first).
@@ -104,6 +102,10 @@ pub(crate) struct Session {
     /// it goes on being written in the background, and later input is written after it.
     input_in_flight: Mutex<Option<InputWrite>>,
     events: Arc<dyn EventSink>,
+    /// The rendered terminal (PTY sessions only). Its own lock: parsing a chunk can take milliseconds (a
+    /// program printing at full speed scrolls the screen thousands of times per chunk), and under `shared`
+    /// that held off every call waiting for a snapshot, past its window.
+    screen: Option<Mutex<vt100::Parser>>,
     shared: Mutex<Shared>,
     changed: watch::Sender<u64>,
     end_emitted: AtomicBool,
@@ -128,11 +130,10 @@ impl Session {
         events: Arc<dyn EventSink>,
     ) -> Arc<Session> {
         let now = Instant::now();
-        let screen = if spec.tty { new_screen() } else { None };
+        let screen = if spec.tty { new_screen().map(Mutex::new) } else { None };
         let shared = Shared {
             pending: HeadTailBuffer::new(spec.buffer_bytes),
             transcript: HeadTailBuffer::new(spec.buffer_bytes),
-            screen,
             output_seq: 0,
             last_output: now,
             output_closed: false,
@@ -149,6 +150,7 @@ impl Session {
             call_lock: Arc::new(tokio::sync::Mutex::new(())),
             input_in_flight: Mutex::new(None),
             events,
+            screen,
             shared: Mutex::new(shared),
             changed,
             end_emitted: AtomicBool::new(false),
@@ -221,13 +223,13 @@ impl Session {
     }
 
     fn push_output(&self, chunk: &[u8]) {
+        if let Some(screen) = &self.screen {
+            screen.lock().unwrap_or_else(PoisonError::into_inner).process(chunk);
+        }
         {
             let mut shared = self.lock();
             shared.pending.push(chunk);
             shared.transcript.push(chunk);
-            if let Some(parser) = shared.screen.as_mut() {
-                parser.process(chunk);
-            }
             shared.output_seq += 1;
             shared.last_output = Instant::now();
             shared.reader_parked = false;
@@ -309,7 +311,8 @@ impl Session {
 
     /// The rendered screen (PTY sessions), spec B5.
     pub(crate) fn screen_contents(&self) -> Option<String> {
-        self.lock().screen.as_ref().map(|parser| parser.screen().contents())
+        let screen = self.screen.as_ref()?;
+        Some(screen.lock().unwrap_or_else(PoisonError::into_inner).screen().contents())
     }
 
     /// Mark the session as taken out of the store; returns false if it already was.
@@ -414,6 +417,11 @@ async fn read_loop(session: Arc<Session>, mut output: Box<dyn OutputStream>) {
                 for piece in splitter.feed(&chunk) {
                     emit_delta(&session, piece);
                 }
+                // A stream that is always ready (`yes` on a PTY) never returns pending, and an adapter's readiness
+                // wait need not count against tokio's cooperative budget. Without yielding after every chunk the
+                // reader kept its worker thread, and the call it had just woken (queued in that worker's LIFO
+                // slot, which other workers do not steal from) missed its window by tens of seconds.
+                tokio::task::yield_now().await;
             }
             Ok(None) => break,
             Err(err) => {
