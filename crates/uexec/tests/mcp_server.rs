@@ -428,3 +428,27 @@ fn ps_and_proc_self_agree_inside_the_sandbox() {
     );
     assert!(output(&r).contains("hidden"), "{r}");
 }
+
+#[test]
+fn a_call_cancelled_while_its_approval_is_pending_never_runs() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &["--approval-policy", "untrusted"], true);
+    let id = server.fresh_id();
+    server.send(&json!({
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": { "name": "exec_command", "arguments": { "cmd": "touch cancelled.txt" } }
+    }));
+    let question = server.wait_method("elicitation/create");
+    server.notify("notifications/cancelled", json!({ "requestId": id, "reason": "the user pressed stop" }));
+    // A late "approve" must not run the command.
+    std::thread::sleep(Duration::from_millis(300));
+    server.answers = vec!["approve".into()];
+    server.answer_elicitation(&question);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!ws.path().join("cancelled.txt").exists(), "a cancelled call ran after a late approval");
+    // Its twin, not cancelled, runs; and the server is still serving.
+    server.answers = vec!["approve".into()];
+    let r = server.call("exec_command", json!({ "cmd": "touch approved.txt" }));
+    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert!(ws.path().join("approved.txt").exists());
+}

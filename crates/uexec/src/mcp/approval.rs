@@ -22,6 +22,7 @@ use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction, Elicitat
 use rmcp::service::{Peer, RoleServer};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 use uexec_domain::{ApprovalPolicy, ReviewDecision, SandboxPolicy};
 use uexec_ports::{ApprovalError, ApprovalKind, ApprovalRequest, Approver};
 
@@ -47,8 +48,9 @@ pub struct PendingQuestion {
 /// How the client of one call can be asked.
 #[derive(Debug, Clone)]
 pub enum AskVia {
-    /// Send an `elicitation/create` request to this peer.
-    Request(Peer<RoleServer>),
+    /// Send an `elicitation/create` request to this peer; the token is the call's (cancelled by the client's
+    /// `notifications/cancelled`): a cancelled call's question is abandoned and the command does not run.
+    Request(Peer<RoleServer>, CancellationToken),
     /// Hand the question to the tool-call handler (`InputRequiredResult`).
     InputRequired(mpsc::Sender<PendingQuestion>),
     /// The client cannot be asked.
@@ -140,13 +142,18 @@ impl Approver for McpApprover {
     async fn request_approval(&self, request: ApprovalRequest) -> Result<ReviewDecision, ApprovalError> {
         match self.via(&request.call_id) {
             AskVia::Nobody => Err(ApprovalError::Unavailable(self.unavailable_message(&request))),
-            AskVia::Request(peer) => {
+            AskVia::Request(peer, call_cancelled) => {
                 let params = self.elicit_params(&request)?;
-                let result = peer
-                    .create_elicitation_with_timeout(params, Some(APPROVAL_TIMEOUT))
-                    .await
-                    .map_err(|e| ApprovalError::Failed(format!("elicitation failed: {e}")))?;
-                decision_from_elicit(&result)
+                tokio::select! {
+                    result = peer.create_elicitation_with_timeout(params, Some(APPROVAL_TIMEOUT)) => {
+                        let result =
+                            result.map_err(|e| ApprovalError::Failed(format!("elicitation failed: {e}")))?;
+                        decision_from_elicit(&result)
+                    }
+                    // The caller cancelled the call while the person was being asked: a late answer must not
+                    // run the command.
+                    () = call_cancelled.cancelled() => Ok(ReviewDecision::Abort),
+                }
             }
             AskVia::InputRequired(questions) => {
                 let (answer, answered) = oneshot::channel();

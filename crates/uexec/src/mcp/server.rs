@@ -239,7 +239,11 @@ fn ask_via(context: &RequestContext<RoleServer>, questions: mpsc::Sender<Pending
     }
     let modern =
         context.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
-    if modern { AskVia::InputRequired(questions) } else { AskVia::Request(context.peer.clone()) }
+    if modern {
+        AskVia::InputRequired(questions)
+    } else {
+        AskVia::Request(context.peer.clone(), context.ct.clone())
+    }
 }
 
 fn exec_outcome(cmd: &str, outcome: Result<ExecResponse, ExecError>) -> CallToolResult {

@@ -177,7 +177,20 @@ impl McpServer {
         }
     }
 
-    fn answer_elicitation(&mut self, message: &Value) {
+    /// The next message from the server whose `method` is `method` (others are skipped).
+    pub fn wait_method(&mut self, method: &str) -> Value {
+        let deadline = Instant::now() + ANSWER_TIMEOUT;
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let message = self.lines.recv_timeout(remaining).expect("no message from the server");
+            if message.get("method").and_then(Value::as_str) == Some(method) {
+                return message;
+            }
+        }
+    }
+
+    /// Answer one elicitation request with the next of `answers` (`deny` when none is left).
+    pub fn answer_elicitation(&mut self, message: &Value) {
         self.elicitations.push(message["params"].clone());
         let answer = if self.answers.is_empty() { "deny".to_owned() } else { self.answers.remove(0) };
         let result = match answer.as_str() {
