@@ -18,6 +18,28 @@ pub const FORCED_ENV: [(&str, &str); 9] = [
     ("GH_PAGER", "cat"),
 ];
 
+/// The variable that tells a command which sandbox it runs under (spec A5).
+pub const ENV_SANDBOX: &str = "UEXEC_SANDBOX";
+
+/// The variable set to `1` when the command's network access is disabled (spec A5).
+pub const ENV_NETWORK_DISABLED: &str = "UEXEC_SANDBOX_NETWORK_DISABLED";
+
+/// `env` with the sandbox variables of `kind`: `UEXEC_SANDBOX=<kind>`, and `UEXEC_SANDBOX_NETWORK_DISABLED=1` when
+/// `network` is false. Inherited values of these names are replaced, so a command never sees a stale claim.
+pub fn with_sandbox_vars(
+    env: Vec<(OsString, OsString)>,
+    kind: crate::SandboxKind,
+    network: bool,
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<_> =
+        env.into_iter().filter(|(name, _)| name != ENV_SANDBOX && name != ENV_NETWORK_DISABLED).collect();
+    env.push((ENV_SANDBOX.into(), kind.as_str().into()));
+    if !network {
+        env.push((ENV_NETWORK_DISABLED.into(), "1".into()));
+    }
+    env
+}
+
 /// Name fragments (matched case-insensitively) of variables dropped when `exclude_secrets` is on: the reference's
 /// `KEY`, `SECRET`, `TOKEN`, plus the password and credential names they miss (`DB_PASSWORD`, `PGPASSWORD`,
 /// `AWS_SHARED_CREDENTIALS_FILE`).
@@ -195,5 +217,25 @@ mod tests {
         let none: EnvPolicy = serde_json::from_str(r#"{"inherit": "none"}"#).unwrap();
         assert_eq!(none.inherit, EnvInherit::None);
         assert!(serde_json::from_str::<EnvPolicy>(r#"{"inherits": "all"}"#).is_err());
+    }
+
+    #[test]
+    fn sandbox_vars_replace_inherited_claims() {
+        let env =
+            vec![(OsString::from(ENV_NETWORK_DISABLED), OsString::from("0")), ("HOME".into(), "/h".into())];
+        let closed = with_sandbox_vars(env.clone(), crate::SandboxKind::MacosSeatbelt, false);
+        assert_eq!(
+            closed,
+            vec![
+                ("HOME".into(), "/h".into()),
+                (ENV_SANDBOX.into(), "macos-seatbelt".into()),
+                (ENV_NETWORK_DISABLED.into(), "1".into())
+            ]
+        );
+        let open = with_sandbox_vars(env, crate::SandboxKind::LinuxLandlockSeccomp, true);
+        assert_eq!(
+            open,
+            vec![("HOME".into(), "/h".into()), (ENV_SANDBOX.into(), "linux-landlock-seccomp".into())]
+        );
     }
 }

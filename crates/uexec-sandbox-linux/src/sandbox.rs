@@ -16,11 +16,7 @@ use crate::plan::{DEGRADED_SETTING, Plan, degraded_summary};
 use crate::seccomp::{self, SeccompPrograms};
 use crate::support::{self, KernelSupport};
 
-/// The variable that tells a command which sandbox it runs under (spec A5).
-pub const ENV_SANDBOX: &str = "UEXEC_SANDBOX";
-
-/// The variable set to `1` when the command's network access is disabled (spec A5).
-pub const ENV_NETWORK_DISABLED: &str = "UEXEC_SANDBOX_NETWORK_DISABLED";
+pub use uexec_domain::env::{ENV_NETWORK_DISABLED, ENV_SANDBOX};
 
 /// Cached seccomp programs for one network setting (building them is pure, so once per process is enough).
 type ProgramCache = OnceLock<Result<Arc<SeccompPrograms>, String>>;
@@ -214,11 +210,5 @@ fn dev_pts_is_a_mount() -> bool {
 /// `env` with the `UEXEC_SANDBOX*` variables: `UEXEC_SANDBOX=linux-landlock-seccomp`, and
 /// `UEXEC_SANDBOX_NETWORK_DISABLED=1` when `network` is false. Inherited values of these names are replaced.
 pub fn sandbox_env(env: Vec<(OsString, OsString)>, network: bool) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<_> =
-        env.into_iter().filter(|(name, _)| name != ENV_SANDBOX && name != ENV_NETWORK_DISABLED).collect();
-    env.push((ENV_SANDBOX.into(), SandboxKind::LinuxLandlockSeccomp.as_str().into()));
-    if !network {
-        env.push((ENV_NETWORK_DISABLED.into(), "1".into()));
-    }
-    env
+    uexec_domain::env::with_sandbox_vars(env, SandboxKind::LinuxLandlockSeccomp, network)
 }

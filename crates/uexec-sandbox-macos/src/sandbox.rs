@@ -15,11 +15,7 @@ use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 use crate::paths::{PathResolver, RealFs};
 use crate::profile::{BASE_PROFILE, NETWORK_PROFILE, SANDBOX_EXEC, SeatbeltLaunch, build_launch};
 
-/// The variable that tells a command which sandbox it runs under (spec A5).
-pub const ENV_SANDBOX: &str = "UEXEC_SANDBOX";
-
-/// The variable set to `1` when the command's network access is disabled (spec A5).
-pub const ENV_NETWORK_DISABLED: &str = "UEXEC_SANDBOX_NETWORK_DISABLED";
+pub use uexec_domain::env::{ENV_NETWORK_DISABLED, ENV_SANDBOX};
 
 /// Whether this host can run `sandbox-exec`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,13 +132,7 @@ impl Sandbox for SeatbeltSandbox {
 /// `UEXEC_SANDBOX_NETWORK_DISABLED=1` when `network` is false. Inherited values of these names are replaced, so
 /// a command never sees a stale claim.
 pub fn sandbox_env(env: Vec<(OsString, OsString)>, network: bool) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<_> =
-        env.into_iter().filter(|(name, _)| name != ENV_SANDBOX && name != ENV_NETWORK_DISABLED).collect();
-    env.push((ENV_SANDBOX.into(), SandboxKind::MacosSeatbelt.as_str().into()));
-    if !network {
-        env.push((ENV_NETWORK_DISABLED.into(), "1".into()));
-    }
-    env
+    uexec_domain::env::with_sandbox_vars(env, SandboxKind::MacosSeatbelt, network)
 }
 
 /// What the profile for `policy` enforces. `unavailable` is why `sandbox-exec` cannot run here (every
