@@ -33,7 +33,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use uexec_domain::buffer::HeadTailBuffer;
 use uexec_domain::limits::{MAX_OUTPUT_DELTA_BYTES, POST_EXIT_CLOSE_WAIT_MS, PTY_COLS, PTY_ROWS};
-use uexec_domain::{ProtectionReport, SessionId};
+use uexec_domain::{ExitStatus, ProtectionReport, SessionId};
 use uexec_ports::{EventSink, ExecEvent, OutputStream, ProcessControl, ProcessError, SpawnedProcess};
 
 use crate::api::SessionState;
@@ -365,15 +365,21 @@ impl Session {
         }
     }
 
-    /// Kill the process tree, drain trailing output, emit `End` if nobody did yet; returns the exit code.
-    pub(crate) async fn terminate(&self) -> i32 {
-        match self.control.kill_tree().await {
+    /// Record how the process ended; an error (logged as `what`) leaves the exit code unknown.
+    fn mark_exit_result(&self, result: Result<ExitStatus, ProcessError>, what: &str) {
+        match result {
             Ok(status) => self.mark_exited(status.code()),
             Err(err) => {
-                tracing::warn!(session_id = %self.spec.id, error = %err, "kill_tree failed");
+                tracing::warn!(session_id = %self.spec.id, error = %err, "{what}");
                 self.mark_exited(UNKNOWN_EXIT_CODE);
             }
         }
+    }
+
+    /// Kill the process tree, drain trailing output, emit `End` if nobody did yet; returns the exit code.
+    pub(crate) async fn terminate(&self) -> i32 {
+        let result = self.control.kill_tree().await;
+        self.mark_exit_result(result, "kill_tree failed");
         self.wait_output_closed(Instant::now() + Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS)).await;
         self.finish();
         self.snapshot().exit_code.unwrap_or(UNKNOWN_EXIT_CODE)
@@ -446,13 +452,8 @@ fn emit_delta(session: &Session, chunk: Vec<u8>) {
 
 /// The waiter task: the exit, then up to [`POST_EXIT_CLOSE_WAIT_MS`] for trailing output, then `End`.
 async fn wait_loop(session: Arc<Session>) {
-    match session.control.wait().await {
-        Ok(status) => session.mark_exited(status.code()),
-        Err(err) => {
-            tracing::warn!(session_id = %session.spec.id, error = %err, "waiting for the process failed");
-            session.mark_exited(UNKNOWN_EXIT_CODE);
-        }
-    }
+    let result = session.control.wait().await;
+    session.mark_exit_result(result, "waiting for the process failed");
     session.wait_output_closed(Instant::now() + Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS)).await;
     session.finish();
     if !session.lock().output_closed {
