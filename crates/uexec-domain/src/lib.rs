@@ -12,6 +12,7 @@ pub mod command;
 pub mod denial;
 pub mod env;
 pub mod exit;
+pub mod gitdir;
 pub mod ids;
 pub mod limits;
 pub mod policy;

@@ -248,6 +248,9 @@ impl Plan {
                 if !layout.absent.is_empty() {
                     text.push_str(&format!(" (absent, so not protected: {})", paths(&layout.absent)));
                 }
+                if !layout.ignored.is_empty() {
+                    text.push_str(&format!(" (not followed: {})", layout.ignored.join("; ")));
+                }
                 text
             }
         };
