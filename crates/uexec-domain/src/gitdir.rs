@@ -115,12 +115,11 @@ impl fmt::Display for UnprotectedGitdir {
 /// a writable root or contains one is refused; one outside every root needs nothing; one whose innermost writable
 /// root is not `owner` is refused. (Whether it looks like a git directory is the caller's I/O.)
 pub fn gitdir_protection(gitdir: &Path, owner: &Path, roots: &[PathBuf]) -> Result<(), UnprotectedGitdir> {
+    if roots.iter().any(|root| root == gitdir) {
+        return Err(UnprotectedGitdir::IsWritableRoot(gitdir.to_path_buf()));
+    }
     if let Some(root) = roots.iter().find(|root| root.starts_with(gitdir)) {
-        return Err(if root == gitdir {
-            UnprotectedGitdir::IsWritableRoot(root.clone())
-        } else {
-            UnprotectedGitdir::ContainsWritableRoot(root.clone())
-        });
+        return Err(UnprotectedGitdir::ContainsWritableRoot(root.clone()));
     }
     let innermost = roots.iter().filter(|root| gitdir.starts_with(root)).max_by_key(|root| depth(root));
     match innermost {

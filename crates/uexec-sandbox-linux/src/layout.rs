@@ -305,6 +305,10 @@ fn inspect_git(root: &Path) -> (GitEntry, Option<GitFileProblem>) {
     if meta.file_type().is_symlink() {
         return (GitEntry::Absent, Some(GitFileProblem::Symlink));
     }
+    if !meta.is_file() {
+        // A FIFO, socket or device is never opened (opening a device can have effects of its own).
+        return (GitEntry::Absent, Some(GitFileProblem::NotARegularFile));
+    }
     match read_small_file(&dot_git, MAX_GIT_FILE_BYTES).and_then(|content| parse_git_file(&root, &content)) {
         Ok(gitdir) => (GitEntry::File { gitdir }, None),
         Err(problem) => (GitEntry::Absent, Some(problem)),
