@@ -332,7 +332,8 @@ impl Plan {
             ProtectionStatus::Enforced,
             "seccomp: EPERM for bpf, perf_event_open, userfaultfd, kexec, kernel modules, keyrings, fanotify, \
              mount and friends, setns, clone/unshare with namespace flags, swap, reboot, clock and hostname \
-             changes, quotas, acct, open-by-handle, TIOCSTI/TIOCLINUX, personality changes, prlimit64 on other \
+             changes, quotas, acct, open-by-handle, TIOCSTI/TIOCLINUX/TIOCSETD/TIOCCONS/TIOCVHANGUP and \
+             vhangup, personality changes, prlimit64 on other \
              processes, ENOSYS for clone3 and x32 calls, other architectures killed (exit 159)"
                 .into(),
         )
