@@ -78,6 +78,9 @@ pub enum UnprotectedGitdir {
     },
     /// It is not a git directory (no `HEAD` file in it): git would not use it.
     NotAGitDir,
+    /// Its path goes through a symlink: a gitdir is looked up without following links, like every protected
+    /// entry.
+    ThroughSymlink,
     /// It does not exist or cannot be resolved.
     Missing(String),
 }
@@ -105,6 +108,9 @@ impl fmt::Display for UnprotectedGitdir {
                 owner.display()
             ),
             UnprotectedGitdir::NotAGitDir => f.write_str("not a git directory (no HEAD file)"),
+            UnprotectedGitdir::ThroughSymlink => {
+                f.write_str("its path goes through a symlink (not followed)")
+            }
             UnprotectedGitdir::Missing(why) => write!(f, "does not resolve ({why})"),
         }
     }
@@ -129,6 +135,24 @@ pub fn gitdir_protection(gitdir: &Path, owner: &Path, roots: &[PathBuf]) -> Resu
         }
         Some(_) => Ok(()),
     }
+}
+
+/// `path` with `.` and `..` resolved by the text alone (`..` of `/` is `/`). Equal to what the kernel resolves
+/// exactly when no component is a symlink, which is how a gitdir is then opened (`RESOLVE_NO_SYMLINKS`).
+pub fn normalize_lexically(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if out.parent().is_some() {
+                    out.pop();
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
 }
 
 /// The number of normal components of `path`.
@@ -199,6 +223,13 @@ mod tests {
             gitdir_protection(&p("/work/main/.git/worktrees/ws"), &owner, &roots),
             Err(UnprotectedGitdir::ReadOnlyAnyway)
         );
+    }
+
+    #[test]
+    fn dots_are_resolved_by_the_text() {
+        assert_eq!(normalize_lexically(Path::new("/tmp/ws/../x/./y")), p("/tmp/x/y"));
+        assert_eq!(normalize_lexically(Path::new("/tmp/ws/../../../..")), p("/"));
+        assert_eq!(normalize_lexically(Path::new("/tmp/ws/.")), p("/tmp/ws"));
     }
 
     fn path_strategy() -> impl Strategy<Value = PathBuf> {

@@ -14,7 +14,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use uexec_domain::gitdir::{
-    GitFileProblem, MAX_GIT_FILE_BYTES, UnprotectedGitdir, gitdir_protection, parse_git_file,
+    GitFileProblem, MAX_GIT_FILE_BYTES, UnprotectedGitdir, gitdir_protection, normalize_lexically,
+    parse_git_file,
 };
 use uexec_domain::policy::{GitEntry, PROTECTED_SUBDIRS};
 use uexec_domain::{SandboxPolicy, WritableRoot};
@@ -111,7 +112,7 @@ impl FsLayout {
             }
             let owner = canonical.get(&root.root).ok();
             for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
-                layout.add_gitdir(gitdir, owner.as_deref(), &mut canonical);
+                layout.add_gitdir(gitdir, owner.as_deref());
             }
         }
         layout.protected.sort_by_key(|p| (depth(p), p.clone()));
@@ -167,24 +168,29 @@ impl FsLayout {
 
     /// Record `gitdir`, named by the `.git` file of the writable root `owner` (canonical; `None` when the root
     /// does not resolve): protected only when `uexec_domain::gitdir::gitdir_protection` allows it and it is a git
-    /// directory (has a `HEAD` file); otherwise the reason goes to `ignored`.
-    fn add_gitdir(&mut self, gitdir: &Path, owner: Option<&Path>, canonical: &mut Canonical) {
+    /// directory (has a `HEAD` file); otherwise the reason goes to `ignored`. The path is resolved by its text
+    /// (`..` included) and then looked up without following any symlink, and only when that text lies in a
+    /// writable root: a planted `gitdir:` makes the server touch nothing outside the writable roots (no
+    /// automounter, no device) and follow no link a command chose.
+    fn add_gitdir(&mut self, gitdir: &Path, owner: Option<&Path>) {
         let Some(owner) = owner else {
             return;
         };
-        let verdict = match canonical.get(gitdir) {
-            Err(e) => Err(UnprotectedGitdir::Missing(e.to_string())),
-            Ok(resolved) => gitdir_protection(&resolved, owner, &self.roots).and_then(|()| {
-                let head = fs::symlink_metadata(resolved.join("HEAD"));
-                if resolved.is_dir() && head.is_ok_and(|m| m.is_file()) {
-                    Ok(resolved)
-                } else {
-                    Err(UnprotectedGitdir::NotAGitDir)
-                }
-            }),
-        };
+        let lexical = normalize_lexically(gitdir);
+        // The pure rules first: nothing is looked up for a gitdir they refuse.
+        let verdict = gitdir_protection(&lexical, owner, &self.roots).and_then(|()| {
+            match c_path(&lexical).map(|c| crate::sys::open_dir_no_symlinks(&c)) {
+                Ok(Ok(_)) => match fs::symlink_metadata(lexical.join("HEAD")) {
+                    Ok(head) if head.is_file() => Ok(()),
+                    _ => Err(UnprotectedGitdir::NotAGitDir),
+                },
+                Ok(Err(e)) if e.raw_os_error() == Some(libc::ELOOP) => Err(UnprotectedGitdir::ThroughSymlink),
+                Ok(Err(e)) => Err(UnprotectedGitdir::Missing(e.to_string())),
+                Err(e) => Err(UnprotectedGitdir::Missing(e.to_string())),
+            }
+        });
         match verdict {
-            Ok(resolved) => push_unique(&mut self.protected, resolved),
+            Ok(()) => push_unique(&mut self.protected, lexical),
             Err(why) => push_unique_text(&mut self.ignored, format!("gitdir {}: {why}", gitdir.display())),
         }
     }
@@ -427,6 +433,7 @@ mod tests {
         fs::create_dir_all(ws.join("gitdirs/wt")).unwrap();
         fs::create_dir_all(ws.join("src")).unwrap();
         fs::write(ws.join("gitdirs/wt/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::os::unix::fs::symlink("gitdirs", ws.join("link")).unwrap();
         let layout_for = |content: &str| {
             fs::write(ws.join(".git"), content).unwrap();
             FsLayout::resolve(&cwd_only(), &ws, None).unwrap()
@@ -439,6 +446,7 @@ mod tests {
             ("gitdir: /\n", "contains the writable root"),
             ("gitdir: src\n", "not a git directory"),
             ("gitdir: /proc/self/cwd\n", "read-only anyway"),
+            ("gitdir: link/wt\n", "goes through a symlink"),
             ("gitdir: nowhere\n", "does not resolve"),
         ] {
             let layout = layout_for(content);

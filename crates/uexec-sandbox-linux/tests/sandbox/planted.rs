@@ -193,7 +193,9 @@ fn planted_gitdir_files_protect_only_themselves() {
                 "mkdir /tmp/x && echo ref > /tmp/x/HEAD && printf 'gitdir: /tmp/x\\n' > .git",
                 "not in /tmp/ws where",
             ),
-            ("ln -s /tmp /tmp/ws/link && printf 'gitdir: link\\n' > .git", "is the writable root /tmp"),
+            ("ln -s /tmp /tmp/ws/link && printf 'gitdir: link\\n' > .git", "goes through a symlink"),
+            ("ln -s / /tmp/ws/link && printf 'gitdir: link/tmp\\n' > .git", "goes through a symlink"),
+            ("printf 'gitdir: /tmp/ws/../ws/./\\n' > /tmp/.git", "is the writable root /tmp/ws"),
             ("printf 'gitdir: /proc/self/cwd\\n' > /tmp/.git", "read-only anyway"),
             ("printf 'gitdir: /dev/shm\\n' > /tmp/.git", "is the writable root /dev/shm"),
         ] {
