@@ -72,7 +72,10 @@ impl FsLayout {
         };
         let mut git_problems: Vec<String> = Vec::new();
         let mut writable = policy.writable_roots(cwd, tmpdir, |root| {
-            let (entry, problem) = inspect_git(root);
+            let (entry, problem) = match canonical.get(root) {
+                Ok(root) => inspect_git(&root),
+                Err(_) => (GitEntry::Absent, None),
+            };
             if let Some(problem) = problem {
                 git_problems.push(format!("{}: {problem}", root.join(".git").display()));
             }
@@ -292,14 +295,15 @@ fn depth(path: &Path) -> usize {
 /// `RESOLVE_NO_SYMLINKS`, `O_NOFOLLOW`), with `O_NONBLOCK`, and read only when `fstat` says it is a small regular
 /// file. For `uexec sandbox-report`, which shows the same roots.
 pub fn git_entry(root: &Path) -> GitEntry {
-    inspect_git(root).0
+    match fs::canonicalize(root) {
+        Ok(root) => inspect_git(&root).0,
+        Err(_) => GitEntry::Absent,
+    }
 }
 
-/// [`git_entry`], plus why a `.git` that is not a directory names no gitdir (for the report).
+/// [`git_entry`] of the canonical `root`, plus why a `.git` that is not a directory names no gitdir (for the
+/// report).
 fn inspect_git(root: &Path) -> (GitEntry, Option<GitFileProblem>) {
-    let Ok(root) = fs::canonicalize(root) else {
-        return (GitEntry::Absent, None);
-    };
     let dot_git = root.join(".git");
     let meta = match fs::symlink_metadata(&dot_git) {
         Ok(meta) => meta,
@@ -315,7 +319,7 @@ fn inspect_git(root: &Path) -> (GitEntry, Option<GitFileProblem>) {
         // A FIFO, socket or device is never opened (opening a device can have effects of its own).
         return (GitEntry::Absent, Some(GitFileProblem::NotARegularFile));
     }
-    match read_small_file(&dot_git, MAX_GIT_FILE_BYTES).and_then(|content| parse_git_file(&root, &content)) {
+    match read_small_file(&dot_git, MAX_GIT_FILE_BYTES).and_then(|content| parse_git_file(root, &content)) {
         Ok(gitdir) => (GitEntry::File { gitdir }, None),
         Err(problem) => (GitEntry::Absent, Some(problem)),
     }
