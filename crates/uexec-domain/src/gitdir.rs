@@ -51,12 +51,25 @@ impl fmt::Display for GitFileProblem {
 /// against `root` when relative (as git does). `content` is at most [`MAX_GIT_FILE_BYTES`] long.
 pub fn parse_git_file(root: &Path, content: &[u8]) -> Result<PathBuf, GitFileProblem> {
     let first_line = content.split(|b| *b == b'\n').next().unwrap_or_default();
-    let text = String::from_utf8_lossy(first_line);
-    let target = text.strip_prefix("gitdir:").map(str::trim).ok_or(GitFileProblem::NoGitdirLine)?;
-    if target.is_empty() || target.contains('\0') {
+    let target =
+        first_line.strip_prefix(b"gitdir:").map(<[u8]>::trim_ascii).ok_or(GitFileProblem::NoGitdirLine)?;
+    if target.is_empty() || target.contains(&0) {
         return Err(GitFileProblem::NoGitdirLine);
     }
-    Ok(root.join(target))
+    Ok(root.join(path_from_bytes(target)))
+}
+
+/// A path from the bytes of a file (any bytes on Unix, as the kernel takes them).
+#[cfg(unix)]
+fn path_from_bytes(bytes: &[u8]) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
+}
+
+/// A path from the bytes of a file (UTF-8 where paths are not bytes).
+#[cfg(not(unix))]
+fn path_from_bytes(bytes: &[u8]) -> PathBuf {
+    PathBuf::from(String::from_utf8_lossy(bytes).into_owned())
 }
 
 /// Why the gitdir a `.git` file names is not protected.
@@ -183,6 +196,13 @@ mod tests {
         assert_eq!(parse_git_file(root, b"gitdir:   \n"), Err(GitFileProblem::NoGitdirLine));
         assert_eq!(parse_git_file(root, b""), Err(GitFileProblem::NoGitdirLine));
         assert_eq!(parse_git_file(root, b"\ngitdir: /x\n"), Err(GitFileProblem::NoGitdirLine));
+        assert_eq!(parse_git_file(root, b"gitdir: /x\0y\n"), Err(GitFileProblem::NoGitdirLine));
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let raw = parse_git_file(root, b"gitdir: /caf\xe9/.git\n").unwrap();
+            assert_eq!(raw.as_os_str().as_bytes(), b"/caf\xe9/.git");
+        }
     }
 
     #[test]
