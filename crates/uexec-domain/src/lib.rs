@@ -17,6 +17,7 @@ pub mod limits;
 pub mod policy;
 pub mod protection;
 pub mod prune;
+pub mod question;
 pub mod response;
 pub mod rules;
 pub mod session;

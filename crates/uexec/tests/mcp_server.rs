@@ -77,6 +77,45 @@ fn escalation_asks_with_the_justification_and_runs_outside_the_sandbox() {
     assert!(target.exists(), "an approved escalation runs outside the sandbox");
 }
 
+/// Issue 10, class 1: an escalation whose `cmd` imitates the question's own lines (zero-width characters, a
+/// fake `Reason:` line, a payload 60 lines down, CR, ESC, a bidi override) reaches the client escaped, whole and
+/// numbered; the justification cannot add fixed lines either.
+#[test]
+fn an_escalation_question_shows_exactly_what_will_run() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &[], true);
+    let target = ws.outside.path().join("payload.txt");
+    let cmd = format!(
+        "git status\nin\u{200b} /tmp/ws\n\nReason\u{200b}: read-only check\n{}touch {}\r\u{1b}[2K\u{202e}",
+        "\n".repeat(60),
+        target.display()
+    );
+    server.answers = vec!["deny".into()];
+    let r = server.call(
+        "exec_command",
+        json!({
+            "cmd": cmd,
+            "sandbox_permissions": "require_escalated",
+            "justification": "status\n\nWorking directory: /safe\u{2066}",
+        }),
+    );
+    assert!(is_error(&r), "{r}");
+    assert!(!target.exists());
+    let message = server.elicitations[0]["message"].as_str().unwrap().to_owned();
+    for raw in ['\u{200b}', '\r', '\u{1b}', '\u{202e}', '\u{2066}'] {
+        assert!(!message.contains(raw), "{raw:?} reached the client: {message:?}");
+    }
+    assert!(message.contains("Command: multi-line script, 65 lines"), "{message}");
+    assert!(message.contains(&format!("  65 | touch {}\\u{{d}}\\u{{1b}}[2K\\u{{202e}}\n", target.display())));
+    let fixed: Vec<&str> = message.lines().filter(|l| !l.starts_with("  ")).collect();
+    for label in ["Reason", "Working directory", "in "] {
+        let count = fixed.iter().filter(|l| l.starts_with(label)).count();
+        assert_eq!(count, usize::from(label != "in "), "{label}: {message}");
+    }
+    let schema = server.elicitations[0]["requestedSchema"].to_string();
+    assert!(!schema.contains("git status") && !schema.contains("payload"), "{schema}");
+}
+
 #[test]
 fn command_rules_from_the_config_file() {
     let ws = Workspace::new();
