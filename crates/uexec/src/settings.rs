@@ -149,18 +149,27 @@ fn resolve_with(
 
     let allow_degraded_sandbox = args.allow_degraded_sandbox || file.allow_degraded_sandbox.unwrap_or(false);
 
-    let env_policy = match &file.env {
+    let mut env_policy = match &file.env {
         Some(env) => EnvPolicy {
             inherit: match env.inherit.clone().unwrap_or(InheritSpec::All) {
                 InheritSpec::All => EnvInherit::All,
                 InheritSpec::None => EnvInherit::None,
                 InheritSpec::Only(names) => EnvInherit::Only(names),
             },
-            exclude_secrets: env.exclude_secrets.unwrap_or(false),
+            exclude_secrets: env.exclude_secrets.unwrap_or(true),
+            pass_through: env.pass_through.clone(),
             set: env.set.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         },
         None => EnvPolicy::default(),
     };
+    for name in &args.pass_env {
+        if name.is_empty() || name.contains('=') || name.contains('\0') {
+            bail!("--pass-env {name:?} is not a variable name");
+        }
+        if !env_policy.pass_through.contains(name) {
+            env_policy.pass_through.push(name.clone());
+        }
+    }
 
     let limits = match (&file.limits, loaded) {
         (Some(limits), Some(loaded)) => {
@@ -439,9 +448,28 @@ mod tests {
             EnvPolicy {
                 inherit: EnvInherit::None,
                 exclude_secrets: true,
+                pass_through: Vec::new(),
                 set: vec![("A".into(), "1".into())]
             }
         );
+    }
+
+    /// Issue 10, class 6: secrets are excluded unless the config says otherwise; names are passed on purpose.
+    #[test]
+    fn secrets_are_excluded_by_default_and_passed_through_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), None).unwrap();
+        assert!(s.env_policy.exclude_secrets && s.env_policy.pass_through.is_empty());
+        let cfg = loaded(dir.path(), "[env]\nset = { A = \"1\" }\npass_through = [\"GH_TOKEN\"]\n");
+        let args = PolicyArgs { pass_env: vec!["NPM_TOKEN".into()], ..PolicyArgs::default() };
+        let s = resolve_with(&args, None, &ctx(dir.path()), Some(&cfg)).unwrap();
+        assert!(s.env_policy.exclude_secrets, "an [env] section without exclude_secrets keeps the default");
+        assert_eq!(s.env_policy.pass_through, vec!["GH_TOKEN".to_owned(), "NPM_TOKEN".to_owned()]);
+        let cfg = loaded(dir.path(), "[env]\nexclude_secrets = false\n");
+        let s = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap();
+        assert!(!s.env_policy.exclude_secrets);
+        let bad = PolicyArgs { pass_env: vec!["A=B".into()], ..PolicyArgs::default() };
+        assert!(resolve_with(&bad, None, &ctx(dir.path()), None).is_err());
     }
 
     #[test]

@@ -77,6 +77,31 @@ fn escalation_asks_with_the_justification_and_runs_outside_the_sandbox() {
     assert!(target.exists(), "an approved escalation runs outside the sandbox");
 }
 
+/// Issue 10, class 6: the server's secrets stay out of commands by default; `--pass-env` passes one on purpose.
+#[test]
+fn secrets_of_the_server_environment_stay_out_of_commands_by_default() {
+    let ws = Workspace::new();
+    let secrets = [
+        ("FOO_API_KEY", "sk-live-1"),
+        ("GITHUB_TOKEN", "ghp-2"),
+        ("AWS_SECRET_ACCESS_KEY", "aws-3"),
+        ("DB_PASSWORD", "pw-4"),
+        ("PLAIN_SETTING", "visible-5"),
+    ];
+    let mut server = McpServer::start_with_env(&ws, &[], &secrets);
+    server.initialize(false);
+    let r = server.call("exec_command", json!({ "cmd": "env" }));
+    let out = output(&r);
+    assert!(out.contains("PLAIN_SETTING=visible-5"), "{out}");
+    for (name, value) in &secrets[..4] {
+        assert!(!out.contains(name) && !out.contains(value), "{name} reached the command: {out}");
+    }
+    let mut server = McpServer::start_with_env(&ws, &["--pass-env", "GITHUB_TOKEN"], &secrets);
+    server.initialize(false);
+    let out = output(&server.call("exec_command", json!({ "cmd": "env" })));
+    assert!(out.contains("GITHUB_TOKEN=ghp-2") && !out.contains("FOO_API_KEY"), "{out}");
+}
+
 /// Issue 10, class 1: an escalation whose `cmd` imitates the question's own lines (zero-width characters, a
 /// fake `Reason:` line, a payload 60 lines down, CR, ESC, a bidi override) reaches the client escaped, whole and
 /// numbered; the justification cannot add fixed lines either.
