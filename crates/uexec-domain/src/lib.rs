@@ -21,6 +21,7 @@ pub mod question;
 pub mod response;
 pub mod rules;
 pub mod session;
+pub mod startup;
 pub mod truncate;
 
 pub use buffer::HeadTailBuffer;

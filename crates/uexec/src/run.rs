@@ -128,6 +128,7 @@ async fn relay(
     events.emit(ExecEvent::Begin {
         call_id: call_id.clone(),
         session_id: SessionId(0),
+        argv: command.clone(),
         command,
         cwd: settings.cwd.clone(),
         tty,

@@ -12,6 +12,7 @@ use uexec_domain::limits::Limits;
 use uexec_domain::policy::GitEntry;
 use uexec_domain::rules::{CommandRules, PrefixRule};
 use uexec_domain::{ApprovalPolicy, SandboxPolicy};
+use uexec_engine::writable_root_holding;
 
 use crate::cli::{ApprovalArg, PolicyArgs, SandboxMode};
 use crate::config::{self, InheritSpec, LoadedConfig};
@@ -101,8 +102,7 @@ impl Settings {
 }
 
 /// Every directory a sandboxed command of this or an earlier start may have written to, whatever the sandbox
-/// mode: `extra` roots, the workspace `cwd`, `/tmp` and `tmpdir` (the roots of workspace-write without
-/// exclusions, which is the default).
+/// mode: `extra` roots, the workspace `cwd`, `/tmp` and `tmpdir` (`uexec_domain::startup::possible_writable_roots`).
 fn possible_writable_roots(extra: &[PathBuf], cwd: &Path, tmpdir: Option<&Path>) -> Vec<PathBuf> {
     let policy = SandboxPolicy::WorkspaceWrite {
         writable_roots: extra.to_vec(),
@@ -110,7 +110,7 @@ fn possible_writable_roots(extra: &[PathBuf], cwd: &Path, tmpdir: Option<&Path>)
         exclude_slash_tmp: false,
         exclude_tmpdir_env_var: false,
     };
-    policy.writable_roots(cwd, tmpdir, |_| GitEntry::Absent).into_iter().map(|r| r.root).collect()
+    uexec_domain::startup::possible_writable_roots(&policy, cwd, tmpdir)
 }
 
 /// Refuse a config file a sandboxed command could have written (issue 10, class 7a): one inside a writable
@@ -136,93 +136,6 @@ fn check_config_location(path: &Path, explicit: bool, roots: &[PathBuf]) -> Resu
         path.display(),
         found.describe()
     )
-}
-
-/// Where a path meets a writable root: the root, and the place strictly inside it that the path's lookup passes
-/// through (the path itself, a symlink on the way, or a directory above it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct InWritableRoot {
-    root: PathBuf,
-    location: PathBuf,
-}
-
-impl InWritableRoot {
-    fn describe(&self) -> String {
-        format!(
-            "its lookup passes through {}, which lies in the writable root {}",
-            self.location.display(),
-            self.root.display()
-        )
-    }
-}
-
-/// The one check of "could a sandboxed command have written or redirected this path" (config file, audit log).
-///
-/// Every place the lookup of `path` passes through is compared with every root, in both the root's given and
-/// its canonical form: each component as it is reached (so a symlink or a directory inside a root counts even
-/// when it points elsewhere), each symlink's target, and the final location. A place strictly inside a root
-/// is writable by sandboxed commands; the root itself is not (its entry lives in its parent).
-fn writable_root_holding(path: &Path, roots: &[PathBuf]) -> Option<InWritableRoot> {
-    let roots: Vec<PathBuf> = roots
-        .iter()
-        .flat_map(|root| [root.clone(), std::fs::canonicalize(root).unwrap_or_else(|_| root.clone())])
-        .collect();
-    lookup_locations(path).into_iter().find_map(|location| {
-        roots
-            .iter()
-            .find(|root| location != **root && location.starts_with(root))
-            .map(|root| InWritableRoot { root: root.clone(), location: location.clone() })
-    })
-}
-
-/// Every location the lookup of the absolute `path` passes through, following symlinks one hop at a time (at
-/// most 40 hops, as the kernel does); components that do not exist are joined as they are.
-fn lookup_locations(path: &Path) -> Vec<PathBuf> {
-    use std::collections::VecDeque;
-    use std::path::Component;
-    /// One step of a lookup.
-    enum Step {
-        Root,
-        Parent,
-        Name(OsString),
-    }
-    fn steps(path: &Path) -> Vec<Step> {
-        path.components()
-            .filter_map(|c| match c {
-                Component::RootDir | Component::Prefix(_) => Some(Step::Root),
-                Component::CurDir => None,
-                Component::ParentDir => Some(Step::Parent),
-                Component::Normal(name) => Some(Step::Name(name.to_owned())),
-            })
-            .collect()
-    }
-    let mut todo: VecDeque<Step> = steps(path).into();
-    let mut current = PathBuf::from("/");
-    let mut locations = Vec::new();
-    let mut hops = 0;
-    while let Some(step) = todo.pop_front() {
-        match step {
-            Step::Root => current = PathBuf::from("/"),
-            Step::Parent => {
-                current.pop();
-            }
-            Step::Name(name) => {
-                let next = current.join(name);
-                locations.push(next.clone());
-                match std::fs::read_link(&next) {
-                    Ok(target) if hops < 40 => {
-                        hops += 1;
-                        for step in steps(&target).into_iter().rev() {
-                            todo.push_front(step);
-                        }
-                    }
-                    _ => current = next,
-                }
-            }
-        }
-    }
-    locations.push(current);
-    locations
 }
 
 fn resolve_with(
@@ -379,7 +292,7 @@ fn resolve_with(
 
 /// A sandboxed command may write beneath every writable root: an audit log there could be truncated or filled
 /// with forged records, or replaced by a symlink that makes the (unsandboxed) server append elsewhere. The check
-/// is [`writable_root_holding`], the same as for the config file.
+/// is [`writable_root_holding`], the same as for the config file and the shell's startup files.
 fn refuse_audit_log_in_writable_root(
     path: &Path,
     policy: &SandboxPolicy,
@@ -684,23 +597,6 @@ mod tests {
         // $TMPDIR counts.
         let with_tmpdir = possible_writable_roots(&[], ws, Some(outside.path()));
         assert!(check_config_location(&real.join("config.toml"), false, &with_tmpdir).is_err());
-    }
-
-    #[test]
-    fn lookups_pass_through_every_symlink_and_directory() {
-        let dir = tempfile::Builder::new().tempdir_in("/var/tmp").unwrap();
-        let base = std::fs::canonicalize(dir.path()).unwrap();
-        std::fs::create_dir(base.join("a")).unwrap();
-        std::os::unix::fs::symlink("a", base.join("rel")).unwrap();
-        std::os::unix::fs::symlink(base.join("rel"), base.join("abs")).unwrap();
-        let locations = lookup_locations(&base.join("abs/f"));
-        for expected in [base.join("abs"), base.join("rel"), base.join("a"), base.join("a/f")] {
-            assert!(locations.contains(&expected), "{expected:?} not in {locations:?}");
-        }
-        assert_eq!(locations.last(), Some(&base.join("a/f")));
-        std::os::unix::fs::symlink(base.join("loop"), base.join("loop")).unwrap();
-        let bound = 41 * (base.components().count() + 1);
-        assert!(lookup_locations(&base.join("loop")).len() <= bound, "a symlink loop ends");
     }
 
     #[test]

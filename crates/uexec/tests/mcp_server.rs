@@ -77,6 +77,38 @@ fn escalation_asks_with_the_justification_and_runs_outside_the_sandbox() {
     assert!(target.exists(), "an approved escalation runs outside the sandbox");
 }
 
+/// Issue 10, class 7b: with HOME inside the workspace, a planted ~/.bash_profile does not run for a known-safe
+/// `ls` under `untrusted` nor for an approved escalation; a plain sandboxed command under `on-request` still
+/// starts a login shell (the twin that proves the planted profile works).
+#[test]
+fn planted_login_startup_files_do_not_run_for_known_safe_or_escalated_commands() {
+    let ws = Workspace::new();
+    let marker = ws.path().join("profile-ran");
+    std::fs::write(ws.path().join(".bash_profile"), format!("echo sourced >> {}\n", marker.display()))
+        .unwrap();
+
+    let mut server = McpServer::start_initialized(&ws, &["--approval-policy", "untrusted"], true);
+    let r = server.call("exec_command", json!({ "cmd": "ls" }));
+    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert!(server.elicitations.is_empty(), "ls is known-safe");
+    assert!(!marker.exists(), "the planted profile ran for a known-safe command");
+
+    let mut server = McpServer::start_initialized(&ws, &[], true);
+    server.answers = vec!["approve".into()];
+    let r = server.call(
+        "exec_command",
+        json!({ "cmd": "echo escalated", "sandbox_permissions": "require_escalated", "justification": "x" }),
+    );
+    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert!(!marker.exists(), "the planted profile ran outside the sandbox");
+    let message = server.elicitations[0]["message"].as_str().unwrap();
+    assert!(message.contains("Shell: /bin/bash -c\n"), "the question shows the non-login start: {message}");
+
+    let r = server.call("exec_command", json!({ "cmd": "mkdir -p made-in-sandbox" }));
+    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert!(marker.exists(), "a sandboxed command under on-request keeps its login shell");
+}
+
 /// Issue 10, class 6: the server's secrets stay out of commands by default; `--pass-env` passes one on purpose.
 #[test]
 fn secrets_of_the_server_environment_stay_out_of_commands_by_default() {
