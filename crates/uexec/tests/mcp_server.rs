@@ -458,7 +458,9 @@ fn audit_log_records_approvals_and_commands() {
     let mut server =
         McpServer::start_initialized(&ws, &["--audit-log", &log_arg, "--approval-policy", "untrusted"], true);
     server.answers = vec!["approve".into()];
-    let r = server.call("exec_command", json!({ "cmd": "touch audited.txt; exit 4" }));
+    // Invisible characters are escaped in the question, never in the log: the log holds the exact argv.
+    let cmd = "touch audited.txt; exit 4 # \u{202e}\r\u{200b}";
+    let r = server.call("exec_command", json!({ "cmd": cmd }));
     assert_eq!(r["structuredContent"]["exit_code"], 4, "{r}");
     drop(server);
     let records: Vec<Value> =
@@ -468,6 +470,10 @@ fn audit_log_records_approvals_and_commands() {
     assert_eq!(records[1]["decision"], "approved");
     assert_eq!(records[2]["cwd"], json!(std::fs::canonicalize(ws.path()).unwrap()));
     assert_eq!(records[2]["sandbox"], "linux-landlock-seccomp");
+    // The argv that ran: HOME (the workspace) is a writable root, so under untrusted the shell starts without
+    // login (-c), whatever was asked for.
+    assert_eq!(records[2]["argv"], json!(["/bin/bash", "-c", cmd]), "{records:#?}");
+    assert_eq!(records[0]["command"], json!(["/bin/bash", "-c", cmd]), "{records:#?}");
     assert_eq!(records[3]["exit_code"], 4);
     assert!(
         records[3]["command"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("audited.txt"))

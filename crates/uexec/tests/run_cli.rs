@@ -385,6 +385,7 @@ fn run_writes_begin_and_end_to_the_audit_log() {
     assert_eq!(records.len(), 2, "{records:#?}");
     assert_eq!(records[0]["event"], "begin");
     assert_eq!(records[0]["command"], serde_json::json!(["sh", "-c", "exit 6"]));
+    assert_eq!(records[0]["argv"], serde_json::json!(["sh", "-c", "exit 6"]), "the exact argv executed");
     assert_eq!(records[0]["sandbox"], "linux-landlock-seccomp");
     assert_eq!(records[0]["tty"], false);
     assert_eq!(records[1]["event"], "end");
