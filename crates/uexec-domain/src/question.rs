@@ -15,7 +15,8 @@
 //!    the rendering can be read back. Ordinary backslashes (`printf 'a\n'`) are shown as they are.
 //!    Bytes of a path that are not UTF-8 are written `\x{HEX}`.
 //! 2. **Caller text never starts a line.** Every line of a script, of an argument list and of a reason is
-//!    shown behind a numbered gutter (`  12 | `); single-line values (shell, working directory) follow their
+//!    shown behind a numbered gutter (`  12 | `), a line longer than [`WRAP_COLUMNS`] on continuation rows
+//!    (`     + `), and spaces at the end of a line are written `\u{20}`; single-line values (shell, working directory) follow their
 //!    label on the label's line, with line breaks escaped. Every fixed line starts in column 0 with a
 //!    non-space character, every caller line starts with two spaces, so `Reason:` or `in /tmp/ws` written by
 //!    the caller can never look like the question's own lines.
@@ -36,6 +37,10 @@ pub const MAX_SHOWN_LINES: usize = 400;
 
 /// At most this many characters of a reason, a shell or a working directory are shown.
 pub const MAX_FIELD_CHARS: usize = 1000;
+
+/// Longer lines are shown on several rows: a row after the first has no line number and a `+` for the `|`, so
+/// nothing hides far to the right of a screen that does not wrap.
+pub const WRAP_COLUMNS: usize = 160;
 
 /// At most this many lines of a reason are shown.
 const MAX_REASON_LINES: usize = 40;
@@ -125,15 +130,27 @@ pub fn escape_path(path: &Path) -> String {
 }
 
 fn push_escaped(out: &mut String, text: &str) {
-    for (index, c) in text.char_indices() {
-        let rest = text.get(index + c.len_utf8()..).unwrap_or_default();
-        let escape_backslash = c == '\\' && (rest.starts_with("u{") || rest.starts_with("x{"));
-        if is_invisible(c) || escape_backslash {
-            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
-        } else {
-            out.push(c);
-        }
+    for token in escaped_tokens(text) {
+        out.push_str(&token);
     }
+}
+
+/// How each character of `text` is written (rule 1), in order. Spaces at the end of `text` are written
+/// `\u{20}` too: invisible at the end of a line, they still change what a line means (`\` followed by a space
+/// escapes the space, a `\` at the end of a line joins the next).
+fn escaped_tokens(text: &str) -> Vec<String> {
+    let trailing_from = text.trim_end_matches(' ').len();
+    text.char_indices()
+        .map(|(index, c)| {
+            let rest = text.get(index + c.len_utf8()..).unwrap_or_default();
+            let escape_backslash = c == '\\' && (rest.starts_with("u{") || rest.starts_with("x{"));
+            if is_invisible(c) || escape_backslash || index >= trailing_from {
+                format!("\\u{{{:x}}}", u32::from(c))
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// The first `max_chars` characters of `text`, and the rest.
@@ -242,9 +259,17 @@ fn push_block(out: &mut String, text: &str, max_chars: usize, max_lines: usize) 
         }
         let (part, rest) = split_chars(line, max_chars - shown_chars);
         out.push_str(&format!("  {:>width$} |", index + 1));
-        if !part.is_empty() {
-            out.push(' ');
-            push_escaped(out, part);
+        let mut column = 0;
+        for token in escaped_tokens(part) {
+            if column == 0 {
+                out.push(' ');
+            } else if column + token.chars().count() > WRAP_COLUMNS {
+                // A continuation row: no number, a `+` for the `|`.
+                out.push_str(&format!("\n  {:>width$} + ", ""));
+                column = 0;
+            }
+            column += token.chars().count();
+            out.push_str(&token);
         }
         out.push('\n');
         shown_chars += part.chars().count();
@@ -305,9 +330,14 @@ mod tests {
         let mut cwd = String::new();
         for line in text.lines() {
             if let Some(body) = line.strip_prefix("  ") {
-                let (_, content) = body.split_once(" |").unwrap();
-                let content = content.strip_prefix(' ').unwrap_or(content);
-                blocks.last_mut().unwrap().push(unescape(content));
+                // Rows are kept escaped until the whole line is known.
+                let block = blocks.last_mut().unwrap();
+                if let Some((_, content)) = body.split_once(" + ").filter(|(n, _)| n.trim().is_empty()) {
+                    block.last_mut().unwrap().push_str(content);
+                } else {
+                    let (_, content) = body.split_once(" |").unwrap();
+                    block.push(content.strip_prefix(' ').unwrap_or(content).to_owned());
+                }
             } else if line.starts_with("Command: ")
                 || line.starts_with("Arguments: ")
                 || line.starts_with("Reason given")
@@ -320,8 +350,10 @@ mod tests {
                 cwd = unescape(value);
             }
         }
-        let command = blocks.first().map(|b| b.join("\n")).unwrap_or_default();
-        let reason = blocks.get(1).map(|b| b.join("\n"));
+        let decode =
+            |block: &Vec<String>| block.iter().map(|row| unescape(row)).collect::<Vec<_>>().join("\n");
+        let command = blocks.first().map(decode).unwrap_or_default();
+        let reason = blocks.get(1).map(decode);
         (command, shell, cwd, reason)
     }
 
@@ -458,6 +490,19 @@ mod tests {
     }
 
     #[test]
+    fn long_lines_wrap_and_trailing_spaces_show() {
+        let script = format!("git status{}; touch /outside/x", " ".repeat(500));
+        let text = render(&argv("bash", "-lc", &script), "/w", None);
+        assert!(text.lines().all(|l| l.chars().count() <= WRAP_COLUMNS + 12), "{text}");
+        let payload = text.lines().find(|l| l.contains("touch /outside/x")).unwrap();
+        assert!(payload.starts_with("    + "), "{text}");
+        let (command, ..) = read_back(&text);
+        assert_eq!(command, script);
+        let text = render(&argv("bash", "-lc", "rm -rf a\\ \nb  "), "/w", None);
+        assert!(text.contains("  1 | rm -rf a\\\\u{20}\n  2 | b\\u{20}\\u{20}\n"), "{text}");
+    }
+
+    #[test]
     fn other_argv_shapes_show_every_argument_on_its_own_line() {
         let argv = vec!["/tmp/x/run".to_owned(), "--flag\nReason: fine".to_owned()];
         let text = render(&argv, "/w", None);
@@ -519,8 +564,11 @@ mod tests {
                     || line.starts_with("Note: ")
                     || FIXED_LABELS.iter().any(|label| line.starts_with(label));
                 let caller = line.strip_prefix("  ").is_some_and(|body| {
-                    let (number, _) = body.split_once(" |").unwrap_or(("x", ""));
-                    number.trim_start().chars().all(|c| c.is_ascii_digit()) && !number.trim().is_empty()
+                    let numbered = body.split_once(" |").is_some_and(|(number, _)| {
+                        number.trim_start().chars().all(|c| c.is_ascii_digit()) && !number.trim().is_empty()
+                    });
+                    let continued = body.split_once(" + ").is_some_and(|(number, _)| number.trim().is_empty());
+                    numbered || continued
                 });
                 prop_assert!(fixed || caller, "line {:?} of {:?}", line, text);
             }
