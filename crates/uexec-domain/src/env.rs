@@ -48,6 +48,10 @@ pub fn with_sandbox_vars(
 pub const SECRET_NAME_PATTERNS: [&str; 8] =
     ["KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "COOKIE"];
 
+/// Name endings (matched case-insensitively) of variables dropped with [`SECRET_NAME_PATTERNS`]: names too
+/// short to match anywhere without hitting `PATH` or `OLDPWD` (`GITHUB_PAT`, `MYSQL_PWD`, `NPM_AUTH`).
+pub const SECRET_NAME_SUFFIXES: [&str; 3] = ["_PAT", "_PWD", "_AUTH"];
+
 /// Which variables of the server's environment a command inherits.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -95,6 +99,7 @@ impl Default for EnvPolicy {
 pub fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     SECRET_NAME_PATTERNS.iter().any(|pattern| upper.contains(pattern))
+        || SECRET_NAME_SUFFIXES.iter().any(|suffix| upper.ends_with(suffix))
 }
 
 /// The environment of a command: `inherited` filtered by `policy`, then `policy.set`, then [`FORCED_ENV`]; later
@@ -242,6 +247,11 @@ mod tests {
                 && is_secret_name("GOOGLE_CREDENTIALS")
         );
         assert!(!is_secret_name("PATH"));
+        assert!(is_secret_name("GITHUB_PAT") && is_secret_name("mysql_pwd") && is_secret_name("NPM_AUTH"));
+        for plain in ["PWD", "OLDPWD", "XDG_DATA_DIRS", "GIT_AUTHOR_NAME", "SSH_AUTH_SOCK", "PATHEXT", "HOME"]
+        {
+            assert!(!is_secret_name(plain), "{plain}");
+        }
     }
 
     #[test]

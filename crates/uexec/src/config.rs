@@ -17,7 +17,7 @@
 //! [env]
 //! inherit = "all"                       # "all", "none", or a list of names to keep: ["PATH", "HOME"]
 //! exclude_secrets = true                # the default: drop *KEY*, *SECRET*, *TOKEN*, *PASSWORD*, *PASSWD*,
-//!                                       # *PASSPHRASE*, *CREDENTIAL*, *COOKIE* (any case)
+//!                                       # *PASSPHRASE*, *CREDENTIAL*, *COOKIE*, *_PAT, *_PWD, *_AUTH
 //! pass_through = ["GH_TOKEN"]           # inherited secrets a command gets on purpose (exact names); also --pass-env
 //! set = { RUST_BACKTRACE = "1" }
 //!
