@@ -9,7 +9,8 @@
 //!    and U+061C, zero-width characters U+200B-200D, U+2060-2064, U+FEFF, the soft hyphen, tag characters
 //!    U+E0000-E0FFF), variation selectors, the line and paragraph separators U+2028 and U+2029, every
 //!    whitespace other than the ASCII space and the line break that separates a script's lines, blank-looking
-//!    letters (Hangul fillers, the braille blank), private-use characters and surrogates ([`is_invisible`]).
+//!    letters (Hangul fillers, the braille blank), private-use characters, surrogates and the general-purpose
+//!    combining marks, which draw over the character before them ([`is_invisible`]).
 //!    A backslash that would read as the start of such an escape (`\` followed by `u{` or `x{`) is itself written
 //!    `\u{5c}`, so the escaping is injective: distinct texts give distinct renderings, and
 //!    the rendering can be read back. Ordinary backslashes (`printf 'a\n'`) are shown as they are.
@@ -47,12 +48,14 @@ const MAX_REASON_LINES: usize = 40;
 
 /// Inclusive ranges of the characters [`is_invisible`] escapes, sorted. Generated from the Unicode general
 /// categories Cc, Cf, Zl, Zp, Zs (minus U+0020), Co and Cs, plus the Default_Ignorable_Code_Point property, the
-/// braille blank U+2800 and the noncharacters U+FFFE/U+FFFF.
-const INVISIBLE: [(u32, u32); 33] = [
+/// braille blank U+2800, the noncharacters U+FFFE/U+FFFF, and the blocks of general-purpose combining marks
+/// (U+0300-036F, U+1AB0-1AFF, U+1DC0-1DFF, U+20D0-20FF, U+FE20-FE2F), which draw over the character before them
+/// (a strike-through, an enclosing circle) and make `é` and `e` + U+0301 look the same.
+const INVISIBLE: [(u32, u32); 37] = [
     (0x0, 0x1F),
     (0x7F, 0xA0),
     (0xAD, 0xAD),
-    (0x34F, 0x34F),
+    (0x300, 0x36F),
     (0x600, 0x605),
     (0x61C, 0x61C),
     (0x6DD, 0x6DD),
@@ -63,14 +66,18 @@ const INVISIBLE: [(u32, u32); 33] = [
     (0x1680, 0x1680),
     (0x17B4, 0x17B5),
     (0x180B, 0x180F),
+    (0x1AB0, 0x1AFF),
+    (0x1DC0, 0x1DFF),
     (0x2000, 0x200F),
     (0x2028, 0x202F),
     (0x205F, 0x206F),
+    (0x20D0, 0x20FF),
     (0x2800, 0x2800),
     (0x3000, 0x3000),
     (0x3164, 0x3164),
     (0xD800, 0xF8FF),
     (0xFE00, 0xFE0F),
+    (0xFE20, 0xFE2F),
     (0xFEFF, 0xFEFF),
     (0xFFA0, 0xFFA0),
     (0xFFF0, 0xFFFC),
@@ -426,6 +433,9 @@ mod tests {
             ('\u{e0041}', "\\u{e0041}"),
             ('\u{e0100}', "\\u{e0100}"),
             ('\u{f0000}', "\\u{f0000}"),
+            ('\u{301}', "\\u{301}"),
+            ('\u{336}', "\\u{336}"),
+            ('\u{20dd}', "\\u{20dd}"),
         ];
         for (c, written) in hostile {
             assert!(is_invisible(c), "{c:?}");
@@ -438,6 +448,24 @@ mod tests {
         }
         for visible in ['a', ' ', '~', 'é', 'ß', '中', '\u{1f600}', '\u{fffd}'] {
             assert!(!is_invisible(visible), "{visible:?}");
+        }
+    }
+
+    #[test]
+    fn the_invisible_table_is_sorted_and_disjoint() {
+        for pair in INVISIBLE.windows(2) {
+            assert!(pair[0].0 <= pair[0].1 && pair[0].1 < pair[1].0, "{pair:?}");
+        }
+        for (low, high) in INVISIBLE {
+            for code in [low, high] {
+                if let Some(c) = char::from_u32(code) {
+                    assert!(is_invisible(c), "{code:x}");
+                }
+            }
+            if let Some(c) = char::from_u32(high + 1).filter(|_| high < 0x10FFFF) {
+                let next_range = INVISIBLE.iter().any(|&(l, h)| (l..=h).contains(&(high + 1)));
+                assert_eq!(is_invisible(c), next_range, "{:x}", high + 1);
+            }
         }
     }
 
