@@ -18,9 +18,11 @@ pub mod limits;
 pub mod policy;
 pub mod protection;
 pub mod prune;
+pub mod question;
 pub mod response;
 pub mod rules;
 pub mod session;
+pub mod startup;
 pub mod truncate;
 
 pub use buffer::HeadTailBuffer;

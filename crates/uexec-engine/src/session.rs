@@ -55,6 +55,8 @@ pub(crate) struct SessionSpec {
     pub(crate) cwd: PathBuf,
     pub(crate) tty: bool,
     pub(crate) buffer_bytes: usize,
+    /// The shell starts without login because its startup files lie in a writable root (`uexec_domain::startup`).
+    pub(crate) startup_guarded: bool,
 }
 
 /// Mutable state shared by the reader, the waiter and the calls.
