@@ -106,17 +106,21 @@ function toml(value) {
   return JSON.stringify(value);
 }
 
-before(async () => {
-  const scratch = scratchDir('codex');
-  workspace = path.join(scratch, 'workspace');
+/**
+ * Runs `codex exec` once against a scripted model, with uexec configured as the MCP server `uexec`; `approve` adds
+ * the server setting README.md documents. Returns the run, the model and the workspace.
+ */
+async function codexExec(name, steps, { approve }) {
+  const scratch = scratchDir(name);
+  const dir = path.join(scratch, 'workspace');
   const codexHome = path.join(scratch, 'codex-home');
   // The Codex CLI refuses to set up its own sandbox helper when CODEX_HOME lies under the temp directory: give it a
   // private one beside it.
   const tmp = path.join(scratch, 'tmp');
-  for (const dir of [workspace, codexHome, tmp]) fs.mkdirSync(dir, { recursive: true });
-  fs.writeFileSync(path.join(workspace, 'existing.txt'), 'old line\n');
+  for (const d of [dir, codexHome, tmp]) fs.mkdirSync(d, { recursive: true });
+  fs.writeFileSync(path.join(dir, 'existing.txt'), 'old line\n');
 
-  model = await startScriptedModel(script);
+  const scripted = await startScriptedModel(steps);
   fs.writeFileSync(
     path.join(codexHome, 'config.toml'),
     [
@@ -124,42 +128,58 @@ before(async () => {
       'model_provider = "scripted"',
       // Non-interactive: the Codex CLI has nobody to ask. uexec's own approval policy and sandbox gate its commands.
       'approval_policy = "never"',
-      // The Codex CLI's sandbox for its own tools (the reference calls and apply_patch); not full access, which would
-      // skip its MCP approval check altogether.
+      // The Codex CLI's sandbox for its own tools (the reference calls); not full access, which would skip its MCP
+      // approval check altogether.
       'sandbox_mode = "workspace-write"',
       '',
       '[model_providers.scripted]',
       'name = "scripted model"',
-      `base_url = ${toml(model.baseUrl)}`,
+      `base_url = ${toml(scripted.baseUrl)}`,
       'wire_api = "responses"',
       'request_max_retries = 0',
       'stream_max_retries = 0',
       '',
       '[mcp_servers.uexec]',
       `command = ${toml(uexecBin())}`,
-      `args = ${toml(['mcp', '--cd', workspace])}`,
-      'default_tools_approval_mode = "approve"',
+      `args = ${toml(['mcp', '--cd', dir])}`,
+      ...(approve ? ['default_tools_approval_mode = "approve"'] : []),
       'startup_timeout_sec = 60',
-      'tool_timeout_sec = 120',
+      'tool_timeout_sec = 330',
       '',
     ].join('\n'),
   );
-  const env = { ...process.env, CODEX_HOME: codexHome, TMPDIR: tmp, WORKSPACE: workspace };
+  const env = { ...process.env, CODEX_HOME: codexHome, TMPDIR: tmp, WORKSPACE: dir };
   delete env.OPENAI_API_KEY;
   delete env.CODEX_API_KEY;
-  run = await runCodex(
-    ['exec', '--skip-git-repo-check', '--ephemeral', '--json', '--color', 'never', 'Run the scripted commands.'],
+  // --strict-config: every setting used here, the documented ones included, must be one the Codex CLI knows.
+  const result = await runCodex(
+    ['exec', '--strict-config', '--skip-git-repo-check', '--ephemeral', '--json', '--color', 'never', 'Run the scripted commands.'],
     env,
     240_000,
   );
-  if (process.env.UEXEC_CLIENTS_DUMP) fs.writeFileSync(process.env.UEXEC_CLIENTS_DUMP, JSON.stringify({ requests: model.requests, outputs: [...model.outputs] }));
-  if (run.code !== 0 || process.env.UEXEC_CLIENTS_VERBOSE) {
-    console.log(`codex exec exited with ${run.code} (${run.signal ?? 'no signal'})\n--- stdout\n${run.stdout}\n--- stderr\n${run.stderr}`);
+  if (result.code !== 0 || process.env.UEXEC_CLIENTS_VERBOSE) {
+    console.log(`codex exec exited with ${result.code} (${result.signal ?? 'no signal'})\n--- stdout\n${result.stdout}\n--- stderr\n${result.stderr}`);
   }
+  await scripted.close();
+  return { run: result, model: scripted, workspace: dir };
+}
+
+let unconfigured;
+
+before(async () => {
+  ({ run, model, workspace } = await codexExec('codex', script, { approve: true }));
+  // The same server without the setting: what the Codex CLI does on its own with uexec's tool annotations.
+  unconfigured = await codexExec(
+    'codex-unconfigured',
+    [
+      { id: 'list', ...UEXEC, name: 'list_sessions', args: {} },
+      { id: 'echo', ...UEXEC, name: 'exec_command', args: { cmd: 'echo hi > ran.txt' } },
+    ],
+    { approve: false },
+  );
 });
 
-after(async () => {
-  await model?.close();
+after(() => {
   if (Object.keys(figures).length > 0) {
     console.log(`tokens a model reads through the Codex CLI: ${JSON.stringify(figures)}`);
     if (process.env.UEXEC_CLIENTS_TMP) {
@@ -239,6 +259,15 @@ test('the Codex CLI offers every uexec tool to the model under mcp__uexec', () =
   assert.ok(namespace, `no mcp__uexec tools in ${JSON.stringify(first.tools.map((t) => t.name))}`);
   const names = namespace.tools.map((tool) => tool.name).sort();
   assert.deepEqual(names, ['close_session', 'exec_command', 'list_sessions', 'read_screen', 'write_stdin']);
+});
+
+test('without the server setting the Codex CLI runs the read-only tools and refuses the others', () => {
+  assert.equal(unconfigured.run.code, 0, unconfigured.run.stderr.slice(-2000));
+  const list = modelText(unconfigured.model.outputs.get('list'));
+  assert.doesNotMatch(list, /requires approval/, 'list_sessions, annotated read-only, was refused');
+  const echo = modelText(unconfigured.model.outputs.get('echo'));
+  assert.match(echo, /MCP tool call requires approval, but approval policy is never/, excerpt(echo));
+  assert.ok(!fs.existsSync(path.join(unconfigured.workspace, 'ran.txt')), 'the refused command ran');
 });
 
 test('the Codex CLI runs uexec tools under approval_policy never with the documented server setting', () => {
