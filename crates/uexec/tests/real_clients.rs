@@ -1,5 +1,5 @@
-//! Runs real MCP clients from the npm registry against the `uexec` binary of this build: the Codex CLI (with a
-//! scripted model), the TypeScript SDK client and the MCP Inspector CLI (tests/clients/*.test.mjs).
+//! Runs real MCP clients from the npm registry against the `uexec` binary of this build: the Codex CLI and Claude
+//! Code (each with a scripted model), the TypeScript SDK client and the MCP Inspector CLI (tests/clients/*.test.mjs).
 //!
 //! The clients are pinned in tests/clients/package.json and installed into tests/clients/node_modules by .ci/run
 //! (`npm install --prefix tests/clients`). When node or the clients are missing the tests fail, saying how to install
@@ -43,6 +43,11 @@ fn run_node_tests(file: &str) {
 #[test]
 fn codex_cli_drives_uexec_for_a_scripted_model() {
     run_node_tests("codex.test.mjs");
+}
+
+#[test]
+fn claude_code_drives_uexec_for_a_scripted_model() {
+    run_node_tests("claude.test.mjs");
 }
 
 #[test]
