@@ -54,12 +54,12 @@ const script = [
   { id: 'uexec-echo', ...UEXEC, name: 'exec_command', args: { cmd: 'echo hi', ...PLAIN } },
   { id: 'native-seq200', name: 'exec_command', args: { cmd: 'seq 1 200', ...PLAIN } },
   { id: 'uexec-seq200', ...UEXEC, name: 'exec_command', args: { cmd: 'seq 1 200', ...PLAIN } },
-  { id: 'py-start', ...UEXEC, name: 'exec_command', args: { cmd: 'python3 -i', tty: true, yield_time_ms: 3000 } },
+  { id: 'py-start', ...UEXEC, name: 'exec_command', args: { cmd: 'python3 -i', tty: true, yield_time_ms: 10000 } },
   {
     id: 'py-eval',
     ...UEXEC,
     name: 'write_stdin',
-    args: (outputs) => ({ session_id: sessionIdOf(outputs.get('py-start')), chars: '1+1\n', yield_time_ms: 3000 }),
+    args: (outputs) => ({ session_id: sessionIdOf(outputs.get('py-start')), chars: '1+1\n', yield_time_ms: 10000 }),
   },
   {
     id: 'py-close',

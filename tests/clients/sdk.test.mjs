@@ -90,9 +90,9 @@ test('exec_command: a one-shot command, its result valid against the output sche
 
 test('every tool on one Python session: exec_command, write_stdin, list_sessions, read_screen, close_session', async () => {
   await withClient(async ({ client }) => {
-    const started = await call(client, 'exec_command', { cmd: 'python3 -i', tty: true, yield_time_ms: 3000 });
+    const started = await call(client, 'exec_command', { cmd: 'python3 -i', tty: true, yield_time_ms: 10000 });
     const id = sessionIdOf(started);
-    const evaluated = await call(client, 'write_stdin', { session_id: id, chars: '6*7\n', yield_time_ms: 3000 });
+    const evaluated = await call(client, 'write_stdin', { session_id: id, chars: '6*7\n', yield_time_ms: 10000 });
     assert.match(text(evaluated), /(^|\n)42\r?\n/);
 
     const listed = await call(client, 'list_sessions', {});
@@ -115,7 +115,7 @@ test('every text result parses with the Codex CLI unified-exec parser', async ()
       await call(client, 'exec_command', { cmd: 'read line; echo got $line', tty: true, yield_time_ms: 1000, login: false }),
     ];
     const id = sessionIdOf(results[2]);
-    results.push(await call(client, 'write_stdin', { session_id: id, chars: 'x\n', yield_time_ms: 3000 }));
+    results.push(await call(client, 'write_stdin', { session_id: id, chars: 'x\n', yield_time_ms: 10000 }));
     const unparsed = results.map(text).filter((t) => !parseUnifiedExec(t));
     assert.deepEqual(unparsed, []);
   });
