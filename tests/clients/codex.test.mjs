@@ -36,6 +36,9 @@ const PATCH = [
   '',
 ].join('\n');
 
+// A patch that writes outside the workspace (and outside every writable root): never applied.
+const PATCH_OUTSIDE = ["apply_patch <<'EOF'", '*** Begin Patch', '*** Add File: ../outside.txt', '+escaped', '*** End Patch', 'EOF', ''].join('\n');
+
 /** The session id a model reads from a tool output, whatever its form (Codex text or JSON). */
 function sessionIdOf(output) {
   const text = serverText(output);
@@ -70,6 +73,7 @@ const script = [
   { id: 'native-trunc', name: 'exec_command', args: { cmd: 'seq 1 100000', max_output_tokens: 100, ...PLAIN } },
   { id: 'uexec-trunc', ...UEXEC, name: 'exec_command', args: { cmd: 'seq 1 100000', max_output_tokens: 100, ...PLAIN } },
   { id: 'patch', ...UEXEC, name: 'exec_command', args: { cmd: PATCH } },
+  { id: 'patch-outside', ...UEXEC, name: 'exec_command', args: { cmd: PATCH_OUTSIDE } },
   {
     id: 'escalate',
     ...UEXEC,
@@ -316,10 +320,18 @@ test('a truncated large output: seq 1 100000 with max_output_tokens 100', () => 
 test('apply_patch through exec_command edits the workspace and answers as the Codex CLI does', () => {
   const text = serverText(output('patch'));
   assert.match(text, /Success\. Updated the following files:\n/, excerpt(text));
+  assert.match(text, /(Process exited with code|Exit code:) 0\n/);
   assert.match(text, /\nA added\.txt\n/);
   assert.match(text, /\nM existing\.txt\n/);
   assert.equal(fs.readFileSync(path.join(workspace, 'added.txt'), 'utf8'), 'added by apply_patch\n');
   assert.equal(fs.readFileSync(path.join(workspace, 'existing.txt'), 'utf8'), 'new line\n');
+});
+
+test('apply_patch outside the writable roots is refused and writes nothing', () => {
+  const text = serverText(output('patch-outside'));
+  assert.doesNotMatch(text, /Success\./, excerpt(text));
+  assert.doesNotMatch(text, /(Process exited with code|Exit code:) 0\n/, excerpt(text));
+  assert.ok(!fs.existsSync(path.join(workspace, '..', 'outside.txt')), 'the patch wrote outside the workspace');
 });
 
 test('a denied escalation never runs and the model reads why', () => {

@@ -34,7 +34,19 @@ async function connect() {
   await client.connect(transport);
   // callTool validates structuredContent against the outputSchema of tools/list: list first so that it knows them.
   const { tools } = await client.listTools();
+  // And every call's arguments are checked here against the tool's own inputSchema, as a validating client would.
+  const ajv = new Ajv({ strict: true, allErrors: true });
+  inputValidators.set(client, new Map(tools.map((tool) => [tool.name, ajv.compile(tool.inputSchema)])));
   return { client, tools, workspace, close: () => client.close() };
+}
+
+const inputValidators = new WeakMap();
+
+/** Fails when `args` do not validate against the inputSchema the server declared for `name`. */
+function assertValidInput(client, name, args) {
+  const validate = inputValidators.get(client)?.get(name);
+  assert.ok(validate, `no inputSchema for ${name}`);
+  assert.ok(validate(args), `${name} ${JSON.stringify(args)} rejected by its own inputSchema: ${JSON.stringify(validate.errors)}`);
 }
 
 async function withClient(fn) {
@@ -50,8 +62,9 @@ function text(result) {
   return result.content.filter((block) => block.type === 'text').map((block) => block.text).join('\n');
 }
 
-/** Calls a tool and fails on an error result, with its text. */
+/** Calls a tool with arguments its inputSchema accepts, and fails on an error result, with its text. */
 async function call(client, name, args, options) {
+  assertValidInput(client, name, args);
   const result = await client.callTool({ name, arguments: args }, undefined, options);
   assert.ok(!result.isError, `${name} ${JSON.stringify(args)} failed: ${text(result)}`);
   return result;
@@ -136,6 +149,8 @@ test('bad tool arguments come back as a tool result with isError, which a model 
 
 test('arguments a Codex-trained model adds (prefix_rule, ...) are accepted', async () => {
   await withClient(async ({ client }) => {
+    // prefix_rule belongs to the Codex exec_command schema: the declared inputSchema must accept it too.
+    assertValidInput(client, 'exec_command', { cmd: 'echo accepted', prefix_rule: ['echo'] });
     let result;
     try {
       result = await client.callTool({
