@@ -19,11 +19,23 @@ export function uexecBin() {
   return bin;
 }
 
-/** A fresh directory for one test, under UEXEC_CLIENTS_TMP (target/...) or the system temp directory. */
+const scratchDirs = [];
+
+/**
+ * A fresh directory for one test, under UEXEC_CLIENTS_TMP (target/...) or the system temp directory, removed when the
+ * process exits unless UEXEC_CLIENTS_KEEP is set.
+ */
 export function scratchDir(name) {
   const base = process.env.UEXEC_CLIENTS_TMP || fs.realpathSync(process.env.TMPDIR || '/tmp');
   fs.mkdirSync(base, { recursive: true });
-  return fs.mkdtempSync(path.join(base, `${name}-`));
+  if (scratchDirs.length === 0 && !process.env.UEXEC_CLIENTS_KEEP) {
+    process.on('exit', () => {
+      for (const dir of scratchDirs) fs.rmSync(dir, { recursive: true, force: true });
+    });
+  }
+  const dir = fs.mkdtempSync(path.join(base, `${name}-`));
+  scratchDirs.push(dir);
+  return dir;
 }
 
 /** What a model is charged for a text: ceil(UTF-8 bytes / 4), the estimate of uexec-domain and of the Codex CLI. */
