@@ -50,7 +50,7 @@ function codexText({ exitCode, sessionId, output }) {
 const script = [
   { id: 'toolu_echo', name: 'mcp__uexec__exec_command', input: { cmd: 'echo hi', login: false } },
   { id: 'toolu_seq200', name: 'mcp__uexec__exec_command', input: { cmd: 'seq 1 200', login: false } },
-  { id: 'toolu_py_start', name: 'mcp__uexec__exec_command', input: { cmd: 'python3 -i', tty: true, yield_time_ms: 10000 } },
+  { id: 'toolu_py_start', name: 'mcp__uexec__exec_command', input: { cmd: 'python3 -i', tty: true, yield_time_ms: 10000, login: false } },
   {
     id: 'toolu_py_eval',
     name: 'mcp__uexec__write_stdin',

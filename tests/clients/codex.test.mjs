@@ -49,7 +49,8 @@ function sessionIdOf(output) {
   return Number(json[1]);
 }
 
-// The compared commands run without a login shell, so that no profile script adds lines to one side only.
+// Commands run without a login shell: no profile script adds lines to one side of a comparison, and none makes a
+// shell slow to start on a busy machine (a pyenv rehash waiting on its lock took 50 s here).
 const PLAIN = { login: false };
 
 const script = [
@@ -57,7 +58,7 @@ const script = [
   { id: 'uexec-echo', ...UEXEC, name: 'exec_command', args: { cmd: 'echo hi', ...PLAIN } },
   { id: 'native-seq200', name: 'exec_command', args: { cmd: 'seq 1 200', ...PLAIN } },
   { id: 'uexec-seq200', ...UEXEC, name: 'exec_command', args: { cmd: 'seq 1 200', ...PLAIN } },
-  { id: 'py-start', ...UEXEC, name: 'exec_command', args: { cmd: 'python3 -i', tty: true, yield_time_ms: 10000 } },
+  { id: 'py-start', ...UEXEC, name: 'exec_command', args: { cmd: 'python3 -i', tty: true, yield_time_ms: 10000, login: false } },
   {
     id: 'py-eval',
     ...UEXEC,
@@ -72,14 +73,15 @@ const script = [
   },
   { id: 'native-trunc', name: 'exec_command', args: { cmd: 'seq 1 100000', max_output_tokens: 100, ...PLAIN } },
   { id: 'uexec-trunc', ...UEXEC, name: 'exec_command', args: { cmd: 'seq 1 100000', max_output_tokens: 100, ...PLAIN } },
-  { id: 'patch', ...UEXEC, name: 'exec_command', args: { cmd: PATCH } },
-  { id: 'patch-outside', ...UEXEC, name: 'exec_command', args: { cmd: PATCH_OUTSIDE } },
+  { id: 'patch', ...UEXEC, name: 'exec_command', args: { cmd: PATCH, ...PLAIN } },
+  { id: 'patch-outside', ...UEXEC, name: 'exec_command', args: { cmd: PATCH_OUTSIDE, ...PLAIN } },
   {
     id: 'escalate',
     ...UEXEC,
     name: 'exec_command',
     args: {
       cmd: 'echo escalated > escalated.txt',
+      ...PLAIN,
       sandbox_permissions: 'require_escalated',
       justification: 'The test asks to run outside the sandbox and expects a refusal.',
     },
@@ -177,7 +179,7 @@ before(async () => {
     'codex-unconfigured',
     [
       { id: 'list', ...UEXEC, name: 'list_sessions', args: {} },
-      { id: 'echo', ...UEXEC, name: 'exec_command', args: { cmd: 'echo hi > ran.txt' } },
+      { id: 'echo', ...UEXEC, name: 'exec_command', args: { cmd: 'echo hi > ran.txt', ...PLAIN } },
     ],
     { approve: false },
   );

@@ -103,7 +103,7 @@ test('exec_command: a one-shot command, its result valid against the output sche
 
 test('every tool on one Python session: exec_command, write_stdin, list_sessions, read_screen, close_session', async () => {
   await withClient(async ({ client }) => {
-    const started = await call(client, 'exec_command', { cmd: 'python3 -i', tty: true, yield_time_ms: 10000 });
+    const started = await call(client, 'exec_command', { cmd: 'python3 -i', tty: true, yield_time_ms: 10000, login: false });
     const id = sessionIdOf(started);
     const evaluated = await call(client, 'write_stdin', { session_id: id, chars: '6*7\n', yield_time_ms: 10000 });
     assert.match(text(evaluated), /(^|\n)42\r?\n/);
