@@ -346,6 +346,26 @@ async fn input_the_process_does_not_read_yet_neither_blocks_the_call_nor_is_reor
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_waiting_for_a_process_that_never_reads_is_bounded() {
+    // Each write a program does not read goes on in the background; without a bound, a caller writing to a
+    // program that never reads made the server hold every byte.
+    let (engine, _events) = setup();
+    let open = engine.exec_command(cmd("sleep 600", true, 250)).await.unwrap();
+    let id = open.session_id.unwrap_or_else(|| panic!("{open:?}"));
+    let chunk = "y".repeat(600 * 1024);
+    let first = engine.write_stdin(write(id, &chunk, 250)).await.unwrap();
+    assert_eq!(first.session_id, Some(id), "{first:?}");
+    let refused = engine.write_stdin(write(id, &chunk, 250)).await.unwrap_err();
+    assert_eq!(refused, ExecError::InputBacklogFull { waiting: chunk.len(), limit: 1024 * 1024 });
+    assert!(refused.to_string().contains("nothing was written"), "{refused}");
+    // What fits still queues, and the session is unharmed.
+    let small = engine.write_stdin(write(id, "z", 250)).await.unwrap();
+    assert_eq!(small.session_id, Some(id), "{small:?}");
+    let closed = engine.close_session(id).await.unwrap();
+    assert!(closed.exit_code.is_some(), "{closed:?}");
+}
+
 /// Pids whose command line is exactly `argv`.
 fn processes_running(argv: &[&str]) -> Vec<i32> {
     let wanted: Vec<u8> = argv.iter().flat_map(|arg| arg.bytes().chain([0])).collect();
