@@ -356,22 +356,25 @@ impl PtyControl {
         Ok(self.reaped()?.is_some())
     }
 
-    /// Signal the session with `signal`: its process group while the leader is unreaped, and every member found
-    /// now; returns the members. The leader's slot is held throughout (see `contain`).
-    fn signal_session(&self, signal: rustix::process::Signal) -> Vec<tree::Member> {
+    /// Send each of `signals` to the session: to its process group while the leader is unreaped, and to every
+    /// member found by one scan; returns the members. The leader's slot is held throughout, so the leader's pid
+    /// names the leader for the whole time (see `contain`).
+    fn signal_session(&self, signals: &[rustix::process::Signal]) -> Vec<tree::Member> {
         let status = lock(&self.status);
         let identity = self.identity(&status);
-        if identity.leader_unreaped {
-            let _ = rustix::process::kill_process_group(self.pid, signal);
-        }
         let members = tree::members(identity);
-        tree::signal_all(&members, signal);
+        for &signal in signals {
+            if identity.leader_unreaped {
+                let _ = rustix::process::kill_process_group(self.pid, signal);
+            }
+            tree::signal_all(&members, signal);
+        }
         members
     }
 
     /// Kill everything now: SIGKILL to the group (while the leader is unreaped) and to every member.
     fn kill_now(&self) -> Vec<tree::Member> {
-        self.signal_session(rustix::process::Signal::KILL)
+        self.signal_session(&[rustix::process::Signal::KILL])
     }
 }
 
@@ -511,22 +514,13 @@ impl ProcessControl for PtyControl {
         if let Some(status) = *result {
             return Ok(status);
         }
-        let members = {
-            let status = lock(&self.status);
-            let identity = self.identity(&status);
-            let members = tree::members(identity);
-            let pids: Vec<i32> = members.iter().map(|member| member.pid).collect();
-            tracing::debug!(leader = identity.leader, ?pids, "killing the session's processes");
-            for signal in
-                [rustix::process::Signal::HUP, rustix::process::Signal::TERM, rustix::process::Signal::CONT]
-            {
-                if identity.leader_unreaped {
-                    let _ = rustix::process::kill_process_group(self.pid, signal);
-                }
-                tree::signal_all(&members, signal);
-            }
-            members
-        };
+        let members = self.signal_session(&[
+            rustix::process::Signal::HUP,
+            rustix::process::Signal::TERM,
+            rustix::process::Signal::CONT,
+        ]);
+        let pids: Vec<i32> = members.iter().map(|member| member.pid).collect();
+        tracing::debug!(leader = self.raw_pid(), ?pids, "killing the session's processes");
         let grace_end = Instant::now() + KILL_GRACE;
         while Instant::now() < grace_end && !tree::all_exited(&members) {
             tokio::time::sleep(KILL_POLL).await;
