@@ -22,10 +22,12 @@
 //! ESC. In the ground state only ESC starts a sequence (the parser reads 8-bit bytes as UTF-8, not as C1
 //! introducers). So whenever the parser holds an open string, the guard counts it.
 
-/// Most bytes of an OSC, DCS, SOS, PM or APC body passed on (a window title, a hyperlink, a clipboard copy).
+/// Most bytes of an OSC, DCS, SOS, PM or APC body passed on: room for a window title or a hyperlink; longer
+/// bodies (clipboard copies, images) do not change what the screen shows.
 pub const MAX_STRING_BYTES: usize = 4096;
 
-/// Most bytes of a control sequence passed on after `ESC [` (parameters, intermediates and the final byte).
+/// Most bytes of a control sequence passed on after `ESC [` (parameters and intermediates). `vte` keeps at most
+/// 32 parameters of at most 5 digits each, so every sequence it can represent fits.
 pub const MAX_CONTROL_BYTES: usize = 256;
 
 const BEL: u8 = 0x07;
