@@ -123,7 +123,12 @@ impl PtySpawner {
         let started = contain::start(&plan, fork)
             .map_err(|failure| spawn_error(failure, &request, &prepared.program))?;
         drop(child_ends);
-        let mount_ns = tree::MountNamespace::of(started.pid.as_raw_nonzero().get());
+        // Read through the leader's pid while it cannot be reaped (the reaper thread may otherwise reap a leader
+        // that exited at once, and the pid could name another session's process by now).
+        let mount_ns = {
+            let status = lock(&started.status);
+            status.is_none().then(|| tree::MountNamespace::of(started.pid.as_raw_nonzero().get())).flatten()
+        };
 
         let pidfd = match sys::register(started.pidfd, Interest::READABLE) {
             Ok(pidfd) => pidfd,
