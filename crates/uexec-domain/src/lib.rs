@@ -11,6 +11,7 @@ pub mod buffer;
 pub mod command;
 pub mod denial;
 pub mod env;
+pub mod escape;
 pub mod exit;
 pub mod gitdir;
 pub mod ids;

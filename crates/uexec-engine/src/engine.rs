@@ -468,6 +468,7 @@ impl Inner {
             tty: req.tty,
             buffer_bytes: limits.output_buffer_bytes,
             startup_guarded: start.guarded,
+            input_backlog_bytes: limits.max_write_bytes,
         };
         let (spawn, report) = self.place(placement, base.clone())?;
         let mut session = self.start_attempt(&spec, spawn, report)?;
@@ -561,7 +562,7 @@ impl Inner {
         if !req.chars.is_empty() {
             if session.spec.tty {
                 // A process that does not read its terminal must not hold this call past its window.
-                match session.write_input(req.chars.as_bytes().to_vec(), deadline).await {
+                match session.write_input(req.chars.as_bytes().to_vec(), deadline).await? {
                     None | Some(Ok(()) | Err(ProcessError::Exited)) => {}
                     Some(Err(ProcessError::StdinClosed)) => return Err(ExecError::StdinClosed),
                     Some(Err(err)) => return Err(ExecError::WriteFailed(err.to_string())),

@@ -25,6 +25,7 @@ mod collect;
 mod config;
 mod engine;
 mod error;
+mod screen;
 mod session;
 mod store;
 mod trust;
