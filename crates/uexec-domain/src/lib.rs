@@ -13,6 +13,7 @@ pub mod denial;
 pub mod env;
 pub mod exit;
 pub mod ids;
+pub mod known_safe;
 pub mod limits;
 pub mod policy;
 pub mod protection;
