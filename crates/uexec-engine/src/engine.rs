@@ -13,11 +13,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
 use uexec_domain::approval::{
-    ApprovalInput, ApprovalKey, RETRY_QUESTION, Requirement, RetryDecision, initial_requirement,
-    retry_after_denial,
+    ApprovalInput, ApprovalKey, Requirement, RetryDecision, initial_requirement, no_retry_note,
+    retry_after_denial, retry_question,
 };
-use uexec_domain::command::is_known_safe_command;
-use uexec_domain::denial::is_likely_sandbox_denied;
+use uexec_domain::denial::denial_evidence;
 use uexec_domain::env::build_env;
 use uexec_domain::ids::chunk_id;
 use uexec_domain::limits::{
@@ -40,6 +39,7 @@ use crate::config::{EngineConfig, EngineDeps};
 use crate::error::ExecError;
 use crate::session::{Session, SessionSpec};
 use crate::store::Store;
+use crate::trust::{is_known_safe, tmpdir_of, writable_dirs};
 
 /// The unified exec engine. Cheap to clone (all clones share one engine); `Send + Sync`.
 #[derive(Debug, Clone)]
@@ -241,6 +241,19 @@ impl Inner {
 
     /// Ask a person; remembers "approved for session".
     async fn ask(&self, request: ApprovalRequest, key: &ApprovalKey) -> Result<(), ExecError> {
+        match self.ask_decision(request, key).await {
+            Ok(decision) if decision.is_approved() => Ok(()),
+            Ok(_) => Err(ExecError::Rejected),
+            Err(text) => Err(ExecError::ApprovalUnavailable(text)),
+        }
+    }
+
+    /// Ask a person and return the decision (or why none could be had); remembers "approved for session".
+    async fn ask_decision(
+        &self,
+        request: ApprovalRequest,
+        key: &ApprovalKey,
+    ) -> Result<ReviewDecision, String> {
         let call_id = request.call_id.clone();
         self.deps.events.emit(ExecEvent::ApprovalRequested { request: request.clone() });
         let answer = self.deps.approver.request_approval(request).await;
@@ -251,14 +264,10 @@ impl Inner {
                     decision: Some(decision),
                     error: None,
                 });
-                match decision {
-                    ReviewDecision::Approved => Ok(()),
-                    ReviewDecision::ApprovedForSession => {
-                        self.approvals().insert(key.clone());
-                        Ok(())
-                    }
-                    ReviewDecision::Denied | ReviewDecision::Abort => Err(ExecError::Rejected),
+                if decision == ReviewDecision::ApprovedForSession {
+                    self.approvals().insert(key.clone());
                 }
+                Ok(decision)
             }
             Err(err) => {
                 let text = err.to_string();
@@ -267,9 +276,17 @@ impl Inner {
                     decision: None,
                     error: Some(text.clone()),
                 });
-                Err(ExecError::ApprovalUnavailable(text))
+                Err(text)
             }
         }
+    }
+
+    /// Whether `argv` run in `cwd` with `env` is known safe: read-only words, and nothing it runs chosen by a
+    /// file that a sandboxed command can write (`uexec_domain::known_safe`).
+    async fn known_safe(&self, argv: &[String], cwd: &Path, env: &[(OsString, OsString)]) -> bool {
+        let tmpdir = tmpdir_of(env);
+        let writable = writable_dirs(&self.config.sandbox_policy, &self.config.cwd, tmpdir.as_deref());
+        is_known_safe(argv, cwd, env, writable).await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -279,18 +296,16 @@ impl Inner {
         id: SessionId,
         argv: &[String],
         cwd: &Path,
+        env: &[(OsString, OsString)],
         tty: bool,
         permissions: SandboxPermissions,
         justification: Option<&str>,
     ) -> Result<Approval, ExecError> {
         let policy = self.config.approval_policy;
         let key = ApprovalKey::new(argv, cwd, tty, permissions);
-        let input = ApprovalInput {
-            policy,
-            permissions,
-            known_safe: is_known_safe_command(argv),
-            rule: self.config.rules.evaluate(argv),
-        };
+        // Only `untrusted` consults it (and it costs a few file-system lookups).
+        let known_safe = policy == ApprovalPolicy::Untrusted && self.known_safe(argv, cwd, env).await;
+        let input = ApprovalInput { policy, permissions, known_safe, rule: self.config.rules.evaluate(argv) };
         let reason = match initial_requirement(&input) {
             Requirement::Skip => return Ok(Approval { by_person: false, escalate: false, key }),
             Requirement::Forbidden(text) => return Err(ExecError::Forbidden(text)),
@@ -322,6 +337,7 @@ impl Inner {
             cwd: cwd.to_path_buf(),
             kind,
             reason: Some(question),
+            denial: None,
         };
         self.ask(request, &key).await?;
         Ok(Approval { by_person: true, escalate, key })
@@ -352,13 +368,7 @@ impl Inner {
                 Ok((base, ProtectionReport::unsandboxed(policy.mode_str(), reason)))
             }
             Placement::Sandboxed => {
-                let tmpdir = base
-                    .env
-                    .iter()
-                    .rev()
-                    .find(|(name, _)| name == "TMPDIR")
-                    .map(|(_, value)| PathBuf::from(value))
-                    .filter(|p| !p.as_os_str().is_empty());
+                let tmpdir = tmpdir_of(&base.env);
                 let request = SandboxRequest {
                     spawn: base,
                     // The workspace, not the command's workdir: a workdir grants no write access.
@@ -414,12 +424,14 @@ impl Inner {
         let id = self.store.reserve()?;
         let mut reservation = Reservation { store: &self.store, id, session: None, done: false };
 
+        let env = build_env(self.config.base_env.iter().cloned(), &self.config.env_policy);
         let approval = self
             .approve(
                 &call_id,
                 id,
                 &argv,
                 &cwd,
+                &env,
                 req.tty,
                 req.sandbox_permissions,
                 req.justification.as_deref(),
@@ -435,7 +447,7 @@ impl Inner {
         let base = SpawnRequest {
             argv: argv.iter().map(OsString::from).collect(),
             cwd: cwd.clone(),
-            env: build_env(self.config.base_env.iter().cloned(), &self.config.env_policy),
+            env,
             mode: if req.tty { IoMode::Pty(PtySize::default()) } else { IoMode::Pipes },
             setup: Vec::new(),
         };
@@ -458,6 +470,8 @@ impl Inner {
 
         let window = Duration::from_millis(clamp_exec_yield(req.yield_time_ms, limits));
         let mut deadline = session.started + window;
+        // Set when a sandbox denial is not retried outside the sandbox: returned with the sandboxed output.
+        let mut note = None;
         let policy = self.config.approval_policy;
         if placement == Placement::Sandboxed
             && retry_after_denial(policy, false, false) != RetryDecision::NoRetry
@@ -465,36 +479,66 @@ impl Inner {
             let grace_end = (session.started + Duration::from_millis(EARLY_EXIT_GRACE_MS)).min(deadline);
             if session.wait_finished(grace_end).await {
                 let exit_code = session.snapshot().exit_code.unwrap_or(-1);
-                let denied = exit_code != 0 && is_likely_sandbox_denied(exit_code, &session.peek_output());
+                let evidence = denial_evidence(exit_code, &session.peek_output());
                 let decision =
                     retry_after_denial(policy, approval.by_person, self.is_remembered(&approval.key));
-                if denied && decision != RetryDecision::NoRetry {
+                if let Some(evidence) = evidence
+                    && decision != RetryDecision::NoRetry
+                {
                     tracing::info!(session_id = %id, exit_code, "sandbox denial detected within the grace");
-                    if decision == RetryDecision::AskThenRetry {
-                        let request = ApprovalRequest {
-                            call_id: call_id.clone(),
-                            session_id: id,
-                            command: spec.command.clone(),
-                            cwd: spec.cwd.clone(),
-                            kind: ApprovalKind::RetryWithoutSandbox,
-                            reason: Some(RETRY_QUESTION.to_owned()),
-                        };
-                        if let Err(err) = self.ask(request, &approval.key).await {
-                            reservation.remove(&session);
-                            return Err(err);
+                    // Leaving the sandbox is a decision about this command: unless a person already approved it
+                    // (the run question said a retry follows), a person approves this retry, shown the denial
+                    // and told it runs with full access. A command only admitted as known safe always asks.
+                    let retry = match decision {
+                        RetryDecision::AskThenRetry => {
+                            let request = ApprovalRequest {
+                                call_id: call_id.clone(),
+                                session_id: id,
+                                command: spec.command.clone(),
+                                cwd: spec.cwd.clone(),
+                                kind: ApprovalKind::RetryWithoutSandbox,
+                                reason: Some(retry_question(&evidence)),
+                                denial: Some(evidence.clone()),
+                            };
+                            match self.ask_decision(request, &approval.key).await {
+                                Ok(answer) if answer.is_approved() => true,
+                                // "Stop the task": the call fails as a rejection.
+                                Ok(ReviewDecision::Abort) => {
+                                    reservation.remove(&session);
+                                    return Err(ExecError::Rejected);
+                                }
+                                // The command ran: its output is returned, with what happened to the retry.
+                                Ok(_) => {
+                                    note = Some(no_retry_note(
+                                        &evidence,
+                                        "a person declined to run it without the sandbox",
+                                    ));
+                                    false
+                                }
+                                Err(text) => {
+                                    note = Some(no_retry_note(
+                                        &evidence,
+                                        &format!("no person could approve that ({text})"),
+                                    ));
+                                    false
+                                }
+                            }
                         }
+                        RetryDecision::RetryWithoutAsking | RetryDecision::NoRetry => true,
+                    };
+                    if retry {
+                        reservation.detached(&session);
+                        drop(call_guard);
+                        let (spawn, report) =
+                            self.place(Placement::Unsandboxed(EscapeReason::RetryAfterDenial), base)?;
+                        session = self.start_attempt(&spec, spawn, report)?;
+                        call_guard = Arc::clone(&session.call_lock).lock_owned().await;
+                        if let Err(error) = reservation.stored(&session) {
+                            session.terminate().await;
+                            return Err(error);
+                        }
+                        deadline = session.started + window;
                     }
-                    reservation.detached(&session);
-                    drop(call_guard);
-                    let (spawn, report) =
-                        self.place(Placement::Unsandboxed(EscapeReason::RetryAfterDenial), base)?;
-                    session = self.start_attempt(&spec, spawn, report)?;
-                    call_guard = Arc::clone(&session.call_lock).lock_owned().await;
-                    if let Err(error) = reservation.stored(&session) {
-                        session.terminate().await;
-                        return Err(error);
-                    }
-                    deadline = session.started + window;
                 }
             }
         }
@@ -503,7 +547,7 @@ impl Inner {
         let collected = collect(&session, mark, deadline).await;
         let (session_id, warning) = if collected.exit_code.is_some() {
             reservation.remove(&session);
-            (None, None)
+            (None, note)
         } else {
             let (pruned, live) = self.store.commit(&session, limits.max_sessions);
             reservation.done();
@@ -511,7 +555,11 @@ impl Inner {
                 tracing::info!(session_id = %victim.spec.id, "pruning the least recently used session");
                 victim.terminate().await;
             }
-            (Some(id), session_count_warning(live, limits))
+            let warning = match (note, session_count_warning(live, limits)) {
+                (Some(note), Some(count)) => Some(format!("{note} {count}")),
+                (note, count) => note.or(count),
+            };
+            (Some(id), warning)
         };
         drop(call_guard);
         Ok(self.respond(started, &session, collected, session_id, warning, req.max_output_tokens))

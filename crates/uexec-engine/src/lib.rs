@@ -27,6 +27,7 @@ mod engine;
 mod error;
 mod session;
 mod store;
+mod trust;
 mod utf8;
 
 pub use api::{ExecCommandRequest, ExecResponse, SessionState, SessionSummary, WriteStdinRequest};

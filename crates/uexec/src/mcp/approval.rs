@@ -226,9 +226,16 @@ pub fn question_text(request: &ApprovalRequest, sandbox: &SandboxPolicy, policy:
             headline
         }
         ApprovalKind::Escalation => "Allow this command to run WITHOUT the sandbox?".to_owned(),
-        ApprovalKind::RetryWithoutSandbox => {
-            "The sandbox blocked this command. Run it again WITHOUT the sandbox?".to_owned()
-        }
+        ApprovalKind::RetryWithoutSandbox => match &request.denial {
+            Some(denial) => format!(
+                "The sandbox appears to have blocked this command ({}). Run it again with FULL ACCESS (no \
+                 sandbox)?",
+                denial.describe()
+            ),
+            None => {
+                "The sandbox blocked this command. Run it again with FULL ACCESS (no sandbox)?".to_owned()
+            }
+        },
     };
     let mut text =
         format!("{headline}\n\n    {}\n\nin {}", display_command(&request.command), request.cwd.display());
@@ -296,6 +303,7 @@ mod tests {
             cwd: "/work".into(),
             kind,
             reason: Some("because".into()),
+            denial: None,
         }
     }
 
@@ -403,5 +411,21 @@ mod tests {
         }
         let text = question_text(&run, &SandboxPolicy::default(), ApprovalPolicy::OnRequest);
         assert!(text.contains("inside the workspace-write sandbox") && !text.contains("WITHOUT"), "{text}");
+    }
+
+    #[test]
+    fn a_retry_question_shows_the_denial_escaped_and_says_full_access() {
+        let mut retry = request(ApprovalKind::RetryWithoutSandbox, "git status");
+        retry.denial = Some(uexec_domain::denial::DenialEvidence {
+            exit_code: 1,
+            line: Some("fatal: Permission denied\u{1b}[2J\u{202e}".into()),
+        });
+        let text = question_text(&retry, &SandboxPolicy::default(), ApprovalPolicy::OnFailure);
+        assert!(text.contains("FULL ACCESS (no sandbox)"), "{text}");
+        assert!(
+            text.contains("exit code 1, output line \"fatal: Permission denied\\u{1b}[2J\\u{202e}\""),
+            "{text}"
+        );
+        assert!(!text.contains('\u{1b}') && !text.contains('\u{202e}'), "{text:?}");
     }
 }
