@@ -166,8 +166,8 @@ pub fn retry_question(evidence: &DenialEvidence) -> String {
 /// sandbox; `why` says why not (no person could be asked, a person said no).
 pub fn no_retry_note(evidence: &DenialEvidence, why: &str) -> String {
     format!(
-        "the sandbox appears to have blocked this command ({}); it was not run again without the sandbox: {why}. \
-         The output above is from the sandboxed run.",
+        "the sandbox appears to have blocked this command ({}); it was not run again without the sandbox ({why}). \
+         The output is the sandboxed run's.",
         evidence.describe()
     )
 }
@@ -374,7 +374,7 @@ mod tests {
         assert!(question.contains("FULL ACCESS") && question.contains("exit code 1"), "{question}");
         assert!(question.contains("\"x: Permission denied\\u{1b}]0;\""), "{question}");
         let note = no_retry_note(&evidence, "no person could be asked");
-        assert!(note.contains("not run again without the sandbox: no person could be asked"), "{note}");
+        assert!(note.contains("not run again without the sandbox (no person could be asked)"), "{note}");
         assert!(!note.contains('\u{1b}'), "{note}");
     }
 }

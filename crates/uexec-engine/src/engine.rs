@@ -516,10 +516,7 @@ impl Inner {
                                     false
                                 }
                                 Err(text) => {
-                                    note = Some(no_retry_note(
-                                        &evidence,
-                                        &format!("no person could approve that ({text})"),
-                                    ));
+                                    note = Some(no_retry_note(&evidence, &text));
                                     false
                                 }
                             }

@@ -806,7 +806,7 @@ async fn a_declined_retry_returns_the_sandboxed_output_with_a_note_and_an_abort_
     assert_eq!(response.exit_code, Some(1));
     assert_eq!(response.output, "bash: /etc/x: Permission denied\n");
     let note = response.warning.unwrap();
-    assert!(note.contains("not run again without the sandbox: a person declined"), "{note}");
+    assert!(note.contains("not run again without the sandbox (a person declined"), "{note}");
     assert_eq!(response.protections.unwrap().escape_reason, None);
     assert_eq!(record.requests.lock().unwrap().len(), 1);
     assert_eq!(declining.reserved_id_count(), 0);
@@ -861,7 +861,8 @@ async fn with_nobody_to_ask_a_denial_returns_its_output_and_a_note_instead_of_an
         let note = response.warning.clone().unwrap();
         assert!(note.contains("exit code 2, output line \"grep: secret: Permission denied\""), "{note}");
         assert!(
-            note.contains("no person could approve that") && note.contains("cannot ask a person"),
+            note.contains("not run again without the sandbox (approval unavailable: ")
+                && note.contains("cannot ask a person"),
             "{note}"
         );
         assert!(response.to_text().contains("Warning: the sandbox appears to have blocked this command"));

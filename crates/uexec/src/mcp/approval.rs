@@ -127,11 +127,10 @@ impl McpApprover {
                  approval, and {cannot_ask}. Run it inside the sandbox (omit sandbox_permissions), or start uexec with \
                  --sandbox danger-full-access to run every command unsandboxed"
             ),
+            // The engine returns the sandboxed output with this as the reason there was no retry.
             ApprovalKind::RetryWithoutSandbox => format!(
-                "`{command}` was blocked by the sandbox, and retrying it without the sandbox needs a person's \
-                 approval, but {cannot_ask}. To let it do what it needs inside the sandbox: --writable-root DIR \
-                 (write access to DIR), --network (network access); or --approval-policy on-request to get sandbox \
-                 denials back as ordinary output"
+                "retrying it without the sandbox needs a person's approval, and {cannot_ask}; to let it do what it \
+                 needs inside the sandbox: --writable-root DIR (write access to DIR), --network (network access)"
             ),
         }
     }
