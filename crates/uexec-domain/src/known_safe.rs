@@ -28,9 +28,12 @@
 //!    - `GIT_DIR`, `GIT_WORK_TREE` or `GIT_COMMON_DIR` names such a tree; `GIT_EXEC_PATH`,
 //!      `GIT_CONFIG_GLOBAL`, `GIT_CONFIG_SYSTEM`, `GIT_CONFIG`, the global config (`~/.gitconfig`,
 //!      `$XDG_CONFIG_HOME/git/config` or `~/.config/git/config`) or the system config (`/etc/gitconfig`)
-//!      lies in a writable root; or `GIT_CONFIG_PARAMETERS` / `GIT_CONFIG_COUNT` is set (inline config can
-//!      include a file);
+//!      lies in a writable root, or `GIT_EXTERNAL_DIFF` names a program there; or `GIT_CONFIG_PARAMETERS` /
+//!      `GIT_CONFIG_COUNT` is set (inline config can include a file);
 //! 3. for `rg`, `RIPGREP_CONFIG_PATH` lies in a writable root (the config file can add `--pre`).
+//!
+//! A relative path in the environment (`PATH=bin:...`) is judged from the working directory, and makes the
+//! command not known safe when the script runs `cd` (it would then be looked up from elsewhere).
 //!
 //! "Lies in a writable root" is path arithmetic on resolved paths and ignores the sandbox's read-only subpaths
 //! (see above). A path that cannot be resolved fails closed. The caller answers the two questions of
@@ -132,7 +135,8 @@ pub fn check_known_safe(
         return Err(NotKnownSafe::NotReadOnly);
     }
     let commands = commands_in_order(argv).ok_or(NotKnownSafe::NotReadOnly)?;
-    let checker = Checker::new(ctx, fs);
+    let changes_directory = commands.iter().any(|c| c.first().is_some_and(|p| p == "cd"));
+    let checker = Checker::new(ctx, fs, changes_directory);
     if checker.roots.is_empty() {
         return Ok(());
     }
@@ -159,10 +163,13 @@ struct Checker<'a> {
     fs: &'a dyn FsView,
     /// The writable roots, resolved (an unresolvable root is kept as written).
     roots: Vec<PathBuf>,
+    /// The script runs `cd`: a relative path the environment names (`PATH=bin`, `BASH_ENV=env.sh`) may then
+    /// be looked up from a directory this rule did not look at.
+    changes_directory: bool,
 }
 
 impl<'a> Checker<'a> {
-    fn new(ctx: &'a KnownSafeContext<'a>, fs: &'a dyn FsView) -> Self {
+    fn new(ctx: &'a KnownSafeContext<'a>, fs: &'a dyn FsView, changes_directory: bool) -> Self {
         let roots = ctx
             .writable_roots
             .iter()
@@ -171,7 +178,7 @@ impl<'a> Checker<'a> {
                 fs.resolve(&absolute).unwrap_or(absolute)
             })
             .collect();
-        Checker { ctx, fs, roots }
+        Checker { ctx, fs, roots, changes_directory }
     }
 
     fn var(&self, name: &str) -> Option<&'a OsStr> {
@@ -179,6 +186,12 @@ impl<'a> Checker<'a> {
     }
 
     fn resolve(&self, what: &str, path: &Path) -> Result<PathBuf, NotKnownSafe> {
+        if self.changes_directory && !path.is_absolute() {
+            return Err(NotKnownSafe::Unresolved {
+                what: format!("{what} (relative, and the script changes directory)"),
+                path: path.to_path_buf(),
+            });
+        }
         let absolute = absolute(self.ctx.cwd, path);
         self.fs
             .resolve(&absolute)
@@ -263,6 +276,13 @@ impl<'a> Checker<'a> {
             ("GIT_CONFIG", "the git config file (GIT_CONFIG)"),
         ] {
             self.check_path_var(name, what)?;
+        }
+        // A diff program the environment names (`git diff` runs it): by path, or found through PATH.
+        if let Some(program) = set("GIT_EXTERNAL_DIFF").and_then(|v| v.to_str())
+            && let Some(first) = program.split_whitespace().next()
+            && first.contains('/')
+        {
+            self.outside("the external diff program (GIT_EXTERNAL_DIFF)", Path::new(first))?;
         }
         for (name, what) in [
             ("GIT_DIR", "the git directory (GIT_DIR)"),

@@ -201,6 +201,7 @@ fn git_configuration_named_by_the_environment_or_home_must_lie_outside_the_writa
         &[("GIT_WORK_TREE", "/tmp/x")],
         &[("GIT_COMMON_DIR", "/home/u/ws/.git")],
         &[("GIT_DIR", "/home/u")],
+        &[("GIT_EXTERNAL_DIFF", "/tmp/difftool --flag")],
     ] {
         assert!(check(&git, cwd, vars, &fs).is_err(), "{vars:?}");
         // Not git: unaffected.
@@ -217,6 +218,8 @@ fn git_configuration_named_by_the_environment_or_home_must_lie_outside_the_writa
         &[("GIT_CONFIG_NOSYSTEM", "1"), ("GIT_CONFIG_SYSTEM", "/etc/gitconfig")],
         &[("GIT_EXEC_PATH", "/usr/lib/git-core")],
         &[("GIT_DIR", "/home/u/repo/.git")],
+        &[("GIT_EXTERNAL_DIFF", "difft")],
+        &[("GIT_EXTERNAL_DIFF", "/usr/bin/difft")],
     ] {
         assert_eq!(check(&git, cwd, vars, &fs), Ok(()), "{vars:?}");
     }
@@ -234,6 +237,13 @@ fn a_writable_path_directory_makes_every_command_unsafe() {
         let result = check(&argv(&["ls"]), "/home/u/ws", &[("PATH", path)], &fs);
         assert!(matches!(result, Err(NotKnownSafe::Writable { .. })), "{path}: {result:?}");
     }
+    // A relative entry judged from a directory out of reach is fine, until the script changes directory.
+    assert_eq!(check(&argv(&["ls"]), "/srv", &[("PATH", "bin:/usr/bin")], &fs), Ok(()));
+    let result = check(&bash("cd /tmp/x && ls"), "/srv", &[("PATH", "bin:/usr/bin")], &fs);
+    assert!(matches!(result, Err(NotKnownSafe::Unresolved { .. })), "{result:?}");
+    let result = check(&bash("cd /tmp/x && bash -c ls"), "/srv", &[("BASH_ENV", "env.sh")], &fs);
+    assert!(matches!(result, Err(NotKnownSafe::Unresolved { .. })), "{result:?}");
+    assert_eq!(check(&bash("cd /tmp/x && ls"), "/srv", &[], &fs), Ok(()));
     // A symlinked PATH directory that leads into a writable root, even one that does not exist yet.
     let fs = repo_fs().link("/home/u/bin", "/tmp/bin");
     assert!(check(&argv(&["ls"]), "/srv", &[("PATH", "/home/u/bin:/usr/bin")], &fs).is_err());
