@@ -52,7 +52,7 @@ impl DenialEvidence {
 
 /// `text` with every control, bidi, zero-width or other invisible character, `"` and `\\` escaped as Rust does
 /// (`\\n`, `\\u{202e}`); the apostrophe stays as it is.
-fn escape_visibly(text: &str) -> String {
+pub(crate) fn escape_visibly(text: &str) -> String {
     text.chars().map(|c| if c == '\'' { c.to_string() } else { c.escape_debug().to_string() }).collect()
 }
 

@@ -109,20 +109,25 @@ impl std::fmt::Display for NotKnownSafe {
         match self {
             NotKnownSafe::NotReadOnly => write!(f, "not a known read-only command"),
             NotKnownSafe::Writable { what, path } => {
-                write!(f, "{what} ({}) can be written by sandboxed commands", path.display())
+                write!(f, "{what} ({}) can be written by sandboxed commands", shown(path))
             }
             NotKnownSafe::Unresolved { what, path } => {
-                write!(f, "{what} ({}) cannot be resolved", path.display())
+                write!(f, "{what} ({}) cannot be resolved", shown(path))
             }
             NotKnownSafe::GitAfterCd => write!(f, "git runs after a cd in the same script"),
             NotKnownSafe::GitEntryNotADirectory(path) => {
-                write!(f, "git would use {}, which is not a directory", path.display())
+                write!(f, "git would use {}, which is not a directory", shown(path))
             }
             NotKnownSafe::GitInlineConfig => {
                 write!(f, "GIT_CONFIG_PARAMETERS or GIT_CONFIG_COUNT is set")
             }
         }
     }
+}
+
+/// A path as a person reads it: invisible and control characters escaped (a directory name is anyone's choice).
+fn shown(path: &Path) -> String {
+    crate::denial::escape_visibly(&path.to_string_lossy())
 }
 
 /// Whether `argv` is known safe in `ctx` (see the module documentation): `Ok` when it is.

@@ -13,12 +13,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
 use uexec_domain::approval::{
-    ApprovalInput, ApprovalKey, Requirement, RetryDecision, initial_requirement, no_retry_note,
+    ApprovalInput, ApprovalKey, AskReason, Requirement, RetryDecision, initial_requirement, no_retry_note,
     retry_after_denial, retry_question,
 };
 use uexec_domain::denial::denial_evidence;
 use uexec_domain::env::build_env;
 use uexec_domain::ids::chunk_id;
+use uexec_domain::known_safe::NotKnownSafe;
 use uexec_domain::limits::{
     EARLY_EXIT_GRACE_MS, clamp_exec_yield, clamp_write_yield, resolve_max_output_tokens,
 };
@@ -39,7 +40,7 @@ use crate::config::{EngineConfig, EngineDeps};
 use crate::error::ExecError;
 use crate::session::{Session, SessionSpec};
 use crate::store::Store;
-use crate::trust::{is_known_safe, tmpdir_of, writable_dirs};
+use crate::trust::{known_safe_verdict, tmpdir_of, writable_dirs};
 
 /// The unified exec engine. Cheap to clone (all clones share one engine); `Send + Sync`.
 #[derive(Debug, Clone)]
@@ -281,12 +282,17 @@ impl Inner {
         }
     }
 
-    /// Whether `argv` run in `cwd` with `env` is known safe: read-only words, and nothing it runs chosen by a
-    /// file that a sandboxed command can write (`uexec_domain::known_safe`).
-    async fn known_safe(&self, argv: &[String], cwd: &Path, env: &[(OsString, OsString)]) -> bool {
+    /// Whether `argv` run in `cwd` with `env` is known safe (`Ok`): read-only words, and nothing it runs chosen
+    /// by a file that a sandboxed command can write (`uexec_domain::known_safe`).
+    async fn known_safe(
+        &self,
+        argv: &[String],
+        cwd: &Path,
+        env: &[(OsString, OsString)],
+    ) -> Result<(), NotKnownSafe> {
         let tmpdir = tmpdir_of(env);
         let writable = writable_dirs(&self.config.sandbox_policy, &self.config.cwd, tmpdir.as_deref());
-        is_known_safe(argv, cwd, env, writable).await
+        known_safe_verdict(argv, cwd, env, writable).await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -304,8 +310,16 @@ impl Inner {
         let policy = self.config.approval_policy;
         let key = ApprovalKey::new(argv, cwd, tty, permissions);
         // Only `untrusted` consults it (and it costs a few file-system lookups).
-        let known_safe = policy == ApprovalPolicy::Untrusted && self.known_safe(argv, cwd, env).await;
-        let input = ApprovalInput { policy, permissions, known_safe, rule: self.config.rules.evaluate(argv) };
+        let verdict = match policy {
+            ApprovalPolicy::Untrusted => self.known_safe(argv, cwd, env).await,
+            _ => Err(NotKnownSafe::NotReadOnly),
+        };
+        let input = ApprovalInput {
+            policy,
+            permissions,
+            known_safe: verdict.is_ok(),
+            rule: self.config.rules.evaluate(argv),
+        };
         let reason = match initial_requirement(&input) {
             Requirement::Skip => return Ok(Approval { by_person: false, escalate: false, key }),
             Requirement::Forbidden(text) => return Err(ExecError::Forbidden(text)),
@@ -326,8 +340,13 @@ impl Inner {
         let kind = if escalate { ApprovalKind::Escalation } else { ApprovalKind::Run };
         // The caller's justification is the question for an escalation only (spec: `justification`); for a run
         // that a command rule or the untrusted policy sends to a person, the engine's reason stays what is shown.
-        let question = match justification {
-            Some(text) if escalate => text.to_owned(),
+        let question = match (justification, &verdict) {
+            (Some(text), _) if escalate => text.to_owned(),
+            // Read-only words, but something it runs could have been planted: say what.
+            (_, Err(why)) if reason == AskReason::Untrusted && *why != NotKnownSafe::NotReadOnly => format!(
+                "this read-only command could run a program chosen by a file that sandboxed commands can write: \
+                 {why} (approval policy untrusted); run it?"
+            ),
             _ => reason.default_question().to_owned(),
         };
         let request = ApprovalRequest {

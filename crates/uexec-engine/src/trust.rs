@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use uexec_domain::SandboxPolicy;
 use uexec_domain::command::is_known_safe_command;
-use uexec_domain::known_safe::{DotGit, FsView, KnownSafeContext, check_known_safe};
+use uexec_domain::known_safe::{DotGit, FsView, KnownSafeContext, NotKnownSafe, check_known_safe};
 use uexec_domain::policy::GitEntry;
 
 /// How long gathering the facts may take before the command counts as not known safe.
@@ -44,37 +44,39 @@ pub(crate) fn writable_dirs(policy: &SandboxPolicy, workspace: &Path, tmpdir: Op
     dirs
 }
 
-/// Whether `argv` is known safe: its words are read-only and nothing it runs could have been chosen by a file
-/// in `writable` (see `uexec_domain::known_safe`). Fails closed: an error or a missed deadline is "no".
-pub(crate) async fn is_known_safe(
+/// Whether `argv` is known safe (`Ok`): its words are read-only and nothing it runs could have been chosen by a
+/// file in `writable` (see `uexec_domain::known_safe`). Fails closed: an error or a missed deadline is "no".
+pub(crate) async fn known_safe_verdict(
     argv: &[String],
     cwd: &Path,
     env: &[(OsString, OsString)],
     writable: Vec<PathBuf>,
-) -> bool {
+) -> Result<(), NotKnownSafe> {
     if !is_known_safe_command(argv) {
-        return false;
+        return Err(NotKnownSafe::NotReadOnly);
     }
     let (argv, cwd, env) = (argv.to_vec(), cwd.to_path_buf(), env.to_vec());
     let check = tokio::task::spawn_blocking(move || {
         let ctx = KnownSafeContext { writable_roots: &writable, cwd: &cwd, env: &env };
         check_known_safe(&argv, &ctx, &HostFs)
     });
+    let unresolved = |what: String| NotKnownSafe::Unresolved { what, path: PathBuf::from(".") };
     match tokio::time::timeout(KNOWN_SAFE_DEADLINE, check).await {
-        Ok(Ok(Ok(()))) => true,
-        Ok(Ok(Err(reason))) => {
-            tracing::info!(%reason, "a read-only command is not known safe");
-            false
+        Ok(Ok(verdict)) => {
+            if let Err(reason) = &verdict {
+                tracing::info!(%reason, "a read-only command is not known safe");
+            }
+            verdict
         }
         Ok(Err(error)) => {
             tracing::warn!(%error, "checking whether a command is known safe failed; it is not");
-            false
+            Err(unresolved(format!("the file-system checks failed: {error}")))
         }
         Err(_) => {
             tracing::warn!(
                 "checking whether a command is known safe took longer than {KNOWN_SAFE_DEADLINE:?}; it is not"
             );
-            false
+            Err(unresolved(format!("the file-system checks took longer than {KNOWN_SAFE_DEADLINE:?}")))
         }
     }
 }

@@ -441,7 +441,14 @@ async fn untrusted_asks_for_git_where_sandboxed_commands_can_write_its_repositor
             Events::default(),
         );
         assert_eq!(engine.exec_command(exec(cmd)).await.unwrap_err(), ExecError::Rejected, "{cmd}");
-        assert_eq!(asked.lock().unwrap()[0].kind, ApprovalKind::Run);
+        let asked = asked.lock().unwrap();
+        assert_eq!(asked[0].kind, ApprovalKind::Run);
+        // The question says why a read-only command asks.
+        let reason = asked[0].reason.as_deref().unwrap();
+        assert!(
+            reason.contains("the working directory") && reason.contains("can be written by sandboxed"),
+            "{reason}"
+        );
     }
     for cmd in ["git status", "ls && git log -n 1"] {
         let mut cfg = config(ApprovalPolicy::Untrusted, SandboxPolicy::ReadOnly { network_access: false });
