@@ -89,6 +89,10 @@ enum Placement {
 struct Approval {
     /// A person approved this call's command just now.
     by_person: bool,
+    /// The command's words are read-only but something it runs could have been planted by a sandboxed command
+    /// (a writable repository's config, a `PATH` directory): a denial may be that planted program asking to be
+    /// let out, so no earlier approval covers a retry outside the sandbox.
+    plantable: bool,
     /// The command was approved to run outside the sandbox.
     escalate: bool,
     key: ApprovalKey,
@@ -314,6 +318,7 @@ impl Inner {
             ApprovalPolicy::Untrusted => self.known_safe(argv, cwd, env).await,
             _ => Err(NotKnownSafe::NotReadOnly),
         };
+        let plantable = matches!(&verdict, Err(why) if *why != NotKnownSafe::NotReadOnly);
         let input = ApprovalInput {
             policy,
             permissions,
@@ -321,14 +326,14 @@ impl Inner {
             rule: self.config.rules.evaluate(argv),
         };
         let reason = match initial_requirement(&input) {
-            Requirement::Skip => return Ok(Approval { by_person: false, escalate: false, key }),
+            Requirement::Skip => return Ok(Approval { by_person: false, escalate: false, plantable, key }),
             Requirement::Forbidden(text) => return Err(ExecError::Forbidden(text)),
             Requirement::EscalationNotAllowed => return Err(ExecError::EscalationNotAllowed(policy)),
             Requirement::Ask(reason) => reason,
         };
         let escalate = permissions == SandboxPermissions::RequireEscalated;
         if self.is_remembered(&key) {
-            return Ok(Approval { by_person: false, escalate, key });
+            return Ok(Approval { by_person: false, escalate, plantable, key });
         }
         if policy == ApprovalPolicy::Never {
             return Err(ExecError::Forbidden(format!(
@@ -359,7 +364,7 @@ impl Inner {
             denial: None,
         };
         self.ask(request, &key).await?;
-        Ok(Approval { by_person: true, escalate, key })
+        Ok(Approval { by_person: true, escalate, plantable, key })
     }
 
     /// Make `base` runnable under `placement`: the sandbox transforms it, or it runs as is for a named reason.
@@ -499,8 +504,11 @@ impl Inner {
             if session.wait_finished(grace_end).await {
                 let exit_code = session.snapshot().exit_code.unwrap_or(-1);
                 let evidence = denial_evidence(exit_code, &session.peek_output());
-                let decision =
-                    retry_after_denial(policy, approval.by_person, self.is_remembered(&approval.key));
+                let decision = retry_after_denial(
+                    policy,
+                    approval.by_person && !approval.plantable,
+                    !approval.plantable && self.is_remembered(&approval.key),
+                );
                 if let Some(evidence) = evidence
                     && decision != RetryDecision::NoRetry
                 {

@@ -920,6 +920,36 @@ async fn untrusted_retries_without_asking_again_when_a_person_approved_the_first
     assert_eq!(record.requests.lock().unwrap().len(), 2);
 }
 
+/// A read-only command that asked only because what it runs could have been planted (git in a writable
+/// repository): approving its run does not approve leaving the sandbox, since the "denial" may come from the
+/// planted program itself. The retry asks, even after "approve for session".
+#[tokio::test(start_paused = true)]
+async fn a_plantable_command_asks_before_every_retry_even_after_its_run_was_approved() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::new(Spawned::default());
+    let mut cfg = config(ApprovalPolicy::Untrusted, SANDBOXED());
+    cfg.cwd = std::fs::canonicalize(std::env::temp_dir()).unwrap();
+    let engine = engine(
+        cfg,
+        spawner(
+            vec![denial(), Script::exits("ok", 0), denial(), Script::exits("ok", 0)],
+            Arc::clone(&record),
+        ),
+        sandbox_ok(Arc::default()),
+        approver(ReviewDecision::ApprovedForSession, 3, Arc::clone(&asked)),
+        Events::default(),
+    );
+    assert_eq!(engine.exec_command(exec("git status")).await.unwrap().output, "ok");
+    // Remembered for the run, but the retry asks again.
+    assert_eq!(engine.exec_command(exec("git status")).await.unwrap().output, "ok");
+    let kinds: Vec<_> = asked.lock().unwrap().iter().map(|r| r.kind).collect();
+    assert_eq!(
+        kinds,
+        [ApprovalKind::Run, ApprovalKind::RetryWithoutSandbox, ApprovalKind::RetryWithoutSandbox]
+    );
+    assert_eq!(record.requests.lock().unwrap().len(), 4);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_session_approval_covers_the_retry() {
     let asked = Arc::new(Mutex::new(Vec::new()));
