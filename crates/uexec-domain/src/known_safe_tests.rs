@@ -353,3 +353,29 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// `ls` (no git, no rg) is known safe exactly when no PATH directory lies in a writable root.
+    #[test]
+    fn a_plain_command_is_known_safe_exactly_when_path_is_out_of_reach(
+        path_dirs in proptest::collection::vec(proptest::collection::vec(0usize..3, 1..4), 1..4),
+        root_parts in proptest::collection::vec(proptest::collection::vec(0usize..3, 1..3), 1..3),
+    ) {
+        const NAMES: [&str; 3] = ["a", "b", "c"];
+        let join = |parts: &[usize]| {
+            let mut p = PathBuf::from("/w");
+            for i in parts { p.push(NAMES[*i]); }
+            p
+        };
+        let dirs: Vec<PathBuf> = path_dirs.iter().map(|p| join(p)).collect();
+        let writable: Vec<PathBuf> = root_parts.iter().map(|p| join(p)).collect();
+        let path = dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(":");
+        let environment = env(&[("PATH", &path)]);
+        let ctx = KnownSafeContext { writable_roots: &writable, cwd: Path::new("/srv"), env: &environment };
+        let result = check_known_safe(&argv(&["ls", "-la"]), &ctx, &FakeFs::default());
+        let reachable = dirs.iter().any(|d| writable.iter().any(|r| d.starts_with(r)));
+        prop_assert_eq!(result.is_ok(), !reachable, "{:?}", result);
+    }
+}
