@@ -89,10 +89,11 @@ enum Placement {
 struct Approval {
     /// A person approved this call's command just now.
     by_person: bool,
-    /// The command's words are read-only but something it runs could have been planted by a sandboxed command
-    /// (a writable repository's config, a `PATH` directory): a denial may be that planted program asking to be
-    /// let out, so no earlier approval covers a retry outside the sandbox.
-    plantable: bool,
+    /// Set when the command's words are read-only but something it runs could have been planted by a sandboxed
+    /// command (a writable repository's config, a `PATH` directory), saying what: a denial may be that planted
+    /// program asking to be let out, so no earlier approval covers a retry outside the sandbox. Only worked out
+    /// under `untrusted` here; under `on-failure` at the retry.
+    plantable: Option<NotKnownSafe>,
     /// The command was approved to run outside the sandbox.
     escalate: bool,
     key: ApprovalKey,
@@ -142,6 +143,14 @@ impl Drop for Reservation<'_> {
             None => self.store.release(self.id),
             Some(session) => self.store.commit_quietly(session),
         }
+    }
+}
+
+/// What could have been planted, when `verdict` says a command with read-only words is not known safe.
+fn plantable_reason(verdict: &Result<(), NotKnownSafe>) -> Option<NotKnownSafe> {
+    match verdict {
+        Err(why) if *why != NotKnownSafe::NotReadOnly => Some(why.clone()),
+        _ => None,
     }
 }
 
@@ -318,7 +327,7 @@ impl Inner {
             ApprovalPolicy::Untrusted => self.known_safe(argv, cwd, env).await,
             _ => Err(NotKnownSafe::NotReadOnly),
         };
-        let plantable = matches!(&verdict, Err(why) if *why != NotKnownSafe::NotReadOnly);
+        let plantable = plantable_reason(&verdict);
         let input = ApprovalInput {
             policy,
             permissions,
@@ -326,7 +335,9 @@ impl Inner {
             rule: self.config.rules.evaluate(argv),
         };
         let reason = match initial_requirement(&input) {
-            Requirement::Skip => return Ok(Approval { by_person: false, escalate: false, plantable, key }),
+            Requirement::Skip => {
+                return Ok(Approval { by_person: false, escalate: false, plantable, key });
+            }
             Requirement::Forbidden(text) => return Err(ExecError::Forbidden(text)),
             Requirement::EscalationNotAllowed => return Err(ExecError::EscalationNotAllowed(policy)),
             Requirement::Ask(reason) => reason,
@@ -504,10 +515,17 @@ impl Inner {
             if session.wait_finished(grace_end).await {
                 let exit_code = session.snapshot().exit_code.unwrap_or(-1);
                 let evidence = denial_evidence(exit_code, &session.peek_output());
+                let plantable = match (&approval.plantable, &evidence) {
+                    (Some(why), _) => Some(why.clone()),
+                    (None, Some(_)) if policy == ApprovalPolicy::OnFailure => {
+                        plantable_reason(&self.known_safe(&spec.command, &spec.cwd, &base.env).await)
+                    }
+                    (None, _) => None,
+                };
                 let decision = retry_after_denial(
                     policy,
-                    approval.by_person && !approval.plantable,
-                    !approval.plantable && self.is_remembered(&approval.key),
+                    approval.by_person && plantable.is_none(),
+                    plantable.is_none() && self.is_remembered(&approval.key),
                 );
                 if let Some(evidence) = evidence
                     && decision != RetryDecision::NoRetry
@@ -524,7 +542,13 @@ impl Inner {
                                 command: spec.command.clone(),
                                 cwd: spec.cwd.clone(),
                                 kind: ApprovalKind::RetryWithoutSandbox,
-                                reason: Some(retry_question(&evidence)),
+                                reason: Some(match &plantable {
+                                    Some(why) => format!(
+                                        "{} Beware: {why}, so the denial may come from a program planted there.",
+                                        retry_question(&evidence)
+                                    ),
+                                    None => retry_question(&evidence),
+                                }),
                                 denial: Some(evidence.clone()),
                             };
                             match self.ask_decision(request, &approval.key).await {

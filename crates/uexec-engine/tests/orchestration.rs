@@ -929,7 +929,7 @@ async fn a_plantable_command_asks_before_every_retry_even_after_its_run_was_appr
     let record = Arc::new(Spawned::default());
     let mut cfg = config(ApprovalPolicy::Untrusted, SANDBOXED());
     cfg.cwd = std::fs::canonicalize(std::env::temp_dir()).unwrap();
-    let engine = engine(
+    let untrusted = engine(
         cfg,
         spawner(
             vec![denial(), Script::exits("ok", 0), denial(), Script::exits("ok", 0)],
@@ -939,15 +939,34 @@ async fn a_plantable_command_asks_before_every_retry_even_after_its_run_was_appr
         approver(ReviewDecision::ApprovedForSession, 3, Arc::clone(&asked)),
         Events::default(),
     );
-    assert_eq!(engine.exec_command(exec("git status")).await.unwrap().output, "ok");
+    assert_eq!(untrusted.exec_command(exec("git status")).await.unwrap().output, "ok");
     // Remembered for the run, but the retry asks again.
-    assert_eq!(engine.exec_command(exec("git status")).await.unwrap().output, "ok");
+    assert_eq!(untrusted.exec_command(exec("git status")).await.unwrap().output, "ok");
     let kinds: Vec<_> = asked.lock().unwrap().iter().map(|r| r.kind).collect();
     assert_eq!(
         kinds,
         [ApprovalKind::Run, ApprovalKind::RetryWithoutSandbox, ApprovalKind::RetryWithoutSandbox]
     );
+    let retry_reason = asked.lock().unwrap()[1].reason.clone().unwrap();
+    assert!(retry_reason.contains("Beware: the working directory"), "{retry_reason}");
     assert_eq!(record.requests.lock().unwrap().len(), 4);
+
+    // Under on-failure (which runs it sandboxed without asking) the retry question warns the same way.
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let mut cfg = config(ApprovalPolicy::OnFailure, SANDBOXED());
+    cfg.cwd = std::fs::canonicalize(std::env::temp_dir()).unwrap();
+    let on_failure = engine(
+        cfg,
+        spawner(vec![denial()], Arc::default()),
+        sandbox_ok(Arc::default()),
+        approver(ReviewDecision::Denied, 1, Arc::clone(&asked)),
+        Events::default(),
+    );
+    let response = on_failure.exec_command(exec("git status")).await.unwrap();
+    assert!(response.warning.unwrap().contains("a person declined"));
+    let asked = asked.lock().unwrap();
+    assert_eq!(asked[0].kind, ApprovalKind::RetryWithoutSandbox);
+    assert!(asked[0].reason.as_deref().unwrap().contains("Beware: the working directory"), "{:?}", asked[0]);
 }
 
 #[tokio::test(start_paused = true)]
