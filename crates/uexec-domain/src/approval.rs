@@ -96,7 +96,8 @@ pub struct ApprovalInput {
     pub policy: ApprovalPolicy,
     /// What the caller asked for.
     pub permissions: SandboxPermissions,
-    /// Whether the command is known-safe (`uexec_domain::command::is_known_safe_command`).
+    /// Whether the command is known-safe: read-only words (`uexec_domain::command::is_known_safe_command`) and
+    /// nothing it runs chosen by a file in a writable root (`uexec_domain::known_safe::check_known_safe`).
     pub known_safe: bool,
     /// What the command rules say about it, if any rule matches (`uexec_domain::rules::CommandRules::evaluate`).
     pub rule: Option<RuleDecision>,

@@ -254,7 +254,8 @@ pub fn trusted_shell_script(argv: &[String]) -> Option<&str> {
 
 /// True when `argv` only reads: the plain commands of spec A6 with any arguments, read-only forms of `find`,
 /// `git`, `sed -n`, `rg` and `uniq`, and shell scripts all of whose sub-commands are known-safe. Programs named
-/// with a path (`/bin/ls`, `./ls`) are not known-safe.
+/// with a path (`/bin/ls`, `./ls`) are not known-safe. This judges the words only: a command is known safe when,
+/// in addition, nothing it runs was chosen by a writable file ([`crate::known_safe::check_known_safe`]).
 pub fn is_known_safe_command(argv: &[String]) -> bool {
     is_safe_at_depth(argv, 0)
 }
