@@ -15,6 +15,7 @@ pub mod escape;
 pub mod exit;
 pub mod gitdir;
 pub mod ids;
+pub mod known_safe;
 pub mod limits;
 pub mod policy;
 pub mod protection;

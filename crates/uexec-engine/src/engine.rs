@@ -13,13 +13,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
 use uexec_domain::approval::{
-    ApprovalInput, ApprovalKey, RETRY_QUESTION, Requirement, RetryDecision, initial_requirement,
-    retry_after_denial,
+    ApprovalInput, ApprovalKey, AskReason, Requirement, RetryDecision, initial_requirement, no_retry_note,
+    retry_after_denial, retry_question,
 };
-use uexec_domain::command::is_known_safe_command;
-use uexec_domain::denial::is_likely_sandbox_denied;
+use uexec_domain::denial::denial_evidence;
 use uexec_domain::env::build_env;
 use uexec_domain::ids::chunk_id;
+use uexec_domain::known_safe::NotKnownSafe;
 use uexec_domain::limits::{
     EARLY_EXIT_GRACE_MS, clamp_exec_yield, clamp_write_yield, resolve_max_output_tokens,
 };
@@ -42,6 +42,7 @@ use crate::config::{EngineConfig, EngineDeps};
 use crate::error::ExecError;
 use crate::session::{Session, SessionSpec};
 use crate::store::Store;
+use crate::known_safe::{known_safe_verdict, tmpdir_of, writable_dirs};
 use crate::trust::decide_shell_start;
 
 /// The unified exec engine. Cheap to clone (all clones share one engine); `Send + Sync`.
@@ -91,6 +92,11 @@ enum Placement {
 struct Approval {
     /// A person approved this call's command just now.
     by_person: bool,
+    /// Set when the command's words are read-only but something it runs could have been planted by a sandboxed
+    /// command (a writable repository's config, a `PATH` directory), saying what: a denial may be that planted
+    /// program asking to be let out, so no earlier approval covers a retry outside the sandbox. Only worked out
+    /// under `untrusted` here; under `on-failure` at the retry.
+    plantable: Option<NotKnownSafe>,
     /// The command was approved to run outside the sandbox.
     escalate: bool,
     key: ApprovalKey,
@@ -140,6 +146,14 @@ impl Drop for Reservation<'_> {
             None => self.store.release(self.id),
             Some(session) => self.store.commit_quietly(session),
         }
+    }
+}
+
+/// What could have been planted, when `verdict` says a command with read-only words is not known safe.
+fn plantable_reason(verdict: &Result<(), NotKnownSafe>) -> Option<NotKnownSafe> {
+    match verdict {
+        Err(why) if *why != NotKnownSafe::NotReadOnly => Some(why.clone()),
+        _ => None,
     }
 }
 
@@ -244,6 +258,19 @@ impl Inner {
 
     /// Ask a person; remembers "approved for session".
     async fn ask(&self, request: ApprovalRequest, key: &ApprovalKey) -> Result<(), ExecError> {
+        match self.ask_decision(request, key).await {
+            Ok(decision) if decision.is_approved() => Ok(()),
+            Ok(_) => Err(ExecError::Rejected),
+            Err(text) => Err(ExecError::ApprovalUnavailable(text)),
+        }
+    }
+
+    /// Ask a person and return the decision (or why none could be had); remembers "approved for session".
+    async fn ask_decision(
+        &self,
+        request: ApprovalRequest,
+        key: &ApprovalKey,
+    ) -> Result<ReviewDecision, String> {
         let call_id = request.call_id.clone();
         self.deps.events.emit(ExecEvent::ApprovalRequested { request: request.clone() });
         let answer = self.deps.approver.request_approval(request).await;
@@ -254,14 +281,10 @@ impl Inner {
                     decision: Some(decision),
                     error: None,
                 });
-                match decision {
-                    ReviewDecision::Approved => Ok(()),
-                    ReviewDecision::ApprovedForSession => {
-                        self.approvals().insert(key.clone());
-                        Ok(())
-                    }
-                    ReviewDecision::Denied | ReviewDecision::Abort => Err(ExecError::Rejected),
+                if decision == ReviewDecision::ApprovedForSession {
+                    self.approvals().insert(key.clone());
                 }
+                Ok(decision)
             }
             Err(err) => {
                 let text = err.to_string();
@@ -270,9 +293,22 @@ impl Inner {
                     decision: None,
                     error: Some(text.clone()),
                 });
-                Err(ExecError::ApprovalUnavailable(text))
+                Err(text)
             }
         }
+    }
+
+    /// Whether `argv` run in `cwd` with `env` is known safe (`Ok`): read-only words, and nothing it runs chosen
+    /// by a file that a sandboxed command can write (`uexec_domain::known_safe`).
+    async fn known_safe(
+        &self,
+        argv: &[String],
+        cwd: &Path,
+        env: &[(OsString, OsString)],
+    ) -> Result<(), NotKnownSafe> {
+        let tmpdir = tmpdir_of(env);
+        let writable = writable_dirs(&self.config.sandbox_policy, &self.config.cwd, tmpdir.as_deref());
+        known_safe_verdict(argv, cwd, env, writable).await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -282,27 +318,36 @@ impl Inner {
         id: SessionId,
         argv: &[String],
         cwd: &Path,
+        env: &[(OsString, OsString)],
         tty: bool,
         permissions: SandboxPermissions,
         justification: Option<&str>,
     ) -> Result<Approval, ExecError> {
         let policy = self.config.approval_policy;
         let key = ApprovalKey::new(argv, cwd, tty, permissions);
+        // Only `untrusted` consults it (and it costs a few file-system lookups).
+        let verdict = match policy {
+            ApprovalPolicy::Untrusted => self.known_safe(argv, cwd, env).await,
+            _ => Err(NotKnownSafe::NotReadOnly),
+        };
+        let plantable = plantable_reason(&verdict);
         let input = ApprovalInput {
             policy,
             permissions,
-            known_safe: is_known_safe_command(argv),
+            known_safe: verdict.is_ok(),
             rule: self.config.rules.evaluate(argv),
         };
         let reason = match initial_requirement(&input) {
-            Requirement::Skip => return Ok(Approval { by_person: false, escalate: false, key }),
+            Requirement::Skip => {
+                return Ok(Approval { by_person: false, escalate: false, plantable, key });
+            }
             Requirement::Forbidden(text) => return Err(ExecError::Forbidden(text)),
             Requirement::EscalationNotAllowed => return Err(ExecError::EscalationNotAllowed(policy)),
             Requirement::Ask(reason) => reason,
         };
         let escalate = permissions == SandboxPermissions::RequireEscalated;
         if self.is_remembered(&key) {
-            return Ok(Approval { by_person: false, escalate, key });
+            return Ok(Approval { by_person: false, escalate, plantable, key });
         }
         if policy == ApprovalPolicy::Never {
             return Err(ExecError::Forbidden(format!(
@@ -314,8 +359,13 @@ impl Inner {
         let kind = if escalate { ApprovalKind::Escalation } else { ApprovalKind::Run };
         // The caller's justification is the question for an escalation only (spec: `justification`); for a run
         // that a command rule or the untrusted policy sends to a person, the engine's reason stays what is shown.
-        let question = match justification {
-            Some(text) if escalate => text.to_owned(),
+        let question = match (justification, &verdict) {
+            (Some(text), _) if escalate => text.to_owned(),
+            // Read-only words, but something it runs could have been planted: say what.
+            (_, Err(why)) if reason == AskReason::Untrusted && *why != NotKnownSafe::NotReadOnly => format!(
+                "this read-only command could run a program chosen by a file that sandboxed commands can write: \
+                 {why} (approval policy untrusted); run it?"
+            ),
             _ => reason.default_question().to_owned(),
         };
         let request = ApprovalRequest {
@@ -325,9 +375,10 @@ impl Inner {
             cwd: cwd.to_path_buf(),
             kind,
             reason: Some(question),
+            denial: None,
         };
         self.ask(request, &key).await?;
-        Ok(Approval { by_person: true, escalate, key })
+        Ok(Approval { by_person: true, escalate, plantable, key })
     }
 
     /// Make `base` runnable under `placement`: the sandbox transforms it, or it runs as is for a named reason.
@@ -355,13 +406,7 @@ impl Inner {
                 Ok((base, ProtectionReport::unsandboxed(policy.mode_str(), reason)))
             }
             Placement::Sandboxed => {
-                let tmpdir = base
-                    .env
-                    .iter()
-                    .rev()
-                    .find(|(name, _)| name == "TMPDIR")
-                    .map(|(_, value)| PathBuf::from(value))
-                    .filter(|p| !p.as_os_str().is_empty());
+                let tmpdir = tmpdir_of(&base.env);
                 let request = SandboxRequest {
                     spawn: base,
                     // The workspace, not the command's workdir: a workdir grants no write access.
@@ -440,6 +485,7 @@ impl Inner {
                 id,
                 &argv,
                 &cwd,
+                &env,
                 req.tty,
                 req.sandbox_permissions,
                 req.justification.as_deref(),
@@ -480,6 +526,8 @@ impl Inner {
 
         let window = Duration::from_millis(clamp_exec_yield(req.yield_time_ms, limits));
         let mut deadline = session.started + window;
+        // Set when a sandbox denial is not retried outside the sandbox: returned with the sandboxed output.
+        let mut note = None;
         let policy = self.config.approval_policy;
         if placement == Placement::Sandboxed
             && retry_after_denial(policy, false, false) != RetryDecision::NoRetry
@@ -487,36 +535,79 @@ impl Inner {
             let grace_end = (session.started + Duration::from_millis(EARLY_EXIT_GRACE_MS)).min(deadline);
             if session.wait_finished(grace_end).await {
                 let exit_code = session.snapshot().exit_code.unwrap_or(-1);
-                let denied = exit_code != 0 && is_likely_sandbox_denied(exit_code, &session.peek_output());
-                let decision =
-                    retry_after_denial(policy, approval.by_person, self.is_remembered(&approval.key));
-                if denied && decision != RetryDecision::NoRetry {
+                let evidence = denial_evidence(exit_code, &session.peek_output());
+                let plantable = match (&approval.plantable, &evidence) {
+                    (Some(why), _) => Some(why.clone()),
+                    (None, Some(_)) if policy == ApprovalPolicy::OnFailure => {
+                        plantable_reason(&self.known_safe(&spec.command, &spec.cwd, &base.env).await)
+                    }
+                    (None, _) => None,
+                };
+                let decision = retry_after_denial(
+                    policy,
+                    approval.by_person && plantable.is_none(),
+                    plantable.is_none() && self.is_remembered(&approval.key),
+                );
+                if let Some(evidence) = evidence
+                    && decision != RetryDecision::NoRetry
+                {
                     tracing::info!(session_id = %id, exit_code, "sandbox denial detected within the grace");
-                    if decision == RetryDecision::AskThenRetry {
-                        let request = ApprovalRequest {
-                            call_id: call_id.clone(),
-                            session_id: id,
-                            command: spec.command.clone(),
-                            cwd: spec.cwd.clone(),
-                            kind: ApprovalKind::RetryWithoutSandbox,
-                            reason: Some(RETRY_QUESTION.to_owned()),
-                        };
-                        if let Err(err) = self.ask(request, &approval.key).await {
-                            reservation.remove(&session);
-                            return Err(err);
+                    // Leaving the sandbox is a decision about this command: unless a person already approved it
+                    // (the run question said a retry follows), a person approves this retry, shown the denial
+                    // and told it runs with full access. A command only admitted as known safe always asks.
+                    let retry = match decision {
+                        RetryDecision::AskThenRetry => {
+                            let request = ApprovalRequest {
+                                call_id: call_id.clone(),
+                                session_id: id,
+                                command: spec.command.clone(),
+                                cwd: spec.cwd.clone(),
+                                kind: ApprovalKind::RetryWithoutSandbox,
+                                reason: Some(match &plantable {
+                                    Some(why) => format!(
+                                        "{} Beware: {why}, so the denial may come from a program planted there.",
+                                        retry_question(&evidence)
+                                    ),
+                                    None => retry_question(&evidence),
+                                }),
+                                denial: Some(evidence.clone()),
+                            };
+                            match self.ask_decision(request, &approval.key).await {
+                                Ok(answer) if answer.is_approved() => true,
+                                // "Stop the task": the call fails as a rejection.
+                                Ok(ReviewDecision::Abort) => {
+                                    reservation.remove(&session);
+                                    return Err(ExecError::Rejected);
+                                }
+                                // The command ran: its output is returned, with what happened to the retry.
+                                Ok(_) => {
+                                    note = Some(no_retry_note(
+                                        &evidence,
+                                        "a person declined to run it without the sandbox",
+                                    ));
+                                    false
+                                }
+                                Err(text) => {
+                                    note = Some(no_retry_note(&evidence, &text));
+                                    false
+                                }
+                            }
                         }
+                        RetryDecision::RetryWithoutAsking | RetryDecision::NoRetry => true,
+                    };
+                    if retry {
+                        reservation.detached(&session);
+                        drop(call_guard);
+                        let (spawn, report) =
+                            self.place(Placement::Unsandboxed(EscapeReason::RetryAfterDenial), base)?;
+                        session = self.start_attempt(&spec, spawn, report)?;
+                        call_guard = Arc::clone(&session.call_lock).lock_owned().await;
+                        if let Err(error) = reservation.stored(&session) {
+                            session.terminate().await;
+                            return Err(error);
+                        }
+                        deadline = session.started + window;
                     }
-                    reservation.detached(&session);
-                    drop(call_guard);
-                    let (spawn, report) =
-                        self.place(Placement::Unsandboxed(EscapeReason::RetryAfterDenial), base)?;
-                    session = self.start_attempt(&spec, spawn, report)?;
-                    call_guard = Arc::clone(&session.call_lock).lock_owned().await;
-                    if let Err(error) = reservation.stored(&session) {
-                        session.terminate().await;
-                        return Err(error);
-                    }
-                    deadline = session.started + window;
                 }
             }
         }
@@ -525,7 +616,7 @@ impl Inner {
         let collected = collect(&session, mark, deadline).await;
         let (session_id, warning) = if collected.exit_code.is_some() {
             reservation.remove(&session);
-            (None, None)
+            (None, note)
         } else {
             let (pruned, live) = self.store.commit(&session, limits.max_sessions);
             reservation.done();
@@ -533,7 +624,11 @@ impl Inner {
                 tracing::info!(session_id = %victim.spec.id, "pruning the least recently used session");
                 victim.terminate().await;
             }
-            (Some(id), session_count_warning(live, limits))
+            let warning = match (note, session_count_warning(live, limits)) {
+                (Some(note), Some(count)) => Some(format!("{note} {count}")),
+                (note, count) => note.or(count),
+            };
+            (Some(id), warning)
         };
         drop(call_guard);
         Ok(self.respond(started, &session, collected, session_id, warning, req.max_output_tokens))

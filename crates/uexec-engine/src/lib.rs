@@ -25,6 +25,7 @@ mod collect;
 mod config;
 mod engine;
 mod error;
+mod known_safe;
 mod screen;
 mod session;
 mod store;

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use uexec_domain::denial::DenialEvidence;
 use uexec_domain::{ReviewDecision, SessionId};
 
 /// Why the engine asks.
@@ -32,8 +33,12 @@ pub struct ApprovalRequest {
     /// Why the engine asks.
     pub kind: ApprovalKind,
     /// The question shown to the person: the caller's justification, or the engine's reason (for a retry:
-    /// `command failed; retry without sandbox?`).
+    /// `command failed; retry without sandbox?`, what the denial was, and that the retry has full access).
     pub reason: Option<String>,
+    /// For [`ApprovalKind::RetryWithoutSandbox`]: what made the sandboxed run look denied (the command printed
+    /// the line: display it escaped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub denial: Option<DenialEvidence>,
 }
 
 /// Why no decision could be had.

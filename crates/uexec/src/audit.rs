@@ -229,6 +229,7 @@ mod tests {
                 cwd: "/w".into(),
                 kind: ApprovalKind::Run,
                 reason: None,
+                denial: None,
             },
         });
         log.emit(ExecEvent::ApprovalDecided {
