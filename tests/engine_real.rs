@@ -47,11 +47,16 @@ impl Recorder {
 }
 
 fn setup() -> (Engine, Arc<Recorder>) {
+    setup_with(|_| {})
+}
+
+fn setup_with(adjust: impl FnOnce(&mut EngineConfig)) -> (Engine, Arc<Recorder>) {
     let mut config = EngineConfig::new(std::env::temp_dir());
     config.base_env = std::env::vars_os().collect();
     // A plain, predictable prompt for the interactive shells.
     config.env_policy.set.push(("PS1".to_owned(), "uexec$ ".to_owned()));
     config.default_shell = "/bin/bash".to_owned();
+    adjust(&mut config);
     let events = Arc::new(Recorder::default());
     let engine = unsandboxed_engine(config, Arc::clone(&events) as Arc<dyn EventSink>);
     (engine, events)
@@ -383,7 +388,7 @@ fn expect_prompt(response: &ExecResponse, what: &str) {
     assert!(response.waiting_for_input, "{what}: expected an early return for input: {response:?}");
     assert!(response.session_id.is_some());
     assert!(response.wall_time < Duration::from_secs(5), "{what}: took {:?}", response.wall_time);
-    assert!(response.to_text().contains("\nProcess is waiting for input\n"));
+    assert!(response.to_text().ends_with("\n[uexec] Process is waiting for input"), "{}", response.to_text());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -425,12 +430,14 @@ async fn the_screen_view_renders_a_full_screen_program() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_response_reports_that_no_sandbox_is_in_force() {
-    let (engine, _events) = setup();
+async fn the_response_reports_that_no_sandbox_is_in_force_when_asked_to() {
+    let (engine, _events) = setup_with(|config| config.report_protections = true);
     let response = engine.exec_command(cmd("true", false, 10_000)).await.unwrap();
     let text = response.to_text();
     assert!(
-        text.contains("\nSandbox: none (danger-full-access): unsandboxed, danger-full-access policy\n"),
+        text.ends_with(
+            "\nOutput:\n[uexec] Sandbox: none (danger-full-access): unsandboxed, danger-full-access policy"
+        ),
         "{text}"
     );
 }

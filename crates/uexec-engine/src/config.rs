@@ -51,7 +51,9 @@ pub struct EngineConfig {
     pub default_shell: String,
     /// The server's working directory: relative workdirs resolve against it.
     pub cwd: PathBuf,
-    /// Add a `Sandbox: ...` line to responses (default true).
+    /// Report the protections in force in every `exec_command` response (a `[uexec] Sandbox: ...` note after the
+    /// output). Default false: then only a command that ran outside the sandbox after an approval or a denial,
+    /// or under a sandbox not fully enforced, gets the note. `write_stdin` and `close_session` never repeat it.
     pub report_protections: bool,
     /// `None` seeds session and chunk ids from the time and the pid; `Some` makes them reproducible (tests).
     pub id_seed: Option<u64>,
@@ -71,7 +73,7 @@ impl EngineConfig {
             rules: CommandRules::default(),
             default_shell: "/bin/bash".to_owned(),
             cwd,
-            report_protections: true,
+            report_protections: false,
             id_seed: None,
         }
     }

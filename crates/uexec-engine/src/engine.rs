@@ -75,6 +75,16 @@ impl Drop for Inner {
     }
 }
 
+/// What a response says besides the output: when its wall time starts, the live session, the warning, and
+/// whether it reports the protections (an `exec_command` does; later calls on the session do not repeat them).
+#[derive(Debug)]
+struct Reply {
+    started: Instant,
+    session_id: Option<SessionId>,
+    warning: Option<String>,
+    protections: bool,
+}
+
 /// Whether a command runs in the sandbox, or outside it for an explicit reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Placement {
@@ -393,7 +403,6 @@ impl Inner {
     }
 
     async fn exec_command(&self, req: ExecCommandRequest) -> Result<ExecResponse, ExecError> {
-        let started = Instant::now();
         if req.cmd.trim().is_empty() {
             return Err(ExecError::MissingCommand);
         }
@@ -514,7 +523,10 @@ impl Inner {
             (Some(id), session_count_warning(live, limits))
         };
         drop(call_guard);
-        Ok(self.respond(started, &session, collected, session_id, warning, req.max_output_tokens))
+        // Wall time counts from the spawn of the process whose output this is (as the reference does), not
+        // from the call's start: time spent waiting for a person's approval is not the command's.
+        let reply = Reply { started: session.started, session_id, warning, protections: true };
+        Ok(self.respond(reply, &session, collected, req.max_output_tokens))
     }
 
     async fn write_stdin(&self, req: WriteStdinRequest) -> Result<ExecResponse, ExecError> {
@@ -567,7 +579,8 @@ impl Inner {
             Some(id)
         };
         let warning = session_count_warning(self.store.len(), limits);
-        Ok(self.respond(started, &session, collected, session_id, warning, req.max_output_tokens))
+        let reply = Reply { started, session_id, warning, protections: false };
+        Ok(self.respond(reply, &session, collected, req.max_output_tokens))
     }
 
     fn list_sessions(&self) -> Vec<SessionSummary> {
@@ -585,6 +598,7 @@ impl Inner {
                     idle: listed.last_used_at.elapsed(),
                     state: session.state(),
                     sandbox: session.protections.sandbox,
+                    protections: session.protections.clone(),
                 }
             })
             .collect()
@@ -597,18 +611,30 @@ impl Inner {
         let (bytes, dropped_bytes) = session.take_output();
         let collected =
             Collected { bytes, dropped_bytes, exit_code: Some(exit_code), waiting_for_input: false };
-        Ok(self.respond(started, &session, collected, None, None, None))
+        let reply = Reply { started, session_id: None, warning: None, protections: false };
+        Ok(self.respond(reply, &session, collected, None))
+    }
+
+    /// Whether an `exec_command` response reports `report`: always with `report_protections`, and otherwise when
+    /// it is news the server's instructions did not already give: a command that ran outside the sandbox after an
+    /// approval or a denial, or a sandbox that is not fully enforced.
+    fn reports(&self, report: &ProtectionReport) -> bool {
+        self.config.report_protections
+            || report.is_degraded()
+            || matches!(
+                report.escape_reason,
+                Some(EscapeReason::ApprovedEscalation | EscapeReason::RetryAfterDenial)
+            )
     }
 
     fn respond(
         &self,
-        started: Instant,
+        reply: Reply,
         session: &Session,
         collected: Collected,
-        session_id: Option<SessionId>,
-        warning: Option<String>,
         max_output_tokens: Option<usize>,
     ) -> ExecResponse {
+        let Reply { started, session_id, warning, protections } = reply;
         let max_tokens = resolve_max_output_tokens(max_output_tokens, &self.config.limits);
         let text = String::from_utf8_lossy(&collected.bytes);
         let dropped = usize::try_from(collected.dropped_bytes).unwrap_or(usize::MAX);
@@ -622,7 +648,8 @@ impl Inner {
             output: truncated.text,
             waiting_for_input: collected.waiting_for_input,
             warning,
-            protections: self.config.report_protections.then(|| session.protections.clone()),
+            protections: (protections && self.reports(&session.protections))
+                .then(|| session.protections.clone()),
         }
     }
 }

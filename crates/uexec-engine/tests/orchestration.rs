@@ -651,6 +651,7 @@ async fn sandbox_prepare_error_fails_the_call_and_spawns_nothing() {
 async fn the_sandbox_gets_the_policy_tmpdir_and_degradation_setting_and_full_access_skips_it() {
     let mut cfg = config(ApprovalPolicy::OnRequest, SANDBOXED());
     cfg.allow_degraded_sandbox = true;
+    cfg.report_protections = true;
     cfg.base_env.push((OsString::from("TMPDIR"), OsString::from("/var/tmp/x")));
     let mut sandbox = MockSandbox::new();
     sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
@@ -673,12 +674,23 @@ async fn the_sandbox_gets_the_policy_tmpdir_and_degradation_setting_and_full_acc
     );
     let response = engine.exec_command(exec("ls")).await.unwrap();
     assert_eq!(response.protections, Some(sandbox_report()));
-    assert!(
-        response
-            .to_text()
-            .contains("\nSandbox: linux-landlock-seccomp (workspace-write): all 1 protections enforced\n")
-    );
+    assert!(response.to_text().ends_with(
+        "\n[uexec] Sandbox: linux-landlock-seccomp (workspace-write): all 1 protections enforced"
+    ));
 
+    let events = Events::default();
+    let mut cfg = config(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess);
+    cfg.report_protections = true;
+    let open = engine_with(cfg, vec![Script::exits("", 0)], Arc::clone(&events));
+    let response = open.exec_command(exec("ls")).await.unwrap();
+    let report = response.protections.unwrap();
+    assert_eq!(report.escape_reason, Some(EscapeReason::FullAccessPolicy));
+    assert_eq!(begins(&events), vec![report]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn by_default_only_news_about_the_sandbox_is_reported_and_only_by_exec_command() {
+    // The sandbox the policy selects is in the server's instructions: not repeated on every call.
     let events = Events::default();
     let open = engine_with(
         config(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess),
@@ -686,9 +698,9 @@ async fn the_sandbox_gets_the_policy_tmpdir_and_degradation_setting_and_full_acc
         Arc::clone(&events),
     );
     let response = open.exec_command(exec("ls")).await.unwrap();
-    let report = response.protections.unwrap();
-    assert_eq!(report.escape_reason, Some(EscapeReason::FullAccessPolicy));
-    assert_eq!(begins(&events), vec![report]);
+    assert_eq!(response.protections, None);
+    assert!(!response.to_text().contains("[uexec]"), "{}", response.to_text());
+    assert_eq!(begins(&events).len(), 1, "the audit trail still has the report");
 }
 
 /// An engine with a never-called sandbox and approver.
@@ -1068,7 +1080,7 @@ async fn a_pty_waiting_for_input_returns_early_and_says_so() {
         .unwrap();
     assert!(response.waiting_for_input);
     assert!(response.wall_time < Duration::from_millis(100), "{:?}", response.wall_time);
-    assert!(response.to_text().contains("\nProcess is waiting for input\n"));
+    assert!(response.to_text().ends_with("\n[uexec] Process is waiting for input"), "{}", response.to_text());
     let id = response.session_id.unwrap();
     let answer = engine
         .write_stdin(WriteStdinRequest { yield_time_ms: Some(10_000), ..write(id, "1+1\n") })
