@@ -1384,3 +1384,42 @@ async fn a_workdir_is_where_the_command_starts_and_the_workspace_stays_the_writa
     let response = engine.exec_command(request).await.unwrap();
     assert_eq!(response.exit_code, Some(0));
 }
+
+/// A person who takes `delay` to approve.
+struct SlowPerson {
+    delay: Duration,
+}
+
+#[async_trait]
+impl uexec_ports::Approver for SlowPerson {
+    async fn request_approval(&self, _request: ApprovalRequest) -> Result<ReviewDecision, ApprovalError> {
+        tokio::time::sleep(self.delay).await;
+        Ok(ReviewDecision::Approved)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn wall_time_counts_from_the_spawn_not_from_the_question() {
+    let events = Events::default();
+    let engine = Engine::new(
+        config(ApprovalPolicy::Untrusted, SandboxPolicy::DangerFullAccess),
+        EngineDeps {
+            spawner: Arc::new(spawner(
+                vec![Script { exit_after: Some((Duration::from_secs(2), 0)), ..Script::exits("done\n", 0) }],
+                Arc::default(),
+            )),
+            sandbox: Arc::new(sandbox_never()),
+            approver: Arc::new(SlowPerson { delay: Duration::from_secs(60) }),
+            events: Arc::new(recorder(Arc::clone(&events))),
+        },
+    );
+    let started = tokio::time::Instant::now();
+    let response = engine.exec_command(exec("touch x")).await.unwrap();
+    assert_eq!(response.exit_code, Some(0));
+    assert!(started.elapsed() >= Duration::from_secs(62), "{:?}", started.elapsed());
+    assert!(
+        response.wall_time >= Duration::from_secs(2) && response.wall_time < Duration::from_secs(3),
+        "the minute the person took is not the command's: {:?}",
+        response.wall_time
+    );
+}
