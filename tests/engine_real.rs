@@ -392,6 +392,23 @@ fn expect_prompt(response: &ExecResponse, what: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_poll_of_a_program_waiting_on_the_terminal_and_a_timer_waits_for_its_output() {
+    // Like ssh -t or an event loop with a timer: the terminal is one of the things it waits on, and it prints
+    // after 3 s without any input. Three empty polls used to come back after ~41 ms each with nothing.
+    let (engine, _events) = setup();
+    let script = "import os, select, sys; r, w = os.pipe(); print('READY', flush=True); \
+                  select.select([sys.stdin, r], [], [], 3); print('LATE', flush=True)";
+    let started = engine.exec_command(cmd(&format!("python3 -c \"{script}\""), true, 1_000)).await.unwrap();
+    assert!(!started.waiting_for_input, "{started:?}");
+    let id = started.session_id.unwrap();
+    let poll = engine.write_stdin(write(id, "", 5_000)).await.unwrap();
+    assert!(!poll.waiting_for_input, "{poll:?}");
+    let seen = format!("{}{}", started.output, poll.output);
+    assert!(seen.contains("READY\r\nLATE"), "the poll returned before the program printed: {poll:?}");
+    assert_eq!(poll.exit_code, Some(0), "{poll:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interactive_program_is_answered_long_before_the_window_ends() {
     let (engine, _events) = setup();
     let python = engine.exec_command(cmd("python3 -i -q", true, 10_000)).await.unwrap();
