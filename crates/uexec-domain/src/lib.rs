@@ -14,6 +14,7 @@ pub mod env;
 pub mod exit;
 pub mod ids;
 pub mod limits;
+pub mod patch;
 pub mod policy;
 pub mod protection;
 pub mod prune;
