@@ -57,11 +57,16 @@ pub struct EngineConfig {
     pub report_protections: bool,
     /// `None` seeds session and chunk ids from the time and the pid; `Some` makes them reproducible (tests).
     pub id_seed: Option<u64>,
+    /// The program an `apply_patch` call runs as, with its leading arguments (the app: `[uexec, "apply-patch",
+    /// "--"]`); the patch follows as further arguments. `None` (the default): `apply_patch` calls run in the
+    /// shell like any command.
+    pub apply_patch_program: Option<Vec<OsString>>,
 }
 
 impl EngineConfig {
     /// The defaults: `on-request`, `workspace-write` without network, fail closed, inherit the whole (empty)
-    /// base environment, reference limits, no rules, `/bin/bash`, protections reported, random ids.
+    /// base environment, reference limits, no rules, `/bin/bash`, protections noted only when news, random ids, no
+    /// `apply_patch` interception.
     pub fn new(cwd: PathBuf) -> Self {
         EngineConfig {
             approval_policy: ApprovalPolicy::default(),
@@ -75,6 +80,7 @@ impl EngineConfig {
             cwd,
             report_protections: false,
             id_seed: None,
+            apply_patch_program: None,
         }
     }
 }

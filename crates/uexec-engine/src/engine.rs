@@ -249,6 +249,40 @@ impl Inner {
         }
     }
 
+    /// When `argv` (`[shell, -c|-lc, script]`) is an `apply_patch` call and a patch program is configured: that
+    /// program's argv with the patch (in pieces well under the kernel's 128 KiB limit on one argument) and the
+    /// directory it runs in (`cwd`, or the script's `cd <dir>` under it).
+    fn apply_patch_spawn(
+        &self,
+        argv: &[String],
+        cwd: &Path,
+    ) -> Result<Option<(Vec<OsString>, PathBuf)>, ExecError> {
+        const PIECE: usize = 64 * 1024;
+        let Some(program) = &self.config.apply_patch_program else { return Ok(None) };
+        let [shell, _, script] = argv else { return Ok(None) };
+        let shell_name = Path::new(shell).file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if !matches!(shell_name, "bash" | "zsh" | "sh") {
+            return Ok(None);
+        }
+        let Some(call) = uexec_domain::patch::shell_invocation(script) else { return Ok(None) };
+        let dir = match &call.workdir {
+            Some(dir) => self.resolve_workdir(Some(&cwd.join(dir)))?,
+            None => cwd.to_path_buf(),
+        };
+        let mut spawn = program.clone();
+        let mut rest = call.patch.as_str();
+        while !rest.is_empty() {
+            let mut end = rest.len().min(PIECE);
+            while !rest.is_char_boundary(end) {
+                end -= 1;
+            }
+            spawn.push(OsString::from(&rest[..end]));
+            rest = &rest[end..];
+        }
+        tracing::info!(cwd = %dir.display(), bytes = call.patch.len(), "apply_patch call runs as the patch program");
+        Ok(Some((spawn, dir)))
+    }
+
     /// Ask a person; remembers "approved for session".
     async fn ask(&self, request: ApprovalRequest, key: &ApprovalKey) -> Result<(), ExecError> {
         let call_id = request.call_id.clone();
@@ -441,11 +475,17 @@ impl Inner {
         } else {
             Placement::Sandboxed
         };
+        // An `apply_patch` call runs as the configured patch program: approved, placed and audited as the
+        // command line it came as.
+        let (spawn_argv, spawn_cwd, tty) = match self.apply_patch_spawn(&argv, &cwd)? {
+            Some((program, dir)) => (program, dir, false),
+            None => (argv.iter().map(OsString::from).collect(), cwd.clone(), req.tty),
+        };
         let base = SpawnRequest {
-            argv: argv.iter().map(OsString::from).collect(),
-            cwd: cwd.clone(),
+            argv: spawn_argv,
+            cwd: spawn_cwd,
             env: build_env(self.config.base_env.iter().cloned(), &self.config.env_policy),
-            mode: if req.tty { IoMode::Pty(PtySize::default()) } else { IoMode::Pipes },
+            mode: if tty { IoMode::Pty(PtySize::default()) } else { IoMode::Pipes },
             setup: Vec::new(),
         };
         let spec = SessionSpec {

@@ -1423,3 +1423,61 @@ async fn wall_time_counts_from_the_spawn_not_from_the_question() {
         response.wall_time
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_apply_patch_call_runs_as_the_patch_program_under_the_same_approval() {
+    let events = Events::default();
+    let record = Arc::new(Spawned::default());
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let mut cfg = config(ApprovalPolicy::Untrusted, SandboxPolicy::DangerFullAccess);
+    let sub = std::env::temp_dir().join(format!("uexec-orch-{}", std::process::id()));
+    std::fs::create_dir_all(&sub).unwrap();
+    cfg.cwd = std::env::temp_dir();
+    cfg.apply_patch_program = Some(vec![OsString::from("/opt/uexec"), OsString::from("apply-patch")]);
+    let engine = engine(
+        cfg,
+        spawner(
+            vec![Script::exits("Success. Updated the following files:\nA a.txt\n", 0)],
+            Arc::clone(&record),
+        ),
+        sandbox_never(),
+        approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
+        Arc::clone(&events),
+    );
+    let big = "x".repeat(200_000);
+    let patch = format!("*** Begin Patch\n*** Add File: a.txt\n+{big}\n*** End Patch");
+    let cmd =
+        format!("cd {} && apply_patch <<'EOF'\n{patch}\nEOF\n", sub.file_name().unwrap().to_str().unwrap());
+    let request = ExecCommandRequest { tty: true, ..exec(&cmd) };
+    let response = engine.exec_command(request).await.unwrap();
+    assert_eq!(response.exit_code, Some(0));
+    assert_eq!(response.output, "Success. Updated the following files:\nA a.txt\n");
+
+    let spawned = record.requests.lock().unwrap()[0].clone();
+    assert_eq!(spawned.argv[..2], [OsString::from("/opt/uexec"), OsString::from("apply-patch")]);
+    let pieces: Vec<&str> = spawned.argv[2..].iter().map(|a| a.to_str().unwrap()).collect();
+    assert!(pieces.len() >= 4 && pieces.iter().all(|p| p.len() <= 64 * 1024), "{}", pieces.len());
+    assert_eq!(pieces.concat(), patch);
+    assert_eq!(spawned.cwd, sub);
+    assert!(matches!(spawned.mode, IoMode::Pipes), "a patch needs no terminal");
+    // The person was asked about the command line as the model wrote it.
+    let question = asked.lock().unwrap()[0].clone();
+    assert_eq!(question.command[2], cmd);
+    std::fs::remove_dir(&sub).unwrap();
+
+    // Without a patch program the shell runs it as any command.
+    let record = Arc::new(Spawned::default());
+    let plain = engine_with_record(Arc::clone(&record));
+    plain.exec_command(exec("apply_patch <<'EOF'\n*** Begin Patch\n*** End Patch\nEOF")).await.unwrap();
+    assert_eq!(record.requests.lock().unwrap()[0].argv[0], OsString::from("/bin/bash"));
+}
+
+fn engine_with_record(record: Arc<Spawned>) -> Engine {
+    engine(
+        config(ApprovalPolicy::Never, SandboxPolicy::DangerFullAccess),
+        spawner(vec![Script::exits("", 127)], record),
+        sandbox_never(),
+        approver_never(),
+        Events::default(),
+    )
+}
