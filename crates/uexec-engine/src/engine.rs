@@ -264,7 +264,16 @@ impl Inner {
         if !matches!(shell_name, "bash" | "zsh" | "sh") {
             return Ok(None);
         }
-        let Some(call) = uexec_domain::patch::shell_invocation(script) else { return Ok(None) };
+        let Some(call) = uexec_domain::patch::shell_invocation(script) else {
+            // A bare patch as the script would run its first line (`***`, a glob) as a command.
+            if uexec_domain::patch::parse_patch(script).is_ok() {
+                return Err(ExecError::InvalidInput(
+                    "patch detected without explicit call to apply_patch. Rerun as [\"apply_patch\", \"<patch>\"]"
+                        .to_owned(),
+                ));
+            }
+            return Ok(None);
+        };
         let dir = match &call.workdir {
             Some(dir) => self.resolve_workdir(Some(&cwd.join(dir)))?,
             None => cwd.to_path_buf(),
@@ -453,6 +462,8 @@ impl Inner {
         let argv = vec![shell, flag.to_owned(), req.cmd.clone()];
         let call_id = req.call_id.clone().unwrap_or_else(|| self.new_call_id());
         let limits = &self.config.limits;
+        // Validated before anything is reserved or asked, like the rest of the call.
+        let patch_call = self.apply_patch_spawn(&argv, &cwd)?;
 
         let id = self.store.reserve()?;
         let mut reservation = Reservation { store: &self.store, id, session: None, done: false };
@@ -477,7 +488,7 @@ impl Inner {
         };
         // An `apply_patch` call runs as the configured patch program: approved, placed and audited as the
         // command line it came as.
-        let (spawn_argv, spawn_cwd, tty) = match self.apply_patch_spawn(&argv, &cwd)? {
+        let (spawn_argv, spawn_cwd, tty) = match patch_call {
             Some((program, dir)) => (program, dir, false),
             None => (argv.iter().map(OsString::from).collect(), cwd.clone(), req.tty),
         };

@@ -141,3 +141,21 @@ fn full_access_writes_anywhere_and_untrusted_asks_first() {
     assert_eq!(exit_code(&r), Some(0), "{r}");
     assert!(ws.path().join("asked.txt").exists());
 }
+
+#[test]
+fn a_bare_patch_as_the_command_is_refused_with_the_reference_text() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &[], false);
+    // As a script, its first line would run `***`, a glob of the directory's files, as a command.
+    fs::write(ws.path().join("f.txt"), "x\n").unwrap();
+    let r = server
+        .call("exec_command", json!({ "cmd": "*** Begin Patch\n*** Delete File: f.txt\n*** End Patch" }));
+    assert!(is_error(&r), "{r}");
+    assert!(
+        text(&r).ends_with(
+            "patch detected without explicit call to apply_patch. Rerun as [\"apply_patch\", \"<patch>\"]"
+        ),
+        "{r}"
+    );
+    assert!(ws.path().join("f.txt").exists());
+}
