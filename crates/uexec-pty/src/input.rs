@@ -256,7 +256,6 @@ fn poll_waits_only_for_terminal(pid: i32, terminal: &Terminal, fds: u64, nfds: u
         .collect();
     entries.iter().any(|&(_, events)| events & input != 0)
         && entries.iter().all(|&(fd, _)| terminal.is(pid, fd))
-        && entries.iter().any(|&(fd, events)| events & input != 0 && terminal.is(pid, fd))
 }
 
 /// `epoll_wait(epfd, ...)` without a timeout: does the epoll instance watch the terminal and nothing else
