@@ -49,6 +49,17 @@ pub fn main(args: &[OsString]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The argv that runs `argv` when it is the direct form of a call, `["apply_patch" | "applypatch", patch]`:
+/// this binary's subcommand with the patch (so `uexec run -- apply_patch "$patch"` works as in the reference).
+pub fn direct_call(argv: &[OsString]) -> Option<Vec<OsString>> {
+    let [name, patch] = argv else { return None };
+    if name != "apply_patch" && name != "applypatch" {
+        return None;
+    }
+    let exe = std::env::current_exe().ok()?;
+    Some(vec![exe.into_os_string(), OsString::from(SUBCOMMAND), OsString::from("--"), patch.clone()])
+}
+
 fn perform(op: &FileOp) -> Result<(), String> {
     match op {
         FileOp::Write { path, contents } => {

@@ -159,3 +159,19 @@ fn a_bare_patch_as_the_command_is_refused_with_the_reference_text() {
     );
     assert!(ws.path().join("f.txt").exists());
 }
+
+#[test]
+fn uexec_run_takes_the_direct_form() {
+    let ws = Workspace::new();
+    let patch = "*** Begin Patch\n*** Add File: direct.txt\n+direct\n*** End Patch";
+    let out = uexec_command(&ws, &["run", "--", "apply_patch", patch]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Success. Updated the following files:\nA direct.txt\n");
+    assert_eq!(fs::read_to_string(ws.path().join("direct.txt")).unwrap(), "direct\n");
+    // Sandboxed as any command: the same call cannot write outside the workspace.
+    let escaped = ws.outside.path().join("direct.txt");
+    let patch = format!("*** Begin Patch\n*** Add File: {}\n+x\n*** End Patch", escaped.display());
+    let out = uexec_command(&ws, &["run", "--", "applypatch", &patch]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(!escaped.exists());
+}
