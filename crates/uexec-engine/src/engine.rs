@@ -184,6 +184,17 @@ impl Engine {
         self.inner.write_stdin(req).await
     }
 
+    /// What the sandbox enforces for a new command under the configured policy (no sandbox under
+    /// `danger-full-access`).
+    pub fn protections(&self) -> ProtectionReport {
+        let policy = &self.inner.config.sandbox_policy;
+        if *policy == SandboxPolicy::DangerFullAccess {
+            ProtectionReport::unsandboxed(policy.mode_str(), EscapeReason::FullAccessPolicy)
+        } else {
+            self.inner.deps.sandbox.report(policy)
+        }
+    }
+
     /// Every session in the store, by id.
     pub async fn list_sessions(&self) -> Vec<SessionSummary> {
         self.inner.list_sessions()

@@ -208,7 +208,7 @@ impl UexecServer {
 
     async fn list_sessions(&self, arguments: &JsonObject) -> Result<CallToolResult, McpError> {
         tools::parse_no_args(tools::LIST_SESSIONS, arguments).map_err(invalid_params)?;
-        Ok(tools::sessions_result(&self.engine.list_sessions().await))
+        Ok(tools::sessions_result(&self.engine.list_sessions().await, &self.engine.protections()))
     }
 
     async fn close_session(&self, arguments: &JsonObject) -> Result<CallToolResult, McpError> {

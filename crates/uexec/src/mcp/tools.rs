@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
-use uexec_domain::{SandboxPermissions, SessionId};
+use uexec_domain::{ProtectionReport, SandboxPermissions, SessionId};
 use uexec_engine::{ExecCommandRequest, ExecResponse, SessionState, SessionSummary, WriteStdinRequest};
 
 /// `exec_command`.
@@ -298,9 +298,9 @@ pub fn error_result(text: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])
 }
 
-/// `list_sessions`' result: the one place with the full protection report of each session (exec responses
-/// carry a one-line summary only).
-pub fn sessions_result(sessions: &[SessionSummary]) -> CallToolResult {
+/// `list_sessions`' result: the one place with the full protection report, of each session and of what a new
+/// command would run under (exec responses carry a one-line note at most).
+pub fn sessions_result(sessions: &[SessionSummary], new_commands: &ProtectionReport) -> CallToolResult {
     let items: Vec<Value> = sessions
         .iter()
         .map(|s| {
@@ -322,7 +322,7 @@ pub fn sessions_result(sessions: &[SessionSummary]) -> CallToolResult {
             })
         })
         .collect();
-    let text = if sessions.is_empty() {
+    let mut text = if sessions.is_empty() {
         "No live sessions.".to_owned()
     } else {
         let mut lines = vec![format!("{} live session(s):", sessions.len())];
@@ -344,8 +344,9 @@ pub fn sessions_result(sessions: &[SessionSummary]) -> CallToolResult {
         }
         lines.join("\n")
     };
+    text.push_str(&format!("\nNew commands run under: {}", new_commands.summary_line()));
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-    result.structured_content = Some(json!({ "sessions": items }));
+    result.structured_content = Some(json!({ "sessions": items, "protections": new_commands }));
     result
 }
 
@@ -493,9 +494,12 @@ mod tests {
             sandbox: report.sandbox,
             protections: report.clone(),
         };
-        let listed = sessions_result(&[summary]);
+        let listed = sessions_result(&[summary], &report);
         let structured = listed.structured_content.unwrap();
         assert_eq!(structured["sessions"][0]["protections"], serde_json::to_value(&report).unwrap());
+        assert_eq!(structured["protections"], serde_json::to_value(&report).unwrap());
+        let empty = model_reads(&CallToolResult::success(sessions_result(&[], &report).content));
+        assert_eq!(empty, format!("No live sessions.\nNew commands run under: {}", report.summary_line()));
         let text = model_reads(&CallToolResult::success(listed.content.clone()));
         assert!(text.contains(&format!("  protections: {}", report.summary_line())), "{text}");
     }
