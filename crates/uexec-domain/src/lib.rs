@@ -17,6 +17,7 @@ pub mod gitdir;
 pub mod ids;
 pub mod known_safe;
 pub mod limits;
+pub mod patch;
 pub mod policy;
 pub mod protection;
 pub mod prune;

@@ -79,6 +79,16 @@ impl Drop for Inner {
     }
 }
 
+/// What a response says besides the output: when its wall time starts, the live session, the warning, and
+/// whether it reports the protections (an `exec_command` does; later calls on the session do not repeat them).
+#[derive(Debug)]
+struct Reply {
+    started: Instant,
+    session_id: Option<SessionId>,
+    warning: Option<String>,
+    protections: bool,
+}
+
 /// Whether a command runs in the sandbox, or outside it for an explicit reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Placement {
@@ -191,6 +201,17 @@ impl Engine {
         self.inner.write_stdin(req).await
     }
 
+    /// What the sandbox enforces for a new command under the configured policy (no sandbox under
+    /// `danger-full-access`).
+    pub fn protections(&self) -> ProtectionReport {
+        let policy = &self.inner.config.sandbox_policy;
+        if *policy == SandboxPolicy::DangerFullAccess {
+            ProtectionReport::unsandboxed(policy.mode_str(), EscapeReason::FullAccessPolicy)
+        } else {
+            self.inner.deps.sandbox.report(policy)
+        }
+    }
+
     /// Every session in the store, by id.
     pub async fn list_sessions(&self) -> Vec<SessionSummary> {
         self.inner.list_sessions()
@@ -254,6 +275,49 @@ impl Inner {
             Ok(meta) if meta.is_dir() => Ok(path),
             _ => Err(ExecError::Spawn(SpawnError::BadCwd { cwd: path })),
         }
+    }
+
+    /// When `argv` (`[shell, -c|-lc, script]`) is an `apply_patch` call and a patch program is configured: that
+    /// program's argv with the patch (in pieces well under the kernel's 128 KiB limit on one argument) and the
+    /// directory it runs in (`cwd`, or the script's `cd <dir>` under it).
+    fn apply_patch_spawn(
+        &self,
+        argv: &[String],
+        cwd: &Path,
+    ) -> Result<Option<(Vec<OsString>, PathBuf)>, ExecError> {
+        const PIECE: usize = 64 * 1024;
+        let Some(program) = &self.config.apply_patch_program else { return Ok(None) };
+        let [shell, _, script] = argv else { return Ok(None) };
+        let shell_name = Path::new(shell).file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if !matches!(shell_name, "bash" | "zsh" | "sh") {
+            return Ok(None);
+        }
+        let Some(call) = uexec_domain::patch::shell_invocation(script) else {
+            // A bare patch as the script would run its first line (`***`, a glob) as a command.
+            if uexec_domain::patch::parse_patch(script).is_ok() {
+                return Err(ExecError::InvalidInput(
+                    "patch detected without explicit call to apply_patch. Rerun as [\"apply_patch\", \"<patch>\"]"
+                        .to_owned(),
+                ));
+            }
+            return Ok(None);
+        };
+        let dir = match &call.workdir {
+            Some(dir) => self.resolve_workdir(Some(&cwd.join(dir)))?,
+            None => cwd.to_path_buf(),
+        };
+        let mut spawn = program.clone();
+        let mut rest = call.patch.as_str();
+        while !rest.is_empty() {
+            let mut end = rest.len().min(PIECE);
+            while !rest.is_char_boundary(end) {
+                end -= 1;
+            }
+            spawn.push(OsString::from(&rest[..end]));
+            rest = &rest[end..];
+        }
+        tracing::info!(cwd = %dir.display(), bytes = call.patch.len(), "apply_patch call runs as the patch program");
+        Ok(Some((spawn, dir)))
     }
 
     /// Ask a person; remembers "approved for session".
@@ -450,7 +514,6 @@ impl Inner {
     }
 
     async fn exec_command(&self, req: ExecCommandRequest) -> Result<ExecResponse, ExecError> {
-        let started = Instant::now();
         if req.cmd.trim().is_empty() {
             return Err(ExecError::MissingCommand);
         }
@@ -475,6 +538,8 @@ impl Inner {
         let argv = vec![shell, flag.to_owned(), req.cmd.clone()];
         let call_id = req.call_id.clone().unwrap_or_else(|| self.new_call_id());
         let limits = &self.config.limits;
+        // Validated before anything is reserved or asked, like the rest of the call.
+        let patch_call = self.apply_patch_spawn(&argv, &cwd)?;
 
         let id = self.store.reserve()?;
         let mut reservation = Reservation { store: &self.store, id, session: None, done: false };
@@ -498,11 +563,17 @@ impl Inner {
         } else {
             Placement::Sandboxed
         };
+        // An `apply_patch` call runs as the configured patch program: approved, placed and audited as the
+        // command line it came as.
+        let (spawn_argv, spawn_cwd, tty) = match patch_call {
+            Some((program, dir)) => (program, dir, false),
+            None => (argv.iter().map(OsString::from).collect(), cwd.clone(), req.tty),
+        };
         let base = SpawnRequest {
-            argv: argv.iter().map(OsString::from).collect(),
-            cwd: cwd.clone(),
+            argv: spawn_argv,
+            cwd: spawn_cwd,
             env,
-            mode: if req.tty { IoMode::Pty(PtySize::default()) } else { IoMode::Pipes },
+            mode: if tty { IoMode::Pty(PtySize::default()) } else { IoMode::Pipes },
             setup: Vec::new(),
         };
         let spec = SessionSpec {
@@ -631,7 +702,10 @@ impl Inner {
             (Some(id), warning)
         };
         drop(call_guard);
-        Ok(self.respond(started, &session, collected, session_id, warning, req.max_output_tokens))
+        // Wall time counts from the spawn of the process whose output this is (as the reference does), not
+        // from the call's start: time spent waiting for a person's approval is not the command's.
+        let reply = Reply { started: session.started, session_id, warning, protections: true };
+        Ok(self.respond(reply, &session, collected, req.max_output_tokens))
     }
 
     async fn write_stdin(&self, req: WriteStdinRequest) -> Result<ExecResponse, ExecError> {
@@ -684,7 +758,8 @@ impl Inner {
             Some(id)
         };
         let warning = session_count_warning(self.store.len(), limits);
-        Ok(self.respond(started, &session, collected, session_id, warning, req.max_output_tokens))
+        let reply = Reply { started, session_id, warning, protections: false };
+        Ok(self.respond(reply, &session, collected, req.max_output_tokens))
     }
 
     fn list_sessions(&self) -> Vec<SessionSummary> {
@@ -702,6 +777,7 @@ impl Inner {
                     idle: listed.last_used_at.elapsed(),
                     state: session.state(),
                     sandbox: session.protections.sandbox,
+                    protections: session.protections.clone(),
                 }
             })
             .collect()
@@ -714,18 +790,30 @@ impl Inner {
         let (bytes, dropped_bytes) = session.take_output();
         let collected =
             Collected { bytes, dropped_bytes, exit_code: Some(exit_code), waiting_for_input: false };
-        Ok(self.respond(started, &session, collected, None, None, None))
+        let reply = Reply { started, session_id: None, warning: None, protections: false };
+        Ok(self.respond(reply, &session, collected, None))
+    }
+
+    /// Whether an `exec_command` response reports `report`: always with `report_protections`, and otherwise when
+    /// it is news the server's instructions did not already give: a command that ran outside the sandbox after an
+    /// approval or a denial, or a sandbox that is not fully enforced.
+    fn reports(&self, report: &ProtectionReport) -> bool {
+        self.config.report_protections
+            || report.is_degraded()
+            || matches!(
+                report.escape_reason,
+                Some(EscapeReason::ApprovedEscalation | EscapeReason::RetryAfterDenial)
+            )
     }
 
     fn respond(
         &self,
-        started: Instant,
+        reply: Reply,
         session: &Session,
         collected: Collected,
-        session_id: Option<SessionId>,
-        warning: Option<String>,
         max_output_tokens: Option<usize>,
     ) -> ExecResponse {
+        let Reply { started, session_id, warning, protections } = reply;
         let max_tokens = resolve_max_output_tokens(max_output_tokens, &self.config.limits);
         let text = String::from_utf8_lossy(&collected.bytes);
         let dropped = usize::try_from(collected.dropped_bytes).unwrap_or(usize::MAX);
@@ -739,7 +827,8 @@ impl Inner {
             output: truncated.text,
             waiting_for_input: collected.waiting_for_input,
             warning,
-            protections: self.config.report_protections.then(|| session.protections.clone()),
+            protections: (protections && self.reports(&session.protections))
+                .then(|| session.protections.clone()),
         }
     }
 }

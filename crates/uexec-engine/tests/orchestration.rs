@@ -705,6 +705,7 @@ async fn sandbox_prepare_error_fails_the_call_and_spawns_nothing() {
 async fn the_sandbox_gets_the_policy_tmpdir_and_degradation_setting_and_full_access_skips_it() {
     let mut cfg = config(ApprovalPolicy::OnRequest, SANDBOXED());
     cfg.allow_degraded_sandbox = true;
+    cfg.report_protections = true;
     cfg.base_env.push((OsString::from("TMPDIR"), OsString::from("/var/tmp/x")));
     let mut sandbox = MockSandbox::new();
     sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
@@ -727,12 +728,23 @@ async fn the_sandbox_gets_the_policy_tmpdir_and_degradation_setting_and_full_acc
     );
     let response = engine.exec_command(exec("ls")).await.unwrap();
     assert_eq!(response.protections, Some(sandbox_report()));
-    assert!(
-        response
-            .to_text()
-            .contains("\nSandbox: linux-landlock-seccomp (workspace-write): all 1 protections enforced\n")
-    );
+    assert!(response.to_text().ends_with(
+        "\n[uexec] Sandbox: linux-landlock-seccomp (workspace-write): all 1 protections enforced"
+    ));
 
+    let events = Events::default();
+    let mut cfg = config(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess);
+    cfg.report_protections = true;
+    let open = engine_with(cfg, vec![Script::exits("", 0)], Arc::clone(&events));
+    let response = open.exec_command(exec("ls")).await.unwrap();
+    let report = response.protections.unwrap();
+    assert_eq!(report.escape_reason, Some(EscapeReason::FullAccessPolicy));
+    assert_eq!(begins(&events), vec![report]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn by_default_only_news_about_the_sandbox_is_reported_and_only_by_exec_command() {
+    // The sandbox the policy selects is in the server's instructions: not repeated on every call.
     let events = Events::default();
     let open = engine_with(
         config(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess),
@@ -740,9 +752,9 @@ async fn the_sandbox_gets_the_policy_tmpdir_and_degradation_setting_and_full_acc
         Arc::clone(&events),
     );
     let response = open.exec_command(exec("ls")).await.unwrap();
-    let report = response.protections.unwrap();
-    assert_eq!(report.escape_reason, Some(EscapeReason::FullAccessPolicy));
-    assert_eq!(begins(&events), vec![report]);
+    assert_eq!(response.protections, None);
+    assert!(!response.to_text().contains("[uexec]"), "{}", response.to_text());
+    assert_eq!(begins(&events).len(), 1, "the audit trail still has the report");
 }
 
 /// An engine with a never-called sandbox and approver.
@@ -1265,7 +1277,7 @@ async fn a_pty_waiting_for_input_returns_early_and_says_so() {
         .unwrap();
     assert!(response.waiting_for_input);
     assert!(response.wall_time < Duration::from_millis(100), "{:?}", response.wall_time);
-    assert!(response.to_text().contains("\nProcess is waiting for input\n"));
+    assert!(response.to_text().ends_with("\n[uexec] Process is waiting for input"), "{}", response.to_text());
     let id = response.session_id.unwrap();
     let answer = engine
         .write_stdin(WriteStdinRequest { yield_time_ms: Some(10_000), ..write(id, "1+1\n") })
@@ -1750,4 +1762,91 @@ async fn begin_records_the_exact_argv_that_ran() {
         .unwrap();
     assert_eq!(command, vec!["/bin/bash", "-lc", "ls\nrm x"]);
     assert_eq!(argv, vec!["/usr/bin/sandbox-exec", "-p", "(profile)", "/bin/bash", "-lc", "ls\nrm x"]);
+}
+
+/// A person who takes `delay` to approve.
+struct SlowPerson {
+    delay: Duration,
+}
+
+#[async_trait]
+impl uexec_ports::Approver for SlowPerson {
+    async fn request_approval(&self, _request: ApprovalRequest) -> Result<ReviewDecision, ApprovalError> {
+        tokio::time::sleep(self.delay).await;
+        Ok(ReviewDecision::Approved)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn wall_time_counts_from_the_spawn_not_from_the_question() {
+    let events = Events::default();
+    let engine = Engine::new(
+        config(ApprovalPolicy::Untrusted, SandboxPolicy::DangerFullAccess),
+        EngineDeps {
+            spawner: Arc::new(spawner(
+                vec![Script { exit_after: Some((Duration::from_secs(2), 0)), ..Script::exits("done\n", 0) }],
+                Arc::default(),
+            )),
+            sandbox: Arc::new(sandbox_never()),
+            approver: Arc::new(SlowPerson { delay: Duration::from_secs(60) }),
+            events: Arc::new(recorder(Arc::clone(&events))),
+        },
+    );
+    let started = tokio::time::Instant::now();
+    let response = engine.exec_command(exec("touch x")).await.unwrap();
+    assert_eq!(response.exit_code, Some(0));
+    assert!(started.elapsed() >= Duration::from_secs(62), "{:?}", started.elapsed());
+    assert!(
+        response.wall_time >= Duration::from_secs(2) && response.wall_time < Duration::from_secs(3),
+        "the minute the person took is not the command's: {:?}",
+        response.wall_time
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_apply_patch_call_runs_as_the_patch_program_under_the_same_approval() {
+    let events = Events::default();
+    let record = Arc::new(Spawned::default());
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let mut cfg = config(ApprovalPolicy::Untrusted, SandboxPolicy::DangerFullAccess);
+    let sub = std::env::temp_dir().join(format!("uexec-orch-{}", std::process::id()));
+    std::fs::create_dir_all(&sub).unwrap();
+    cfg.cwd = std::env::temp_dir();
+    cfg.apply_patch_program = Some(vec![OsString::from("/opt/uexec"), OsString::from("apply-patch")]);
+    let engine = engine(
+        cfg,
+        spawner(
+            vec![Script::exits("Success. Updated the following files:\nA a.txt\n", 0)],
+            Arc::clone(&record),
+        ),
+        sandbox_never(),
+        approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
+        Arc::clone(&events),
+    );
+    let big = "x".repeat(200_000);
+    let patch = format!("*** Begin Patch\n*** Add File: a.txt\n+{big}\n*** End Patch");
+    let cmd =
+        format!("cd {} && apply_patch <<'EOF'\n{patch}\nEOF\n", sub.file_name().unwrap().to_str().unwrap());
+    let request = ExecCommandRequest { tty: true, ..exec(&cmd) };
+    let response = engine.exec_command(request).await.unwrap();
+    assert_eq!(response.exit_code, Some(0));
+    assert_eq!(response.output, "Success. Updated the following files:\nA a.txt\n");
+
+    let spawned = record.requests.lock().unwrap()[0].clone();
+    assert_eq!(spawned.argv[..2], [OsString::from("/opt/uexec"), OsString::from("apply-patch")]);
+    let pieces: Vec<&str> = spawned.argv[2..].iter().map(|a| a.to_str().unwrap()).collect();
+    assert!(pieces.len() >= 4 && pieces.iter().all(|p| p.len() <= 64 * 1024), "{}", pieces.len());
+    assert_eq!(pieces.concat(), patch);
+    assert_eq!(spawned.cwd, sub);
+    assert!(matches!(spawned.mode, IoMode::Pipes), "a patch needs no terminal");
+    // The person was asked about the command line as the model wrote it.
+    let question = asked.lock().unwrap()[0].clone();
+    assert_eq!(question.command[2], cmd);
+    std::fs::remove_dir(&sub).unwrap();
+
+    // Without a patch program the shell runs it as any command.
+    let record = Arc::new(Spawned::default());
+    let plain = engine_with_record(config(ApprovalPolicy::Never, SandboxPolicy::DangerFullAccess), &record);
+    plain.exec_command(exec("apply_patch <<'EOF'\n*** Begin Patch\n*** End Patch\nEOF")).await.unwrap();
+    assert_eq!(record.requests.lock().unwrap()[0].argv[0], OsString::from("/bin/bash"));
 }

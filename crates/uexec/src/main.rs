@@ -1,6 +1,7 @@
 //! The `uexec` binary: the composition root. It alone reads flags, config files and the environment, picks the
 //! adapters for this platform, and maps errors to exit codes; the libraries it composes stay typed.
 
+mod apply_patch;
 mod audit;
 mod cli;
 mod config;
@@ -44,6 +45,7 @@ fn main() -> ExitCode {
         Command::Run(args) => return run::main(&args),
         Command::SandboxReport(args) => report::sandbox_report(&args),
         Command::SandboxProfile(args) => report::sandbox_profile(&args),
+        Command::ApplyPatch(args) => return apply_patch::main(&args.patch),
     };
     match result {
         Ok(code) => code,
@@ -159,5 +161,9 @@ pub fn engine_config(settings: &Settings) -> EngineConfig {
     config.rules = settings.rules.clone();
     config.default_shell = settings.shell.clone();
     config.report_protections = settings.report_protections;
+    // `apply_patch` calls run as this binary's `apply-patch` subcommand.
+    config.apply_patch_program = std::env::current_exe()
+        .ok()
+        .map(|exe| vec![exe.into_os_string(), OsString::from(apply_patch::SUBCOMMAND), OsString::from("--")]);
     config
 }

@@ -77,8 +77,8 @@ fn run(args: &RunArgs) -> Result<u8, NothingRan> {
     };
     let env = run_env(std::env::vars_os(), &settings.env_policy);
     let tmpdir = env.iter().find(|(k, _)| k == "TMPDIR").map(|(_, v)| PathBuf::from(v));
-    let spawn =
-        SpawnRequest { argv: args.command.clone(), cwd: settings.cwd.clone(), env, mode, setup: Vec::new() };
+    let argv = crate::apply_patch::direct_call(&args.command).unwrap_or_else(|| args.command.clone());
+    let spawn = SpawnRequest { argv, cwd: settings.cwd.clone(), env, mode, setup: Vec::new() };
 
     let (spawn, protections) = if settings.sandbox_policy.is_unrestricted() {
         (

@@ -208,7 +208,7 @@ impl UexecServer {
 
     async fn list_sessions(&self, arguments: &JsonObject) -> Result<CallToolResult, McpError> {
         tools::parse_no_args(tools::LIST_SESSIONS, arguments).map_err(invalid_params)?;
-        Ok(tools::sessions_result(&self.engine.list_sessions().await))
+        Ok(tools::sessions_result(&self.engine.list_sessions().await, &self.engine.protections()))
     }
 
     async fn close_session(&self, arguments: &JsonObject) -> Result<CallToolResult, McpError> {
@@ -222,7 +222,7 @@ impl UexecServer {
     async fn read_screen(&self, arguments: &JsonObject) -> Result<CallToolResult, McpError> {
         let id = tools::parse_session_only(tools::READ_SCREEN, arguments).map_err(invalid_params)?;
         Ok(match self.engine.screen(id).await {
-            Ok(screen) => tools::screen_result(id, screen),
+            Ok(screen) => tools::screen_result(screen),
             Err(e) => tools::error_result(format!("read_screen failed: {e}")),
         })
     }
