@@ -826,7 +826,9 @@ async fn a_declined_retry_returns_the_sandboxed_output_with_a_note_and_an_abort_
     assert_eq!(response.output, "bash: /etc/x: Permission denied\n");
     let note = response.warning.unwrap();
     assert!(note.contains("not run again without the sandbox (a person declined"), "{note}");
-    assert_eq!(response.protections.unwrap().escape_reason, None);
+    // Sandboxed as the policy says: nothing new to report about the sandbox, and the one Begin has no escape.
+    assert_eq!(response.protections, None);
+    assert_eq!(begins(&events)[0].escape_reason, None);
     assert_eq!(record.requests.lock().unwrap().len(), 1);
     assert_eq!(declining.reserved_id_count(), 0);
     assert!(declining.list_sessions().await.is_empty());
