@@ -25,6 +25,7 @@ mod collect;
 mod config;
 mod engine;
 mod error;
+mod placement;
 mod session;
 mod store;
 mod utf8;
@@ -34,3 +35,4 @@ pub use collect::{MAX_INPUT_POLL_INTERVAL, MIN_INPUT_POLL_INTERVAL, QUIET_SETTLE
 pub use config::{EngineConfig, EngineDeps};
 pub use engine::Engine;
 pub use error::ExecError;
+pub use placement::{Placement, SandboxContext, place};

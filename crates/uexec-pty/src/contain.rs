@@ -276,6 +276,20 @@ pub(crate) fn start(plan: &ChildPlan<'_>, fork: bool) -> Result<Started, SpawnFa
     Ok(Started { pid, pidfd, status })
 }
 
+/// True when nothing has been orphaned into the sessions' PID namespace: its init has no child. Then a session
+/// whose leader has been reaped has no process left (when the leader exited, its living descendants were
+/// reparented to that init: no subreaper outside the namespace adopts them), and `kill_tree` can skip scanning
+/// `/proc`. False when unknown (no PID namespace, or a kernel that does not list children).
+pub(crate) fn namespace_has_no_orphans() -> bool {
+    let Some(Containment::PidNamespace { init_pid }) = containment() else {
+        return false;
+    };
+    match std::fs::read(format!("/proc/{init_pid}/task/{init_pid}/children")) {
+        Ok(children) => children.iter().all(u8::is_ascii_whitespace),
+        Err(_) => false,
+    }
+}
+
 /// While the reaper runs: the leaders lock, to be held while reaping a leader (the reaper may reap it
 /// first; then the status is already in its slot). `None` otherwise.
 pub(crate) fn reaping_lock() -> Option<MutexGuard<'static, HashMap<i32, StatusSlot>>> {
