@@ -67,15 +67,20 @@ pub fn main(args: &RunArgs) -> ExitCode {
     }
 }
 
+/// True when the command gets its own PTY relayed to the person's terminal: stdin and stdout are both
+/// terminals. Otherwise it runs on uexec's own streams, and uexec starts no thread (see `main`).
+pub fn uses_terminal() -> bool {
+    terminal::is_terminal(terminal::stdin_fd()) && terminal::is_terminal(terminal::stdout_fd())
+}
+
 fn run(args: &RunArgs) -> Result<u8, NothingRan> {
     let ctx = ProcessContext::current().map_err(nothing_ran)?;
     let settings = Settings::resolve(&args.policy, args.audit_log.as_deref(), &ctx).map_err(nothing_ran)?;
     let sinks = crate::event_sink(&settings).map_err(nothing_ran)?;
 
-    // Its own PTY only for a person at a terminal (both ends terminals); the host's streams themselves otherwise.
     let stdin = terminal::stdin_fd();
     let stdout = terminal::stdout_fd();
-    let mode = if terminal::is_terminal(stdin) && terminal::is_terminal(stdout) {
+    let mode = if uses_terminal() {
         IoMode::Pty(
             terminal::window_size(stdin).or_else(|| terminal::window_size(stdout)).unwrap_or_default(),
         )

@@ -368,6 +368,28 @@ fn run_in_a_pipeline_exits_128_plus_the_signal_and_kills_what_it_left() {
 }
 
 #[test]
+fn run_in_a_pipeline_killed_with_sigkill_takes_its_command_and_daemons_along() {
+    // Without a terminal uexec contains the command from its main thread (no helper thread): a SIGKILL of uexec
+    // still kills the command and a daemon that left its session.
+    let ws = Workspace::new();
+    let marker = marker_seconds(92);
+    let script = format!("setsid sleep {marker} & sleep {marker} & echo started; wait");
+    let mut uexec = uexec_command(&ws, &["run", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(uexec.stdout.take().unwrap()), &mut line)
+        .unwrap();
+    assert_eq!(line, "started\n");
+    assert_eq!(wait_present(&["sleep", &marker], Duration::from_secs(20)).len(), 2);
+    uexec.kill().unwrap();
+    uexec.wait().unwrap();
+    assert!(wait_gone(&["sleep", &marker], Duration::from_secs(20)).is_empty(), "a process outlived uexec");
+}
+
+#[test]
 fn run_with_a_terminal_stdin_and_a_pipe_stdout_gives_the_command_both() {
     // `uexec run -- cmd | cat` typed at a terminal: the command reads the terminal itself (it can ask it its size,
     // an ioctl the sandbox allows on the inherited terminal), writes to the pipe, and the terminal's settings are
