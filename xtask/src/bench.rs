@@ -152,11 +152,35 @@ fn summarise(output: &str) -> Result<()> {
     println!("\nPeers (markdown, for BENCHMARKS.md):\n");
     println!("| peer | benchmark | peer median | uexec median | peer / uexec |");
     println!("|---|---|---|---|---|");
+    let metric = |name: &str| {
+        output.lines().find_map(|line| {
+            let value = line.strip_prefix("metric: ")?.strip_prefix(name)?.strip_prefix(" = ")?;
+            value.trim().parse::<f64>().ok()
+        })
+    };
     for line in output.lines().filter_map(|line| line.strip_prefix("peer-row: ")) {
-        println!("{line}");
+        println!("{}", fill_row(line, metric("pty-spawn-ms"), metric("write-stdin-ms")));
     }
     println!("\n{unmet} target(s) not met");
     Ok(())
+}
+
+/// A peer row whose uexec column points at another bench (`see uexec-pty spawn`, `see engine write_stdin`),
+/// filled with that bench's median and the ratio when that bench ran.
+fn fill_row(row: &str, pty_spawn_ms: Option<f64>, write_stdin_ms: Option<f64>) -> String {
+    for (placeholder, ours) in
+        [("see uexec-pty spawn", pty_spawn_ms), ("see engine write_stdin", write_stdin_ms)]
+    {
+        let Some(ours) = ours else { continue };
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        // ["", peer, benchmark, peer median, uexec median, ratio, ""]
+        if cells.len() == 7 && cells[4] == placeholder {
+            let theirs: Option<f64> = cells[3].strip_suffix(" ms").and_then(|v| v.parse().ok());
+            let ratio = theirs.map(|theirs| format!("{:.2}x", theirs / ours)).unwrap_or_default();
+            return format!("| {} | {} | {} | {ours:.2} ms | {ratio} |", cells[1], cells[2], cells[3]);
+        }
+    }
+    row.to_owned()
 }
 
 /// The median of `samples`.
@@ -425,5 +449,20 @@ mod tests {
         assert!(t.met());
         assert_eq!(Target::parse("target: nonsense"), None);
         assert_eq!(Target::parse("spawn = 1 (<= 2)"), None);
+    }
+
+    #[test]
+    fn rows_pointing_at_another_bench_are_filled_when_it_ran() {
+        let row = "| tmux | `/bin/true` in a new window | 22.00 ms | see uexec-pty spawn | |";
+        assert_eq!(
+            fill_row(row, Some(1.1), None),
+            "| tmux | `/bin/true` in a new window | 22.00 ms | 1.10 ms | 20.00x |"
+        );
+        assert_eq!(fill_row(row, None, Some(1.0)), row);
+        let row = "| pexpect | `echo hi` round trip | 0.25 ms | see engine write_stdin | |";
+        assert_eq!(
+            fill_row(row, None, Some(0.5)),
+            "| pexpect | `echo hi` round trip | 0.25 ms | 0.50 ms | 0.50x |"
+        );
     }
 }

@@ -354,6 +354,7 @@ fn spawn_bench(runtime: &tokio::runtime::Runtime, spawner: &PtySpawner, quick: b
         "(\"then close\": dropping what is left, the PTY master above all; not part of the timed spawn.)"
     );
     let ours = spawn[0].median();
+    println!("metric: pty-spawn-ms = {ours:.3}");
     println!(
         "peer-row: | portable-pty | `/bin/true` in a new PTY, spawn to exit and drained | {:.3} ms | {ours:.3} ms | {:.2}x |",
         spawn[3].median(),
