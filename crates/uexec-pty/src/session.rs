@@ -486,8 +486,9 @@ impl ProcessControl for PtyControl {
         if let Some(status) = *result {
             return Ok(status);
         }
-        // Reap an exited leader first: then its pid only counts while something of the session remains.
-        self.reap()?;
+        // Reap an exited leader first: then its pid only counts while something of the session remains. (A
+        // failure to reap must not stop the kill; `wait` below reports it.)
+        let _ = self.reap();
         let identity = self.identity();
         let members = if !identity.leader_unreaped && contain::namespace_has_no_orphans() {
             Vec::new()
