@@ -28,18 +28,17 @@ use uexec_domain::response::session_count_warning;
 use uexec_domain::startup::{GUARDED_DETAIL, guard_env};
 use uexec_domain::truncate::truncate_output_with_dropped;
 use uexec_domain::{
-    ApprovalPolicy, EscapeReason, ProtectionReport, ReviewDecision, SandboxPermissions, SandboxPolicy,
-    SessionId,
+    ApprovalPolicy, EscapeReason, ProtectionReport, ReviewDecision, SandboxPermissions, SandboxPolicy, SessionId,
 };
 use uexec_ports::{
-    ApprovalKind, ApprovalRequest, ExecEvent, IoMode, ProcessError, PtySize, SandboxRequest, Signal,
-    SpawnError, SpawnRequest,
+    ApprovalKind, ApprovalRequest, ExecEvent, IoMode, ProcessError, PtySize, Signal, SpawnError, SpawnRequest,
 };
 
 use crate::api::{ExecCommandRequest, ExecResponse, SessionSummary, WriteStdinRequest};
 use crate::collect::{Collected, Mark, collect};
 use crate::config::{EngineConfig, EngineDeps};
 use crate::error::ExecError;
+use crate::placement::{self, Placement, SandboxContext};
 use crate::session::{Session, SessionSpec};
 use crate::store::Store;
 use crate::known_safe::{known_safe_verdict, tmpdir_of, writable_dirs};
@@ -87,14 +86,6 @@ struct Reply {
     session_id: Option<SessionId>,
     warning: Option<String>,
     protections: bool,
-}
-
-/// Whether a command runs in the sandbox, or outside it for an explicit reason.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Placement {
-    Sandboxed,
-    /// The only way to run without a sandbox: every use names its reason, and is logged.
-    Unsandboxed(EscapeReason),
 }
 
 /// The outcome of the approval step.
@@ -445,44 +436,19 @@ impl Inner {
         Ok(Approval { by_person: true, escalate, plantable, key })
     }
 
-    /// Make `base` runnable under `placement`: the sandbox transforms it, or it runs as is for a named reason.
+    /// Make `base` runnable under `placement` (see [`placement::place`], which `uexec run` calls too).
     fn place(
         &self,
         placement: Placement,
         base: SpawnRequest,
     ) -> Result<(SpawnRequest, ProtectionReport), ExecError> {
-        let policy = &self.config.sandbox_policy;
-        match placement {
-            Placement::Unsandboxed(reason) => {
-                let argv: Vec<_> = base.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-                match reason {
-                    EscapeReason::FullAccessPolicy => {
-                        tracing::info!(
-                            ?argv,
-                            ?reason,
-                            "running without a sandbox (danger-full-access policy)"
-                        );
-                    }
-                    EscapeReason::ApprovedEscalation | EscapeReason::RetryAfterDenial => {
-                        tracing::warn!(?argv, ?reason, "running outside the sandbox");
-                    }
-                }
-                Ok((base, ProtectionReport::unsandboxed(policy.mode_str(), reason)))
-            }
-            Placement::Sandboxed => {
-                let tmpdir = tmpdir_of(&base.env);
-                let request = SandboxRequest {
-                    spawn: base,
-                    // The workspace, not the command's workdir: a workdir grants no write access.
-                    workspace: self.config.cwd.clone(),
-                    policy: policy.clone(),
-                    tmpdir,
-                    allow_degraded: self.config.allow_degraded_sandbox,
-                };
-                let sandboxed = self.deps.sandbox.prepare(request).map_err(ExecError::Sandbox)?;
-                Ok((sandboxed.spawn, sandboxed.report))
-            }
-        }
+        let context = SandboxContext {
+            sandbox: self.deps.sandbox.as_ref(),
+            policy: &self.config.sandbox_policy,
+            workspace: &self.config.cwd,
+            allow_degraded: self.config.allow_degraded_sandbox,
+        };
+        placement::place(context, placement, base).map_err(ExecError::Sandbox)
     }
 
     /// Spawn one attempt, emit `Begin`, start its tasks.
@@ -556,13 +522,7 @@ impl Inner {
                 req.justification.as_deref(),
             )
             .await?;
-        let placement = if self.config.sandbox_policy == SandboxPolicy::DangerFullAccess {
-            Placement::Unsandboxed(EscapeReason::FullAccessPolicy)
-        } else if approval.escalate {
-            Placement::Unsandboxed(EscapeReason::ApprovedEscalation)
-        } else {
-            Placement::Sandboxed
-        };
+        let placement = Placement::for_policy(&self.config.sandbox_policy, approval.escalate);
         // An `apply_patch` call runs as the configured patch program: approved, placed and audited as the
         // command line it came as.
         let (spawn_argv, spawn_cwd, tty) = match patch_call {

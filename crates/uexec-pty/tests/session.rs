@@ -67,6 +67,35 @@ async fn stdout_and_stderr_are_merged_in_order_in_pipe_mode() {
 }
 
 #[tokio::test]
+async fn inherit_mode_hands_the_hosts_own_stdio_to_the_child() {
+    // The child records what its fds 0, 1 and 2 are; they must be this process's (nextest's pipes or files).
+    let dir = std::env::temp_dir().join(format!("uexec-pty-inherit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let record = dir.join("fds");
+    let script = format!(
+        "fds=$(for fd in 0 1 2; do readlink /proc/$$/fd/$fd; done); echo \"$fds\" > {}; exit 3",
+        record.display()
+    );
+    let mut request = sh(&script, false);
+    request.mode = uexec_pty::IoMode::Inherit;
+    let mut process = spawn(request);
+    // Nothing to read: the output ends at once, and the control half neither writes nor resizes.
+    assert_eq!(process.output.next_chunk().await.unwrap(), None);
+    assert!(!process.control.is_tty());
+    assert_eq!(process.control.write(b"x").await, Err(ProcessError::StdinClosed));
+    assert_eq!(process.control.resize(PtySize::default()), Err(ProcessError::NotATerminal));
+    assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(3));
+    let theirs = std::fs::read_to_string(&record).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let ours: Vec<String> = (0..3)
+        .map(|fd| std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap().display().to_string())
+        .collect();
+    assert_eq!(theirs.lines().collect::<Vec<_>>(), ours);
+    // Nothing is left of the session: killing it finds nothing and keeps the status.
+    assert_eq!(process.control.kill_tree().await.unwrap(), ExitStatus::Code(3));
+}
+
+#[tokio::test]
 async fn argv_cwd_and_environment_are_exactly_the_requested_ones() {
     let mut request =
         request(&["sh", "-c", "pwd; printf '%s|' \"$@\"; echo; env | sort", "zero", "a b", "", "c"], false);

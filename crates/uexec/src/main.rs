@@ -32,8 +32,13 @@ fn main() -> ExitCode {
     init_logging();
     if matches!(cli.command, Command::Mcp(_) | Command::Run(_)) {
         // Before any thread exists: make this process own every descendant, so that no command escapes its
-        // session, even when uexec itself is killed.
-        match uexec_pty::contain_descendants() {
+        // session, even when uexec itself is killed. `uexec run` without a terminal spawns from this thread and
+        // starts no thread: this thread enters the PID namespace itself (no helper thread, no hand-off).
+        let policy = match cli.command {
+            Command::Run(_) if !run::uses_terminal() => uexec_pty::NamespacePolicy::OnCallingThread,
+            _ => uexec_pty::NamespacePolicy::IfPrivileged,
+        };
+        match uexec_pty::contain_descendants_with(policy) {
             Ok(containment) => tracing::debug!(?containment, "descendants contained"),
             Err(e) => tracing::warn!(
                 "descendants not contained (commands that escape their session may outlive uexec): {e}"
