@@ -28,7 +28,8 @@ use uexec_domain::response::session_count_warning;
 use uexec_domain::startup::{GUARDED_DETAIL, guard_env};
 use uexec_domain::truncate::truncate_output_with_dropped;
 use uexec_domain::{
-    ApprovalPolicy, EscapeReason, ProtectionReport, ReviewDecision, SandboxPermissions, SandboxPolicy, SessionId,
+    ApprovalPolicy, EscapeReason, ProtectionReport, ReviewDecision, SandboxPermissions, SandboxPolicy,
+    SessionId,
 };
 use uexec_ports::{
     ApprovalKind, ApprovalRequest, ExecEvent, IoMode, ProcessError, PtySize, Signal, SpawnError, SpawnRequest,
@@ -38,10 +39,10 @@ use crate::api::{ExecCommandRequest, ExecResponse, SessionSummary, WriteStdinReq
 use crate::collect::{Collected, Mark, collect};
 use crate::config::{EngineConfig, EngineDeps};
 use crate::error::ExecError;
-use crate::placement::{self, Placement, SandboxContext};
+use crate::known_safe::{known_safe_verdict, writable_dirs};
+use crate::placement::{self, Placement, SandboxContext, tmpdir_of};
 use crate::session::{Session, SessionSpec};
 use crate::store::Store;
-use crate::known_safe::{known_safe_verdict, tmpdir_of, writable_dirs};
 use crate::trust::decide_shell_start;
 
 /// The unified exec engine. Cheap to clone (all clones share one engine); `Send + Sync`.

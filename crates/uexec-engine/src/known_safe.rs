@@ -22,15 +22,6 @@ pub(crate) const KNOWN_SAFE_DEADLINE: Duration = Duration::from_secs(5);
 /// How many symlinks or path components one resolution follows before it fails (closed).
 const MAX_RESOLVE_STEPS: usize = 64;
 
-/// The value of `TMPDIR` in `env` (the last one wins), if set and not empty.
-pub(crate) fn tmpdir_of(env: &[(OsString, OsString)]) -> Option<PathBuf> {
-    env.iter()
-        .rev()
-        .find(|(name, _)| name == "TMPDIR")
-        .map(|(_, value)| PathBuf::from(value))
-        .filter(|p| !p.as_os_str().is_empty())
-}
-
 /// The directories sandboxed commands of `policy` may write, as the policy names them: the writable roots
 /// (workspace, configured roots, `/tmp`, `$TMPDIR`), plus `/dev/shm` with `/tmp` (the Linux sandbox adds it).
 /// Empty for `read-only`, and for `danger-full-access`, where no command is confined: every command that can
@@ -188,15 +179,5 @@ mod tests {
             exclude_tmpdir_env_var: true,
         };
         assert_eq!(writable_dirs(&no_tmp, ws, Some(Path::new("/var/t"))), ["/data", "/w"].map(PathBuf::from));
-    }
-
-    #[test]
-    fn tmpdir_is_the_last_non_empty_value() {
-        let env = |v: &[(&str, &str)]| {
-            v.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect::<Vec<_>>()
-        };
-        assert_eq!(tmpdir_of(&env(&[("TMPDIR", "/a"), ("TMPDIR", "/b")])), Some(PathBuf::from("/b")));
-        assert_eq!(tmpdir_of(&env(&[("TMPDIR", "")])), None);
-        assert_eq!(tmpdir_of(&env(&[])), None);
     }
 }

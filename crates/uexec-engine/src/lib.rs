@@ -26,8 +26,8 @@ mod config;
 mod engine;
 mod error;
 mod known_safe;
-mod screen;
 mod placement;
+mod screen;
 mod session;
 mod store;
 mod trust;
@@ -38,5 +38,5 @@ pub use collect::{MAX_INPUT_POLL_INTERVAL, MIN_INPUT_POLL_INTERVAL, QUIET_SETTLE
 pub use config::{EngineConfig, EngineDeps};
 pub use engine::Engine;
 pub use error::ExecError;
-pub use trust::{InWritableRoot, lookup_locations, writable_root_holding};
 pub use placement::{Placement, SandboxContext, place};
+pub use trust::{InWritableRoot, lookup_locations, writable_root_holding};

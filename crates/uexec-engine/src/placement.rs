@@ -94,7 +94,7 @@ pub fn place(
 
 /// The `$TMPDIR` a command with environment `env` sees: the last `TMPDIR` entry (later entries override earlier
 /// ones, as in the engine's environment building), unless it is empty.
-fn tmpdir_of(env: &[(OsString, OsString)]) -> Option<PathBuf> {
+pub(crate) fn tmpdir_of(env: &[(OsString, OsString)]) -> Option<PathBuf> {
     env.iter()
         .rev()
         .find(|(name, _)| name == "TMPDIR")
