@@ -274,6 +274,13 @@ fn a_uexec_symlink_in_the_workspace_to_itself_freezes_nothing() {
 }
 
 #[test]
+fn a_huge_git_file_of_zeros_is_not_read() {
+    with_private_tmp("a_huge_git_file_of_zeros_is_not_read", || {
+        planted("truncate -s 1G /tmp/.git", "/tmp/.git");
+    });
+}
+
+#[test]
 fn a_huge_git_file_is_not_read() {
     with_private_tmp("a_huge_git_file_is_not_read", || {
         planted("printf 'gitdir: /tmp/ws\\n' > /tmp/.git && truncate -s 1G /tmp/.git", "/tmp/.git");
