@@ -274,3 +274,44 @@ fn the_report_names_what_was_not_followed() {
         filesystem.detail
     );
 }
+
+#[test]
+fn planted_entries_on_the_real_filesystem_protect_only_themselves() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let ws = base.join("ws");
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(base.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    // The outer root: .git -> the workspace, .uexec -> itself; the workspace: gitdir: .. (a git directory).
+    std::os::unix::fs::symlink(&ws, base.join(".git")).unwrap();
+    std::os::unix::fs::symlink(&base, base.join(".uexec")).unwrap();
+    std::fs::write(ws.join(".git"), "gitdir: ..\n").unwrap();
+    let policy = SandboxPolicy::WorkspaceWrite {
+        writable_roots: vec![base.clone()],
+        network_access: false,
+        exclude_slash_tmp: true,
+        exclude_tmpdir_env_var: true,
+    };
+    let launch =
+        build_launch(&policy, &ws, None, &[OsString::from("true")], &uexec_sandbox_macos::RealFs).unwrap();
+    let text = |p: PathBuf| p.to_str().unwrap().to_owned();
+    for path in [ws.join("ok"), ws.join("src/main.rs"), ws.join("HEAD"), base.join("ok"), base.join("HEAD")] {
+        for op in ["file-write-create", "file-write-data", "file-write-unlink"] {
+            assert!(allows(&launch, op, &text(path.clone())), "{op} {}: {:?}", path.display(), launch.params);
+        }
+    }
+    for entry in [base.join(".git"), base.join(".uexec"), ws.join(".git"), ws.join(".uexec")] {
+        assert_entry_protected(&launch, &text(entry.clone()), &entry.display().to_string());
+    }
+    assert_ignored(
+        &launch,
+        &format!("{}: a symlink to {}", base.join(".git").display(), ws.display()),
+        "real",
+    );
+    assert_ignored(
+        &launch,
+        &format!("gitdir {}: is the writable root {}", ws.join("..").display(), base.display()),
+        "real",
+    );
+}
