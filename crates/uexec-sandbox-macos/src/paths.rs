@@ -1,26 +1,43 @@
 //! The filesystem facts the profile needs (canonical spellings, `.git` entries), behind one seam.
 //!
-//! Seatbelt matches the paths the kernel resolved: `/private/tmp/x`, never `/tmp/x`, and the target of a
-//! symlink, never the link. A rule written with the spelling the user configured silently matches nothing, so
-//! every path is canonicalised before it becomes a parameter. [`PathResolver`] is the only place this crate
-//! touches the filesystem; tests swap in a fake that maps `/tmp` to `/private/tmp` as macOS does.
+//! Seatbelt matches the paths the kernel resolved: `/private/tmp/x`, never `/tmp/x`; a write through a symlink
+//! is checked at its target, while removing or replacing the link is checked at the link. A rule written with the
+//! spelling the user configured silently matches nothing, so every path is canonicalised before it becomes a
+//! parameter; a protected entry (`.git`, `.uexec`) is spelled with its directory resolved and its own name kept,
+//! so a planted symlink protects only itself. [`PathResolver`] is the only place this crate touches the
+//! filesystem; tests swap in a fake that maps `/tmp` to `/private/tmp` as macOS does.
 
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
+use uexec_domain::gitdir::{GitFileProblem, MAX_GIT_FILE_BYTES, UnprotectedGitdir};
 use uexec_domain::policy::GitEntry;
 use uexec_ports::SandboxError;
 
-/// Answers the two questions the profile generator asks the filesystem.
+/// Answers the questions the profile generator asks the filesystem. Everything it is asked about inside a
+/// writable root may have been planted by an earlier sandboxed command, so no answer follows a symlink that is
+/// not asked for (see `docs/sandbox.md`, "Planted protected entries").
 pub trait PathResolver: Send + Sync + std::fmt::Debug {
     /// The canonical form of `path`: absolute, every symlink resolved, no `.` or `..`. Fails when the path (or
     /// a directory on the way) does not exist, as [`std::fs::canonicalize`] does.
     fn canonicalize(&self, path: &Path) -> io::Result<PathBuf>;
 
-    /// What `root/.git` is. A `.git` file's `gitdir:` target is returned absolute (relative targets are
-    /// resolved against `root`); anything unreadable or malformed counts as [`GitEntry::Absent`], since
-    /// `root/.git` itself stays read-only whatever it is.
-    fn git_entry(&self, root: &Path) -> GitEntry;
+    /// What `root/.git` is (`root` canonical), and why a `.git` that is not a directory names no gitdir. A
+    /// `.git` file's `gitdir:` target is returned absolute (relative targets are resolved against `root`); a
+    /// symlink, a FIFO, a device, a large or malformed file counts as [`GitEntry::Absent`] with its
+    /// [`GitFileProblem`] (`root/.git` itself stays read-only whatever it is).
+    fn inspect_git(&self, root: &Path) -> (GitEntry, Option<GitFileProblem>);
+
+    /// What `root/.git` is, without the reason ([`PathResolver::inspect_git`]).
+    fn git_entry(&self, root: &Path) -> GitEntry {
+        self.inspect_git(root).0
+    }
+
+    /// The target of `path` when `path` itself is a symlink (`lstat`), else `None`. Never follows it.
+    fn symlink_target(&self, path: &Path) -> Option<PathBuf>;
+
+    /// True when `path` itself is a regular file (`lstat`: a symlink is not).
+    fn is_regular_file(&self, path: &Path) -> bool;
 }
 
 /// The real filesystem, through `std::fs`.
@@ -32,19 +49,45 @@ impl PathResolver for RealFs {
         std::fs::canonicalize(path)
     }
 
-    fn git_entry(&self, root: &Path) -> GitEntry {
+    fn inspect_git(&self, root: &Path) -> (GitEntry, Option<GitFileProblem>) {
+        let Ok(root) = std::fs::canonicalize(root) else {
+            return (GitEntry::Absent, None);
+        };
         let dot_git = root.join(".git");
-        match std::fs::symlink_metadata(&dot_git) {
-            Ok(meta) if meta.is_dir() => GitEntry::Directory,
-            // A symlinked `.git` is resolved by canonicalisation like any other read-only subpath.
-            Ok(meta) if meta.is_symlink() => GitEntry::Directory,
-            // A FIFO, socket or device is never opened; a regular file is read bounded, without blocking.
-            Ok(meta) if meta.is_file() => read_git_file(&dot_git)
-                .ok()
-                .and_then(|content| uexec_domain::gitdir::parse_git_file(root, &content).ok())
-                .map_or(GitEntry::Absent, |gitdir| GitEntry::File { gitdir }),
-            _ => GitEntry::Absent,
+        let meta = match std::fs::symlink_metadata(&dot_git) {
+            Ok(meta) => meta,
+            Err(_) => return (GitEntry::Absent, None),
+        };
+        if meta.is_dir() {
+            return (GitEntry::Directory, None);
         }
+        // A symlinked `.git` protects only the link: its target is never followed (P2).
+        if meta.is_symlink() {
+            return (GitEntry::Absent, Some(GitFileProblem::Symlink));
+        }
+        // A FIFO, socket or device is never opened.
+        if !meta.is_file() {
+            return (GitEntry::Absent, Some(GitFileProblem::NotARegularFile));
+        }
+        match read_git_file(&dot_git)
+            .and_then(|content| uexec_domain::gitdir::parse_git_file(&root, &content))
+        {
+            Ok(gitdir) => (GitEntry::File { gitdir }, None),
+            Err(problem) => (GitEntry::Absent, Some(problem)),
+        }
+    }
+
+    fn symlink_target(&self, path: &Path) -> Option<PathBuf> {
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.is_symlink() => {
+                Some(std::fs::read_link(path).unwrap_or_else(|e| PathBuf::from(format!("<{e}>"))))
+            }
+            _ => None,
+        }
+    }
+
+    fn is_regular_file(&self, path: &Path) -> bool {
+        std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_file())
     }
 }
 
@@ -52,22 +95,31 @@ impl PathResolver for RealFs {
 /// with `O_NOFOLLOW | O_NONBLOCK | O_NOCTTY` (a link swapped in is refused, a FIFO does not block), read only if
 /// `fstat` says it is a regular file of at most `MAX_GIT_FILE_BYTES`. (The Linux adapter has the same reader
 /// with `openat2`; adapters do not depend on each other, and the shared rules live in `uexec_domain::gitdir`.)
-fn read_git_file(path: &Path) -> io::Result<Vec<u8>> {
+fn read_git_file(path: &Path) -> Result<Vec<u8>, GitFileProblem> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
-    let limit = uexec_domain::gitdir::MAX_GIT_FILE_BYTES;
-    let file = std::fs::OpenOptions::new()
+    let limit = MAX_GIT_FILE_BYTES;
+    let file = match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() || meta.len() > limit {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "not a small regular file"));
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(GitFileProblem::Symlink),
+        Err(e) => return Err(GitFileProblem::Unreadable(e.to_string())),
+    };
+    let meta = file.metadata().map_err(|e| GitFileProblem::Unreadable(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(GitFileProblem::NotARegularFile);
+    }
+    if meta.len() > limit {
+        return Err(GitFileProblem::TooLarge { size: meta.len() });
     }
     let mut content = Vec::new();
-    file.take(limit + 1).read_to_end(&mut content)?;
+    // One byte more than the limit: a file that grew since `fstat` is still refused, never read whole.
+    file.take(limit + 1).read_to_end(&mut content).map_err(|e| GitFileProblem::Unreadable(e.to_string()))?;
     if content.len() as u64 > limit {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "grew beyond the limit"));
+        return Err(GitFileProblem::TooLarge { size: content.len() as u64 });
     }
     Ok(content)
 }
@@ -92,57 +144,59 @@ pub(crate) fn canonical_existing(resolver: &dyn PathResolver, path: &Path) -> Re
     Ok(normalized(&canonical))
 }
 
-/// Canonicalises a path that may not exist yet (a read-only subpath such as an absent `.uexec`, which must stay
-/// uncreatable): the longest existing ancestor is canonicalised and the missing rest appended. A path whose
-/// missing rest contains `..` cannot be spelled safely and is refused.
-pub(crate) fn canonical_lenient(resolver: &dyn PathResolver, path: &Path) -> Result<PathBuf, SandboxError> {
-    if !path.is_absolute() {
-        return Err(invalid(path, "not an absolute path"));
-    }
-    let mut missing: Vec<&std::ffi::OsStr> = Vec::new();
-    let mut current = path;
-    loop {
-        match resolver.canonicalize(current) {
-            Ok(canonical) if canonical.is_absolute() => {
-                let mut full = normalized(&canonical);
-                for name in missing.iter().rev() {
-                    full.push(name);
-                }
-                return Ok(full);
-            }
-            Ok(_) => return Err(invalid(path, "canonicalised to a relative path")),
-            Err(err) => {
-                let name = match current.components().next_back() {
-                    Some(Component::Normal(name)) => name,
-                    _ => return Err(invalid(path, &err.to_string())),
-                };
-                let Some(parent) = current.parent() else {
-                    return Err(invalid(path, &err.to_string()));
-                };
-                missing.push(name);
-                current = parent;
-            }
-        }
-    }
-}
-
-/// Every spelling under which Seatbelt may see a read-only subpath: the path with its directories resolved but
-/// its last component kept (so a `.git` symlink itself cannot be removed and replaced), and, when that last
-/// component is a symlink, its resolved target too (so the data it points to stays read-only).
-pub(crate) fn read_only_spellings(
+/// The path to protect for `gitdir`, named by the `.git` file of the writable root `owner` (canonical), or why
+/// it is not protected. `roots` pairs every writable root as the policy spells it with its canonical form.
+///
+/// The rules of `docs/sandbox.md` (P3), on the text first: `.` and `..` are resolved by the text, and the path
+/// must begin with the spelling of a writable root (else it is read-only anyway and is never looked up: a
+/// planted `gitdir:` makes the server touch nothing outside the writable roots); that root's spelling is
+/// replaced by its canonical form, and [`uexec_domain::gitdir::gitdir_protection`] decides on the result (no
+/// writable root, no ancestor of one, inside `owner` and in no root nested in it). Only then is it looked up:
+/// its canonical form must be itself (no component below the root is a symlink a command could have planted)
+/// and it must hold a regular `HEAD` file. The path returned is therefore never a symlink's target.
+pub(crate) fn protected_gitdir(
     resolver: &dyn PathResolver,
-    path: &Path,
-) -> Result<Vec<PathBuf>, SandboxError> {
-    let resolved = canonical_lenient(resolver, path)?;
-    let mut spellings = Vec::with_capacity(2);
-    if let (Some(parent), Some(Component::Normal(name))) = (path.parent(), path.components().next_back()) {
-        let link = canonical_lenient(resolver, parent)?.join(name);
-        if link != resolved {
-            spellings.push(link);
-        }
+    gitdir: &Path,
+    owner: &Path,
+    roots: &[(PathBuf, PathBuf)],
+) -> Result<PathBuf, UnprotectedGitdir> {
+    use uexec_domain::gitdir::{gitdir_protection, normalize_lexically};
+    let lexical = normalize_lexically(gitdir);
+    let canonical_roots: Vec<PathBuf> = roots.iter().map(|(_, canonical)| canonical.clone()).collect();
+    let spellings: Vec<(PathBuf, &PathBuf)> = roots
+        .iter()
+        .flat_map(|(given, canonical)| {
+            [(normalize_lexically(given), canonical), (canonical.clone(), canonical)]
+        })
+        .collect();
+    // A root or an ancestor of one, under any spelling (`gitdir: /tmp`, `gitdir: /private`): never protected.
+    if let Some((_, canonical)) = spellings.iter().find(|(spelling, _)| spelling == &lexical) {
+        return Err(UnprotectedGitdir::IsWritableRoot((*canonical).clone()));
     }
-    spellings.push(resolved);
-    Ok(spellings)
+    if let Some((_, canonical)) =
+        spellings.iter().find(|(spelling, _)| spelling != &lexical && spelling.starts_with(&lexical))
+    {
+        return Err(UnprotectedGitdir::ContainsWritableRoot((*canonical).clone()));
+    }
+    let spelled = spellings
+        .into_iter()
+        .filter(|(spelling, _)| lexical.starts_with(spelling))
+        .max_by_key(|(spelling, _)| spelling.components().count());
+    let Some((spelling, canonical_root)) = spelled else {
+        return Err(UnprotectedGitdir::ReadOnlyAnyway);
+    };
+    let rest = lexical.strip_prefix(&spelling).map_err(|e| UnprotectedGitdir::Missing(e.to_string()))?;
+    let candidate = normalized(&canonical_root.join(rest));
+    gitdir_protection(&candidate, owner, &canonical_roots)?;
+    match resolver.canonicalize(&candidate) {
+        Ok(resolved) if normalized(&resolved) == candidate => {}
+        Ok(_) => return Err(UnprotectedGitdir::ThroughSymlink),
+        Err(e) => return Err(UnprotectedGitdir::Missing(e.to_string())),
+    }
+    if !resolver.is_regular_file(&candidate.join("HEAD")) {
+        return Err(UnprotectedGitdir::NotAGitDir);
+    }
+    Ok(candidate)
 }
 
 /// `path` rebuilt from its components: no trailing `/`, no doubled `/`, whatever a resolver returned.

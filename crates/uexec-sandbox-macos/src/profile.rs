@@ -15,7 +15,10 @@
 //! - Every path is canonical (`/tmp` is `/private/tmp`, symlinks are resolved), because Seatbelt matches the
 //!   paths the kernel resolved.
 //! - A path under any read-only subpath is never writable, even through another writable root that contains
-//!   it (nested roots, or a worktree whose gitdir lies in another root).
+//!   it (nested roots).
+//! - A read-only subpath never freezes more than itself: it is a root's `.git` or `.uexec` (a symlink there is
+//!   protected as the link, never its target), or a gitdir that is no writable root, contains none and lies in
+//!   the root its `.git` belongs to (`uexec_domain::gitdir::gitdir_protection`).
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -24,7 +27,10 @@ use std::path::{Path, PathBuf};
 use uexec_domain::SandboxPolicy;
 use uexec_ports::SandboxError;
 
-use crate::paths::{PathResolver, canonical_existing, read_only_spellings};
+use uexec_domain::gitdir::GitFileProblem;
+use uexec_domain::policy::{GitEntry, PROTECTED_SUBDIRS};
+
+use crate::paths::{PathResolver, canonical_existing, protected_gitdir};
 
 /// The program that applies a profile and execs the command. An absolute path, so `PATH` cannot substitute it.
 pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
@@ -48,6 +54,10 @@ pub struct SeatbeltLaunch {
     pub params: Vec<(String, OsString)>,
     /// The whole command line: `/usr/bin/sandbox-exec -p <profile> -DNAME=value ... -- <original argv>`.
     pub argv: Vec<OsString>,
+    /// What a protected entry named but is not protected, and why (`path: reason`), for the report: symlink
+    /// targets, gitdirs that are or contain a writable root or lie outside their own root, unreadable `.git`
+    /// files (`docs/sandbox.md`, P4).
+    pub ignored: Vec<String>,
 }
 
 impl SeatbeltLaunch {
@@ -94,7 +104,7 @@ pub fn build_launch(
     if argv.is_empty() {
         return Err(SandboxError::Setup("missing command line: argv is empty".to_owned()));
     }
-    let roots = profile_roots(policy, cwd, tmpdir, resolver)?;
+    let (roots, ignored) = profile_roots(policy, cwd, tmpdir, resolver)?;
     let shape: Vec<usize> = roots.iter().map(|r| r.read_only.len()).collect();
     let profile = render_profile(policy, &shape);
 
@@ -117,7 +127,7 @@ pub fn build_launch(
     }
     full.push(OsString::from("--"));
     full.extend(argv.iter().cloned());
-    Ok(SeatbeltLaunch { profile, params, argv: full })
+    Ok(SeatbeltLaunch { profile, params, argv: full, ignored })
 }
 
 /// The name of root `i`'s parameter.
@@ -130,36 +140,86 @@ fn read_only_param(i: usize, j: usize) -> String {
     format!("WRITABLE_ROOT_{i}_RO_{j}")
 }
 
-/// The policy's writable roots, canonical and deduplicated, each with every read-only spelling (of any root)
-/// that lies inside it.
+/// The policy's writable roots, canonical and deduplicated, each with every read-only subpath (of any root)
+/// that lies inside it; and what a protected entry named but is not protected, and why (for the report).
+///
+/// The read-only subpaths follow `docs/sandbox.md` (P1-P4), as the Linux adapter does: `.git` and `.uexec` of
+/// each root protect themselves, spelled with the root's canonical path and their own name (a symlink is never
+/// followed, so `ln -s /tmp/ws /tmp/.git` protects the link, not the workspace), whether or not they exist; the
+/// gitdir a `.git` file names is protected only as [`protected_gitdir`] allows.
 fn profile_roots(
     policy: &SandboxPolicy,
     cwd: &Path,
     tmpdir: Option<&Path>,
     resolver: &dyn PathResolver,
-) -> Result<Vec<ProfileRoot>, SandboxError> {
-    let mut roots: Vec<PathBuf> = Vec::new();
-    let mut read_only: Vec<PathBuf> = Vec::new();
-    for writable in policy.writable_roots(cwd, tmpdir, |root| resolver.git_entry(root)) {
-        let root = canonical_existing(resolver, &writable.root)?;
-        if !roots.contains(&root) {
-            roots.push(root);
+) -> Result<(Vec<ProfileRoot>, Vec<String>), SandboxError> {
+    let mut ignored: Vec<String> = Vec::new();
+    let writable = policy.writable_roots(cwd, tmpdir, |root| {
+        let Ok(root) = resolver.canonicalize(root) else {
+            // The root is refused below with the reason.
+            return GitEntry::Absent;
+        };
+        let (entry, problem) = resolver.inspect_git(&root);
+        // A symlinked `.git` is reported below with its target, as every protected entry that is a link.
+        if let Some(problem) = problem.filter(|p| *p != GitFileProblem::Symlink) {
+            push_unique(&mut ignored, format!("{}: {problem}", root.join(".git").display()));
         }
-        for subpath in &writable.read_only_subpaths {
-            for spelling in read_only_spellings(resolver, subpath)? {
-                if !read_only.contains(&spelling) {
-                    read_only.push(spelling);
+        entry
+    });
+    let mut spelled: Vec<(PathBuf, PathBuf)> = Vec::with_capacity(writable.len());
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for root in &writable {
+        let canonical = canonical_existing(resolver, &root.root)?;
+        spelled.push((root.root.clone(), canonical.clone()));
+        if !roots.contains(&canonical) {
+            roots.push(canonical);
+        }
+    }
+    let mut read_only: Vec<PathBuf> = Vec::new();
+    for (root, (_, owner)) in writable.iter().zip(&spelled) {
+        let entries: Vec<PathBuf> = PROTECTED_SUBDIRS.iter().map(|name| root.root.join(name)).collect();
+        for name in PROTECTED_SUBDIRS {
+            let entry = owner.join(name);
+            if let Some(target) = resolver.symlink_target(&entry) {
+                push_unique(
+                    &mut ignored,
+                    format!(
+                        "{}: a symlink to {} (only the link is protected, its target is not)",
+                        entry.display(),
+                        target.display()
+                    ),
+                );
+            }
+            if !read_only.contains(&entry) {
+                read_only.push(entry);
+            }
+        }
+        for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
+            match protected_gitdir(resolver, gitdir, owner, &spelled) {
+                Ok(path) => {
+                    if !read_only.contains(&path) {
+                        read_only.push(path);
+                    }
                 }
+                Err(why) => push_unique(&mut ignored, format!("gitdir {}: {why}", gitdir.display())),
             }
         }
     }
-    Ok(roots
+    let roots = roots
         .into_iter()
         .map(|root| {
             let inside = read_only.iter().filter(|ro| ro.starts_with(&root)).cloned().collect();
             ProfileRoot { root, read_only: inside }
         })
-        .collect())
+        .collect();
+    Ok((roots, ignored))
+}
+
+/// Push `text` unless present.
+fn push_unique(list: &mut Vec<String>, text: String) {
+    if !list.contains(&text) {
+        list.push(text);
+    }
 }
 
 /// The profile text for `policy` with `shape[i]` read-only subpaths in root `i`. Takes no path: the text

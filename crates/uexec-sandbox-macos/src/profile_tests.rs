@@ -8,17 +8,19 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use uexec_domain::SandboxPolicy;
+use uexec_domain::gitdir::GitFileProblem;
 use uexec_domain::policy::GitEntry;
 use uexec_ports::SandboxError;
 
 use super::*;
 
 /// Every absolute path exists and is canonical, except `/tmp`, which is `/private/tmp`, and the paths in
-/// `missing`; `.git` entries come from `git`.
+/// `missing`; `.git` entries come from `git` (keyed by canonical root), regular files are `files`.
 #[derive(Debug, Default)]
 struct Fake {
     missing: Vec<PathBuf>,
     git: BTreeMap<PathBuf, GitEntry>,
+    files: Vec<PathBuf>,
 }
 
 impl PathResolver for Fake {
@@ -32,8 +34,16 @@ impl PathResolver for Fake {
         }
     }
 
-    fn git_entry(&self, root: &Path) -> GitEntry {
-        self.git.get(root).cloned().unwrap_or(GitEntry::Absent)
+    fn inspect_git(&self, root: &Path) -> (GitEntry, Option<GitFileProblem>) {
+        (self.git.get(root).cloned().unwrap_or(GitEntry::Absent), None)
+    }
+
+    fn symlink_target(&self, _path: &Path) -> Option<PathBuf> {
+        None
+    }
+
+    fn is_regular_file(&self, path: &Path) -> bool {
+        self.files.iter().any(|f| f == path)
     }
 }
 
@@ -94,30 +104,58 @@ fn read_only_subpaths_of_a_nested_root_are_carved_out_of_its_parent_root() {
 }
 
 #[test]
-fn a_gitdir_outside_every_root_is_not_listed_and_one_inside_another_root_is_carved_out_there() {
+fn only_a_gitdir_inside_its_own_root_is_listed_and_the_others_are_reported() {
     let mut fake = Fake::default();
-    fake.git.insert(PathBuf::from("/wt"), GitEntry::File { gitdir: PathBuf::from("/tmp/gitdirs/wt") });
+    // Protected: a git directory inside the root its .git file belongs to.
+    fake.git.insert(PathBuf::from("/wt"), GitEntry::File { gitdir: PathBuf::from("/wt/gitdirs/wt") });
+    fake.files.push(PathBuf::from("/wt/gitdirs/wt/HEAD"));
+    // Not: outside every root, in another root, the other root itself.
     fake.git.insert(PathBuf::from("/other"), GitEntry::File { gitdir: PathBuf::from("/elsewhere/wt") });
-    let launch =
-        build_launch(&workspace(&["/tmp", "/other"], false), Path::new("/wt"), None, &argv(), &fake).unwrap();
+    fake.git.insert(PathBuf::from("/third"), GitEntry::File { gitdir: PathBuf::from("/tmp/gitdirs/x") });
+    fake.git.insert(PathBuf::from("/private/tmp"), GitEntry::File { gitdir: PathBuf::from("/other") });
+    fake.files.push(PathBuf::from("/private/tmp/gitdirs/x/HEAD"));
+    let launch = build_launch(
+        &SandboxPolicy::WorkspaceWrite {
+            writable_roots: vec![PathBuf::from("/other"), PathBuf::from("/third")],
+            network_access: false,
+            exclude_slash_tmp: false,
+            exclude_tmpdir_env_var: true,
+        },
+        Path::new("/wt"),
+        None,
+        &argv(),
+        &fake,
+    )
+    .unwrap();
     assert_eq!(
         params(&launch),
         [
-            ("WRITABLE_ROOT_0", "/private/tmp"),
-            ("WRITABLE_ROOT_0_RO_0", "/private/tmp/.git"),
-            ("WRITABLE_ROOT_0_RO_1", "/private/tmp/.uexec"),
-            ("WRITABLE_ROOT_0_RO_2", "/private/tmp/gitdirs/wt"),
-            ("WRITABLE_ROOT_1", "/other"),
-            ("WRITABLE_ROOT_1_RO_0", "/other/.git"),
-            ("WRITABLE_ROOT_1_RO_1", "/other/.uexec"),
+            ("WRITABLE_ROOT_0", "/other"),
+            ("WRITABLE_ROOT_0_RO_0", "/other/.git"),
+            ("WRITABLE_ROOT_0_RO_1", "/other/.uexec"),
+            ("WRITABLE_ROOT_1", "/third"),
+            ("WRITABLE_ROOT_1_RO_0", "/third/.git"),
+            ("WRITABLE_ROOT_1_RO_1", "/third/.uexec"),
             ("WRITABLE_ROOT_2", "/wt"),
             ("WRITABLE_ROOT_2_RO_0", "/wt/.git"),
             ("WRITABLE_ROOT_2_RO_1", "/wt/.uexec"),
+            ("WRITABLE_ROOT_2_RO_2", "/wt/gitdirs/wt"),
+            ("WRITABLE_ROOT_3", "/private/tmp"),
+            ("WRITABLE_ROOT_3_RO_0", "/private/tmp/.git"),
+            ("WRITABLE_ROOT_3_RO_1", "/private/tmp/.uexec"),
         ]
         .map(|(n, v)| (n.to_owned(), v.to_owned()))
     );
-    assert_eq!(launch.writable_root_count(), 3);
-    assert_eq!(launch.read_only_subpath_count(), 7);
+    assert_eq!(launch.writable_root_count(), 4);
+    assert_eq!(launch.read_only_subpath_count(), 9);
+    assert_eq!(
+        launch.ignored,
+        [
+            "gitdir /elsewhere/wt: outside every writable root (read-only anyway)",
+            "gitdir /tmp/gitdirs/x: lies in the writable root /private/tmp, not in /third where its .git is",
+            "gitdir /other: is the writable root /other (protecting it would freeze the root)",
+        ]
+    );
 }
 
 #[test]

@@ -160,12 +160,18 @@ fn report(
     });
 
     let filesystem = match (policy, launch) {
-        (SandboxPolicy::WorkspaceWrite { .. }, Some(launch)) => format!(
-            "reads everywhere; writes only under {} writable roots minus {} read-only subpaths (.git, gitdir, \
-             .uexec), plus /dev/null and terminals",
-            launch.writable_root_count(),
-            launch.read_only_subpath_count()
-        ),
+        (SandboxPolicy::WorkspaceWrite { .. }, Some(launch)) => {
+            let mut text = format!(
+                "reads everywhere; writes only under {} writable roots minus {} read-only subpaths (.git, \
+                 gitdir, .uexec), plus /dev/null and terminals",
+                launch.writable_root_count(),
+                launch.read_only_subpath_count()
+            );
+            if !launch.ignored.is_empty() {
+                text.push_str(&format!(" (not followed: {})", launch.ignored.join("; ")));
+            }
+            text
+        }
         (SandboxPolicy::WorkspaceWrite { .. }, None) => "reads everywhere; writes only under the writable roots \
              (configured roots, cwd, /tmp, $TMPDIR) minus .git, gitdir and .uexec, plus /dev/null and terminals"
             .to_owned(),

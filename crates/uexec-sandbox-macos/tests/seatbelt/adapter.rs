@@ -5,9 +5,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use uexec_domain::SandboxPolicy;
+#[cfg(not(target_os = "macos"))]
 use uexec_domain::protection::ProtectionStatus;
+#[cfg(not(target_os = "macos"))]
+use uexec_ports::SandboxError;
 use uexec_ports::process::{IoMode, SpawnRequest};
-use uexec_ports::{Sandbox, SandboxError, SandboxRequest};
+use uexec_ports::{Sandbox, SandboxRequest};
 use uexec_sandbox_macos::{SANDBOX_EXEC, SeatbeltSandbox, build_launch};
 
 use crate::fake_fs::FakeFs;

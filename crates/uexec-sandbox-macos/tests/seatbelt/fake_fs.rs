@@ -5,16 +5,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
+use uexec_domain::gitdir::GitFileProblem;
 use uexec_domain::policy::GitEntry;
 use uexec_sandbox_macos::PathResolver;
 
 /// Symlinks are resolved component by component like the kernel does; a path exists when every directory on
-/// the way is known (or, with [`FakeFs::everything_exists`], always).
+/// the way is known (or, with [`FakeFs::everything_exists`], always, and every `HEAD` is a regular file).
 #[derive(Debug, Default, Clone)]
 pub struct FakeFs {
     links: BTreeMap<PathBuf, PathBuf>,
     dirs: BTreeSet<PathBuf>,
-    git: BTreeMap<PathBuf, GitEntry>,
+    files: BTreeSet<PathBuf>,
+    git: BTreeMap<PathBuf, (GitEntry, Option<GitFileProblem>)>,
     everything_exists: bool,
 }
 
@@ -51,9 +53,26 @@ impl FakeFs {
         self
     }
 
-    /// Sets what `root/.git` is.
+    /// Adds the regular file `path` (and its directory).
+    pub fn file(self, path: impl AsRef<Path>) -> Self {
+        let path = path.as_ref();
+        let mut fs = match path.parent() {
+            Some(parent) => self.dir(parent),
+            None => self,
+        };
+        fs.files.insert(path.to_path_buf());
+        fs
+    }
+
+    /// Sets what `root/.git` is (`root` canonical).
     pub fn git(mut self, root: impl AsRef<Path>, entry: GitEntry) -> Self {
-        self.git.insert(root.as_ref().to_path_buf(), entry);
+        self.git.insert(root.as_ref().to_path_buf(), (entry, None));
+        self
+    }
+
+    /// Makes `root/.git` something that names no gitdir, for `problem` (`root` canonical).
+    pub fn odd_git(mut self, root: impl AsRef<Path>, problem: GitFileProblem) -> Self {
+        self.git.insert(root.as_ref().to_path_buf(), (GitEntry::Absent, Some(problem)));
         self
     }
 
@@ -93,7 +112,19 @@ impl PathResolver for FakeFs {
         Ok(resolved)
     }
 
-    fn git_entry(&self, root: &Path) -> GitEntry {
-        self.git.get(root).cloned().unwrap_or(GitEntry::Absent)
+    fn inspect_git(&self, root: &Path) -> (GitEntry, Option<GitFileProblem>) {
+        if self.links.contains_key(&root.join(".git")) {
+            assert!(!self.git.contains_key(root), "{}/.git is a link and an entry", root.display());
+            return (GitEntry::Absent, Some(GitFileProblem::Symlink));
+        }
+        self.git.get(root).cloned().unwrap_or((GitEntry::Absent, None))
+    }
+
+    fn symlink_target(&self, path: &Path) -> Option<PathBuf> {
+        self.links.get(path).cloned()
+    }
+
+    fn is_regular_file(&self, path: &Path) -> bool {
+        self.files.contains(path) || (self.everything_exists && path.ends_with("HEAD"))
     }
 }

@@ -8,6 +8,7 @@ mod adapter;
 mod canonical;
 mod fake_fs;
 mod golden;
+mod planted;
 mod props;
 mod sexpr;
 

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 use uexec_domain::SandboxPolicy;
-use uexec_domain::policy::GitEntry;
+use uexec_domain::gitdir::gitdir_protection;
+use uexec_domain::policy::{GitEntry, PROTECTED_SUBDIRS};
 use uexec_sandbox_macos::build_launch;
 
 use crate::fake_fs::FakeFs;
@@ -144,12 +145,22 @@ proptest! {
         let launch = build_launch(&policy, &paths[0], None, &[OsString::from("true")], &fs).unwrap();
         let forms = check_profile(&launch);
 
-        // The oracle: the domain's writable roots, read as "under some root and under no read-only subpath".
+        // The oracle: the domain's writable roots, read as "under some root and under no read-only subpath",
+        // where a gitdir counts only when the domain's rule protects it (every gitdir here has a HEAD).
         let roots = policy.writable_roots(&paths[0], None, |root| {
             use uexec_sandbox_macos::PathResolver;
             fs.git_entry(root)
         });
-        let read_only: Vec<&PathBuf> = roots.iter().flat_map(|r| &r.read_only_subpaths).collect();
+        let all_roots: Vec<PathBuf> = roots.iter().map(|r| r.root.clone()).collect();
+        let read_only: Vec<&PathBuf> = roots
+            .iter()
+            .flat_map(|r| {
+                r.read_only_subpaths.iter().filter(|ro| {
+                    PROTECTED_SUBDIRS.iter().any(|name| **ro == r.root.join(name))
+                        || gitdir_protection(ro, &r.root, &all_roots).is_ok()
+                })
+            })
+            .collect();
         let writable = |p: &Path| {
             roots.iter().any(|r| p.starts_with(&r.root)) && !read_only.iter().any(|ro| p.starts_with(ro))
         };
