@@ -369,16 +369,16 @@ async fn planted_repositories_found_by_discovery_links_home_git_dir_and_path_nee
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sandbox_denial_with_nobody_to_ask_returns_the_output_and_a_note() {
     let (_ws_guard, ws) = canonical_tempdir();
-    let read_my_environ = format!("cat /proc/{}/environ", std::process::id());
+    // A known-safe read that only the sandbox denies: a process's kernel stack needs CAP_SYS_ADMIN, which the
+    // sandbox drops (this test runs as root, outside it).
+    let read_my_environ = "cat /proc/self/stack";
     // The denial heuristic only looks at runs that end within the 150 ms early-exit grace; a loaded machine can
     // miss it, so try a few times. Every attempt must return the output; at least one must see the denial.
     let mut saw_denial = false;
     for _ in 0..5 {
         let nobody = Asked::new(None);
         let engine = untrusted_engine(&ws, workspace_only(), &[], Arc::clone(&nobody));
-        // The environment of a process outside the sandbox (this test) is out of its reach (Landlock); `cat` is
-        // known safe.
-        let response = run_in(&engine, &ws, &read_my_environ).await.unwrap();
+        let response = run_in(&engine, &ws, read_my_environ).await.unwrap();
         assert_eq!(response.exit_code, Some(1), "{response:?}");
         assert!(response.output.contains("Permission denied"), "{response:?}");
         if nobody.kinds().is_empty() {
@@ -399,7 +399,7 @@ async fn a_sandbox_denial_with_nobody_to_ask_returns_the_output_and_a_note() {
     for attempt in 0..5 {
         let approve = Asked::new(Some(ReviewDecision::Approved));
         let engine = untrusted_engine(&ws, workspace_only(), &[], Arc::clone(&approve));
-        let response = run_in(&engine, &ws, &read_my_environ).await.unwrap();
+        let response = run_in(&engine, &ws, read_my_environ).await.unwrap();
         if approve.kinds().is_empty() && attempt < 4 {
             continue;
         }

@@ -38,22 +38,27 @@ pub struct DenialEvidence {
 
 impl DenialEvidence {
     /// One line for a person: the exit code and the output line, quoted with every control, bidi, zero-width
-    /// or other invisible character escaped (Rust's `escape_debug`), so the command cannot shape the text.
+    /// or other invisible character escaped (`uexec_domain::question::escape_visible`), so the command cannot
+    /// shape the text.
     pub fn describe(&self) -> String {
+        self.describe_with(crate::question::escape_visible)
+    }
+
+    /// [`Self::describe`] with the output line as the command printed it, for text that is escaped as a whole
+    /// afterwards (an approval question: `uexec_domain::question` escapes its headline), so nothing is escaped twice.
+    pub fn describe_raw(&self) -> String {
+        self.describe_with(str::to_owned)
+    }
+
+    fn describe_with(&self, show: impl Fn(&str) -> String) -> String {
         match &self.line {
-            Some(line) => format!("exit code {}, output line \"{}\"", self.exit_code, escape_visibly(line)),
+            Some(line) => format!("exit code {}, output line \"{}\"", self.exit_code, show(line)),
             None if self.exit_code == SIGSYS_EXIT_CODE => {
                 format!("exit code {} (killed by SIGSYS: a system call filter)", self.exit_code)
             }
             None => format!("exit code {}", self.exit_code),
         }
     }
-}
-
-/// `text` with every control, bidi, zero-width or other invisible character, `"` and `\\` escaped as Rust does
-/// (`\\n`, `\\u{202e}`); the apostrophe stays as it is.
-pub(crate) fn escape_visibly(text: &str) -> String {
-    text.chars().map(|c| if c == '\'' { c.to_string() } else { c.escape_debug().to_string() }).collect()
 }
 
 /// Why a run that exited with `exit_code` and printed `output` looks denied by the sandbox, or `None` when it

@@ -127,7 +127,7 @@ impl std::fmt::Display for NotKnownSafe {
 
 /// A path as a person reads it: invisible and control characters escaped (a directory name is anyone's choice).
 fn shown(path: &Path) -> String {
-    crate::denial::escape_visibly(&path.to_string_lossy())
+    crate::question::escape_path(path)
 }
 
 /// Whether `argv` is known safe in `ctx` (see the module documentation): `Ok` when it is.

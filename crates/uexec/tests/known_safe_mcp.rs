@@ -64,7 +64,7 @@ fn the_retry_question_shows_the_denial_escaped_and_says_full_access() {
         server.answers = vec!["deny".into()];
         let r = server.call("exec_command", json!({ "cmd": cmd }));
         assert!(!is_error(&r), "{r}");
-        assert_eq!(r["structuredContent"]["exit_code"], 1, "{r}");
+        assert_eq!(exit_code(&r), Some(1), "{r}");
         assert_eq!(output(&r), "fatal: Permission denied\n", "{r}");
         if server.elicitations.len() == asked_before {
             return false;
@@ -95,7 +95,7 @@ fn with_nobody_to_ask_a_denial_returns_the_output_and_a_note() {
                 json!({ "cmd": "echo 'ls: cannot open x: Permission denied' && false" }),
             );
             assert!(!is_error(&r), "{policy}: {r}");
-            assert_eq!(r["structuredContent"]["exit_code"], 1, "{r}");
+            assert_eq!(exit_code(&r), Some(1), "{r}");
             assert_eq!(output(&r), "ls: cannot open x: Permission denied\n", "{r}");
             let text = text(&r);
             if !text.contains("Warning:") {

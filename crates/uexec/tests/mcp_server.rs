@@ -89,7 +89,7 @@ fn planted_login_startup_files_do_not_run_for_known_safe_or_escalated_commands()
 
     let mut server = McpServer::start_initialized(&ws, &["--approval-policy", "untrusted"], true);
     let r = server.call("exec_command", json!({ "cmd": "ls" }));
-    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert_eq!(exit_code(&r), Some(0), "{r}");
     assert!(server.elicitations.is_empty(), "ls is known-safe");
     assert!(!marker.exists(), "the planted profile ran for a known-safe command");
 
@@ -99,13 +99,13 @@ fn planted_login_startup_files_do_not_run_for_known_safe_or_escalated_commands()
         "exec_command",
         json!({ "cmd": "echo escalated", "sandbox_permissions": "require_escalated", "justification": "x" }),
     );
-    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert_eq!(exit_code(&r), Some(0), "{r}");
     assert!(!marker.exists(), "the planted profile ran outside the sandbox");
     let message = server.elicitations[0]["message"].as_str().unwrap();
     assert!(message.contains("Shell: /bin/bash -c\n"), "the question shows the non-login start: {message}");
 
     let r = server.call("exec_command", json!({ "cmd": "mkdir -p made-in-sandbox" }));
-    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert_eq!(exit_code(&r), Some(0), "{r}");
     assert!(marker.exists(), "a sandboxed command under on-request keeps its login shell");
 }
 

@@ -232,7 +232,7 @@ pub fn question_text(request: &ApprovalRequest, sandbox: &SandboxPolicy, policy:
             Some(denial) => format!(
                 "The sandbox appears to have blocked this command ({}). Run it again with FULL ACCESS (no \
                  sandbox)?",
-                denial.describe()
+                denial.describe_raw()
             ),
             None => {
                 "The sandbox blocked this command. Run it again with FULL ACCESS (no sandbox)?".to_owned()

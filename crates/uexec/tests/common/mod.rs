@@ -257,9 +257,21 @@ pub fn text(result: &Value) -> String {
 }
 
 /// The part of a response text after `Output:`.
+/// What the command printed: the text after `Output:`, without uexec's `[uexec] ...` notes that follow it.
 pub fn output(result: &Value) -> String {
     let text = text(result);
-    text.split_once("\nOutput:\n").map(|(_, o)| o.to_owned()).unwrap_or_else(|| panic!("no Output: {text}"))
+    let printed = text
+        .split_once("\nOutput:\n")
+        .map(|(_, o)| o.to_owned())
+        .unwrap_or_else(|| panic!("no Output: {text}"));
+    // The notes follow the output after one line break (nothing when the output is empty).
+    if printed.starts_with("[uexec] ") {
+        return String::new();
+    }
+    match printed.split_once("\n[uexec] ") {
+        Some((output, _)) => output.to_owned(),
+        None => printed,
+    }
 }
 
 pub fn is_error(result: &Value) -> bool {
