@@ -383,9 +383,15 @@ fn run_in_a_pipeline_killed_with_sigkill_takes_its_command_and_daemons_along() {
     std::io::BufRead::read_line(&mut std::io::BufReader::new(uexec.stdout.take().unwrap()), &mut line)
         .unwrap();
     assert_eq!(line, "started\n");
-    assert_eq!(wait_present(&["sleep", &marker], Duration::from_secs(20)).len(), 2);
+    // `echo started` can run before both sleeps have exec'd: wait for the two of them.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while pids_with_cmdline(&["sleep", &marker]).len() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let running = pids_with_cmdline(&["sleep", &marker]).len();
     uexec.kill().unwrap();
     uexec.wait().unwrap();
+    assert_eq!(running, 2, "both sleeps ran");
     assert!(wait_gone(&["sleep", &marker], Duration::from_secs(20)).is_empty(), "a process outlived uexec");
 }
 
