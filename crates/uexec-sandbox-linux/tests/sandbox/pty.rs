@@ -190,7 +190,10 @@ fn run_tiocsetd(spawn: &SpawnRequest) -> String {
     let mut child = spawn_on_pty(spawn, &pty);
     let mut seen = String::new();
     read_until(&mut pty.master, "tiocsetd ", &mut seen);
-    read_until(&mut pty.master, "\n", &mut seen);
+    // The end of the `tiocsetd` line (the `getd` line before it has a line break of its own).
+    let mut line = seen.find("tiocsetd ").map(|at| seen.split_off(at)).unwrap_or_default();
+    read_until(&mut pty.master, "\n", &mut line);
+    seen.push_str(&line);
     wait(&mut child);
     seen
 }
