@@ -48,9 +48,10 @@ pub struct PendingQuestion {
 /// How the client of one call can be asked.
 #[derive(Debug, Clone)]
 pub enum AskVia {
-    /// Send an `elicitation/create` request to this peer; the token is the call's (cancelled by the client's
-    /// `notifications/cancelled`): a cancelled call's question is abandoned and the command does not run.
-    Request(Peer<RoleServer>, CancellationToken),
+    /// Send an `elicitation/create` request to this peer, with a form the negotiated protocol version defines;
+    /// the token is the call's (cancelled by the client's `notifications/cancelled`): a cancelled call's
+    /// question is abandoned and the command does not run.
+    Request(Peer<RoleServer>, CancellationToken, FormStyle),
     /// Hand the question to the tool-call handler (`InputRequiredResult`).
     InputRequired(mpsc::Sender<PendingQuestion>),
     /// The client cannot be asked.
@@ -71,9 +72,13 @@ impl McpApprover {
         McpApprover { policy, sandbox, calls: Mutex::new(HashMap::new()) }
     }
 
-    /// The elicitation that asks about `request`.
-    pub fn elicit_params(&self, request: &ApprovalRequest) -> Result<ElicitRequestParams, ApprovalError> {
-        elicit_params(request, &self.sandbox, self.policy)
+    /// The elicitation that asks about `request`, its choices written in `style`.
+    pub fn elicit_params(
+        &self,
+        request: &ApprovalRequest,
+        style: FormStyle,
+    ) -> Result<ElicitRequestParams, ApprovalError> {
+        elicit_params(request, &self.sandbox, self.policy, style)
     }
 
     /// Register how the client of `call_id` can be asked (until [`McpApprover::unregister`]).
@@ -142,8 +147,8 @@ impl Approver for McpApprover {
     async fn request_approval(&self, request: ApprovalRequest) -> Result<ReviewDecision, ApprovalError> {
         match self.via(&request.call_id) {
             AskVia::Nobody => Err(ApprovalError::Unavailable(self.unavailable_message(&request))),
-            AskVia::Request(peer, call_cancelled) => {
-                let params = self.elicit_params(&request)?;
+            AskVia::Request(peer, call_cancelled, style) => {
+                let params = self.elicit_params(&request, style)?;
                 tokio::select! {
                     result = peer.create_elicitation_with_timeout(params, Some(APPROVAL_TIMEOUT)) => {
                         let result =
@@ -174,26 +179,51 @@ impl Approver for McpApprover {
     }
 }
 
+/// How the choices of the approval form are written: each protocol version defines its own enum schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormStyle {
+    /// 2025-11-25 and later: `oneOf` of `{ const, title }` (titled single-select enum).
+    OneOf,
+    /// 2025-06-18: `enum` with parallel `enumNames` (the transport also drops the `mode` field it lacks).
+    LegacyEnum,
+}
+
+/// The choices of the approval form: (value, title).
+fn choices() -> Vec<(&'static str, &'static str)> {
+    vec![(APPROVE, "Approve once"), (APPROVE_FOR_SESSION, "Approve for this session"), (DENY, "Deny")]
+}
+
+/// The `decision` property of the form, written in `style`.
+fn decision_schema(style: FormStyle) -> Value {
+    let choices = choices();
+    let mut property = json!({
+        "type": "string",
+        "title": "Decision",
+        "description": "Approve once, approve this command for the rest of the session, or deny it.",
+    });
+    match style {
+        FormStyle::OneOf => {
+            property["oneOf"] =
+                choices.iter().map(|(value, title)| json!({ "const": value, "title": title })).collect();
+        }
+        FormStyle::LegacyEnum => {
+            property["enum"] = choices.iter().map(|(value, _)| json!(value)).collect();
+            property["enumNames"] = choices.iter().map(|(_, title)| json!(title)).collect();
+        }
+    }
+    property
+}
+
 /// The elicitation sent to the person.
 pub fn elicit_params(
     request: &ApprovalRequest,
     sandbox: &SandboxPolicy,
     policy: ApprovalPolicy,
+    style: FormStyle,
 ) -> Result<ElicitRequestParams, ApprovalError> {
     let schema: ElicitationSchema = serde_json::from_value(json!({
         "type": "object",
-        "properties": {
-            "decision": {
-                "type": "string",
-                "title": "Decision",
-                "description": "Approve once, approve this command for the rest of the session, or deny it.",
-                "oneOf": [
-                    { "const": APPROVE, "title": "Approve once" },
-                    { "const": APPROVE_FOR_SESSION, "title": "Approve for this session" },
-                    { "const": DENY, "title": "Deny" }
-                ]
-            }
-        },
+        "properties": { "decision": decision_schema(style) },
         "required": ["decision"]
     }))
     .map_err(|e| ApprovalError::Failed(format!("cannot build the elicitation schema: {e}")))?;
@@ -305,6 +335,7 @@ mod tests {
             &request(ApprovalKind::Escalation, "git push"),
             &SandboxPolicy::default(),
             ApprovalPolicy::OnRequest,
+            FormStyle::OneOf,
         )
         .unwrap();
         let ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } = params else {
@@ -315,6 +346,22 @@ mod tests {
         let schema = serde_json::to_value(&requested_schema).unwrap();
         assert_eq!(schema["required"], json!(["decision"]));
         assert_eq!(schema["properties"]["decision"]["oneOf"][1]["const"], APPROVE_FOR_SESSION);
+    }
+
+    #[test]
+    fn the_2025_06_18_form_uses_enum_and_enum_names() {
+        let params = elicit_params(
+            &request(ApprovalKind::Run, "make"),
+            &SandboxPolicy::default(),
+            ApprovalPolicy::Untrusted,
+            FormStyle::LegacyEnum,
+        )
+        .unwrap();
+        let value = serde_json::to_value(&params).unwrap();
+        let decision = &value["requestedSchema"]["properties"]["decision"];
+        assert_eq!(decision["enum"], json!([APPROVE, APPROVE_FOR_SESSION, DENY]), "{value}");
+        assert_eq!(decision["enumNames"].as_array().map(Vec::len), Some(3), "{value}");
+        assert!(decision.get("oneOf").is_none(), "{value}");
     }
 
     #[test]

@@ -189,6 +189,11 @@ impl McpServer {
         }
     }
 
+    /// The next message from the server, or `None` when none comes within `timeout`.
+    pub fn next_message(&mut self, timeout: Duration) -> Option<Value> {
+        self.lines.recv_timeout(timeout).ok()
+    }
+
     /// Answer one elicitation request with the next of `answers` (`deny` when none is left).
     pub fn answer_elicitation(&mut self, message: &Value) {
         self.elicitations.push(message["params"].clone());
