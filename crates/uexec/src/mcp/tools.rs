@@ -439,10 +439,12 @@ mod tests {
         assert_eq!(
             keys,
             vec![
+                "additional_permissions",
                 "cmd",
                 "justification",
                 "login",
                 "max_output_tokens",
+                "prefix_rule",
                 "sandbox_permissions",
                 "shell",
                 "tty",
@@ -493,13 +495,35 @@ mod tests {
             ),
             (json!({ "cmd": "x", "yield_time_ms": "soon" }), "`yield_time_ms` must be a non-negative number"),
             (json!({ "cmd": "x", "sandbox_permissions": "root" }), "`sandbox_permissions` must be"),
-            (json!({ "cmd": "x", "command": "y" }), "unknown argument `command`"),
+            (
+                json!({ "cmd": "x", "prefix_rule": [1] }),
+                "`prefix_rule` must be an array of strings, got number 1",
+            ),
+            (
+                json!({ "cmd": "x", "additional_permissions": "all" }),
+                "`additional_permissions` must be an object",
+            ),
         ];
         for (args, expected) in cases {
             let err = parse_exec(&obj(args.clone())).unwrap_err().to_string();
             assert!(err.starts_with("exec_command: "), "{err}");
             assert!(err.contains(expected), "{args}: {err}");
         }
+    }
+
+    #[test]
+    fn unknown_arguments_are_ignored_and_codex_arguments_accepted() {
+        let req = parse_exec(&obj(json!({
+            "cmd": "git pull", "command": "y", "with_additional_permissions": true,
+            "sandbox_permissions": "with_additional_permissions", "prefix_rule": ["git", "pull"],
+            "additional_permissions": { "file_system": { "write": ["/x"] } }
+        })))
+        .unwrap();
+        assert_eq!(req.sandbox_permissions, SandboxPermissions::UseDefault);
+        assert_eq!(req.prefix_rule, Some(vec!["git".to_owned(), "pull".to_owned()]));
+        let req = parse_write(&obj(json!({ "session_id": 1000, "extra": 1 }))).unwrap();
+        assert_eq!(req.session_id, SessionId(1000));
+        assert!(parse_no_args(LIST_SESSIONS, &obj(json!({ "verbose": true }))).is_ok());
     }
 
     #[test]
