@@ -253,3 +253,87 @@ fn elicitation_follows_the_negotiated_protocol_version() {
     assert!(server.elicitations.is_empty(), "an elicitation was sent under 2025-03-26");
     assert!(!ws.path().join("never.txt").exists());
 }
+
+/// The next line from the server that is not a notification or a server request, as raw JSON text.
+fn next_answer(server: &mut McpServer) -> Value {
+    loop {
+        let message = server.next_message(ANSWER_TIMEOUT).expect("no answer from the server");
+        if message.get("method").is_none() {
+            return message;
+        }
+    }
+}
+
+#[test]
+fn json_rpc_conformance_ids_handshake_and_batches() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start(&ws, &[]);
+    // Before initialize: a clear message, not one about missing _meta fields; ping is answered.
+    server.send_raw(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+    let r = next_answer(&mut server);
+    assert_eq!(r["id"], 1, "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("server not initialized: send initialize first"),
+        "{r}"
+    );
+    server.send_raw(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#);
+    assert_eq!(next_answer(&mut server), json!({ "jsonrpc": "2.0", "id": 2, "result": {} }));
+
+    // initialize under 2025-03-26 with an id rmcp cannot hold as an i64; then a second initialize is refused.
+    let init = r#"{"jsonrpc":"2.0","id":9223372036854775813,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+    server.send_raw(init);
+    let (line, r) = server.next_raw_line(ANSWER_TIMEOUT).expect("no answer to initialize");
+    assert!(line.contains(r#""id":9223372036854775813"#), "{line}");
+    assert_eq!(r["result"]["protocolVersion"], "2025-03-26", "{r}");
+    server.notify("notifications/initialized", json!({}));
+    server.send_raw(&init.replace("9223372036854775813", "3"));
+    let r = next_answer(&mut server);
+    assert_eq!(r["id"], 3);
+    assert!(r["error"]["message"].as_str().unwrap().contains("already initialized"), "{r}");
+
+    // Ids far beyond i64 come back exactly as written, on results and on errors.
+    server.send_raw(r#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"tools/list"}"#);
+    let (line, r) = server.next_raw_line(ANSWER_TIMEOUT).unwrap();
+    assert!(line.contains(r#""id":123456789012345678901234567890"#), "{line}");
+    assert!(r["result"]["tools"].is_array(), "{r}");
+    server.send_raw(r#"{"jsonrpc":"2.0","id":-123456789012345678901234567890,"method":"no/such"}"#);
+    let (line, _) = server.next_raw_line(ANSWER_TIMEOUT).unwrap();
+    assert!(line.contains(r#""id":-123456789012345678901234567890"#) && line.contains("error"), "{line}");
+
+    // An id that is no id: an error with `"id": null`.
+    server.send_raw(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#);
+    let r = next_answer(&mut server);
+    assert_eq!(r.get("id"), Some(&Value::Null), "{r}");
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+
+    // A batch: one array of answers, none for the notification; a tool call inside it runs.
+    server.send_raw(
+        r#"[{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"exec_command","arguments":{"cmd":"echo in-a-batch"}}},{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}},{"jsonrpc":"2.0","id":"eleven","method":"ping"},{"jsonrpc":"2.0","id":12345678901234567890123,"method":"tools/list"}]"#,
+    );
+    let (line, r) = server.next_raw_line(ANSWER_TIMEOUT).unwrap();
+    let answers = r.as_array().unwrap_or_else(|| panic!("a batch is answered with an array: {line}"));
+    assert_eq!(answers.len(), 3, "{line}");
+    assert!(line.contains(r#""id":12345678901234567890123"#), "{line}");
+    let call = answers.iter().find(|a| a["id"] == 10).unwrap();
+    assert!(output(&call["result"]).contains("in-a-batch"), "{call}");
+    assert!(answers.iter().any(|a| a["id"] == "eleven" && a["result"] == json!({})), "{line}");
+    server.send_raw("[]");
+    let r = next_answer(&mut server);
+    assert_eq!((r["id"].clone(), r["error"]["code"].clone()), (Value::Null, json!(-32600)), "{r}");
+    server.send_raw(r#"[{"jsonrpc":"2.0","method":"notifications/initialized"}]"#);
+    server.send_raw(r#"{"jsonrpc":"2.0","id":13,"method":"ping"}"#);
+    assert_eq!(next_answer(&mut server)["id"], 13, "a batch of notifications gets no answer");
+}
+
+#[test]
+fn batches_are_refused_after_2025_03_26() {
+    let ws = Workspace::new();
+    let mut server = start_with_version(&ws, &[], "2025-06-18", false);
+    server.send_raw(r#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]"#);
+    let r = next_answer(&mut server);
+    assert_eq!(r.get("id"), Some(&Value::Null), "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("not supported under protocol 2025-06-18"),
+        "{r}"
+    );
+}
