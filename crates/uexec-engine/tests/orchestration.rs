@@ -1304,6 +1304,35 @@ async fn an_exec_call_dropped_mid_window_leaves_a_reachable_session() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_write_stdin_call_dropped_mid_window_releases_the_session_at_once() {
+    // A cancelled MCP call drops the engine future: the call lock must go with it, and the session stay.
+    let engine =
+        engine_with(full_access(), vec![Script { echo: true, ..Script::runs("") }], Events::default());
+    let id = engine
+        .exec_command(ExecCommandRequest { tty: true, yield_time_ms: Some(250), ..exec("cat") })
+        .await
+        .unwrap()
+        .session_id
+        .unwrap();
+    for chars in ["", "typed"] {
+        let poll = engine.write_stdin(WriteStdinRequest { yield_time_ms: Some(20_000), ..write(id, chars) });
+        assert!(tokio::time::timeout(Duration::from_secs(1), poll).await.is_err(), "the window is 20 s");
+        let start = tokio::time::Instant::now();
+        let next = engine
+            .write_stdin(WriteStdinRequest { yield_time_ms: Some(300), ..write(id, "x") })
+            .await
+            .unwrap();
+        assert!(start.elapsed() <= Duration::from_millis(300), "the next call waited {:?}", start.elapsed());
+        assert_eq!(next.session_id, Some(id));
+        // What the dropped call would have returned is not lost.
+        assert_eq!(next.output, format!("{chars}x"));
+    }
+    let sessions = engine.list_sessions().await;
+    assert_eq!((sessions.len(), sessions[0].cmd.as_str()), (1, "cat"));
+    engine.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn writes_larger_than_the_limit_are_refused() {
     let engine =
         engine_with(full_access(), vec![Script { echo: true, ..Script::runs("") }], Events::default());
