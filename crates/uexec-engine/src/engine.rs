@@ -21,7 +21,7 @@ use uexec_domain::denial::is_likely_sandbox_denied;
 use uexec_domain::env::build_env;
 use uexec_domain::ids::chunk_id;
 use uexec_domain::limits::{
-    EARLY_EXIT_GRACE_MS, clamp_exec_yield, clamp_write_yield, resolve_max_output_tokens,
+    EARLY_EXIT_GRACE_MS, MAX_ARG_STRLEN, clamp_exec_yield, clamp_write_yield, resolve_max_output_tokens,
 };
 use uexec_domain::response::session_count_warning;
 use uexec_domain::truncate::truncate_output_with_dropped;
@@ -400,6 +400,15 @@ impl Inner {
         if req.cmd.contains('\0') {
             return Err(ExecError::InvalidInput("cmd contains a NUL byte".to_owned()));
         }
+        if req.cmd.len() >= MAX_ARG_STRLEN {
+            return Err(ExecError::InvalidInput(format!(
+                "cmd is {} bytes, over the kernel's limit for one argument (MAX_ARG_STRLEN: {MAX_ARG_STRLEN} bytes \
+                 including its terminating NUL); cmd is passed to the shell as one argument, so nothing was run. \
+                 Write the script to a file in smaller pieces (or through write_stdin to `cat > script.sh` in a \
+                 tty session) and run the file",
+                req.cmd.len()
+            )));
+        }
         let cwd = self.resolve_workdir(req.workdir.as_deref())?;
         let shell = req
             .shell
@@ -594,9 +603,8 @@ impl Inner {
         let started = Instant::now();
         let session = self.store.remove_id(id).ok_or(ExecError::UnknownSession(id))?;
         let exit_code = session.terminate().await;
-        let (bytes, dropped_bytes) = session.take_output();
-        let collected =
-            Collected { bytes, dropped_bytes, exit_code: Some(exit_code), waiting_for_input: false };
+        let (bytes, dropped) = session.take_output();
+        let collected = Collected { bytes, dropped, exit_code: Some(exit_code), waiting_for_input: false };
         Ok(self.respond(started, &session, collected, None, None, None))
     }
 
@@ -611,8 +619,7 @@ impl Inner {
     ) -> ExecResponse {
         let max_tokens = resolve_max_output_tokens(max_output_tokens, &self.config.limits);
         let text = String::from_utf8_lossy(&collected.bytes);
-        let dropped = usize::try_from(collected.dropped_bytes).unwrap_or(usize::MAX);
-        let truncated = truncate_output_with_dropped(&text, max_tokens, dropped);
+        let truncated = truncate_output_with_dropped(&text, max_tokens, collected.dropped);
         ExecResponse {
             chunk_id: chunk_id(self.store.next_random()),
             wall_time: started.elapsed(),

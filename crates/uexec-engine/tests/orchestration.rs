@@ -870,6 +870,11 @@ async fn validation_happens_before_approval() {
         err.to_string(),
         "failed to create process: working directory does not exist or is not a directory: /no/such/dir/anywhere"
     );
+    // `cmd` is one argument of execve: past MAX_ARG_STRLEN it would fail with E2BIG; refused first, naming it.
+    let limit = uexec_domain::limits::MAX_ARG_STRLEN;
+    let err = engine.exec_command(exec(&"x".repeat(limit))).await.unwrap_err().to_string();
+    assert!(err.contains(&format!("cmd is {limit} bytes")) && err.contains("MAX_ARG_STRLEN"), "{err}");
+    assert!(err.len() < 1000, "{err}");
     assert_eq!(engine.reserved_id_count(), 0);
 }
 

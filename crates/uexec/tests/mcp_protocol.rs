@@ -337,3 +337,62 @@ fn batches_are_refused_after_2025_03_26() {
         "{r}"
     );
 }
+
+#[test]
+fn totals_past_the_buffer_errors_and_the_argument_limit_describe_the_whole_command() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &["--approval-policy", "never"], false);
+
+    // seq 1 3000000 prints 22,888,896 bytes in 3,000,000 lines: both totals count all of it.
+    let r = server.call(
+        "exec_command",
+        json!({ "cmd": "seq 1 3000000", "yield_time_ms": 30_000, "max_output_tokens": 100 }),
+    );
+    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    let text = text(&r);
+    assert!(text.contains("Original token count: 5722224\n"), "{text}");
+    assert!(text.contains("\nOutput:\nTotal output lines: 3000000\n\n"), "{text}");
+    // One 10 MB line is one line, and the buffer's marker adds no token.
+    let r = server.call(
+        "exec_command",
+        json!({ "cmd": "head -c 10000000 /dev/zero | tr '\\0' x", "yield_time_ms": 30_000, "max_output_tokens": 100 }),
+    );
+    let text = common::text(&r);
+    assert!(text.contains("Original token count: 2500000\n"), "{text}");
+    assert!(text.contains("\nOutput:\nTotal output lines: 1\n\n"), "{text}");
+
+    // A 10 MB command: the error repeats its start and says its length, not all of it.
+    let huge = format!("echo {}", "y".repeat(10_000_000));
+    let r = server.call("exec_command", json!({ "cmd": huge }));
+    assert!(is_error(&r), "{r}");
+    let message = common::text(&r);
+    assert!(message.len() < 2000, "an error of {} bytes", message.len());
+    assert!(message.contains(&format!("({} bytes in all)", huge.len())), "{message}");
+    assert!(message.contains("MAX_ARG_STRLEN"), "{message}");
+
+    // Right at the kernel's limit for one argument: runs; one byte more: refused before anything runs.
+    let fits = format!("#{}", "z".repeat(128 * 1024 - 2));
+    let r = server.call("exec_command", json!({ "cmd": fits }));
+    assert_eq!(
+        r["structuredContent"]["exit_code"],
+        0,
+        "{}",
+        &common::text(&r)[..300.min(common::text(&r).len())]
+    );
+    let over = format!("#{}", "z".repeat(128 * 1024 - 1));
+    let r = server.call("exec_command", json!({ "cmd": over }));
+    assert!(is_error(&r));
+    assert!(
+        common::text(&r).contains("cmd is 131072 bytes, over the kernel's limit"),
+        "{}",
+        common::text(&r)
+    );
+
+    // Without a way to ask, the refusal also caps the command it names.
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &["--approval-policy", "untrusted"], false);
+    let long = format!("touch {}", "w".repeat(100_000));
+    let r = server.call("exec_command", json!({ "cmd": long }));
+    assert!(is_error(&r), "{r}");
+    assert!(common::text(&r).len() < 2000, "{}", common::text(&r).len());
+}

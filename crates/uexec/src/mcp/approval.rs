@@ -101,16 +101,16 @@ impl McpApprover {
 
     /// Why nobody can approve `request`, and what would allow it.
     pub fn unavailable_message(&self, request: &ApprovalRequest) -> String {
-        let command = display_command(&request.command);
+        let command = uexec_domain::response::command_excerpt(&display_command(&request.command));
         let cannot_ask =
             "this MCP client cannot ask a person (it did not declare the elicitation capability)";
         match request.kind {
             ApprovalKind::Run => {
                 let prefix = suggested_prefix(&request.command);
-                let rule = format!(
+                let rule = uexec_domain::response::command_excerpt(&format!(
                     "[[rules]] prefix = [{}] decision = \"allow\"",
                     prefix.iter().map(|w| format!("{w:?}")).collect::<Vec<_>>().join(", ")
-                );
+                ));
                 let policy_hint = if self.policy == ApprovalPolicy::Untrusted {
                     " or start uexec with --approval-policy on-request (sandboxed commands then run without asking),"
                 } else {
