@@ -24,6 +24,7 @@ use uexec_domain::limits::{
     EARLY_EXIT_GRACE_MS, MAX_ARG_STRLEN, clamp_exec_yield, clamp_write_yield, resolve_max_output_tokens,
 };
 use uexec_domain::response::session_count_warning;
+use uexec_domain::rules::{PrefixRule, RuleDecision, session_prefix_offer};
 use uexec_domain::truncate::truncate_output_with_dropped;
 use uexec_domain::{
     ApprovalPolicy, EscapeReason, ProtectionReport, ReviewDecision, SandboxPermissions, SandboxPolicy,
@@ -53,6 +54,8 @@ struct Inner {
     store: Store,
     /// Remembered "approved for session" decisions.
     approvals: Mutex<HashSet<ApprovalKey>>,
+    /// Prefixes a person approved for the session, each for the sandbox permissions it was asked with.
+    prefixes: Mutex<Vec<(SandboxPermissions, Vec<String>)>>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -155,6 +158,7 @@ impl Engine {
                 config,
                 deps,
                 approvals: Mutex::new(HashSet::new()),
+                prefixes: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -220,6 +224,24 @@ impl Inner {
         self.approvals().contains(key)
     }
 
+    /// Whether a prefix a person approved for the session admits `argv` run with `permissions`: the approved
+    /// prefixes are added to the configured rules as `allow` rules, so a longer configured `ask` rule still
+    /// asks, and a script is admitted only when every one of its commands is.
+    fn prefix_admits(&self, argv: &[String], permissions: SandboxPermissions) -> bool {
+        let prefixes = self.prefixes.lock().unwrap_or_else(PoisonError::into_inner);
+        if !prefixes.iter().any(|(p, _)| *p == permissions) {
+            return false;
+        }
+        let mut rules = self.config.rules.clone();
+        rules.rules.extend(
+            prefixes
+                .iter()
+                .filter(|(p, _)| *p == permissions)
+                .map(|(_, prefix)| PrefixRule { prefix: prefix.clone(), decision: RuleDecision::Allow }),
+        );
+        rules.evaluate(argv) == Some(RuleDecision::Allow)
+    }
+
     fn new_call_id(&self) -> String {
         format!("call_{:012x}", self.store.next_random() & 0xFFFF_FFFF_FFFF)
     }
@@ -242,6 +264,7 @@ impl Inner {
     /// Ask a person; remembers "approved for session".
     async fn ask(&self, request: ApprovalRequest, key: &ApprovalKey) -> Result<(), ExecError> {
         let call_id = request.call_id.clone();
+        let prefix_offer = request.prefix_offer.clone();
         self.deps.events.emit(ExecEvent::ApprovalRequested { request: request.clone() });
         let answer = self.deps.approver.request_approval(request).await;
         match answer {
@@ -255,6 +278,16 @@ impl Inner {
                     ReviewDecision::Approved => Ok(()),
                     ReviewDecision::ApprovedForSession => {
                         self.approvals().insert(key.clone());
+                        Ok(())
+                    }
+                    ReviewDecision::ApprovedPrefixForSession => {
+                        if let Some(prefix) = prefix_offer {
+                            tracing::info!(?prefix, "a person approved a command prefix for the session");
+                            self.prefixes
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .push((key.permissions, prefix));
+                        }
                         Ok(())
                     }
                     ReviewDecision::Denied | ReviewDecision::Abort => Err(ExecError::Rejected),
@@ -282,6 +315,7 @@ impl Inner {
         tty: bool,
         permissions: SandboxPermissions,
         justification: Option<&str>,
+        prefix_rule: Option<&[String]>,
     ) -> Result<Approval, ExecError> {
         let policy = self.config.approval_policy;
         let key = ApprovalKey::new(argv, cwd, tty, permissions);
@@ -298,7 +332,7 @@ impl Inner {
             Requirement::Ask(reason) => reason,
         };
         let escalate = permissions == SandboxPermissions::RequireEscalated;
-        if self.is_remembered(&key) {
+        if self.is_remembered(&key) || self.prefix_admits(argv, permissions) {
             return Ok(Approval { by_person: false, escalate, key });
         }
         if policy == ApprovalPolicy::Never {
@@ -322,6 +356,7 @@ impl Inner {
             cwd: cwd.to_path_buf(),
             kind,
             reason: Some(question),
+            prefix_offer: prefix_rule.and_then(|prefix| session_prefix_offer(prefix, argv)),
         };
         self.ask(request, &key).await?;
         Ok(Approval { by_person: true, escalate, key })
@@ -432,6 +467,7 @@ impl Inner {
                 req.tty,
                 req.sandbox_permissions,
                 req.justification.as_deref(),
+                req.prefix_rule.as_deref(),
             )
             .await?;
         let placement = if self.config.sandbox_policy == SandboxPolicy::DangerFullAccess {
@@ -487,6 +523,7 @@ impl Inner {
                             cwd: spec.cwd.clone(),
                             kind: ApprovalKind::RetryWithoutSandbox,
                             reason: Some(RETRY_QUESTION.to_owned()),
+                            prefix_offer: None,
                         };
                         if let Err(err) = self.ask(request, &approval.key).await {
                             reservation.remove(&session);

@@ -443,6 +443,48 @@ async fn approved_for_session_is_remembered_per_canonical_command_cwd_and_tty() 
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_approved_prefix_admits_later_commands_starting_with_it_and_nothing_else() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let mut cfg = config(ApprovalPolicy::OnRequest, SANDBOXED());
+    // A configured `ask` rule longer than the approved prefix still asks.
+    cfg.rules = CommandRules {
+        rules: vec![PrefixRule {
+            prefix: vec!["git".into(), "pull".into(), "--force".into()],
+            decision: RuleDecision::Ask,
+        }],
+    };
+    let engine = engine(
+        cfg,
+        spawner(vec![Script::exits("", 0)], Arc::default()),
+        sandbox_ok(Arc::default()),
+        approver(ReviewDecision::ApprovedPrefixForSession, 6, Arc::clone(&asked)),
+        Events::default(),
+    );
+    let escalated = |cmd: &str, prefix: Option<&[&str]>| ExecCommandRequest {
+        sandbox_permissions: SandboxPermissions::RequireEscalated,
+        prefix_rule: prefix.map(|p| p.iter().map(|w| (*w).to_owned()).collect()),
+        ..exec(cmd)
+    };
+    // Asked once, with the prefix offered; then commands starting with it run without asking.
+    engine.exec_command(escalated("git pull --rebase", Some(&["git", "pull"]))).await.unwrap();
+    assert_eq!(asked.lock().unwrap()[0].prefix_offer, Some(vec!["git".to_owned(), "pull".to_owned()]));
+    engine.exec_command(escalated("git pull origin main", None)).await.unwrap();
+    engine.exec_command(escalated("git pull", None)).await.unwrap();
+    assert_eq!(asked.lock().unwrap().len(), 1);
+    // Not covered: another command, a script with any other command in it (even `cd`), a longer `ask` rule.
+    engine.exec_command(escalated("git push", None)).await.unwrap();
+    engine.exec_command(escalated("git pull && rm -rf x", None)).await.unwrap();
+    engine.exec_command(escalated("cd sub && git pull", None)).await.unwrap();
+    engine.exec_command(escalated("git pull --force", None)).await.unwrap();
+    assert_eq!(asked.lock().unwrap().len(), 5);
+    // A prefix that is not one of the command, or a bare shell: not offered (and so not remembered).
+    engine.exec_command(escalated("bash -c 'rm -rf x'", Some(&["bash"]))).await.unwrap();
+    let questions = asked.lock().unwrap().clone();
+    assert_eq!(questions.len(), 6);
+    assert!(questions[1..].iter().all(|q| q.prefix_offer.is_none()), "{questions:?}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn denied_and_aborted_fail_with_rejected_by_user_and_spawn_nothing() {
     for decision in [ReviewDecision::Denied, ReviewDecision::Abort] {
         let events = Events::default();

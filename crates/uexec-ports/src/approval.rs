@@ -34,6 +34,11 @@ pub struct ApprovalRequest {
     /// The question shown to the person: the caller's justification, or the engine's reason (for a retry:
     /// `command failed; retry without sandbox?`).
     pub reason: Option<String>,
+    /// A command prefix the person may approve for the rest of the session (the caller's `prefix_rule`,
+    /// already checked by `uexec_domain::rules::session_prefix_offer`); answered with
+    /// `ReviewDecision::ApprovedPrefixForSession`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_offer: Option<Vec<String>>,
 }
 
 /// Why no decision could be had.

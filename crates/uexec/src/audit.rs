@@ -227,6 +227,7 @@ mod tests {
                 cwd: "/w".into(),
                 kind: ApprovalKind::Run,
                 reason: None,
+                prefix_offer: None,
             },
         });
         log.emit(ExecEvent::ApprovalDecided {

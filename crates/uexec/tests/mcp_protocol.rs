@@ -396,3 +396,34 @@ fn totals_past_the_buffer_errors_and_the_argument_limit_describe_the_whole_comma
     assert!(is_error(&r), "{r}");
     assert!(common::text(&r).len() < 2000, "{}", common::text(&r).len());
 }
+
+#[test]
+fn a_codex_prefix_rule_is_offered_and_an_approved_prefix_is_not_asked_again() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &[], true);
+    let outside = ws.outside.path().to_str().unwrap().to_owned();
+    let escalated = |cmd: String, prefix: Value| json!({ "cmd": cmd, "sandbox_permissions": "require_escalated", "justification": "why", "prefix_rule": prefix });
+
+    server.answers = vec!["approve_prefix_for_session".into()];
+    let r = server.call("exec_command", escalated(format!("touch {outside}/one.txt"), json!(["touch"])));
+    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    let choices = &server.elicitations[0]["requestedSchema"]["properties"]["decision"]["oneOf"];
+    assert_eq!(choices.as_array().map(Vec::len), Some(4), "{choices}");
+    assert_eq!(choices[2]["const"], "approve_prefix_for_session", "{choices}");
+    assert!(choices[2]["title"].as_str().unwrap().contains("`touch`"), "{choices}");
+
+    // Starts with the approved prefix: runs without a question.
+    let r = server.call("exec_command", escalated(format!("touch {outside}/two.txt"), Value::Null));
+    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert!(ws.outside.path().join("two.txt").exists());
+    assert_eq!(server.elicitations.len(), 1, "an approved prefix was asked again");
+
+    // Anything else is asked; a bare shell as prefix is not offered.
+    server.answers = vec!["deny".into()];
+    let r = server.call("exec_command", escalated(format!("rm {outside}/one.txt"), json!(["bash"])));
+    assert!(is_error(&r), "{r}");
+    assert_eq!(server.elicitations.len(), 2);
+    let choices = &server.elicitations[1]["requestedSchema"]["properties"]["decision"]["oneOf"];
+    assert_eq!(choices.as_array().map(Vec::len), Some(3), "{choices}");
+    assert!(ws.outside.path().join("one.txt").exists());
+}

@@ -35,6 +35,8 @@ pub const APPROVE: &str = "approve";
 pub const APPROVE_FOR_SESSION: &str = "approve_for_session";
 /// See [`APPROVE`].
 pub const DENY: &str = "deny";
+/// See [`APPROVE`]: offered only with a prefix (the caller's `prefix_rule`, when it may be offered).
+pub const APPROVE_PREFIX_FOR_SESSION: &str = "approve_prefix_for_session";
 
 /// A question waiting for the tool-call handler to forward it (protocol 2026-07-28 and later).
 #[derive(Debug)]
@@ -188,14 +190,27 @@ pub enum FormStyle {
     LegacyEnum,
 }
 
-/// The choices of the approval form: (value, title).
-fn choices() -> Vec<(&'static str, &'static str)> {
-    vec![(APPROVE, "Approve once"), (APPROVE_FOR_SESSION, "Approve for this session"), (DENY, "Deny")]
+/// The choices of the approval form: (value, title). With a prefix to offer, a fourth: approve every command
+/// starting with it for the session, as Codex offers its `prefix_rule`.
+fn choices(request: &ApprovalRequest) -> Vec<(&'static str, String)> {
+    let mut choices = vec![
+        (APPROVE, "Approve once".to_owned()),
+        (APPROVE_FOR_SESSION, "Approve for this session".to_owned()),
+    ];
+    if let Some(prefix) = &request.prefix_offer {
+        let prefix = uexec_domain::response::command_excerpt(&display_command(prefix));
+        choices.push((
+            APPROVE_PREFIX_FOR_SESSION,
+            format!("Approve for this session every command starting with `{prefix}`"),
+        ));
+    }
+    choices.push((DENY, "Deny".to_owned()));
+    choices
 }
 
 /// The `decision` property of the form, written in `style`.
-fn decision_schema(style: FormStyle) -> Value {
-    let choices = choices();
+fn decision_schema(style: FormStyle, request: &ApprovalRequest) -> Value {
+    let choices = choices(request);
     let mut property = json!({
         "type": "string",
         "title": "Decision",
@@ -223,7 +238,7 @@ pub fn elicit_params(
 ) -> Result<ElicitRequestParams, ApprovalError> {
     let schema: ElicitationSchema = serde_json::from_value(json!({
         "type": "object",
-        "properties": { "decision": decision_schema(style) },
+        "properties": { "decision": decision_schema(style, request) },
         "required": ["decision"]
     }))
     .map_err(|e| ApprovalError::Failed(format!("cannot build the elicitation schema: {e}")))?;
@@ -276,6 +291,7 @@ pub fn decision_from_elicit(result: &ElicitResult) -> Result<ReviewDecision, App
             match decision {
                 Some(APPROVE) => Ok(ReviewDecision::Approved),
                 Some(APPROVE_FOR_SESSION) => Ok(ReviewDecision::ApprovedForSession),
+                Some(APPROVE_PREFIX_FOR_SESSION) => Ok(ReviewDecision::ApprovedPrefixForSession),
                 Some(DENY) => Ok(ReviewDecision::Denied),
                 Some(other) => Err(ApprovalError::Failed(format!("unknown decision {other:?}"))),
                 None => Err(ApprovalError::Failed("the answer has no `decision`".to_owned())),
@@ -326,6 +342,7 @@ mod tests {
             cwd: "/work".into(),
             kind,
             reason: Some("because".into()),
+            prefix_offer: None,
         }
     }
 
@@ -362,6 +379,56 @@ mod tests {
         assert_eq!(decision["enum"], json!([APPROVE, APPROVE_FOR_SESSION, DENY]), "{value}");
         assert_eq!(decision["enumNames"].as_array().map(Vec::len), Some(3), "{value}");
         assert!(decision.get("oneOf").is_none(), "{value}");
+    }
+
+    #[test]
+    fn a_prefix_offer_is_a_fourth_choice_in_both_form_styles() {
+        let mut asked = request(ApprovalKind::Escalation, "git pull --rebase");
+        asked.prefix_offer = Some(vec!["git".into(), "pull".into()]);
+        for style in [FormStyle::OneOf, FormStyle::LegacyEnum] {
+            let params =
+                elicit_params(&asked, &SandboxPolicy::default(), ApprovalPolicy::OnRequest, style).unwrap();
+            let value = serde_json::to_value(&params).unwrap();
+            let decision = &value["requestedSchema"]["properties"]["decision"];
+            let (values, titles): (Vec<Value>, Vec<Value>) = match style {
+                FormStyle::OneOf => decision["oneOf"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| (c["const"].clone(), c["title"].clone()))
+                    .unzip(),
+                FormStyle::LegacyEnum => (
+                    decision["enum"].as_array().unwrap().clone(),
+                    decision["enumNames"].as_array().unwrap().clone(),
+                ),
+            };
+            assert_eq!(
+                values,
+                vec![
+                    json!(APPROVE),
+                    json!(APPROVE_FOR_SESSION),
+                    json!(APPROVE_PREFIX_FOR_SESSION),
+                    json!(DENY)
+                ]
+            );
+            assert!(titles[2].as_str().unwrap().contains("starting with `git pull`"), "{titles:?}");
+        }
+        // Without an offer: three choices.
+        let plain = elicit_params(
+            &request(ApprovalKind::Escalation, "git pull"),
+            &SandboxPolicy::default(),
+            ApprovalPolicy::OnRequest,
+            FormStyle::OneOf,
+        )
+        .unwrap();
+        let value = serde_json::to_value(&plain).unwrap();
+        assert_eq!(
+            value["requestedSchema"]["properties"]["decision"]["oneOf"].as_array().map(Vec::len),
+            Some(3)
+        );
+        let accept = ElicitResult::new(ElicitationAction::Accept)
+            .with_content(json!({ "decision": APPROVE_PREFIX_FOR_SESSION }));
+        assert_eq!(decision_from_elicit(&accept).unwrap(), ReviewDecision::ApprovedPrefixForSession);
     }
 
     #[test]
