@@ -30,8 +30,7 @@ use rmcp::model::{
     InputRequest, InputRequests, InputRequiredResult, JsonObject, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::Peer;
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use tokio::sync::{Mutex, mpsc, oneshot};
 use uexec_domain::response::{exec_error_text, write_error_text};

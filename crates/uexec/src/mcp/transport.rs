@@ -106,6 +106,8 @@ pub struct Filter {
     surrogates: HashMap<String, String>,
     next_batch: u64,
     batches: HashMap<u64, Batch>,
+    /// Batch answers completed by a cancellation, to write after the current input line.
+    settled: Vec<String>,
 }
 
 impl Default for Filter {
@@ -117,6 +119,7 @@ impl Default for Filter {
             surrogates: HashMap::new(),
             next_batch: 1,
             batches: HashMap::new(),
+            settled: Vec::new(),
         }
     }
 }
@@ -165,9 +168,16 @@ impl Filter {
         };
         // Valid JSON is valid UTF-8.
         let text = String::from_utf8_lossy(line);
+        let mut actions = self.parsed(&text, value);
+        actions.extend(self.settled.drain(..).map(Action::Reply));
+        actions
+    }
+
+    /// What to do with a line that is valid JSON.
+    fn parsed(&mut self, text: &str, value: Value) -> Vec<Action> {
         match value {
-            Value::Array(items) => self.batch(&text, items.len()),
-            value @ Value::Object(_) => match self.message(&text, value, None) {
+            Value::Array(items) => self.batch(text, items.len()),
+            value @ Value::Object(_) => match self.message(text, value, None) {
                 Outcome::Forward(line) => vec![Action::Forward(line)],
                 Outcome::Reply(line) => vec![Action::Reply(line)],
                 Outcome::Nothing => Vec::new(),
@@ -297,7 +307,8 @@ impl Filter {
             Ok(_) => Outcome::Forward(line),
             Err(e) => {
                 if needs_surrogate {
-                    self.forget(&raw_id);
+                    // Its error is one of the batch's answers; `batch` settles it after the last element.
+                    let _ = self.forget(&raw_id);
                 }
                 if method == "initialize" {
                     self.phase = Phase::Fresh;
@@ -358,20 +369,26 @@ impl Filter {
         let Some(params) = raw_member(text, "params") else { return text.to_owned() };
         let Some(raw_id) = raw_member(&params, "requestId") else { return text.to_owned() };
         let Some(surrogate) = self.surrogates.get(&raw_id).cloned() else { return text.to_owned() };
-        // rmcp sends no answer to a cancelled request: stop waiting for one.
-        self.forget(&raw_id);
+        // rmcp sends no answer to a cancelled request: stop waiting for one (a batch it completes is answered
+        // after this line).
+        if let Some(batch) = self.forget(&raw_id)
+            && let Some(line) = self.settle(batch)
+        {
+            self.settled.push(line);
+        }
         let params = replace_member(&params, "requestId", &Value::String(surrogate).to_string());
         params.and_then(|params| replace_member(text, "params", &params)).unwrap_or_else(|| text.to_owned())
     }
 
-    /// Drop the route of the request whose raw id is `raw_id` (answered, refused or cancelled).
-    fn forget(&mut self, raw_id: &str) {
-        let Some(surrogate) = self.surrogates.remove(raw_id) else { return };
-        if let Some(route) = self.routes.remove(&surrogate)
-            && let Some(open) = route.batch.and_then(|b| self.batches.get_mut(&b))
-        {
+    /// Drop the route of the request whose raw id is `raw_id` (refused or cancelled: no answer will come from
+    /// rmcp); returns its batch, which the caller settles when it is done with it.
+    fn forget(&mut self, raw_id: &str) -> Option<u64> {
+        let surrogate = self.surrogates.remove(raw_id)?;
+        let batch = self.routes.remove(&surrogate)?.batch?;
+        if let Some(open) = self.batches.get_mut(&batch) {
             open.waiting = open.waiting.saturating_sub(1);
         }
+        Some(batch)
     }
 
     /// Decide what to do with one line from rmcp (without its newline): `None` holds it back (an answer that
@@ -917,7 +934,7 @@ mod tests {
     #[test]
     fn batches_are_answered_as_arrays_under_2025_03_26() {
         let mut filter = ready("2025-03-26");
-        let batch = r#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","method":"notifications/x"},{"jsonrpc":"2.0","id":"b","method":"ping"},{"jsonrpc":"2.0","id":3,"method":"tools/call","params":7},5]"#;
+        let batch = r#"[{"jsonrpc":"2.0","id":0,"method":"tools/call","params":"bad"},{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","method":"notifications/x"},{"jsonrpc":"2.0","id":"b","method":"ping"},{"jsonrpc":"2.0","id":3,"method":"tools/call","params":7},5]"#;
         let actions = filter.input(batch.as_bytes());
         let forwarded: Vec<Value> = actions
             .iter()
@@ -933,8 +950,8 @@ mod tests {
         let done = filter.output(answer(&forwarded[0]).as_bytes()).unwrap();
         let done: Vec<Value> = serde_json::from_slice(&done).unwrap();
         let ids: Vec<Value> = done.iter().map(|r| r["id"].clone()).collect();
-        assert_eq!(done.len(), 4, "{done:?}");
-        for id in [json!(1), json!("b"), json!(3), Value::Null] {
+        assert_eq!(done.len(), 5, "{done:?}");
+        for id in [json!(0), json!(1), json!("b"), json!(3), Value::Null] {
             assert!(ids.contains(&id), "{id} missing from {ids:?}");
         }
         // Notifications only: no answer at all. Empty: invalid request.
@@ -947,6 +964,30 @@ mod tests {
         let r = filter.input(br#"[{"jsonrpc":"2.0","id":9,"method":"initialize","params":{}}]"#);
         let Action::Reply(text) = &r[0] else { panic!("{r:?}") };
         assert!(text.contains("must not be part of a batch"), "{text}");
+    }
+
+    #[test]
+    fn a_cancelled_request_does_not_hold_its_batch_back() {
+        let mut filter = ready("2025-03-26");
+        let actions = filter.input(
+            br#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x"}}]"#,
+        );
+        let sent: Vec<Value> = actions
+            .iter()
+            .map(|a| match a {
+                Action::Forward(text) => serde_json::from_str(text).unwrap(),
+                Action::Reply(text) => panic!("{text}"),
+            })
+            .collect();
+        let first = format!(r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#, sent[0]["id"]);
+        assert_eq!(filter.output(first.as_bytes()), None);
+        let actions =
+            filter.input(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#);
+        let [Action::Forward(cancel), Action::Reply(answer)] = &actions[..] else { panic!("{actions:?}") };
+        assert!(cancel.contains(sent[1]["id"].as_str().unwrap()), "{cancel}");
+        let answer: Vec<Value> = serde_json::from_str(answer).unwrap();
+        assert_eq!(answer, vec![json!({ "jsonrpc": "2.0", "id": 1, "result": {} })]);
+        assert!(filter.batches.is_empty() && filter.routes.is_empty());
     }
 
     #[test]
