@@ -376,6 +376,49 @@ async fn input_of_a_dropped_call_is_not_overtaken_by_later_input() {
     assert!(seen.contains("2000"), "every line, then EOF: {}", &seen[seen.len().saturating_sub(300)..]);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_waiting_for_a_process_that_never_reads_is_bounded() {
+    // Each write a program does not read goes on in the background; without a bound, a caller writing to a
+    // program that never reads made the server hold every byte.
+    let (engine, _events) = setup();
+    let go = std::env::temp_dir().join(format!("uexec-input-backlog-{}", std::process::id()));
+    let _ = std::fs::remove_file(&go);
+    // Raw mode without echo: the kernel buffers a bounded amount of input (well under 1 MiB), then the writer
+    // waits. The program reads nothing until `go` exists.
+    let script = format!(
+        "stty raw -echo; echo READY; while [ ! -e {go} ]; do sleep 0.05; done; cat >/dev/null",
+        go = go.display()
+    );
+    let open = engine.exec_command(cmd(&script, true, 250)).await.unwrap();
+    let id = open.session_id.unwrap_or_else(|| panic!("{open:?}"));
+    if !open.output.contains("READY") {
+        let seen = write_until(&engine, id, "", "READY", Duration::from_secs(30)).await;
+        assert!(seen.contains("READY"), "{seen}");
+    }
+    let limit = 1024 * 1024;
+    let first = engine.write_stdin(write(id, &"y".repeat(limit), 250)).await.unwrap();
+    assert_eq!(first.session_id, Some(id), "{first:?}");
+    let refused = engine.write_stdin(write(id, "z", 250)).await.unwrap_err();
+    assert_eq!(refused, ExecError::InputBacklogFull { waiting: limit, limit });
+    assert!(refused.to_string().contains("nothing was written"), "{refused}");
+    // Once the program reads, the input waiting drains and writes are taken again.
+    std::fs::write(&go, b"").unwrap();
+    let start = Instant::now();
+    loop {
+        match engine.write_stdin(write(id, "z", 250)).await {
+            Ok(response) => {
+                assert_eq!(response.session_id, Some(id), "{response:?}");
+                break;
+            }
+            Err(ExecError::InputBacklogFull { .. }) if start.elapsed() < Duration::from_secs(60) => {}
+            Err(error) => panic!("{error}"),
+        }
+    }
+    std::fs::remove_file(&go).unwrap();
+    let closed = engine.close_session(id).await.unwrap();
+    assert!(closed.exit_code.is_some(), "{closed:?}");
+}
+
 /// Pids whose command line is exactly `argv`.
 fn processes_running(argv: &[&str]) -> Vec<i32> {
     let wanted: Vec<u8> = argv.iter().flat_map(|arg| arg.bytes().chain([0])).collect();

@@ -40,10 +40,17 @@ pub fn with_sandbox_vars(
     env
 }
 
-/// Name fragments (matched case-insensitively) of variables dropped when `exclude_secrets` is on: the reference's
-/// `KEY`, `SECRET`, `TOKEN`, plus the password and credential names they miss (`DB_PASSWORD`, `PGPASSWORD`,
-/// `AWS_SHARED_CREDENTIALS_FILE`).
-pub const SECRET_NAME_PATTERNS: [&str; 6] = ["KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL"];
+/// Name fragments (matched case-insensitively, anywhere in the name) of variables dropped when `exclude_secrets`
+/// is on, which is the default: the reference's `KEY` (so `*_KEY`, `*_API_KEY`, `*_PRIVATE_KEY`), `SECRET` and
+/// `TOKEN`, plus the password and credential names they miss (`DB_PASSWORD`, `PGPASSWORD`, `GPG_PASSPHRASE`,
+/// `AWS_SHARED_CREDENTIALS_FILE`, `*_COOKIE`). A variable a command needs on purpose is named in
+/// [`EnvPolicy::pass_through`].
+pub const SECRET_NAME_PATTERNS: [&str; 8] =
+    ["KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "COOKIE"];
+
+/// Name endings (matched case-insensitively) of variables dropped with [`SECRET_NAME_PATTERNS`]: names too
+/// short to match anywhere without hitting `PATH` or `OLDPWD` (`GITHUB_PAT`, `MYSQL_PWD`, `NPM_AUTH`).
+pub const SECRET_NAME_SUFFIXES: [&str; 3] = ["_PAT", "_PWD", "_AUTH"];
 
 /// Which variables of the server's environment a command inherits.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -59,21 +66,40 @@ pub enum EnvInherit {
 }
 
 /// How a command's environment is built.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+///
+/// The default inherits every variable except those whose names look like secrets ([`is_secret_name`]): agents
+/// run in environments full of keys, and a command (or a program a repository names) must not read them unless
+/// a person passed them through by name ([`EnvPolicy::pass_through`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
 pub struct EnvPolicy {
     /// Which inherited variables are kept.
     pub inherit: EnvInherit,
-    /// Drop inherited variables whose names contain `KEY`, `SECRET` or `TOKEN` (any case).
+    /// Drop inherited variables whose names look like secrets ([`SECRET_NAME_PATTERNS`]). Default: true.
     pub exclude_secrets: bool,
+    /// Inherited variables kept even though their names look like secrets (exact names). They are still subject
+    /// to `inherit`.
+    pub pass_through: Vec<String>,
     /// Variables set explicitly (after inheritance, before the forced ones).
     pub set: Vec<(String, String)>,
+}
+
+impl Default for EnvPolicy {
+    fn default() -> Self {
+        EnvPolicy {
+            inherit: EnvInherit::All,
+            exclude_secrets: true,
+            pass_through: Vec::new(),
+            set: Vec::new(),
+        }
+    }
 }
 
 /// True when `name` looks like it holds a secret.
 pub fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     SECRET_NAME_PATTERNS.iter().any(|pattern| upper.contains(pattern))
+        || SECRET_NAME_SUFFIXES.iter().any(|suffix| upper.ends_with(suffix))
 }
 
 /// The environment of a command: `inherited` filtered by `policy`, then `policy.set`, then [`FORCED_ENV`]; later
@@ -110,7 +136,10 @@ fn policy_env(
             EnvInherit::None => false,
             EnvInherit::Only(names) => names.iter().any(|n| *n == name_text),
         };
-        if inherit && !(policy.exclude_secrets && is_secret_name(&name_text)) {
+        let dropped = policy.exclude_secrets
+            && is_secret_name(&name_text)
+            && !policy.pass_through.iter().any(|n| *n == name_text);
+        if inherit && !dropped {
             env.insert(name, value);
         }
     }
@@ -147,7 +176,8 @@ mod tests {
 
     #[test]
     fn inherit_all_then_forced_vars_override() {
-        let env = build_env(vars(&INHERITED), &EnvPolicy::default());
+        let everything = EnvPolicy { exclude_secrets: false, ..EnvPolicy::default() };
+        let env = build_env(vars(&INHERITED), &everything);
         assert_eq!(get(&env, "PATH").unwrap(), "/usr/bin");
         assert_eq!(get(&env, "OPENAI_API_KEY").unwrap(), "sk-1");
         assert_eq!(get(&env, "TERM").unwrap(), "dumb");
@@ -158,6 +188,49 @@ mod tests {
         sorted.sort();
         sorted.dedup();
         assert_eq!(names(&env), sorted);
+    }
+
+    /// Issue 10, class 6: secrets of the server's environment stay out of commands by default.
+    #[test]
+    fn secrets_are_dropped_by_default() {
+        let policy = EnvPolicy::default();
+        assert!(policy.exclude_secrets);
+        let inherited = vars(&[
+            ("FOO_API_KEY", "a"),
+            ("AWS_SECRET_ACCESS_KEY", "b"),
+            ("AWS_SESSION_TOKEN", "c"),
+            ("GITHUB_TOKEN", "d"),
+            ("SSH_PRIVATE_KEY", "e"),
+            ("DB_PASSWORD", "f"),
+            ("GPG_PASSPHRASE", "g"),
+            ("GOOGLE_APPLICATION_CREDENTIALS", "h"),
+            ("SESSION_COOKIE", "i"),
+            ("client_secret", "j"),
+            ("HOME", "/h"),
+            ("PATH", "/bin"),
+        ]);
+        for env in [build_env(inherited.clone(), &policy), filter_env(inherited.clone(), &policy)] {
+            assert_eq!(names(&env).iter().filter(|n| ["HOME", "PATH"].contains(&n.as_str())).count(), 2);
+            for (name, _) in &inherited {
+                let name = name.to_string_lossy();
+                assert_eq!(get(&env, &name).is_some(), name == "HOME" || name == "PATH", "{name}");
+            }
+        }
+        let from_json: EnvPolicy = serde_json::from_str("{}").unwrap();
+        assert!(from_json.exclude_secrets, "an [env] section that does not say keeps the default");
+    }
+
+    #[test]
+    fn pass_through_keeps_named_secrets_only() {
+        let policy = EnvPolicy { pass_through: vec!["GH_TOKEN".into()], ..EnvPolicy::default() };
+        let env = build_env(vars(&[("GH_TOKEN", "t"), ("gh_token", "u"), ("NPM_TOKEN", "n")]), &policy);
+        assert_eq!(get(&env, "GH_TOKEN").unwrap(), "t");
+        assert!(get(&env, "gh_token").is_none() && get(&env, "NPM_TOKEN").is_none());
+        let only = EnvPolicy { inherit: EnvInherit::Only(vec!["HOME".into()]), ..policy };
+        assert!(
+            get(&build_env(vars(&[("GH_TOKEN", "t")]), &only), "GH_TOKEN").is_none(),
+            "inherit still applies"
+        );
     }
 
     #[test]
@@ -174,6 +247,11 @@ mod tests {
                 && is_secret_name("GOOGLE_CREDENTIALS")
         );
         assert!(!is_secret_name("PATH"));
+        assert!(is_secret_name("GITHUB_PAT") && is_secret_name("mysql_pwd") && is_secret_name("NPM_AUTH"));
+        for plain in ["PWD", "OLDPWD", "XDG_DATA_DIRS", "GIT_AUTHOR_NAME", "SSH_AUTH_SOCK", "PATHEXT", "HOME"]
+        {
+            assert!(!is_secret_name(plain), "{plain}");
+        }
     }
 
     #[test]

@@ -23,8 +23,10 @@ use uexec_domain::ids::chunk_id;
 use uexec_domain::limits::{
     EARLY_EXIT_GRACE_MS, MAX_ARG_STRLEN, clamp_exec_yield, clamp_write_yield, resolve_max_output_tokens,
 };
+use uexec_domain::protection::{Protection, ProtectionStatus};
 use uexec_domain::response::session_count_warning;
 use uexec_domain::rules::{PrefixRule, RuleDecision, session_prefix_offer};
+use uexec_domain::startup::{GUARDED_DETAIL, guard_env};
 use uexec_domain::truncate::truncate_output_with_dropped;
 use uexec_domain::{
     ApprovalPolicy, EscapeReason, ProtectionReport, ReviewDecision, SandboxPermissions, SandboxPolicy,
@@ -41,6 +43,7 @@ use crate::config::{EngineConfig, EngineDeps};
 use crate::error::ExecError;
 use crate::session::{Session, SessionSpec};
 use crate::store::Store;
+use crate::trust::decide_shell_start;
 
 /// The unified exec engine. Cheap to clone (all clones share one engine); `Send + Sync`.
 #[derive(Debug, Clone)]
@@ -413,13 +416,22 @@ impl Inner {
         &self,
         spec: &SessionSpec,
         spawn: SpawnRequest,
-        report: ProtectionReport,
+        mut report: ProtectionReport,
     ) -> Result<Arc<Session>, ExecError> {
+        if spec.startup_guarded {
+            report.protections.push(Protection {
+                name: "login_startup_files".to_owned(),
+                status: ProtectionStatus::Enforced,
+                detail: GUARDED_DETAIL.to_owned(),
+            });
+        }
+        let argv = spawn.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
         let process = self.deps.spawner.spawn(spawn).map_err(ExecError::Spawn)?;
         self.deps.events.emit(ExecEvent::Begin {
             call_id: spec.call_id.clone(),
             session_id: spec.id,
             command: spec.command.clone(),
+            argv,
             cwd: spec.cwd.clone(),
             tty: spec.tty,
             protections: report.clone(),
@@ -450,7 +462,15 @@ impl Inner {
             .clone()
             .filter(|s| !s.trim().is_empty())
             .unwrap_or_else(|| self.config.default_shell.clone());
-        let flag = if req.login.unwrap_or(true) { "-lc" } else { "-c" };
+        // A login shell reads startup files a sandboxed command may have written: see uexec_domain::startup.
+        let login_requested = req.login.unwrap_or(true);
+        let env = build_env(self.config.base_env.iter().cloned(), &self.config.env_policy);
+        let requested =
+            [shell.clone(), if login_requested { "-lc" } else { "-c" }.to_owned(), req.cmd.clone()];
+        let start =
+            decide_shell_start(&self.config, &requested, login_requested, req.sandbox_permissions, &env);
+        let env = if start.guarded { guard_env(env, &shell) } else { env };
+        let flag = if start.login { "-lc" } else { "-c" };
         let argv = vec![shell, flag.to_owned(), req.cmd.clone()];
         let call_id = req.call_id.clone().unwrap_or_else(|| self.new_call_id());
         let limits = &self.config.limits;
@@ -480,7 +500,7 @@ impl Inner {
         let base = SpawnRequest {
             argv: argv.iter().map(OsString::from).collect(),
             cwd: cwd.clone(),
-            env: build_env(self.config.base_env.iter().cloned(), &self.config.env_policy),
+            env,
             mode: if req.tty { IoMode::Pty(PtySize::default()) } else { IoMode::Pipes },
             setup: Vec::new(),
         };
@@ -492,6 +512,8 @@ impl Inner {
             cwd,
             tty: req.tty,
             buffer_bytes: limits.output_buffer_bytes,
+            startup_guarded: start.guarded,
+            input_backlog_bytes: limits.max_write_bytes,
         };
         let (spawn, report) = self.place(placement, base.clone())?;
         let mut session = self.start_attempt(&spec, spawn, report)?;
@@ -586,7 +608,7 @@ impl Inner {
         if !req.chars.is_empty() {
             if session.spec.tty {
                 // A process that does not read its terminal must not hold this call past its window.
-                match session.write_input(req.chars.as_bytes().to_vec(), deadline).await {
+                match session.write_input(req.chars.as_bytes().to_vec(), deadline).await? {
                     None | Some(Ok(()) | Err(ProcessError::Exited)) => {}
                     Some(Err(ProcessError::StdinClosed)) => return Err(ExecError::StdinClosed),
                     Some(Err(err)) => return Err(ExecError::WriteFailed(err.to_string())),

@@ -23,6 +23,18 @@ pub enum ExecError {
     /// An argument is unusable (too large, a NUL byte, ...); the text says which and why.
     #[error("invalid input: {0}")]
     InvalidInput(String),
+    /// Earlier input still waits for the process to read it, and this input would take the waiting input past
+    /// its limit: nothing of it was written.
+    #[error(
+        "the process has not read {waiting} bytes of earlier input yet, and at most {limit} bytes may wait for \
+         it; nothing was written: poll with empty chars until it reads, or close the session"
+    )]
+    InputBacklogFull {
+        /// Bytes of earlier input still waiting.
+        waiting: usize,
+        /// The most that may wait.
+        limit: usize,
+    },
     /// A person denied (or aborted) the command.
     #[error("rejected by user")]
     Rejected,

@@ -25,8 +25,10 @@ mod collect;
 mod config;
 mod engine;
 mod error;
+mod screen;
 mod session;
 mod store;
+mod trust;
 mod utf8;
 
 pub use api::{ExecCommandRequest, ExecResponse, SessionState, SessionSummary, WriteStdinRequest};
@@ -34,3 +36,4 @@ pub use collect::{MAX_INPUT_POLL_INTERVAL, MIN_INPUT_POLL_INTERVAL, QUIET_SETTLE
 pub use config::{EngineConfig, EngineDeps};
 pub use engine::Engine;
 pub use error::ExecError;
+pub use trust::{InWritableRoot, lookup_locations, writable_root_holding};

@@ -20,11 +20,12 @@
 //! Who touches the buffers when: the reader appends (under the session's short `std` mutex, never held across
 //! an await); the call that holds the session's call lock takes the pending output ("output since the previous
 //! call"); the transcript (for `End`) is only appended to and read once. Waiters are woken through a
-//! `tokio::sync::watch` counter bumped on every change.
+//! `tokio::sync::watch` counter bumped on every change. The reader also feeds the screen (PTY sessions; see
+//! `screen` for why its memory is bounded). Input the process has not taken in yet waits in background writes,
+//! at most `SessionSpec::input_backlog_bytes` of it; every buffer of a session has a fixed cap.
 
-use std::num::NonZeroU16;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Poll;
 use std::time::Duration;
@@ -32,15 +33,29 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use uexec_domain::buffer::{Dropped, HeadTailBuffer};
-use uexec_domain::limits::{MAX_OUTPUT_DELTA_BYTES, POST_EXIT_CLOSE_WAIT_MS, PTY_COLS, PTY_ROWS};
+use uexec_domain::limits::{MAX_OUTPUT_DELTA_BYTES, POST_EXIT_CLOSE_WAIT_MS};
 use uexec_domain::{ExitStatus, ProtectionReport, SessionId};
 use uexec_ports::{EventSink, ExecEvent, OutputStream, ProcessControl, ProcessError, SpawnedProcess};
 
 use crate::api::SessionState;
+use crate::error::ExecError;
+use crate::screen::Screen;
 use crate::utf8::DeltaSplitter;
 
 /// A background write of input (see [`Session::write_input`]).
 type InputWrite = tokio::task::JoinHandle<Result<(), ProcessError>>;
+
+/// Takes a write's bytes off the input backlog when the write ends.
+struct BacklogRelease {
+    backlog: Arc<AtomicUsize>,
+    len: usize,
+}
+
+impl Drop for BacklogRelease {
+    fn drop(&mut self) {
+        self.backlog.fetch_sub(self.len, Ordering::SeqCst);
+    }
+}
 
 /// The exit code reported when a process's status is unknown.
 pub(crate) const UNKNOWN_EXIT_CODE: i32 = -1;
@@ -55,6 +70,10 @@ pub(crate) struct SessionSpec {
     pub(crate) cwd: PathBuf,
     pub(crate) tty: bool,
     pub(crate) buffer_bytes: usize,
+    /// The shell starts without login because its startup files lie in a writable root (`uexec_domain::startup`).
+    pub(crate) startup_guarded: bool,
+    /// Most bytes of input that may wait for the process to read them (see [`Session::write_input`]).
+    pub(crate) input_backlog_bytes: usize,
 }
 
 /// Mutable state shared by the reader, the waiter and the calls.
@@ -101,11 +120,14 @@ pub(crate) struct Session {
     /// Input of an earlier `write_stdin` that the process had not taken in by the end of that call's window:
     /// it goes on being written in the background, and later input is written after it.
     input_in_flight: Mutex<Option<InputWrite>>,
+    /// Bytes of input handed to the writer and not yet taken in (or given up on): at most
+    /// `spec.input_backlog_bytes`, so a process that never reads cannot make the server hold input without end.
+    input_backlog: Arc<AtomicUsize>,
     events: Arc<dyn EventSink>,
     /// The rendered terminal (PTY sessions only). Its own lock: parsing a chunk can take milliseconds (a
     /// program printing at full speed scrolls the screen thousands of times per chunk), and under `shared`
     /// that held off every call waiting for a snapshot, past its window.
-    screen: Option<Mutex<vt100::Parser>>,
+    screen: Option<Mutex<Screen>>,
     shared: Mutex<Shared>,
     changed: watch::Sender<u64>,
     end_emitted: AtomicBool,
@@ -130,7 +152,7 @@ impl Session {
         events: Arc<dyn EventSink>,
     ) -> Arc<Session> {
         let now = Instant::now();
-        let screen = if spec.tty { new_screen().map(Mutex::new) } else { None };
+        let screen = if spec.tty { Screen::new().map(Mutex::new) } else { None };
         let shared = Shared {
             pending: HeadTailBuffer::new(spec.buffer_bytes),
             transcript: HeadTailBuffer::new(spec.buffer_bytes),
@@ -149,6 +171,7 @@ impl Session {
             started: now,
             call_lock: Arc::new(tokio::sync::Mutex::new(())),
             input_in_flight: Mutex::new(None),
+            input_backlog: Arc::new(AtomicUsize::new(0)),
             events,
             screen,
             shared: Mutex::new(shared),
@@ -162,31 +185,42 @@ impl Session {
     }
 
     /// Write `bytes` to the process's input, after any input still in flight, waiting at most until `deadline`.
-    /// `None` when the process has not taken all of it in by then (it does not read, or reads slowly): the
+    /// `Ok(None)` when the process has not taken all of it in by then (it does not read, or reads slowly): the
     /// write goes on in the background instead of holding the call (and the session) until the process
-    /// reads or exits.
+    /// reads or exits. [`ExecError::InputBacklogFull`] (nothing written) when the input still waiting plus
+    /// `bytes` would exceed `spec.input_backlog_bytes`.
     pub(crate) async fn write_input(
         &self,
         bytes: Vec<u8>,
         deadline: Instant,
-    ) -> Option<Result<(), ProcessError>> {
+    ) -> Result<Option<Result<(), ProcessError>>, ExecError> {
+        let len = bytes.len();
+        let limit = self.spec.input_backlog_bytes;
+        self.input_backlog
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |waiting| {
+                waiting.checked_add(len).filter(|total| *total <= limit)
+            })
+            .map_err(|waiting| ExecError::InputBacklogFull { waiting, limit })?;
         let earlier = self.input_in_flight.lock().unwrap_or_else(PoisonError::into_inner).take();
         let control = Arc::clone(&self.control);
+        let backlog = Arc::clone(&self.input_backlog);
         let mut write = tokio::spawn(async move {
+            // Counted down however the write ends (done, failed, or the task dropped at shutdown).
+            let _done = BacklogRelease { backlog, len };
             if let Some(earlier) = earlier {
                 // Its outcome was nobody's to report any more; only the order matters.
                 let _ = earlier.await;
             }
             control.write(&bytes).await
         });
-        match tokio::time::timeout_at(deadline, &mut write).await {
+        Ok(match tokio::time::timeout_at(deadline, &mut write).await {
             Ok(Ok(result)) => Some(result),
             Ok(Err(join)) => Some(Err(ProcessError::Os(format!("the input writer failed: {join}")))),
             Err(_elapsed) => {
                 *self.input_in_flight.lock().unwrap_or_else(PoisonError::into_inner) = Some(write);
                 None
             }
-        }
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, Shared> {
@@ -312,7 +346,7 @@ impl Session {
     /// The rendered screen (PTY sessions), spec B5.
     pub(crate) fn screen_contents(&self) -> Option<String> {
         let screen = self.screen.as_ref()?;
-        Some(screen.lock().unwrap_or_else(PoisonError::into_inner).screen().contents())
+        Some(screen.lock().unwrap_or_else(PoisonError::into_inner).contents())
     }
 
     /// Mark the session as taken out of the store; returns false if it already was.
@@ -384,13 +418,6 @@ impl Session {
         self.finish();
         self.snapshot().exit_code.unwrap_or(UNKNOWN_EXIT_CODE)
     }
-}
-
-/// A 24x80 screen without scrollback (spec B5).
-fn new_screen() -> Option<vt100::Parser> {
-    let rows = NonZeroU16::new(PTY_ROWS)?;
-    let cols = NonZeroU16::new(PTY_COLS)?;
-    Some(vt100::Parser::new(rows, cols, 0))
 }
 
 /// The reader task: output chunks into the buffers, the screen and `OutputDelta` events.

@@ -1448,3 +1448,185 @@ async fn a_workdir_is_where_the_command_starts_and_the_workspace_stays_the_writa
     let response = engine.exec_command(request).await.unwrap();
     assert_eq!(response.exit_code, Some(0));
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Issue 10, class 7b: login-shell startup files a sandboxed command could have written
+// ---------------------------------------------------------------------------------------------------------------
+
+/// A config (workspace: the temporary directory) whose commands get `env`.
+fn config_with_env(approval: ApprovalPolicy, sandbox: SandboxPolicy, env: &[(&str, &str)]) -> EngineConfig {
+    let mut cfg = config(approval, sandbox);
+    cfg.base_env = env.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect();
+    cfg
+}
+
+/// HOME inside a writable root (/tmp): the startup files are writable by sandboxed commands.
+const HOME_IN_TMP: [(&str, &str); 3] =
+    [("HOME", "/tmp/uexec-no-such-home"), ("BASH_ENV", "/etc/b"), ("ENV", "/etc/e")];
+/// HOME outside every writable root.
+const HOME_OUTSIDE: [(&str, &str); 1] = [("HOME", "/nonexistent/home")];
+
+fn flag(request: &SpawnRequest) -> String {
+    request.argv[1].to_string_lossy().into_owned()
+}
+
+fn has_var(request: &SpawnRequest, name: &str) -> bool {
+    request.env.iter().any(|(k, _)| k == name)
+}
+
+fn startup_note(report: &ProtectionReport) -> bool {
+    report
+        .protections
+        .iter()
+        .any(|p| p.name == "login_startup_files" && p.status == ProtectionStatus::Enforced)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_approved_escalation_does_not_source_writable_startup_files() {
+    for (env, guarded) in [(&HOME_IN_TMP[..], true), (&HOME_OUTSIDE[..], false)] {
+        let events = Events::default();
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let record = Arc::new(Spawned::default());
+        let engine = engine(
+            config_with_env(ApprovalPolicy::OnRequest, SANDBOXED(), env),
+            spawner(vec![Script::exits("ok\n", 0)], Arc::clone(&record)),
+            sandbox_never(),
+            approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
+            Arc::clone(&events),
+        );
+        let request = ExecCommandRequest {
+            sandbox_permissions: SandboxPermissions::RequireEscalated,
+            justification: Some("deploy".into()),
+            ..exec("make deploy")
+        };
+        let response = engine.exec_command(request).await.unwrap();
+        let spawned = record.requests.lock().unwrap()[0].clone();
+        let expected = if guarded { "-c" } else { "-lc" };
+        assert_eq!(flag(&spawned), expected, "{env:?}");
+        // The person was asked about the argv that runs.
+        assert_eq!(asked.lock().unwrap()[0].command[1], expected);
+        for name in ["BASH_ENV", "ENV"] {
+            assert_eq!(has_var(&spawned, name), !guarded && env.iter().any(|(k, _)| *k == name), "{name}");
+        }
+        assert_eq!(startup_note(&response.protections.unwrap()), guarded);
+        assert_eq!(startup_note(&begins(&events)[0]), guarded);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_known_safe_command_under_untrusted_does_not_source_writable_startup_files() {
+    for (env, expected) in [(&HOME_IN_TMP[..], "-c"), (&HOME_OUTSIDE[..], "-c")] {
+        // Under untrusted a denied command may be retried outside the sandbox: with writable startup files,
+        // no command starts a login shell; with trusted ones, every command does.
+        let expected = if env == &HOME_OUTSIDE[..] { "-lc" } else { expected };
+        let record = Arc::new(Spawned::default());
+        let engine = engine(
+            config_with_env(ApprovalPolicy::Untrusted, SANDBOXED(), env),
+            spawner(vec![Script::exits("a\n", 0)], Arc::clone(&record)),
+            sandbox_ok(Arc::default()),
+            approver_never(),
+            Events::default(),
+        );
+        engine.exec_command(exec("ls")).await.unwrap();
+        assert_eq!(flag(&record.requests.lock().unwrap()[0]), expected, "{env:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn startup_guard_covers_full_access_retries_bash_env_and_zsh_but_not_plain_sandboxed_runs() {
+    // danger-full-access: every command runs unsandboxed.
+    let record = Arc::new(Spawned::default());
+    let cfg = config_with_env(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess, &HOME_IN_TMP);
+    engine_with_record(cfg, &record).exec_command(exec("make")).await.unwrap();
+    assert_eq!(flag(&record.requests.lock().unwrap()[0]), "-c");
+
+    // A retry after a denial (on-failure) runs the same non-login argv on both attempts.
+    let record = Arc::new(Spawned::default());
+    let retrying = engine(
+        config_with_env(ApprovalPolicy::OnFailure, SANDBOXED(), &HOME_IN_TMP),
+        spawner(vec![denial(), Script::exits("written\n", 0)], Arc::clone(&record)),
+        sandbox_ok(Arc::default()),
+        approver(ReviewDecision::Approved, 1, Arc::default()),
+        Events::default(),
+    );
+    retrying.exec_command(exec("echo x > /etc/x")).await.unwrap();
+    let requests = record.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2);
+    assert!(requests.iter().all(|r| flag(r) == "-c" && !has_var(r, "BASH_ENV")));
+
+    // HOME outside, but BASH_ENV names a file in /tmp: guarded too.
+    let record = Arc::new(Spawned::default());
+    let env = [("HOME", "/nonexistent/home"), ("BASH_ENV", "/tmp/planted-bash-env")];
+    let cfg = config_with_env(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess, &env);
+    engine_with_record(cfg, &record).exec_command(exec("make")).await.unwrap();
+    let spawned = record.requests.lock().unwrap()[0].clone();
+    assert!(flag(&spawned) == "-c" && !has_var(&spawned, "BASH_ENV"));
+
+    // zsh reads $ZDOTDIR/.zshenv even without login: ZDOTDIR points at /dev/null.
+    let record = Arc::new(Spawned::default());
+    let env = [("HOME", "/nonexistent/home"), ("ZDOTDIR", "/tmp/planted-zdotdir")];
+    let cfg = config_with_env(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess, &env);
+    let request = ExecCommandRequest { shell: Some("/bin/zsh".into()), ..exec("make") };
+    engine_with_record(cfg, &record).exec_command(request).await.unwrap();
+    let spawned = record.requests.lock().unwrap()[0].clone();
+    assert_eq!(flag(&spawned), "-c");
+    assert!(spawned.env.iter().any(|(k, v)| k == "ZDOTDIR" && v == "/dev/null"), "{:?}", spawned.env);
+
+    // The twin: a sandboxed command under on-request that never leaves the sandbox keeps its login shell.
+    let record = Arc::new(Spawned::default());
+    let sandboxed = engine(
+        config_with_env(ApprovalPolicy::OnRequest, SANDBOXED(), &HOME_IN_TMP),
+        spawner(vec![Script::exits("", 0)], Arc::clone(&record)),
+        sandbox_ok(Arc::default()),
+        approver_never(),
+        Events::default(),
+    );
+    sandboxed.exec_command(exec("make")).await.unwrap();
+    assert_eq!(flag(&record.requests.lock().unwrap()[0]), "-lc");
+}
+
+fn engine_with_record(cfg: EngineConfig, record: &Arc<Spawned>) -> Engine {
+    engine(
+        cfg,
+        spawner(vec![Script::exits("", 0)], Arc::clone(record)),
+        sandbox_never(),
+        approver_never(),
+        Events::default(),
+    )
+}
+
+/// Issue 10, class 1: the Begin event (and so the audit log) carries the exact argv that was executed,
+/// including the sandbox's wrapper, next to the command as approved.
+#[tokio::test(start_paused = true)]
+async fn begin_records_the_exact_argv_that_ran() {
+    let events = Events::default();
+    let mut sandbox = MockSandbox::new();
+    sandbox.expect_kind().return_const(SandboxKind::MacosSeatbelt);
+    sandbox.expect_prepare().returning(|request| {
+        let mut spawn = request.spawn;
+        let mut argv: Vec<OsString> = vec!["/usr/bin/sandbox-exec".into(), "-p".into(), "(profile)".into()];
+        argv.append(&mut spawn.argv);
+        spawn.argv = argv;
+        Ok(SandboxedSpawn { spawn, report: sandbox_report() })
+    });
+    let engine = engine(
+        config_with_env(ApprovalPolicy::OnRequest, SANDBOXED(), &HOME_OUTSIDE),
+        spawner(vec![Script::exits("", 0)], Arc::default()),
+        sandbox,
+        approver_never(),
+        Arc::clone(&events),
+    );
+    let request = ExecCommandRequest { shell: Some("/bin/bash".into()), ..exec("ls\nrm x") };
+    engine.exec_command(request).await.unwrap();
+    let (command, argv) = events
+        .lock()
+        .unwrap()
+        .iter()
+        .find_map(|e| match e {
+            ExecEvent::Begin { command, argv, .. } => Some((command.clone(), argv.clone())),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(command, vec!["/bin/bash", "-lc", "ls\nrm x"]);
+    assert_eq!(argv, vec!["/usr/bin/sandbox-exec", "-p", "(profile)", "/bin/bash", "-lc", "ls\nrm x"]);
+}

@@ -20,8 +20,11 @@ pub enum ExecEvent {
         call_id: String,
         /// The session id (also for commands that exit within the first window).
         session_id: SessionId,
-        /// The argv that ran.
+        /// The command as asked for and approved: `[shell, "-lc" | "-c", script]`, or the argv of `uexec run`.
         command: Vec<String>,
+        /// The exact argv that was executed: `command` as placed (the sandbox's wrapper, when it has one, in
+        /// front). Non-UTF-8 bytes are replaced (U+FFFD).
+        argv: Vec<String>,
         /// Its working directory.
         cwd: PathBuf,
         /// Whether it runs in a PTY.

@@ -25,6 +25,19 @@
 //!    started with `std::process` before its `wait`. In this mode an escaped descendant survives a SIGKILL
 //!    of the host ([`Containment::Subreaper`] says so).
 //!
+//! Who may reap a session leader, in every mode:
+//!
+//! 1. A leader is reaped only by a holder of its [`StatusSlot`]'s lock, which records the status in the slot
+//!    before letting go: its session's control (its waiter, `kill_tree`, the sweep after a drop) or the reaper
+//!    thread. So the first to reap it hands the status to everyone else, and nobody finds it "reaped by someone
+//!    else".
+//! 2. Everything that relies on the leader's pid still naming the leader (signalling its process group,
+//!    scanning for its group, session and descendants) holds the same lock and checks that the slot is empty:
+//!    the leader cannot be reaped in the middle, so its pid, group id and session id cannot be recycled for
+//!    another process (another session's leader) that the scan would then kill and reap.
+//! 3. Live leaders are registered in a table by pid; reaping "adopted" processes after a kill (orphans that
+//!    re-parented to this process) skips every registered leader, whatever the scan found.
+//!
 //! [`kill_tree`]: uexec_ports::process::ProcessControl::kill_tree
 
 use std::collections::HashMap;
@@ -121,10 +134,11 @@ static NAMESPACE_JOBS: OnceLock<Mutex<mpsc::Sender<SpawnJob>>> = OnceLock::new()
 /// True once the reaper thread runs ([`Containment::Subreaper`]).
 static REAPER_ACTIVE: AtomicBool = AtomicBool::new(false);
 
-/// The exit-status slot of a session leader, filled by whoever reaps it.
+/// The exit-status slot of a session leader, filled by whoever reaps it, under its lock (see the module
+/// documentation: the lock also keeps the leader unreaped while its pid is used).
 pub(crate) type StatusSlot = Arc<Mutex<Option<ExitStatus>>>;
 
-/// Session leaders not yet reaped, by pid: consulted by the reaper thread. Only used while it runs.
+/// Session leaders not yet reaped, by pid. Lock order: a leader's slot before this table, never the reverse.
 static LEADERS: LazyLock<Mutex<HashMap<i32, StatusSlot>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
 
 /// Bumped after every spawn, so that a reaper with no children wakes up.
@@ -181,23 +195,42 @@ fn start_reaper() -> Result<Containment, ContainError> {
     Ok(Containment::Subreaper)
 }
 
-/// The reaper thread: wait for any exited child, then reap it under the leaders lock, handing a leader's
-/// status to its session.
+/// The reaper thread: wait for any exited child, then reap it: an orphan under the leaders table's lock (so
+/// that no leader being spawned is mistaken for one), a leader under its slot's lock, handing its status to its
+/// session.
 fn reap_forever() {
     let (count, changed) = &SPAWNS;
     loop {
         let spawns_seen = *lock(count);
         match sys::wait_any_exited_nowait() {
             Ok(Some(pid)) => {
-                let mut leaders = lock(&LEADERS);
-                let reaped =
-                    rustix::process::waitid(WaitId::Pid(pid), WaitIdOptions::EXITED | WaitIdOptions::NOHANG);
-                if let Ok(Some(status)) = reaped {
-                    let raw = pid.as_raw_nonzero().get();
-                    if let Some(slot) = leaders.remove(&raw) {
-                        *lock(&slot) = Some(crate::session::exit_status(&status));
-                    } else {
-                        tracing::debug!(pid = raw, "reaped an adopted orphan");
+                let raw = pid.as_raw_nonzero().get();
+                let leaders = lock(&LEADERS);
+                match leaders.get(&raw).map(Arc::clone) {
+                    Some(slot) => {
+                        drop(leaders);
+                        // Registered leaders are reaped only by a holder of their slot's lock. It is not reaped
+                        // yet (the slot is empty), so `raw` still names it.
+                        let mut status = lock(&slot);
+                        if status.is_none()
+                            && let Ok(Some(reaped)) = rustix::process::waitid(
+                                WaitId::Pid(pid),
+                                WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
+                            )
+                        {
+                            *status = Some(crate::session::exit_status(&reaped));
+                            forget_leader(raw);
+                        }
+                    }
+                    None => {
+                        let reaped = rustix::process::waitid(
+                            WaitId::Pid(pid),
+                            WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
+                        );
+                        drop(leaders);
+                        if let Ok(Some(_)) = reaped {
+                            tracing::debug!(pid = raw, "reaped an adopted orphan");
+                        }
                     }
                 }
             }
@@ -251,13 +284,12 @@ pub(crate) struct Started {
     pub(crate) status: StatusSlot,
 }
 
-/// Start the child of `plan`, in the PID namespace when there is one, registered with the reaper when it
-/// runs.
+/// Start the child of `plan`, in the PID namespace when there is one, registered as a live leader.
 pub(crate) fn start(plan: &ChildPlan<'_>, fork: bool) -> Result<Started, SpawnFailure> {
     let status: StatusSlot = Arc::new(Mutex::new(None));
     // With the reaper running, hold the leaders lock from before the clone until the leader is registered,
     // so that the reaper never mistakes a fresh leader for an orphan.
-    let leaders = REAPER_ACTIVE.load(Ordering::Acquire).then(|| lock(&LEADERS));
+    let held = REAPER_ACTIVE.load(Ordering::Acquire).then(|| lock(&LEADERS));
     let spawned = match NAMESPACE_JOBS.get().or_else(|| spawner_thread().as_ref()) {
         Some(jobs) => {
             let jobs = lock(jobs).clone();
@@ -266,18 +298,22 @@ pub(crate) fn start(plan: &ChildPlan<'_>, fork: bool) -> Result<Started, SpawnFa
         None => sys::spawn_child(plan, fork, false),
     };
     let (pid, pidfd) = spawned?;
-    if let Some(mut leaders) = leaders {
-        leaders.insert(pid.as_raw_nonzero().get(), Arc::clone(&status));
-        drop(leaders);
-        let (count, changed) = &SPAWNS;
-        *lock(count) += 1;
-        changed.notify_all();
-    }
+    let mut leaders = held.unwrap_or_else(|| lock(&LEADERS));
+    leaders.insert(pid.as_raw_nonzero().get(), Arc::clone(&status));
+    drop(leaders);
+    let (count, changed) = &SPAWNS;
+    *lock(count) += 1;
+    changed.notify_all();
     Ok(Started { pid, pidfd, status })
 }
 
-/// While the reaper runs: the leaders lock, to be held while reaping a leader (the reaper may reap it
-/// first; then the status is already in its slot). `None` otherwise.
-pub(crate) fn reaping_lock() -> Option<MutexGuard<'static, HashMap<i32, StatusSlot>>> {
-    REAPER_ACTIVE.load(Ordering::Acquire).then(|| lock(&LEADERS))
+/// Take a reaped leader out of the table of live leaders. Called with its slot's lock held (or when nobody
+/// else can know the leader: a spawn that failed after the clone).
+pub(crate) fn forget_leader(pid: i32) {
+    lock(&LEADERS).remove(&pid);
+}
+
+/// The table of live leaders, locked: while it is held no leader is registered or forgotten.
+pub(crate) fn live_leaders() -> MutexGuard<'static, HashMap<i32, StatusSlot>> {
+    lock(&LEADERS)
 }

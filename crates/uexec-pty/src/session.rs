@@ -6,7 +6,7 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -123,17 +123,24 @@ impl PtySpawner {
         let started = contain::start(&plan, fork)
             .map_err(|failure| spawn_error(failure, &request, &prepared.program))?;
         drop(child_ends);
-        let mount_ns = tree::MountNamespace::of(started.pid.as_raw_nonzero().get());
+        // Read through the leader's pid while it cannot be reaped (the reaper thread may otherwise reap a leader
+        // that exited at once, and the pid could name another session's process by now).
+        let mount_ns = {
+            let status = lock(&started.status);
+            status.is_none().then(|| tree::MountNamespace::of(started.pid.as_raw_nonzero().get())).flatten()
+        };
 
         let pidfd = match sys::register(started.pidfd, Interest::READABLE) {
             Ok(pidfd) => pidfd,
             Err(error) => {
                 // The child runs but cannot be watched: kill and reap it, leave nothing behind.
+                let mut status = lock(&started.status);
                 let _ = rustix::process::kill_process_group(started.pid, rustix::process::Signal::KILL);
                 if let Ok(fd) = rustix::process::pidfd_open(started.pid, rustix::process::PidfdFlags::empty())
                 {
-                    sys::reap_blocking(fd.as_fd());
+                    *status = sys::reap_blocking(fd.as_fd());
                 }
+                contain::forget_leader(started.pid.as_raw_nonzero().get());
                 return Err(os_error("registering the pidfd with tokio", &error));
             }
         };
@@ -296,39 +303,42 @@ impl PtyControl {
         self.pid.as_raw_nonzero().get()
     }
 
-    fn identity(&self) -> SessionIdentity<'_> {
+    /// What identifies the session's processes. `status` is the leader's slot, locked by the caller for as long
+    /// as the identity (and the leader's pid in it) is used: the leader cannot be reaped meanwhile.
+    fn identity(&self, status: &Option<ExitStatus>) -> SessionIdentity<'_> {
         SessionIdentity {
             leader: self.raw_pid(),
-            leader_unreaped: lock(&self.status).is_none(),
+            leader_unreaped: status.is_none(),
             token_entry: self.token.environ_entry(),
             born_after: self.born_after,
             mount_ns: self.mount_ns.as_ref().map(|ns| ns.id),
         }
     }
 
-    /// Reap the leader if it has exited (non-blocking).
-    fn reap(&self) -> Result<Option<ExitStatus>, ProcessError> {
-        if let Some(status) = *lock(&self.status) {
-            return Ok(Some(status));
-        }
-        let leaders = contain::reaping_lock();
-        if let Some(status) = *lock(&self.status) {
-            return Ok(Some(status));
+    /// Reap the leader if it has exited, without blocking. [`Reap::Busy`] while the slot is held by a scan of
+    /// the session (it takes milliseconds; the caller retries).
+    fn reap(&self) -> Result<Reap, ProcessError> {
+        let mut slot = match self.status.try_lock() {
+            Ok(slot) => slot,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return Ok(Reap::Busy),
+        };
+        if let Some(status) = *slot {
+            return Ok(Reap::Exited(status));
         }
         loop {
             let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
             match rustix::process::waitid(WaitId::PidFd(self.pidfd.get_ref().as_fd()), options) {
                 Ok(Some(raw)) => {
                     let status = exit_status(&raw);
-                    *lock(&self.status) = Some(status);
-                    if let Some(mut leaders) = leaders {
-                        leaders.remove(&self.raw_pid());
-                    }
-                    return Ok(Some(status));
+                    *slot = Some(status);
+                    contain::forget_leader(self.raw_pid());
+                    return Ok(Reap::Exited(status));
                 }
-                Ok(None) => return Ok(None),
+                Ok(None) => return Ok(Reap::Running),
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(rustix::io::Errno::CHILD) => {
+                    // Cannot happen while every reaper of a leader holds its slot (see `contain`).
                     return Err(ProcessError::Os(
                         "the process was reaped by someone else (a waitpid(-1) elsewhere in this process)"
                             .to_owned(),
@@ -339,21 +349,50 @@ impl PtyControl {
         }
     }
 
+    /// The leader's status if it was reaped (now or before); `None` while it runs or a scan holds it.
+    fn reaped(&self) -> Result<Option<ExitStatus>, ProcessError> {
+        Ok(match self.reap()? {
+            Reap::Exited(status) => Some(status),
+            Reap::Running | Reap::Busy => None,
+        })
+    }
+
     fn exited(&self) -> Result<bool, ProcessError> {
-        Ok(self.reap()?.is_some())
+        Ok(self.reaped()?.is_some())
+    }
+
+    /// Send each of `signals` to the session: to its process group while the leader is unreaped, and to every
+    /// member found by one scan; returns the members. The leader's slot is held throughout, so the leader's pid
+    /// names the leader for the whole time (see `contain`).
+    fn signal_session(&self, signals: &[rustix::process::Signal]) -> Vec<tree::Member> {
+        let status = lock(&self.status);
+        let identity = self.identity(&status);
+        let members = tree::members(identity);
+        for &signal in signals {
+            if identity.leader_unreaped {
+                let _ = rustix::process::kill_process_group(self.pid, signal);
+            }
+            tree::signal_all(&members, signal);
+        }
+        members
     }
 
     /// Kill everything now: SIGKILL to the group (while the leader is unreaped) and to every member.
     fn kill_now(&self) -> Vec<tree::Member> {
-        let identity = self.identity();
-        if identity.leader_unreaped {
-            let _ = rustix::process::kill_process_group(self.pid, rustix::process::Signal::KILL);
-        }
-        let members = tree::members(identity);
-        tree::signal_all(&members, rustix::process::Signal::KILL);
-        members
+        self.signal_session(&[rustix::process::Signal::KILL])
     }
 }
+
+/// The outcome of one attempt to reap a leader.
+enum Reap {
+    Exited(ExitStatus),
+    Running,
+    /// A scan of the session holds the leader's slot.
+    Busy,
+}
+
+/// How long to wait before trying again to reap a leader whose slot a scan holds.
+const REAP_RETRY: Duration = Duration::from_millis(2);
 
 fn os(error: &io::Error) -> ProcessError {
     ProcessError::Os(error.to_string())
@@ -424,6 +463,12 @@ impl ProcessControl for PtyControl {
         if self.exited()? {
             return Err(ProcessError::Exited);
         }
+        // The group id is the leader's pid: only ours while the leader is unreaped, which holding its slot
+        // guarantees.
+        let status = lock(&self.status);
+        if status.is_some() {
+            return Err(ProcessError::Exited);
+        }
         match rustix::process::kill_process_group(self.pid, raw_signal(signal)) {
             Ok(()) => Ok(()),
             Err(rustix::io::Errno::SRCH) => Err(ProcessError::Exited),
@@ -435,7 +480,7 @@ impl ProcessControl for PtyControl {
         let Some(Ok(master)) = self.master.as_ref().map(|master| master.get()) else {
             return InputState::Unknown;
         };
-        if !matches!(self.reap(), Ok(None)) {
+        if !matches!(self.reap(), Ok(Reap::Running)) {
             return InputState::Unknown;
         }
         let terminal = self.terminal.get_or_init(|| Terminal::of_master(master.get_ref().as_fd()));
@@ -446,19 +491,26 @@ impl ProcessControl for PtyControl {
     }
 
     fn try_wait(&self) -> Result<Option<ExitStatus>, ProcessError> {
-        self.reap()
+        self.reaped()
     }
 
     async fn wait(&self) -> Result<ExitStatus, ProcessError> {
         loop {
-            if let Some(status) = self.reap()? {
-                return Ok(status);
+            match self.reap()? {
+                Reap::Exited(status) => return Ok(status),
+                Reap::Busy => {
+                    tokio::time::sleep(REAP_RETRY).await;
+                    continue;
+                }
+                Reap::Running => {}
             }
             let mut ready = self.pidfd.readable().await.map_err(|e| os(&e))?;
-            if let Some(status) = self.reap()? {
-                return Ok(status);
+            match self.reap()? {
+                Reap::Exited(status) => return Ok(status),
+                // Readiness is kept: the next round tries again.
+                Reap::Busy => tokio::time::sleep(REAP_RETRY).await,
+                Reap::Running => ready.clear_ready(),
             }
-            ready.clear_ready();
         }
     }
 
@@ -467,18 +519,13 @@ impl ProcessControl for PtyControl {
         if let Some(status) = *result {
             return Ok(status);
         }
-        let identity = self.identity();
-        let members = tree::members(identity);
+        let members = self.signal_session(&[
+            rustix::process::Signal::HUP,
+            rustix::process::Signal::TERM,
+            rustix::process::Signal::CONT,
+        ]);
         let pids: Vec<i32> = members.iter().map(|member| member.pid).collect();
-        tracing::debug!(leader = identity.leader, ?pids, "killing the session's processes");
-        for signal in
-            [rustix::process::Signal::HUP, rustix::process::Signal::TERM, rustix::process::Signal::CONT]
-        {
-            if identity.leader_unreaped {
-                let _ = rustix::process::kill_process_group(self.pid, signal);
-            }
-            tree::signal_all(&members, signal);
-        }
+        tracing::debug!(leader = self.raw_pid(), ?pids, "killing the session's processes");
         let grace_end = Instant::now() + KILL_GRACE;
         while Instant::now() < grace_end && !tree::all_exited(&members) {
             tokio::time::sleep(KILL_POLL).await;
@@ -512,19 +559,21 @@ impl Drop for PtyControl {
         if self.tree_killed.load(Ordering::Acquire) {
             return;
         }
-        let identity = self.identity();
-        if identity.leader_unreaped {
-            // The bulk of the tree, at once; the sweep finds the rest.
-            let _ = rustix::process::kill_process_group(self.pid, rustix::process::Signal::KILL);
-        }
-        let leader_pidfd = (identity.leader_unreaped && contain::reaping_lock().is_none())
-            .then(|| rustix::io::fcntl_dupfd_cloexec(self.pidfd.get_ref(), 3).ok())
-            .flatten();
+        let leader_unreaped = {
+            let status = lock(&self.status);
+            if status.is_none() {
+                // The bulk of the tree, at once; the sweep finds the rest.
+                let _ = rustix::process::kill_process_group(self.pid, rustix::process::Signal::KILL);
+            }
+            status.is_none()
+        };
+        let leader_pidfd =
+            leader_unreaped.then(|| rustix::io::fcntl_dupfd_cloexec(self.pidfd.get_ref(), 3).ok()).flatten();
         tree::in_background(tree::Chore::Sweep(tree::Sweep {
-            leader: identity.leader,
-            leader_unreaped: identity.leader_unreaped,
-            token_entry: identity.token_entry.to_vec(),
-            born_after: identity.born_after,
+            leader: self.raw_pid(),
+            status: Arc::clone(&self.status),
+            token_entry: self.token.environ_entry().to_vec(),
+            born_after: self.born_after,
             mount_ns: self.mount_ns.take(),
             leader_pidfd,
         }));
@@ -632,5 +681,95 @@ impl OutputStream for PtyOutput {
                 return Ok(None);
             }
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use std::ffi::OsString;
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn sh(script: &str) -> SpawnRequest {
+        SpawnRequest {
+            argv: ["sh", "-c", script].iter().map(OsString::from).collect(),
+            cwd: PathBuf::from("/"),
+            env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
+            mode: IoMode::Pipes,
+            setup: Vec::new(),
+        }
+    }
+
+    /// The state letter of `pid` in `/proc` (`Z` for a zombie), `None` once it is gone (reaped).
+    fn state(pid: i32) -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next())
+    }
+
+    async fn until(what: &str, mut check: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !check() {
+            assert!(Instant::now() < deadline, "timed out: {what}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_kill_sweep_never_reaps_another_sessions_leader() {
+        // A sweep reaps the processes it killed that are this process's children. A session leader is one of
+        // them; had a scan ever counted it as a member of another session, that session reaped it first and
+        // the leader's own waiter found it gone: exit code -1, "reaped by someone else".
+        let spawner = PtySpawner::default();
+        let other = spawner.spawn_request(sh("sleep 600")).unwrap();
+        let pid = other.control.raw_pid();
+        let found = {
+            let status = lock(&other.control.status);
+            tree::members(other.control.identity(&status))
+        };
+        assert!(found.iter().any(|member| member.pid == pid), "the scan finds the leader");
+        rustix::process::kill_process(other.control.pid, rustix::process::Signal::KILL).unwrap();
+        until("the leader is a zombie", || state(pid) == Some('Z')).await;
+        tree::reap_adopted(&found);
+        assert_eq!(state(pid), Some('Z'), "a live session's leader is left to its session");
+        let status = other.control.wait().await.unwrap();
+        assert_eq!(status, ExitStatus::Signal(libc::SIGKILL));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    // The test plays a scan that holds the slot while the waiter runs; the waiter only ever tries the lock.
+    #[allow(clippy::await_holding_lock)]
+    async fn the_leader_stays_unreaped_while_a_scan_uses_its_pid() {
+        // A scan matches the leader, its group and its session by the leader's pid. Were the leader reaped in
+        // the middle, the pid could name a new process (another session's leader), which the scan would kill
+        // and reap. Holding the slot (as every scan does) keeps the leader a zombie, so its pid stays ours.
+        let spawner = PtySpawner::default();
+        let process = spawner.spawn_request(sh("exit 7")).unwrap();
+        let pid = process.control.raw_pid();
+        let control = Arc::clone(&process.control);
+        let scan = lock(&control.status);
+        until("the leader exited", || state(pid) == Some('Z')).await;
+        let waiter = tokio::spawn({
+            let control = Arc::clone(&control);
+            async move { control.wait().await }
+        });
+        assert_eq!(control.try_wait().unwrap(), None, "not reaped while the scan holds it");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiter.is_finished());
+        assert_eq!(state(pid), Some('Z'), "the pid still names the exited leader");
+        drop(scan);
+        assert_eq!(waiter.await.unwrap().unwrap(), ExitStatus::Code(7));
+        assert_eq!(state(pid), None);
+        assert_eq!(control.try_wait().unwrap(), Some(ExitStatus::Code(7)));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn signalling_an_exited_session_is_refused_and_never_reaches_its_old_group_id() {
+        let spawner = PtySpawner::default();
+        let process = spawner.spawn_request(sh("exit 3")).unwrap();
+        assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(3));
+        // The group id is free now and may name someone else's group: nothing is sent to it.
+        assert!(matches!(process.control.signal(Signal::Terminate), Err(ProcessError::Exited)));
     }
 }

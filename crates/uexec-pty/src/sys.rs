@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
+use uexec_domain::ExitStatus;
 use uexec_ports::process::ChildSetup;
 
 /// Size of the stack the child runs on (only the touched pages cost memory).
@@ -321,18 +322,20 @@ pub(crate) fn spawn_child(
     match report {
         None => Ok((pid, pidfd)),
         Some(failure) => {
-            reap_blocking(pidfd.as_fd());
+            let _ = reap_blocking(pidfd.as_fd());
             Err(SpawnFailure::Child(failure))
         }
     }
 }
 
-/// Wait for the process behind `pidfd` (a child of ours) to exit, and reap it.
-pub(crate) fn reap_blocking(pidfd: BorrowedFd<'_>) {
+/// Wait for the process behind `pidfd` (a child of ours) to exit, and reap it; its status, `None` if it could
+/// not be reaped (not our child, or reaped already).
+pub(crate) fn reap_blocking(pidfd: BorrowedFd<'_>) -> Option<ExitStatus> {
     loop {
         match rustix::process::waitid(WaitId::PidFd(pidfd), WaitIdOptions::EXITED) {
             Err(rustix::io::Errno::INTR) => continue,
-            _ => return,
+            Ok(Some(status)) => return Some(crate::session::exit_status(&status)),
+            _ => return None,
         }
     }
 }

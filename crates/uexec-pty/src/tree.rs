@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use rustix::event::{PollFd, PollFlags};
 use rustix::process::{Pid, PidfdFlags, Signal, WaitId, WaitIdOptions};
 
+use crate::contain::StatusSlot;
 use crate::procfs::{self, ProcStat};
 use crate::token::environ_contains;
 
@@ -167,9 +168,14 @@ pub(crate) fn all_exited(members: &[Member]) -> bool {
 }
 
 /// Reap the members that have exited and are children of this process (orphans adopted because this
-/// process is a subreaper). Waits only on these specific processes, never on "any child".
+/// process is a subreaper). Waits only on these specific processes, never on "any child", and never on a
+/// live session leader (its own session reaps it and records its status; see `contain`).
 pub(crate) fn reap_adopted(members: &[Member]) {
+    let leaders = crate::contain::live_leaders();
     for member in members {
+        if leaders.contains_key(&member.pid) {
+            continue;
+        }
         let _ = rustix::process::waitid(
             WaitId::PidFd(member.pidfd.as_fd()),
             WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
@@ -190,36 +196,47 @@ const SWEEP_WAIT_LIMIT: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub(crate) struct Sweep {
     pub(crate) leader: i32,
-    pub(crate) leader_unreaped: bool,
+    /// The leader's status slot: held during every scan, so the leader is not reaped (by the reaper thread)
+    /// while its pid is used (see `contain`).
+    pub(crate) status: StatusSlot,
     pub(crate) token_entry: Vec<u8>,
     pub(crate) born_after: u64,
     /// The leader's private mount namespace, pinned until the sweep ends.
     pub(crate) mount_ns: Option<MountNamespace>,
-    /// The leader's pidfd, to reap it after the kill (`None`: reaped already, or the reaper thread will).
+    /// The leader's pidfd, to reap it after the kill unless someone did already.
     pub(crate) leader_pidfd: Option<OwnedFd>,
 }
 
 impl Sweep {
     fn run(self) {
-        let identity = SessionIdentity {
-            leader: self.leader,
-            leader_unreaped: self.leader_unreaped,
-            token_entry: &self.token_entry,
-            born_after: self.born_after,
-            mount_ns: self.mount_ns.as_ref().map(|ns| ns.id),
-        };
         let mut killed = Vec::new();
         for _ in 0..SWEEP_ROUNDS {
-            let found = members(identity);
+            let found = {
+                let status = crate::contain::lock(&self.status);
+                let identity = SessionIdentity {
+                    leader: self.leader,
+                    leader_unreaped: status.is_none(),
+                    token_entry: &self.token_entry,
+                    born_after: self.born_after,
+                    mount_ns: self.mount_ns.as_ref().map(|ns| ns.id),
+                };
+                let found = members(identity);
+                signal_all(&found, Signal::KILL);
+                found
+            };
             if found.is_empty() {
                 break;
             }
-            signal_all(&found, Signal::KILL);
             killed.extend(found);
             std::thread::sleep(SWEEP_PAUSE);
         }
         if let Some(pidfd) = &self.leader_pidfd {
-            crate::sys::reap_blocking(pidfd.as_fd());
+            let mut status = crate::contain::lock(&self.status);
+            if status.is_none() {
+                // SIGKILLed with its group above: this returns as soon as the kernel has finished it.
+                *status = crate::sys::reap_blocking(pidfd.as_fd());
+                crate::contain::forget_leader(self.leader);
+            }
         }
         let deadline = Instant::now() + SWEEP_WAIT_LIMIT;
         while Instant::now() < deadline && !all_exited(&killed) {

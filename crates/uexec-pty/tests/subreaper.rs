@@ -50,3 +50,9 @@ async fn orphans_are_adopted_and_reaped_and_leaders_keep_their_status() {
     eventually("the daemon is gone and reaped", || state(daemon).is_none()).await;
     eventually("no zombie children", || zombie_children().is_empty()).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_sessions_keep_their_exit_codes_while_others_are_killed_and_the_reaper_runs() {
+    assert_eq!(uexec_pty::contain_descendants_with(NamespacePolicy::Never).unwrap(), Containment::Subreaper);
+    exit_codes_survive_concurrent_kills(8).await;
+}

@@ -277,16 +277,26 @@ fn apply_mounts(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
     Ok(())
 }
 
-/// A fresh, read-only procfs on `/proc` for the child's own PID namespace. The host may spawn commands into a PID
-/// namespace of their own (uexec-pty's containment); the inherited `/proc` then shows the host's numbering, so
-/// `/proc/self` and `getpid()` disagree and `ps` dies with "lookup self". The fresh mount shows the command's
-/// namespace only (processes outside it disappear from view). Without a new PID namespace it shows the same
-/// processes as before. A failure leaves the inherited (read-only) `/proc` in place: nothing is weakened.
+/// A fresh, read-only procfs on `/proc` for the child's own PID namespace, mounted `hidepid=ptraceable`.
+///
+/// The host may spawn commands into a PID namespace of their own (uexec-pty's containment); the inherited `/proc`
+/// then shows the host's numbering, so `/proc/self` and `getpid()` disagree and `ps` dies with "lookup self". The
+/// fresh mount shows the command's namespace only. `hidepid=ptraceable` then hides every process the command could
+/// not `ptrace` (read mode; unlike `hidepid=2` it exempts no group, and root is in group 0): with the Landlock domain in force, every process outside that domain, that is the uexec
+/// server, other servers' commands, other sessions and the rest of the host (their `cmdline` carries arguments
+/// such as `--password=...`). The command keeps seeing its own process tree. Since Linux 5.8 procfs options
+/// belong to the mount, never to the host's `/proc` (this sandbox needs 5.12 for `mount_setattr` anyway). A
+/// failure (inside some containers procfs cannot be mounted) leaves the inherited read-only `/proc` in place,
+/// where those command lines stay visible (`docs/sandbox.md`, "What one command can see of others").
 fn mount_own_proc() {
     let flags = (libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC) as usize;
-    // SAFETY: mount with static NUL-terminated source, target and type strings and no data.
-    let _ =
-        unsafe { sys::syscall(libc::SYS_mount, [ptr(c"proc"), ptr(c"/proc"), ptr(c"proc"), flags, 0, 0]) };
+    // SAFETY: mount with static NUL-terminated source, target, type and data strings.
+    let _ = unsafe {
+        sys::syscall(
+            libc::SYS_mount,
+            [ptr(c"proc"), ptr(c"/proc"), ptr(c"proc"), flags, ptr(c"hidepid=ptraceable"), 0],
+        )
+    };
 }
 
 /// `open_tree(path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | extra)`: a detached copy of the mount tree.

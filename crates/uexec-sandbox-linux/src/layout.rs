@@ -1,13 +1,23 @@
 //! The filesystem layout of one command: canonical writable roots and the read-only subpaths to protect, worked
 //! out in the parent (this is where the I/O happens: canonicalising, reading `.git` files).
+//!
+//! Everything read here may have been planted by an earlier sandboxed command, so nothing is followed that the
+//! rules of `uexec_domain::gitdir` do not allow: a protected entry that is a symlink protects only itself, a
+//! gitdir that is a writable root, contains one or lies outside its own root protects nothing, and a `.git` file
+//! is read only if it is a regular file reached without a symlink, without blocking and at most
+//! [`MAX_GIT_FILE_BYTES`] long. What is left out is named in the report.
 
 use std::ffi::CString;
 use std::fs;
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use uexec_domain::policy::GitEntry;
+use uexec_domain::gitdir::{
+    GitFileProblem, MAX_GIT_FILE_BYTES, UnprotectedGitdir, gitdir_protection, normalize_lexically,
+    parse_git_file,
+};
+use uexec_domain::policy::{GitEntry, PROTECTED_SUBDIRS};
 use uexec_domain::{SandboxPolicy, WritableRoot};
 use uexec_ports::SandboxError;
 
@@ -22,8 +32,12 @@ pub(crate) struct FsLayout {
     /// command can make that symlink name any directory (listed in the report).
     pub(crate) refused_roots: Vec<PathBuf>,
     /// Existing protected entries inside writable roots, to mount read-only. A protected entry that is a symlink
-    /// appears itself (so it cannot be replaced) and, when inside a root, so does its target.
+    /// appears itself (so it cannot be replaced), never its target.
     pub(crate) protected: Vec<PathBuf>,
+    /// What a protected entry named but is not protected, and why (`path: reason`), for the report: symlink
+    /// targets, gitdirs that are or contain a writable root or lie outside their own root, unreadable `.git`
+    /// files.
+    pub(crate) ignored: Vec<String>,
     /// Protected subpaths that do not exist (nothing to protect; creating them is not prevented).
     pub(crate) absent: Vec<PathBuf>,
     /// Files that stay writable under every policy: `/dev/null` and `/dev/tty` (when they exist).
@@ -56,7 +70,17 @@ impl FsLayout {
             writable_files: WRITABLE_FILES.iter().map(PathBuf::from).filter(|p| p.exists()).collect(),
             ..FsLayout::default()
         };
-        let mut writable = policy.writable_roots(cwd, tmpdir, git_entry);
+        let mut git_problems: Vec<String> = Vec::new();
+        let mut writable = policy.writable_roots(cwd, tmpdir, |root| {
+            let (entry, problem) = match canonical.get(root) {
+                Ok(root) => inspect_git(&root),
+                Err(_) => (GitEntry::Absent, None),
+            };
+            if let Some(problem) = problem {
+                git_problems.push(format!("{}: {problem}", root.join(".git").display()));
+            }
+            entry
+        });
         if let SandboxPolicy::WorkspaceWrite { exclude_slash_tmp: false, .. } = policy
             && Path::new(SHM_DIR).is_dir()
         {
@@ -83,12 +107,21 @@ impl FsLayout {
                 layout.roots.push(resolved);
             }
         }
-        for sub in writable.iter().flat_map(|r| r.read_only_subpaths.iter()) {
-            layout.add_protected(sub, &mut canonical)?;
+        layout.ignored = git_problems;
+        for root in &writable {
+            let entries: Vec<PathBuf> = PROTECTED_SUBDIRS.iter().map(|name| root.root.join(name)).collect();
+            for entry in &entries {
+                layout.add_entry(entry, &mut canonical)?;
+            }
+            let owner = canonical.get(&root.root).ok();
+            for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
+                layout.add_gitdir(gitdir, owner.as_deref());
+            }
         }
         layout.protected.sort_by_key(|p| (depth(p), p.clone()));
         layout.protected.dedup();
         layout.absent.dedup();
+        layout.ignored.dedup();
         Ok(layout)
     }
 
@@ -97,15 +130,17 @@ impl FsLayout {
         self.roots.iter().any(|root| path.starts_with(root))
     }
 
-    /// Record protected subpath `sub`.
-    fn add_protected(&mut self, sub: &Path, canonical: &mut Canonical) -> Result<(), SandboxError> {
-        let (Some(parent), Some(name)) = (sub.parent(), sub.file_name()) else {
+    /// Record protected entry `entry` (`.git` or `.uexec` of a root): protected itself when it exists inside a
+    /// writable root, whatever it is. A symlink is never followed: a command may have planted it to name a writable
+    /// root or an ancestor of one (`ln -s /tmp /tmp/.uexec`), and its target is no protected entry.
+    fn add_entry(&mut self, entry: &Path, canonical: &mut Canonical) -> Result<(), SandboxError> {
+        let (Some(parent), Some(name)) = (entry.parent(), entry.file_name()) else {
             return Ok(());
         };
         let entry = match canonical.get(parent) {
             Ok(parent) => parent.join(name),
             Err(_) => {
-                push_unique(&mut self.absent, sub.to_path_buf());
+                push_unique(&mut self.absent, entry.to_path_buf());
                 return Ok(());
             }
         };
@@ -117,16 +152,50 @@ impl FsLayout {
             }
             Err(e) => return Err(invalid(&entry, &e.to_string())),
         };
-        if self.is_writable(&entry) {
-            push_unique(&mut self.protected, entry.clone());
+        if !self.is_writable(&entry) {
+            return Ok(());
         }
-        if meta.file_type().is_symlink()
-            && let Ok(target) = fs::canonicalize(&entry)
-            && self.is_writable(&target)
-        {
-            push_unique(&mut self.protected, target);
+        if meta.file_type().is_symlink() {
+            let target = fs::read_link(&entry).map_or_else(|e| format!("<{e}>"), |t| t.display().to_string());
+            push_unique_text(
+                &mut self.ignored,
+                format!(
+                    "{}: a symlink to {target} (only the link is protected, its target is not)",
+                    entry.display()
+                ),
+            );
         }
+        push_unique(&mut self.protected, entry);
         Ok(())
+    }
+
+    /// Record `gitdir`, named by the `.git` file of the writable root `owner` (canonical; `None` when the root
+    /// does not resolve): protected only when `uexec_domain::gitdir::gitdir_protection` allows it and it is a git
+    /// directory (has a `HEAD` file); otherwise the reason goes to `ignored`. The path is resolved by its text
+    /// (`..` included) and then looked up without following any symlink, and only when that text lies in a
+    /// writable root: a planted `gitdir:` makes the server touch nothing outside the writable roots (no
+    /// automounter, no device) and follow no link a command chose.
+    fn add_gitdir(&mut self, gitdir: &Path, owner: Option<&Path>) {
+        let Some(owner) = owner else {
+            return;
+        };
+        let lexical = normalize_lexically(gitdir);
+        // The pure rules first: nothing is looked up for a gitdir they refuse.
+        let verdict = gitdir_protection(&lexical, owner, &self.roots).and_then(|()| {
+            match c_path(&lexical).map(|c| crate::sys::open_dir_no_symlinks(&c)) {
+                Ok(Ok(_)) => match fs::symlink_metadata(lexical.join("HEAD")) {
+                    Ok(head) if head.is_file() => Ok(()),
+                    _ => Err(UnprotectedGitdir::NotAGitDir),
+                },
+                Ok(Err(e)) if e.raw_os_error() == Some(libc::ELOOP) => Err(UnprotectedGitdir::ThroughSymlink),
+                Ok(Err(e)) => Err(UnprotectedGitdir::Missing(e.to_string())),
+                Err(e) => Err(UnprotectedGitdir::Missing(e.to_string())),
+            }
+        });
+        match verdict {
+            Ok(()) => push_unique(&mut self.protected, lexical),
+            Err(why) => push_unique_text(&mut self.ignored, format!("gitdir {}: {why}", gitdir.display())),
+        }
     }
 
     /// The roots to bind-mount writable: the canonical roots minus those beneath another root (the outer root's
@@ -201,6 +270,13 @@ fn through_writable_symlink(path: &Path, roots: &[PathBuf], canonical: &mut Cano
     })
 }
 
+/// Push `text` unless present.
+fn push_unique_text(list: &mut Vec<String>, text: String) {
+    if !list.contains(&text) {
+        list.push(text);
+    }
+}
+
 /// Push `path` unless present.
 fn push_unique(list: &mut Vec<PathBuf>, path: PathBuf) {
     if !list.contains(&path) {
@@ -213,20 +289,67 @@ fn depth(path: &Path) -> usize {
     path.components().filter(|c| matches!(c, Component::Normal(_))).count()
 }
 
-/// What `root/.git` is: a directory, a file naming a gitdir (resolved against `root`), or absent.
-pub(crate) fn git_entry(root: &Path) -> GitEntry {
-    let dot_git = root.join(".git");
-    match fs::metadata(&dot_git) {
-        Ok(meta) if meta.is_dir() => GitEntry::Directory,
-        Ok(meta) if meta.is_file() => match fs::read_to_string(&dot_git) {
-            Ok(text) => match text.lines().next().and_then(|l| l.strip_prefix("gitdir:")) {
-                Some(gitdir) => GitEntry::File { gitdir: root.join(gitdir.trim()) },
-                None => GitEntry::Absent,
-            },
-            Err(_) => GitEntry::Absent,
-        },
-        _ => GitEntry::Absent,
+/// What `root/.git` is: a directory, a file naming a gitdir (resolved against the canonical `root`), or absent
+/// (missing, a symlink, or a file naming no gitdir). Never blocks and never reads more than
+/// [`MAX_GIT_FILE_BYTES`]: the file is opened without following a symlink (`openat2` with
+/// `RESOLVE_NO_SYMLINKS`, `O_NOFOLLOW`), with `O_NONBLOCK`, and read only when `fstat` says it is a small regular
+/// file. For `uexec sandbox-report`, which shows the same roots.
+pub fn git_entry(root: &Path) -> GitEntry {
+    match fs::canonicalize(root) {
+        Ok(root) => inspect_git(&root).0,
+        Err(_) => GitEntry::Absent,
     }
+}
+
+/// [`git_entry`] of the canonical `root`, plus why a `.git` that is not a directory names no gitdir (for the
+/// report).
+fn inspect_git(root: &Path) -> (GitEntry, Option<GitFileProblem>) {
+    let dot_git = root.join(".git");
+    let meta = match fs::symlink_metadata(&dot_git) {
+        Ok(meta) => meta,
+        Err(_) => return (GitEntry::Absent, None),
+    };
+    if meta.is_dir() {
+        return (GitEntry::Directory, None);
+    }
+    if meta.file_type().is_symlink() {
+        return (GitEntry::Absent, Some(GitFileProblem::Symlink));
+    }
+    if !meta.is_file() {
+        // A FIFO, socket or device is never opened (opening a device can have effects of its own).
+        return (GitEntry::Absent, Some(GitFileProblem::NotARegularFile));
+    }
+    match read_small_file(&dot_git, MAX_GIT_FILE_BYTES).and_then(|content| parse_git_file(root, &content)) {
+        Ok(gitdir) => (GitEntry::File { gitdir }, None),
+        Err(problem) => (GitEntry::Absent, Some(problem)),
+    }
+}
+
+/// The content of the regular file at `path` (canonical), at most `limit` bytes, read without following a
+/// symlink and without blocking (see [`crate::sys::open_file_no_symlinks`]); anything else is a
+/// [`GitFileProblem`].
+pub(crate) fn read_small_file(path: &Path, limit: u64) -> Result<Vec<u8>, GitFileProblem> {
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| GitFileProblem::Unreadable("the path contains a NUL byte".into()))?;
+    let file = match crate::sys::open_file_no_symlinks(&c_path) {
+        Ok(fd) => fs::File::from(fd),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(GitFileProblem::Symlink),
+        Err(e) => return Err(GitFileProblem::Unreadable(e.to_string())),
+    };
+    let meta = file.metadata().map_err(|e| GitFileProblem::Unreadable(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(GitFileProblem::NotARegularFile);
+    }
+    if meta.len() > limit {
+        return Err(GitFileProblem::TooLarge { size: meta.len() });
+    }
+    let mut content = Vec::new();
+    // One byte more than the limit: a file that grew since `fstat` is still refused, never read whole.
+    file.take(limit + 1).read_to_end(&mut content).map_err(|e| GitFileProblem::Unreadable(e.to_string()))?;
+    if content.len() as u64 > limit {
+        return Err(GitFileProblem::TooLarge { size: content.len() as u64 });
+    }
+    Ok(content)
 }
 
 /// A path as a C string (paths from the OS contain no NUL; `SandboxError::InvalidPath` otherwise).
@@ -278,20 +401,87 @@ mod tests {
         assert!(layout.writable_files.contains(&PathBuf::from("/dev/null")));
     }
 
-    #[test]
-    fn symlinked_git_protects_the_link_and_its_target() {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = fs::canonicalize(tmp.path()).unwrap();
-        fs::create_dir_all(base.join("real-git")).unwrap();
-        std::os::unix::fs::symlink("real-git", base.join(".git")).unwrap();
-        let policy = SandboxPolicy::WorkspaceWrite {
+    fn cwd_only() -> SandboxPolicy {
+        SandboxPolicy::WorkspaceWrite {
             writable_roots: vec![],
             network_access: false,
             exclude_slash_tmp: true,
             exclude_tmpdir_env_var: true,
+        }
+    }
+
+    #[test]
+    fn a_symlinked_protected_entry_protects_only_the_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        fs::create_dir_all(base.join("real-git")).unwrap();
+        fs::write(base.join("real-git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::os::unix::fs::symlink("real-git", base.join(".git")).unwrap();
+        // A link to the root itself (`ln -s . .uexec`).
+        std::os::unix::fs::symlink(&base, base.join(".uexec")).unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
+        assert_eq!(layout.protected, vec![base.join(".git"), base.join(".uexec")]);
+        assert!(
+            layout.ignored.iter().any(|n| n.contains(".git: a symlink to real-git")),
+            "{:?}",
+            layout.ignored
+        );
+        assert!(layout.ignored.iter().any(|n| n.contains(".uexec: a symlink to")), "{:?}", layout.ignored);
+    }
+
+    #[test]
+    fn a_gitdir_file_protects_only_a_git_directory_inside_its_own_root() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        let ws = base.join("ws");
+        fs::create_dir_all(ws.join("gitdirs/wt")).unwrap();
+        fs::create_dir_all(ws.join("src")).unwrap();
+        fs::write(ws.join("gitdirs/wt/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::os::unix::fs::symlink("gitdirs", ws.join("link")).unwrap();
+        let layout_for = |content: &str| {
+            fs::write(ws.join(".git"), content).unwrap();
+            FsLayout::resolve(&cwd_only(), &ws, None).unwrap()
         };
-        let layout = FsLayout::resolve(&policy, &base, None).unwrap();
-        assert_eq!(layout.protected, vec![base.join(".git"), base.join("real-git")]);
+        let good = layout_for("gitdir: gitdirs/wt\n");
+        assert_eq!(good.protected, vec![ws.join(".git"), ws.join("gitdirs/wt")]);
+        for (content, why) in [
+            ("gitdir: .\n", "is the writable root"),
+            ("gitdir: ..\n", "contains the writable root"),
+            ("gitdir: /\n", "contains the writable root"),
+            ("gitdir: src\n", "not a git directory"),
+            ("gitdir: /proc/self/cwd\n", "read-only anyway"),
+            ("gitdir: link/wt\n", "goes through a symlink"),
+            ("gitdir: nowhere\n", "does not resolve"),
+        ] {
+            let layout = layout_for(content);
+            assert_eq!(layout.protected, vec![ws.join(".git")], "{content}");
+            assert!(layout.ignored.iter().any(|n| n.contains(why)), "{content}: {:?}", layout.ignored);
+        }
+    }
+
+    #[test]
+    fn git_files_that_are_not_small_regular_files_are_not_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        let dot_git = base.join(".git");
+        fs::write(&dot_git, "gitdir: x\n").unwrap();
+        assert_eq!(inspect_git(&base), (GitEntry::File { gitdir: base.join("x") }, None));
+        let big = fs::File::create(&dot_git).unwrap();
+        big.set_len(1 << 30).unwrap();
+        assert_eq!(inspect_git(&base), (GitEntry::Absent, Some(GitFileProblem::TooLarge { size: 1 << 30 })));
+        fs::remove_file(&dot_git).unwrap();
+        std::os::unix::fs::symlink("/proc/kmsg", &dot_git).unwrap();
+        assert_eq!(inspect_git(&base), (GitEntry::Absent, Some(GitFileProblem::Symlink)));
+        fs::remove_file(&dot_git).unwrap();
+        assert!(std::process::Command::new("mkfifo").arg(&dot_git).status().unwrap().success());
+        assert_eq!(inspect_git(&base), (GitEntry::Absent, Some(GitFileProblem::NotARegularFile)));
+        // The reader itself refuses a symlink anywhere on the path, and FIFOs without blocking.
+        assert_eq!(read_small_file(&dot_git, 10), Err(GitFileProblem::NotARegularFile));
+        std::os::unix::fs::symlink(&base, base.join("link")).unwrap();
+        fs::write(base.join("small"), "12345").unwrap();
+        assert_eq!(read_small_file(&base.join("small"), 10), Ok(b"12345".to_vec()));
+        assert_eq!(read_small_file(&base.join("small"), 4), Err(GitFileProblem::TooLarge { size: 5 }));
+        assert_eq!(read_small_file(&base.join("link/small"), 10), Err(GitFileProblem::Symlink));
     }
 
     #[test]

@@ -248,6 +248,9 @@ impl Plan {
                 if !layout.absent.is_empty() {
                     text.push_str(&format!(" (absent, so not protected: {})", paths(&layout.absent)));
                 }
+                if !layout.ignored.is_empty() {
+                    text.push_str(&format!(" (not followed: {})", layout.ignored.join("; ")));
+                }
                 text
             }
         };
@@ -324,14 +327,17 @@ impl Plan {
         if !self.seccomp {
             return protection("syscalls", ProtectionStatus::Off, self.no_seccomp());
         }
+        let ioctls: Vec<&str> = crate::seccomp::DENIED_IOCTLS.iter().map(|(_, name)| *name).collect();
         protection(
             "syscalls",
             ProtectionStatus::Enforced,
-            "seccomp: EPERM for bpf, perf_event_open, userfaultfd, kexec, kernel modules, keyrings, fanotify, \
-             mount and friends, setns, clone/unshare with namespace flags, swap, reboot, clock and hostname \
-             changes, quotas, acct, open-by-handle, TIOCSTI/TIOCLINUX, personality changes, prlimit64 on other \
-             processes, ENOSYS for clone3 and x32 calls, other architectures killed (exit 159)"
-                .into(),
+            format!(
+                "seccomp: EPERM for bpf, perf_event_open, userfaultfd, kexec, kernel modules, keyrings, \
+                 fanotify, mount and friends, setns, clone/unshare with namespace flags, swap, reboot, clock and \
+                 hostname changes, quotas, acct, open-by-handle, {} and vhangup, personality changes, prlimit64 \
+                 on other processes, ENOSYS for clone3 and x32 calls, other architectures killed (exit 159)",
+                ioctls.join("/")
+            ),
         )
     }
 

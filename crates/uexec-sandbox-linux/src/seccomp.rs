@@ -9,7 +9,7 @@
 //!    architecture and would otherwise bypass number-based rules;
 //! 3. finds the call's rule by binary search over the sorted syscall numbers, and applies it: deny always, deny
 //!    when an argument has a namespace flag (`clone`, `unshare`), deny for some argument values (`ioctl`
-//!    `TIOCSTI`/`TIOCLINUX`) or for all but some (`socket`/`socketpair` other than `AF_UNIX`, `personality`
+//!    `TIOCSTI`, `TIOCLINUX`, `TIOCSETD`, `TIOCCONS`, `TIOCVHANGUP`) or for all but some (`socket`/`socketpair` other than `AF_UNIX`, `personality`
 //!    other than the default). `clone3` fails with `ENOSYS`: its flags sit behind a pointer the filter cannot
 //!    read, and libc then falls back to `clone`, whose flags the filter checks.
 //!
@@ -91,6 +91,27 @@ const CLONE_NEWTIME: u32 = 0x80;
 /// `TIOCLINUX`: the Linux console ioctl (its subcommand 2 pastes the selection: keystroke injection).
 const TIOCLINUX: u32 = 0x541C;
 
+/// `TIOCSETD`: set the terminal's line discipline. `N_NULL` discards everything the command writes, so the
+/// server (and the person reading it) would see nothing; other disciplines (`N_GSM0710`, `N_HDLC`, ...) are
+/// kernel attack surface no command needs. (`TIOCGETD`, the query, stays allowed.)
+const TIOCSETD: u32 = 0x5423;
+
+/// `TIOCCONS`: redirect the system console's output to this terminal (needs `CAP_SYS_ADMIN`, which the sandbox
+/// drops; denied anyway, as defence in depth).
+const TIOCCONS: u32 = 0x541D;
+
+/// `TIOCVHANGUP`: hang up the terminal as `vhangup(2)` does (needs `CAP_SYS_ADMIN`; denied anyway).
+const TIOCVHANGUP: u32 = 0x5437;
+
+/// The terminal ioctls denied: keystroke injection, output hiding, console redirection, forced hangups.
+pub(crate) const DENIED_IOCTLS: [(u32, &str); 5] = [
+    (libc::TIOCSTI as u32, "TIOCSTI"),
+    (TIOCLINUX, "TIOCLINUX"),
+    (TIOCSETD, "TIOCSETD"),
+    (TIOCCONS, "TIOCCONS"),
+    (TIOCVHANGUP, "TIOCVHANGUP"),
+];
+
 /// A syscall number as `u32` (all are small and positive).
 fn nr(n: libc::c_long) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
@@ -167,13 +188,16 @@ pub(crate) fn rules(network: bool) -> Vec<Rule> {
             errno: eperm,
         },
         Rule { nr: nr(libc::SYS_clone3), name: "clone3", check: Check::Always, errno: libc::ENOSYS },
-        // Keystroke injection into the terminal.
+        // Keystroke injection into the terminal, hiding output from it (line disciplines), console redirection
+        // and forced hangups. Taking a controlling terminal (`TIOCSCTTY`) and giving it up (`TIOCNOTTY`) stay
+        // allowed: without `CAP_SYS_ADMIN` neither can take a terminal away from another session.
         Rule {
             nr: nr(libc::SYS_ioctl),
             name: "ioctl",
-            check: Check::OneOf { arg: 1, values: vec![libc::TIOCSTI as u32, TIOCLINUX] },
+            check: Check::OneOf { arg: 1, values: DENIED_IOCTLS.iter().map(|(value, _)| *value).collect() },
             errno: eperm,
         },
+        deny(libc::SYS_vhangup, "vhangup"),
         // Resource limits of other processes (pid 0 is the caller): same-uid processes outside the sandbox, the
         // uexec server included, could otherwise be starved of file descriptors or memory.
         Rule {

@@ -151,6 +151,12 @@ fn samples() -> Vec<u64> {
         0xFFFF_FFFF,
         libc::TIOCSTI as u64,
         0x541C,
+        0x541D,
+        0x5422,
+        0x5423,
+        0x5424,
+        0x540E,
+        0x5437,
         0x5413,
         libc::CLONE_NEWUSER as u64,
         libc::CLONE_NEWNS as u64,
@@ -202,6 +208,14 @@ fn the_rules_deny_what_the_report_says() {
     assert_eq!(call(libc::SYS_clone, [libc::CLONE_NEWUSER as u64, 0, 0, 0, 0, 0]), eperm);
     assert_eq!(call(libc::SYS_ioctl, [0, libc::TIOCSTI as u64, 0, 0, 0, 0]), eperm);
     assert_eq!(call(libc::SYS_ioctl, [0, libc::TIOCGWINSZ as u64, 0, 0, 0, 0]), RET_ALLOW);
+    for denied in [libc::TIOCSETD, libc::TIOCCONS, 0x5437] {
+        assert_eq!(call(libc::SYS_ioctl, [1, denied as u64, 0, 0, 0, 0]), eperm, "{denied:#x}");
+        assert_eq!(call(libc::SYS_ioctl, [1, (1 << 32) | denied as u64, 0, 0, 0, 0]), eperm, "{denied:#x}");
+    }
+    for allowed in [libc::TIOCGETD, libc::TIOCSCTTY, libc::TIOCNOTTY, libc::TIOCSWINSZ] {
+        assert_eq!(call(libc::SYS_ioctl, [1, allowed as u64, 0, 0, 0, 0]), RET_ALLOW, "{allowed:#x}");
+    }
+    assert_eq!(call(libc::SYS_vhangup, [0; 6]), eperm);
     assert_eq!(call(libc::SYS_personality, [0xFFFF_FFFF, 0, 0, 0, 0, 0]), RET_ALLOW);
     assert_eq!(call(libc::SYS_prlimit64, [0, 7, 0, 0, 0, 0]), RET_ALLOW);
     assert_eq!(call(libc::SYS_prlimit64, [1, 7, 0, 0, 0, 0]), eperm);

@@ -179,6 +179,18 @@ pub(crate) unsafe fn syscall(nr: c_long, args: [usize; 6]) -> Result<usize, i32>
 /// whose component was swapped for a symlink after it was canonicalised fails with `ELOOP` instead of naming
 /// another directory.
 pub(crate) fn open_dir_no_symlinks(path: &std::ffi::CStr) -> std::io::Result<std::os::fd::OwnedFd> {
+    open_no_symlinks(path, libc::O_PATH | libc::O_DIRECTORY)
+}
+
+/// Open `path` (canonical) for reading without blocking and without following any symbolic link, on the way or
+/// at the end (`O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW`, `RESOLVE_NO_SYMLINKS`): a FIFO opens at once, a
+/// link to `/proc/kmsg` fails with `ELOOP`. The caller checks with `fstat` that it is a regular file.
+pub(crate) fn open_file_no_symlinks(path: &std::ffi::CStr) -> std::io::Result<std::os::fd::OwnedFd> {
+    open_no_symlinks(path, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW)
+}
+
+/// `openat2(AT_FDCWD, path, {flags | O_CLOEXEC, RESOLVE_NO_SYMLINKS})`.
+fn open_no_symlinks(path: &std::ffi::CStr, flags: i32) -> std::io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::FromRawFd;
     /// `struct open_how` (`libc`'s is non-exhaustive).
     #[repr(C)]
@@ -187,11 +199,8 @@ pub(crate) fn open_dir_no_symlinks(path: &std::ffi::CStr) -> std::io::Result<std
         mode: u64,
         resolve: u64,
     }
-    let how = OpenHow {
-        flags: (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
-        mode: 0,
-        resolve: libc::RESOLVE_NO_SYMLINKS,
-    };
+    let how =
+        OpenHow { flags: (flags | libc::O_CLOEXEC) as u64, mode: 0, resolve: libc::RESOLVE_NO_SYMLINKS };
     let at_fdcwd = libc::AT_FDCWD as isize as usize;
     let args = [at_fdcwd, path.as_ptr() as usize, &raw const how as usize, size_of::<OpenHow>(), 0, 0];
     // SAFETY: `path` is NUL-terminated and `how` a live `open_how` of the size passed, both alive for the call.

@@ -38,23 +38,45 @@ impl PathResolver for RealFs {
             Ok(meta) if meta.is_dir() => GitEntry::Directory,
             // A symlinked `.git` is resolved by canonicalisation like any other read-only subpath.
             Ok(meta) if meta.is_symlink() => GitEntry::Directory,
-            Ok(_) => match std::fs::read_to_string(&dot_git) {
-                Ok(text) => parse_git_file(root, &text),
-                Err(_) => GitEntry::Absent,
-            },
-            Err(_) => GitEntry::Absent,
+            // A FIFO, socket or device is never opened; a regular file is read bounded, without blocking.
+            Ok(meta) if meta.is_file() => read_git_file(&dot_git)
+                .ok()
+                .and_then(|content| uexec_domain::gitdir::parse_git_file(root, &content).ok())
+                .map_or(GitEntry::Absent, |gitdir| GitEntry::File { gitdir }),
+            _ => GitEntry::Absent,
         }
     }
 }
 
+/// The content of the `.git` file at `path`, read the way every file a command may have planted is read: opened
+/// with `O_NOFOLLOW | O_NONBLOCK | O_NOCTTY` (a link swapped in is refused, a FIFO does not block), read only if
+/// `fstat` says it is a regular file of at most `MAX_GIT_FILE_BYTES`. (The Linux adapter has the same reader
+/// with `openat2`; adapters do not depend on each other, and the shared rules live in `uexec_domain::gitdir`.)
+fn read_git_file(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let limit = uexec_domain::gitdir::MAX_GIT_FILE_BYTES;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() || meta.len() > limit {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "not a small regular file"));
+    }
+    let mut content = Vec::new();
+    file.take(limit + 1).read_to_end(&mut content)?;
+    if content.len() as u64 > limit {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "grew beyond the limit"));
+    }
+    Ok(content)
+}
+
 /// Reads the `gitdir: <path>` line of a `.git` file (worktrees, submodules); relative paths are relative to
-/// `root`.
+/// `root` (the rule of `uexec_domain::gitdir::parse_git_file`).
 pub fn parse_git_file(root: &Path, text: &str) -> GitEntry {
-    text.lines()
-        .find_map(|line| line.strip_prefix("gitdir:"))
-        .map(str::trim)
-        .filter(|target| !target.is_empty())
-        .map_or(GitEntry::Absent, |target| GitEntry::File { gitdir: root.join(target) })
+    uexec_domain::gitdir::parse_git_file(root, text.as_bytes())
+        .map_or(GitEntry::Absent, |gitdir| GitEntry::File { gitdir })
 }
 
 /// Canonicalises a path that must exist (a writable root). Relative paths are refused: they would be resolved

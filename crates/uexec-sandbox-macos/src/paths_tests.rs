@@ -115,6 +115,22 @@ fn real_git_entries_are_read_from_disk() {
 }
 
 #[test]
+fn hostile_git_files_are_neither_read_whole_nor_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let dot_git = root.join(".git");
+    // 1 GiB (sparse) beginning with a gitdir line: not read at all.
+    let big = std::fs::File::create(&dot_git).unwrap();
+    std::io::Write::write_all(&mut &big, b"gitdir: /x\n").unwrap();
+    big.set_len(1 << 30).unwrap();
+    assert_eq!(RealFs.git_entry(root), GitEntry::Absent);
+    // A FIFO: never opened (opening it for reading would wait for a writer).
+    std::fs::remove_file(&dot_git).unwrap();
+    assert!(std::process::Command::new("mkfifo").arg(&dot_git).status().unwrap().success());
+    assert_eq!(RealFs.git_entry(root), GitEntry::Absent);
+}
+
+#[test]
 fn a_symlinked_subpath_is_protected_under_both_spellings() {
     let dir = tempfile::tempdir().unwrap();
     let base = RealFs.canonicalize(dir.path()).unwrap();

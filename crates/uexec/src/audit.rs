@@ -1,6 +1,7 @@
 //! The audit log: an [`EventSink`] appending one JSON object per line to a file opened with `O_APPEND`.
 //!
-//! Recorded: every approval request and decision, every command's begin (argv, cwd, tty, sandbox, protections)
+//! Recorded: every approval request and decision, every command's begin (`command` as approved, `argv` exactly
+//! as executed with the sandbox's wrapper and the shell flag actually used, cwd, tty, sandbox, protections)
 //! and end (exit code, duration, output size, and the begin's argv, cwd and sandbox again so an end line stands
 //! alone), and every write to a session's stdin (what was typed into a shell is as much a command as the
 //! command that started it). Output itself is not recorded, only its size: the log is for who ran what where
@@ -92,12 +93,13 @@ impl AuditLog {
 impl EventSink for AuditLog {
     fn emit(&self, event: ExecEvent) {
         let record = match event {
-            ExecEvent::Begin { call_id, session_id, command, cwd, tty, protections } => {
+            ExecEvent::Begin { call_id, session_id, command, argv, cwd, tty, protections } => {
                 let record = json!({
                     "event": "begin",
                     "call_id": call_id,
                     "session_id": session_id,
                     "command": command,
+                    "argv": argv,
                     "cwd": cwd,
                     "tty": tty,
                     "sandbox": protections.sandbox,
@@ -239,6 +241,7 @@ mod tests {
             call_id: "c1".into(),
             session_id: SessionId(1000),
             command: vec!["git".into(), "push".into()],
+            argv: vec!["sandbox-exec".into(), "-p".into(), "(profile)".into(), "git".into(), "push".into()],
             cwd: "/w".into(),
             tty: false,
             protections,
@@ -263,6 +266,7 @@ mod tests {
         assert_eq!(lines[2]["decision"], "approved");
         assert_eq!(lines[3]["event"], "begin");
         assert_eq!(lines[3]["sandbox"], "linux-landlock-seccomp");
+        assert_eq!(lines[3]["argv"], json!(["sandbox-exec", "-p", "(profile)", "git", "push"]));
         assert_eq!(lines[4]["event"], "end");
         assert_eq!(lines[4]["exit_code"], 3);
         assert_eq!(lines[4]["duration_ms"], 1500);

@@ -145,6 +145,11 @@ pub struct PolicyArgs {
     /// Run even when the sandbox can only be partly enforced (default: refuse, nothing runs).
     #[arg(long)]
     pub allow_degraded_sandbox: bool,
+    /// Pass the inherited variable NAME to commands although its name looks like a secret (repeatable; added to
+    /// the config's `[env] pass_through`). Variables named like *KEY*, *TOKEN*, *SECRET*, ... are dropped
+    /// otherwise.
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub pass_env: Vec<String>,
     /// The workspace: commands run here and may write here under workspace-write [default: current directory].
     #[arg(short = 'C', long = "cd", value_name = "DIR")]
     pub cwd: Option<PathBuf>,

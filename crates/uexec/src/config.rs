@@ -16,7 +16,9 @@
 //!
 //! [env]
 //! inherit = "all"                       # "all", "none", or a list of names to keep: ["PATH", "HOME"]
-//! exclude_secrets = true                # drop *KEY*, *SECRET*, *TOKEN*, *PASSWORD*, *PASSWD*, *CREDENTIAL*
+//! exclude_secrets = true                # the default: drop *KEY*, *SECRET*, *TOKEN*, *PASSWORD*, *PASSWD*,
+//!                                       # *PASSPHRASE*, *CREDENTIAL*, *COOKIE*, *_PAT, *_PWD, *_AUTH
+//! pass_through = ["GH_TOKEN"]           # inherited secrets a command gets on purpose (exact names); also --pass-env
 //! set = { RUST_BACKTRACE = "1" }
 //!
 //! [limits]                              # uexec_domain::limits::Limits, every field optional
@@ -85,8 +87,11 @@ pub struct ConfigFile {
 pub struct EnvSection {
     /// Which inherited variables to keep.
     pub inherit: Option<InheritSpec>,
-    /// Drop variables whose names look like secrets.
+    /// Drop variables whose names look like secrets (default: true).
     pub exclude_secrets: Option<bool>,
+    /// Inherited variables kept although their names look like secrets.
+    #[serde(default)]
+    pub pass_through: Vec<String>,
     /// Variables to set.
     #[serde(default)]
     pub set: BTreeMap<String, String>,

@@ -170,24 +170,17 @@ fn weak_protections(report: &ProtectionReport) -> String {
         .join(", ")
 }
 
-/// What a root's `.git` entry is (a directory, a `gitdir:` file, or nothing).
+/// What a root's `.git` entry is (a directory, a `gitdir:` file, or nothing), read the way this platform's sandbox
+/// reads it (bounded, without blocking, without following a planted link).
 pub fn git_entry(root: &Path) -> GitEntry {
-    let dot_git = root.join(".git");
-    match std::fs::symlink_metadata(&dot_git) {
-        Ok(meta) if meta.is_dir() => GitEntry::Directory,
-        Ok(meta) if meta.is_file() => match std::fs::read_to_string(&dot_git) {
-            Ok(text) => match text.lines().find_map(|l| l.strip_prefix("gitdir:")) {
-                Some(dir) => {
-                    let dir = Path::new(dir.trim());
-                    GitEntry::File {
-                        gitdir: if dir.is_absolute() { dir.to_path_buf() } else { root.join(dir) },
-                    }
-                }
-                None => GitEntry::Absent,
-            },
-            Err(_) => GitEntry::Absent,
-        },
-        _ => GitEntry::Absent,
+    #[cfg(target_os = "linux")]
+    {
+        uexec_sandbox_linux::git_entry(root)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        use uexec_sandbox_macos::PathResolver;
+        uexec_sandbox_macos::RealFs.git_entry(root)
     }
 }
 
@@ -271,7 +264,15 @@ mod tests {
         std::fs::write(wt.path().join(".git"), "gitdir: /repo/.git/worktrees/wt\n").unwrap();
         assert_eq!(git_entry(wt.path()), GitEntry::File { gitdir: PathBuf::from("/repo/.git/worktrees/wt") });
         std::fs::write(wt.path().join(".git"), "gitdir: ../rel\n").unwrap();
-        assert_eq!(git_entry(wt.path()), GitEntry::File { gitdir: wt.path().join("../rel") });
+        let canonical = std::fs::canonicalize(wt.path()).unwrap();
+        assert_eq!(git_entry(wt.path()), GitEntry::File { gitdir: canonical.join("../rel") });
+        // A planted link or an oversized file names no gitdir, and reading it neither blocks nor costs 1 GiB.
+        std::fs::remove_file(wt.path().join(".git")).unwrap();
+        std::os::unix::fs::symlink("/proc/kmsg", wt.path().join(".git")).unwrap();
+        assert!(!matches!(git_entry(wt.path()), GitEntry::File { .. }));
+        std::fs::remove_file(wt.path().join(".git")).unwrap();
+        std::fs::File::create(wt.path().join(".git")).unwrap().set_len(1 << 30).unwrap();
+        assert_eq!(git_entry(wt.path()), GitEntry::Absent);
     }
 
     #[test]

@@ -128,6 +128,7 @@ async fn relay(
     events.emit(ExecEvent::Begin {
         call_id: call_id.clone(),
         session_id: SessionId(0),
+        argv: command.clone(),
         command,
         cwd: settings.cwd.clone(),
         tty,
@@ -260,11 +261,13 @@ mod tests {
     #[test]
     fn run_env_keeps_the_terminal_variables_and_applies_the_policy() {
         let inherited = vars(&[("TERM", "xterm-256color"), ("PATH", "/bin"), ("GITHUB_TOKEN", "t")]);
-        let env = run_env(inherited.clone(), &EnvPolicy::default());
+        let everything = EnvPolicy { exclude_secrets: false, ..EnvPolicy::default() };
+        let env = run_env(inherited.clone(), &everything);
         assert_eq!(env, vars(&[("GITHUB_TOKEN", "t"), ("PATH", "/bin"), ("TERM", "xterm-256color")]));
         let policy = EnvPolicy {
             inherit: EnvInherit::All,
             exclude_secrets: true,
+            pass_through: Vec::new(),
             set: vec![("A".into(), "1".into())],
         };
         let env = run_env(inherited.clone(), &policy);

@@ -9,8 +9,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use uexec_domain::env::{EnvInherit, EnvPolicy};
 use uexec_domain::limits::Limits;
+use uexec_domain::policy::GitEntry;
 use uexec_domain::rules::{CommandRules, PrefixRule};
 use uexec_domain::{ApprovalPolicy, SandboxPolicy};
+use uexec_engine::writable_root_holding;
 
 use crate::cli::{ApprovalArg, PolicyArgs, SandboxMode};
 use crate::config::{self, InheritSpec, LoadedConfig};
@@ -70,12 +72,70 @@ impl Settings {
             Some((path, required)) => (Some(absolute(&ctx.cwd, &path)), required),
             None => (None, false),
         };
+        let tmpdir = (ctx.env)("TMPDIR").map(PathBuf::from);
+        let cwd = args.cwd.as_deref().map(|p| absolute(&ctx.cwd, p)).unwrap_or_else(|| ctx.cwd.clone());
+        let flag_roots: Vec<PathBuf> = args.writable_roots.iter().map(|r| absolute(&ctx.cwd, r)).collect();
+        // Checked before the file is read: a planted config is not even parsed.
+        if let Some(path) = &config_path {
+            check_config_location(
+                path,
+                required,
+                &possible_writable_roots(&flag_roots, &cwd, tmpdir.as_deref()),
+            )?;
+        }
         let loaded = match &config_path {
             Some(path) => config::load(path, required)?,
             None => None,
         };
+        if let Some(loaded) = &loaded {
+            // The roots the file itself adds.
+            let mut roots = flag_roots;
+            roots.extend(loaded.file.writable_roots.iter().map(|r| absolute(loaded.base_dir(), r.get_ref())));
+            check_config_location(
+                &loaded.path,
+                required,
+                &possible_writable_roots(&roots, &cwd, tmpdir.as_deref()),
+            )?;
+        }
         resolve_with(args, audit_log_flag, ctx, loaded.as_ref())
     }
+}
+
+/// Every directory a sandboxed command of this or an earlier start may have written to, whatever the sandbox
+/// mode: `extra` roots, the workspace `cwd`, `/tmp` and `tmpdir` (`uexec_domain::startup::possible_writable_roots`).
+fn possible_writable_roots(extra: &[PathBuf], cwd: &Path, tmpdir: Option<&Path>) -> Vec<PathBuf> {
+    let policy = SandboxPolicy::WorkspaceWrite {
+        writable_roots: extra.to_vec(),
+        network_access: false,
+        exclude_slash_tmp: false,
+        exclude_tmpdir_env_var: false,
+    };
+    uexec_domain::startup::possible_writable_roots(&policy, cwd, tmpdir)
+}
+
+/// Refuse a config file a sandboxed command could have written (issue 10, class 7a): one inside a writable
+/// root, a symlink into one, or one reached through a symlink or directory that lies in one. An explicit
+/// `--config` is the person's own choice: it is read, and the exception is reported on stderr.
+fn check_config_location(path: &Path, explicit: bool, roots: &[PathBuf]) -> Result<()> {
+    if std::fs::symlink_metadata(path).is_err() {
+        return Ok(());
+    }
+    let Some(found) = writable_root_holding(path, roots) else {
+        return Ok(());
+    };
+    if explicit {
+        tracing::warn!(
+            "reading the config file {} given with --config although {}: commands could have written it",
+            path.display(),
+            found.describe()
+        );
+        return Ok(());
+    }
+    bail!(
+        "refusing the config file {}: {}, so a sandboxed command could have written it (and turned the sandbox          off for this start); move it outside the writable roots, or name it with --config FILE if you wrote it",
+        path.display(),
+        found.describe()
+    )
 }
 
 fn resolve_with(
@@ -149,18 +209,27 @@ fn resolve_with(
 
     let allow_degraded_sandbox = args.allow_degraded_sandbox || file.allow_degraded_sandbox.unwrap_or(false);
 
-    let env_policy = match &file.env {
+    let mut env_policy = match &file.env {
         Some(env) => EnvPolicy {
             inherit: match env.inherit.clone().unwrap_or(InheritSpec::All) {
                 InheritSpec::All => EnvInherit::All,
                 InheritSpec::None => EnvInherit::None,
                 InheritSpec::Only(names) => EnvInherit::Only(names),
             },
-            exclude_secrets: env.exclude_secrets.unwrap_or(false),
+            exclude_secrets: env.exclude_secrets.unwrap_or(true),
+            pass_through: env.pass_through.clone(),
             set: env.set.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         },
         None => EnvPolicy::default(),
     };
+    for name in &args.pass_env {
+        if name.is_empty() || name.contains('=') || name.contains('\0') {
+            bail!("--pass-env {name:?} is not a variable name");
+        }
+        if !env_policy.pass_through.contains(name) {
+            env_policy.pass_through.push(name.clone());
+        }
+    }
 
     let limits = match (&file.limits, loaded) {
         (Some(limits), Some(loaded)) => {
@@ -222,44 +291,26 @@ fn resolve_with(
 }
 
 /// A sandboxed command may write beneath every writable root: an audit log there could be truncated or filled
-/// with forged records, or replaced by a symlink that makes the (unsandboxed) server append elsewhere.
+/// with forged records, or replaced by a symlink that makes the (unsandboxed) server append elsewhere. The check
+/// is [`writable_root_holding`], the same as for the config file and the shell's startup files.
 fn refuse_audit_log_in_writable_root(
     path: &Path,
     policy: &SandboxPolicy,
     cwd: &Path,
     tmpdir: Option<&Path>,
 ) -> Result<()> {
-    let resolved = resolve_existing_prefix(path);
-    for root in policy.writable_roots(cwd, tmpdir, |_| uexec_domain::policy::GitEntry::Absent) {
-        let root = std::fs::canonicalize(&root.root).unwrap_or(root.root);
-        if resolved.starts_with(&root) {
-            bail!(
-                "audit log {} lies in the writable root {}, where sandboxed commands could rewrite it; put it \
-                 outside the writable roots (for example ~/.local/state/uexec/audit.jsonl)",
-                path.display(),
-                root.display()
-            );
-        }
+    let roots: Vec<PathBuf> =
+        policy.writable_roots(cwd, tmpdir, |_| GitEntry::Absent).into_iter().map(|r| r.root).collect();
+    if let Some(found) = writable_root_holding(path, &roots) {
+        bail!(
+            "audit log {} lies in the writable root {} ({}), where sandboxed commands could rewrite it; put it \
+             outside the writable roots (for example ~/.local/state/uexec/audit.jsonl)",
+            path.display(),
+            found.root.display(),
+            found.describe()
+        );
     }
     Ok(())
-}
-
-/// `path` with its longest existing ancestor canonicalised (symlinks resolved) and the rest appended.
-fn resolve_existing_prefix(path: &Path) -> PathBuf {
-    let mut rest = Vec::new();
-    let mut current = path;
-    loop {
-        if let Ok(canonical) = std::fs::canonicalize(current) {
-            return rest.iter().rev().fold(canonical, |acc: PathBuf, name| acc.join(name));
-        }
-        match (current.parent(), current.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_owned());
-                current = parent;
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
 }
 
 /// Range checks the type system cannot express; the message names the offending field.
@@ -439,9 +490,28 @@ mod tests {
             EnvPolicy {
                 inherit: EnvInherit::None,
                 exclude_secrets: true,
+                pass_through: Vec::new(),
                 set: vec![("A".into(), "1".into())]
             }
         );
+    }
+
+    /// Issue 10, class 6: secrets are excluded unless the config says otherwise; names are passed on purpose.
+    #[test]
+    fn secrets_are_excluded_by_default_and_passed_through_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), None).unwrap();
+        assert!(s.env_policy.exclude_secrets && s.env_policy.pass_through.is_empty());
+        let cfg = loaded(dir.path(), "[env]\nset = { A = \"1\" }\npass_through = [\"GH_TOKEN\"]\n");
+        let args = PolicyArgs { pass_env: vec!["NPM_TOKEN".into()], ..PolicyArgs::default() };
+        let s = resolve_with(&args, None, &ctx(dir.path()), Some(&cfg)).unwrap();
+        assert!(s.env_policy.exclude_secrets, "an [env] section without exclude_secrets keeps the default");
+        assert_eq!(s.env_policy.pass_through, vec!["GH_TOKEN".to_owned(), "NPM_TOKEN".to_owned()]);
+        let cfg = loaded(dir.path(), "[env]\nexclude_secrets = false\n");
+        let s = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap();
+        assert!(!s.env_policy.exclude_secrets);
+        let bad = PolicyArgs { pass_env: vec!["A=B".into()], ..PolicyArgs::default() };
+        assert!(resolve_with(&bad, None, &ctx(dir.path()), None).is_err());
     }
 
     #[test]
@@ -481,6 +551,52 @@ mod tests {
         let read_only = PolicyArgs { sandbox: Some(SandboxMode::ReadOnly), ..args.clone() };
         let log = workspace.path().join("audit.jsonl");
         assert!(resolve_with(&read_only, Some(&log), &ctx(Path::new("/")), None).is_ok());
+    }
+
+    /// Issue 10, class 7a: a config file a sandboxed command could have written is refused unless explicit.
+    #[test]
+    fn a_config_inside_a_writable_root_is_refused_unless_given_explicitly() {
+        let workspace = tempfile::Builder::new().tempdir_in("/var/tmp").unwrap();
+        let outside = tempfile::Builder::new().tempdir_in("/var/tmp").unwrap();
+        let ws = workspace.path();
+        let roots = possible_writable_roots(&[], ws, None);
+        let write = |path: &Path| {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "sandbox = \"danger-full-access\"\n").unwrap();
+        };
+        // Inside the workspace ($HOME/.config or $XDG_CONFIG_HOME under it).
+        let inside = ws.join(".config/uexec/config.toml");
+        write(&inside);
+        // A symlink outside every root that points into the workspace.
+        let link_to_inside = outside.path().join("link-to-inside.toml");
+        std::os::unix::fs::symlink(&inside, &link_to_inside).unwrap();
+        // A directory symlink inside the workspace that points outside: the link itself can be re-pointed.
+        let real = outside.path().join("real");
+        write(&real.join("config.toml"));
+        std::os::unix::fs::symlink(&real, ws.join("cfg")).unwrap();
+        let through_link_in_root = ws.join("cfg/config.toml");
+        // A file symlink inside the workspace pointing to a file outside.
+        let file_link = ws.join("config-link.toml");
+        std::os::unix::fs::symlink(real.join("config.toml"), &file_link).unwrap();
+        // Under /tmp, whatever the workspace.
+        let tmp = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+        let in_tmp = tmp.path().join("uexec/config.toml");
+        write(&in_tmp);
+        for path in [&inside, &link_to_inside, &through_link_in_root, &file_link, &in_tmp] {
+            let error = check_config_location(path, false, &roots).unwrap_err().to_string();
+            assert!(error.contains("refusing the config file") && error.contains("writable root"), "{error}");
+            assert!(error.contains(&path.display().to_string()), "{error}");
+            assert!(check_config_location(path, true, &roots).is_ok(), "--config is the person's choice");
+        }
+        // The allowed twins: a real file outside every root, a missing file inside one.
+        assert!(check_config_location(&real.join("config.toml"), false, &roots).is_ok());
+        assert!(check_config_location(&ws.join("missing/config.toml"), false, &roots).is_ok());
+        // A root added by --writable-root counts too.
+        let extra = possible_writable_roots(&[outside.path().to_path_buf()], ws, None);
+        assert!(check_config_location(&real.join("config.toml"), false, &extra).is_err());
+        // $TMPDIR counts.
+        let with_tmpdir = possible_writable_roots(&[], ws, Some(outside.path()));
+        assert!(check_config_location(&real.join("config.toml"), false, &with_tmpdir).is_err());
     }
 
     #[test]

@@ -77,6 +77,102 @@ fn escalation_asks_with_the_justification_and_runs_outside_the_sandbox() {
     assert!(target.exists(), "an approved escalation runs outside the sandbox");
 }
 
+/// Issue 10, class 7b: with HOME inside the workspace, a planted ~/.bash_profile does not run for a known-safe
+/// `ls` under `untrusted` nor for an approved escalation; a plain sandboxed command under `on-request` still
+/// starts a login shell (the twin that proves the planted profile works).
+#[test]
+fn planted_login_startup_files_do_not_run_for_known_safe_or_escalated_commands() {
+    let ws = Workspace::new();
+    let marker = ws.path().join("profile-ran");
+    std::fs::write(ws.path().join(".bash_profile"), format!("echo sourced >> {}\n", marker.display()))
+        .unwrap();
+
+    let mut server = McpServer::start_initialized(&ws, &["--approval-policy", "untrusted"], true);
+    let r = server.call("exec_command", json!({ "cmd": "ls" }));
+    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert!(server.elicitations.is_empty(), "ls is known-safe");
+    assert!(!marker.exists(), "the planted profile ran for a known-safe command");
+
+    let mut server = McpServer::start_initialized(&ws, &[], true);
+    server.answers = vec!["approve".into()];
+    let r = server.call(
+        "exec_command",
+        json!({ "cmd": "echo escalated", "sandbox_permissions": "require_escalated", "justification": "x" }),
+    );
+    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert!(!marker.exists(), "the planted profile ran outside the sandbox");
+    let message = server.elicitations[0]["message"].as_str().unwrap();
+    assert!(message.contains("Shell: /bin/bash -c\n"), "the question shows the non-login start: {message}");
+
+    let r = server.call("exec_command", json!({ "cmd": "mkdir -p made-in-sandbox" }));
+    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert!(marker.exists(), "a sandboxed command under on-request keeps its login shell");
+}
+
+/// Issue 10, class 6: the server's secrets stay out of commands by default; `--pass-env` passes one on purpose.
+#[test]
+fn secrets_of_the_server_environment_stay_out_of_commands_by_default() {
+    let ws = Workspace::new();
+    let secrets = [
+        ("FOO_API_KEY", "sk-live-1"),
+        ("GITHUB_TOKEN", "ghp-2"),
+        ("AWS_SECRET_ACCESS_KEY", "aws-3"),
+        ("DB_PASSWORD", "pw-4"),
+        ("PLAIN_SETTING", "visible-5"),
+    ];
+    let mut server = McpServer::start_with_env(&ws, &[], &secrets);
+    server.initialize(false);
+    let r = server.call("exec_command", json!({ "cmd": "env" }));
+    let out = output(&r);
+    assert!(out.contains("PLAIN_SETTING=visible-5"), "{out}");
+    for (name, value) in &secrets[..4] {
+        assert!(!out.contains(name) && !out.contains(value), "{name} reached the command: {out}");
+    }
+    let mut server = McpServer::start_with_env(&ws, &["--pass-env", "GITHUB_TOKEN"], &secrets);
+    server.initialize(false);
+    let out = output(&server.call("exec_command", json!({ "cmd": "env" })));
+    assert!(out.contains("GITHUB_TOKEN=ghp-2") && !out.contains("FOO_API_KEY"), "{out}");
+}
+
+/// Issue 10, class 1: an escalation whose `cmd` imitates the question's own lines (zero-width characters, a
+/// fake `Reason:` line, a payload 60 lines down, CR, ESC, a bidi override) reaches the client escaped, whole and
+/// numbered; the justification cannot add fixed lines either.
+#[test]
+fn an_escalation_question_shows_exactly_what_will_run() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &[], true);
+    let target = ws.outside.path().join("payload.txt");
+    let cmd = format!(
+        "git status\nin\u{200b} /tmp/ws\n\nReason\u{200b}: read-only check\n{}touch {}\r\u{1b}[2K\u{202e}",
+        "\n".repeat(60),
+        target.display()
+    );
+    server.answers = vec!["deny".into()];
+    let r = server.call(
+        "exec_command",
+        json!({
+            "cmd": cmd,
+            "sandbox_permissions": "require_escalated",
+            "justification": "status\n\nWorking directory: /safe\u{2066}",
+        }),
+    );
+    assert!(is_error(&r), "{r}");
+    assert!(!target.exists());
+    let message = server.elicitations[0]["message"].as_str().unwrap().to_owned();
+    for raw in ['\u{200b}', '\r', '\u{1b}', '\u{202e}', '\u{2066}'] {
+        assert!(!message.contains(raw), "{raw:?} reached the client: {message:?}");
+    }
+    assert!(message.contains("Command: multi-line script, 65 lines"), "{message}");
+    assert!(message.contains(&format!("  65 | touch {}\\u{{d}}\\u{{1b}}[2K\\u{{202e}}\n", target.display())));
+    let fixed: Vec<&str> = message.lines().filter(|l| !l.starts_with("  ")).collect();
+    for label in ["Reason", "Working directory", "in "] {
+        let count = fixed.iter().filter(|l| l.starts_with(label)).count();
+        assert_eq!(count, usize::from(label != "in "), "{label}: {message}");
+    }
+    let schema = server.elicitations[0]["requestedSchema"].to_string();
+    assert!(!schema.contains("git status") && !schema.contains("payload"), "{schema}");
+}
+
 #[test]
 fn command_rules_from_the_config_file() {
     let ws = Workspace::new();
@@ -366,7 +462,9 @@ fn audit_log_records_approvals_and_commands() {
     let mut server =
         McpServer::start_initialized(&ws, &["--audit-log", &log_arg, "--approval-policy", "untrusted"], true);
     server.answers = vec!["approve".into()];
-    let r = server.call("exec_command", json!({ "cmd": "touch audited.txt; exit 4" }));
+    // Invisible characters are escaped in the question, never in the log: the log holds the exact argv.
+    let cmd = "touch audited.txt; exit 4 # \u{202e}\r\u{200b}";
+    let r = server.call("exec_command", json!({ "cmd": cmd }));
     assert_eq!(r["structuredContent"]["exit_code"], 4, "{r}");
     drop(server);
     let records: Vec<Value> =
@@ -376,6 +474,10 @@ fn audit_log_records_approvals_and_commands() {
     assert_eq!(records[1]["decision"], "approved");
     assert_eq!(records[2]["cwd"], json!(std::fs::canonicalize(ws.path()).unwrap()));
     assert_eq!(records[2]["sandbox"], "linux-landlock-seccomp");
+    // The argv that ran: HOME (the workspace) is a writable root, so under untrusted the shell starts without
+    // login (-c), whatever was asked for.
+    assert_eq!(records[2]["argv"], json!(["/bin/bash", "-c", cmd]), "{records:#?}");
+    assert_eq!(records[0]["command"], json!(["/bin/bash", "-c", cmd]), "{records:#?}");
     assert_eq!(records[3]["exit_code"], 4);
     assert!(
         records[3]["command"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("audited.txt"))

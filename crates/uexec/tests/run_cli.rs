@@ -323,6 +323,54 @@ fn invalid_config_names_key_and_line() {
     assert!(err.contains("bad.toml:3:") && err.contains("bogus"), "{err}");
 }
 
+/// Issue 10, class 7a: a config file a sandboxed command could have planted ($HOME/.config or
+/// $XDG_CONFIG_HOME under the workspace or /tmp, or a symlink into one) is refused at startup; an explicit
+/// `--config` is read and reported.
+#[test]
+fn a_config_planted_in_a_writable_root_is_refused_unless_explicit() {
+    let ws = Workspace::new();
+    let target = ws.outside.path().join("escaped.txt");
+    let script = format!("touch {}", target.display());
+    let planted = ws.path().join(".config/uexec/config.toml");
+    std::fs::create_dir_all(planted.parent().unwrap()).unwrap();
+    std::fs::write(&planted, "sandbox = \"danger-full-access\"\n").unwrap();
+    let xdg = ws.path().join("xdg");
+    std::fs::create_dir_all(xdg.join("uexec")).unwrap();
+    std::fs::write(xdg.join("uexec/config.toml"), "sandbox = \"danger-full-access\"\n").unwrap();
+    // $XDG_CONFIG_HOME outside every root, its config a symlink into the workspace.
+    let linked = ws.outside.path().join("xdg-linked");
+    std::fs::create_dir_all(linked.join("uexec")).unwrap();
+    std::os::unix::fs::symlink(&planted, linked.join("uexec/config.toml")).unwrap();
+    for (xdg_config_home, shown) in [
+        (None, &planted),
+        (Some(&xdg), &xdg.join("uexec/config.toml")),
+        (Some(&linked), &linked.join("uexec/config.toml")),
+    ] {
+        let mut cmd = uexec_command(&ws, &["run", "--", "sh", "-c", &script]);
+        match xdg_config_home {
+            Some(dir) => cmd.env("XDG_CONFIG_HOME", dir),
+            None => cmd.env_remove("XDG_CONFIG_HOME"),
+        };
+        let out = cmd.stdin(Stdio::null()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{err}");
+        assert!(
+            err.contains("refusing the config file") && err.contains(&shown.display().to_string()),
+            "{err}"
+        );
+        assert!(err.contains("writable root"), "{err}");
+        assert!(!target.exists(), "a planted config turned the sandbox off");
+    }
+    let out = uexec_command(&ws, &["run", "--config", planted.to_str().unwrap(), "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("given with --config although") && err.contains("writable root"), "{err}");
+    assert!(target.exists(), "the explicit config was read");
+}
+
 #[test]
 fn run_writes_begin_and_end_to_the_audit_log() {
     let ws = Workspace::new();
@@ -337,6 +385,7 @@ fn run_writes_begin_and_end_to_the_audit_log() {
     assert_eq!(records.len(), 2, "{records:#?}");
     assert_eq!(records[0]["event"], "begin");
     assert_eq!(records[0]["command"], serde_json::json!(["sh", "-c", "exit 6"]));
+    assert_eq!(records[0]["argv"], serde_json::json!(["sh", "-c", "exit 6"]), "the exact argv executed");
     assert_eq!(records[0]["sandbox"], "linux-landlock-seccomp");
     assert_eq!(records[0]["tty"], false);
     assert_eq!(records[1]["event"], "end");

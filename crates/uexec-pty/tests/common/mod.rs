@@ -136,3 +136,48 @@ pub fn zombie_children() -> Vec<i32> {
     }
     zombies
 }
+
+/// Many sessions exiting with their own codes while other sessions are killed (`kill_tree`) and dropped
+/// (background sweeps) around them, `rounds` times: every exit status must reach its own session. A sweep or
+/// a reaper that reaped another session's leader made that session report "reaped by someone else" (-1).
+pub async fn exit_codes_survive_concurrent_kills(rounds: usize) {
+    use std::sync::Arc;
+
+    use uexec_pty::{ExitStatus, ProcessControl, PtySpawner};
+
+    let spawner = Arc::new(PtySpawner::default());
+    for round in 0..rounds {
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..24 {
+            let spawner = Arc::clone(&spawner);
+            let code = (round * 24 + i) % 200 + 1;
+            tasks.spawn(async move {
+                let script = format!("sleep 0.0{}; exit {code}", i % 7);
+                let mut process = spawner.spawn_request(sh(&script, i % 3 == 0)).unwrap();
+                drain(&mut process.output).await;
+                let status = process.control.wait().await;
+                assert_eq!(status.unwrap(), ExitStatus::Code(i32::try_from(code).unwrap()), "round {round}");
+            });
+        }
+        for i in 0..6 {
+            let spawner = Arc::clone(&spawner);
+            tasks.spawn(async move {
+                let process = spawner.spawn_request(sh("sleep 600 & sleep 600", i % 2 == 0)).unwrap();
+                tokio::time::sleep(Duration::from_millis(5 * i)).await;
+                let status = process.control.kill_tree().await.unwrap();
+                assert!(matches!(status, ExitStatus::Signal(_)), "{status:?}");
+            });
+        }
+        for i in 0..6 {
+            let spawner = Arc::clone(&spawner);
+            tasks.spawn(async move {
+                let process = spawner.spawn_request(sh("sleep 600 & exec sleep 600", i % 2 == 1)).unwrap();
+                tokio::time::sleep(Duration::from_millis(3 * i)).await;
+                drop(process);
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done.unwrap();
+        }
+    }
+}

@@ -6,6 +6,7 @@ mod common;
 mod degraded;
 mod filesystem;
 mod network;
+mod planted;
 mod process;
 mod pty;
 mod vfork;

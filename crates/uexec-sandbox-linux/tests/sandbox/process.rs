@@ -231,8 +231,10 @@ attempt("parent-limits", lambda: resource.prlimit(ppid, resource.RLIMIT_NOFILE, 
 "#;
     let probe = py(workspace_only(vec![], false), &s.ws, code);
     assert!(probe.stdout.contains("own-environ ok") && probe.stdout.contains("own-limits ok"), "{probe:?}");
+    // Hidden altogether (ENOENT) by the sandbox's `hidepid=ptraceable` procfs; the inherited `/proc` (when no
+    // fresh one can be mounted) answers EACCES through Landlock's ptrace restriction instead.
     for attack in ["parent-environ", "parent-mem", "parent-fds", "parent-root"] {
-        assert!(probe.stdout.contains(&format!("{attack} errno {}", libc::EACCES)), "{attack}: {probe:?}");
+        assert!(probe.stdout.contains(&format!("{attack} errno {}", libc::ENOENT)), "{attack}: {probe:?}");
     }
     assert!(probe.stdout.contains(&format!("parent-limits errno {}", libc::EPERM)), "{probe:?}");
     let twin = py_unsandboxed(
@@ -317,4 +319,76 @@ fn device_ioctls_work_only_on_the_commands_own_devices() {
     );
     // Not a terminal: ENOTTY from the driver, not EACCES from Landlock.
     assert_eq!(null.stdout.trim(), format!("errno {}", libc::ENOTTY), "{null:?}");
+}
+
+/// What a command sees in `/proc`: the test runner (standing for the uexec server), a command of another sandbox
+/// (standing for another session or another server's command, its argv carrying a marker), and its own child.
+fn proc_probe(server: u32, other: u32) -> String {
+    format!(
+        r#"
+import os, subprocess
+import time
+child = subprocess.Popen(["sleep", "30"])
+def read(pid, name):
+    try:
+        return open("/proc/%s/%s" % (pid, name), "rb").read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError as e:
+        return "errno %d" % e.errno
+print("server:", read({server}, "cmdline"))
+print("server-environ:", read({server}, "environ")[:20])
+print("other:", read({other}, "cmdline"))
+for _ in range(1000):
+    if read(child.pid, "cmdline").startswith("sleep"):
+        break
+    time.sleep(0.01)
+print("child:", read(child.pid, "cmdline"))
+pids = [p for p in os.listdir("/proc") if p.isdigit()]
+print("marker:", any("uexec-proc-" + "marker" in read(p, "cmdline") for p in pids))
+try:
+    os.kill({other}, 0); print("signal: ok")
+except OSError as e:
+    print("signal: errno", e.errno)
+child.kill()
+"#
+    )
+}
+
+#[test]
+fn proc_shows_only_the_commands_own_processes() {
+    let s = Scratch::new();
+    // Another sandboxed command whose argv holds a "secret".
+    let other_spawn = prepare(
+        workspace_only(vec![], false),
+        &["bash", "-c", "exec -a uexec-proc-marker--password=hunter2 sleep 60"],
+        &s.ws,
+    );
+    let mut other = crate::common::command(&other_spawn.spawn, &[], &[])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn the other command");
+    // Wait until it has exec'd sleep under its marker name.
+    let started = std::time::Instant::now();
+    while !fs::read(format!("/proc/{}/cmdline", other.id()))
+        .is_ok_and(|c| String::from_utf8_lossy(&c).contains("uexec-proc-marker"))
+    {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "the other command did not start");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let code = proc_probe(std::process::id(), other.id());
+
+    let twin = py_unsandboxed(&s.ws, &code);
+    let probe = py(workspace_only(vec![], false), &s.ws, &code);
+    let _ = other.kill();
+    let _ = other.wait();
+
+    assert!(twin.stdout.contains("server: ") && !twin.stdout.contains("server: errno"), "{twin:?}");
+    assert!(twin.stdout.contains("marker: True") && twin.stdout.contains("signal: ok"), "{twin:?}");
+    // Sandboxed: its own child is visible, the server and the other command are not, nor signalable.
+    assert!(probe.stdout.contains("child: sleep 30"), "{probe:?}");
+    let enoent = libc::ENOENT;
+    assert!(probe.stdout.contains(&format!("server: errno {enoent}")), "{probe:?}");
+    assert!(probe.stdout.contains(&format!("server-environ: errno {enoent}")), "{probe:?}");
+    assert!(probe.stdout.contains(&format!("other: errno {enoent}")), "{probe:?}");
+    assert!(probe.stdout.contains("marker: False"), "{probe:?}");
+    assert!(probe.stdout.contains(&format!("signal: errno {}", libc::EPERM)), "{probe:?}");
 }

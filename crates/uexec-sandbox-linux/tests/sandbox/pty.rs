@@ -171,3 +171,42 @@ for mode, name in [(os.O_RDONLY | os.O_NONBLOCK, "read"), (os.O_WRONLY, "write")
     assert!(probe.stdout.contains(&format!("read errno {}", libc::EACCES)), "{probe:?}");
     assert!(probe.stdout.contains(&format!("write errno {}", libc::EACCES)), "{probe:?}");
 }
+
+/// Read the line discipline (TIOCGETD), then set N_NULL (27, which discards all output) with TIOCSETD and, if
+/// that worked, put N_TTY (0) back at once so that the result can be printed.
+const TIOCSETD_PROBE: &str = r#"
+import fcntl, struct, termios
+print("getd", struct.unpack("i", fcntl.ioctl(0, termios.TIOCGETD, b"\0" * 4))[0])
+try:
+    fcntl.ioctl(0, termios.TIOCSETD, struct.pack("i", 27))
+    fcntl.ioctl(0, termios.TIOCSETD, struct.pack("i", 0))
+    print("tiocsetd ok")
+except OSError as e:
+    print("tiocsetd errno", e.errno)
+"#;
+
+fn run_tiocsetd(spawn: &SpawnRequest) -> String {
+    let mut pty = open_pty();
+    let mut child = spawn_on_pty(spawn, &pty);
+    let mut seen = String::new();
+    read_until(&mut pty.master, "tiocsetd ", &mut seen);
+    read_until(&mut pty.master, "\n", &mut seen);
+    wait(&mut child);
+    seen
+}
+
+#[test]
+fn tiocsetd_cannot_hide_output_from_the_terminal() {
+    let s = Scratch::new();
+    let python = python();
+    let argv = [python.to_str().unwrap(), "-c", TIOCSETD_PROBE];
+    let twin = run_tiocsetd(&spawn_request(&argv, &s.ws));
+    assert!(
+        twin.contains("getd 0") && twin.contains("tiocsetd ok"),
+        "TIOCSETD should work unsandboxed: {twin:?}"
+    );
+    let prepared = prepare(workspace_only(vec![], false), &argv, &s.ws);
+    let probe = run_tiocsetd(&prepared.spawn);
+    assert!(probe.contains("getd 0"), "the query stays allowed: {probe:?}");
+    assert!(probe.contains(&format!("tiocsetd errno {}", libc::EPERM)), "{probe:?}");
+}

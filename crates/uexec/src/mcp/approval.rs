@@ -23,6 +23,7 @@ use rmcp::service::{Peer, RoleServer};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use uexec_domain::question::{Question, escape_visible_capped};
 use uexec_domain::{ApprovalPolicy, ReviewDecision, SandboxPolicy};
 use uexec_ports::{ApprovalError, ApprovalKind, ApprovalRequest, Approver};
 
@@ -103,7 +104,7 @@ impl McpApprover {
 
     /// Why nobody can approve `request`, and what would allow it.
     pub fn unavailable_message(&self, request: &ApprovalRequest) -> String {
-        let command = uexec_domain::response::command_excerpt(&display_command(&request.command));
+        let command = display_command(&request.command);
         let cannot_ask =
             "this MCP client cannot ask a person (it did not declare the elicitation capability)";
         match request.kind {
@@ -198,7 +199,8 @@ fn choices(request: &ApprovalRequest) -> Vec<(&'static str, String)> {
         (APPROVE_FOR_SESSION, "Approve for this session".to_owned()),
     ];
     if let Some(prefix) = &request.prefix_offer {
-        let prefix = uexec_domain::response::command_excerpt(&display_command(prefix));
+        // Escaped and capped like every command a person reads (`display_command`).
+        let prefix = display_command(prefix);
         choices.push((
             APPROVE_PREFIX_FOR_SESSION,
             format!("Approve for this session every command starting with `{prefix}`"),
@@ -249,7 +251,9 @@ pub fn elicit_params(
     })
 }
 
-/// The text of the question. Under `untrusted` and `on-failure` a command a person approved is run again
+/// The text of the question, rendered by [`uexec_domain::question::render_question`]: what a person reads is
+/// what runs (invisible characters escaped, every line of the script numbered, caller text never in column 0,
+/// long commands cut in plain view). The headline is this module's fixed text. Under `untrusted` and `on-failure` a command a person approved is run again
 /// without the sandbox, without asking, when it looks blocked by the sandbox (spec A6): the question says so.
 pub fn question_text(request: &ApprovalRequest, sandbox: &SandboxPolicy, policy: ApprovalPolicy) -> String {
     let headline = match request.kind {
@@ -275,12 +279,12 @@ pub fn question_text(request: &ApprovalRequest, sandbox: &SandboxPolicy, policy:
             "The sandbox blocked this command. Run it again WITHOUT the sandbox?".to_owned()
         }
     };
-    let mut text =
-        format!("{headline}\n\n    {}\n\nin {}", display_command(&request.command), request.cwd.display());
-    if let Some(reason) = &request.reason {
-        text.push_str(&format!("\n\nReason: {reason}"));
-    }
-    text
+    uexec_domain::question::render_question(&Question {
+        headline: &headline,
+        argv: &request.command,
+        cwd: &request.cwd,
+        reason: request.reason.as_deref(),
+    })
 }
 
 /// Map an elicitation answer to a decision: accept with a decision value; decline = denied; cancel = abort.
@@ -304,15 +308,21 @@ pub fn decision_from_elicit(result: &ElicitResult) -> Result<ReviewDecision, App
     }
 }
 
-/// The command as a person reads it: the script of `[shell, -lc|-c, script]` when the shell is a system shell,
-/// else the shell-quoted argv. A caller-chosen `shell` (a program it planted as `/tmp/x/bash`) is shown: the
-/// script alone (`ls`) would say nothing about what runs.
+/// The command on one line for a refusal message: the script of `[shell, -lc|-c, script]` when the shell is a
+/// system shell, else the shell-quoted argv, with invisible characters and line breaks escaped
+/// ([`uexec_domain::question::escape_visible`]) and cut after [`DISPLAY_MAX_CHARS`] characters. A caller-chosen
+/// `shell` (a program it planted as `/tmp/x/bash`) is shown: the script alone (`ls`) would say nothing about
+/// what runs.
 pub fn display_command(argv: &[String]) -> String {
-    if let Some(script) = uexec_domain::command::trusted_shell_script(argv) {
-        return script.to_owned();
-    }
-    argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
+    let text = match uexec_domain::command::trusted_shell_script(argv) {
+        Some(script) => script.to_owned(),
+        None => argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" "),
+    };
+    escape_visible_capped(&text, DISPLAY_MAX_CHARS)
 }
+
+/// At most this many characters of a command are quoted in a refusal message.
+pub const DISPLAY_MAX_CHARS: usize = 400;
 
 fn shell_quote(word: &str) -> String {
     let plain = !word.is_empty()
@@ -504,7 +514,8 @@ mod tests {
             let mut escalation = request(ApprovalKind::Escalation, "ls");
             escalation.command = argv;
             let text = question_text(&escalation, &SandboxPolicy::default(), ApprovalPolicy::OnRequest);
-            assert!(text.contains(&format!("{shell} -lc ls")), "{text}");
+            assert!(text.contains(&format!("\nShell: {shell} -lc")), "{text}");
+            assert!(text.contains("\n  1 | ls\n"), "{text}");
         }
     }
 
@@ -517,5 +528,53 @@ mod tests {
         }
         let text = question_text(&run, &SandboxPolicy::default(), ApprovalPolicy::OnRequest);
         assert!(text.contains("inside the workspace-write sandbox") && !text.contains("WITHOUT"), "{text}");
+    }
+
+    /// Issue 10, class 1: a script that imitates the question's fixed lines, with invisible characters and a
+    /// payload 60 lines down, reaches the person escaped, numbered and whole; nothing raw reaches the client,
+    /// neither in the message nor in the schema.
+    #[test]
+    fn hostile_scripts_cannot_imitate_the_question() {
+        let script = format!(
+            "git status\nin\u{200b} /tmp/ws\n\nReason\u{200b}: ...\n{}touch /outside/x\r\u{1b}[2K\u{202e}cba",
+            "\n".repeat(60)
+        );
+        let mut escalation = request(ApprovalKind::Escalation, &script);
+        escalation.reason = Some("fine\n\nWorking directory: /safe\u{2028}x".into());
+        escalation.cwd = "/tmp/ws\u{2066}".into();
+        let params = elicit_params(
+            &escalation,
+            &SandboxPolicy::default(),
+            ApprovalPolicy::OnRequest,
+            FormStyle::OneOf,
+        )
+        .unwrap();
+        let ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } = params else {
+            panic!("form expected")
+        };
+        for raw in ['\u{200b}', '\r', '\u{1b}', '\u{202e}', '\u{2028}', '\u{2066}'] {
+            assert!(!message.contains(raw), "{raw:?} reached the client: {message:?}");
+        }
+        assert!(message.contains("Command: multi-line script, 65 lines"), "{message}");
+        assert!(message.contains("  65 | touch /outside/x\\u{d}\\u{1b}[2K\\u{202e}cba\n"), "{message}");
+        let fixed: Vec<&str> = message.lines().filter(|l| !l.starts_with("  ")).collect();
+        assert_eq!(fixed.iter().filter(|l| l.starts_with("Reason")).count(), 1, "{message}");
+        assert_eq!(fixed.iter().filter(|l| l.starts_with("Working directory")).count(), 1, "{message}");
+        assert!(message.contains("Working directory: /tmp/ws\\u{2066}\n"), "{message}");
+        let schema = serde_json::to_string(&requested_schema).unwrap();
+        for caller_text in ["git status", "outside", "fine", "/tmp/ws"] {
+            assert!(!schema.contains(caller_text), "{schema}");
+        }
+    }
+
+    #[tokio::test]
+    async fn refusals_quote_the_command_escaped_and_capped() {
+        let approver = McpApprover::new(ApprovalPolicy::Untrusted, SandboxPolicy::default());
+        let script = format!("ls\n\u{202e}rm -rf x{}", "y".repeat(2000));
+        let err =
+            approver.request_approval(request(ApprovalKind::Run, &script)).await.unwrap_err().to_string();
+        assert!(err.contains("ls\\u{a}\\u{202e}rm -rf x"), "{err}");
+        assert!(!err.contains('\u{202e}') && !err.contains("ls\n"), "{err}");
+        assert!(err.contains("more characters not shown"), "{err}");
     }
 }

@@ -70,9 +70,15 @@ pub struct McpServer {
 impl McpServer {
     /// Start `uexec mcp <args>` in `ws` (not yet initialized).
     pub fn start(ws: &Workspace, args: &[&str]) -> McpServer {
+        McpServer::start_with_env(ws, args, &[])
+    }
+
+    /// Start `uexec mcp <args>` in `ws` with `env` added to its environment (not yet initialized).
+    pub fn start_with_env(ws: &Workspace, args: &[&str], env: &[(&str, &str)]) -> McpServer {
         let mut all = vec!["mcp"];
         all.extend_from_slice(args);
         let mut child = uexec_command(ws, &all)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -98,6 +104,13 @@ impl McpServer {
     /// Start and run the initialize handshake (protocol 2025-11-25), declaring elicitation when asked to.
     pub fn start_initialized(ws: &Workspace, args: &[&str], elicitation: bool) -> McpServer {
         let mut server = McpServer::start(ws, args);
+        server.initialize(elicitation);
+        server
+    }
+
+    /// Run the initialize handshake (protocol 2025-11-25), declaring elicitation when asked to.
+    pub fn initialize(&mut self, elicitation: bool) {
+        let server = self;
         let capabilities = if elicitation { json!({ "elicitation": {} }) } else { json!({}) };
         let result = server.request(
             "initialize",
@@ -109,7 +122,6 @@ impl McpServer {
         );
         assert!(result.get("result").is_some(), "initialize failed: {result}");
         server.notify("notifications/initialized", json!({}));
-        server
     }
 
     pub fn pid(&self) -> u32 {

@@ -1,0 +1,279 @@
+//! The rules for what a `.git` file may make read-only: how its content is read, and when the gitdir it names is
+//! protected (the adapters do the I/O and call these with what they found).
+//!
+//! A sandboxed command can create `.git` (file, directory or symlink) and `.uexec` in a writable root where they
+//! are absent. Whatever such an entry names was chosen by that command, so following it must never freeze more
+//! than the entry itself: a `gitdir:` that is a writable root, contains one, or lies outside the root its `.git`
+//! belongs to protects nothing (see `docs/sandbox.md`, "Planted protected entries").
+
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+
+/// The most bytes of a `.git` file worth reading: `gitdir: `, a path git can open (`PATH_MAX` = 4096) and line
+/// ends. A longer file names no usable gitdir (git fails with `ENAMETOOLONG`), so its gitdir is not looked up.
+pub const MAX_GIT_FILE_BYTES: u64 = 4096 + 64;
+
+/// Why a `.git` file names no gitdir to protect (the `.git` file itself stays protected whatever it holds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GitFileProblem {
+    /// It is a symlink: a protected entry that is a link protects only itself, its target is never followed.
+    Symlink,
+    /// It is not a regular file (a FIFO, a socket, a device): it is never opened for reading.
+    NotARegularFile,
+    /// It is larger than [`MAX_GIT_FILE_BYTES`].
+    TooLarge {
+        /// Its size in bytes.
+        size: u64,
+    },
+    /// It does not start with `gitdir:` or names an empty path.
+    NoGitdirLine,
+    /// Opening or reading it failed.
+    Unreadable(String),
+}
+
+impl fmt::Display for GitFileProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GitFileProblem::Symlink => {
+                f.write_str("a symlink (only the link is protected, its target is not followed)")
+            }
+            GitFileProblem::NotARegularFile => f.write_str("not a regular file (not read)"),
+            GitFileProblem::TooLarge { size } => {
+                write!(f, "{size} bytes, more than any gitdir file ({MAX_GIT_FILE_BYTES}; not read)")
+            }
+            GitFileProblem::NoGitdirLine => f.write_str("no `gitdir:` line"),
+            GitFileProblem::Unreadable(why) => write!(f, "unreadable ({why})"),
+        }
+    }
+}
+
+/// The gitdir a `.git` file in `root` names: the text after `gitdir:` on its first line, trimmed, resolved
+/// against `root` when relative (as git does). `content` is at most [`MAX_GIT_FILE_BYTES`] long.
+pub fn parse_git_file(root: &Path, content: &[u8]) -> Result<PathBuf, GitFileProblem> {
+    let first_line = content.split(|b| *b == b'\n').next().unwrap_or_default();
+    let target =
+        first_line.strip_prefix(b"gitdir:").map(<[u8]>::trim_ascii).ok_or(GitFileProblem::NoGitdirLine)?;
+    if target.is_empty() || target.contains(&0) {
+        return Err(GitFileProblem::NoGitdirLine);
+    }
+    Ok(root.join(path_from_bytes(target)))
+}
+
+/// A path from the bytes of a file (any bytes on Unix, as the kernel takes them).
+#[cfg(unix)]
+fn path_from_bytes(bytes: &[u8]) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
+}
+
+/// A path from the bytes of a file (UTF-8 where paths are not bytes).
+#[cfg(not(unix))]
+fn path_from_bytes(bytes: &[u8]) -> PathBuf {
+    PathBuf::from(String::from_utf8_lossy(bytes).into_owned())
+}
+
+/// Why the gitdir a `.git` file names is not protected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnprotectedGitdir {
+    /// It lies outside every writable root: read-only already.
+    ReadOnlyAnyway,
+    /// It is this writable root.
+    IsWritableRoot(PathBuf),
+    /// It contains this writable root (`gitdir: ..`, `gitdir: /`): protecting it would freeze the root.
+    ContainsWritableRoot(PathBuf),
+    /// It lies in a writable root other than the one its `.git` belongs to (another root, or one nested inside
+    /// the owner): a `.git` file protects only what is its own.
+    OutsideOwnRoot {
+        /// The root the `.git` file belongs to.
+        owner: PathBuf,
+        /// The writable root the gitdir lies in.
+        root: PathBuf,
+    },
+    /// It is not a git directory (no `HEAD` file in it): git would not use it.
+    NotAGitDir,
+    /// Its path goes through a symlink: a gitdir is looked up without following links, like every protected
+    /// entry.
+    ThroughSymlink,
+    /// It does not exist or cannot be resolved.
+    Missing(String),
+}
+
+impl fmt::Display for UnprotectedGitdir {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UnprotectedGitdir::ReadOnlyAnyway => {
+                f.write_str("outside every writable root (read-only anyway)")
+            }
+            UnprotectedGitdir::IsWritableRoot(root) => {
+                write!(f, "is the writable root {} (protecting it would freeze the root)", root.display())
+            }
+            UnprotectedGitdir::ContainsWritableRoot(root) => {
+                write!(
+                    f,
+                    "contains the writable root {} (protecting it would freeze the root)",
+                    root.display()
+                )
+            }
+            UnprotectedGitdir::OutsideOwnRoot { owner, root } => write!(
+                f,
+                "lies in the writable root {}, not in {} where its .git is",
+                root.display(),
+                owner.display()
+            ),
+            UnprotectedGitdir::NotAGitDir => f.write_str("not a git directory (no HEAD file)"),
+            UnprotectedGitdir::ThroughSymlink => {
+                f.write_str("its path goes through a symlink (not followed)")
+            }
+            UnprotectedGitdir::Missing(why) => write!(f, "does not resolve ({why})"),
+        }
+    }
+}
+
+/// Decide whether `gitdir` (canonical), named by the `.git` file of writable root `owner` (canonical), may be
+/// protected, given every writable root (canonical). `Ok` means: protect it. The rule, in order: a gitdir that is
+/// a writable root or contains one is refused; one outside every root needs nothing; one whose innermost writable
+/// root is not `owner` is refused. (Whether it looks like a git directory is the caller's I/O.)
+pub fn gitdir_protection(gitdir: &Path, owner: &Path, roots: &[PathBuf]) -> Result<(), UnprotectedGitdir> {
+    if roots.iter().any(|root| root == gitdir) {
+        return Err(UnprotectedGitdir::IsWritableRoot(gitdir.to_path_buf()));
+    }
+    if let Some(root) = roots.iter().find(|root| root.starts_with(gitdir)) {
+        return Err(UnprotectedGitdir::ContainsWritableRoot(root.clone()));
+    }
+    let innermost = roots.iter().filter(|root| gitdir.starts_with(root)).max_by_key(|root| depth(root));
+    match innermost {
+        None => Err(UnprotectedGitdir::ReadOnlyAnyway),
+        Some(root) if root != owner => {
+            Err(UnprotectedGitdir::OutsideOwnRoot { owner: owner.to_path_buf(), root: root.clone() })
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// `path` with `.` and `..` resolved by the text alone (`..` of `/` is `/`). Equal to what the kernel resolves
+/// exactly when no component is a symlink, which is how a gitdir is then opened (`RESOLVE_NO_SYMLINKS`).
+pub fn normalize_lexically(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if out.parent().is_some() {
+                    out.pop();
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// The number of normal components of `path`.
+fn depth(path: &Path) -> usize {
+    path.components().filter(|c| matches!(c, Component::Normal(_))).count()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn p(s: &str) -> PathBuf {
+        PathBuf::from(s)
+    }
+
+    #[test]
+    fn parses_the_first_line_like_git_and_resolves_relative_paths_against_the_root() {
+        let root = Path::new("/w/repo");
+        assert_eq!(parse_git_file(root, b"gitdir: /abs/x\n"), Ok(p("/abs/x")));
+        assert_eq!(
+            parse_git_file(root, b"gitdir:../main/.git/worktrees/r  \r\n"),
+            Ok(p("/w/repo/../main/.git/worktrees/r"))
+        );
+        assert_eq!(parse_git_file(root, b"gitdir: ..\n"), Ok(p("/w/repo/..")));
+        assert_eq!(parse_git_file(root, b"not a git file"), Err(GitFileProblem::NoGitdirLine));
+        assert_eq!(parse_git_file(root, b"gitdir:   \n"), Err(GitFileProblem::NoGitdirLine));
+        assert_eq!(parse_git_file(root, b""), Err(GitFileProblem::NoGitdirLine));
+        assert_eq!(parse_git_file(root, b"\ngitdir: /x\n"), Err(GitFileProblem::NoGitdirLine));
+        assert_eq!(parse_git_file(root, b"gitdir: /x\0y\n"), Err(GitFileProblem::NoGitdirLine));
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let raw = parse_git_file(root, b"gitdir: /caf\xe9/.git\n").unwrap();
+            assert_eq!(raw.as_os_str().as_bytes(), b"/caf\xe9/.git");
+        }
+    }
+
+    #[test]
+    fn a_gitdir_that_is_or_contains_a_root_or_lies_elsewhere_is_not_protected() {
+        let roots = [p("/tmp"), p("/tmp/ws"), p("/home/u/cache")];
+        let owner = p("/tmp/ws");
+        assert_eq!(gitdir_protection(&p("/tmp/ws/.git/modules/x"), &owner, &roots), Ok(()));
+        assert_eq!(
+            gitdir_protection(&p("/tmp/ws"), &owner, &roots),
+            Err(UnprotectedGitdir::IsWritableRoot(p("/tmp/ws")))
+        );
+        assert_eq!(
+            gitdir_protection(&p("/tmp"), &owner, &roots),
+            Err(UnprotectedGitdir::IsWritableRoot(p("/tmp")))
+        );
+        assert_eq!(
+            gitdir_protection(&p("/"), &owner, &roots),
+            Err(UnprotectedGitdir::ContainsWritableRoot(p("/tmp")))
+        );
+        assert_eq!(
+            gitdir_protection(&p("/home"), &owner, &roots),
+            Err(UnprotectedGitdir::ContainsWritableRoot(p("/home/u/cache")))
+        );
+        assert_eq!(
+            gitdir_protection(&p("/tmp/main/.git/worktrees/ws"), &owner, &roots),
+            Err(UnprotectedGitdir::OutsideOwnRoot { owner: owner.clone(), root: p("/tmp") })
+        );
+        // /tmp's .git naming a directory of the workspace nested in /tmp.
+        assert_eq!(
+            gitdir_protection(&p("/tmp/ws/src"), &p("/tmp"), &roots),
+            Err(UnprotectedGitdir::OutsideOwnRoot { owner: p("/tmp"), root: p("/tmp/ws") })
+        );
+        assert_eq!(
+            gitdir_protection(&p("/proc/self/cwd"), &owner, &roots),
+            Err(UnprotectedGitdir::ReadOnlyAnyway)
+        );
+        assert_eq!(
+            gitdir_protection(&p("/work/main/.git/worktrees/ws"), &owner, &roots),
+            Err(UnprotectedGitdir::ReadOnlyAnyway)
+        );
+    }
+
+    #[test]
+    fn dots_are_resolved_by_the_text() {
+        assert_eq!(normalize_lexically(Path::new("/tmp/ws/../x/./y")), p("/tmp/x/y"));
+        assert_eq!(normalize_lexically(Path::new("/tmp/ws/../../../..")), p("/"));
+        assert_eq!(normalize_lexically(Path::new("/tmp/ws/.")), p("/tmp/ws"));
+    }
+
+    fn path_strategy() -> impl Strategy<Value = PathBuf> {
+        prop::collection::vec(prop::sample::select(vec!["a", "b", "c"]), 0..4)
+            .prop_map(|parts| Path::new("/").join(parts.join("/")))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// A protected gitdir never freezes a writable root: it is no root, contains none, and lies inside its
+        /// owner and in no root nested in the owner.
+        #[test]
+        fn a_protected_gitdir_never_freezes_a_root(
+            gitdir in path_strategy(),
+            roots in prop::collection::vec(path_strategy(), 1..5),
+            owner_index in 0usize..5,
+        ) {
+            let owner = roots[owner_index % roots.len()].clone();
+            if gitdir_protection(&gitdir, &owner, &roots).is_ok() {
+                prop_assert!(roots.iter().all(|root| !root.starts_with(&gitdir)));
+                prop_assert!(gitdir.starts_with(&owner));
+                prop_assert!(roots.iter().all(|root| root == &owner || !gitdir.starts_with(root) || owner.starts_with(root)));
+            }
+        }
+    }
+}

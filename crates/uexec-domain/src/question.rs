@@ -1,0 +1,620 @@
+//! The text of an approval question: what a person reads is exactly what runs.
+//!
+//! A question shows text the caller chose (the command, the shell, the working directory, the justification)
+//! next to the question's own fixed lines. The rendering follows four rules:
+//!
+//! 1. **Nothing invisible.** Every character that does not show itself, or that changes how the characters
+//!    around it are shown, is written as `\u{HEX}`: C0 and C1 controls (CR, ESC, DEL, NEL, ...), format
+//!    characters (bidi embeddings, overrides and isolates U+202A-202E and U+2066-2069, the marks U+200E, U+200F
+//!    and U+061C, zero-width characters U+200B-200D, U+2060-2064, U+FEFF, the soft hyphen, tag characters
+//!    U+E0000-E0FFF), variation selectors, the line and paragraph separators U+2028 and U+2029, every
+//!    whitespace other than the ASCII space and the line break that separates a script's lines, blank-looking
+//!    letters (Hangul fillers, the braille blank), private-use characters, surrogates and the general-purpose
+//!    combining marks, which draw over the character before them ([`is_invisible`]).
+//!    A backslash that would read as the start of such an escape (`\` followed by `u{` or `x{`) is itself written
+//!    `\u{5c}`, so the escaping is injective: distinct texts give distinct renderings, and
+//!    the rendering can be read back. Ordinary backslashes (`printf 'a\n'`) are shown as they are.
+//!    Bytes of a path that are not UTF-8 are written `\x{HEX}`.
+//! 2. **Caller text never starts a line.** Every line of a script, of an argument list and of a reason is
+//!    shown behind a numbered gutter (`  12 | `), a line longer than [`WRAP_COLUMNS`] on continuation rows
+//!    (`     + `), and spaces at the end of a line are written `\u{20}`; single-line values (shell, working directory) follow their
+//!    label on the label's line, with line breaks escaped. Every fixed line starts in column 0 with a
+//!    non-space character, every caller line starts with two spaces, so `Reason:` or `in /tmp/ws` written by
+//!    the caller can never look like the question's own lines.
+//! 3. **Multi-line scripts are announced.** The command's header says `one line` or `multi-line script, N
+//!    lines`, with its length in characters, and every line is shown with its number.
+//! 4. **Long text is cut in plain view.** At most [`MAX_SHOWN_CHARS`] characters (and [`MAX_SHOWN_LINES`]
+//!    lines) of a command are shown; the header says so, and a line after the shown part says how many
+//!    characters and which lines are not shown. Reasons and the shell get [`MAX_FIELD_CHARS`] characters; the
+//!    working directory (an existing directory, at most `PATH_MAX` long) is shown whole.
+
+use std::path::Path;
+
+/// At most this many characters (Unicode scalar values, line breaks included) of a command are shown.
+pub const MAX_SHOWN_CHARS: usize = 4000;
+
+/// At most this many lines of a command are shown.
+pub const MAX_SHOWN_LINES: usize = 400;
+
+/// At most this many characters of a reason, a shell or a working directory are shown.
+pub const MAX_FIELD_CHARS: usize = 1000;
+
+/// Longer lines are shown on several rows: a row after the first has no line number and a `+` for the `|`, so
+/// nothing hides far to the right of a screen that does not wrap.
+pub const WRAP_COLUMNS: usize = 160;
+
+/// At most this many lines of a reason are shown.
+const MAX_REASON_LINES: usize = 40;
+
+/// Inclusive ranges of the characters [`is_invisible`] escapes, sorted. Generated from the Unicode general
+/// categories Cc, Cf, Zl, Zp, Zs (minus U+0020), Co and Cs, plus the Default_Ignorable_Code_Point property, the
+/// braille blank U+2800, the noncharacters U+FFFE/U+FFFF, and the blocks of general-purpose combining marks
+/// (U+0300-036F, U+1AB0-1AFF, U+1DC0-1DFF, U+20D0-20FF, U+FE20-FE2F), which draw over the character before them
+/// (a strike-through, an enclosing circle) and make `é` and `e` + U+0301 look the same.
+const INVISIBLE: [(u32, u32); 37] = [
+    (0x0, 0x1F),
+    (0x7F, 0xA0),
+    (0xAD, 0xAD),
+    (0x300, 0x36F),
+    (0x600, 0x605),
+    (0x61C, 0x61C),
+    (0x6DD, 0x6DD),
+    (0x70F, 0x70F),
+    (0x890, 0x891),
+    (0x8E2, 0x8E2),
+    (0x115F, 0x1160),
+    (0x1680, 0x1680),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x1AB0, 0x1AFF),
+    (0x1DC0, 0x1DFF),
+    (0x2000, 0x200F),
+    (0x2028, 0x202F),
+    (0x205F, 0x206F),
+    (0x20D0, 0x20FF),
+    (0x2800, 0x2800),
+    (0x3000, 0x3000),
+    (0x3164, 0x3164),
+    (0xD800, 0xF8FF),
+    (0xFE00, 0xFE0F),
+    (0xFE20, 0xFE2F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFFC),
+    (0xFFFE, 0xFFFF),
+    (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD),
+    (0x13430, 0x1343F),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+    (0xF0000, 0x10FFFF),
+];
+
+/// True when `c` is written as `\u{HEX}` in a question (rule 1 of the module documentation).
+pub fn is_invisible(c: char) -> bool {
+    let c = u32::from(c);
+    INVISIBLE
+        .binary_search_by(|&(low, high)| {
+            if high < c {
+                std::cmp::Ordering::Less
+            } else if low > c {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        })
+        .is_ok()
+}
+
+/// `text` on one line with every invisible character (the line break included) written as `\u{HEX}`.
+pub fn escape_visible(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    push_escaped(&mut out, text);
+    out
+}
+
+/// `text` as [`escape_visible`] writes it, cut after `max_chars` characters with the cut said plainly.
+pub fn escape_visible_capped(text: &str, max_chars: usize) -> String {
+    let (shown, rest) = split_chars(text, max_chars);
+    let mut out = escape_visible(shown);
+    if !rest.is_empty() {
+        out.push_str(&format!(" ... ({} more characters not shown)", rest.chars().count()));
+    }
+    out
+}
+
+/// `path` as [`escape_visible`] writes it; bytes that are not UTF-8 are written `\x{HEX}`.
+pub fn escape_path(path: &Path) -> String {
+    let mut out = String::new();
+    for chunk in path.as_os_str().as_encoded_bytes().utf8_chunks() {
+        push_escaped(&mut out, chunk.valid());
+        for byte in chunk.invalid() {
+            out.push_str(&format!("\\x{{{byte:x}}}"));
+        }
+    }
+    out
+}
+
+fn push_escaped(out: &mut String, text: &str) {
+    for token in escaped_tokens(text) {
+        out.push_str(&token);
+    }
+}
+
+/// How each character of `text` is written (rule 1), in order. Spaces at the end of `text` are written
+/// `\u{20}` too: invisible at the end of a line, they still change what a line means (`\` followed by a space
+/// escapes the space, a `\` at the end of a line joins the next).
+fn escaped_tokens(text: &str) -> Vec<String> {
+    let trailing_from = text.trim_end_matches(' ').len();
+    text.char_indices()
+        .map(|(index, c)| {
+            let rest = text.get(index + c.len_utf8()..).unwrap_or_default();
+            let escape_backslash = c == '\\' && (rest.starts_with("u{") || rest.starts_with("x{"));
+            if is_invisible(c) || escape_backslash || index >= trailing_from {
+                format!("\\u{{{:x}}}", u32::from(c))
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// The first `max_chars` characters of `text`, and the rest.
+fn split_chars(text: &str, max_chars: usize) -> (&str, &str) {
+    match text.char_indices().nth(max_chars) {
+        Some((index, _)) => text.split_at(index),
+        None => (text, ""),
+    }
+}
+
+/// How many characters of `text` [`escape_visible`] escapes.
+fn count_escaped(text: &str) -> usize {
+    text.chars().filter(|&c| is_invisible(c) && c != '\n').count()
+}
+
+/// What an approval question is about. `headline` is the asker's own fixed text (never caller text); the rest
+/// is shown under rule 2.
+#[derive(Debug, Clone, Copy)]
+pub struct Question<'a> {
+    /// The question itself, e.g. "Allow this command to run WITHOUT the sandbox?".
+    pub headline: &'a str,
+    /// The argv that will run: `[shell, "-c" | "-lc", script]` is shown as its script, anything else as its
+    /// arguments, one per line.
+    pub argv: &'a [String],
+    /// The working directory.
+    pub cwd: &'a Path,
+    /// Why the question is asked (the caller's justification, or the engine's reason).
+    pub reason: Option<&'a str>,
+}
+
+/// The labels of the question's fixed lines: every line of a rendering that does not start with two spaces
+/// starts with one of these (or is the headline, or empty).
+pub const FIXED_LABELS: [&str; 6] =
+    ["Command: ", "Arguments: ", "Shell: ", "Working directory: ", "Reason given with the request:", "... "];
+
+/// The text of `question` (see the module documentation for the rules).
+pub fn render_question(question: &Question<'_>) -> String {
+    let mut out = String::new();
+    out.push_str(&escape_visible(question.headline));
+    out.push_str("\n\n");
+    let mut escaped = 0;
+    match question.argv {
+        [shell, flag, script] if flag == "-c" || flag == "-lc" => {
+            let lines = script.split('\n').count();
+            let chars = script.chars().count();
+            let shape = if lines == 1 {
+                format!("one line, {chars} characters")
+            } else {
+                format!("multi-line script, {lines} lines, {chars} characters")
+            };
+            let cut = if chars > MAX_SHOWN_CHARS || lines > MAX_SHOWN_LINES {
+                format!(
+                    "; only the first {MAX_SHOWN_CHARS} characters and {MAX_SHOWN_LINES} lines are shown, DENY \
+                     unless you know what the rest does"
+                )
+            } else {
+                String::new()
+            };
+            out.push_str(&format!("Command: {shape}{cut}:\n"));
+            push_block(&mut out, script, MAX_SHOWN_CHARS, MAX_SHOWN_LINES);
+            escaped += count_escaped(script);
+            let login = if flag == "-lc" { " (a login shell: it reads its startup files first)" } else { "" };
+            out.push_str(&format!(
+                "Shell: {} {flag}{login}\n",
+                escape_visible_capped(shell, MAX_FIELD_CHARS)
+            ));
+            escaped += count_escaped(shell);
+        }
+        argv => {
+            out.push_str(&format!("Arguments: {} arguments, each on its own line:\n", argv.len()));
+            let joined = argv.join("\n");
+            push_block(&mut out, &joined, MAX_SHOWN_CHARS, MAX_SHOWN_LINES);
+            escaped += count_escaped(&joined);
+        }
+    }
+    // A working directory is an existing directory, so it is at most PATH_MAX long: shown whole.
+    let cwd = escape_path(question.cwd);
+    out.push_str(&format!("Working directory: {cwd}\n"));
+    if let Some(reason) = question.reason {
+        out.push_str("Reason given with the request:\n");
+        push_block(&mut out, reason, MAX_FIELD_CHARS, MAX_REASON_LINES);
+        escaped += count_escaped(reason);
+    }
+    if escaped > 0 || cwd.contains("\\u{") || cwd.contains("\\x{") {
+        out.push_str(
+            "\nNote: the text above contains characters that do not show themselves (controls, invisible or \
+             direction-changing characters); each is written as \\u{HEX} (or \\x{HEX} for a byte), and a \
+             backslash that would read as such an escape is written \\u{5c}.\n",
+        );
+    }
+    out
+}
+
+/// `text` as numbered lines behind a gutter, at most `max_chars` characters and `max_lines` lines; a fixed line
+/// after them says what is not shown.
+fn push_block(out: &mut String, text: &str, max_chars: usize, max_lines: usize) {
+    let lines: Vec<&str> = text.split('\n').collect();
+    let width = lines.len().min(max_lines).to_string().len();
+    let mut shown_chars = 0usize;
+    // The first line not shown, and whether part of it was.
+    let mut cut: Option<(usize, bool)> = None;
+    for (index, line) in lines.iter().enumerate() {
+        if index >= max_lines || shown_chars >= max_chars {
+            cut = Some((index, false));
+            break;
+        }
+        let (part, rest) = split_chars(line, max_chars - shown_chars);
+        out.push_str(&format!("  {:>width$} |", index + 1));
+        let mut column = 0;
+        for token in escaped_tokens(part) {
+            if column == 0 {
+                out.push(' ');
+            } else if column + token.chars().count() > WRAP_COLUMNS {
+                // A continuation row: no number, a `+` for the `|`.
+                out.push_str(&format!("\n  {:>width$} + ", ""));
+                column = 0;
+            }
+            column += token.chars().count();
+            out.push_str(&token);
+        }
+        out.push('\n');
+        shown_chars += part.chars().count();
+        if !rest.is_empty() {
+            cut = Some((index, true));
+            break;
+        }
+        // The line break after a whole line counts as one of the shown characters.
+        shown_chars += usize::from(index + 1 < lines.len());
+    }
+    if let Some((index, partly)) = cut {
+        let more = text.chars().count().saturating_sub(shown_chars);
+        let (line, last) = (index + 1, lines.len());
+        let which = match (partly, line == last) {
+            (true, true) => format!("the rest of line {line}"),
+            (true, false) if line + 1 == last => format!("the rest of line {line} and line {last}"),
+            (true, false) => format!("the rest of line {line} and lines {} to {last}", line + 1),
+            (false, true) => format!("line {line}"),
+            (false, false) => format!("lines {line} to {last}"),
+        };
+        out.push_str(&format!("... {more} more characters not shown ({which})\n"));
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use std::path::PathBuf;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The inverse of [`escape_visible`] (and of [`escape_path`] on UTF-8 paths).
+    fn unescape(text: &str) -> String {
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(c) = rest.chars().next() {
+            if let Some(after) = rest.strip_prefix("\\u{")
+                && let Some(end) = after.find('}')
+                && let Ok(code) = u32::from_str_radix(&after[..end], 16)
+                && let Some(decoded) = char::from_u32(code)
+            {
+                out.push(decoded);
+                rest = &after[end + 1..];
+                continue;
+            }
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+        out
+    }
+
+    /// Read a rendered question back: (script or joined arguments, shell and flag, cwd, reason).
+    fn read_back(text: &str) -> (String, Option<String>, String, Option<String>) {
+        let mut blocks: Vec<Vec<String>> = Vec::new();
+        let mut shell = None;
+        let mut cwd = String::new();
+        for line in text.lines() {
+            if let Some(body) = line.strip_prefix("  ") {
+                // Rows are kept escaped until the whole line is known.
+                let block = blocks.last_mut().unwrap();
+                if let Some((_, content)) = body.split_once(" + ").filter(|(n, _)| n.trim().is_empty()) {
+                    block.last_mut().unwrap().push_str(content);
+                } else {
+                    let (_, content) = body.split_once(" |").unwrap();
+                    block.push(content.strip_prefix(' ').unwrap_or(content).to_owned());
+                }
+            } else if line.starts_with("Command: ")
+                || line.starts_with("Arguments: ")
+                || line.starts_with("Reason given")
+            {
+                blocks.push(Vec::new());
+            } else if let Some(value) = line.strip_prefix("Shell: ") {
+                let value = value.trim_end_matches(" (a login shell: it reads its startup files first)");
+                shell = Some(unescape(value));
+            } else if let Some(value) = line.strip_prefix("Working directory: ") {
+                cwd = unescape(value);
+            }
+        }
+        let decode =
+            |block: &Vec<String>| block.iter().map(|row| unescape(row)).collect::<Vec<_>>().join("\n");
+        let command = blocks.first().map(decode).unwrap_or_default();
+        let reason = blocks.get(1).map(decode);
+        (command, shell, cwd, reason)
+    }
+
+    fn argv(shell: &str, flag: &str, script: &str) -> Vec<String> {
+        vec![shell.to_owned(), flag.to_owned(), script.to_owned()]
+    }
+
+    fn render(argv: &[String], cwd: &str, reason: Option<&str>) -> String {
+        render_question(&Question {
+            headline: "Allow this command to run WITHOUT the sandbox?",
+            argv,
+            cwd: Path::new(cwd),
+            reason,
+        })
+    }
+
+    /// The issue's example: a script that imitates the question's own lines, with zero-width spaces and 60
+    /// blank lines in front of the payload.
+    #[test]
+    fn a_script_imitating_the_question_is_shown_whole_numbered_and_escaped() {
+        let script = format!(
+            "git status\nin\u{200b} /tmp/ws\n\nReason\u{200b}: looks harmless\n{}touch /outside/x",
+            "\n".repeat(60)
+        );
+        let text = render(&argv("/bin/bash", "-lc", &script), "/tmp/ws", Some("check the tree"));
+        assert!(text.contains("Command: multi-line script, 65 lines,"), "{text}");
+        assert!(text.contains("  65 | touch /outside/x\n"), "{text}");
+        assert!(text.contains("   2 | in\\u{200b} /tmp/ws\n"), "{text}");
+        assert!(text.contains("   4 | Reason\\u{200b}: looks harmless\n"), "{text}");
+        assert!(!text.contains('\u{200b}'), "{text}");
+        let fixed: Vec<&str> = text.lines().filter(|l| !l.starts_with("  ")).collect();
+        assert_eq!(fixed.iter().filter(|l| l.starts_with("Reason")).count(), 1, "{text}");
+        assert!(!fixed.iter().any(|l| l.starts_with("in ")), "{text}");
+        assert!(text.contains("Working directory: /tmp/ws\n"), "{text}");
+        assert!(text.contains("Shell: /bin/bash -lc (a login shell"), "{text}");
+        assert!(text.contains("Note: the text above contains characters that do not show themselves"));
+    }
+
+    #[test]
+    fn controls_bidi_zero_width_and_separators_are_escaped() {
+        let hostile = [
+            ('\r', "\\u{d}"),
+            ('\u{1b}', "\\u{1b}"),
+            ('\u{7f}', "\\u{7f}"),
+            ('\u{85}', "\\u{85}"),
+            ('\u{9b}', "\\u{9b}"),
+            ('\t', "\\u{9}"),
+            ('\u{0}', "\\u{0}"),
+            ('\u{a0}', "\\u{a0}"),
+            ('\u{ad}', "\\u{ad}"),
+            ('\u{61c}', "\\u{61c}"),
+            ('\u{180e}', "\\u{180e}"),
+            ('\u{200b}', "\\u{200b}"),
+            ('\u{200d}', "\\u{200d}"),
+            ('\u{200e}', "\\u{200e}"),
+            ('\u{200f}', "\\u{200f}"),
+            ('\u{2028}', "\\u{2028}"),
+            ('\u{2029}', "\\u{2029}"),
+            ('\u{202a}', "\\u{202a}"),
+            ('\u{202e}', "\\u{202e}"),
+            ('\u{2060}', "\\u{2060}"),
+            ('\u{2064}', "\\u{2064}"),
+            ('\u{2066}', "\\u{2066}"),
+            ('\u{2069}', "\\u{2069}"),
+            ('\u{3000}', "\\u{3000}"),
+            ('\u{3164}', "\\u{3164}"),
+            ('\u{fe0f}', "\\u{fe0f}"),
+            ('\u{feff}', "\\u{feff}"),
+            ('\u{e0001}', "\\u{e0001}"),
+            ('\u{e0041}', "\\u{e0041}"),
+            ('\u{e0100}', "\\u{e0100}"),
+            ('\u{f0000}', "\\u{f0000}"),
+            ('\u{301}', "\\u{301}"),
+            ('\u{336}', "\\u{336}"),
+            ('\u{20dd}', "\\u{20dd}"),
+        ];
+        for (c, written) in hostile {
+            assert!(is_invisible(c), "{c:?}");
+            let script = format!("echo a{c}b");
+            let text = render(&argv("bash", "-c", &script), &format!("/w{c}x"), Some(&format!("r{c}s")));
+            assert!(!text.contains(c), "{c:?} reached the question raw: {text:?}");
+            assert!(text.contains(&format!("echo a{written}b")), "{c:?}: {text}");
+            assert!(text.contains(&format!("Working directory: /w{written}x\n")), "{c:?}: {text}");
+            assert!(text.contains(&format!("| r{written}s\n")), "{c:?}: {text}");
+        }
+        for visible in ['a', ' ', '~', 'é', 'ß', '中', '\u{1f600}', '\u{fffd}'] {
+            assert!(!is_invisible(visible), "{visible:?}");
+        }
+    }
+
+    #[test]
+    fn the_invisible_table_is_sorted_and_disjoint() {
+        for pair in INVISIBLE.windows(2) {
+            assert!(pair[0].0 <= pair[0].1 && pair[0].1 < pair[1].0, "{pair:?}");
+        }
+        for (low, high) in INVISIBLE {
+            for code in [low, high] {
+                if let Some(c) = char::from_u32(code) {
+                    assert!(is_invisible(c), "{code:x}");
+                }
+            }
+            if let Some(c) = char::from_u32(high + 1).filter(|_| high < 0x10FFFF) {
+                let next_range = INVISIBLE.iter().any(|&(l, h)| (l..=h).contains(&(high + 1)));
+                assert_eq!(is_invisible(c), next_range, "{:x}", high + 1);
+            }
+        }
+    }
+
+    #[test]
+    fn ordinary_backslashes_stay_and_escape_lookalikes_are_escaped() {
+        assert_eq!(escape_visible(r"printf 'a\nb\r' | sed 's/\\//'"), r"printf 'a\nb\r' | sed 's/\\//'");
+        assert_eq!(escape_visible("a\u{200b}"), r"a\u{200b}");
+        assert_eq!(escape_visible(r"a\u{200b}"), r"a\u{5c}u{200b}");
+        assert_eq!(escape_visible(r"\x{ff}"), r"\u{5c}x{ff}");
+        assert_ne!(escape_visible("a\u{200b}"), escape_visible(r"a\u{200b}"));
+        assert_eq!(escape_visible("\\\u{1b}"), "\\\\u{1b}");
+        assert_eq!(unescape("\\\\u{1b}"), "\\\u{1b}");
+    }
+
+    #[test]
+    fn non_utf8_path_bytes_are_shown_as_bytes() {
+        use std::os::unix::ffi::OsStrExt;
+        let path = PathBuf::from(std::ffi::OsStr::from_bytes(b"/w/\xff\x1b"));
+        assert_eq!(escape_path(&path), r"/w/\x{ff}\u{1b}");
+    }
+
+    #[test]
+    fn long_commands_state_their_length_and_what_is_cut() {
+        let script = format!("{}\n{}\nrm -rf /outside", "a".repeat(3000), "b".repeat(3000));
+        let text = render(&argv("bash", "-lc", &script), "/w", None);
+        let total = script.chars().count();
+        assert!(
+            text.contains(&format!(
+                "Command: multi-line script, 3 lines, {total} characters; only the first"
+            ))
+        );
+        let more = total - MAX_SHOWN_CHARS;
+        assert!(
+            text.contains(&format!(
+                "\n... {more} more characters not shown (the rest of line 2 and line 3)\n"
+            )),
+            "{text}"
+        );
+        assert!(!text.contains("rm -rf"));
+        let one = "x".repeat(MAX_SHOWN_CHARS + 5);
+        let text = render(&argv("bash", "-lc", &one), "/w", None);
+        assert!(text.contains("... 5 more characters not shown (the rest of line 1)"), "{text}");
+        let many = "true\n".repeat(1000);
+        let text = render(&argv("bash", "-lc", &many), "/w", None);
+        assert!(text.contains("multi-line script, 1001 lines"), "{text}");
+        assert!(text.contains(&format!("(lines {} to 1001)", MAX_SHOWN_LINES + 1)), "{text}");
+        let short = "ls\n".repeat(100);
+        let text = render(&argv("bash", "-lc", &short), "/w", None);
+        assert!(!text.contains("not shown") && text.contains(" 101 |\n"), "{text}");
+    }
+
+    #[test]
+    fn long_lines_wrap_and_trailing_spaces_show() {
+        let script = format!("git status{}; touch /outside/x", " ".repeat(500));
+        let text = render(&argv("bash", "-lc", &script), "/w", None);
+        assert!(text.lines().all(|l| l.chars().count() <= WRAP_COLUMNS + 12), "{text}");
+        let payload = text.lines().find(|l| l.contains("touch /outside/x")).unwrap();
+        assert!(payload.starts_with("    + "), "{text}");
+        let (command, ..) = read_back(&text);
+        assert_eq!(command, script);
+        let text = render(&argv("bash", "-lc", "rm -rf a\\ \nb  "), "/w", None);
+        assert!(text.contains("  1 | rm -rf a\\\\u{20}\n  2 | b\\u{20}\\u{20}\n"), "{text}");
+    }
+
+    #[test]
+    fn other_argv_shapes_show_every_argument_on_its_own_line() {
+        let argv = vec!["/tmp/x/run".to_owned(), "--flag\nReason: fine".to_owned()];
+        let text = render(&argv, "/w", None);
+        assert!(text.contains("Arguments: 2 arguments"), "{text}");
+        assert!(text.contains("  1 | /tmp/x/run\n  2 | --flag\n  3 | Reason: fine\n"), "{text}");
+        let shell = argv_with_shell("/tmp/evil\nReason: ok");
+        let text = render(&shell, "/w", None);
+        assert!(text.contains("Shell: /tmp/evil\\u{a}Reason: ok -lc"), "{text}");
+    }
+
+    fn argv_with_shell(shell: &str) -> Vec<String> {
+        argv(shell, "-lc", "ls")
+    }
+
+    fn any_text() -> impl Strategy<Value = String> {
+        let interesting = prop_oneof![
+            Just('\n'),
+            Just('\r'),
+            Just('\\'),
+            Just('u'),
+            Just('x'),
+            Just('{'),
+            Just('}'),
+            Just(' '),
+            Just('|'),
+            Just('\u{1b}'),
+            Just('\u{202e}'),
+            Just('\u{2066}'),
+            Just('\u{200b}'),
+            Just('\u{2028}'),
+            Just('\u{85}'),
+            Just('\u{e0041}'),
+            Just('R'),
+            Just(':'),
+            any::<char>(),
+        ];
+        proptest::collection::vec(interesting, 0..60).prop_map(|cs| cs.into_iter().collect())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn renderings_hold_no_invisible_character_and_read_back_exactly(
+            script in any_text(),
+            shell in any_text(),
+            cwd in any_text(),
+            reason in proptest::option::of(any_text()),
+            login in any::<bool>(),
+        ) {
+            let flag = if login { "-lc" } else { "-c" };
+            let argv = argv(&shell, flag, &script);
+            let cwd = format!("/{}", cwd.replace('\0', ""));
+            let text = render(&argv, &cwd, reason.as_deref());
+            prop_assert!(!text.chars().any(|c| is_invisible(c) && c != '\n'), "{:?}", text);
+            for line in text.lines() {
+                let fixed = line.is_empty()
+                    || line.starts_with("Allow this command")
+                    || line.starts_with("Note: ")
+                    || FIXED_LABELS.iter().any(|label| line.starts_with(label));
+                let caller = line.strip_prefix("  ").is_some_and(|body| {
+                    let numbered = body.split_once(" |").is_some_and(|(number, _)| {
+                        number.trim_start().chars().all(|c| c.is_ascii_digit()) && !number.trim().is_empty()
+                    });
+                    let continued = body.split_once(" + ").is_some_and(|(number, _)| number.trim().is_empty());
+                    numbered || continued
+                });
+                prop_assert!(fixed || caller, "line {:?} of {:?}", line, text);
+            }
+            let fixed_reason = text.lines().filter(|l| l.starts_with("Reason")).count();
+            prop_assert_eq!(fixed_reason, usize::from(reason.is_some()));
+            let (shown_script, shown_shell, shown_cwd, shown_reason) = read_back(&text);
+            prop_assert_eq!(shown_script, script);
+            prop_assert_eq!(shown_shell, Some(format!("{shell} {flag}")));
+            prop_assert_eq!(shown_cwd, cwd);
+            prop_assert_eq!(shown_reason, reason);
+        }
+
+        #[test]
+        fn escaping_is_injective(a in any_text(), b in any_text()) {
+            prop_assert_eq!(unescape(&escape_visible(&a)), a.clone());
+            if a != b {
+                prop_assert_ne!(escape_visible(&a), escape_visible(&b));
+            }
+        }
+    }
+}
