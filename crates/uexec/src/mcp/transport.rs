@@ -357,7 +357,10 @@ impl Filter {
         }
         reply(
             INVALID_REQUEST,
-            &format!("Invalid request: server not initialized: send initialize first (got {method})"),
+            &format!(
+                "Invalid request: server not initialized: send initialize first (got {method}; under protocol \
+                 2026-07-28, which has no initialize, every request carries {META_PROTOCOL_VERSION} in its _meta)"
+            ),
         )
     }
 
