@@ -170,5 +170,13 @@ fn main() {
             en.as_secs_f64() / ro.as_secs_f64(),
             en.as_secs_f64() / rp.as_secs_f64()
         );
+        println!("metric: write-stdin-ms = {:.3}", ms(en));
+        println!("target: write_stdin round trip engine/raw PTY = {:.2} (<= 2.00)", en.as_secs_f64() / rp.as_secs_f64());
+        println!(
+            "peer-row: | raw PTY (floor) | `echo hi` round trip on `bash -i`, to the prompt (uexec: write_stdin) | {:.2} ms | {:.2} ms | {:.2}x |",
+            ms(rp),
+            ms(en),
+            rp.as_secs_f64() / en.as_secs_f64()
+        );
     });
 }

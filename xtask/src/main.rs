@@ -7,6 +7,7 @@
 // A command-line tool: printing is its job.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod bench;
 mod layering;
 mod tidy;
 
@@ -23,7 +24,8 @@ commands:
   ci          fmt --check, clippy -D warnings, cargo deny, layering, tidy, nextest, doctests
   layering    fail when a crate depends on a layer it must not (reads `cargo metadata`)
   tidy        fail when a source file lacks its `//!` line or the tree holds a stub
-  bench       run every benchmark (add --quick for a short run)
+  bench       run every benchmark, then print each target (met / NOT met) and the peer table
+              (--quick for a short run; --only pty|sandbox|engine|run for one of them)
 ";
 
 fn main() -> Result<()> {
@@ -33,7 +35,10 @@ fn main() -> Result<()> {
         Some("ci") => ci(&root),
         Some("layering") => layering::run(&root),
         Some("tidy") => tidy::run(&root),
-        Some("bench") => bench(&root, args.iter().any(|a| a == "--quick")),
+        Some("bench") => {
+            let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1));
+            bench::run(&root, args.iter().any(|a| a == "--quick"), only.map(String::as_str))
+        }
         Some("help" | "--help" | "-h") => {
             print_usage();
             Ok(())
@@ -73,22 +78,7 @@ fn ci(root: &Path) -> Result<()> {
     Ok(())
 }
 
-fn bench(root: &Path, quick: bool) -> Result<()> {
-    let benches: [(&str, &str); 3] =
-        [("uexec-pty", "spawn"), ("uexec-sandbox-linux", "spawn"), ("tests", "engine_roundtrip")];
-    for (package, bench) in benches {
-        step(&format!("bench {package}/{bench}"), || {
-            let mut args = vec!["bench", "-p", package, "--bench", bench];
-            if quick {
-                args.extend(["--", "--quick"]);
-            }
-            cargo(root, &args)
-        })?;
-    }
-    Ok(())
-}
-
-fn step(name: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
+fn step<T>(name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     let started = Instant::now();
     eprintln!("==> xtask: {name}");
     let result = f().with_context(|| format!("step `{name}` failed"));

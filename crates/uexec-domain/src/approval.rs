@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::command::canonical_command;
+use crate::denial::DenialEvidence;
 use crate::policy::{ApprovalPolicy, SandboxPermissions};
 use crate::rules::RuleDecision;
 
@@ -95,7 +96,8 @@ pub struct ApprovalInput {
     pub policy: ApprovalPolicy,
     /// What the caller asked for.
     pub permissions: SandboxPermissions,
-    /// Whether the command is known-safe (`uexec_domain::command::is_known_safe_command`).
+    /// Whether the command is known-safe: read-only words (`uexec_domain::command::is_known_safe_command`) and
+    /// nothing it runs chosen by a file in a writable root (`uexec_domain::known_safe::check_known_safe`).
     pub known_safe: bool,
     /// What the command rules say about it, if any rule matches (`uexec_domain::rules::CommandRules::evaluate`).
     pub rule: Option<RuleDecision>,
@@ -147,8 +149,29 @@ pub enum RetryDecision {
     AskThenRetry,
 }
 
-/// The question asked before a retry outside the sandbox.
+/// The question asked before a retry outside the sandbox (spec A6); [`retry_question`] adds what the denial was
+/// and what the retry may do.
 pub const RETRY_QUESTION: &str = "command failed; retry without sandbox?";
+
+/// The whole question asked before a retry outside the sandbox: [`RETRY_QUESTION`], the denial evidence
+/// (escaped), and that the retry runs with full access.
+pub fn retry_question(evidence: &DenialEvidence) -> String {
+    format!(
+        "{RETRY_QUESTION} The sandbox appears to have blocked it ({}). The retry runs with FULL ACCESS (no \
+         sandbox): it can write anywhere this user can and reach the network.",
+        evidence.describe()
+    )
+}
+
+/// The note returned with a sandboxed run's output when it looked denied but was not retried outside the
+/// sandbox; `why` says why not (no person could be asked, a person said no).
+pub fn no_retry_note(evidence: &DenialEvidence, why: &str) -> String {
+    format!(
+        "the sandbox appears to have blocked this command ({}); it was not run again without the sandbox ({why}). \
+         The output is the sandboxed run's.",
+        evidence.describe()
+    )
+}
 
 /// Whether a sandbox denial may be retried outside the sandbox, and whether that retry must ask.
 ///
@@ -346,5 +369,13 @@ mod tests {
             assert!(reason.default_question().ends_with('?'));
         }
         assert_eq!(RETRY_QUESTION, "command failed; retry without sandbox?");
+        let evidence = DenialEvidence { exit_code: 1, line: Some("x: Permission denied\u{1b}]0;".into()) };
+        let question = retry_question(&evidence);
+        assert!(question.starts_with(RETRY_QUESTION), "{question}");
+        assert!(question.contains("FULL ACCESS") && question.contains("exit code 1"), "{question}");
+        assert!(question.contains("\"x: Permission denied\\u{1b}]0;\""), "{question}");
+        let note = no_retry_note(&evidence, "no person could be asked");
+        assert!(note.contains("not run again without the sandbox (no person could be asked)"), "{note}");
+        assert!(!note.contains('\u{1b}'), "{note}");
     }
 }

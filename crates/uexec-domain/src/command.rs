@@ -254,7 +254,8 @@ pub fn trusted_shell_script(argv: &[String]) -> Option<&str> {
 
 /// True when `argv` only reads: the plain commands of spec A6 with any arguments, read-only forms of `find`,
 /// `git`, `sed -n`, `rg` and `uniq`, and shell scripts all of whose sub-commands are known-safe. Programs named
-/// with a path (`/bin/ls`, `./ls`) are not known-safe.
+/// with a path (`/bin/ls`, `./ls`) are not known-safe. This judges the words only: a command is known safe when,
+/// in addition, nothing it runs was chosen by a writable file ([`crate::known_safe::check_known_safe`]).
 pub fn is_known_safe_command(argv: &[String]) -> bool {
     is_safe_at_depth(argv, 0)
 }
@@ -280,6 +281,29 @@ fn is_safe_at_depth(argv: &[String], depth: usize) -> bool {
         "uniq" => is_safe_uniq(args),
         _ => false,
     }
+}
+
+/// Every command `argv` runs, in the order a shell runs them: `argv` itself and, when it is a trusted shell
+/// script, each of its sub-commands (and theirs, for nested shells), depth first. `None` when a script cannot be
+/// split or nests deeper than [`is_known_safe_command`] follows. The known-safe rule walks this list to learn
+/// which programs run, which shells start, and whether a `cd` comes before a `git`.
+pub fn commands_in_order(argv: &[String]) -> Option<Vec<Vec<String>>> {
+    let mut out = Vec::new();
+    collect_commands(argv, 0, &mut out)?;
+    Some(out)
+}
+
+fn collect_commands(argv: &[String], depth: usize, out: &mut Vec<Vec<String>>) -> Option<()> {
+    out.push(argv.to_vec());
+    if let Some(script) = trusted_shell_script(argv) {
+        if depth >= MAX_SHELL_NESTING {
+            return None;
+        }
+        for command in parse_plain_script(script)? {
+            collect_commands(&command, depth + 1, out)?;
+        }
+    }
+    Some(())
 }
 
 /// `rg` without options that run other programs (`--pre`, `--hostname-bin`, `-z`/`--search-zip`).

@@ -81,7 +81,8 @@ pub struct ExecResponse {
     pub waiting_for_input: bool,
     /// Set from the warning threshold on (too many live sessions).
     pub warning: Option<String>,
-    /// The protections in force, when the engine reports them.
+    /// The protections in force: set in `exec_command` responses when the engine reports them (the full report
+    /// stays available from `list_sessions`).
     pub protections: Option<ProtectionReport>,
 }
 
@@ -135,4 +136,6 @@ pub struct SessionSummary {
     pub state: SessionState,
     /// The sandbox it runs under.
     pub sandbox: SandboxKind,
+    /// Everything that sandbox enforces for it.
+    pub protections: ProtectionReport,
 }

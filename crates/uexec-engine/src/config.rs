@@ -51,15 +51,22 @@ pub struct EngineConfig {
     pub default_shell: String,
     /// The server's working directory: relative workdirs resolve against it.
     pub cwd: PathBuf,
-    /// Add a `Sandbox: ...` line to responses (default true).
+    /// Report the protections in force in every `exec_command` response (a `[uexec] Sandbox: ...` note after the
+    /// output). Default false: then only a command that ran outside the sandbox after an approval or a denial,
+    /// or under a sandbox not fully enforced, gets the note. `write_stdin` and `close_session` never repeat it.
     pub report_protections: bool,
     /// `None` seeds session and chunk ids from the time and the pid; `Some` makes them reproducible (tests).
     pub id_seed: Option<u64>,
+    /// The program an `apply_patch` call runs as, with its leading arguments (the app: `[uexec, "apply-patch",
+    /// "--"]`); the patch follows as further arguments. `None` (the default): `apply_patch` calls run in the
+    /// shell like any command.
+    pub apply_patch_program: Option<Vec<OsString>>,
 }
 
 impl EngineConfig {
     /// The defaults: `on-request`, `workspace-write` without network, fail closed, inherit the whole (empty)
-    /// base environment, reference limits, no rules, `/bin/bash`, protections reported, random ids.
+    /// base environment, reference limits, no rules, `/bin/bash`, protections noted only when news, random ids, no
+    /// `apply_patch` interception.
     pub fn new(cwd: PathBuf) -> Self {
         EngineConfig {
             approval_policy: ApprovalPolicy::default(),
@@ -71,8 +78,9 @@ impl EngineConfig {
             rules: CommandRules::default(),
             default_shell: "/bin/bash".to_owned(),
             cwd,
-            report_protections: true,
+            report_protections: false,
             id_seed: None,
+            apply_patch_program: None,
         }
     }
 }

@@ -13,13 +13,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
 use uexec_domain::approval::{
-    ApprovalInput, ApprovalKey, RETRY_QUESTION, Requirement, RetryDecision, initial_requirement,
-    retry_after_denial,
+    ApprovalInput, ApprovalKey, AskReason, Requirement, RetryDecision, initial_requirement, no_retry_note,
+    retry_after_denial, retry_question,
 };
-use uexec_domain::command::is_known_safe_command;
-use uexec_domain::denial::is_likely_sandbox_denied;
+use uexec_domain::denial::denial_evidence;
 use uexec_domain::env::build_env;
 use uexec_domain::ids::chunk_id;
+use uexec_domain::known_safe::NotKnownSafe;
 use uexec_domain::limits::{
     EARLY_EXIT_GRACE_MS, MAX_ARG_STRLEN, clamp_exec_yield, clamp_write_yield, resolve_max_output_tokens,
 };
@@ -33,14 +33,15 @@ use uexec_domain::{
     SessionId,
 };
 use uexec_ports::{
-    ApprovalKind, ApprovalRequest, ExecEvent, IoMode, ProcessError, PtySize, SandboxRequest, Signal,
-    SpawnError, SpawnRequest,
+    ApprovalKind, ApprovalRequest, ExecEvent, IoMode, ProcessError, PtySize, Signal, SpawnError, SpawnRequest,
 };
 
 use crate::api::{ExecCommandRequest, ExecResponse, SessionSummary, WriteStdinRequest};
 use crate::collect::{Collected, Mark, collect};
 use crate::config::{EngineConfig, EngineDeps};
 use crate::error::ExecError;
+use crate::known_safe::{known_safe_verdict, writable_dirs};
+use crate::placement::{self, Placement, SandboxContext, tmpdir_of};
 use crate::session::{Session, SessionSpec};
 use crate::store::Store;
 use crate::trust::decide_shell_start;
@@ -81,12 +82,14 @@ impl Drop for Inner {
     }
 }
 
-/// Whether a command runs in the sandbox, or outside it for an explicit reason.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Placement {
-    Sandboxed,
-    /// The only way to run without a sandbox: every use names its reason, and is logged.
-    Unsandboxed(EscapeReason),
+/// What a response says besides the output: when its wall time starts, the live session, the warning, and
+/// whether it reports the protections (an `exec_command` does; later calls on the session do not repeat them).
+#[derive(Debug)]
+struct Reply {
+    started: Instant,
+    session_id: Option<SessionId>,
+    warning: Option<String>,
+    protections: bool,
 }
 
 /// The outcome of the approval step.
@@ -94,6 +97,11 @@ enum Placement {
 struct Approval {
     /// A person approved this call's command just now.
     by_person: bool,
+    /// Set when the command's words are read-only but something it runs could have been planted by a sandboxed
+    /// command (a writable repository's config, a `PATH` directory), saying what: a denial may be that planted
+    /// program asking to be let out, so no earlier approval covers a retry outside the sandbox. Only worked out
+    /// under `untrusted` here; under `on-failure` at the retry.
+    plantable: Option<NotKnownSafe>,
     /// The command was approved to run outside the sandbox.
     escalate: bool,
     key: ApprovalKey,
@@ -146,6 +154,14 @@ impl Drop for Reservation<'_> {
     }
 }
 
+/// What could have been planted, when `verdict` says a command with read-only words is not known safe.
+fn plantable_reason(verdict: &Result<(), NotKnownSafe>) -> Option<NotKnownSafe> {
+    match verdict {
+        Err(why) if *why != NotKnownSafe::NotReadOnly => Some(why.clone()),
+        _ => None,
+    }
+}
+
 fn seed_from_time_and_pid() -> u64 {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or_default();
     nanos ^ (u64::from(std::process::id()) << 40) ^ u64::from(std::process::id())
@@ -179,6 +195,17 @@ impl Engine {
     /// Write to (or poll) a session (spec A1 `write_stdin`).
     pub async fn write_stdin(&self, req: WriteStdinRequest) -> Result<ExecResponse, ExecError> {
         self.inner.write_stdin(req).await
+    }
+
+    /// What the sandbox enforces for a new command under the configured policy (no sandbox under
+    /// `danger-full-access`).
+    pub fn protections(&self) -> ProtectionReport {
+        let policy = &self.inner.config.sandbox_policy;
+        if *policy == SandboxPolicy::DangerFullAccess {
+            ProtectionReport::unsandboxed(policy.mode_str(), EscapeReason::FullAccessPolicy)
+        } else {
+            self.inner.deps.sandbox.report(policy)
+        }
     }
 
     /// Every session in the store, by id.
@@ -264,8 +291,64 @@ impl Inner {
         }
     }
 
+    /// When `argv` (`[shell, -c|-lc, script]`) is an `apply_patch` call and a patch program is configured: that
+    /// program's argv with the patch (in pieces well under the kernel's 128 KiB limit on one argument) and the
+    /// directory it runs in (`cwd`, or the script's `cd <dir>` under it).
+    fn apply_patch_spawn(
+        &self,
+        argv: &[String],
+        cwd: &Path,
+    ) -> Result<Option<(Vec<OsString>, PathBuf)>, ExecError> {
+        const PIECE: usize = 64 * 1024;
+        let Some(program) = &self.config.apply_patch_program else { return Ok(None) };
+        let [shell, _, script] = argv else { return Ok(None) };
+        let shell_name = Path::new(shell).file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if !matches!(shell_name, "bash" | "zsh" | "sh") {
+            return Ok(None);
+        }
+        let Some(call) = uexec_domain::patch::shell_invocation(script) else {
+            // A bare patch as the script would run its first line (`***`, a glob) as a command.
+            if uexec_domain::patch::parse_patch(script).is_ok() {
+                return Err(ExecError::InvalidInput(
+                    "patch detected without explicit call to apply_patch. Rerun as [\"apply_patch\", \"<patch>\"]"
+                        .to_owned(),
+                ));
+            }
+            return Ok(None);
+        };
+        let dir = match &call.workdir {
+            Some(dir) => self.resolve_workdir(Some(&cwd.join(dir)))?,
+            None => cwd.to_path_buf(),
+        };
+        let mut spawn = program.clone();
+        let mut rest = call.patch.as_str();
+        while !rest.is_empty() {
+            let mut end = rest.len().min(PIECE);
+            while !rest.is_char_boundary(end) {
+                end -= 1;
+            }
+            spawn.push(OsString::from(&rest[..end]));
+            rest = &rest[end..];
+        }
+        tracing::info!(cwd = %dir.display(), bytes = call.patch.len(), "apply_patch call runs as the patch program");
+        Ok(Some((spawn, dir)))
+    }
+
     /// Ask a person; remembers "approved for session".
     async fn ask(&self, request: ApprovalRequest, key: &ApprovalKey) -> Result<(), ExecError> {
+        match self.ask_decision(request, key).await {
+            Ok(decision) if decision.is_approved() => Ok(()),
+            Ok(_) => Err(ExecError::Rejected),
+            Err(text) => Err(ExecError::ApprovalUnavailable(text)),
+        }
+    }
+
+    /// Ask a person and return the decision (or why none could be had); remembers "approved for session".
+    async fn ask_decision(
+        &self,
+        request: ApprovalRequest,
+        key: &ApprovalKey,
+    ) -> Result<ReviewDecision, String> {
         let call_id = request.call_id.clone();
         let prefix_offer = request.prefix_offer.clone();
         self.deps.events.emit(ExecEvent::ApprovalRequested { request: request.clone() });
@@ -277,24 +360,19 @@ impl Inner {
                     decision: Some(decision),
                     error: None,
                 });
-                match decision {
-                    ReviewDecision::Approved => Ok(()),
-                    ReviewDecision::ApprovedForSession => {
-                        self.approvals().insert(key.clone());
-                        Ok(())
-                    }
-                    ReviewDecision::ApprovedPrefixForSession => {
-                        if let Some(prefix) = prefix_offer {
-                            tracing::info!(?prefix, "a person approved a command prefix for the session");
-                            self.prefixes
-                                .lock()
-                                .unwrap_or_else(PoisonError::into_inner)
-                                .push((key.permissions, prefix));
-                        }
-                        Ok(())
-                    }
-                    ReviewDecision::Denied | ReviewDecision::Abort => Err(ExecError::Rejected),
+                if decision == ReviewDecision::ApprovedForSession {
+                    self.approvals().insert(key.clone());
                 }
+                if decision == ReviewDecision::ApprovedPrefixForSession
+                    && let Some(prefix) = prefix_offer
+                {
+                    tracing::info!(?prefix, "a person approved a command prefix for the session");
+                    self.prefixes
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push((key.permissions, prefix));
+                }
+                Ok(decision)
             }
             Err(err) => {
                 let text = err.to_string();
@@ -303,9 +381,22 @@ impl Inner {
                     decision: None,
                     error: Some(text.clone()),
                 });
-                Err(ExecError::ApprovalUnavailable(text))
+                Err(text)
             }
         }
+    }
+
+    /// Whether `argv` run in `cwd` with `env` is known safe (`Ok`): read-only words, and nothing it runs chosen
+    /// by a file that a sandboxed command can write (`uexec_domain::known_safe`).
+    async fn known_safe(
+        &self,
+        argv: &[String],
+        cwd: &Path,
+        env: &[(OsString, OsString)],
+    ) -> Result<(), NotKnownSafe> {
+        let tmpdir = tmpdir_of(env);
+        let writable = writable_dirs(&self.config.sandbox_policy, &self.config.cwd, tmpdir.as_deref());
+        known_safe_verdict(argv, cwd, env, writable).await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -315,6 +406,7 @@ impl Inner {
         id: SessionId,
         argv: &[String],
         cwd: &Path,
+        env: &[(OsString, OsString)],
         tty: bool,
         permissions: SandboxPermissions,
         justification: Option<&str>,
@@ -322,21 +414,29 @@ impl Inner {
     ) -> Result<Approval, ExecError> {
         let policy = self.config.approval_policy;
         let key = ApprovalKey::new(argv, cwd, tty, permissions);
+        // Only `untrusted` consults it (and it costs a few file-system lookups).
+        let verdict = match policy {
+            ApprovalPolicy::Untrusted => self.known_safe(argv, cwd, env).await,
+            _ => Err(NotKnownSafe::NotReadOnly),
+        };
+        let plantable = plantable_reason(&verdict);
         let input = ApprovalInput {
             policy,
             permissions,
-            known_safe: is_known_safe_command(argv),
+            known_safe: verdict.is_ok(),
             rule: self.config.rules.evaluate(argv),
         };
         let reason = match initial_requirement(&input) {
-            Requirement::Skip => return Ok(Approval { by_person: false, escalate: false, key }),
+            Requirement::Skip => {
+                return Ok(Approval { by_person: false, escalate: false, plantable, key });
+            }
             Requirement::Forbidden(text) => return Err(ExecError::Forbidden(text)),
             Requirement::EscalationNotAllowed => return Err(ExecError::EscalationNotAllowed(policy)),
             Requirement::Ask(reason) => reason,
         };
         let escalate = permissions == SandboxPermissions::RequireEscalated;
         if self.is_remembered(&key) || self.prefix_admits(argv, permissions) {
-            return Ok(Approval { by_person: false, escalate, key });
+            return Ok(Approval { by_person: false, escalate, plantable, key });
         }
         if policy == ApprovalPolicy::Never {
             return Err(ExecError::Forbidden(format!(
@@ -348,8 +448,13 @@ impl Inner {
         let kind = if escalate { ApprovalKind::Escalation } else { ApprovalKind::Run };
         // The caller's justification is the question for an escalation only (spec: `justification`); for a run
         // that a command rule or the untrusted policy sends to a person, the engine's reason stays what is shown.
-        let question = match justification {
-            Some(text) if escalate => text.to_owned(),
+        let question = match (justification, &verdict) {
+            (Some(text), _) if escalate => text.to_owned(),
+            // Read-only words, but something it runs could have been planted: say what.
+            (_, Err(why)) if reason == AskReason::Untrusted && *why != NotKnownSafe::NotReadOnly => format!(
+                "this read-only command could run a program chosen by a file that sandboxed commands can write: \
+                 {why} (approval policy untrusted); run it?"
+            ),
             _ => reason.default_question().to_owned(),
         };
         let request = ApprovalRequest {
@@ -360,55 +465,25 @@ impl Inner {
             kind,
             reason: Some(question),
             prefix_offer: prefix_rule.and_then(|prefix| session_prefix_offer(prefix, argv)),
+            denial: None,
         };
         self.ask(request, &key).await?;
-        Ok(Approval { by_person: true, escalate, key })
+        Ok(Approval { by_person: true, escalate, plantable, key })
     }
 
-    /// Make `base` runnable under `placement`: the sandbox transforms it, or it runs as is for a named reason.
+    /// Make `base` runnable under `placement` (see [`placement::place`], which `uexec run` calls too).
     fn place(
         &self,
         placement: Placement,
         base: SpawnRequest,
     ) -> Result<(SpawnRequest, ProtectionReport), ExecError> {
-        let policy = &self.config.sandbox_policy;
-        match placement {
-            Placement::Unsandboxed(reason) => {
-                let argv: Vec<_> = base.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-                match reason {
-                    EscapeReason::FullAccessPolicy => {
-                        tracing::info!(
-                            ?argv,
-                            ?reason,
-                            "running without a sandbox (danger-full-access policy)"
-                        );
-                    }
-                    EscapeReason::ApprovedEscalation | EscapeReason::RetryAfterDenial => {
-                        tracing::warn!(?argv, ?reason, "running outside the sandbox");
-                    }
-                }
-                Ok((base, ProtectionReport::unsandboxed(policy.mode_str(), reason)))
-            }
-            Placement::Sandboxed => {
-                let tmpdir = base
-                    .env
-                    .iter()
-                    .rev()
-                    .find(|(name, _)| name == "TMPDIR")
-                    .map(|(_, value)| PathBuf::from(value))
-                    .filter(|p| !p.as_os_str().is_empty());
-                let request = SandboxRequest {
-                    spawn: base,
-                    // The workspace, not the command's workdir: a workdir grants no write access.
-                    workspace: self.config.cwd.clone(),
-                    policy: policy.clone(),
-                    tmpdir,
-                    allow_degraded: self.config.allow_degraded_sandbox,
-                };
-                let sandboxed = self.deps.sandbox.prepare(request).map_err(ExecError::Sandbox)?;
-                Ok((sandboxed.spawn, sandboxed.report))
-            }
-        }
+        let context = SandboxContext {
+            sandbox: self.deps.sandbox.as_ref(),
+            policy: &self.config.sandbox_policy,
+            workspace: &self.config.cwd,
+            allow_degraded: self.config.allow_degraded_sandbox,
+        };
+        placement::place(context, placement, base).map_err(ExecError::Sandbox)
     }
 
     /// Spawn one attempt, emit `Begin`, start its tasks.
@@ -440,7 +515,6 @@ impl Inner {
     }
 
     async fn exec_command(&self, req: ExecCommandRequest) -> Result<ExecResponse, ExecError> {
-        let started = Instant::now();
         if req.cmd.trim().is_empty() {
             return Err(ExecError::MissingCommand);
         }
@@ -474,6 +548,8 @@ impl Inner {
         let argv = vec![shell, flag.to_owned(), req.cmd.clone()];
         let call_id = req.call_id.clone().unwrap_or_else(|| self.new_call_id());
         let limits = &self.config.limits;
+        // Validated before anything is reserved or asked, like the rest of the call.
+        let patch_call = self.apply_patch_spawn(&argv, &cwd)?;
 
         let id = self.store.reserve()?;
         let mut reservation = Reservation { store: &self.store, id, session: None, done: false };
@@ -484,24 +560,25 @@ impl Inner {
                 id,
                 &argv,
                 &cwd,
+                &env,
                 req.tty,
                 req.sandbox_permissions,
                 req.justification.as_deref(),
                 req.prefix_rule.as_deref(),
             )
             .await?;
-        let placement = if self.config.sandbox_policy == SandboxPolicy::DangerFullAccess {
-            Placement::Unsandboxed(EscapeReason::FullAccessPolicy)
-        } else if approval.escalate {
-            Placement::Unsandboxed(EscapeReason::ApprovedEscalation)
-        } else {
-            Placement::Sandboxed
+        let placement = Placement::for_policy(&self.config.sandbox_policy, approval.escalate);
+        // An `apply_patch` call runs as the configured patch program: approved, placed and audited as the
+        // command line it came as.
+        let (spawn_argv, spawn_cwd, tty) = match patch_call {
+            Some((program, dir)) => (program, dir, false),
+            None => (argv.iter().map(OsString::from).collect(), cwd.clone(), req.tty),
         };
         let base = SpawnRequest {
-            argv: argv.iter().map(OsString::from).collect(),
-            cwd: cwd.clone(),
+            argv: spawn_argv,
+            cwd: spawn_cwd,
             env,
-            mode: if req.tty { IoMode::Pty(PtySize::default()) } else { IoMode::Pipes },
+            mode: if tty { IoMode::Pty(PtySize::default()) } else { IoMode::Pipes },
             setup: Vec::new(),
         };
         let spec = SessionSpec {
@@ -525,6 +602,8 @@ impl Inner {
 
         let window = Duration::from_millis(clamp_exec_yield(req.yield_time_ms, limits));
         let mut deadline = session.started + window;
+        // Set when a sandbox denial is not retried outside the sandbox: returned with the sandboxed output.
+        let mut note = None;
         let policy = self.config.approval_policy;
         if placement == Placement::Sandboxed
             && retry_after_denial(policy, false, false) != RetryDecision::NoRetry
@@ -532,37 +611,80 @@ impl Inner {
             let grace_end = (session.started + Duration::from_millis(EARLY_EXIT_GRACE_MS)).min(deadline);
             if session.wait_finished(grace_end).await {
                 let exit_code = session.snapshot().exit_code.unwrap_or(-1);
-                let denied = exit_code != 0 && is_likely_sandbox_denied(exit_code, &session.peek_output());
-                let decision =
-                    retry_after_denial(policy, approval.by_person, self.is_remembered(&approval.key));
-                if denied && decision != RetryDecision::NoRetry {
+                let evidence = denial_evidence(exit_code, &session.peek_output());
+                let plantable = match (&approval.plantable, &evidence) {
+                    (Some(why), _) => Some(why.clone()),
+                    (None, Some(_)) if policy == ApprovalPolicy::OnFailure => {
+                        plantable_reason(&self.known_safe(&spec.command, &spec.cwd, &base.env).await)
+                    }
+                    (None, _) => None,
+                };
+                let decision = retry_after_denial(
+                    policy,
+                    approval.by_person && plantable.is_none(),
+                    plantable.is_none() && self.is_remembered(&approval.key),
+                );
+                if let Some(evidence) = evidence
+                    && decision != RetryDecision::NoRetry
+                {
                     tracing::info!(session_id = %id, exit_code, "sandbox denial detected within the grace");
-                    if decision == RetryDecision::AskThenRetry {
-                        let request = ApprovalRequest {
-                            call_id: call_id.clone(),
-                            session_id: id,
-                            command: spec.command.clone(),
-                            cwd: spec.cwd.clone(),
-                            kind: ApprovalKind::RetryWithoutSandbox,
-                            reason: Some(RETRY_QUESTION.to_owned()),
-                            prefix_offer: None,
-                        };
-                        if let Err(err) = self.ask(request, &approval.key).await {
-                            reservation.remove(&session);
-                            return Err(err);
+                    // Leaving the sandbox is a decision about this command: unless a person already approved it
+                    // (the run question said a retry follows), a person approves this retry, shown the denial
+                    // and told it runs with full access. A command only admitted as known safe always asks.
+                    let retry = match decision {
+                        RetryDecision::AskThenRetry => {
+                            let request = ApprovalRequest {
+                                call_id: call_id.clone(),
+                                session_id: id,
+                                command: spec.command.clone(),
+                                cwd: spec.cwd.clone(),
+                                kind: ApprovalKind::RetryWithoutSandbox,
+                                reason: Some(match &plantable {
+                                    Some(why) => format!(
+                                        "{} Beware: {why}, so the denial may come from a program planted there.",
+                                        retry_question(&evidence)
+                                    ),
+                                    None => retry_question(&evidence),
+                                }),
+                                denial: Some(evidence.clone()),
+                                prefix_offer: None,
+                            };
+                            match self.ask_decision(request, &approval.key).await {
+                                Ok(answer) if answer.is_approved() => true,
+                                // "Stop the task": the call fails as a rejection.
+                                Ok(ReviewDecision::Abort) => {
+                                    reservation.remove(&session);
+                                    return Err(ExecError::Rejected);
+                                }
+                                // The command ran: its output is returned, with what happened to the retry.
+                                Ok(_) => {
+                                    note = Some(no_retry_note(
+                                        &evidence,
+                                        "a person declined to run it without the sandbox",
+                                    ));
+                                    false
+                                }
+                                Err(text) => {
+                                    note = Some(no_retry_note(&evidence, &text));
+                                    false
+                                }
+                            }
                         }
+                        RetryDecision::RetryWithoutAsking | RetryDecision::NoRetry => true,
+                    };
+                    if retry {
+                        reservation.detached(&session);
+                        drop(call_guard);
+                        let (spawn, report) =
+                            self.place(Placement::Unsandboxed(EscapeReason::RetryAfterDenial), base)?;
+                        session = self.start_attempt(&spec, spawn, report)?;
+                        call_guard = Arc::clone(&session.call_lock).lock_owned().await;
+                        if let Err(error) = reservation.stored(&session) {
+                            session.terminate().await;
+                            return Err(error);
+                        }
+                        deadline = session.started + window;
                     }
-                    reservation.detached(&session);
-                    drop(call_guard);
-                    let (spawn, report) =
-                        self.place(Placement::Unsandboxed(EscapeReason::RetryAfterDenial), base)?;
-                    session = self.start_attempt(&spec, spawn, report)?;
-                    call_guard = Arc::clone(&session.call_lock).lock_owned().await;
-                    if let Err(error) = reservation.stored(&session) {
-                        session.terminate().await;
-                        return Err(error);
-                    }
-                    deadline = session.started + window;
                 }
             }
         }
@@ -571,7 +693,7 @@ impl Inner {
         let collected = collect(&session, mark, deadline).await;
         let (session_id, warning) = if collected.exit_code.is_some() {
             reservation.remove(&session);
-            (None, None)
+            (None, note)
         } else {
             let (pruned, live) = self.store.commit(&session, limits.max_sessions);
             reservation.done();
@@ -579,10 +701,17 @@ impl Inner {
                 tracing::info!(session_id = %victim.spec.id, "pruning the least recently used session");
                 victim.terminate().await;
             }
-            (Some(id), session_count_warning(live, limits))
+            let warning = match (note, session_count_warning(live, limits)) {
+                (Some(note), Some(count)) => Some(format!("{note} {count}")),
+                (note, count) => note.or(count),
+            };
+            (Some(id), warning)
         };
         drop(call_guard);
-        Ok(self.respond(started, &session, collected, session_id, warning, req.max_output_tokens))
+        // Wall time counts from the spawn of the process whose output this is (as the reference does), not
+        // from the call's start: time spent waiting for a person's approval is not the command's.
+        let reply = Reply { started: session.started, session_id, warning, protections: true };
+        Ok(self.respond(reply, &session, collected, req.max_output_tokens))
     }
 
     async fn write_stdin(&self, req: WriteStdinRequest) -> Result<ExecResponse, ExecError> {
@@ -635,7 +764,8 @@ impl Inner {
             Some(id)
         };
         let warning = session_count_warning(self.store.len(), limits);
-        Ok(self.respond(started, &session, collected, session_id, warning, req.max_output_tokens))
+        let reply = Reply { started, session_id, warning, protections: false };
+        Ok(self.respond(reply, &session, collected, req.max_output_tokens))
     }
 
     fn list_sessions(&self) -> Vec<SessionSummary> {
@@ -653,6 +783,7 @@ impl Inner {
                     idle: listed.last_used_at.elapsed(),
                     state: session.state(),
                     sandbox: session.protections.sandbox,
+                    protections: session.protections.clone(),
                 }
             })
             .collect()
@@ -664,18 +795,30 @@ impl Inner {
         let exit_code = session.terminate().await;
         let (bytes, dropped) = session.take_output();
         let collected = Collected { bytes, dropped, exit_code: Some(exit_code), waiting_for_input: false };
-        Ok(self.respond(started, &session, collected, None, None, None))
+        let reply = Reply { started, session_id: None, warning: None, protections: false };
+        Ok(self.respond(reply, &session, collected, None))
+    }
+
+    /// Whether an `exec_command` response reports `report`: always with `report_protections`, and otherwise when
+    /// it is news the server's instructions did not already give: a command that ran outside the sandbox after an
+    /// approval or a denial, or a sandbox that is not fully enforced.
+    fn reports(&self, report: &ProtectionReport) -> bool {
+        self.config.report_protections
+            || report.is_degraded()
+            || matches!(
+                report.escape_reason,
+                Some(EscapeReason::ApprovedEscalation | EscapeReason::RetryAfterDenial)
+            )
     }
 
     fn respond(
         &self,
-        started: Instant,
+        reply: Reply,
         session: &Session,
         collected: Collected,
-        session_id: Option<SessionId>,
-        warning: Option<String>,
         max_output_tokens: Option<usize>,
     ) -> ExecResponse {
+        let Reply { started, session_id, warning, protections } = reply;
         let max_tokens = resolve_max_output_tokens(max_output_tokens, &self.config.limits);
         let text = String::from_utf8_lossy(&collected.bytes);
         let truncated = truncate_output_with_dropped(&text, max_tokens, collected.dropped);
@@ -688,7 +831,8 @@ impl Inner {
             output: truncated.text,
             waiting_for_input: collected.waiting_for_input,
             warning,
-            protections: self.config.report_protections.then(|| session.protections.clone()),
+            protections: (protections && self.reports(&session.protections))
+                .then(|| session.protections.clone()),
         }
     }
 }

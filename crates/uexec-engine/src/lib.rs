@@ -25,6 +25,8 @@ mod collect;
 mod config;
 mod engine;
 mod error;
+mod known_safe;
+mod placement;
 mod screen;
 mod session;
 mod store;
@@ -36,4 +38,5 @@ pub use collect::{MAX_INPUT_POLL_INTERVAL, MIN_INPUT_POLL_INTERVAL, QUIET_SETTLE
 pub use config::{EngineConfig, EngineDeps};
 pub use engine::Engine;
 pub use error::ExecError;
+pub use placement::{Placement, SandboxContext, place};
 pub use trust::{InWritableRoot, lookup_locations, writable_root_holding};

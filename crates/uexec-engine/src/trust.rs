@@ -119,7 +119,7 @@ pub(crate) fn decide_shell_start(
     env: &[(OsString, OsString)],
 ) -> ShellStart {
     let var = |name: &str| env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
-    let tmpdir = var("TMPDIR").map(PathBuf::from);
+    let tmpdir = crate::placement::tmpdir_of(env);
     let roots = possible_writable_roots(&config.sandbox_policy, &config.cwd, tmpdir.as_deref());
     let writable = startup_files(var).into_iter().find_map(|file| writable_root_holding(&file, &roots));
     if let Some(found) = &writable {

@@ -402,7 +402,7 @@ async fn untrusted_asks_exactly_once_per_call_for_an_unsafe_command_and_not_for_
         .unwrap();
     // Known-safe commands run without asking.
     engine.exec_command(exec("ls -la")).await.unwrap();
-    engine.exec_command(exec("git status && cat README.md")).await.unwrap();
+    engine.exec_command(exec("pwd && cat README.md")).await.unwrap();
 
     let asked = asked.lock().unwrap();
     assert_eq!(asked.len(), 2);
@@ -420,6 +420,60 @@ async fn untrusted_asks_exactly_once_per_call_for_an_unsafe_command_and_not_for_
         2
     );
     assert_eq!(record.requests.lock().unwrap().len(), 4);
+}
+
+/// Git reads configuration that names programs (`core.fsmonitor`, `diff.external`, pagers, filters) from the
+/// repository it discovers upward from the working directory: in a directory sandboxed commands can write (here
+/// `/tmp`, a writable root of `workspace-write`) git is not known safe and asks; with nothing writable
+/// (`read-only`) it runs without asking. Other known-safe commands are unaffected.
+#[tokio::test(start_paused = true)]
+async fn untrusted_asks_for_git_where_sandboxed_commands_can_write_its_repository() {
+    let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap();
+    for cmd in ["git status", "git diff HEAD", "ls && git log -n 1", "git cat-file --filters HEAD:x"] {
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let mut cfg = config(ApprovalPolicy::Untrusted, SANDBOXED());
+        cfg.cwd = tmp.clone();
+        let engine = engine(
+            cfg,
+            no_spawn(),
+            sandbox_never(),
+            approver(ReviewDecision::Denied, 1, Arc::clone(&asked)),
+            Events::default(),
+        );
+        assert_eq!(engine.exec_command(exec(cmd)).await.unwrap_err(), ExecError::Rejected, "{cmd}");
+        let asked = asked.lock().unwrap();
+        assert_eq!(asked[0].kind, ApprovalKind::Run);
+        // The question says why a read-only command asks.
+        let reason = asked[0].reason.as_deref().unwrap();
+        assert!(
+            reason.contains("the working directory") && reason.contains("can be written by sandboxed"),
+            "{reason}"
+        );
+    }
+    for cmd in ["git status", "ls && git log -n 1"] {
+        let mut cfg = config(ApprovalPolicy::Untrusted, SandboxPolicy::ReadOnly { network_access: false });
+        cfg.cwd = tmp.clone();
+        let engine = engine(
+            cfg,
+            spawner(vec![Script::exits("", 0)], Arc::default()),
+            sandbox_ok(Arc::default()),
+            approver_never(),
+            Events::default(),
+        );
+        engine.exec_command(exec(cmd)).await.unwrap();
+    }
+    // A PATH directory in a writable root makes even `ls` ask: a sandboxed command could plant `ls` there.
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let mut cfg = config(ApprovalPolicy::Untrusted, SANDBOXED());
+    cfg.base_env.push((OsString::from("PATH"), OsString::from(format!("{}/bin:/usr/bin", tmp.display()))));
+    let engine = engine(
+        cfg,
+        no_spawn(),
+        sandbox_never(),
+        approver(ReviewDecision::Denied, 1, Arc::clone(&asked)),
+        Events::default(),
+    );
+    assert_eq!(engine.exec_command(exec("ls")).await.unwrap_err(), ExecError::Rejected);
 }
 
 #[tokio::test(start_paused = true)]
@@ -693,6 +747,7 @@ async fn sandbox_prepare_error_fails_the_call_and_spawns_nothing() {
 async fn the_sandbox_gets_the_policy_tmpdir_and_degradation_setting_and_full_access_skips_it() {
     let mut cfg = config(ApprovalPolicy::OnRequest, SANDBOXED());
     cfg.allow_degraded_sandbox = true;
+    cfg.report_protections = true;
     cfg.base_env.push((OsString::from("TMPDIR"), OsString::from("/var/tmp/x")));
     let mut sandbox = MockSandbox::new();
     sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
@@ -715,12 +770,23 @@ async fn the_sandbox_gets_the_policy_tmpdir_and_degradation_setting_and_full_acc
     );
     let response = engine.exec_command(exec("ls")).await.unwrap();
     assert_eq!(response.protections, Some(sandbox_report()));
-    assert!(
-        response
-            .to_text()
-            .contains("\nSandbox: linux-landlock-seccomp (workspace-write): all 1 protections enforced\n")
-    );
+    assert!(response.to_text().ends_with(
+        "\n[uexec] Sandbox: linux-landlock-seccomp (workspace-write): all 1 protections enforced"
+    ));
 
+    let events = Events::default();
+    let mut cfg = config(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess);
+    cfg.report_protections = true;
+    let open = engine_with(cfg, vec![Script::exits("", 0)], Arc::clone(&events));
+    let response = open.exec_command(exec("ls")).await.unwrap();
+    let report = response.protections.unwrap();
+    assert_eq!(report.escape_reason, Some(EscapeReason::FullAccessPolicy));
+    assert_eq!(begins(&events), vec![report]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn by_default_only_news_about_the_sandbox_is_reported_and_only_by_exec_command() {
+    // The sandbox the policy selects is in the server's instructions: not repeated on every call.
     let events = Events::default();
     let open = engine_with(
         config(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess),
@@ -728,9 +794,9 @@ async fn the_sandbox_gets_the_policy_tmpdir_and_degradation_setting_and_full_acc
         Arc::clone(&events),
     );
     let response = open.exec_command(exec("ls")).await.unwrap();
-    let report = response.protections.unwrap();
-    assert_eq!(report.escape_reason, Some(EscapeReason::FullAccessPolicy));
-    assert_eq!(begins(&events), vec![report]);
+    assert_eq!(response.protections, None);
+    assert!(!response.to_text().contains("[uexec]"), "{}", response.to_text());
+    assert_eq!(begins(&events).len(), 1, "the audit trail still has the report");
 }
 
 /// An engine with a never-called sandbox and approver.
@@ -761,7 +827,13 @@ async fn on_failure_asks_to_retry_a_sandbox_denial_and_reruns_unsandboxed() {
     assert_eq!(response.protections.unwrap().escape_reason, Some(EscapeReason::RetryAfterDenial));
     let asked = asked.lock().unwrap();
     assert_eq!(asked[0].kind, ApprovalKind::RetryWithoutSandbox);
-    assert_eq!(asked[0].reason.as_deref(), Some("command failed; retry without sandbox?"));
+    // The spec's question, what the denial was, and that the retry has full access.
+    let reason = asked[0].reason.as_deref().unwrap();
+    assert!(reason.starts_with("command failed; retry without sandbox?"), "{reason}");
+    assert!(reason.contains("exit code 1, output line \"bash: /etc/x: Permission denied\""), "{reason}");
+    assert!(reason.contains("FULL ACCESS"), "{reason}");
+    let denial = asked[0].denial.clone().unwrap();
+    assert_eq!((denial.exit_code, denial.line.as_deref()), (1, Some("bash: /etc/x: Permission denied")));
     assert_eq!(prepares.load(Ordering::SeqCst), 1);
     let requests = record.requests.lock().unwrap();
     assert_eq!(requests.len(), 2);
@@ -781,20 +853,110 @@ async fn on_failure_asks_to_retry_a_sandbox_denial_and_reruns_unsandboxed() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_denied_retry_is_rejected_and_cleans_up() {
+async fn a_declined_retry_returns_the_sandboxed_output_with_a_note_and_an_abort_fails() {
     let events = Events::default();
-    let engine = engine(
+    let record = Arc::new(Spawned::default());
+    let declining = engine(
         config(ApprovalPolicy::OnFailure, SANDBOXED()),
-        spawner(vec![denial()], Arc::default()),
+        spawner(vec![denial()], Arc::clone(&record)),
         sandbox_ok(Arc::default()),
         approver(ReviewDecision::Denied, 1, Arc::default()),
         Arc::clone(&events),
     );
-    assert_eq!(engine.exec_command(exec("echo x > /etc/x")).await.unwrap_err(), ExecError::Rejected);
-    assert_eq!(engine.reserved_id_count(), 0);
-    assert!(engine.list_sessions().await.is_empty());
+    let response = declining.exec_command(exec("echo x > /etc/x")).await.unwrap();
+    assert_eq!(response.exit_code, Some(1));
+    assert_eq!(response.output, "bash: /etc/x: Permission denied\n");
+    let note = response.warning.unwrap();
+    assert!(note.contains("not run again without the sandbox (a person declined"), "{note}");
+    // Sandboxed as the policy says: nothing new to report about the sandbox, and the one Begin has no escape.
+    assert_eq!(response.protections, None);
+    assert_eq!(begins(&events)[0].escape_reason, None);
+    assert_eq!(record.requests.lock().unwrap().len(), 1);
+    assert_eq!(declining.reserved_id_count(), 0);
+    assert!(declining.list_sessions().await.is_empty());
     assert_eq!(count(&events, is_begin), 1);
     assert_eq!(count(&events, is_end), 1);
+
+    // Abort ("stop the task") fails the call as a rejection, and cleans up.
+    let events = Events::default();
+    let aborting = engine(
+        config(ApprovalPolicy::OnFailure, SANDBOXED()),
+        spawner(vec![denial()], Arc::default()),
+        sandbox_ok(Arc::default()),
+        approver(ReviewDecision::Abort, 1, Arc::default()),
+        Arc::clone(&events),
+    );
+    assert_eq!(aborting.exec_command(exec("echo x > /etc/x")).await.unwrap_err(), ExecError::Rejected);
+    assert_eq!(aborting.reserved_id_count(), 0);
+    assert!(aborting.list_sessions().await.is_empty());
+    assert_eq!(count(&events, is_begin), 1);
+    assert_eq!(count(&events, is_end), 1);
+}
+
+/// Over-blocking regression: under `untrusted`/`on-failure` with nobody to ask, a failing command whose output
+/// merely contains "permission denied" became a tool error and its output was lost. The caller always gets the
+/// output, with a note saying no retry was possible and why.
+#[tokio::test(start_paused = true)]
+async fn with_nobody_to_ask_a_denial_returns_its_output_and_a_note_instead_of_an_error() {
+    for policy in [ApprovalPolicy::OnFailure, ApprovalPolicy::Untrusted] {
+        let record = Arc::new(Spawned::default());
+        let events = Events::default();
+        let mut nobody = MockApprover::new();
+        nobody
+            .expect_request_approval()
+            .times(1)
+            .withf(|r| r.kind == ApprovalKind::RetryWithoutSandbox && r.denial.is_some())
+            .returning(|_| Err(ApprovalError::Unavailable("this MCP client cannot ask a person".into())));
+        let engine = engine(
+            config(policy, SANDBOXED()),
+            spawner(
+                vec![Script::exits("grep: secret: Permission denied\nresult 42\n", 2)],
+                Arc::clone(&record),
+            ),
+            sandbox_ok(Arc::default()),
+            nobody,
+            Arc::clone(&events),
+        );
+        // `grep` is known safe (no person approved it): the retry must ask, and cannot.
+        let response = engine.exec_command(exec("grep -r result .")).await.unwrap();
+        assert_eq!(response.exit_code, Some(2), "{policy:?}");
+        assert_eq!(response.output, "grep: secret: Permission denied\nresult 42\n");
+        let note = response.warning.clone().unwrap();
+        assert!(note.contains("exit code 2, output line \"grep: secret: Permission denied\""), "{note}");
+        assert!(
+            note.contains("not run again without the sandbox (approval unavailable: ")
+                && note.contains("cannot ask a person"),
+            "{note}"
+        );
+        assert!(response.to_text().contains("Warning: the sandbox appears to have blocked this command"));
+        assert_eq!(record.requests.lock().unwrap().len(), 1, "never retried: {policy:?}");
+        assert_eq!(begins(&events).len(), 1);
+        assert_eq!(engine.reserved_id_count(), 0);
+    }
+}
+
+/// A command admitted as known safe (nobody approved it) is never retried outside the sandbox without a
+/// person approving that retry, under either retrying policy; a session approval of the retry covers later ones.
+#[tokio::test(start_paused = true)]
+async fn a_known_safe_command_is_retried_outside_the_sandbox_only_after_a_person_approves_the_retry() {
+    for policy in [ApprovalPolicy::Untrusted, ApprovalPolicy::OnFailure] {
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let record = Arc::new(Spawned::default());
+        let engine = engine(
+            config(policy, SANDBOXED()),
+            spawner(vec![denial(), Script::exits("ok", 0)], Arc::clone(&record)),
+            sandbox_ok(Arc::default()),
+            approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
+            Events::default(),
+        );
+        let response = engine.exec_command(exec("cat /etc/x")).await.unwrap();
+        assert_eq!(response.output, "ok");
+        let asked = asked.lock().unwrap();
+        assert_eq!(asked.len(), 1);
+        assert_eq!(asked[0].kind, ApprovalKind::RetryWithoutSandbox, "{policy:?}");
+        assert!(asked[0].reason.as_deref().unwrap().contains("FULL ACCESS"));
+        assert_eq!(record.requests.lock().unwrap().len(), 2);
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -812,6 +974,55 @@ async fn untrusted_retries_without_asking_again_when_a_person_approved_the_first
     assert_eq!(response.output, "ok");
     assert_eq!(asked.lock().unwrap()[0].kind, ApprovalKind::Run);
     assert_eq!(record.requests.lock().unwrap().len(), 2);
+}
+
+/// A read-only command that asked only because what it runs could have been planted (git in a writable
+/// repository): approving its run does not approve leaving the sandbox, since the "denial" may come from the
+/// planted program itself. The retry asks, even after "approve for session".
+#[tokio::test(start_paused = true)]
+async fn a_plantable_command_asks_before_every_retry_even_after_its_run_was_approved() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::new(Spawned::default());
+    let mut cfg = config(ApprovalPolicy::Untrusted, SANDBOXED());
+    cfg.cwd = std::fs::canonicalize(std::env::temp_dir()).unwrap();
+    let untrusted = engine(
+        cfg,
+        spawner(
+            vec![denial(), Script::exits("ok", 0), denial(), Script::exits("ok", 0)],
+            Arc::clone(&record),
+        ),
+        sandbox_ok(Arc::default()),
+        approver(ReviewDecision::ApprovedForSession, 3, Arc::clone(&asked)),
+        Events::default(),
+    );
+    assert_eq!(untrusted.exec_command(exec("git status")).await.unwrap().output, "ok");
+    // Remembered for the run, but the retry asks again.
+    assert_eq!(untrusted.exec_command(exec("git status")).await.unwrap().output, "ok");
+    let kinds: Vec<_> = asked.lock().unwrap().iter().map(|r| r.kind).collect();
+    assert_eq!(
+        kinds,
+        [ApprovalKind::Run, ApprovalKind::RetryWithoutSandbox, ApprovalKind::RetryWithoutSandbox]
+    );
+    let retry_reason = asked.lock().unwrap()[1].reason.clone().unwrap();
+    assert!(retry_reason.contains("Beware: the working directory"), "{retry_reason}");
+    assert_eq!(record.requests.lock().unwrap().len(), 4);
+
+    // Under on-failure (which runs it sandboxed without asking) the retry question warns the same way.
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let mut cfg = config(ApprovalPolicy::OnFailure, SANDBOXED());
+    cfg.cwd = std::fs::canonicalize(std::env::temp_dir()).unwrap();
+    let on_failure = engine(
+        cfg,
+        spawner(vec![denial()], Arc::default()),
+        sandbox_ok(Arc::default()),
+        approver(ReviewDecision::Denied, 1, Arc::clone(&asked)),
+        Events::default(),
+    );
+    let response = on_failure.exec_command(exec("git status")).await.unwrap();
+    assert!(response.warning.unwrap().contains("a person declined"));
+    let asked = asked.lock().unwrap();
+    assert_eq!(asked[0].kind, ApprovalKind::RetryWithoutSandbox);
+    assert!(asked[0].reason.as_deref().unwrap().contains("Beware: the working directory"), "{:?}", asked[0]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -1115,7 +1326,7 @@ async fn a_pty_waiting_for_input_returns_early_and_says_so() {
         .unwrap();
     assert!(response.waiting_for_input);
     assert!(response.wall_time < Duration::from_millis(100), "{:?}", response.wall_time);
-    assert!(response.to_text().contains("\nProcess is waiting for input\n"));
+    assert!(response.to_text().ends_with("\n[uexec] Process is waiting for input"), "{}", response.to_text());
     let id = response.session_id.unwrap();
     let answer = engine
         .write_stdin(WriteStdinRequest { yield_time_ms: Some(10_000), ..write(id, "1+1\n") })
@@ -1629,4 +1840,91 @@ async fn begin_records_the_exact_argv_that_ran() {
         .unwrap();
     assert_eq!(command, vec!["/bin/bash", "-lc", "ls\nrm x"]);
     assert_eq!(argv, vec!["/usr/bin/sandbox-exec", "-p", "(profile)", "/bin/bash", "-lc", "ls\nrm x"]);
+}
+
+/// A person who takes `delay` to approve.
+struct SlowPerson {
+    delay: Duration,
+}
+
+#[async_trait]
+impl uexec_ports::Approver for SlowPerson {
+    async fn request_approval(&self, _request: ApprovalRequest) -> Result<ReviewDecision, ApprovalError> {
+        tokio::time::sleep(self.delay).await;
+        Ok(ReviewDecision::Approved)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn wall_time_counts_from_the_spawn_not_from_the_question() {
+    let events = Events::default();
+    let engine = Engine::new(
+        config(ApprovalPolicy::Untrusted, SandboxPolicy::DangerFullAccess),
+        EngineDeps {
+            spawner: Arc::new(spawner(
+                vec![Script { exit_after: Some((Duration::from_secs(2), 0)), ..Script::exits("done\n", 0) }],
+                Arc::default(),
+            )),
+            sandbox: Arc::new(sandbox_never()),
+            approver: Arc::new(SlowPerson { delay: Duration::from_secs(60) }),
+            events: Arc::new(recorder(Arc::clone(&events))),
+        },
+    );
+    let started = tokio::time::Instant::now();
+    let response = engine.exec_command(exec("touch x")).await.unwrap();
+    assert_eq!(response.exit_code, Some(0));
+    assert!(started.elapsed() >= Duration::from_secs(62), "{:?}", started.elapsed());
+    assert!(
+        response.wall_time >= Duration::from_secs(2) && response.wall_time < Duration::from_secs(3),
+        "the minute the person took is not the command's: {:?}",
+        response.wall_time
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_apply_patch_call_runs_as_the_patch_program_under_the_same_approval() {
+    let events = Events::default();
+    let record = Arc::new(Spawned::default());
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let mut cfg = config(ApprovalPolicy::Untrusted, SandboxPolicy::DangerFullAccess);
+    let sub = std::env::temp_dir().join(format!("uexec-orch-{}", std::process::id()));
+    std::fs::create_dir_all(&sub).unwrap();
+    cfg.cwd = std::env::temp_dir();
+    cfg.apply_patch_program = Some(vec![OsString::from("/opt/uexec"), OsString::from("apply-patch")]);
+    let engine = engine(
+        cfg,
+        spawner(
+            vec![Script::exits("Success. Updated the following files:\nA a.txt\n", 0)],
+            Arc::clone(&record),
+        ),
+        sandbox_never(),
+        approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
+        Arc::clone(&events),
+    );
+    let big = "x".repeat(200_000);
+    let patch = format!("*** Begin Patch\n*** Add File: a.txt\n+{big}\n*** End Patch");
+    let cmd =
+        format!("cd {} && apply_patch <<'EOF'\n{patch}\nEOF\n", sub.file_name().unwrap().to_str().unwrap());
+    let request = ExecCommandRequest { tty: true, ..exec(&cmd) };
+    let response = engine.exec_command(request).await.unwrap();
+    assert_eq!(response.exit_code, Some(0));
+    assert_eq!(response.output, "Success. Updated the following files:\nA a.txt\n");
+
+    let spawned = record.requests.lock().unwrap()[0].clone();
+    assert_eq!(spawned.argv[..2], [OsString::from("/opt/uexec"), OsString::from("apply-patch")]);
+    let pieces: Vec<&str> = spawned.argv[2..].iter().map(|a| a.to_str().unwrap()).collect();
+    assert!(pieces.len() >= 4 && pieces.iter().all(|p| p.len() <= 64 * 1024), "{}", pieces.len());
+    assert_eq!(pieces.concat(), patch);
+    assert_eq!(spawned.cwd, sub);
+    assert!(matches!(spawned.mode, IoMode::Pipes), "a patch needs no terminal");
+    // The person was asked about the command line as the model wrote it.
+    let question = asked.lock().unwrap()[0].clone();
+    assert_eq!(question.command[2], cmd);
+    std::fs::remove_dir(&sub).unwrap();
+
+    // Without a patch program the shell runs it as any command.
+    let record = Arc::new(Spawned::default());
+    let plain = engine_with_record(config(ApprovalPolicy::Never, SandboxPolicy::DangerFullAccess), &record);
+    plain.exec_command(exec("apply_patch <<'EOF'\n*** Begin Patch\n*** End Patch\nEOF")).await.unwrap();
+    assert_eq!(record.requests.lock().unwrap()[0].argv[0], OsString::from("/bin/bash"));
 }

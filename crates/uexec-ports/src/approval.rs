@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use uexec_domain::denial::DenialEvidence;
 use uexec_domain::{ReviewDecision, SessionId};
 
 /// Why the engine asks.
@@ -32,13 +33,17 @@ pub struct ApprovalRequest {
     /// Why the engine asks.
     pub kind: ApprovalKind,
     /// The question shown to the person: the caller's justification, or the engine's reason (for a retry:
-    /// `command failed; retry without sandbox?`).
+    /// `command failed; retry without sandbox?`, what the denial was, and that the retry has full access).
     pub reason: Option<String>,
     /// A command prefix the person may approve for the rest of the session (the caller's `prefix_rule`,
     /// already checked by `uexec_domain::rules::session_prefix_offer`); answered with
     /// `ReviewDecision::ApprovedPrefixForSession`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_offer: Option<Vec<String>>,
+    /// For [`ApprovalKind::RetryWithoutSandbox`]: what made the sandboxed run look denied (the command printed
+    /// the line: display it escaped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub denial: Option<DenialEvidence>,
 }
 
 /// Why no decision could be had.

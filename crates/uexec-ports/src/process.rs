@@ -33,6 +33,12 @@ pub enum IoMode {
     Pty(PtySize),
     /// stdin is `/dev/null`; stdout and stderr are one pipe, merged in arrival order.
     Pipes,
+    /// The child's stdin, stdout and stderr are the spawning process's own fds 0, 1 and 2, whatever they are
+    /// (a terminal, a pipe, a file): no PTY, no pipe, no relay. For a command run in the place of the host
+    /// (`uexec run` in a pipeline), so that it sees exactly what it would see without the host. Its output
+    /// stream ends at once (there is nothing to read), writes fail with [`ProcessError::StdinClosed`] and
+    /// resizes with [`ProcessError::NotATerminal`]. Never for a server whose standard streams carry a protocol.
+    Inherit,
 }
 
 /// A failure inside the child before `exec`: which step failed and its errno. `Copy` and allocation-free,

@@ -353,7 +353,14 @@ fn spawn_bench(runtime: &tokio::runtime::Runtime, spawner: &PtySpawner, quick: b
     println!(
         "(\"then close\": dropping what is left, the PTY master above all; not part of the timed spawn.)"
     );
-    spawn[0].median() / posix
+    let ours = spawn[0].median();
+    println!("metric: pty-spawn-ms = {ours:.3}");
+    println!(
+        "peer-row: | portable-pty | `/bin/true` in a new PTY, spawn to exit and drained | {:.3} ms | {ours:.3} ms | {:.2}x |",
+        spawn[3].median(),
+        spawn[3].median() / ours
+    );
+    ours / posix
 }
 
 /// PTY throughput of `head -c N /dev/zero`. Returns the ratio of medians uexec-pty/raw.
@@ -407,5 +414,11 @@ fn throughput_bench(runtime: &tokio::runtime::Runtime, spawner: &PtySpawner, qui
         );
     }
     println!("(\"paired /raw\": median over rounds of the ratio to the raw loop of the same round.)");
-    throughput[0].median() / raw
+    let ours = throughput[0].median();
+    println!(
+        "peer-row: | portable-pty | PTY throughput, `head -c {flood_bytes} /dev/zero` | {:.0} MB/s | {ours:.0} MB/s | {:.2}x |",
+        throughput[2].median(),
+        throughput[2].median() / ours
+    );
+    ours / raw
 }

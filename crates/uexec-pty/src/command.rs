@@ -86,6 +86,12 @@ impl Command {
         self
     }
 
+    /// Run on this process's own stdin, stdout and stderr (no PTY, no pipe): see [`IoMode::Inherit`].
+    pub fn inherit_stdio(mut self) -> Self {
+        self.mode = IoMode::Inherit;
+        self
+    }
+
     /// Add a hook run in the child just before `exec`.
     pub fn setup(mut self, hook: Arc<dyn ChildSetup>) -> Self {
         self.setup.push(hook);

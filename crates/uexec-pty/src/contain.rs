@@ -18,6 +18,8 @@
 //!    thread, inside the namespace. When the host dies, even by SIGKILL, the init dies and the kernel kills
 //!    every process of the namespace: nothing survives. Orphans are reparented to the namespace's init,
 //!    which reaps them.
+//!    With [`NamespacePolicy::OnCallingThread`] the calling thread itself does this, for a host that spawns
+//!    from that thread only and starts no thread afterwards: no helper thread, no hand-off per spawn.
 //! 3. Otherwise (not privileged) a reaper thread collects every exited child of the host: the session
 //!    leaders (handing their status to their session) and the adopted orphans. It waits for "any child"
 //!    (`waitid(P_ALL, WNOWAIT)`), which is only acceptable because the application asked for this mode: it
@@ -75,6 +77,13 @@ pub enum NamespacePolicy {
     IfPrivileged,
     /// Never create a PID namespace.
     Never,
+    /// As [`NamespacePolicy::IfPrivileged`], but the calling thread itself enters the namespace (its future
+    /// children are created in it) and forks the init, instead of a helper thread that every spawn is handed
+    /// to: no thread is started and a spawn costs no hand-off. For a host that spawns from this one thread
+    /// only and starts no thread afterwards (`uexec run` without a terminal): the kernel refuses new threads
+    /// to this thread from now on, and a spawn from any other thread fails (its child would escape the
+    /// namespace). The thread must live as long as the host (the init's parent-death signal follows it).
+    OnCallingThread,
 }
 
 /// Why containment could not be set up.
@@ -84,6 +93,9 @@ pub enum ContainError {
     /// `prctl(PR_SET_CHILD_SUBREAPER)` failed.
     #[error("cannot become a child subreaper: {0}")]
     Subreaper(String),
+    /// The calling thread entered a PID namespace but its init process could not be started.
+    #[error("cannot start the init of the sessions' PID namespace: {0}")]
+    NamespaceInit(String),
     /// A helper thread could not be started.
     #[error("cannot start the {name} thread: {message}")]
     Thread {
@@ -115,6 +127,10 @@ pub fn contain_descendants_with(policy: NamespacePolicy) -> Result<Containment, 
             None => start_reaper()?,
         },
         NamespacePolicy::Never => start_reaper()?,
+        NamespacePolicy::OnCallingThread => match enter_namespace_here()? {
+            Some(init_pid) => Containment::PidNamespace { init_pid },
+            None => start_reaper()?,
+        },
     };
     tracing::info!(?containment, "descendants contained");
     *active = Some(containment);
@@ -146,6 +162,26 @@ static SPAWNS: (Mutex<u64>, Condvar) = (Mutex::new(0), Condvar::new());
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The thread that entered the PID namespace itself ([`NamespacePolicy::OnCallingThread`]), and the write end of
+/// the pipe that tells its init the host is alive (kept open for the life of the process).
+static NAMESPACE_HERE: OnceLock<(std::thread::ThreadId, OwnedFd)> = OnceLock::new();
+
+/// The calling thread unshares a PID namespace and forks its init; `Ok(None)` when a PID namespace cannot be
+/// created here (nothing changed).
+fn enter_namespace_here() -> Result<Option<u32>, ContainError> {
+    if let Err(error) = sys::unshare_pid_namespace() {
+        tracing::info!(%error, "no PID namespace for sessions");
+        return Ok(None);
+    }
+    // The thread is in the namespace already: a failure from here on cannot be undone, so it is an error.
+    let namespace_error = |error: std::io::Error| ContainError::NamespaceInit(error.to_string());
+    let (reader, writer) =
+        rustix::pipe::pipe_with(PipeFlags::CLOEXEC).map_err(|e| namespace_error(e.into()))?;
+    let init = sys::spawn_namespace_init(reader.as_fd(), writer.as_fd()).map_err(namespace_error)?;
+    let _ = NAMESPACE_HERE.set((std::thread::current().id(), writer));
+    Ok(Some(init.as_raw_nonzero().get().unsigned_abs()))
 }
 
 /// Starts the namespace thread; `Ok(None)` when a PID namespace cannot be created here.
@@ -290,12 +326,24 @@ pub(crate) fn start(plan: &ChildPlan<'_>, fork: bool) -> Result<Started, SpawnFa
     // With the reaper running, hold the leaders lock from before the clone until the leader is registered,
     // so that the reaper never mistakes a fresh leader for an orphan.
     let held = REAPER_ACTIVE.load(Ordering::Acquire).then(|| lock(&LEADERS));
-    let spawned = match NAMESPACE_JOBS.get().or_else(|| spawner_thread().as_ref()) {
-        Some(jobs) => {
-            let jobs = lock(jobs).clone();
-            sys::spawn_via(&jobs, plan, fork)
+    let spawned = if let Some((owner, _)) = NAMESPACE_HERE.get() {
+        if std::thread::current().id() == *owner {
+            sys::spawn_child(plan, fork, true)
+        } else {
+            // Its child would be created outside the namespace: refuse rather than leave it uncontained.
+            Err(SpawnFailure::Os {
+                call: "spawning from a thread outside the sessions' PID namespace",
+                errno: libc::EPERM,
+            })
         }
-        None => sys::spawn_child(plan, fork, false),
+    } else {
+        match NAMESPACE_JOBS.get().or_else(|| spawner_thread().as_ref()) {
+            Some(jobs) => {
+                let jobs = lock(jobs).clone();
+                sys::spawn_via(&jobs, plan, fork)
+            }
+            None => sys::spawn_child(plan, fork, false),
+        }
     };
     let (pid, pidfd) = spawned?;
     let mut leaders = held.unwrap_or_else(|| lock(&LEADERS));
@@ -316,4 +364,18 @@ pub(crate) fn forget_leader(pid: i32) {
 /// The table of live leaders, locked: while it is held no leader is registered or forgotten.
 pub(crate) fn live_leaders() -> MutexGuard<'static, HashMap<i32, StatusSlot>> {
     lock(&LEADERS)
+}
+
+/// True when nothing has been orphaned into the sessions' PID namespace: its init has no child. Then a session
+/// whose leader has been reaped has no process left (when the leader exited, its living descendants were
+/// reparented to that init: no subreaper outside the namespace adopts them), and `kill_tree` can skip scanning
+/// `/proc`. False when unknown (no PID namespace, or a kernel that does not list children).
+pub(crate) fn namespace_has_no_orphans() -> bool {
+    let Some(Containment::PidNamespace { init_pid }) = containment() else {
+        return false;
+    };
+    match std::fs::read(format!("/proc/{init_pid}/task/{init_pid}/children")) {
+        Ok(children) => children.iter().all(u8::is_ascii_whitespace),
+        Err(_) => false,
+    }
 }

@@ -4,10 +4,13 @@
 //! *reading the terminal* when its main thread sleeps (`S` in `/proc/<pid>/stat`) in a system call
 //! (`/proc/<pid>/syscall`) that waits for the slave: `read`/`readv` on an fd that is the slave (or `/dev/tty`
 //! when the slave is its controlling terminal, as for password prompts);
-//! `select`/`pselect6` with the slave in its read set; `poll`/`ppoll` with the slave in its `pollfd` array
-//! (the sets are read from `/proc/<pid>/mem`; if that is not allowed, fd 0 being the slave counts); or
-//! `epoll_wait` on an epoll instance that watches the slave (its `fdinfo`). A process in `wait4`/`waitid`
-//! is neutral (a shell waiting for its job); anything else, running or blocked elsewhere, is busy.
+//! `select`/`pselect6`, `poll`/`ppoll` or `epoll_wait`/`epoll_pwait`/`epoll_pwait2` waiting for the slave and
+//! for nothing else: no timeout (a timer, `read -t` or an event loop's next tick ends the wait without input), no
+//! other fd in the sets (a socket as in `ssh -t` or `docker exec -it`, a pipe, a timerfd: events that can make
+//! the program print), no write set. The sets are read from `/proc/<pid>/mem` (if that is not allowed, fd 0
+//! being the slave counts), an epoll instance's watched fds from its `fdinfo` (`tfd:` lines). A process in
+//! `wait4`/`waitid` is neutral (a shell waiting for its job); anything else, running or blocked elsewhere,
+//! is busy.
 //!
 //! The group leader decides alone when it is reading the terminal or busy; otherwise every member of the
 //! group is looked at: waiting for input when one reads the terminal and none is busy. Then, input
@@ -166,58 +169,100 @@ fn activity(pid: i32, terminal: &Terminal) -> Option<Activity> {
         SyscallState::Blocked { number, args } => (number, args),
         SyscallState::Running | SyscallState::NotInSyscall => return Some(Activity::Busy),
     };
+    // A wait with a timeout ends by itself (a timer, `read -t`, an event loop's next tick), so the program may
+    // print without any input: it is not waiting for input. So is a wait on anything besides the terminal (a
+    // socket as in `ssh -t` or `docker exec -it`, a pipe, a timerfd).
     let reading = match number {
         libc::SYS_read | libc::SYS_readv => terminal.is(pid, args[0]),
         #[cfg(target_arch = "x86_64")]
-        libc::SYS_select => select_reads_terminal(pid, terminal, args),
-        libc::SYS_pselect6 => select_reads_terminal(pid, terminal, args),
+        libc::SYS_select => args[4] == 0 && select_waits_only_for_terminal(pid, terminal, args),
+        libc::SYS_pselect6 => args[4] == 0 && select_waits_only_for_terminal(pid, terminal, args),
         #[cfg(target_arch = "x86_64")]
-        libc::SYS_poll => poll_reads_terminal(pid, terminal, args[0], args[1]),
-        libc::SYS_ppoll => poll_reads_terminal(pid, terminal, args[0], args[1]),
+        libc::SYS_poll => {
+            infinite_milliseconds(args[2]) && poll_waits_only_for_terminal(pid, terminal, args[0], args[1])
+        }
+        libc::SYS_ppoll => args[2] == 0 && poll_waits_only_for_terminal(pid, terminal, args[0], args[1]),
         #[cfg(target_arch = "x86_64")]
-        libc::SYS_epoll_wait => epoll_watches_terminal(pid, terminal, args[0]),
-        libc::SYS_epoll_pwait | libc::SYS_epoll_pwait2 => epoll_watches_terminal(pid, terminal, args[0]),
+        libc::SYS_epoll_wait => {
+            infinite_milliseconds(args[3]) && epoll_waits_only_for_terminal(pid, terminal, args[0])
+        }
+        libc::SYS_epoll_pwait => {
+            infinite_milliseconds(args[3]) && epoll_waits_only_for_terminal(pid, terminal, args[0])
+        }
+        libc::SYS_epoll_pwait2 => args[3] == 0 && epoll_waits_only_for_terminal(pid, terminal, args[0]),
         libc::SYS_wait4 | libc::SYS_waitid => return Some(Activity::WaitingForChildren),
         _ => false,
     };
     Some(if reading { Activity::ReadingTerminal } else { Activity::Busy })
 }
 
-/// `select(nfds, readfds, ...)`: is a slave fd in the read set?
-fn select_reads_terminal(pid: i32, terminal: &Terminal, args: [u64; 6]) -> bool {
-    let (nfds, readfds) = (args[0].min(65_536), args[1]);
+/// True for a `poll`/`epoll_wait` timeout argument (an `int` of milliseconds in a 64-bit register) that means
+/// "no timeout": any negative value.
+fn infinite_milliseconds(register: u64) -> bool {
+    // The kernel reads the low 32 bits as a C int.
+    #[allow(clippy::cast_possible_truncation)]
+    let timeout = register as u32 as i32;
+    timeout < 0
+}
+
+/// The fds whose bits are set in an `fd_set` image of `nfds` bits.
+fn fd_set_members(set: &[u8], nfds: u64) -> impl Iterator<Item = u64> + '_ {
+    (0..nfds).filter(move |fd| {
+        let byte = set.get(usize::try_from(fd / 8).unwrap_or(usize::MAX)).copied().unwrap_or(0);
+        byte & (1 << (fd % 8)) != 0
+    })
+}
+
+/// `select(nfds, readfds, writefds, exceptfds, timeout)` without a timeout: is the terminal in the read set and
+/// nothing else watched? A write set means the program waits to write (it will run without input); an fd other
+/// than the terminal in the read or exception set is another source of events. Without access to the
+/// process's memory the sets cannot be read: then fd 0 being the terminal decides.
+fn select_waits_only_for_terminal(pid: i32, terminal: &Terminal, args: [u64; 6]) -> bool {
+    let (nfds, readfds, writefds, exceptfds) = (args[0].min(65_536), args[1], args[2], args[3]);
     if readfds == 0 {
         return false;
     }
     let bytes = usize::try_from(nfds.div_ceil(64) * 8).unwrap_or(0);
-    let Some(set) = procfs::read_memory(pid, readfds, bytes) else {
+    let Some(read) = procfs::read_memory(pid, readfds, bytes) else {
         return terminal.is(pid, 0);
     };
-    (0..nfds).any(|fd| {
-        let byte = set.get(usize::try_from(fd / 8).unwrap_or(usize::MAX)).copied().unwrap_or(0);
-        byte & (1 << (fd % 8)) != 0 && terminal.is(pid, fd)
-    })
+    let set = |address: u64| -> Option<Vec<u8>> {
+        if address == 0 { Some(Vec::new()) } else { procfs::read_memory(pid, address, bytes) }
+    };
+    let (Some(write), Some(except)) = (set(writefds), set(exceptfds)) else { return false };
+    if fd_set_members(&write, nfds).next().is_some() {
+        return false;
+    }
+    fd_set_members(&read, nfds).next().is_some()
+        && fd_set_members(&read, nfds).chain(fd_set_members(&except, nfds)).all(|fd| terminal.is(pid, fd))
 }
 
-/// `poll(fds, nfds, ...)`: is a slave fd polled for input?
-fn poll_reads_terminal(pid: i32, terminal: &Terminal, fds: u64, nfds: u64) -> bool {
+/// `poll(fds, nfds, ...)` without a timeout: does every entry watch the terminal, one of them for input?
+/// (Entries with a negative fd are ignored, as the kernel ignores them.)
+fn poll_waits_only_for_terminal(pid: i32, terminal: &Terminal, fds: u64, nfds: u64) -> bool {
     const POLLFD_SIZE: u64 = 8;
     let nfds = nfds.min(4096);
     let Some(array) = procfs::read_memory(pid, fds, usize::try_from(nfds * POLLFD_SIZE).unwrap_or(0)) else {
         return terminal.is(pid, 0);
     };
     let input = u16::try_from(libc::POLLIN | libc::POLLPRI).unwrap_or(1);
-    array.chunks_exact(8).any(|entry| {
-        let fd = i32::from_ne_bytes([entry[0], entry[1], entry[2], entry[3]]);
-        let events = u16::from_ne_bytes([entry[4], entry[5]]);
-        events & input != 0 && u64::try_from(fd).is_ok_and(|fd| terminal.is(pid, fd))
-    })
+    let entries: Vec<(u64, u16)> = array
+        .chunks_exact(8)
+        .filter_map(|entry| {
+            let fd = i32::from_ne_bytes([entry[0], entry[1], entry[2], entry[3]]);
+            let events = u16::from_ne_bytes([entry[4], entry[5]]);
+            u64::try_from(fd).ok().map(|fd| (fd, events))
+        })
+        .collect();
+    entries.iter().any(|&(_, events)| events & input != 0)
+        && entries.iter().all(|&(fd, _)| terminal.is(pid, fd))
 }
 
-/// `epoll_wait(epfd, ...)`: does the epoll instance watch a slave fd?
-fn epoll_watches_terminal(pid: i32, terminal: &Terminal, epfd: u64) -> bool {
+/// `epoll_wait(epfd, ...)` without a timeout: does the epoll instance watch the terminal and nothing else
+/// (its `fdinfo` lists every registered fd)?
+fn epoll_waits_only_for_terminal(pid: i32, terminal: &Terminal, epfd: u64) -> bool {
     match procfs::epoll_targets(pid, epfd) {
-        Some(targets) => targets.into_iter().any(|fd| terminal.is(pid, fd)),
+        Some(targets) => !targets.is_empty() && targets.into_iter().all(|fd| terminal.is(pid, fd)),
         None => terminal.is(pid, 0),
     }
 }

@@ -22,6 +22,8 @@
 //! - PTY mode: a new PTY (24x80 unless asked otherwise, `IUTF8` on); the slave is its stdin, stdout,
 //!   stderr and controlling terminal; it leads a new session and process group.
 //! - Pipe mode: stdin is `/dev/null`; stdout and stderr are one pipe, so they arrive merged in order.
+//! - Inherit mode: fds 0, 1 and 2 are the host's own (a pipeline's pipes, a redirected file, the terminal),
+//!   unchanged; the output half ends at once and the control half cannot write or resize.
 //! - Exactly the request's argv, cwd and environment, plus [`SESSION_TOKEN_VAR`]; default signal
 //!   dispositions and an empty signal mask; none of the host's fds; `PR_SET_PDEATHSIG(SIGKILL)`.
 //!

@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, TryLockError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use rustix::fs::OFlags;
@@ -33,13 +33,15 @@ use crate::tree::{self, SessionIdentity};
 /// Largest chunk [`PtyOutput::next_chunk`] returns.
 pub const MAX_CHUNK_BYTES: usize = 64 * 1024;
 
-/// How long `kill_tree` lets the processes handle SIGHUP/SIGTERM before SIGKILL.
+/// How long `kill_tree` lets the processes left handle SIGHUP/SIGTERM before SIGKILL (it moves on as soon as
+/// they are gone, and does not wait at all when nothing is left).
 const KILL_GRACE: Duration = Duration::from_millis(150);
 
-/// How often `kill_tree` checks, during the grace, whether everything is gone already.
-const KILL_POLL: Duration = Duration::from_millis(10);
+/// How often `kill_tree` checks whether a process whose pidfd the reactor cannot watch is gone.
+const KILL_POLL: Duration = Duration::from_millis(1);
 
-/// Rounds of "scan again, SIGKILL what is still there" after the first SIGKILL (processes forked late).
+/// At most this many rounds of "scan again, SIGKILL what is new" after the first SIGKILL (processes forked
+/// between a scan and their parent's SIGKILL).
 const KILL_SWEEPS: usize = 20;
 
 /// How long `kill_tree` waits for killed processes to be gone before returning anyway.
@@ -57,7 +59,8 @@ pub struct PtySpawner {
 pub struct PtyProcess {
     /// Write, resize, signal, wait, kill. Dropping the last reference kills the process tree.
     pub control: Arc<PtyControl>,
-    /// The output (PTY: everything the terminal shows; pipes: stdout and stderr merged).
+    /// The output (PTY: everything the terminal shows; pipes: stdout and stderr merged; inherited streams:
+    /// nothing, it ends at once).
     pub output: PtyOutput,
 }
 
@@ -82,7 +85,7 @@ impl PtySpawner {
         let (stream, child_ends) = match request.mode {
             IoMode::Pty(size) => {
                 let (master, slave) = open_pty(size).map_err(|e| os_error("opening a PTY", &e))?;
-                (master, ChildEnds::Pty { slave })
+                (Some(master), ChildEnds::Pty { slave })
             }
             IoMode::Pipes => {
                 let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
@@ -97,19 +100,28 @@ impl PtySpawner {
                 let read = sys::fd_at_least_3(read).map_err(|e| os_error("fcntl", &e))?;
                 let write = sys::fd_at_least_3(write).map_err(|e| os_error("fcntl", &e))?;
                 let null = sys::fd_at_least_3(null).map_err(|e| os_error("fcntl", &e))?;
-                (read, ChildEnds::Pipes { null, write })
+                (Some(read), ChildEnds::Pipes { null, write })
             }
+            IoMode::Inherit => (None, ChildEnds::Inherit),
         };
         let tty = matches!(child_ends, ChildEnds::Pty { .. });
         let interest = if tty { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
-        let stream = sys::register(stream, interest).map_err(|e| os_error("registering with tokio", &e))?;
-        let stream = Arc::new(Stream { fd: Some(stream) });
+        let stream = match stream {
+            Some(fd) => {
+                Some(sys::register(fd, interest).map_err(|e| os_error("registering with tokio", &e))?)
+            }
+            None => None,
+        };
+        // Nothing to read when the child writes to the host's own streams: the output ends at once.
+        let inherited = stream.is_none();
+        let stream = Arc::new(Stream { fd: stream });
 
         let stdio = match &child_ends {
             ChildEnds::Pty { slave } => ChildStdio::Pty { slave: slave.as_fd() },
             ChildEnds::Pipes { null, write } => {
                 ChildStdio::Pipes { stdin: null.as_fd(), output: write.as_fd() }
             }
+            ChildEnds::Inherit => ChildStdio::Inherit,
         };
         let plan = ChildPlan {
             program: &prepared.program,
@@ -158,7 +170,7 @@ impl PtySpawner {
             kill_result: tokio::sync::Mutex::new(None),
             tree_killed: AtomicBool::new(false),
         });
-        let output = PtyOutput { stream, chunk: Vec::new(), done: false, tty, pending_error: None };
+        let output = PtyOutput { stream, chunk: Vec::new(), done: inherited, tty, pending_error: None };
         Ok(PtyProcess { control, output })
     }
 }
@@ -172,8 +184,15 @@ impl ProcessSpawner for PtySpawner {
 
 /// The child's ends of its streams, closed in the parent right after the spawn.
 enum ChildEnds {
-    Pty { slave: OwnedFd },
-    Pipes { null: OwnedFd, write: OwnedFd },
+    Pty {
+        slave: OwnedFd,
+    },
+    Pipes {
+        null: OwnedFd,
+        write: OwnedFd,
+    },
+    /// The host's own fds 0, 1, 2: nothing of ours to close.
+    Inherit,
 }
 
 fn os_error(what: &str, error: &io::Error) -> SpawnError {
@@ -244,7 +263,7 @@ pub(crate) fn exit_status(status: &WaitIdStatus) -> ExitStatus {
 /// deregistered from the reactor and closed on the background thread: closing a PTY master can take a
 /// millisecond, which the dropping task should not wait for.
 struct Stream {
-    /// Always `Some` until dropped.
+    /// `Some` until dropped; `None` from the start for a child that inherited the host's streams.
     fd: Option<AsyncFd<OwnedFd>>,
 }
 
@@ -519,39 +538,74 @@ impl ProcessControl for PtyControl {
         if let Some(status) = *result {
             return Ok(status);
         }
-        let members = self.signal_session(&[
-            rustix::process::Signal::HUP,
-            rustix::process::Signal::TERM,
-            rustix::process::Signal::CONT,
-        ]);
+        // Reap an exited leader first: then its pid only counts while something of the session remains. (A
+        // failure to reap must not stop the kill; `wait` below reports it.)
+        let _ = self.reap();
+        let leader_reaped = lock(&self.status).is_some();
+        // A reaped leader with no orphan in the sessions' PID namespace leaves nothing behind: when the leader
+        // exited, its living descendants were reparented to that namespace's init.
+        let members = if leader_reaped && contain::namespace_has_no_orphans() {
+            Vec::new()
+        } else {
+            self.signal_session(&[
+                rustix::process::Signal::HUP,
+                rustix::process::Signal::TERM,
+                rustix::process::Signal::CONT,
+            ])
+        };
         let pids: Vec<i32> = members.iter().map(|member| member.pid).collect();
         tracing::debug!(leader = self.raw_pid(), ?pids, "killing the session's processes");
-        let grace_end = Instant::now() + KILL_GRACE;
-        while Instant::now() < grace_end && !tree::all_exited(&members) {
-            tokio::time::sleep(KILL_POLL).await;
-        }
-        let mut killed = self.kill_now();
-        killed.extend(members);
-        for _ in 0..KILL_SWEEPS {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            let late = self.kill_now();
-            if late.is_empty() {
-                break;
+        // Nothing alive (no member: a process that could still fork would be one): no wait.
+        let mut killed = Vec::new();
+        if !members.is_empty() {
+            all_gone(&members, KILL_GRACE).await;
+            killed = members;
+            // SIGKILL what is left, then scan again until a scan finds nothing new: a process that forked
+            // between a scan and its SIGKILL shows up in the next scan, and one with SIGKILL pending cannot
+            // fork any more (the kernel aborts the fork), so this ends without waiting.
+            for _ in 0..KILL_SWEEPS {
+                let found = self.kill_now();
+                let fresh = found.iter().any(|member| killed.iter().all(|known| known.pid != member.pid));
+                killed.extend(found);
+                if !fresh {
+                    break;
+                }
             }
-            killed.extend(late);
         }
         let status = tokio::time::timeout(KILL_WAIT_LIMIT, self.wait())
             .await
             .map_err(|_| ProcessError::Os("the process did not die after SIGKILL".to_owned()))??;
-        let wait_end = Instant::now() + KILL_WAIT_LIMIT;
-        while Instant::now() < wait_end && !tree::all_exited(&killed) {
-            tokio::time::sleep(KILL_POLL).await;
-        }
+        all_gone(&killed, KILL_WAIT_LIMIT).await;
         tree::reap_adopted(&killed);
         self.tree_killed.store(true, Ordering::Release);
         *result = Some(status);
         Ok(status)
     }
+}
+
+/// Wait until every member has exited (its pidfd turns readable), for at most `limit`; true when all are gone.
+/// Woken by the exits themselves, not by a timer.
+async fn all_gone(members: &[tree::Member], limit: Duration) -> bool {
+    let exits = async {
+        for member in members {
+            // A duplicate, so that the reactor owns what it watches.
+            let watched = rustix::io::fcntl_dupfd_cloexec(member.pidfd(), 3)
+                .map_err(io::Error::from)
+                .and_then(|pidfd| sys::register(pidfd, Interest::READABLE));
+            match watched {
+                Ok(exit) => {
+                    let _ = exit.readable().await;
+                }
+                // Not watchable (out of fds, or the reactor is out of resources): check at a short interval.
+                Err(_) => {
+                    while !tree::all_exited(std::slice::from_ref(member)) {
+                        tokio::time::sleep(KILL_POLL).await;
+                    }
+                }
+            }
+        }
+    };
+    tokio::time::timeout(limit, exits).await.is_ok()
 }
 
 impl Drop for PtyControl {
@@ -689,6 +743,7 @@ impl OutputStream for PtyOutput {
 mod tests {
     use std::ffi::OsString;
     use std::path::PathBuf;
+    use std::time::Instant;
 
     use super::*;
 

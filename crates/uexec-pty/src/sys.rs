@@ -98,6 +98,9 @@ pub(crate) enum ChildStdio<'a> {
     Pty { slave: BorrowedFd<'a> },
     /// `stdin` becomes fd 0, `output` fds 1 and 2.
     Pipes { stdin: BorrowedFd<'a>, output: BorrowedFd<'a> },
+    /// Fds 0, 1 and 2 stay the parent's own (the child's copy of the fd table has them already); only their
+    /// close-on-exec flag is cleared. One that the parent has closed stays closed.
+    Inherit,
 }
 
 /// Everything the child needs, prepared by the parent.
@@ -384,6 +387,14 @@ fn child_main(context: &ChildContext<'_>) -> Result<Infallible, ChildFailure> {
             rustix::stdio::dup2_stdin(stdin).map_err(fail(ChildStage::Stdio))?;
             rustix::stdio::dup2_stdout(output).map_err(fail(ChildStage::Stdio))?;
             rustix::stdio::dup2_stderr(output).map_err(fail(ChildStage::Stdio))?;
+        }
+        ChildStdio::Inherit => {
+            for fd in [rustix::stdio::stdin(), rustix::stdio::stdout(), rustix::stdio::stderr()] {
+                match rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty()) {
+                    Ok(()) | Err(rustix::io::Errno::BADF) => {}
+                    Err(errno) => return Err(fail(ChildStage::Stdio)(errno)),
+                }
+            }
         }
     }
     rustix::process::chdir(plan.cwd).map_err(fail(ChildStage::Chdir))?;

@@ -11,7 +11,7 @@
 //! (a group id cannot be recycled while the group has a member).
 
 use std::collections::{HashMap, HashSet};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
@@ -137,6 +137,13 @@ pub(crate) fn members(identity: SessionIdentity<'_>) -> Vec<Member> {
         .filter(|stat| selected.contains(&stat.pid) && !stat.is_dead())
         .filter_map(|stat| pin(stat, &mut buffer))
         .collect()
+}
+
+impl Member {
+    /// The pidfd pinning this process (readable once it has exited).
+    pub(crate) fn pidfd(&self) -> BorrowedFd<'_> {
+        self.pidfd.as_fd()
+    }
 }
 
 /// Open a pidfd for the process `stat` describes, if it is still that process.

@@ -67,6 +67,35 @@ async fn stdout_and_stderr_are_merged_in_order_in_pipe_mode() {
 }
 
 #[tokio::test]
+async fn inherit_mode_hands_the_hosts_own_stdio_to_the_child() {
+    // The child records what its fds 0, 1 and 2 are; they must be this process's (nextest's pipes or files).
+    let dir = std::env::temp_dir().join(format!("uexec-pty-inherit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let record = dir.join("fds");
+    let script = format!(
+        "fds=$(for fd in 0 1 2; do readlink /proc/$$/fd/$fd; done); echo \"$fds\" > {}; exit 3",
+        record.display()
+    );
+    let mut request = sh(&script, false);
+    request.mode = uexec_pty::IoMode::Inherit;
+    let mut process = spawn(request);
+    // Nothing to read: the output ends at once, and the control half neither writes nor resizes.
+    assert_eq!(process.output.next_chunk().await.unwrap(), None);
+    assert!(!process.control.is_tty());
+    assert_eq!(process.control.write(b"x").await, Err(ProcessError::StdinClosed));
+    assert_eq!(process.control.resize(PtySize::default()), Err(ProcessError::NotATerminal));
+    assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(3));
+    let theirs = std::fs::read_to_string(&record).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let ours: Vec<String> = (0..3)
+        .map(|fd| std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap().display().to_string())
+        .collect();
+    assert_eq!(theirs.lines().collect::<Vec<_>>(), ours);
+    // Nothing is left of the session: killing it finds nothing and keeps the status.
+    assert_eq!(process.control.kill_tree().await.unwrap(), ExitStatus::Code(3));
+}
+
+#[tokio::test]
 async fn argv_cwd_and_environment_are_exactly_the_requested_ones() {
     let mut request =
         request(&["sh", "-c", "pwd; printf '%s|' \"$@\"; echo; env | sort", "zero", "a b", "", "c"], false);
@@ -579,4 +608,120 @@ async fn bad_input_gives_typed_errors() {
 fn spawning_outside_a_runtime_is_a_typed_error() {
     let error = PtySpawner::default().spawn_request(request(&["true"], true)).unwrap_err();
     assert!(matches!(error, SpawnError::Os(message) if message.contains("tokio runtime")));
+}
+
+/// A Python program that prints `READY`, then blocks in one kind of wait (`mode`), then prints `LATE`.
+const WAITS: &str = r#"
+import os, select, sys
+mode = sys.argv[1]
+r, w = os.pipe()
+print("READY", flush=True)
+if mode == "select":
+    select.select([0], [], [])
+elif mode == "select-timeout":
+    select.select([0], [], [], 3)
+elif mode == "select-pipe":
+    select.select([0, r], [], [])
+elif mode == "select-pipe-timeout":
+    select.select([0, r], [], [], 3)
+elif mode == "poll":
+    p = select.poll(); p.register(0, select.POLLIN); p.poll()
+elif mode == "poll-timeout":
+    p = select.poll(); p.register(0, select.POLLIN); p.poll(3000)
+elif mode == "poll-pipe":
+    p = select.poll(); p.register(0, select.POLLIN); p.register(r, select.POLLIN); p.poll()
+elif mode == "epoll":
+    e = select.epoll(); e.register(0, select.EPOLLIN); e.poll()
+elif mode == "epoll-timeout":
+    e = select.epoll(); e.register(0, select.EPOLLIN); e.poll(3)
+elif mode == "epoll-pipe":
+    e = select.epoll(); e.register(0, select.EPOLLIN); e.register(r, select.EPOLLIN); e.poll()
+print("LATE", flush=True)
+"#;
+
+/// The system call `pid`'s main thread is blocked in (`None` while it runs).
+fn blocked_in(pid: u32) -> Option<i64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/syscall")).ok()?;
+    text.split_whitespace().next()?.parse().ok().filter(|n: &i64| *n >= 0)
+}
+
+/// Start `WAITS` in `mode`; return it once its main thread sleeps in a select/poll/epoll wait.
+async fn waiting_in(mode: &str) -> uexec_pty::PtyProcess {
+    let mut python = spawn(request(&["python3", "-c", WAITS, mode], true));
+    let mut text = String::new();
+    read_until(&mut python.output, &mut text, "READY").await;
+    let pid = python.control.pid();
+    let waits = [
+        libc::SYS_select,
+        libc::SYS_pselect6,
+        libc::SYS_poll,
+        libc::SYS_ppoll,
+        libc::SYS_epoll_wait,
+        libc::SYS_epoll_pwait,
+        libc::SYS_epoll_pwait2,
+    ];
+    eventually(&format!("{mode}: blocked in a wait"), || blocked_in(pid).is_some_and(|n| waits.contains(&n)))
+        .await;
+    python
+}
+
+#[tokio::test]
+async fn a_wait_for_the_terminal_alone_and_without_timeout_is_waiting_for_input() {
+    for mode in ["select", "poll", "epoll"] {
+        let python = waiting_in(mode).await;
+        let control = Arc::clone(&python.control);
+        eventually(&format!("{mode} on the terminal alone waits for input"), || {
+            control.input_state() == InputState::WaitingForInput
+        })
+        .await;
+        python.control.kill_tree().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_wait_with_a_timeout_or_on_another_fd_is_not_waiting_for_input() {
+    // ssh -t, docker exec -it and event loops with timers: they print without any input, so an empty poll must
+    // not come back early with nothing. Each mode is blocked in its wait (checked) and sampled while it lasts.
+    for mode in [
+        "select-timeout",
+        "select-pipe",
+        "select-pipe-timeout",
+        "poll-timeout",
+        "poll-pipe",
+        "epoll-timeout",
+        "epoll-pipe",
+    ] {
+        let python = waiting_in(mode).await;
+        let pid = python.control.pid();
+        for _ in 0..10 {
+            let state = python.control.input_state();
+            assert_ne!(state, InputState::WaitingForInput, "{mode}: reported as waiting for input");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(blocked_in(pid).is_some(), "{mode}: the wait ended while sampled");
+        python.control.kill_tree().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn bash_read_with_a_timeout_is_not_waiting_for_input_and_without_one_is() {
+    let mut timed =
+        spawn(request(&["bash", "--norc", "--noprofile", "-c", "echo READY; read -t 30 x; echo LATE"], true));
+    let mut text = String::new();
+    read_until(&mut timed.output, &mut text, "READY").await;
+    let pid = timed.control.pid();
+    eventually("read -t blocked", || blocked_in(pid).is_some()).await;
+    for _ in 0..10 {
+        assert_ne!(timed.control.input_state(), InputState::WaitingForInput, "read -t 30");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    timed.control.kill_tree().await.unwrap();
+
+    let mut plain =
+        spawn(request(&["bash", "--norc", "--noprofile", "-c", "echo READY; read x; echo LATE"], true));
+    let mut text = String::new();
+    read_until(&mut plain.output, &mut text, "READY").await;
+    let control = Arc::clone(&plain.control);
+    eventually("read waits for input", || control.input_state() == InputState::WaitingForInput).await;
+    plain.control.kill_tree().await.unwrap();
 }

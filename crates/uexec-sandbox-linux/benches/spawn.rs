@@ -260,6 +260,11 @@ fn main() {
             med.as_secs_f64() / base.as_secs_f64()
         );
     }
+    let sandboxed = median(&mut modes[1].samples.clone());
+    println!(
+        "\ntarget: sandboxed spawn / unsandboxed = {:.2} (<= 1.30)",
+        sandboxed.as_secs_f64() / base.as_secs_f64()
+    );
     if let Some(bwrap_mode) = modes.iter_mut().find(|m| m.name == "bwrap") {
         let bw = median(&mut bwrap_mode.samples);
         let ours = median(&mut modes[1].samples);

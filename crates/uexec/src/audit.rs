@@ -230,6 +230,7 @@ mod tests {
                 kind: ApprovalKind::Run,
                 reason: None,
                 prefix_offer: None,
+                denial: None,
             },
         });
         log.emit(ExecEvent::ApprovalDecided {

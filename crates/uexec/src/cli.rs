@@ -94,6 +94,18 @@ pub enum Command {
     /// Print the sandbox profile and argv a platform's sandbox would use for a command.
     #[command(name = "sandbox-profile", after_help = PROFILE_AFTER_HELP)]
     SandboxProfile(ProfileArgs),
+    /// Apply a patch in the apply_patch format to the files of the working directory (what an intercepted
+    /// `apply_patch` call runs as).
+    #[command(name = "apply-patch", hide = true)]
+    ApplyPatch(ApplyPatchArgs),
+}
+
+/// `uexec apply-patch`.
+#[derive(Debug, Clone, Args)]
+pub struct ApplyPatchArgs {
+    /// The patch, possibly in several pieces that are joined.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "PATCH")]
+    pub patch: Vec<OsString>,
 }
 
 /// `--sandbox` values.

@@ -11,7 +11,7 @@
 //! exclude_tmpdir_env_var = false        # leave $TMPDIR out of the writable roots
 //! allow_degraded_sandbox = false
 //! shell = "/bin/bash"                   # default shell of exec_command (else $SHELL, else /bin/bash)
-//! report_protections = true             # add a `Sandbox: ...` line to every response
+//! report_protections = true             # note the sandbox after every exec_command output (default false)
 //! audit_log = "/var/log/uexec.jsonl"    # like --audit-log
 //!
 //! [env]

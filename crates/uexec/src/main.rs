@@ -1,6 +1,7 @@
 //! The `uexec` binary: the composition root. It alone reads flags, config files and the environment, picks the
 //! adapters for this platform, and maps errors to exit codes; the libraries it composes stay typed.
 
+mod apply_patch;
 mod audit;
 mod cli;
 mod config;
@@ -31,8 +32,13 @@ fn main() -> ExitCode {
     init_logging();
     if matches!(cli.command, Command::Mcp(_) | Command::Run(_)) {
         // Before any thread exists: make this process own every descendant, so that no command escapes its
-        // session, even when uexec itself is killed.
-        match uexec_pty::contain_descendants() {
+        // session, even when uexec itself is killed. `uexec run` without a terminal spawns from this thread and
+        // starts no thread: this thread enters the PID namespace itself (no helper thread, no hand-off).
+        let policy = match cli.command {
+            Command::Run(_) if !run::uses_terminal() => uexec_pty::NamespacePolicy::OnCallingThread,
+            _ => uexec_pty::NamespacePolicy::IfPrivileged,
+        };
+        match uexec_pty::contain_descendants_with(policy) {
             Ok(containment) => tracing::debug!(?containment, "descendants contained"),
             Err(e) => tracing::warn!(
                 "descendants not contained (commands that escape their session may outlive uexec): {e}"
@@ -44,6 +50,7 @@ fn main() -> ExitCode {
         Command::Run(args) => return run::main(&args),
         Command::SandboxReport(args) => report::sandbox_report(&args),
         Command::SandboxProfile(args) => report::sandbox_profile(&args),
+        Command::ApplyPatch(args) => return apply_patch::main(&args.patch),
     };
     match result {
         Ok(code) => code,
@@ -159,5 +166,9 @@ pub fn engine_config(settings: &Settings) -> EngineConfig {
     config.rules = settings.rules.clone();
     config.default_shell = settings.shell.clone();
     config.report_protections = settings.report_protections;
+    // `apply_patch` calls run as this binary's `apply-patch` subcommand.
+    config.apply_patch_program = std::env::current_exe()
+        .ok()
+        .map(|exe| vec![exe.into_os_string(), OsString::from(apply_patch::SUBCOMMAND), OsString::from("--")]);
     config
 }

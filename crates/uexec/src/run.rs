@@ -1,33 +1,42 @@
-//! `uexec run`: one command under the sandbox, attached to the user's terminal, exiting with its exit code.
+//! `uexec run`: one command under the sandbox, in the place of the command run directly, exiting with its exit
+//! status.
 //!
-//! - stdin is a terminal: the command gets its own PTY of the terminal's size; the terminal is put in raw mode
-//!   (restored on every exit path) and bytes are relayed both ways; SIGWINCH is forwarded as a resize.
-//! - stdin is not a terminal: the command runs with pipes; its stdin is `/dev/null` (the process port gives a
-//!   pipe-mode command no stdin: relaying through a PTY instead would echo the input into the output and
-//!   apply line discipline to it), and its stdout and stderr are merged into uexec's stdout.
+//! - stdin and stdout are both terminals (a person at a terminal): the command gets its own PTY of the
+//!   terminal's size; the terminal is put in raw mode (restored on every exit path) and bytes are relayed both
+//!   ways; SIGWINCH is forwarded as a resize.
+//! - otherwise (a pipeline, a redirection, a CI job): the command's stdin, stdout and stderr are uexec's own
+//!   fds 0, 1 and 2, handed over as they are ([`IoMode::Inherit`]): no PTY, no relay, no copy. It reads uexec's
+//!   stdin up to its end, its stdout and stderr stay apart, a file stays a file and a pipe a pipe, bytes pass
+//!   unchanged, and SIGPIPE has its default action in the command, so `uexec run -- yes | head -n1` ends as
+//!   `yes | head -n1` does. (stdin a terminal and stdout a pipe, `uexec run -- ls | grep x`: the command reads
+//!   the terminal itself, without becoming its controlling process.)
 //!
 //! SIGTERM, SIGHUP and SIGINT sent to uexec are forwarded to the command's process group. When the command
-//! exits, output still in flight is drained briefly and then whatever it left behind (background jobs,
-//! daemons) is killed: nothing outlives `uexec run`. Exit status: the command's code, 128+N for signal N, 125
-//! when nothing ran, 126 not executable, 127 not found.
+//! exits, whatever it left behind (background jobs, daemons) is killed at once: nothing outlives `uexec run`,
+//! and when nothing is left uexec does not wait at all. In a terminal the relayed output is then drained to its
+//! end (the PTY reports end of file once no process holds it: no timer). Exit status: the command's code,
+//! 128+N for signal N, 125 when nothing ran, 126 not executable, 127 not found.
+//!
+//! Where the command runs (sandbox or not, the writable roots, `$TMPDIR`) is decided by
+//! [`uexec_engine::place`], the function the MCP engine uses too.
 //!
 //! The environment is this process's, filtered by the configured environment policy (`inherit`,
 //! `exclude_secrets`, `set`) but without the variables forced on MCP commands (`TERM=dumb`, `NO_COLOR`, ...):
 //! a person is watching this terminal.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::signal::unix::{SignalKind, signal};
 use uexec_domain::env::EnvPolicy;
-use uexec_domain::{EscapeReason, ExitStatus, ProtectionReport, SessionId};
+use uexec_domain::{ExitStatus, ProtectionReport, SessionId};
+use uexec_engine::{Placement, SandboxContext};
 use uexec_ports::{
-    EventSink, ExecEvent, IoMode, ProcessControl, SandboxRequest, Signal, SpawnError, SpawnRequest,
+    EventSink, ExecEvent, IoMode, OutputStream, ProcessControl, Signal, SpawnError, SpawnRequest,
     SpawnedProcess,
 };
 
@@ -35,9 +44,6 @@ use crate::cli::RunArgs;
 use crate::settings::{ProcessContext, Settings};
 use crate::terminal::{self, RawMode};
 use crate::{EXIT_NOTHING_RAN, report_error};
-
-/// How long output may keep arriving after the command exited.
-const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(300);
 
 /// Why nothing ran.
 #[derive(Debug)]
@@ -61,68 +67,73 @@ pub fn main(args: &RunArgs) -> ExitCode {
     }
 }
 
+/// True when the command gets its own PTY relayed to the person's terminal: stdin and stdout are both
+/// terminals. Otherwise it runs on uexec's own streams, and uexec starts no thread (see `main`).
+pub fn uses_terminal() -> bool {
+    terminal::is_terminal(terminal::stdin_fd()) && terminal::is_terminal(terminal::stdout_fd())
+}
+
 fn run(args: &RunArgs) -> Result<u8, NothingRan> {
     let ctx = ProcessContext::current().map_err(nothing_ran)?;
     let settings = Settings::resolve(&args.policy, args.audit_log.as_deref(), &ctx).map_err(nothing_ran)?;
     let sinks = crate::event_sink(&settings).map_err(nothing_ran)?;
 
-    let tty = terminal::is_terminal(terminal::stdin_fd());
-    let mode = if tty {
-        let size = terminal::window_size(terminal::stdin_fd())
-            .or_else(|| terminal::window_size(terminal::stdout_fd()))
-            .unwrap_or_default();
-        IoMode::Pty(size)
-    } else {
-        IoMode::Pipes
-    };
-    let env = run_env(std::env::vars_os(), &settings.env_policy);
-    let tmpdir = env.iter().find(|(k, _)| k == "TMPDIR").map(|(_, v)| PathBuf::from(v));
-    let spawn =
-        SpawnRequest { argv: args.command.clone(), cwd: settings.cwd.clone(), env, mode, setup: Vec::new() };
-
-    let (spawn, protections) = if settings.sandbox_policy.is_unrestricted() {
-        (
-            spawn,
-            ProtectionReport::unsandboxed(settings.sandbox_policy.mode_str(), EscapeReason::FullAccessPolicy),
+    let stdin = terminal::stdin_fd();
+    let stdout = terminal::stdout_fd();
+    let mode = if uses_terminal() {
+        IoMode::Pty(
+            terminal::window_size(stdin).or_else(|| terminal::window_size(stdout)).unwrap_or_default(),
         )
     } else {
-        let sandbox = crate::platform::sandbox();
-        let prepared = sandbox
-            .prepare(SandboxRequest {
-                workspace: spawn.cwd.clone(),
-                spawn,
-                policy: settings.sandbox_policy.clone(),
-                tmpdir,
-                allow_degraded: settings.allow_degraded_sandbox,
-            })
-            .map_err(|e| nothing_ran(anyhow!("{e}; nothing was run")))?;
-        (prepared.spawn, prepared.report)
+        IoMode::Inherit
     };
+    let base = SpawnRequest {
+        argv: crate::apply_patch::direct_call(&args.command).unwrap_or_else(|| args.command.clone()),
+        cwd: settings.cwd.clone(),
+        env: run_env(std::env::vars_os(), &settings.env_policy),
+        mode,
+        setup: Vec::new(),
+    };
+    let sandbox = crate::platform::sandbox();
+    let context = SandboxContext {
+        sandbox: sandbox.as_ref(),
+        policy: &settings.sandbox_policy,
+        workspace: &settings.cwd,
+        allow_degraded: settings.allow_degraded_sandbox,
+    };
+    let placement = Placement::for_policy(&settings.sandbox_policy, false);
+    let (spawn, protections) = uexec_engine::place(context, placement, base)
+        .map_err(|e| nothing_ran(anyhow!("{e}; nothing was run")))?;
     if protections.is_degraded() {
         tracing::warn!("running with degraded protection: {}", protections.summary_line());
     }
     tracing::info!("{}", protections.summary_line());
 
-    let rt = crate::runtime().map_err(nothing_ran)?;
-    let outcome = rt.block_on(relay(spawn, tty, &settings, protections, sinks.events.clone()));
+    // One thread is enough: the command runs on its own, uexec only waits for it (and relays a terminal).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+        .map_err(nothing_ran)?;
+    let outcome = rt.block_on(supervise(spawn, &settings, protections, sinks.events.clone()));
     // The stdin relay may be blocked in a read(2) that never returns: do not wait for it.
     rt.shutdown_background();
     sinks.report_failures();
     outcome
 }
 
-async fn relay(
+/// Start `spawn`, relay a terminal if it has one, wait for it, kill what it left behind.
+async fn supervise(
     spawn: SpawnRequest,
-    tty: bool,
     settings: &Settings,
     protections: ProtectionReport,
     events: Arc<dyn EventSink>,
 ) -> Result<u8, NothingRan> {
     let command: Vec<String> = spawn.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let program = command.first().cloned().unwrap_or_default();
+    let tty = matches!(spawn.mode, IoMode::Pty(_));
     let spawner = crate::platform::spawner();
-    let SpawnedProcess { control, mut output } =
-        spawner.spawn(spawn).map_err(|e| spawn_failed(&program, e))?;
+    let SpawnedProcess { control, output } = spawner.spawn(spawn).map_err(|e| spawn_failed(&program, e))?;
     let started = Instant::now();
     let call_id = format!("run-{}", std::process::id());
     events.emit(ExecEvent::Begin {
@@ -135,45 +146,20 @@ async fn relay(
         protections,
     });
 
-    let raw = if tty {
-        match RawMode::enable(terminal::stdin_fd()) {
-            Ok(raw) => Some(raw),
-            Err(e) => {
-                tracing::warn!("cannot put the terminal in raw mode: {e}");
-                None
-            }
-        }
-    } else {
-        None
-    };
-
-    if tty {
-        tokio::spawn(relay_stdin(control.clone()));
-        tokio::spawn(forward_resizes(control.clone()));
-    }
-    tokio::spawn(forward_signals(control.clone()));
-
-    let mut output_task = tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
-        while let Ok(Some(chunk)) = output.next_chunk().await {
-            if stdout.write_all(&chunk).await.is_err() || stdout.flush().await.is_err() {
-                break;
-            }
-        }
-    });
+    let relay = tty.then(|| Relay::start(&control, output));
+    let signals = tokio::spawn(forward_signals(control.clone()));
 
     let status = control.wait().await;
-    // Let output already produced reach the terminal, then kill whatever the command left behind.
-    // (A finished JoinHandle must not be polled again.)
-    let mut drained = tokio::time::timeout(DRAIN_AFTER_EXIT, &mut output_task).await.is_ok();
-    let _ = control.kill_tree().await;
-    if !drained {
-        drained = tokio::time::timeout(DRAIN_AFTER_EXIT, &mut output_task).await.is_ok();
+    // Whatever the command left behind dies now (without any wait when nothing is left); then no process holds
+    // the PTY any more, so the relayed output reaches its end of file.
+    let killed = control.kill_tree().await;
+    if let Err(e) = &killed {
+        tracing::warn!("cannot kill what the command left behind: {e}");
     }
-    if !drained {
-        output_task.abort();
+    if let Some(relay) = relay {
+        relay.finish(killed.is_ok()).await;
     }
-    drop(raw);
+    signals.abort();
 
     let status = status.unwrap_or(ExitStatus::Code(1));
     let code = status.code();
@@ -185,6 +171,53 @@ async fn relay(
         duration: started.elapsed(),
     });
     Ok(u8::try_from(code).unwrap_or(1))
+}
+
+/// The person's terminal relayed to the command's PTY: raw mode, input, resizes, output.
+struct Relay {
+    raw: Option<RawMode>,
+    output: tokio::task::JoinHandle<()>,
+    input: tokio::task::JoinHandle<()>,
+    resizes: tokio::task::JoinHandle<()>,
+}
+
+impl Relay {
+    fn start(control: &Arc<dyn ProcessControl>, mut output: Box<dyn OutputStream>) -> Relay {
+        let raw = match RawMode::enable(terminal::stdin_fd()) {
+            Ok(raw) => Some(raw),
+            Err(e) => {
+                tracing::warn!("cannot put the terminal in raw mode: {e}");
+                None
+            }
+        };
+        let output = tokio::spawn(async move {
+            let mut stdout = tokio::io::stdout();
+            while let Ok(Some(chunk)) = output.next_chunk().await {
+                if stdout.write_all(&chunk).await.is_err() || stdout.flush().await.is_err() {
+                    break;
+                }
+            }
+        });
+        Relay {
+            raw,
+            output,
+            input: tokio::spawn(relay_stdin(control.clone())),
+            resizes: tokio::spawn(forward_resizes(control.clone())),
+        }
+    }
+
+    /// Write the rest of the output (to its end when `complete`: every process is gone), then restore the
+    /// terminal.
+    async fn finish(self, complete: bool) {
+        self.input.abort();
+        self.resizes.abort();
+        if complete {
+            let _ = self.output.await;
+        } else {
+            self.output.abort();
+        }
+        drop(self.raw);
+    }
 }
 
 fn spawn_failed(program: &str, e: SpawnError) -> NothingRan {

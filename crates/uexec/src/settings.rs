@@ -53,7 +53,8 @@ pub struct Settings {
     pub rules: CommandRules,
     /// The default shell of exec_command.
     pub shell: String,
-    /// Add a `Sandbox: ...` line to responses.
+    /// Note the protections in force after every `exec_command` response's output (default false: only a
+    /// command run outside the sandbox after an approval or a denial, or under a degraded sandbox, gets it).
     pub report_protections: bool,
     /// Audit log file, from the flag or the config.
     pub audit_log: Option<PathBuf>,
@@ -284,7 +285,7 @@ fn resolve_with(
         limits,
         rules: CommandRules { rules },
         shell,
-        report_protections: file.report_protections.unwrap_or(true),
+        report_protections: file.report_protections.unwrap_or(false),
         audit_log,
         config_file: loaded.map(|l| l.path.clone()),
     })
@@ -394,7 +395,7 @@ mod tests {
         assert_eq!(s.approval_policy, ApprovalPolicy::OnRequest);
         assert!(!s.allow_degraded_sandbox);
         assert_eq!(s.shell, "/bin/zsh");
-        assert!(s.report_protections);
+        assert!(!s.report_protections);
         assert_eq!(s.limits, Limits::default());
     }
 

@@ -62,7 +62,7 @@ fn a_cancelled_or_timed_out_poll_releases_its_session_at_once() {
         assert!(started.elapsed() < PROMPTLY, "{reason}: the next write waited {:?}", started.elapsed());
         assert!(!is_error(&r), "{r}");
         assert!(output(&r).contains("hello"), "{r}");
-        assert_eq!(r["structuredContent"]["session_id"], session, "the process keeps running: {r}");
+        assert_eq!(session_id(&r), session, "the process keeps running: {r}");
     }
 
     let r = server.call("list_sessions", json!({}));
@@ -97,7 +97,7 @@ fn a_cancelled_exec_command_keeps_its_process_as_a_session() {
         .call("write_stdin", json!({ "session_id": session, "chars": "\u{3}", "yield_time_ms": 10_000 }));
     assert!(started.elapsed() < PROMPTLY, "the session was held for {:?}", started.elapsed());
     assert!(output(&r).contains("started"), "the output of the first window is kept: {r}");
-    assert!(r["structuredContent"]["exit_code"].is_i64(), "{r}");
+    assert!(exit_code(&r).is_some(), "{r}");
 
     // No answer to the cancelled call ever comes.
     while let Some(message) = server.next_message(Duration::from_millis(500)) {
@@ -199,7 +199,7 @@ fn argument_errors_are_tool_results_and_every_codex_argument_is_accepted() {
         }),
     );
     assert!(!is_error(&r), "{r}");
-    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert_eq!(exit_code(&r), Some(0), "{r}");
     assert_eq!(output(&r), "codex-args\n");
     let r = server.call("list_sessions", json!({ "verbose": true }));
     assert!(!is_error(&r), "{r}");
@@ -223,7 +223,7 @@ fn elicitation_follows_the_negotiated_protocol_version() {
     let mut server = start_with_version(&ws, &["--approval-policy", "untrusted"], "2025-11-25", true);
     server.answers = vec!["approve".into()];
     let r = server.call("exec_command", json!({ "cmd": "touch new.txt" }));
-    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert_eq!(exit_code(&r), Some(0), "{r}");
     let params = &server.elicitations[0];
     assert_eq!(params["mode"], "form", "{params}");
     assert!(params["requestedSchema"]["properties"]["decision"]["oneOf"].is_array(), "{params}");
@@ -234,7 +234,7 @@ fn elicitation_follows_the_negotiated_protocol_version() {
     let mut server = start_with_version(&ws, &["--approval-policy", "untrusted"], "2025-06-18", true);
     server.answers = vec!["approve_for_session".into()];
     let r = server.call("exec_command", json!({ "cmd": "touch old.txt" }));
-    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert_eq!(exit_code(&r), Some(0), "{r}");
     assert!(ws.path().join("old.txt").exists());
     let params = &server.elicitations[0];
     assert!(params.get("mode").is_none(), "2025-06-18 has no elicitation mode: {params}");
@@ -348,7 +348,7 @@ fn totals_past_the_buffer_errors_and_the_argument_limit_describe_the_whole_comma
         "exec_command",
         json!({ "cmd": "seq 1 3000000", "yield_time_ms": 30_000, "max_output_tokens": 100 }),
     );
-    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert_eq!(exit_code(&r), Some(0), "{r}");
     let text = text(&r);
     assert!(text.contains("Original token count: 5722224\n"), "{text}");
     assert!(text.contains("\nOutput:\nTotal output lines: 3000000\n\n"), "{text}");
@@ -373,12 +373,7 @@ fn totals_past_the_buffer_errors_and_the_argument_limit_describe_the_whole_comma
     // Right at the kernel's limit for one argument: runs; one byte more: refused before anything runs.
     let fits = format!("#{}", "z".repeat(128 * 1024 - 2));
     let r = server.call("exec_command", json!({ "cmd": fits }));
-    assert_eq!(
-        r["structuredContent"]["exit_code"],
-        0,
-        "{}",
-        &common::text(&r)[..300.min(common::text(&r).len())]
-    );
+    assert_eq!(exit_code(&r), Some(0), "{}", &common::text(&r)[..300.min(common::text(&r).len())]);
     let over = format!("#{}", "z".repeat(128 * 1024 - 1));
     let r = server.call("exec_command", json!({ "cmd": over }));
     assert!(is_error(&r));
@@ -406,7 +401,7 @@ fn a_codex_prefix_rule_is_offered_and_an_approved_prefix_is_not_asked_again() {
 
     server.answers = vec!["approve_prefix_for_session".into()];
     let r = server.call("exec_command", escalated(format!("touch {outside}/one.txt"), json!(["touch"])));
-    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert_eq!(exit_code(&r), Some(0), "{r}");
     let choices = &server.elicitations[0]["requestedSchema"]["properties"]["decision"]["oneOf"];
     assert_eq!(choices.as_array().map(Vec::len), Some(4), "{choices}");
     assert_eq!(choices[2]["const"], "approve_prefix_for_session", "{choices}");
@@ -414,7 +409,7 @@ fn a_codex_prefix_rule_is_offered_and_an_approved_prefix_is_not_asked_again() {
 
     // Starts with the approved prefix: runs without a question.
     let r = server.call("exec_command", escalated(format!("touch {outside}/two.txt"), Value::Null));
-    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert_eq!(exit_code(&r), Some(0), "{r}");
     assert!(ws.outside.path().join("two.txt").exists());
     assert_eq!(server.elicitations.len(), 1, "an approved prefix was asked again");
 

@@ -17,7 +17,7 @@ fn elicitation_approve_deny_and_approve_for_session() {
     server.answers = vec!["approve".into()];
     let r = server.call("exec_command", json!({ "cmd": "touch once.txt" }));
     assert!(!is_error(&r), "{r}");
-    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert_eq!(exit_code(&r), Some(0), "{r}");
     assert!(ws.path().join("once.txt").exists());
     assert_eq!(server.elicitations.len(), 1);
     let message = server.elicitations[0]["message"].as_str().unwrap();
@@ -33,12 +33,12 @@ fn elicitation_approve_deny_and_approve_for_session() {
 
     server.answers = vec!["approve_for_session".into()];
     let r = server.call("exec_command", json!({ "cmd": "touch remembered.txt" }));
-    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert_eq!(exit_code(&r), Some(0), "{r}");
     assert_eq!(server.elicitations.len(), 3);
     std::fs::remove_file(ws.path().join("remembered.txt")).unwrap();
     // The same command again: remembered, not asked.
     let r = server.call("exec_command", json!({ "cmd": "touch remembered.txt" }));
-    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert_eq!(exit_code(&r), Some(0), "{r}");
     assert_eq!(server.elicitations.len(), 3, "approved for session must not ask again");
     assert!(ws.path().join("remembered.txt").exists());
 
@@ -73,7 +73,7 @@ fn escalation_asks_with_the_justification_and_runs_outside_the_sandbox() {
         "exec_command",
         json!({ "cmd": cmd, "sandbox_permissions": "require_escalated", "justification": "write the report" }),
     );
-    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert_eq!(exit_code(&r), Some(0), "{r}");
     assert!(target.exists(), "an approved escalation runs outside the sandbox");
 }
 
@@ -203,12 +203,12 @@ decision = "allow"
     assert!(!ws.path().join("forbidden.txt").exists());
 
     let r = server.call("exec_command", json!({ "cmd": "touch allowed.txt" }));
-    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert_eq!(exit_code(&r), Some(0), "{r}");
     assert!(server.elicitations.is_empty(), "an allow rule pre-approves under untrusted");
 
     server.answers = vec!["approve".into()];
     let r = server.call("exec_command", json!({ "cmd": "touch ask.txt" }));
-    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert_eq!(exit_code(&r), Some(0), "{r}");
     assert_eq!(server.elicitations.len(), 1);
     drop(server);
 
@@ -240,7 +240,7 @@ fn list_and_close_sessions() {
 
     let closed = server.call("close_session", json!({ "session_id": id }));
     assert!(!is_error(&closed), "{closed}");
-    assert!(closed["structuredContent"]["exit_code"].is_i64(), "{closed}");
+    assert!(exit_code(&closed).is_some(), "{closed}");
     assert!(
         wait_gone(&["sleep", &marker], Duration::from_secs(20)).is_empty(),
         "close_session kills the process"
@@ -248,7 +248,9 @@ fn list_and_close_sessions() {
 
     let listed = server.call("list_sessions", json!({}));
     assert_eq!(listed["structuredContent"]["sessions"], json!([]), "{listed}");
-    assert_eq!(text(&listed), "No live sessions.");
+    // The full report of what a new command runs under is here even without a session.
+    assert!(text(&listed).starts_with("No live sessions.\nNew commands run under: sandbox: "), "{listed}");
+    assert_eq!(listed["structuredContent"]["protections"]["policy"], "workspace-write", "{listed}");
     let again = server.call("close_session", json!({ "session_id": id }));
     assert!(is_error(&again) && text(&again).contains(&format!("Unknown process id {id}")), "{again}");
 }
@@ -430,7 +432,7 @@ fn bad_input_gets_clear_errors_and_the_server_keeps_its_sessions() {
     // Huge yields are clamped: an exiting command returns at once.
     let started = std::time::Instant::now();
     let r = server.call("exec_command", json!({ "cmd": "true", "yield_time_ms": 1e30 }));
-    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert_eq!(exit_code(&r), Some(0), "{r}");
     assert!(started.elapsed() < Duration::from_secs(25));
     let r = server.call(
         "write_stdin",
@@ -465,7 +467,7 @@ fn audit_log_records_approvals_and_commands() {
     // Invisible characters are escaped in the question, never in the log: the log holds the exact argv.
     let cmd = "touch audited.txt; exit 4 # \u{202e}\r\u{200b}";
     let r = server.call("exec_command", json!({ "cmd": cmd }));
-    assert_eq!(r["structuredContent"]["exit_code"], 4, "{r}");
+    assert_eq!(exit_code(&r), Some(4), "{r}");
     drop(server);
     let records: Vec<Value> =
         std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -501,7 +503,7 @@ fn read_screen_renders_a_terminal() {
     while std::time::Instant::now() < deadline {
         let r = server.call("read_screen", json!({ "session_id": id }));
         assert!(!is_error(&r), "{r}");
-        screen = r["structuredContent"]["screen"].as_str().unwrap().to_owned();
+        screen = text(&r);
         if screen.contains("hello-screen") {
             break;
         }
@@ -523,7 +525,7 @@ fn ps_and_proc_self_agree_inside_the_sandbox() {
         json!({ "cmd": "ps -o pid=,comm= -p $$; test \"$(readlink /proc/self)\" != \"\" && echo self-ok" }),
     );
     let out = output(&r);
-    assert!(!is_error(&r) && r["structuredContent"]["exit_code"] == 0, "{r}");
+    assert!(!is_error(&r) && exit_code(&r) == Some(0), "{r}");
     assert!(!out.contains("lookup self") && out.contains("self-ok"), "{out}");
     assert!(out.lines().any(|l| l.trim_end().ends_with("bash")), "ps lists the shell: {out}");
     // Processes outside the command's namespace (the host's) are not visible.
@@ -555,6 +557,6 @@ fn a_call_cancelled_while_its_approval_is_pending_never_runs() {
     // Its twin, not cancelled, runs; and the server is still serving.
     server.answers = vec!["approve".into()];
     let r = server.call("exec_command", json!({ "cmd": "touch approved.txt" }));
-    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert_eq!(exit_code(&r), Some(0), "{r}");
     assert!(ws.path().join("approved.txt").exists());
 }

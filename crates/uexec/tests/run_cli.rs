@@ -1,5 +1,6 @@
-//! `uexec run` driven from a real PTY (spawned with uexec-pty), in pipe mode, and the other subcommands' CLI:
-//! exit codes, signals, resize, the sandbox refusing a write, help, reports, config errors.
+//! `uexec run` driven from a real PTY (spawned with uexec-pty) and in pipelines (the command on uexec's own
+//! stdin, stdout and stderr), and the other subcommands' CLI: exit codes, signals, resize, the sandbox refusing
+//! a write, help, reports, config errors.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -22,14 +23,19 @@ struct InTerminal {
 
 impl InTerminal {
     fn start(ws: &Workspace, args: &[&str], size: PtySize) -> InTerminal {
+        let mut argv: Vec<OsString> = vec![uexec().into()];
+        argv.extend(args.iter().map(OsString::from));
+        InTerminal::start_argv(ws, argv, size)
+    }
+
+    /// Any command line in the terminal (a shell running a pipeline with uexec in it).
+    fn start_argv(ws: &Workspace, argv: Vec<OsString>, size: PtySize) -> InTerminal {
         let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
             .filter(|(k, _)| k != "TMPDIR" && k != "XDG_CONFIG_HOME" && k != "SHELL")
             .collect();
         env.push(("SHELL".into(), "/bin/bash".into()));
         env.push(("XDG_CONFIG_HOME".into(), ws.path().join(".no-config").into()));
         env.push(("TERM".into(), "xterm".into()));
-        let mut argv: Vec<OsString> = vec![uexec().into()];
-        argv.extend(args.iter().map(OsString::from));
         let spawned = uexec_pty::PtySpawner::default()
             .spawn(SpawnRequest {
                 argv,
@@ -174,45 +180,236 @@ fn run_refuses_a_write_outside_the_workspace() {
     assert!(inside.exists(), "the workspace is writable");
 }
 
-#[test]
-fn run_without_a_terminal_uses_pipes() {
-    let ws = Workspace::new();
-    let out = uexec_command(
-        &ws,
-        &["run", "--", "sh", "-c", "echo out; echo err >&2; test -t 0 || echo no-tty; exit 4"],
-    )
-    .stdin(Stdio::null())
-    .output()
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(4), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("out\n") && stdout.contains("err\n") && stdout.contains("no-tty"), "{stdout}");
+/// `bash -o pipefail -c script` in the workspace, with `UEXEC` naming the binary under test; its output.
+fn shell(ws: &Workspace, script: &str) -> std::process::Output {
+    std::process::Command::new("bash")
+        .args(["-o", "pipefail", "-c", script])
+        .current_dir(ws.path())
+        .env("UEXEC", uexec())
+        .env("XDG_CONFIG_HOME", ws.path().join(".no-config"))
+        .env_remove("RUST_LOG")
+        .env_remove("TMPDIR")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
 
-    let target = ws.outside.path().join("piped.txt");
-    let out = uexec_command(&ws, &["run", "--", "sh", "-c", &format!("echo x > {}", target.display())])
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn run_in_a_pipeline_reads_its_stdin_to_the_end() {
+    let ws = Workspace::new();
+    let out = shell(&ws, r#"echo hello | "$UEXEC" run -- cat"#);
+    assert_eq!(
+        (out.status.code(), text(&out.stdout)),
+        (Some(0), "hello\n".to_owned()),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // A script on stdin runs to its end, and its exit status is uexec's.
+    let out = shell(&ws, r#"echo 'echo hi; exit 7' | "$UEXEC" run -- bash"#);
+    assert_eq!((out.status.code(), text(&out.stdout)), (Some(7), "hi\n".to_owned()), "{}", text(&out.stderr));
+
+    let out = shell(&ws, r#""$UEXEC" run -- bash -c 'read x; echo got:$x' <<< abc"#);
+    assert_eq!(text(&out.stdout), "got:abc\n", "{}", text(&out.stderr));
+
+    // End of input is end of file: `wc` counts every line and returns.
+    let out = shell(&ws, r#"seq 1 5000 | "$UEXEC" run -- wc -l"#);
+    assert_eq!(text(&out.stdout).trim(), "5000", "{}", text(&out.stderr));
+
+    // No stdin at all (/dev/null) is an immediate end of file, not the terminal's.
+    let out = uexec_command(&ws, &["run", "--", "sh", "-c", "cat; test -t 0 || echo no-tty; exit 4"])
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert_ne!(out.status.code(), Some(0));
-    assert!(!target.exists());
+    assert_eq!(
+        (out.status.code(), text(&out.stdout)),
+        (Some(4), "no-tty\n".to_owned()),
+        "{}",
+        text(&out.stderr)
+    );
+}
 
+#[test]
+fn run_in_a_pipeline_keeps_stdout_and_stderr_apart_and_their_kinds() {
+    let ws = Workspace::new();
     let out = uexec_command(
         &ws,
         &[
             "run",
-            "--sandbox",
-            "danger-full-access",
             "--",
             "sh",
             "-c",
-            &format!("echo x > {}", target.display()),
+            "echo out1; echo err1 >&2; echo out2; echo err2 >&2; [ -p /dev/stdout ] && echo stdout-pipe; \
+             [ -p /dev/stdin ] && echo stdin-pipe; test -t 1 || echo no-tty",
         ],
     )
-    .stdin(Stdio::null())
+    .stdin(Stdio::piped())
     .output()
     .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(text(&out.stdout), "out1\nout2\nstdout-pipe\nstdin-pipe\nno-tty\n", "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("err1\nerr2\n") && !stderr.contains("out"), "{stderr}");
+
+    // `2>file` and `>file`: the command writes to the files themselves, and sees regular files.
+    let out = shell(
+        &ws,
+        r#""$UEXEC" run -- sh -c '[ -f /dev/stdout ] && echo stdout-file; [ -f /dev/stderr ] && echo e >&2; echo done' >out.txt 2>err.txt; echo rc=$?"#,
+    );
+    assert_eq!(text(&out.stdout), "rc=0\n", "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(ws.path().join("out.txt")).unwrap(), "stdout-file\ndone\n");
+    assert_eq!(std::fs::read_to_string(ws.path().join("err.txt")).unwrap(), "e\n");
+}
+
+#[test]
+fn run_in_a_pipeline_is_sandboxed_unless_the_policy_says_otherwise() {
+    let ws = Workspace::new();
+    let target = ws.outside.path().join("piped.txt");
+    let write = format!("echo x > {}", target.display());
+    let out = uexec_command(&ws, &["run", "--", "sh", "-c", &write]).stdin(Stdio::null()).output().unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(!target.exists(), "the sandbox let a write outside the workspace through");
+
+    let out = uexec_command(&ws, &["run", "--sandbox", "danger-full-access", "--", "sh", "-c", &write])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(target.exists(), "danger-full-access runs unsandboxed");
+}
+
+#[test]
+fn run_writes_through_a_redirection_the_person_made_but_cannot_open_that_file_itself() {
+    // The file is outside every writable root: the person opened it for the command (as bwrap's caller would),
+    // so writes through the inherited fd succeed; opening the same path from inside the sandbox does not.
+    let ws = Workspace::new();
+    let outside = ws.outside.path().join("redirected.txt");
+    let script = format!(
+        r#""$UEXEC" run -- sh -c 'echo through-fd; echo by-name 2>/dev/null >> {0} || echo refused >&2' >{0} 2>err.txt"#,
+        outside.display()
+    );
+    let out = shell(&ws, &script);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "through-fd\n");
+    assert_eq!(std::fs::read_to_string(ws.path().join("err.txt")).unwrap(), "refused\n");
+}
+
+#[test]
+fn run_in_a_pipeline_passes_binary_data_unchanged() {
+    let ws = Workspace::new();
+    // Every byte value, including CR, LF, ^C, ^D and NUL, which a PTY would translate or act on.
+    let all: Vec<u8> = (0..=255u8).cycle().take(256 * 64).collect();
+    std::fs::write(ws.path().join("all.bin"), &all).unwrap();
+    let out = shell(&ws, r#""$UEXEC" run -- cat < all.bin"#);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        out.stdout == all,
+        "{} bytes back, first difference at {:?}",
+        out.stdout.len(),
+        out.stdout.iter().zip(&all).position(|(a, b)| a != b)
+    );
+}
+
+#[test]
+fn run_streams_100_mb_through_cat_byte_for_byte() {
+    let ws = Workspace::new();
+    let out = shell(
+        &ws,
+        r#"head -c 100M /dev/urandom > in.bin && want=$(sha256sum < in.bin) \
+           && got=$("$UEXEC" run -- cat < in.bin | sha256sum) && size=$("$UEXEC" run -- cat < in.bin | wc -c) \
+           && echo "$want" && echo "$got" && echo "$size""#,
+    );
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(out.status.code(), Some(0), "{stdout} {}", text(&out.stderr));
+    assert_eq!(lines.len(), 3, "{stdout}");
+    assert_eq!(lines[0], lines[1], "the stream changed on its way through uexec");
+    assert_eq!(lines[2].trim(), "104857600");
+}
+
+#[test]
+fn run_in_a_pipeline_dies_of_sigpipe_like_the_command_itself() {
+    let ws = Workspace::new();
+    // `timeout` only guards the test against a hang; the statuses are what `yes | head -n1` gives directly.
+    let out = shell(
+        &ws,
+        r#"timeout 60 bash -o pipefail -c '"$UEXEC" run -- yes | head -n1'; echo "uexec=$?"; yes | head -n1; echo "direct=${PIPESTATUS[0]}""#,
+    );
+    assert_eq!(text(&out.stdout), "y\nuexec=141\ny\ndirect=141\n", "{}", text(&out.stderr));
+}
+
+#[test]
+fn run_in_a_pipeline_exits_128_plus_the_signal_and_kills_what_it_left() {
+    let ws = Workspace::new();
+    for (signal, code) in [("KILL", 137), ("TERM", 143), ("INT", 130)] {
+        let out = uexec_command(&ws, &["run", "--", "sh", "-c", &format!("kill -{signal} $$")])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{signal}: {}", text(&out.stderr));
+    }
+    // A daemon that left the command's session and ignores SIGHUP/SIGTERM, holding stdout open: uexec exits
+    // (the pipe reaches end of file) and the daemon is gone.
+    let marker = marker_seconds(91);
+    let script =
+        format!("trap '' HUP TERM; setsid sh -c 'trap \"\" HUP TERM; exec sleep {marker}' & echo started");
+    let out = shell(
+        &ws,
+        &format!(r#"timeout 60 "$UEXEC" run -- sh -c "{script}" | cat; echo "rc=${{PIPESTATUS[0]}}""#),
+    );
+    assert_eq!(text(&out.stdout), "started\nrc=0\n", "{}", text(&out.stderr));
+    assert!(
+        wait_gone(&["sleep", &marker], Duration::from_secs(20)).is_empty(),
+        "the daemon outlived uexec run"
+    );
+}
+
+#[test]
+fn run_in_a_pipeline_killed_with_sigkill_takes_its_command_and_daemons_along() {
+    // Without a terminal uexec contains the command from its main thread (no helper thread): a SIGKILL of uexec
+    // still kills the command and a daemon that left its session.
+    let ws = Workspace::new();
+    let marker = marker_seconds(92);
+    let script = format!("setsid sleep {marker} & sleep {marker} & echo started; wait");
+    let mut uexec = uexec_command(&ws, &["run", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(uexec.stdout.take().unwrap()), &mut line)
+        .unwrap();
+    assert_eq!(line, "started\n");
+    assert_eq!(wait_present(&["sleep", &marker], Duration::from_secs(20)).len(), 2);
+    uexec.kill().unwrap();
+    uexec.wait().unwrap();
+    assert!(wait_gone(&["sleep", &marker], Duration::from_secs(20)).is_empty(), "a process outlived uexec");
+}
+
+#[test]
+fn run_with_a_terminal_stdin_and_a_pipe_stdout_gives_the_command_both() {
+    // `uexec run -- cmd | cat` typed at a terminal: the command reads the terminal itself (it can ask it its size,
+    // an ioctl the sandbox allows on the inherited terminal), writes to the pipe, and the terminal's settings are
+    // the same afterwards.
+    let ws = Workspace::new();
+    let script = format!(
+        r#"before=$(stty -g); echo ready; {} run -- sh -c 'test -t 0 && echo stdin-tty; test -p /dev/stdout && echo stdout-pipe; stty size; read x; echo "got:$x"' | tr a-z A-Z; echo "rc=${{PIPESTATUS[0]}}"; [ "$(stty -g)" = "$before" ] && echo same-modes"#,
+        uexec()
+    );
+    runtime().block_on(async {
+        let argv = vec![OsString::from("bash"), OsString::from("-c"), OsString::from(script)];
+        let mut t = InTerminal::start_argv(&ws, argv, PtySize { rows: 31, cols: 97 });
+        t.expect("ready").await;
+        t.control.write(b"hello\r").await.unwrap();
+        let (status, seen) = t.exit().await;
+        assert_eq!(status, ExitStatus::Code(0), "{seen}");
+        for expected in ["STDIN-TTY", "STDOUT-PIPE", "31 97", "GOT:HELLO", "rc=0", "same-modes"] {
+            assert!(seen.contains(expected), "{expected} missing: {seen}");
+        }
+    });
 }
 
 #[test]

@@ -135,11 +135,10 @@ impl McpApprover {
                  approval, and {cannot_ask}. Run it inside the sandbox (omit sandbox_permissions), or start uexec with \
                  --sandbox danger-full-access to run every command unsandboxed"
             ),
+            // The engine returns the sandboxed output with this as the reason there was no retry.
             ApprovalKind::RetryWithoutSandbox => format!(
-                "`{command}` was blocked by the sandbox, and retrying it without the sandbox needs a person's \
-                 approval, but {cannot_ask}. To let it do what it needs inside the sandbox: --writable-root DIR \
-                 (write access to DIR), --network (network access); or --approval-policy on-request to get sandbox \
-                 denials back as ordinary output"
+                "retrying it without the sandbox needs a person's approval, and {cannot_ask}; to let it do what it \
+                 needs inside the sandbox: --writable-root DIR (write access to DIR), --network (network access)"
             ),
         }
     }
@@ -275,9 +274,16 @@ pub fn question_text(request: &ApprovalRequest, sandbox: &SandboxPolicy, policy:
             headline
         }
         ApprovalKind::Escalation => "Allow this command to run WITHOUT the sandbox?".to_owned(),
-        ApprovalKind::RetryWithoutSandbox => {
-            "The sandbox blocked this command. Run it again WITHOUT the sandbox?".to_owned()
-        }
+        ApprovalKind::RetryWithoutSandbox => match &request.denial {
+            Some(denial) => format!(
+                "The sandbox appears to have blocked this command ({}). Run it again with FULL ACCESS (no \
+                 sandbox)?",
+                denial.describe()
+            ),
+            None => {
+                "The sandbox blocked this command. Run it again with FULL ACCESS (no sandbox)?".to_owned()
+            }
+        },
     };
     uexec_domain::question::render_question(&Question {
         headline: &headline,
@@ -353,6 +359,7 @@ mod tests {
             kind,
             reason: Some("because".into()),
             prefix_offer: None,
+            denial: None,
         }
     }
 
@@ -576,5 +583,21 @@ mod tests {
         assert!(err.contains("ls\\u{a}\\u{202e}rm -rf x"), "{err}");
         assert!(!err.contains('\u{202e}') && !err.contains("ls\n"), "{err}");
         assert!(err.contains("more characters not shown"), "{err}");
+    }
+
+    #[test]
+    fn a_retry_question_shows_the_denial_escaped_and_says_full_access() {
+        let mut retry = request(ApprovalKind::RetryWithoutSandbox, "git status");
+        retry.denial = Some(uexec_domain::denial::DenialEvidence {
+            exit_code: 1,
+            line: Some("fatal: Permission denied\u{1b}[2J\u{202e}".into()),
+        });
+        let text = question_text(&retry, &SandboxPolicy::default(), ApprovalPolicy::OnFailure);
+        assert!(text.contains("FULL ACCESS (no sandbox)"), "{text}");
+        assert!(
+            text.contains("exit code 1, output line \"fatal: Permission denied\\u{1b}[2J\\u{202e}\""),
+            "{text}"
+        );
+        assert!(!text.contains('\u{1b}') && !text.contains('\u{202e}'), "{text:?}");
     }
 }

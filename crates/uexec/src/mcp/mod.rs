@@ -99,8 +99,9 @@ fn instructions(settings: &Settings) -> String {
     format!(
         "Run shell commands with exec_command. A command still running when the wait ends returns a session ID: \
          continue it with write_stdin (send input, or an empty string to wait for more output), and close it with \
-         close_session when done. Use tty=true for interactive programs. Working directory: {}. Sandbox: {sandbox}; \
-         network {network}. Approval policy: {}.",
+         close_session when done. Use tty=true for interactive programs. Edit files with apply_patch through \
+         exec_command (`apply_patch <<'EOF'` with a `*** Begin Patch` ... `*** End Patch` body). Working directory: \
+         {}. Sandbox: {sandbox}; network {network}. Approval policy: {}.",
         settings.cwd.display(),
         settings.approval_policy.as_str()
     )

@@ -263,7 +263,7 @@ impl UexecServer {
         if let Err(e) = tools::parse_no_args(tools::LIST_SESSIONS, arguments) {
             return Ok(arg_error(&e));
         }
-        Ok(tools::sessions_result(&self.engine.list_sessions().await))
+        Ok(tools::sessions_result(&self.engine.list_sessions().await, &self.engine.protections()))
     }
 
     async fn close_session(&self, arguments: &JsonObject) -> Result<CallToolResult, McpError> {
@@ -283,7 +283,7 @@ impl UexecServer {
             Err(e) => return Ok(arg_error(&e)),
         };
         Ok(match self.engine.screen(id).await {
-            Ok(screen) => tools::screen_result(id, screen),
+            Ok(screen) => tools::screen_result(screen),
             Err(e) => tools::error_result(format!("read_screen failed: {e}")),
         })
     }

@@ -276,8 +276,22 @@ pub fn is_error(result: &Value) -> bool {
     result["isError"] == json!(true)
 }
 
+/// The value of the header line `<prefix><value>` of a response text (exec responses carry no structured copy).
+fn header(result: &Value, prefix: &str) -> Option<String> {
+    let text = text(result);
+    let (head, _) = text.split_once("\nOutput:")?;
+    head.lines().find_map(|line| line.strip_prefix(prefix)).map(str::to_owned)
+}
+
 pub fn session_id(result: &Value) -> u64 {
-    result["structuredContent"]["session_id"].as_u64().unwrap_or_else(|| panic!("no session id: {result}"))
+    header(result, "Process running with session ID ")
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("no session id: {result}"))
+}
+
+/// The exit code of an exec response, when the process exited during the call.
+pub fn exit_code(result: &Value) -> Option<i64> {
+    header(result, "Process exited with code ").and_then(|code| code.parse().ok())
 }
 
 /// Pids of processes whose argv is exactly `argv`.

@@ -1,0 +1,346 @@
+//! The second half of the known-safe rule: a command on the read-only list is known safe only if nothing it
+//! runs could have been chosen by a file in a writable root.
+//!
+//! [`crate::command::is_known_safe_command`] judges the words of a command. That is not enough: `git status` runs
+//! `core.fsmonitor`, `git diff` runs `diff.external`, textconv and filter drivers, `git log` runs `pager.log`,
+//! and every program is looked up through `PATH`. Whatever a sandboxed command can write, it can plant: a
+//! repository's config (`/tmp/x/.git/config`, a nested `sub/.git`, a `/tmp/.git` that git discovers from every
+//! directory under `/tmp`), `~/.gitconfig` when `HOME` lies in a writable root, a `ls` in a `PATH` directory.
+//! A protected `.git` (read-only inside the sandbox) does not help: it is protected only from commands that
+//! started after it existed, so one started before can still create it, and one running now can create a
+//! `.git` nearer to the working directory at any time.
+//!
+//! The rule ([`check_known_safe`]): with the command's environment, working directory and the policy's writable
+//! roots (all resolved through symlinks by the caller), a command that passes the word check is known safe
+//! unless
+//!
+//! 1. any `PATH` directory, or a file the environment names for loading code or shell startup (`LD_PRELOAD`,
+//!    `LD_LIBRARY_PATH`, `LD_AUDIT`, `GCONV_PATH`, `BASH_ENV`, `ENV`; for zsh, `$ZDOTDIR`/`$HOME` `.zshenv`),
+//!    lies in a writable root;
+//! 2. for `git`:
+//!    - a `cd` runs before it in the same script (git would discover a repository from a directory this rule
+//!      did not look at);
+//!    - the working directory lies in a writable root (git discovers `.git` upward from there, and a `.git`
+//!      can be created in any directory of a writable root, now or while git starts);
+//!    - the first `.git` found upward is anything but a directory or a symlink to one, or that directory, or
+//!      the work tree holding it, lies in a writable root or contains one (a nested repository, a submodule
+//!      or a `.gitattributes` in a writable root);
+//!    - `GIT_DIR`, `GIT_WORK_TREE` or `GIT_COMMON_DIR` names such a tree; `GIT_EXEC_PATH`,
+//!      `GIT_CONFIG_GLOBAL`, `GIT_CONFIG_SYSTEM`, `GIT_CONFIG`, the global config (`~/.gitconfig`,
+//!      `$XDG_CONFIG_HOME/git/config` or `~/.config/git/config`) or the system config (`/etc/gitconfig`)
+//!      lies in a writable root, or `GIT_EXTERNAL_DIFF` names a program there; or `GIT_CONFIG_PARAMETERS` /
+//!      `GIT_CONFIG_COUNT` is set (inline config can include a file);
+//! 3. for `rg`, `RIPGREP_CONFIG_PATH` lies in a writable root (the config file can add `--pre`).
+//!
+//! A relative path in the environment (`PATH=bin:...`) is judged from the working directory, and makes the
+//! command not known safe when the script runs `cd` (it would then be looked up from elsewhere).
+//!
+//! "Lies in a writable root" is path arithmetic on resolved paths and ignores the sandbox's read-only subpaths
+//! (see above). A path that cannot be resolved fails closed. The caller answers the two questions of
+//! [`FsView`] (lstat and realpath, never a file's contents); this module does no I/O.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Component, Path, PathBuf};
+
+use crate::command::commands_in_order;
+
+/// What `dir/.git` is, seen without following it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DotGit {
+    /// Nothing there.
+    Absent,
+    /// A directory (not a symlink).
+    Directory,
+    /// A symlink (to anything).
+    Symlink,
+    /// A file (a `gitdir:` file of a linked worktree or a submodule) or anything else.
+    Other,
+}
+
+/// The file-system questions the rule asks; the caller answers them.
+pub trait FsView {
+    /// `path` (absolute) with every symlink resolved as far as it exists, the part that does not exist appended
+    /// as written; `None` when it cannot be resolved (a loop, an error other than "not found").
+    fn resolve(&self, path: &Path) -> Option<PathBuf>;
+    /// What `dir/.git` is (lstat: a symlink is reported, not followed).
+    fn dot_git(&self, dir: &Path) -> DotGit;
+}
+
+/// Everything the rule needs about one command besides its argv.
+#[derive(Debug, Clone, Copy)]
+pub struct KnownSafeContext<'a> {
+    /// The directories sandboxed commands may write (absolute, as the policy names them).
+    pub writable_roots: &'a [PathBuf],
+    /// The command's working directory (absolute).
+    pub cwd: &'a Path,
+    /// The command's environment, exactly as it will be spawned.
+    pub env: &'a [(OsString, OsString)],
+}
+
+/// Why a command is not known safe.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum NotKnownSafe {
+    /// Its words are not a read-only command ([`crate::command::is_known_safe_command`]).
+    NotReadOnly,
+    /// Something that chooses what runs lies in a writable root (or contains one).
+    Writable {
+        /// What it is (`PATH`, `the git repository`, ...).
+        what: String,
+        /// Its resolved path.
+        path: PathBuf,
+    },
+    /// A path that chooses what runs could not be resolved.
+    Unresolved {
+        /// What it is.
+        what: String,
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// `git` runs after a `cd` in the same script.
+    GitAfterCd,
+    /// The `.git` git would use is a file or something else this rule does not follow.
+    GitEntryNotADirectory(PathBuf),
+    /// `GIT_CONFIG_PARAMETERS` or `GIT_CONFIG_COUNT` is set.
+    GitInlineConfig,
+}
+
+impl std::fmt::Display for NotKnownSafe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotKnownSafe::NotReadOnly => write!(f, "not a known read-only command"),
+            NotKnownSafe::Writable { what, path } => {
+                write!(f, "{what} ({}) can be written by sandboxed commands", shown(path))
+            }
+            NotKnownSafe::Unresolved { what, path } => {
+                write!(f, "{what} ({}) cannot be resolved", shown(path))
+            }
+            NotKnownSafe::GitAfterCd => write!(f, "git runs after a cd in the same script"),
+            NotKnownSafe::GitEntryNotADirectory(path) => {
+                write!(f, "git would use {}, which is not a directory", shown(path))
+            }
+            NotKnownSafe::GitInlineConfig => {
+                write!(f, "GIT_CONFIG_PARAMETERS or GIT_CONFIG_COUNT is set")
+            }
+        }
+    }
+}
+
+/// A path as a person reads it: invisible and control characters escaped (a directory name is anyone's choice).
+fn shown(path: &Path) -> String {
+    crate::denial::escape_visibly(&path.to_string_lossy())
+}
+
+/// Whether `argv` is known safe in `ctx` (see the module documentation): `Ok` when it is.
+pub fn check_known_safe(
+    argv: &[String],
+    ctx: &KnownSafeContext<'_>,
+    fs: &dyn FsView,
+) -> Result<(), NotKnownSafe> {
+    if !crate::command::is_known_safe_command(argv) {
+        return Err(NotKnownSafe::NotReadOnly);
+    }
+    let commands = commands_in_order(argv).ok_or(NotKnownSafe::NotReadOnly)?;
+    let changes_directory = commands.iter().any(|c| c.first().is_some_and(|p| p == "cd"));
+    let checker = Checker::new(ctx, fs, changes_directory);
+    if checker.roots.is_empty() {
+        return Ok(());
+    }
+    checker.check_env_loading()?;
+    let mut cd_seen = false;
+    for command in &commands {
+        let Some(program) = command.first() else { continue };
+        let name = program.rsplit('/').next().unwrap_or(program);
+        match name {
+            "cd" => cd_seen = true,
+            "zsh" => checker.check_zsh()?,
+            "git" if cd_seen => return Err(NotKnownSafe::GitAfterCd),
+            "git" => checker.check_git()?,
+            "rg" => checker
+                .check_path_var("RIPGREP_CONFIG_PATH", "the ripgrep config file (RIPGREP_CONFIG_PATH)")?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+struct Checker<'a> {
+    ctx: &'a KnownSafeContext<'a>,
+    fs: &'a dyn FsView,
+    /// The writable roots, resolved (an unresolvable root is kept as written).
+    roots: Vec<PathBuf>,
+    /// The script runs `cd`: a relative path the environment names (`PATH=bin`, `BASH_ENV=env.sh`) may then
+    /// be looked up from a directory this rule did not look at.
+    changes_directory: bool,
+}
+
+impl<'a> Checker<'a> {
+    fn new(ctx: &'a KnownSafeContext<'a>, fs: &'a dyn FsView, changes_directory: bool) -> Self {
+        let roots = ctx
+            .writable_roots
+            .iter()
+            .map(|root| {
+                let absolute = absolute(ctx.cwd, root);
+                fs.resolve(&absolute).unwrap_or(absolute)
+            })
+            .collect();
+        Checker { ctx, fs, roots, changes_directory }
+    }
+
+    fn var(&self, name: &str) -> Option<&'a OsStr> {
+        self.ctx.env.iter().rev().find(|(key, _)| key == name).map(|(_, value)| value.as_os_str())
+    }
+
+    fn resolve(&self, what: &str, path: &Path) -> Result<PathBuf, NotKnownSafe> {
+        if self.changes_directory && !path.is_absolute() {
+            return Err(NotKnownSafe::Unresolved {
+                what: format!("{what} (relative, and the script changes directory)"),
+                path: path.to_path_buf(),
+            });
+        }
+        let absolute = absolute(self.ctx.cwd, path);
+        self.fs
+            .resolve(&absolute)
+            .ok_or_else(|| NotKnownSafe::Unresolved { what: what.to_owned(), path: absolute })
+    }
+
+    /// `path` must not lie in a writable root.
+    fn outside(&self, what: &str, path: &Path) -> Result<PathBuf, NotKnownSafe> {
+        let resolved = self.resolve(what, path)?;
+        if self.roots.iter().any(|root| resolved.starts_with(root)) {
+            return Err(NotKnownSafe::Writable { what: what.to_owned(), path: resolved });
+        }
+        Ok(resolved)
+    }
+
+    /// `dir` must not lie in a writable root, nor contain one.
+    fn tree_outside(&self, what: &str, dir: &Path) -> Result<(), NotKnownSafe> {
+        let resolved = self.outside(what, dir)?;
+        if self.roots.iter().any(|root| root.starts_with(&resolved)) {
+            return Err(NotKnownSafe::Writable {
+                what: format!("{what} (it contains a writable root)"),
+                path: resolved,
+            });
+        }
+        Ok(())
+    }
+
+    fn check_path_var(&self, name: &str, what: &str) -> Result<(), NotKnownSafe> {
+        match self.var(name).filter(|v| !v.is_empty()) {
+            Some(value) => self.outside(what, Path::new(value)).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// `PATH` and the variables that make every program load or source a file.
+    fn check_env_loading(&self) -> Result<(), NotKnownSafe> {
+        if let Some(path) = self.var("PATH") {
+            // An empty entry is the working directory.
+            for dir in split_list(path, &[':']) {
+                self.outside("a PATH directory", Path::new(dir.as_str()))?;
+            }
+        }
+        for (name, separators) in [
+            ("LD_PRELOAD", &[' ', ':'][..]),
+            ("LD_LIBRARY_PATH", &[':', ';']),
+            ("LD_AUDIT", &[':']),
+            ("GCONV_PATH", &[':']),
+        ] {
+            if let Some(value) = self.var(name).filter(|v| !v.is_empty()) {
+                for entry in split_list(value, separators) {
+                    // A bare LD_PRELOAD name is searched in the library path, not relative to the cwd.
+                    if name == "LD_PRELOAD" && !entry.contains('/') {
+                        continue;
+                    }
+                    self.outside(&format!("a {name} entry"), Path::new(entry.as_str()))?;
+                }
+            }
+        }
+        self.check_path_var("BASH_ENV", "the BASH_ENV startup file")?;
+        self.check_path_var("ENV", "the ENV startup file")?;
+        Ok(())
+    }
+
+    /// zsh sources `$ZDOTDIR/.zshenv` (else `~/.zshenv`) even for `zsh -c`.
+    fn check_zsh(&self) -> Result<(), NotKnownSafe> {
+        let dir = self.var("ZDOTDIR").filter(|v| !v.is_empty()).or_else(|| self.var("HOME"));
+        match dir.filter(|v| !v.is_empty()) {
+            Some(dir) => self.outside("zsh's .zshenv", &Path::new(dir).join(".zshenv")).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    fn check_git(&self) -> Result<(), NotKnownSafe> {
+        let set = |name: &str| self.var(name).filter(|v| !v.is_empty());
+        if set("GIT_CONFIG_PARAMETERS").is_some() || set("GIT_CONFIG_COUNT").is_some() {
+            return Err(NotKnownSafe::GitInlineConfig);
+        }
+        for (name, what) in [
+            ("GIT_EXEC_PATH", "git's program directory (GIT_EXEC_PATH)"),
+            ("GIT_CONFIG_GLOBAL", "the global git config (GIT_CONFIG_GLOBAL)"),
+            ("GIT_CONFIG_SYSTEM", "the system git config (GIT_CONFIG_SYSTEM)"),
+            ("GIT_CONFIG", "the git config file (GIT_CONFIG)"),
+        ] {
+            self.check_path_var(name, what)?;
+        }
+        // A diff program the environment names (`git diff` runs it): by path, or found through PATH.
+        if let Some(program) = set("GIT_EXTERNAL_DIFF").and_then(|v| v.to_str())
+            && let Some(first) = program.split_whitespace().next()
+            && first.contains('/')
+        {
+            self.outside("the external diff program (GIT_EXTERNAL_DIFF)", Path::new(first))?;
+        }
+        for (name, what) in [
+            ("GIT_DIR", "the git directory (GIT_DIR)"),
+            ("GIT_WORK_TREE", "the git work tree (GIT_WORK_TREE)"),
+            ("GIT_COMMON_DIR", "the git common directory (GIT_COMMON_DIR)"),
+        ] {
+            if let Some(dir) = set(name) {
+                self.tree_outside(what, Path::new(dir))?;
+            }
+        }
+        if set("GIT_CONFIG_GLOBAL").is_none() {
+            let home = set("HOME").map(PathBuf::from);
+            if let Some(home) = &home {
+                self.outside("the global git config (~/.gitconfig)", &home.join(".gitconfig"))?;
+            }
+            let xdg = set("XDG_CONFIG_HOME").map(PathBuf::from).or_else(|| home.map(|h| h.join(".config")));
+            if let Some(xdg) = xdg {
+                self.outside("the global git config ($XDG_CONFIG_HOME/git)", &xdg.join("git/config"))?;
+            }
+        }
+        if set("GIT_CONFIG_NOSYSTEM").is_none() && set("GIT_CONFIG_SYSTEM").is_none() {
+            self.outside("the system git config", Path::new("/etc/gitconfig"))?;
+        }
+        // Discovery: git looks for `.git` in the working directory, then in each parent.
+        let cwd = self.outside("the working directory (git discovers a repository from it)", self.ctx.cwd)?;
+        for dir in cwd.ancestors() {
+            let dot_git = dir.join(".git");
+            match self.fs.dot_git(dir) {
+                DotGit::Absent => continue,
+                DotGit::Directory | DotGit::Symlink => {
+                    self.tree_outside("the git repository", &dot_git)?;
+                    self.tree_outside("the git work tree", dir)?;
+                    return Ok(());
+                }
+                DotGit::Other => return Err(NotKnownSafe::GitEntryNotADirectory(dot_git)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The entries of a `:`-style list (an empty entry stays, as the empty path).
+fn split_list(value: &OsStr, separators: &[char]) -> Vec<String> {
+    value.to_string_lossy().split(|c| separators.contains(&c)).map(str::to_owned).collect()
+}
+
+/// `path` made absolute against `cwd`, with `.` removed (`..` is left for the resolver: it is not lexical
+/// across symlinks).
+fn absolute(cwd: &Path, path: &Path) -> PathBuf {
+    let joined = if path.is_absolute() { path.to_path_buf() } else { cwd.join(path) };
+    joined.components().filter(|c| *c != Component::CurDir).collect()
+}
+
+#[cfg(test)]
+#[path = "known_safe_tests.rs"]
+mod tests;
