@@ -521,15 +521,6 @@ impl Inner {
         if req.cmd.contains('\0') {
             return Err(ExecError::InvalidInput("cmd contains a NUL byte".to_owned()));
         }
-        if req.cmd.len() >= MAX_ARG_STRLEN {
-            return Err(ExecError::InvalidInput(format!(
-                "cmd is {} bytes, over the kernel's limit for one argument (MAX_ARG_STRLEN: {MAX_ARG_STRLEN} bytes \
-                 including its terminating NUL); cmd is passed to the shell as one argument, so nothing was run. \
-                 Write the script to a file in smaller pieces (or through write_stdin to `cat > script.sh` in a \
-                 tty session) and run the file",
-                req.cmd.len()
-            )));
-        }
         let cwd = self.resolve_workdir(req.workdir.as_deref())?;
         let shell = req
             .shell
@@ -550,6 +541,16 @@ impl Inner {
         let limits = &self.config.limits;
         // Validated before anything is reserved or asked, like the rest of the call.
         let patch_call = self.apply_patch_spawn(&argv, &cwd)?;
+        // The shell gets `cmd` as one argument (an apply_patch call goes in pieces to the patch program).
+        if patch_call.is_none() && req.cmd.len() >= MAX_ARG_STRLEN {
+            return Err(ExecError::InvalidInput(format!(
+                "cmd is {} bytes, over the kernel's limit for one argument (MAX_ARG_STRLEN: {MAX_ARG_STRLEN} bytes \
+                 including its terminating NUL); cmd is passed to the shell as one argument, so nothing was run. \
+                 Write the script to a file in smaller pieces (or through write_stdin to `cat > script.sh` in a \
+                 tty session) and run the file",
+                req.cmd.len()
+            )));
+        }
 
         let id = self.store.reserve()?;
         let mut reservation = Reservation { store: &self.store, id, session: None, done: false };
