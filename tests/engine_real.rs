@@ -352,6 +352,36 @@ async fn input_the_process_does_not_read_yet_neither_blocks_the_call_nor_is_reor
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_of_a_dropped_call_is_not_overtaken_by_later_input() {
+    // A cancelled MCP call drops write_stdin while the terminal still takes its input in: later input (here
+    // the EOF) must still come after all of it.
+    let (engine, _events) = setup();
+    let go = std::env::temp_dir().join(format!("uexec-dropped-input-{}", std::process::id()));
+    let _ = std::fs::remove_file(&go);
+    let script = format!("while [ ! -e {} ]; do sleep 0.05; done; wc -l", go.display());
+    let open = engine.exec_command(cmd(&script, true, 250)).await.unwrap();
+    let id = open.session_id.unwrap_or_else(|| panic!("{open:?}"));
+    let lines = format!("{}\n", "y".repeat(99)).repeat(2_000);
+    let dropped = tokio::time::timeout(Duration::from_secs(1), engine.write_stdin(write(id, &lines, 20_000)));
+    assert!(dropped.await.is_err(), "the 20 s window cannot end while the program does not read");
+    let call = tokio::time::timeout(Duration::from_secs(20), engine.write_stdin(write(id, "\u{4}", 250)));
+    call.await.expect("the next write_stdin must return").unwrap();
+    std::fs::write(&go, b"").unwrap();
+    let mut seen = String::new();
+    let start = Instant::now();
+    let exit_code = loop {
+        let polled = engine.write_stdin(write(id, "", 5_000)).await.unwrap();
+        seen.push_str(&polled.output);
+        if polled.exit_code.is_some() || start.elapsed() > Duration::from_secs(60) {
+            break polled.exit_code;
+        }
+    };
+    std::fs::remove_file(&go).unwrap();
+    assert_eq!(exit_code, Some(0), "{seen}");
+    assert!(seen.contains("2000"), "every line, then EOF: {}", &seen[seen.len().saturating_sub(300)..]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn input_waiting_for_a_process_that_never_reads_is_bounded() {
     // Each write a program does not read goes on in the background; without a bound, a caller writing to a
     // program that never reads made the server hold every byte.

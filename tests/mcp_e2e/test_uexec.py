@@ -130,9 +130,11 @@ async def tools_are_listed_with_the_reference_schemas() -> None:
                 "login": "boolean",
                 "sandbox_permissions": "string",
                 "justification": "string",
+                "prefix_rule": "array",
+                "additional_permissions": "object",
             }
             assert {k: v["type"] for k, v in props.items()} == expected, props
-            assert props["sandbox_permissions"]["enum"] == ["use_default", "require_escalated"]
+            assert props["sandbox_permissions"]["enum"] == ["use_default", "require_escalated", "with_additional_permissions"]
             assert props["yield_time_ms"]["default"] == 10000
             assert props["tty"]["default"] is False and props["login"]["default"] is True
             write_schema = tools["write_stdin"].input_schema
@@ -378,11 +380,18 @@ async def bad_input_is_a_clear_error_and_sessions_survive() -> None:
                     return
                 raise AssertionError(f"{name}{args} returned {r}")
 
+            async def expect_tool_error(name: str, args: dict[str, Any], needle: str) -> None:
+                # SEP-1303: bad arguments are tool results the model can read, not protocol errors.
+                r = await call(client, name, args)
+                assert r.is_error, (name, args, r)
+                assert needle in text_of(r), text_of(r)
+
             await expect_protocol_error("no_such_tool", {}, "unknown tool")
-            await expect_protocol_error("write_stdin", {"session_id": "abc"}, "`session_id` must be an integer")
-            await expect_protocol_error("exec_command", {"cmd": ["ls"]}, "`cmd` must be a string")
-            await expect_protocol_error("exec_command", {"cmd": "true", "yield_time_ms": -1}, "yield_time_ms")
-            await expect_protocol_error("write_stdin", {"session_id": session, "max_output_tokens": -5}, "max_output_tokens")
+            await expect_tool_error("write_stdin", {"session_id": "abc"}, "`session_id` must be an integer")
+            await expect_tool_error("exec_command", {"cmd": ["ls"]}, "`cmd` must be a string")
+            await expect_tool_error("exec_command", {}, "missing required argument `cmd`")
+            await expect_tool_error("exec_command", {"cmd": "true", "yield_time_ms": -1}, "yield_time_ms")
+            await expect_tool_error("write_stdin", {"session_id": session, "max_output_tokens": -5}, "max_output_tokens")
 
             huge = "y" * (10 * 1024 * 1024)
             r = await call(client, "write_stdin", {"session_id": session, "chars": huge})

@@ -8,12 +8,35 @@
 //!    left over from a dropped character are dropped too). Bytes that are not UTF-8 are kept as they are.
 //! 3. When bytes were dropped, the rendered contents carry a visible marker with the exact count:
 //!    [`dropped_marker`].
+//! 4. What was dropped is counted as a [`Dropped`] value, bytes and newlines, so totals computed from the kept
+//!    text (token counts, `Total output lines`) can still describe everything the stream carried, and leave out
+//!    the marker, which the stream never carried.
 
 use std::collections::VecDeque;
 
 /// The marker inserted between head and tail when `dropped` bytes were dropped: `\n[... N bytes dropped ...]\n`.
 pub fn dropped_marker(dropped: u64) -> String {
     format!("\n[... {dropped} bytes dropped ...]\n")
+}
+
+/// What a [`HeadTailBuffer`] dropped between its head and its tail.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Dropped {
+    /// Bytes dropped.
+    pub bytes: u64,
+    /// Newline bytes (`\n`) among them.
+    pub newlines: u64,
+}
+
+impl Dropped {
+    /// The length of the marker that stands for this drop in the rendered contents (0 when nothing was dropped).
+    pub fn marker_len(self) -> usize {
+        if self.bytes == 0 { 0 } else { dropped_marker(self.bytes).len() }
+    }
+}
+
+fn newlines(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    bytes.into_iter().filter(|&b| b == b'\n').count() as u64
 }
 
 /// True for a UTF-8 continuation byte (`10xxxxxx`).
@@ -59,6 +82,8 @@ pub struct HeadTailBuffer {
     tail: VecDeque<u8>,
     total_written: u64,
     dropped: u64,
+    /// Newlines among the dropped bytes.
+    dropped_newlines: u64,
     /// Continuation bytes still to drop because their lead byte was dropped while the tail was empty.
     skip_continuations: u8,
 }
@@ -75,6 +100,7 @@ impl HeadTailBuffer {
             tail: VecDeque::new(),
             total_written: 0,
             dropped: 0,
+            dropped_newlines: 0,
             skip_continuations: 0,
         }
     }
@@ -145,7 +171,8 @@ impl HeadTailBuffer {
         }
         let overflow = total - self.tail_cap;
         let from_tail = overflow.min(self.tail.len());
-        self.tail.drain(..from_tail);
+        self.dropped_newlines += newlines(self.tail.drain(..from_tail));
+        self.dropped_newlines += newlines(data[..overflow - from_tail].iter().copied());
         self.tail.extend(&data[overflow - from_tail..]);
         self.dropped += overflow as u64;
         // Start the tail on a character boundary.
@@ -178,6 +205,11 @@ impl HeadTailBuffer {
     /// Bytes dropped between head and tail: always `total_written() - len()`.
     pub fn dropped_bytes(&self) -> u64 {
         self.dropped
+    }
+
+    /// What was dropped between head and tail: bytes and newlines.
+    pub fn dropped(&self) -> Dropped {
+        Dropped { bytes: self.dropped, newlines: self.dropped_newlines }
     }
 
     /// The head: the first bytes written.

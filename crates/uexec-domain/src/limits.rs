@@ -42,6 +42,10 @@ pub const SESSION_ID_MIN: u32 = 1_000;
 pub const SESSION_ID_MAX: u32 = 100_000;
 /// Largest output delta event, in bytes.
 pub const MAX_OUTPUT_DELTA_BYTES: usize = 8192;
+/// The Linux kernel's limit for one argument of `execve`, its terminating NUL included (`MAX_ARG_STRLEN`, 32
+/// pages): `cmd` runs as one argument (`[shell, -lc, cmd]`), so a longer `cmd` fails with E2BIG. Checked before
+/// anything is asked or spawned, on every platform (macOS allows more, but one rule is easier to rely on).
+pub const MAX_ARG_STRLEN: usize = 128 * 1024;
 /// Largest `chars` accepted by one `write_stdin`, in bytes.
 pub const MAX_WRITE_STDIN_BYTES: usize = 1024 * 1024;
 

@@ -51,6 +51,9 @@ pub enum ReviewDecision {
     Approved,
     /// Run it, and do not ask again for the same command in this session.
     ApprovedForSession,
+    /// Run it, and do not ask again in this session for commands starting with the prefix the question
+    /// offered (Codex's `prefix_rule`); without an offered prefix, the same as [`ReviewDecision::Approved`].
+    ApprovedPrefixForSession,
     /// Do not run it.
     Denied,
     /// Do not run it, and stop the current task.
@@ -60,7 +63,12 @@ pub enum ReviewDecision {
 impl ReviewDecision {
     /// True for both kinds of approval.
     pub fn is_approved(self) -> bool {
-        matches!(self, ReviewDecision::Approved | ReviewDecision::ApprovedForSession)
+        matches!(
+            self,
+            ReviewDecision::Approved
+                | ReviewDecision::ApprovedForSession
+                | ReviewDecision::ApprovedPrefixForSession
+        )
     }
 }
 

@@ -105,9 +105,21 @@ pub fn session_count_warning(live: usize, limits: &Limits) -> Option<String> {
     })
 }
 
-/// The error text of a failed `exec_command`.
+/// The most characters of a command an error text repeats.
+pub const MAX_ECHOED_COMMAND_CHARS: usize = 200;
+
+/// `cmd` as an error text repeats it: whole up to [`MAX_ECHOED_COMMAND_CHARS`] characters, else its first
+/// characters and its length (a 10 MB command must not make a 10 MB error).
+pub fn command_excerpt(cmd: &str) -> String {
+    match cmd.char_indices().nth(MAX_ECHOED_COMMAND_CHARS) {
+        None => cmd.to_owned(),
+        Some((end, _)) => format!("{}\u{2026} ({} bytes in all)", &cmd[..end], cmd.len()),
+    }
+}
+
+/// The error text of a failed `exec_command` (the command capped by [`command_excerpt`]).
 pub fn exec_error_text(cmd: &str, message: &str) -> String {
-    format!("exec_command failed for `{cmd}`: {message}")
+    format!("exec_command failed for `{}`: {message}", command_excerpt(cmd))
 }
 
 /// The error text of a failed `write_stdin`.
@@ -118,6 +130,20 @@ pub fn write_error_text(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_echo_a_capped_command_and_its_length() {
+        assert_eq!(exec_error_text("ls", "boom"), "exec_command failed for `ls`: boom");
+        let exact = "é".repeat(MAX_ECHOED_COMMAND_CHARS);
+        assert_eq!(command_excerpt(&exact), exact);
+        let huge = format!("{}tail", "é".repeat(10_000_000));
+        let text = exec_error_text(&huge, "boom");
+        assert!(text.len() < 600, "{}", text.len());
+        assert!(text.contains(&format!("\u{2026} ({} bytes in all)`: boom", huge.len())), "{text}");
+        assert!(
+            text.starts_with(&format!("exec_command failed for `{}", "é".repeat(MAX_ECHOED_COMMAND_CHARS)))
+        );
+    }
 
     fn base() -> ResponseText {
         ResponseText {

@@ -111,6 +111,83 @@ impl CommandRules {
 
 /// The words of a script, loosely: split on whitespace, quotes and shell operators; a word with a `/` also counts
 /// by its last component (`/usr/bin/git` -> `git`).
+/// Programs that run whatever their arguments say: a prefix naming one approves everything (`["bash"]`,
+/// `["sh", "-c"]`, `["env"]`, `["sudo"]`, `["xargs"]`), so it is never offered as a session approval.
+const RUNS_ANYTHING: &[&str] = &[
+    "sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox", "env", "sudo",
+    "doas", "su", "runuser", "pkexec", "nohup", "nice", "ionice", "timeout", "time", "stdbuf", "setsid",
+    "xargs", "exec", "eval", "command", "builtin", "chroot", "unshare", "nsenter", "script", "watch",
+    "strace", "ltrace", "gdb", "flock", "parallel", "ssh", "docker", "podman", "kubectl",
+];
+
+/// Interpreters: a prefix of one with only options after it (`["python3"]`, `["python3", "-c"]`,
+/// `["node", "-e"]`) approves any program; one naming what it runs (`["python3", "-m", "pytest"]`) does not.
+const INTERPRETERS: &[&str] = &[
+    "python",
+    "node",
+    "nodejs",
+    "deno",
+    "bun",
+    "perl",
+    "ruby",
+    "php",
+    "lua",
+    "luajit",
+    "tclsh",
+    "wish",
+    "osascript",
+    "pwsh",
+    "powershell",
+    "awk",
+    "gawk",
+    "mawk",
+    "nawk",
+    "rscript",
+    "julia",
+    "java",
+    "npx",
+    "bunx",
+    "pnpx",
+    "irb",
+    "ipython",
+    "sed",
+];
+
+/// Whether `word` (a program, maybe a path) names an interpreter, `python3.12` and `pypy3` included.
+fn is_interpreter(program: &str) -> bool {
+    let name = program.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.').to_ascii_lowercase();
+    INTERPRETERS.contains(&name.as_str()) || name.starts_with("pypy")
+}
+
+/// The prefix to offer a person as "approve commands starting with this for the session" (Codex's
+/// `prefix_rule`), when `prefix` may be offered for the command `argv`:
+/// 1. it is a real prefix of the command: of its argv, or, for a `[shell, -lc|-c, script]` with a system
+///    shell whose script splits into plain commands, of one of them (a later command is admitted only when
+///    every one of its sub-commands is, see [`CommandRules::evaluate`]);
+/// 2. it is not empty, and no word is empty or holds a NUL;
+/// 3. it does not name a program that runs whatever it is told ([`RUNS_ANYTHING`]), nor an interpreter with
+///    nothing but options after it.
+///
+/// `None` when any of this fails: the question then offers no prefix.
+pub fn session_prefix_offer(prefix: &[String], argv: &[String]) -> Option<Vec<String>> {
+    let first = prefix.first()?;
+    if prefix.iter().any(|w| w.is_empty() || w.contains('\0')) {
+        return None;
+    }
+    let program = first.rsplit('/').next().unwrap_or(first);
+    if RUNS_ANYTHING.contains(&program) {
+        return None;
+    }
+    if is_interpreter(program) && prefix[1..].iter().all(|w| w.starts_with('-')) {
+        return None;
+    }
+    let commands = match shell_script(argv) {
+        Some(_) => trusted_shell_script(argv).and_then(parse_plain_script)?,
+        None => vec![argv.to_vec()],
+    };
+    commands.iter().any(|command| command.starts_with(prefix)).then(|| prefix.to_vec())
+}
+
 fn loose_words(script: &str) -> Vec<&str> {
     let mut words = Vec::new();
     for word in script.split(|c: char| c.is_whitespace() || "\'\"`;&|()<>{}$\\".contains(c)) {
@@ -232,5 +309,46 @@ mod tests {
         assert_eq!(rules.evaluate(&bash("echo push")), None);
         // A direct argv (not a script) is checked the same way.
         assert_eq!(rules.evaluate(&argv(&["nice", "git", "push"])), Some(RuleDecision::Ask));
+    }
+
+    #[test]
+    fn session_prefixes_are_offered_only_when_real_and_narrow() {
+        let words = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+        let bash = |s: &str| argv(&["bash", "-lc", s]);
+        let offer = |prefix: &str, command: &[String]| session_prefix_offer(&words(prefix), command);
+        assert_eq!(offer("git pull", &bash("git pull --rebase")), Some(words("git pull")));
+        assert_eq!(offer("pytest", &bash("pytest -x tests")), Some(words("pytest")));
+        assert_eq!(
+            offer("python3 -m pytest", &bash("python3 -m pytest -q")),
+            Some(words("python3 -m pytest"))
+        );
+        assert_eq!(offer("cargo test", &bash("cd x && cargo test -p a")), Some(words("cargo test")));
+        assert_eq!(offer("git pull", &argv(&["git", "pull"])), Some(words("git pull")));
+        // Not a prefix of the command being approved.
+        assert_eq!(offer("git push", &bash("git pull")), None);
+        assert_eq!(offer("git pull --force", &bash("git pull")), None);
+        assert_eq!(offer("rm", &bash("echo rm")), None);
+        // Empty, or words that cannot be argv.
+        assert_eq!(session_prefix_offer(&[], &bash("ls")), None);
+        assert_eq!(session_prefix_offer(&["".to_owned()], &bash("ls")), None);
+        // Programs that run anything, bare interpreters, interpreters with options only.
+        for (prefix, command) in [
+            ("bash", "bash -c 'rm -rf x'"),
+            ("sh -c", "sh -c ls"),
+            ("/bin/bash", "/bin/bash x.sh"),
+            ("env", "env FOO=1 make"),
+            ("sudo make", "sudo make install"),
+            ("xargs", "xargs rm"),
+            ("python", "python x.py"),
+            ("python3 -c", "python3 -c 'print(1)'"),
+            ("python3.12", "python3.12 x.py"),
+            ("node -e", "node -e 1"),
+            ("npx", "npx some-package"),
+        ] {
+            assert_eq!(offer(prefix, &bash(command)), None, "{prefix} for {command}");
+        }
+        // A script the splitter refuses, or a shell that is not a system shell: no offer.
+        assert_eq!(offer("git", &bash("git pull $(curl x)")), None);
+        assert_eq!(offer("ls", &argv(&["/tmp/x/bash", "-lc", "ls"])), None);
     }
 }

@@ -4,6 +4,7 @@
 //! `Total output lines: <lines>\n\n<head>…<k> tokens truncated…<tail>`, head and tail each half of the byte budget,
 //! cut on UTF-8 boundaries, `k = ceil((total_bytes - budget) / 4)`.
 
+use crate::buffer::Dropped;
 use crate::limits::APPROX_BYTES_PER_TOKEN;
 
 /// The estimated token count of `bytes` bytes: `ceil(bytes / 4)`.
@@ -24,31 +25,45 @@ pub struct TruncatedOutput {
 
 /// Cuts `text` to `max_tokens` tokens (4 bytes each) as spec A2 describes.
 pub fn truncate_output(text: &str, max_tokens: usize) -> TruncatedOutput {
-    truncate_output_with_dropped(text, max_tokens, 0)
+    truncate_output_with_dropped(text, max_tokens, Dropped::default())
 }
 
-/// [`truncate_output`] for text from which a session buffer already dropped `dropped_bytes` in the middle (its
-/// marker stands in `text`): those bytes count in the original token count and in the truncation marker, so the
-/// caller learns how much output there really was even when the buffer's own marker is cut away.
-pub fn truncate_output_with_dropped(text: &str, max_tokens: usize, dropped_bytes: usize) -> TruncatedOutput {
-    let total = text.len().saturating_add(dropped_bytes);
+/// [`truncate_output`] for text from which a session buffer already dropped `dropped` in the middle (its
+/// [`crate::buffer::dropped_marker`] stands in `text` when anything was dropped). Every total describes the
+/// whole output the command printed, not the text kept: the original token count and the truncation marker
+/// count the dropped bytes, `Total output lines` counts the dropped newlines, and neither counts the buffer's
+/// marker (the command never printed it).
+pub fn truncate_output_with_dropped(text: &str, max_tokens: usize, dropped: Dropped) -> TruncatedOutput {
+    let marker_len = dropped.marker_len();
+    let dropped_bytes = usize::try_from(dropped.bytes).unwrap_or(usize::MAX);
+    let total = text.len().saturating_sub(marker_len).saturating_add(dropped_bytes);
     let original_token_count = approx_token_count(total);
     let budget = max_tokens.saturating_mul(APPROX_BYTES_PER_TOKEN);
     if text.len() <= budget {
         return TruncatedOutput { text: text.to_owned(), original_token_count, truncated: false };
     }
-    let lines = text.lines().count();
+    let lines = total_lines(text, dropped);
     let head_budget = budget / 2;
     let tail_budget = budget - head_budget;
     let head_end = text.floor_char_boundary(head_budget);
     let tail_start = text.ceil_char_boundary(text.len() - tail_budget);
-    let removed_tokens = approx_token_count(total - budget);
+    let removed_tokens = approx_token_count(total.saturating_sub(budget));
     let text = format!(
         "Total output lines: {lines}\n\n{}\u{2026}{removed_tokens} tokens truncated\u{2026}{}",
         &text[..head_end],
         &text[tail_start..]
     );
     TruncatedOutput { text, original_token_count, truncated: true }
+}
+
+/// The lines of the whole output, as `str::lines` would count them: the kept text's, minus the two newlines of
+/// the buffer's marker, plus the dropped newlines.
+fn total_lines(text: &str, dropped: Dropped) -> u64 {
+    let kept = text.lines().count() as u64;
+    if dropped.bytes == 0 {
+        return kept;
+    }
+    (kept + dropped.newlines).saturating_sub(2)
 }
 
 #[cfg(test)]
@@ -156,16 +171,80 @@ mod tests {
 
     #[test]
     fn bytes_dropped_by_the_session_buffer_count_in_the_totals() {
-        let text = format!("{}\n[... 4000000 bytes dropped ...]\n{}", "a".repeat(600), "b".repeat(600));
-        let cut = truncate_output_with_dropped(&text, 50, 4_000_000);
-        assert_eq!(cut.original_token_count, approx_token_count(text.len() + 4_000_000));
-        assert!(cut.text.contains(&format!(
-            "\u{2026}{} tokens truncated\u{2026}",
-            approx_token_count(text.len() + 4_000_000 - 200)
-        )));
-        // When it fits, the buffer's marker stays visible.
-        let whole = truncate_output_with_dropped(&text, 10_000, 4_000_000);
+        let dropped = Dropped { bytes: 4_000_000, newlines: 0 };
+        let marker = crate::buffer::dropped_marker(dropped.bytes);
+        let text = format!("{}{marker}{}", "a".repeat(600), "b".repeat(600));
+        let printed = 1200 + 4_000_000;
+        let cut = truncate_output_with_dropped(&text, 50, dropped);
+        assert_eq!(cut.original_token_count, approx_token_count(printed));
+        assert!(
+            cut.text
+                .contains(&format!("\u{2026}{} tokens truncated\u{2026}", approx_token_count(printed - 200)))
+        );
+        // One long line stays one line, whatever the marker's newlines.
+        assert!(cut.text.starts_with("Total output lines: 1\n\n"), "{}", cut.text);
+        // When it fits, the buffer's marker stays visible, and still adds nothing to the count.
+        let whole = truncate_output_with_dropped(&text, 10_000, dropped);
         assert!(!whole.truncated && whole.text.contains("[... 4000000 bytes dropped ...]"));
-        assert_eq!(whole.original_token_count, approx_token_count(text.len() + 4_000_000));
+        assert_eq!(whole.original_token_count, approx_token_count(printed));
+    }
+
+    /// The output of `seq 1 n`.
+    fn seq(n: u64) -> Vec<u8> {
+        (1..=n).flat_map(|i| format!("{i}\n").into_bytes()).collect()
+    }
+
+    #[test]
+    fn seq_past_the_buffer_reports_all_its_lines() {
+        let printed = seq(300_000);
+        let mut buffer = crate::buffer::HeadTailBuffer::new(64 * 1024);
+        for chunk in printed.chunks(4096) {
+            buffer.push(chunk);
+        }
+        let dropped = buffer.dropped();
+        let text = String::from_utf8(buffer.take()).unwrap();
+        let cut = truncate_output_with_dropped(&text, 100, dropped);
+        assert!(cut.text.starts_with("Total output lines: 300000\n\n"), "{}", &cut.text[..40]);
+        assert_eq!(cut.original_token_count, approx_token_count(printed.len()));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Whatever the buffer keeps, the totals describe everything the command printed: its bytes and its
+        /// lines, as if nothing had been dropped, and never the marker.
+        #[test]
+        fn totals_describe_all_that_was_printed(
+            lines in proptest::collection::vec("[a-z ]{0,40}", 0..400),
+            trailing_newline in any::<bool>(),
+            cap in 16usize..2048,
+            chunk in 1usize..300,
+            max_tokens in 0usize..200,
+        ) {
+            let mut printed = lines.join("\n");
+            if trailing_newline && !printed.is_empty() {
+                printed.push('\n');
+            }
+            let mut buffer = crate::buffer::HeadTailBuffer::new(cap);
+            for piece in printed.as_bytes().chunks(chunk) {
+                buffer.push(piece);
+            }
+            let dropped = buffer.dropped();
+            let text = String::from_utf8(buffer.take()).unwrap();
+            let cut = truncate_output_with_dropped(&text, max_tokens, dropped);
+            let oracle = truncate_output(&printed, max_tokens);
+            prop_assert_eq!(cut.original_token_count, oracle.original_token_count);
+            if cut.truncated {
+                let header = |t: &str| t.split("\n\n").next().map(str::to_owned);
+                let expected = format!("Total output lines: {}", printed.lines().count());
+                prop_assert_eq!(header(&cut.text), Some(expected));
+                // The marker can make the kept text longer than what was printed (one byte dropped, a 30-byte
+                // marker): then only the kept text is cut.
+                if oracle.truncated {
+                    let removed = |t: &str| t.split('\u{2026}').nth(1).map(str::to_owned);
+                    prop_assert_eq!(removed(&cut.text), removed(&oracle.text));
+                }
+            }
+        }
     }
 }

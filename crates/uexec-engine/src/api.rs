@@ -29,6 +29,10 @@ pub struct ExecCommandRequest {
     pub sandbox_permissions: SandboxPermissions,
     /// The question shown when asking a person.
     pub justification: Option<String>,
+    /// A command prefix the caller suggests a person approve for the rest of the session (Codex's
+    /// `prefix_rule`). Offered only when it is a real prefix of the command and not a bare shell or interpreter
+    /// (`uexec_domain::rules::session_prefix_offer`).
+    pub prefix_rule: Option<Vec<String>>,
     /// The id of this call in events; `None` = the engine generates one.
     pub call_id: Option<String>,
 }

@@ -31,6 +31,7 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
+use uexec_domain::buffer::Dropped;
 use uexec_ports::InputState;
 
 use crate::session::Session;
@@ -67,8 +68,8 @@ impl Mark {
 pub(crate) struct Collected {
     /// The output since the previous call.
     pub(crate) bytes: Vec<u8>,
-    /// Bytes the session buffer dropped from the middle of `bytes` (its marker stands there).
-    pub(crate) dropped_bytes: u64,
+    /// What the session buffer dropped from the middle of `bytes` (its marker stands there).
+    pub(crate) dropped: Dropped,
     /// Set when the process is finished.
     pub(crate) exit_code: Option<i32>,
     /// The window ended early because the process waits for input.
@@ -80,8 +81,8 @@ pub(crate) async fn collect(session: &Session, mark: Mark, deadline: Instant) ->
     let waiting_for_input = wait_window(session, mark, deadline).await;
     let snapshot = session.snapshot();
     let exit_code = if snapshot.finished { snapshot.exit_code } else { None };
-    let (bytes, dropped_bytes) = session.take_output();
-    Collected { bytes, dropped_bytes, exit_code, waiting_for_input: waiting_for_input && exit_code.is_none() }
+    let (bytes, dropped) = session.take_output();
+    Collected { bytes, dropped, exit_code, waiting_for_input: waiting_for_input && exit_code.is_none() }
 }
 
 /// Wait for the end of the window; true when it ended because the process waits for input.

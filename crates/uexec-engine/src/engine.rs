@@ -21,10 +21,11 @@ use uexec_domain::env::build_env;
 use uexec_domain::ids::chunk_id;
 use uexec_domain::known_safe::NotKnownSafe;
 use uexec_domain::limits::{
-    EARLY_EXIT_GRACE_MS, clamp_exec_yield, clamp_write_yield, resolve_max_output_tokens,
+    EARLY_EXIT_GRACE_MS, MAX_ARG_STRLEN, clamp_exec_yield, clamp_write_yield, resolve_max_output_tokens,
 };
 use uexec_domain::protection::{Protection, ProtectionStatus};
 use uexec_domain::response::session_count_warning;
+use uexec_domain::rules::{PrefixRule, RuleDecision, session_prefix_offer};
 use uexec_domain::startup::{GUARDED_DETAIL, guard_env};
 use uexec_domain::truncate::truncate_output_with_dropped;
 use uexec_domain::{
@@ -57,6 +58,8 @@ struct Inner {
     store: Store,
     /// Remembered "approved for session" decisions.
     approvals: Mutex<HashSet<ApprovalKey>>,
+    /// Prefixes a person approved for the session, each for the sandbox permissions it was asked with.
+    prefixes: Mutex<Vec<(SandboxPermissions, Vec<String>)>>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -174,6 +177,7 @@ impl Engine {
                 config,
                 deps,
                 approvals: Mutex::new(HashSet::new()),
+                prefixes: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -248,6 +252,24 @@ impl Inner {
 
     fn is_remembered(&self, key: &ApprovalKey) -> bool {
         self.approvals().contains(key)
+    }
+
+    /// Whether a prefix a person approved for the session admits `argv` run with `permissions`: the approved
+    /// prefixes are added to the configured rules as `allow` rules, so a longer configured `ask` rule still
+    /// asks, and a script is admitted only when every one of its commands is.
+    fn prefix_admits(&self, argv: &[String], permissions: SandboxPermissions) -> bool {
+        let prefixes = self.prefixes.lock().unwrap_or_else(PoisonError::into_inner);
+        if !prefixes.iter().any(|(p, _)| *p == permissions) {
+            return false;
+        }
+        let mut rules = self.config.rules.clone();
+        rules.rules.extend(
+            prefixes
+                .iter()
+                .filter(|(p, _)| *p == permissions)
+                .map(|(_, prefix)| PrefixRule { prefix: prefix.clone(), decision: RuleDecision::Allow }),
+        );
+        rules.evaluate(argv) == Some(RuleDecision::Allow)
     }
 
     fn new_call_id(&self) -> String {
@@ -328,6 +350,7 @@ impl Inner {
         key: &ApprovalKey,
     ) -> Result<ReviewDecision, String> {
         let call_id = request.call_id.clone();
+        let prefix_offer = request.prefix_offer.clone();
         self.deps.events.emit(ExecEvent::ApprovalRequested { request: request.clone() });
         let answer = self.deps.approver.request_approval(request).await;
         match answer {
@@ -339,6 +362,15 @@ impl Inner {
                 });
                 if decision == ReviewDecision::ApprovedForSession {
                     self.approvals().insert(key.clone());
+                }
+                if decision == ReviewDecision::ApprovedPrefixForSession
+                    && let Some(prefix) = prefix_offer
+                {
+                    tracing::info!(?prefix, "a person approved a command prefix for the session");
+                    self.prefixes
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push((key.permissions, prefix));
                 }
                 Ok(decision)
             }
@@ -378,6 +410,7 @@ impl Inner {
         tty: bool,
         permissions: SandboxPermissions,
         justification: Option<&str>,
+        prefix_rule: Option<&[String]>,
     ) -> Result<Approval, ExecError> {
         let policy = self.config.approval_policy;
         let key = ApprovalKey::new(argv, cwd, tty, permissions);
@@ -402,7 +435,7 @@ impl Inner {
             Requirement::Ask(reason) => reason,
         };
         let escalate = permissions == SandboxPermissions::RequireEscalated;
-        if self.is_remembered(&key) {
+        if self.is_remembered(&key) || self.prefix_admits(argv, permissions) {
             return Ok(Approval { by_person: false, escalate, plantable, key });
         }
         if policy == ApprovalPolicy::Never {
@@ -431,6 +464,7 @@ impl Inner {
             cwd: cwd.to_path_buf(),
             kind,
             reason: Some(question),
+            prefix_offer: prefix_rule.and_then(|prefix| session_prefix_offer(prefix, argv)),
             denial: None,
         };
         self.ask(request, &key).await?;
@@ -507,6 +541,16 @@ impl Inner {
         let limits = &self.config.limits;
         // Validated before anything is reserved or asked, like the rest of the call.
         let patch_call = self.apply_patch_spawn(&argv, &cwd)?;
+        // The shell gets `cmd` as one argument (an apply_patch call goes in pieces to the patch program).
+        if patch_call.is_none() && req.cmd.len() >= MAX_ARG_STRLEN {
+            return Err(ExecError::InvalidInput(format!(
+                "cmd is {} bytes, over the kernel's limit for one argument (MAX_ARG_STRLEN: {MAX_ARG_STRLEN} bytes \
+                 including its terminating NUL); cmd is passed to the shell as one argument, so nothing was run. \
+                 Write the script to a file in smaller pieces (or through write_stdin to `cat > script.sh` in a \
+                 tty session) and run the file",
+                req.cmd.len()
+            )));
+        }
 
         let id = self.store.reserve()?;
         let mut reservation = Reservation { store: &self.store, id, session: None, done: false };
@@ -521,6 +565,7 @@ impl Inner {
                 req.tty,
                 req.sandbox_permissions,
                 req.justification.as_deref(),
+                req.prefix_rule.as_deref(),
             )
             .await?;
         let placement = Placement::for_policy(&self.config.sandbox_policy, approval.escalate);
@@ -603,6 +648,7 @@ impl Inner {
                                     None => retry_question(&evidence),
                                 }),
                                 denial: Some(evidence.clone()),
+                                prefix_offer: None,
                             };
                             match self.ask_decision(request, &approval.key).await {
                                 Ok(answer) if answer.is_approved() => true,
@@ -748,9 +794,8 @@ impl Inner {
         let started = Instant::now();
         let session = self.store.remove_id(id).ok_or(ExecError::UnknownSession(id))?;
         let exit_code = session.terminate().await;
-        let (bytes, dropped_bytes) = session.take_output();
-        let collected =
-            Collected { bytes, dropped_bytes, exit_code: Some(exit_code), waiting_for_input: false };
+        let (bytes, dropped) = session.take_output();
+        let collected = Collected { bytes, dropped, exit_code: Some(exit_code), waiting_for_input: false };
         let reply = Reply { started, session_id: None, warning: None, protections: false };
         Ok(self.respond(reply, &session, collected, None))
     }
@@ -777,8 +822,7 @@ impl Inner {
         let Reply { started, session_id, warning, protections } = reply;
         let max_tokens = resolve_max_output_tokens(max_output_tokens, &self.config.limits);
         let text = String::from_utf8_lossy(&collected.bytes);
-        let dropped = usize::try_from(collected.dropped_bytes).unwrap_or(usize::MAX);
-        let truncated = truncate_output_with_dropped(&text, max_tokens, dropped);
+        let truncated = truncate_output_with_dropped(&text, max_tokens, collected.dropped);
         ExecResponse {
             chunk_id: chunk_id(self.store.next_random()),
             wall_time: started.elapsed(),

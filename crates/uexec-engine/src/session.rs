@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
-use uexec_domain::buffer::HeadTailBuffer;
+use uexec_domain::buffer::{Dropped, HeadTailBuffer};
 use uexec_domain::limits::{MAX_OUTPUT_DELTA_BYTES, POST_EXIT_CLOSE_WAIT_MS};
 use uexec_domain::{ExitStatus, ProtectionReport, SessionId};
 use uexec_ports::{EventSink, ExecEvent, OutputStream, ProcessControl, ProcessError, SpawnedProcess};
@@ -331,9 +331,9 @@ impl Session {
     /// Take the output since the previous call. While the process may still write, an incomplete UTF-8
     /// sequence at the end is kept for the next call rather than rendered as a replacement character.
     /// Also returns how many bytes the buffer dropped from the middle (they count in the token totals).
-    pub(crate) fn take_output(&self) -> (Vec<u8>, u64) {
+    pub(crate) fn take_output(&self) -> (Vec<u8>, Dropped) {
         let mut shared = self.lock();
-        let dropped = shared.pending.dropped_bytes();
+        let dropped = shared.pending.dropped();
         let bytes = if shared.finished { shared.pending.take() } else { shared.pending.take_complete() };
         (bytes, dropped)
     }

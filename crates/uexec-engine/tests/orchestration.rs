@@ -497,6 +497,48 @@ async fn approved_for_session_is_remembered_per_canonical_command_cwd_and_tty() 
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_approved_prefix_admits_later_commands_starting_with_it_and_nothing_else() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let mut cfg = config(ApprovalPolicy::OnRequest, SANDBOXED());
+    // A configured `ask` rule longer than the approved prefix still asks.
+    cfg.rules = CommandRules {
+        rules: vec![PrefixRule {
+            prefix: vec!["git".into(), "pull".into(), "--force".into()],
+            decision: RuleDecision::Ask,
+        }],
+    };
+    let engine = engine(
+        cfg,
+        spawner(vec![Script::exits("", 0)], Arc::default()),
+        sandbox_ok(Arc::default()),
+        approver(ReviewDecision::ApprovedPrefixForSession, 6, Arc::clone(&asked)),
+        Events::default(),
+    );
+    let escalated = |cmd: &str, prefix: Option<&[&str]>| ExecCommandRequest {
+        sandbox_permissions: SandboxPermissions::RequireEscalated,
+        prefix_rule: prefix.map(|p| p.iter().map(|w| (*w).to_owned()).collect()),
+        ..exec(cmd)
+    };
+    // Asked once, with the prefix offered; then commands starting with it run without asking.
+    engine.exec_command(escalated("git pull --rebase", Some(&["git", "pull"]))).await.unwrap();
+    assert_eq!(asked.lock().unwrap()[0].prefix_offer, Some(vec!["git".to_owned(), "pull".to_owned()]));
+    engine.exec_command(escalated("git pull origin main", None)).await.unwrap();
+    engine.exec_command(escalated("git pull", None)).await.unwrap();
+    assert_eq!(asked.lock().unwrap().len(), 1);
+    // Not covered: another command, a script with any other command in it (even `cd`), a longer `ask` rule.
+    engine.exec_command(escalated("git push", None)).await.unwrap();
+    engine.exec_command(escalated("git pull && rm -rf x", None)).await.unwrap();
+    engine.exec_command(escalated("cd sub && git pull", None)).await.unwrap();
+    engine.exec_command(escalated("git pull --force", None)).await.unwrap();
+    assert_eq!(asked.lock().unwrap().len(), 5);
+    // A prefix that is not one of the command, or a bare shell: not offered (and so not remembered).
+    engine.exec_command(escalated("bash -c 'rm -rf x'", Some(&["bash"]))).await.unwrap();
+    let questions = asked.lock().unwrap().clone();
+    assert_eq!(questions.len(), 6);
+    assert!(questions[1..].iter().all(|q| q.prefix_offer.is_none()), "{questions:?}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn denied_and_aborted_fail_with_rejected_by_user_and_spawn_nothing() {
     for decision in [ReviewDecision::Denied, ReviewDecision::Abort] {
         let events = Events::default();
@@ -1081,6 +1123,11 @@ async fn validation_happens_before_approval() {
         err.to_string(),
         "failed to create process: working directory does not exist or is not a directory: /no/such/dir/anywhere"
     );
+    // `cmd` is one argument of execve: past MAX_ARG_STRLEN it would fail with E2BIG; refused first, naming it.
+    let limit = uexec_domain::limits::MAX_ARG_STRLEN;
+    let err = engine.exec_command(exec(&"x".repeat(limit))).await.unwrap_err().to_string();
+    assert!(err.contains(&format!("cmd is {limit} bytes")) && err.contains("MAX_ARG_STRLEN"), "{err}");
+    assert!(err.len() < 1000, "{err}");
     assert_eq!(engine.reserved_id_count(), 0);
 }
 
@@ -1512,6 +1559,35 @@ async fn an_exec_call_dropped_mid_window_leaves_a_reachable_session() {
         record.controls.lock().unwrap()[0].kills.load(Ordering::SeqCst) == 1
     })
     .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_write_stdin_call_dropped_mid_window_releases_the_session_at_once() {
+    // A cancelled MCP call drops the engine future: the call lock must go with it, and the session stay.
+    let engine =
+        engine_with(full_access(), vec![Script { echo: true, ..Script::runs("") }], Events::default());
+    let id = engine
+        .exec_command(ExecCommandRequest { tty: true, yield_time_ms: Some(250), ..exec("cat") })
+        .await
+        .unwrap()
+        .session_id
+        .unwrap();
+    for chars in ["", "typed"] {
+        let poll = engine.write_stdin(WriteStdinRequest { yield_time_ms: Some(20_000), ..write(id, chars) });
+        assert!(tokio::time::timeout(Duration::from_secs(1), poll).await.is_err(), "the window is 20 s");
+        let start = tokio::time::Instant::now();
+        let next = engine
+            .write_stdin(WriteStdinRequest { yield_time_ms: Some(300), ..write(id, "x") })
+            .await
+            .unwrap();
+        assert!(start.elapsed() <= Duration::from_millis(300), "the next call waited {:?}", start.elapsed());
+        assert_eq!(next.session_id, Some(id));
+        // What the dropped call would have returned is not lost.
+        assert_eq!(next.output, format!("{chars}x"));
+    }
+    let sessions = engine.list_sessions().await;
+    assert_eq!((sessions.len(), sessions[0].cmd.as_str()), (1, "cat"));
+    engine.shutdown().await;
 }
 
 #[tokio::test(start_paused = true)]

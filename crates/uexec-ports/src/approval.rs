@@ -35,6 +35,11 @@ pub struct ApprovalRequest {
     /// The question shown to the person: the caller's justification, or the engine's reason (for a retry:
     /// `command failed; retry without sandbox?`, what the denial was, and that the retry has full access).
     pub reason: Option<String>,
+    /// A command prefix the person may approve for the rest of the session (the caller's `prefix_rule`,
+    /// already checked by `uexec_domain::rules::session_prefix_offer`); answered with
+    /// `ReviewDecision::ApprovedPrefixForSession`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_offer: Option<Vec<String>>,
     /// For [`ApprovalKind::RetryWithoutSandbox`]: what made the sandboxed run look denied (the command printed
     /// the line: display it escaped).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -229,6 +229,7 @@ mod tests {
                 cwd: "/w".into(),
                 kind: ApprovalKind::Run,
                 reason: None,
+                prefix_offer: None,
                 denial: None,
             },
         });

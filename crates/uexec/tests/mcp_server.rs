@@ -397,11 +397,15 @@ fn bad_input_gets_clear_errors_and_the_server_keeps_its_sessions() {
     let reply = server.wait_response(&json!(id));
     assert_eq!(reply["error"]["code"], -32602, "{reply}");
 
-    // Unknown method, unknown tool, wrong argument types, negative yields: protocol errors naming the problem.
+    // Unknown method, unknown tool: protocol errors naming the problem.
     let reply = server.request("no/such/method", json!({}));
     assert_eq!(reply["error"]["code"], -32601, "{reply}");
+    let reply = server.call_raw("no_such_tool", json!({}));
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    assert!(reply["error"]["message"].as_str().unwrap().contains("unknown tool"), "{reply}");
+    // Wrong argument types, negative yields: tool results with isError (SEP-1303), naming the problem.
     for (name, args, needle) in [
-        ("no_such_tool", json!({}), "unknown tool"),
+        ("exec_command", json!({}), "missing required argument `cmd`"),
         ("exec_command", json!({ "cmd": 42 }), "`cmd` must be a string"),
         ("exec_command", json!({ "cmd": "true", "tty": "yes" }), "`tty` must be a boolean"),
         (
@@ -413,9 +417,9 @@ fn bad_input_gets_clear_errors_and_the_server_keeps_its_sessions() {
         ("write_stdin", json!({ "session_id": session, "yield_time_ms": -1 }), "`yield_time_ms`"),
         ("write_stdin", json!({ "chars": "x" }), "missing required argument `session_id`"),
     ] {
-        let reply = server.call_raw(name, args.clone());
-        assert_eq!(reply["error"]["code"], -32602, "{name} {args}: {reply}");
-        let message = reply["error"]["message"].as_str().unwrap();
+        let r = server.call(name, args.clone());
+        assert!(is_error(&r), "{name} {args}: {r}");
+        let message = text(&r);
         assert!(message.contains(needle), "{name} {args}: {message}");
     }
 

@@ -36,6 +36,8 @@ pub const APPROVE: &str = "approve";
 pub const APPROVE_FOR_SESSION: &str = "approve_for_session";
 /// See [`APPROVE`].
 pub const DENY: &str = "deny";
+/// See [`APPROVE`]: offered only with a prefix (the caller's `prefix_rule`, when it may be offered).
+pub const APPROVE_PREFIX_FOR_SESSION: &str = "approve_prefix_for_session";
 
 /// A question waiting for the tool-call handler to forward it (protocol 2026-07-28 and later).
 #[derive(Debug)]
@@ -49,9 +51,10 @@ pub struct PendingQuestion {
 /// How the client of one call can be asked.
 #[derive(Debug, Clone)]
 pub enum AskVia {
-    /// Send an `elicitation/create` request to this peer; the token is the call's (cancelled by the client's
-    /// `notifications/cancelled`): a cancelled call's question is abandoned and the command does not run.
-    Request(Peer<RoleServer>, CancellationToken),
+    /// Send an `elicitation/create` request to this peer, with a form the negotiated protocol version defines;
+    /// the token is the call's (cancelled by the client's `notifications/cancelled`): a cancelled call's
+    /// question is abandoned and the command does not run.
+    Request(Peer<RoleServer>, CancellationToken, FormStyle),
     /// Hand the question to the tool-call handler (`InputRequiredResult`).
     InputRequired(mpsc::Sender<PendingQuestion>),
     /// The client cannot be asked.
@@ -72,9 +75,13 @@ impl McpApprover {
         McpApprover { policy, sandbox, calls: Mutex::new(HashMap::new()) }
     }
 
-    /// The elicitation that asks about `request`.
-    pub fn elicit_params(&self, request: &ApprovalRequest) -> Result<ElicitRequestParams, ApprovalError> {
-        elicit_params(request, &self.sandbox, self.policy)
+    /// The elicitation that asks about `request`, its choices written in `style`.
+    pub fn elicit_params(
+        &self,
+        request: &ApprovalRequest,
+        style: FormStyle,
+    ) -> Result<ElicitRequestParams, ApprovalError> {
+        elicit_params(request, &self.sandbox, self.policy, style)
     }
 
     /// Register how the client of `call_id` can be asked (until [`McpApprover::unregister`]).
@@ -103,10 +110,10 @@ impl McpApprover {
         match request.kind {
             ApprovalKind::Run => {
                 let prefix = suggested_prefix(&request.command);
-                let rule = format!(
+                let rule = uexec_domain::response::command_excerpt(&format!(
                     "[[rules]] prefix = [{}] decision = \"allow\"",
                     prefix.iter().map(|w| format!("{w:?}")).collect::<Vec<_>>().join(", ")
-                );
+                ));
                 let policy_hint = if self.policy == ApprovalPolicy::Untrusted {
                     " or start uexec with --approval-policy on-request (sandboxed commands then run without asking),"
                 } else {
@@ -142,8 +149,8 @@ impl Approver for McpApprover {
     async fn request_approval(&self, request: ApprovalRequest) -> Result<ReviewDecision, ApprovalError> {
         match self.via(&request.call_id) {
             AskVia::Nobody => Err(ApprovalError::Unavailable(self.unavailable_message(&request))),
-            AskVia::Request(peer, call_cancelled) => {
-                let params = self.elicit_params(&request)?;
+            AskVia::Request(peer, call_cancelled, style) => {
+                let params = self.elicit_params(&request, style)?;
                 tokio::select! {
                     result = peer.create_elicitation_with_timeout(params, Some(APPROVAL_TIMEOUT)) => {
                         let result =
@@ -174,26 +181,65 @@ impl Approver for McpApprover {
     }
 }
 
+/// How the choices of the approval form are written: each protocol version defines its own enum schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormStyle {
+    /// 2025-11-25 and later: `oneOf` of `{ const, title }` (titled single-select enum).
+    OneOf,
+    /// 2025-06-18: `enum` with parallel `enumNames` (the transport also drops the `mode` field it lacks).
+    LegacyEnum,
+}
+
+/// The choices of the approval form: (value, title). With a prefix to offer, a fourth: approve every command
+/// starting with it for the session, as Codex offers its `prefix_rule`.
+fn choices(request: &ApprovalRequest) -> Vec<(&'static str, String)> {
+    let mut choices = vec![
+        (APPROVE, "Approve once".to_owned()),
+        (APPROVE_FOR_SESSION, "Approve for this session".to_owned()),
+    ];
+    if let Some(prefix) = &request.prefix_offer {
+        // Escaped and capped like every command a person reads (`display_command`).
+        let prefix = display_command(prefix);
+        choices.push((
+            APPROVE_PREFIX_FOR_SESSION,
+            format!("Approve for this session every command starting with `{prefix}`"),
+        ));
+    }
+    choices.push((DENY, "Deny".to_owned()));
+    choices
+}
+
+/// The `decision` property of the form, written in `style`.
+fn decision_schema(style: FormStyle, request: &ApprovalRequest) -> Value {
+    let choices = choices(request);
+    let mut property = json!({
+        "type": "string",
+        "title": "Decision",
+        "description": "Approve once, approve this command for the rest of the session, or deny it.",
+    });
+    match style {
+        FormStyle::OneOf => {
+            property["oneOf"] =
+                choices.iter().map(|(value, title)| json!({ "const": value, "title": title })).collect();
+        }
+        FormStyle::LegacyEnum => {
+            property["enum"] = choices.iter().map(|(value, _)| json!(value)).collect();
+            property["enumNames"] = choices.iter().map(|(_, title)| json!(title)).collect();
+        }
+    }
+    property
+}
+
 /// The elicitation sent to the person.
 pub fn elicit_params(
     request: &ApprovalRequest,
     sandbox: &SandboxPolicy,
     policy: ApprovalPolicy,
+    style: FormStyle,
 ) -> Result<ElicitRequestParams, ApprovalError> {
     let schema: ElicitationSchema = serde_json::from_value(json!({
         "type": "object",
-        "properties": {
-            "decision": {
-                "type": "string",
-                "title": "Decision",
-                "description": "Approve once, approve this command for the rest of the session, or deny it.",
-                "oneOf": [
-                    { "const": APPROVE, "title": "Approve once" },
-                    { "const": APPROVE_FOR_SESSION, "title": "Approve for this session" },
-                    { "const": DENY, "title": "Deny" }
-                ]
-            }
-        },
+        "properties": { "decision": decision_schema(style, request) },
         "required": ["decision"]
     }))
     .map_err(|e| ApprovalError::Failed(format!("cannot build the elicitation schema: {e}")))?;
@@ -255,6 +301,7 @@ pub fn decision_from_elicit(result: &ElicitResult) -> Result<ReviewDecision, App
             match decision {
                 Some(APPROVE) => Ok(ReviewDecision::Approved),
                 Some(APPROVE_FOR_SESSION) => Ok(ReviewDecision::ApprovedForSession),
+                Some(APPROVE_PREFIX_FOR_SESSION) => Ok(ReviewDecision::ApprovedPrefixForSession),
                 Some(DENY) => Ok(ReviewDecision::Denied),
                 Some(other) => Err(ApprovalError::Failed(format!("unknown decision {other:?}"))),
                 None => Err(ApprovalError::Failed("the answer has no `decision`".to_owned())),
@@ -311,6 +358,7 @@ mod tests {
             cwd: "/work".into(),
             kind,
             reason: Some("because".into()),
+            prefix_offer: None,
             denial: None,
         }
     }
@@ -321,6 +369,7 @@ mod tests {
             &request(ApprovalKind::Escalation, "git push"),
             &SandboxPolicy::default(),
             ApprovalPolicy::OnRequest,
+            FormStyle::OneOf,
         )
         .unwrap();
         let ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } = params else {
@@ -331,6 +380,72 @@ mod tests {
         let schema = serde_json::to_value(&requested_schema).unwrap();
         assert_eq!(schema["required"], json!(["decision"]));
         assert_eq!(schema["properties"]["decision"]["oneOf"][1]["const"], APPROVE_FOR_SESSION);
+    }
+
+    #[test]
+    fn the_2025_06_18_form_uses_enum_and_enum_names() {
+        let params = elicit_params(
+            &request(ApprovalKind::Run, "make"),
+            &SandboxPolicy::default(),
+            ApprovalPolicy::Untrusted,
+            FormStyle::LegacyEnum,
+        )
+        .unwrap();
+        let value = serde_json::to_value(&params).unwrap();
+        let decision = &value["requestedSchema"]["properties"]["decision"];
+        assert_eq!(decision["enum"], json!([APPROVE, APPROVE_FOR_SESSION, DENY]), "{value}");
+        assert_eq!(decision["enumNames"].as_array().map(Vec::len), Some(3), "{value}");
+        assert!(decision.get("oneOf").is_none(), "{value}");
+    }
+
+    #[test]
+    fn a_prefix_offer_is_a_fourth_choice_in_both_form_styles() {
+        let mut asked = request(ApprovalKind::Escalation, "git pull --rebase");
+        asked.prefix_offer = Some(vec!["git".into(), "pull".into()]);
+        for style in [FormStyle::OneOf, FormStyle::LegacyEnum] {
+            let params =
+                elicit_params(&asked, &SandboxPolicy::default(), ApprovalPolicy::OnRequest, style).unwrap();
+            let value = serde_json::to_value(&params).unwrap();
+            let decision = &value["requestedSchema"]["properties"]["decision"];
+            let (values, titles): (Vec<Value>, Vec<Value>) = match style {
+                FormStyle::OneOf => decision["oneOf"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| (c["const"].clone(), c["title"].clone()))
+                    .unzip(),
+                FormStyle::LegacyEnum => (
+                    decision["enum"].as_array().unwrap().clone(),
+                    decision["enumNames"].as_array().unwrap().clone(),
+                ),
+            };
+            assert_eq!(
+                values,
+                vec![
+                    json!(APPROVE),
+                    json!(APPROVE_FOR_SESSION),
+                    json!(APPROVE_PREFIX_FOR_SESSION),
+                    json!(DENY)
+                ]
+            );
+            assert!(titles[2].as_str().unwrap().contains("starting with `git pull`"), "{titles:?}");
+        }
+        // Without an offer: three choices.
+        let plain = elicit_params(
+            &request(ApprovalKind::Escalation, "git pull"),
+            &SandboxPolicy::default(),
+            ApprovalPolicy::OnRequest,
+            FormStyle::OneOf,
+        )
+        .unwrap();
+        let value = serde_json::to_value(&plain).unwrap();
+        assert_eq!(
+            value["requestedSchema"]["properties"]["decision"]["oneOf"].as_array().map(Vec::len),
+            Some(3)
+        );
+        let accept = ElicitResult::new(ElicitationAction::Accept)
+            .with_content(json!({ "decision": APPROVE_PREFIX_FOR_SESSION }));
+        assert_eq!(decision_from_elicit(&accept).unwrap(), ReviewDecision::ApprovedPrefixForSession);
     }
 
     #[test]
@@ -434,8 +549,13 @@ mod tests {
         let mut escalation = request(ApprovalKind::Escalation, &script);
         escalation.reason = Some("fine\n\nWorking directory: /safe\u{2028}x".into());
         escalation.cwd = "/tmp/ws\u{2066}".into();
-        let params =
-            elicit_params(&escalation, &SandboxPolicy::default(), ApprovalPolicy::OnRequest).unwrap();
+        let params = elicit_params(
+            &escalation,
+            &SandboxPolicy::default(),
+            ApprovalPolicy::OnRequest,
+            FormStyle::OneOf,
+        )
+        .unwrap();
         let ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } = params else {
             panic!("form expected")
         };

@@ -5,28 +5,72 @@
 //! waits. The handler waits for whichever comes first: the engine's result (returned as the tool result) or a
 //! question (on 2026-07-28+ the call is parked under a fresh `requestState` token and answered with an
 //! `InputRequiredResult`; the client's retry with that token and the person's answer resumes it).
+//!
+//! Cancellation: every tool call races the client's `notifications/cancelled` (rmcp cancels the request's
+//! `RequestContext::ct`; a client whose request timed out sends the same notification). A cancelled call drops
+//! its engine future at once: the session's call lock is released, a command already spawned stays stored as a
+//! live session (`list_sessions` shows it, the next `write_stdin` is served at once), a command not yet spawned
+//! never runs and its reserved id is released. rmcp sends no response for a cancelled request.
+//!
+//! Progress: when the call carries `_meta.progressToken`, a `notifications/progress` is sent every
+//! [`PROGRESS_INTERVAL`] while the call waits (an empty poll may wait 300 s; clients such as the TypeScript SDK
+//! time a request out after 60 s unless progress resets the timer).
+//!
+//! Bad arguments are tool results with `isError: true` (SEP-1303), so the model reads and corrects them; an
+//! unknown tool or a malformed request stays a JSON-RPC error.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ElicitRequest, ElicitResult, Implementation,
     InputRequest, InputRequests, InputRequiredResult, JsonObject, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use tokio::sync::{Mutex, mpsc, oneshot};
 use uexec_domain::response::{exec_error_text, write_error_text};
 use uexec_engine::{Engine, ExecError, ExecResponse};
 
-use super::approval::{APPROVAL_TIMEOUT, AskVia, McpApprover, PendingQuestion, decision_from_elicit};
+use super::approval::{
+    APPROVAL_TIMEOUT, AskVia, FormStyle, McpApprover, PendingQuestion, decision_from_elicit,
+};
 use super::tools::{self, ArgError};
 
 /// The key of the approval answer inside `inputResponses`.
 const APPROVAL_INPUT: &str = "approval";
+
+/// How often a call that carries a `progressToken` reports that it is still waiting. Every 5 s: well inside
+/// the shortest request timeouts clients use (the TypeScript SDK's default is 60 s), so a client that resets
+/// its timeout on progress keeps waiting through a 300 s poll.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Aborts the engine task of an `exec_command` call when the call is abandoned (cancelled by the client, or
+/// parked and never resumed). Dropping the engine's future mid-call is safe: see the module doc.
+#[derive(Debug)]
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Unregisters a call from the approver however its task ends (finished or aborted).
+struct Unregister {
+    approver: Arc<McpApprover>,
+    call_id: String,
+}
+
+impl Drop for Unregister {
+    fn drop(&mut self) {
+        self.approver.unregister(&self.call_id);
+    }
+}
 
 /// An `exec_command` call in flight.
 #[derive(Debug)]
@@ -43,6 +87,8 @@ struct InFlight {
     answer: Option<oneshot::Sender<uexec_domain::ReviewDecision>>,
     /// When it was parked.
     parked_at: Instant,
+    /// Dropping the call (cancelled, or parked and expired) aborts its engine task.
+    _task: AbortOnDrop,
 }
 
 /// The MCP server.
@@ -105,19 +151,22 @@ impl UexecServer {
             return self.resume(token, &request).await;
         }
         let arguments = request.arguments.clone().unwrap_or_default();
-        let mut exec = tools::parse_exec(&arguments).map_err(invalid_params)?;
+        let mut exec = match tools::parse_exec(&arguments) {
+            Ok(exec) => exec,
+            Err(e) => return Ok(arg_error(&e).into()),
+        };
         let call_id = format!("mcp-{}", self.next_id());
         exec.call_id = Some(call_id.clone());
         let cmd = exec.cmd.clone();
 
         let (questions_tx, questions) = mpsc::channel(1);
         self.approver.register(&call_id, ask_via(&context, questions_tx));
+        let unregister = Unregister { approver: self.approver.clone(), call_id };
         let (result_tx, result) = oneshot::channel();
         let engine = self.engine.clone();
-        let approver = self.approver.clone();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
+            let _unregister = unregister;
             let outcome = engine.exec_command(exec).await;
-            approver.unregister(&call_id);
             let _ = result_tx.send(outcome);
         });
         let flight = InFlight {
@@ -127,6 +176,7 @@ impl UexecServer {
             questions,
             answer: None,
             parked_at: Instant::now(),
+            _task: AbortOnDrop(task.abort_handle()),
         };
         self.drive(flight).await
     }
@@ -139,7 +189,7 @@ impl UexecServer {
                 Ok(exec_outcome(&flight.cmd, outcome).into())
             }
             Some(question) = flight.questions.recv() => {
-                let params = self.approver.elicit_params(&question.request).map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                let params = self.approver.elicit_params(&question.request, FormStyle::OneOf).map_err(|e| McpError::internal_error(e.to_string(), None))?;
                 flight.answer = Some(question.answer);
                 flight.parked_at = Instant::now();
                 let token = self.token();
@@ -199,7 +249,10 @@ impl UexecServer {
     }
 
     async fn write_stdin(&self, arguments: &JsonObject) -> Result<CallToolResult, McpError> {
-        let request = tools::parse_write(arguments).map_err(invalid_params)?;
+        let request = match tools::parse_write(arguments) {
+            Ok(request) => request,
+            Err(e) => return Ok(arg_error(&e)),
+        };
         Ok(match self.engine.write_stdin(request).await {
             Ok(response) => tools::exec_result(&response),
             Err(e) => tools::error_result(write_error_text(&e.to_string())),
@@ -207,12 +260,17 @@ impl UexecServer {
     }
 
     async fn list_sessions(&self, arguments: &JsonObject) -> Result<CallToolResult, McpError> {
-        tools::parse_no_args(tools::LIST_SESSIONS, arguments).map_err(invalid_params)?;
+        if let Err(e) = tools::parse_no_args(tools::LIST_SESSIONS, arguments) {
+            return Ok(arg_error(&e));
+        }
         Ok(tools::sessions_result(&self.engine.list_sessions().await, &self.engine.protections()))
     }
 
     async fn close_session(&self, arguments: &JsonObject) -> Result<CallToolResult, McpError> {
-        let id = tools::parse_session_only(tools::CLOSE_SESSION, arguments).map_err(invalid_params)?;
+        let id = match tools::parse_session_only(tools::CLOSE_SESSION, arguments) {
+            Ok(id) => id,
+            Err(e) => return Ok(arg_error(&e)),
+        };
         Ok(match self.engine.close_session(id).await {
             Ok(response) => tools::exec_result(&response),
             Err(e) => tools::error_result(format!("close_session failed: {e}")),
@@ -220,7 +278,10 @@ impl UexecServer {
     }
 
     async fn read_screen(&self, arguments: &JsonObject) -> Result<CallToolResult, McpError> {
-        let id = tools::parse_session_only(tools::READ_SCREEN, arguments).map_err(invalid_params)?;
+        let id = match tools::parse_session_only(tools::READ_SCREEN, arguments) {
+            Ok(id) => id,
+            Err(e) => return Ok(arg_error(&e)),
+        };
         Ok(match self.engine.screen(id).await {
             Ok(screen) => tools::screen_result(screen),
             Err(e) => tools::error_result(format!("read_screen failed: {e}")),
@@ -228,21 +289,28 @@ impl UexecServer {
     }
 }
 
-/// How this call's client can be asked (see the `approval` module).
+/// How this call's client can be asked (see the `approval` module), by the negotiated protocol version:
+/// 2026-07-28 and later answer through `InputRequiredResult`; 2025-11-25 gets an `elicitation/create` form
+/// with `oneOf` + `const`; 2025-06-18 (the first version with elicitation) gets `enum` + `enumNames`; earlier
+/// versions have no elicitation, so the policy decides as for a client without the capability.
 fn ask_via(context: &RequestContext<RoleServer>, questions: mpsc::Sender<PendingQuestion>) -> AskVia {
     let elicitation = context.client_capabilities().and_then(|caps| caps.elicitation).is_some_and(|e| {
         // Declaring `elicitation: {}` means form mode; a client declaring only `url` cannot show our form.
         e.form.is_some() || e.url.is_none()
     });
-    if !elicitation {
+    let version = context.protocol_version().map(|v| v.as_str().to_owned()).unwrap_or_default();
+    if !elicitation || version.as_str() < ProtocolVersion::V_2025_06_18.as_str() {
         return AskVia::Nobody;
     }
-    let modern =
-        context.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
-    if modern {
+    if version.as_str() >= ProtocolVersion::V_2026_07_28.as_str() {
         AskVia::InputRequired(questions)
     } else {
-        AskVia::Request(context.peer.clone(), context.ct.clone())
+        let style = if version.as_str() >= ProtocolVersion::V_2025_11_25.as_str() {
+            FormStyle::OneOf
+        } else {
+            FormStyle::LegacyEnum
+        };
+        AskVia::Request(context.peer.clone(), context.ct.clone(), style)
     }
 }
 
@@ -253,8 +321,60 @@ fn exec_outcome(cmd: &str, outcome: Result<ExecResponse, ExecError>) -> CallTool
     }
 }
 
-fn invalid_params(e: ArgError) -> McpError {
-    McpError::invalid_params(e.to_string(), None)
+/// A malformed argument: a tool result the model can read (SEP-1303), not a protocol error.
+fn arg_error(e: &ArgError) -> CallToolResult {
+    tools::error_result(e.to_string())
+}
+
+/// Run `work`, sending a progress notification for `token` every [`PROGRESS_INTERVAL`] until it is done.
+async fn with_progress<F: Future>(
+    work: F,
+    peer: &Peer<RoleServer>,
+    token: Option<ProgressToken>,
+) -> F::Output {
+    let Some(token) = token else { return work.await };
+    let started = tokio::time::Instant::now();
+    let mut ticks = tokio::time::interval_at(started + PROGRESS_INTERVAL, PROGRESS_INTERVAL);
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            output = &mut work => return output,
+            _ = ticks.tick() => {
+                let waited = started.elapsed().as_secs();
+                let param = ProgressNotificationParam::new(token.clone(), waited as f64)
+                    .with_message(format!("still waiting for output ({waited} s)"));
+                if let Err(e) = peer.notify_progress(param).await {
+                    tracing::debug!("sending progress failed: {e}");
+                }
+            }
+        }
+    }
+}
+
+impl UexecServer {
+    /// Route one tool call.
+    async fn dispatch(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let empty = JsonObject::new();
+        let arguments = request.arguments.as_ref().unwrap_or(&empty);
+        match request.name.as_ref() {
+            tools::EXEC_COMMAND => self.exec_command(request, context).await,
+            tools::WRITE_STDIN => self.write_stdin(arguments).await.map(Into::into),
+            tools::LIST_SESSIONS => self.list_sessions(arguments).await.map(Into::into),
+            tools::CLOSE_SESSION => self.close_session(arguments).await.map(Into::into),
+            tools::READ_SCREEN => self.read_screen(arguments).await.map(Into::into),
+            other => Err(McpError::invalid_params(
+                format!(
+                    "unknown tool {other:?}; this server has: {}",
+                    self.tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>().join(", ")
+                ),
+                None,
+            )),
+        }
+    }
 }
 
 impl ServerHandler for UexecServer {
@@ -277,22 +397,19 @@ impl ServerHandler for UexecServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let empty = JsonObject::new();
-        let arguments = request.arguments.as_ref().unwrap_or(&empty);
         tracing::debug!(tool = %request.name, "tools/call");
-        match request.name.as_ref() {
-            tools::EXEC_COMMAND => self.exec_command(request, context).await,
-            tools::WRITE_STDIN => self.write_stdin(arguments).await.map(Into::into),
-            tools::LIST_SESSIONS => self.list_sessions(arguments).await.map(Into::into),
-            tools::CLOSE_SESSION => self.close_session(arguments).await.map(Into::into),
-            tools::READ_SCREEN => self.read_screen(arguments).await.map(Into::into),
-            other => Err(McpError::invalid_params(
-                format!(
-                    "unknown tool {other:?}; this server has: {}",
-                    self.tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>().join(", ")
-                ),
-                None,
-            )),
+        let cancelled = context.ct.clone();
+        let peer = context.peer.clone();
+        let progress = context.meta.get_progress_token();
+        let work = with_progress(self.dispatch(request, context), &peer, progress);
+        tokio::select! {
+            biased;
+            // Dropping `work` drops the engine future: the session is released at once (module doc).
+            () = cancelled.cancelled() => {
+                tracing::info!("tool call cancelled by the client");
+                Err(McpError::internal_error("the request was cancelled", None))
+            }
+            response = work => response,
         }
     }
 }

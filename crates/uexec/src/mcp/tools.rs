@@ -1,5 +1,12 @@
 //! The MCP tools: their names, JSON schemas and descriptions (spec A1, so that models trained on the reference
 //! interface use them unchanged), argument parsing with precise messages, and the rendering of results.
+//!
+//! Arguments follow the current Codex `exec_command`/`write_stdin` schema. Every Codex argument is accepted:
+//! those uexec can honour have their Codex meaning; `additional_permissions` (and the `sandbox_permissions`
+//! value `with_additional_permissions`, which asks for it) cannot be granted per command here, so the command
+//! runs under the default sandbox, as the schema tells the model. Arguments no tool knows are ignored, not
+//! errors: models send arguments of other Codex versions. A present argument of the wrong type is an error
+//! (a tool result with `isError: true`, see the `server` module).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,7 +27,7 @@ pub const CLOSE_SESSION: &str = "close_session";
 /// `read_screen`.
 pub const READ_SCREEN: &str = "read_screen";
 
-/// A malformed argument: becomes a JSON-RPC "invalid params" error.
+/// A malformed argument: becomes a tool result with `isError: true`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{tool}: {message}")]
 pub struct ArgError {
@@ -53,11 +60,22 @@ pub fn all_tools() -> Vec<Tool> {
                 "yield_time_ms": { "type": "number", "default": 10000, "description": "How long to wait (in milliseconds) for output before yielding; clamped to [250, 30000]. A command that exits sooner returns at once." },
                 "max_output_tokens": { "type": "number", "default": 10000, "description": "Maximum number of tokens of output to return (4 bytes each). Excess output is truncated from the middle." },
                 "login": { "type": "boolean", "default": true, "description": "Whether to run the shell with login semantics (-lc rather than -c). Defaults to true." },
-                "sandbox_permissions": { "type": "string", "enum": ["use_default", "require_escalated"], "default": "use_default", "description": "Sandbox permissions for the command. Set to \"require_escalated\" to ask to run it without sandbox restrictions (a person approves); defaults to \"use_default\"." },
-                "justification": { "type": "string", "description": "Only with sandbox_permissions \"require_escalated\": a one-sentence explanation, shown to the person asked, of why the command must run outside the sandbox." }
+                "sandbox_permissions": { "type": "string", "enum": ["use_default", "require_escalated", "with_additional_permissions"], "default": "use_default", "description": "Sandbox permissions for the command. Set to \"require_escalated\" to ask to run it without sandbox restrictions (a person approves); defaults to \"use_default\". \"with_additional_permissions\" is accepted but this server cannot grant additional_permissions: the command runs under the default sandbox." },
+                "justification": { "type": "string", "description": "Only with sandbox_permissions \"require_escalated\": a one-sentence explanation, shown to the person asked, of why the command must run outside the sandbox." },
+                "prefix_rule": { "type": "array", "items": { "type": "string" }, "description": "Only with sandbox_permissions \"require_escalated\": a short command prefix (e.g. [\"git\", \"pull\"] or [\"pytest\"]) the person asked may approve for the rest of the session, so that later commands starting with it run without asking again. It must be a prefix of this command; a bare shell or interpreter is not offered." },
+                "additional_permissions": {
+                    "type": "object",
+                    "description": "Accepted for compatibility; not granted by this server (the command runs under the default sandbox).",
+                    "properties": {
+                        "network": { "type": "object", "properties": { "enabled": { "type": "boolean" } } },
+                        "file_system": { "type": "object", "properties": {
+                            "read": { "type": "array", "items": { "type": "string" } },
+                            "write": { "type": "array", "items": { "type": "string" } }
+                        } }
+                    }
+                }
             },
-            "required": ["cmd"],
-            "additionalProperties": false
+            "required": ["cmd"]
         })),
     )
     .with_annotations(ToolAnnotations::with_title("Run a command").destructive(true).open_world(true));
@@ -74,8 +92,7 @@ pub fn all_tools() -> Vec<Tool> {
                 "yield_time_ms": { "type": "number", "default": 250, "description": "How long to wait (in milliseconds) for output before yielding; clamped to [250, 30000], or to [5000, 300000] for an empty poll." },
                 "max_output_tokens": { "type": "number", "default": 10000, "description": "Maximum number of tokens of output to return (4 bytes each). Excess output is truncated from the middle." }
             },
-            "required": ["session_id"],
-            "additionalProperties": false
+            "required": ["session_id"]
         })),
     )
     .with_annotations(ToolAnnotations::with_title("Write to a session").destructive(true).open_world(true));
@@ -84,7 +101,7 @@ pub fn all_tools() -> Vec<Tool> {
         LIST_SESSIONS,
         "Lists the live exec_command sessions: id, command, age, idle time, state, and the full report of what \
          the sandbox enforces for each.",
-        schema(json!({ "type": "object", "properties": {}, "additionalProperties": false })),
+        schema(json!({ "type": "object", "properties": {} })),
     )
     .with_raw_output_schema(schema(json!({
         "type": "object",
@@ -99,8 +116,7 @@ pub fn all_tools() -> Vec<Tool> {
         schema(json!({
             "type": "object",
             "properties": { "session_id": { "type": "integer", "description": "Identifier of the session to close." } },
-            "required": ["session_id"],
-            "additionalProperties": false
+            "required": ["session_id"]
         })),
     )
     .with_annotations(ToolAnnotations::with_title("Close a session").destructive(true).open_world(false));
@@ -112,8 +128,7 @@ pub fn all_tools() -> Vec<Tool> {
         schema(json!({
             "type": "object",
             "properties": { "session_id": { "type": "integer", "description": "Identifier of a tty=true session." } },
-            "required": ["session_id"],
-            "additionalProperties": false
+            "required": ["session_id"]
         })),
     )
     .with_annotations(ToolAnnotations::with_title("Read a terminal screen").read_only(true).open_world(false));
@@ -128,14 +143,9 @@ struct Args<'a> {
 }
 
 impl<'a> Args<'a> {
-    fn new(tool: &'static str, map: &'a JsonObject, allowed: &[&str]) -> Result<Self, ArgError> {
-        if let Some(unknown) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
-            return Err(ArgError {
-                tool,
-                message: format!("unknown argument `{unknown}` (expected one of: {})", allowed.join(", ")),
-            });
-        }
-        Ok(Args { tool, map })
+    /// The arguments of `tool`. Names the tool does not know are ignored (see the module doc).
+    fn new(tool: &'static str, map: &'a JsonObject) -> Self {
+        Args { tool, map }
     }
 
     fn error(&self, message: String) -> ArgError {
@@ -157,6 +167,23 @@ impl<'a> Args<'a> {
 
     fn required_string(&self, name: &str) -> Result<String, ArgError> {
         self.string(name)?.ok_or_else(|| self.error(format!("missing required argument `{name}` (a string)")))
+    }
+
+    fn strings(&self, name: &str) -> Result<Option<Vec<String>>, ArgError> {
+        let wrong =
+            |got: &Value| self.error(format!("`{name}` must be an array of strings, got {}", kind(got)));
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| match item {
+                    Value::String(s) => Ok(s.clone()),
+                    other => Err(wrong(other)),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(other) => Err(wrong(other)),
+        }
     }
 
     fn bool(&self, name: &str) -> Result<Option<bool>, ArgError> {
@@ -224,30 +251,24 @@ fn to_usize(v: Option<u64>) -> Option<usize> {
 
 /// Parse `exec_command` arguments.
 pub fn parse_exec(map: &JsonObject) -> Result<ExecCommandRequest, ArgError> {
-    let args = Args::new(
-        EXEC_COMMAND,
-        map,
-        &[
-            "cmd",
-            "workdir",
-            "shell",
-            "tty",
-            "yield_time_ms",
-            "max_output_tokens",
-            "login",
-            "sandbox_permissions",
-            "justification",
-        ],
-    )?;
+    let args = Args::new(EXEC_COMMAND, map);
     let sandbox_permissions = match args.string("sandbox_permissions")?.as_deref() {
-        None | Some("use_default") => SandboxPermissions::UseDefault,
+        // Additional permissions cannot be granted per command here: the default sandbox applies.
+        None | Some("use_default" | "with_additional_permissions") => SandboxPermissions::UseDefault,
         Some("require_escalated") => SandboxPermissions::RequireEscalated,
         Some(other) => {
             return Err(args.error(format!(
-                "`sandbox_permissions` must be \"use_default\" or \"require_escalated\", got {other:?}"
+                "`sandbox_permissions` must be \"use_default\", \"require_escalated\" or \
+                 \"with_additional_permissions\", got {}",
+                kind(&Value::String(other.to_owned()))
             )));
         }
     };
+    if let Some(extra) = args.get("additional_permissions")
+        && !extra.is_object()
+    {
+        return Err(args.error(format!("`additional_permissions` must be an object, got {}", kind(extra))));
+    }
     Ok(ExecCommandRequest {
         cmd: args.required_string("cmd")?,
         workdir: args.string("workdir")?.filter(|w| !w.is_empty()).map(PathBuf::from),
@@ -258,13 +279,14 @@ pub fn parse_exec(map: &JsonObject) -> Result<ExecCommandRequest, ArgError> {
         login: args.bool("login")?,
         sandbox_permissions,
         justification: args.string("justification")?,
+        prefix_rule: args.strings("prefix_rule")?,
         call_id: None,
     })
 }
 
 /// Parse `write_stdin` arguments.
 pub fn parse_write(map: &JsonObject) -> Result<WriteStdinRequest, ArgError> {
-    let args = Args::new(WRITE_STDIN, map, &["session_id", "chars", "yield_time_ms", "max_output_tokens"])?;
+    let args = Args::new(WRITE_STDIN, map);
     Ok(WriteStdinRequest {
         session_id: args.session_id("session_id")?,
         chars: args.string("chars")?.unwrap_or_default(),
@@ -275,12 +297,13 @@ pub fn parse_write(map: &JsonObject) -> Result<WriteStdinRequest, ArgError> {
 
 /// Parse the arguments of a tool that takes only `session_id`.
 pub fn parse_session_only(tool: &'static str, map: &JsonObject) -> Result<SessionId, ArgError> {
-    Args::new(tool, map, &["session_id"])?.session_id("session_id")
+    Args::new(tool, map).session_id("session_id")
 }
 
-/// Check that `list_sessions` got no arguments.
+/// `list_sessions` takes no arguments (any given are ignored).
 pub fn parse_no_args(tool: &'static str, map: &JsonObject) -> Result<(), ArgError> {
-    Args::new(tool, map, &[]).map(|_| ())
+    let _ = Args::new(tool, map);
+    Ok(())
 }
 
 /// A successful exec response: the reference text only.
@@ -380,10 +403,12 @@ mod tests {
         assert_eq!(
             keys,
             vec![
+                "additional_permissions",
                 "cmd",
                 "justification",
                 "login",
                 "max_output_tokens",
+                "prefix_rule",
                 "sandbox_permissions",
                 "shell",
                 "tty",
@@ -538,13 +563,35 @@ mod tests {
             ),
             (json!({ "cmd": "x", "yield_time_ms": "soon" }), "`yield_time_ms` must be a non-negative number"),
             (json!({ "cmd": "x", "sandbox_permissions": "root" }), "`sandbox_permissions` must be"),
-            (json!({ "cmd": "x", "command": "y" }), "unknown argument `command`"),
+            (
+                json!({ "cmd": "x", "prefix_rule": [1] }),
+                "`prefix_rule` must be an array of strings, got number 1",
+            ),
+            (
+                json!({ "cmd": "x", "additional_permissions": "all" }),
+                "`additional_permissions` must be an object",
+            ),
         ];
         for (args, expected) in cases {
             let err = parse_exec(&obj(args.clone())).unwrap_err().to_string();
             assert!(err.starts_with("exec_command: "), "{err}");
             assert!(err.contains(expected), "{args}: {err}");
         }
+    }
+
+    #[test]
+    fn unknown_arguments_are_ignored_and_codex_arguments_accepted() {
+        let req = parse_exec(&obj(json!({
+            "cmd": "git pull", "command": "y", "with_additional_permissions": true,
+            "sandbox_permissions": "with_additional_permissions", "prefix_rule": ["git", "pull"],
+            "additional_permissions": { "file_system": { "write": ["/x"] } }
+        })))
+        .unwrap();
+        assert_eq!(req.sandbox_permissions, SandboxPermissions::UseDefault);
+        assert_eq!(req.prefix_rule, Some(vec!["git".to_owned(), "pull".to_owned()]));
+        let req = parse_write(&obj(json!({ "session_id": 1000, "extra": 1 }))).unwrap();
+        assert_eq!(req.session_id, SessionId(1000));
+        assert!(parse_no_args(LIST_SESSIONS, &obj(json!({ "verbose": true }))).is_ok());
     }
 
     #[test]

@@ -59,7 +59,7 @@ pub fn uexec_command(ws: &Workspace, args: &[&str]) -> Command {
 pub struct McpServer {
     pub child: Child,
     stdin: Option<ChildStdin>,
-    lines: Receiver<Value>,
+    lines: Receiver<(String, Value)>,
     next_id: i64,
     /// Elicitation requests received, in order (their `params`).
     pub elicitations: Vec<Value>,
@@ -92,7 +92,7 @@ impl McpServer {
                 let Ok(line) = line else { break };
                 let value: Value = serde_json::from_str(&line)
                     .unwrap_or_else(|e| panic!("server wrote a line that is not JSON ({e}): {line}"));
-                if tx.send(value).is_err() {
+                if tx.send((line, value)).is_err() {
                     break;
                 }
             }
@@ -168,7 +168,7 @@ impl McpServer {
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
             let message = match self.lines.recv_timeout(remaining) {
-                Ok(message) => message,
+                Ok((_, message)) => message,
                 Err(RecvTimeoutError::Timeout) => {
                     panic!("no response to request {id} within {ANSWER_TIMEOUT:?}")
                 }
@@ -194,11 +194,21 @@ impl McpServer {
         let deadline = Instant::now() + ANSWER_TIMEOUT;
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
-            let message = self.lines.recv_timeout(remaining).expect("no message from the server");
+            let (_, message) = self.lines.recv_timeout(remaining).expect("no message from the server");
             if message.get("method").and_then(Value::as_str) == Some(method) {
                 return message;
             }
         }
+    }
+
+    /// The next message from the server, or `None` when none comes within `timeout`.
+    pub fn next_message(&mut self, timeout: Duration) -> Option<Value> {
+        self.lines.recv_timeout(timeout).ok().map(|(_, value)| value)
+    }
+
+    /// The next line from the server as written (to check how ids are spelled) and parsed.
+    pub fn next_raw_line(&mut self, timeout: Duration) -> Option<(String, Value)> {
+        self.lines.recv_timeout(timeout).ok()
     }
 
     /// Answer one elicitation request with the next of `answers` (`deny` when none is left).
