@@ -384,8 +384,8 @@ fn run_in_a_pipeline_killed_with_sigkill_takes_its_command_and_daemons_along() {
         .unwrap();
     assert_eq!(line, "started\n");
     // `echo started` can run before both sleeps have exec'd: wait for the two of them.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while pids_with_cmdline(&["sleep", &marker]).len() < 2 && std::time::Instant::now() < deadline {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while pids_with_cmdline(&["sleep", &marker]).len() < 2 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
     let running = pids_with_cmdline(&["sleep", &marker]).len();
