@@ -221,7 +221,8 @@ function parsed(id) {
 function fields(id) {
   const text = serverText(output(id));
   const result = parseUnifiedExec(text);
-  if (result) return result;
+  // uexec's own notes (`[uexec] ...`, one a line) follow what the command printed, after one line break.
+  if (result) return { ...result, output: result.output.replace(/(^|\n)\[uexec\] [^]*$/, '') };
   let json;
   try {
     json = JSON.parse(text);

@@ -306,7 +306,7 @@ fn reasons_read_as_sentences() {
     assert_eq!(text, "the git repository (/tmp/.git) can be written by sandboxed commands");
     assert!(NotKnownSafe::GitAfterCd.to_string().contains("cd"));
     let planted = NotKnownSafe::GitEntryNotADirectory(PathBuf::from("/tmp/a\n\u{202e}b/.git")).to_string();
-    assert_eq!(planted, "git would use /tmp/a\\n\\u{202e}b/.git, which is not a directory");
+    assert_eq!(planted, "git would use /tmp/a\\u{a}\\u{202e}b/.git, which is not a directory");
 }
 
 proptest! {
