@@ -126,7 +126,20 @@ pub type ChildStep = fn() -> std::io::Result<()>;
 pub fn run_request(spawn: &SpawnRequest, after: &[ChildStep]) -> Probe {
     let mut command = command(spawn, &[], after);
     command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = command.spawn().unwrap_or_else(|e| panic!("spawn {:?} failed: {e}", spawn.argv));
+    let child = command.spawn().unwrap_or_else(|e| panic!("spawn {:?} failed: {e}", spawn.argv));
+    let Some((status, stdout, stderr)) = finish(child, PROBE_TIMEOUT) else {
+        panic!("probe {:?} did not finish within {PROBE_TIMEOUT:?}", spawn.argv);
+    };
+    let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    Probe { code, stdout, stderr }
+}
+
+/// Wait at most `limit` for `child` (stdout and stderr piped), reading both streams meanwhile: its status and
+/// output, or `None` (the child killed and reaped) when it did not finish in time.
+pub fn finish(
+    mut child: std::process::Child,
+    limit: Duration,
+) -> Option<(std::process::ExitStatus, String, String)> {
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
     let out_reader = std::thread::spawn(move || {
@@ -144,14 +157,14 @@ pub fn run_request(spawn: &SpawnRequest, after: &[ChildStep]) -> Probe {
         if let Some(status) = child.try_wait().expect("wait") {
             break status;
         }
-        if started.elapsed() > PROBE_TIMEOUT {
+        if started.elapsed() > limit {
             let _ = child.kill();
-            panic!("probe {:?} did not finish within {PROBE_TIMEOUT:?}", spawn.argv);
+            let _ = child.wait();
+            return None;
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-    Probe { code, stdout: out_reader.join().expect("reader"), stderr: err_reader.join().expect("reader") }
+    Some((status, out_reader.join().expect("reader"), err_reader.join().expect("reader")))
 }
 
 /// A `Command` for `spawn` whose `pre_exec` runs `before`, the sandbox hooks, then `after`.

@@ -5,12 +5,11 @@
 //! is a fresh tmpfs, so the scenarios plant in `/tmp` exactly as an attacker would without touching the machine's
 //! real `/tmp`. Inside, every probe still runs in a child process under the sandbox.
 
-use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use uexec_domain::{ProtectionReport, SandboxPolicy};
 use uexec_ports::Sandbox;
@@ -60,32 +59,10 @@ fn with_private_tmp(test: &str, body: impl FnOnce()) {
             ))
         });
     }
-    let mut child = command.spawn().expect("re-run the test binary");
-    let mut stdout = child.stdout.take().expect("piped");
-    let mut stderr = child.stderr.take().expect("piped");
-    let out = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout.read_to_string(&mut text);
-        text
-    });
-    let err = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if started.elapsed() > Duration::from_secs(240) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{test} in a private /tmp did not finish within 240 s (a hang)");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let child = command.spawn().expect("re-run the test binary");
+    let Some((status, out, err)) = crate::common::finish(child, Duration::from_secs(240)) else {
+        panic!("{test} in a private /tmp did not finish within 240 s (a hang)");
     };
-    let (out, err) = (out.join().expect("reader"), err.join().expect("reader"));
     assert!(status.success() && out.contains("1 passed"), "{test} in a private /tmp failed:\n{out}\n{err}");
 }
 
