@@ -7,16 +7,20 @@
 //!    `int 0x80` calls cannot sneak past the x86_64 numbers;
 //! 2. on x86_64, fails every x32 call (number with bit 30 set) with `ENOSYS`: x32 calls share the x86_64 audit
 //!    architecture and would otherwise bypass number-based rules;
-//! 3. finds the call's rule by binary search over the sorted syscall numbers, and applies it: deny always, deny
-//!    when an argument has a namespace flag (`clone`, `unshare`), deny for some argument values (`ioctl`
-//!    `TIOCSTI`, `TIOCLINUX`, `TIOCSETD`, `TIOCCONS`, `TIOCVHANGUP`) or for all but some (`socket`/`socketpair` other than `AF_UNIX`, `personality`
-//!    other than the default). `clone3` fails with `ENOSYS`: its flags sit behind a pointer the filter cannot
-//!    read, and libc then falls back to `clone`, whose flags the filter checks.
+//! 3. finds the call's rule by binary search over the sorted syscall numbers (a run of consecutive numbers that
+//!    always fail with the same errno is one range; the always-denied rules of a leaf share one return), and
+//!    applies it: deny always, deny when an argument has a namespace flag (`clone`, `unshare`), deny for some
+//!    argument values (`ioctl` `TIOCSTI`, `TIOCLINUX`, `TIOCSETD`, `TIOCCONS`, `TIOCVHANGUP`) or for all but some
+//!    (`socket`/`socketpair` other than `AF_UNIX`, `personality` other than the default). `clone3` fails with
+//!    `ENOSYS`: its flags sit behind a pointer the filter cannot read, and libc then falls back to `clone`, whose
+//!    flags the filter checks.
 //!
 //! Why a search tree rather than `seccompiler`'s linear chains: when a filter is attached, the kernel emulates it
 //! for every system call number to build its action cache, so attaching costs about (number of syscalls) x
 //! (instructions walked). A linear 270-instruction chain measured ~+800 us per spawn here; the tree walks about a
-//! dozen. The instructions are `seccompiler::sock_filter`s (a `seccompiler::BpfProgram`), and the tests compile
+//! dozen. The kernel also converts and JIT-compiles the whole program on every attach, so its length counts too:
+//! the ranges, the shared returns and direct jumps over a left subtree keep it at about 100 instructions (219
+//! before). The instructions are `seccompiler::sock_filter`s (a `seccompiler::BpfProgram`), and the tests compile
 //! the same rules with `seccompiler` and check both programs agree on every syscall number.
 
 use seccompiler::{BpfProgram, sock_filter};
@@ -260,8 +264,8 @@ const OFFSET_NR: u32 = 0;
 const OFFSET_ARCH: u32 = 4;
 /// Offset of `seccomp_data.args[0]` (little-endian: the low half of each argument comes first).
 const OFFSET_ARGS: u32 = 16;
-/// Rules searched linearly at the bottom of the tree.
-const LEAF_RULES: usize = 3;
+/// Groups of rules searched linearly at the bottom of the tree.
+const LEAF_RULES: usize = 4;
 
 /// One instruction.
 fn insn(code: u16, jt: u8, jf: u8, k: u32) -> sock_filter {
@@ -309,27 +313,106 @@ pub(crate) fn compile(rules: &[Rule], arch: u32) -> Result<BpfProgram, String> {
     Ok(program)
 }
 
+/// Rules searched as one unit: a single rule, or a run of consecutive numbers that all fail with the same errno
+/// whatever their arguments (`mount` ... `ioperm`, `io_uring_setup` ... `fspick`), checked as one range.
+#[derive(Debug, Clone, Copy)]
+struct Group<'a> {
+    /// The lowest number.
+    lo: u32,
+    /// The highest number.
+    hi: u32,
+    /// The first rule (for a range, every rule has its check, `Always`, and errno).
+    rule: &'a Rule,
+}
+
+/// `rules` (sorted, unique) as groups: consecutive `Always` rules with the same errno are merged.
+fn groups(rules: &[Rule]) -> Vec<Group<'_>> {
+    let mut groups: Vec<Group<'_>> = Vec::new();
+    for rule in rules {
+        if let Some(last) = groups.last_mut()
+            && rule.check == Check::Always
+            && last.rule.check == Check::Always
+            && last.rule.errno == rule.errno
+            && last.hi.checked_add(1) == Some(rule.nr)
+        {
+            last.hi = rule.nr;
+            continue;
+        }
+        groups.push(Group { lo: rule.nr, hi: rule.nr, rule });
+    }
+    groups
+}
+
 /// The search tree over `rules`; the accumulator holds the syscall number on entry. Every path ends in a return,
 /// so blocks can be concatenated.
 fn tree(rules: &[Rule]) -> Result<Vec<sock_filter>, String> {
-    if rules.len() <= LEAF_RULES {
-        let mut block = Vec::new();
-        for rule in rules {
+    group_tree(&groups(rules))
+}
+
+/// The search tree over `groups` (sorted, disjoint).
+fn group_tree(groups: &[Group<'_>]) -> Result<Vec<sock_filter>, String> {
+    if groups.len() <= LEAF_RULES {
+        return leaf(groups);
+    }
+    let mid = groups.len() / 2;
+    let left = group_tree(&groups[..mid])?;
+    let right = group_tree(&groups[mid..])?;
+    let pivot = groups[mid].lo;
+    let mut block = match u8::try_from(left.len()) {
+        // nr >= pivot: jump over the left block into the right one; else fall into the left one.
+        Ok(skip_left) => vec![insn(JGE, skip_left, 0, pivot)],
+        Err(_) => {
+            let skip_left = u32::try_from(left.len()).map_err(|e| e.to_string())?;
+            // nr >= pivot: take the `ja` over the left block into the right one; else skip the `ja`.
+            vec![insn(JGE, 0, 1, pivot), insn(JA, 0, 0, skip_left)]
+        }
+    };
+    block.extend(left);
+    block.extend(right);
+    Ok(block)
+}
+
+/// A linear search over a few groups, then `allow`; the groups that always fail share one return per errno,
+/// placed after the `allow`.
+fn leaf(groups: &[Group<'_>]) -> Result<Vec<sock_filter>, String> {
+    let mut block = Vec::new();
+    // (index of a jump whose true branch goes to the shared return, errno; for a range, its false branch).
+    let mut to_shared: Vec<(usize, i32, bool)> = Vec::new();
+    for group in groups {
+        let rule = group.rule;
+        if rule.check != Check::Always {
             let body = body(rule)?;
             block.push(insn(JEQ, 0, short(body.len())?, rule.nr));
             block.extend(body);
+        } else if group.lo == group.hi {
+            to_shared.push((block.len(), rule.errno, true));
+            block.push(insn(JEQ, 0, 0, group.lo));
+        } else {
+            // nr < lo: on to the next group; nr > hi: likewise; else the shared return.
+            let above = group.hi.checked_add(1).ok_or("seccomp: range ends at u32::MAX")?;
+            block.push(insn(JGE, 0, 1, group.lo));
+            to_shared.push((block.len(), rule.errno, false));
+            block.push(insn(JGE, 0, 0, above));
         }
-        block.push(insn(RET, 0, 0, RET_ALLOW));
-        return Ok(block);
     }
-    let mid = rules.len() / 2;
-    let left = tree(&rules[..mid])?;
-    let right = tree(&rules[mid..])?;
-    let skip_left = u32::try_from(left.len()).map_err(|e| e.to_string())?;
-    // nr >= pivot: take the `ja` over the left block into the right one; else skip the `ja`.
-    let mut block = vec![insn(JGE, 0, 1, rules[mid].nr), insn(JA, 0, 0, skip_left)];
-    block.extend(left);
-    block.extend(right);
+    block.push(insn(RET, 0, 0, RET_ALLOW));
+    let mut shared: Vec<(i32, usize)> = Vec::new();
+    for (at, errno, on_true) in to_shared {
+        let target = match shared.iter().find(|(e, _)| *e == errno) {
+            Some((_, target)) => *target,
+            None => {
+                shared.push((errno, block.len()));
+                block.push(insn(RET, 0, 0, ret_errno(errno)));
+                block.len() - 1
+            }
+        };
+        let offset = short(target - at - 1)?;
+        if on_true {
+            block[at].jt = offset;
+        } else {
+            block[at].jf = offset;
+        }
+    }
     Ok(block)
 }
 
