@@ -16,7 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use uexec_engine::{EngineConfig, ExecCommandRequest, WriteStdinRequest};
-use uexec_ports::{EventSink, ExecEvent, IoMode, OutputStream, ProcessControl, PtySize, SpawnRequest};
+use uexec_ports::process::{IoMode, OutputStream, ProcessControl, PtySize, SpawnRequest};
+use uexec_ports::{EventSink, ExecEvent};
 use uexec_pty::PtySpawner;
 
 const PROMPT: &str = "uexec-bench$ ";

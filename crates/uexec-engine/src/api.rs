@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Serialize;
-use uexec_domain::protection::SandboxKind;
+use uexec_domain::SandboxKind;
 use uexec_domain::response::ResponseText;
 use uexec_domain::{ProtectionReport, SandboxPermissions, SessionId};
 

@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use uexec_domain::buffer::Dropped;
-use uexec_ports::InputState;
+use uexec_ports::process::InputState;
 
 use crate::session::Session;
 

@@ -9,7 +9,8 @@ use uexec_domain::env::EnvPolicy;
 use uexec_domain::limits::Limits;
 use uexec_domain::rules::CommandRules;
 use uexec_domain::{ApprovalPolicy, SandboxPolicy};
-use uexec_ports::{Approver, EventSink, ProcessSpawner, Sandbox};
+use uexec_ports::process::ProcessSpawner;
+use uexec_ports::{Approver, EventSink, Sandbox};
 
 /// The adapters the engine talks to, injected as trait objects.
 #[derive(Clone)]

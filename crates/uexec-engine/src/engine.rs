@@ -23,7 +23,6 @@ use uexec_domain::known_safe::NotKnownSafe;
 use uexec_domain::limits::{
     EARLY_EXIT_GRACE_MS, MAX_ARG_STRLEN, clamp_exec_yield, clamp_write_yield, resolve_max_output_tokens,
 };
-use uexec_domain::protection::{Protection, ProtectionStatus};
 use uexec_domain::response::session_count_warning;
 use uexec_domain::rules::{PrefixRule, RuleDecision, session_prefix_offer};
 use uexec_domain::startup::{GUARDED_DETAIL, guard_env};
@@ -32,9 +31,9 @@ use uexec_domain::{
     ApprovalPolicy, EscapeReason, ProtectionReport, ReviewDecision, SandboxPermissions, SandboxPolicy,
     SessionId,
 };
-use uexec_ports::{
-    ApprovalKind, ApprovalRequest, ExecEvent, IoMode, ProcessError, PtySize, Signal, SpawnError, SpawnRequest,
-};
+use uexec_domain::{Protection, ProtectionStatus};
+use uexec_ports::process::{IoMode, ProcessError, PtySize, Signal, SpawnError, SpawnRequest};
+use uexec_ports::{ApprovalKind, ApprovalRequest, ExecEvent};
 
 use crate::api::{ExecCommandRequest, ExecResponse, SessionSummary, WriteStdinRequest};
 use crate::collect::{Collected, Mark, collect};

@@ -1,7 +1,8 @@
 //! The engine's error type: why an `exec_command` or `write_stdin` call failed.
 
 use uexec_domain::{ApprovalPolicy, SessionId};
-use uexec_ports::{SandboxError, SpawnError};
+use uexec_ports::SandboxError;
+use uexec_ports::process::SpawnError;
 
 /// Why a call failed. The app renders it as ``exec_command failed for `<cmd>`: <this>`` or
 /// `write_stdin failed: <this>` (see `uexec_domain::response`).

@@ -11,10 +11,10 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use uexec_domain::GitEntry;
 use uexec_domain::SandboxPolicy;
 use uexec_domain::command::is_known_safe_command;
 use uexec_domain::known_safe::{DotGit, FsView, KnownSafeContext, NotKnownSafe, check_known_safe};
-use uexec_domain::policy::GitEntry;
 
 /// How long gathering the facts may take before the command counts as not known safe.
 pub(crate) const KNOWN_SAFE_DEADLINE: Duration = Duration::from_secs(5);

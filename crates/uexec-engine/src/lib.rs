@@ -18,6 +18,7 @@
 //!   are never held across an await; each session has a reader task and a waiter task.
 //! - Nothing runs unsandboxed without an explicit, logged decision: the only unsandboxed path takes an
 //!   [`uexec_domain::EscapeReason`], which appears in the `Begin` event and the response's protection report.
+#![deny(missing_docs)]
 #![deny(unsafe_code)]
 
 mod api;

@@ -6,7 +6,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use uexec_domain::{EscapeReason, ProtectionReport, SandboxPolicy};
-use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SpawnRequest};
+use uexec_ports::process::SpawnRequest;
+use uexec_ports::{Sandbox, SandboxError, SandboxRequest};
 
 /// Whether a command runs in the sandbox, or outside it for an explicit reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,7 +109,8 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use uexec_domain::SandboxKind;
-    use uexec_ports::{IoMode, SandboxedSpawn};
+    use uexec_ports::SandboxedSpawn;
+    use uexec_ports::process::IoMode;
 
     use super::*;
 

@@ -35,7 +35,8 @@ use tokio::time::Instant;
 use uexec_domain::buffer::{Dropped, HeadTailBuffer};
 use uexec_domain::limits::{MAX_OUTPUT_DELTA_BYTES, POST_EXIT_CLOSE_WAIT_MS};
 use uexec_domain::{ExitStatus, ProtectionReport, SessionId};
-use uexec_ports::{EventSink, ExecEvent, OutputStream, ProcessControl, ProcessError, SpawnedProcess};
+use uexec_ports::process::{OutputStream, ProcessControl, ProcessError, SpawnedProcess};
+use uexec_ports::{EventSink, ExecEvent};
 
 use crate::api::SessionState;
 use crate::error::ExecError;

@@ -14,20 +14,23 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::{mpsc, watch};
-use uexec_domain::protection::{Protection, ProtectionStatus};
 use uexec_domain::rules::{CommandRules, PrefixRule, RuleDecision};
 use uexec_domain::{
     ApprovalPolicy, EscapeReason, ExitStatus, ProtectionReport, ReviewDecision, SandboxKind,
     SandboxPermissions, SandboxPolicy, SessionId,
 };
+use uexec_domain::{Protection, ProtectionStatus};
 use uexec_engine::{
     Engine, EngineConfig, EngineDeps, ExecCommandRequest, ExecError, ExecResponse, SessionState,
     WriteStdinRequest,
 };
+use uexec_ports::process::{
+    InputState, IoMode, MockProcessSpawner, OutputStream, ProcessControl, ProcessError, PtySize, Signal,
+    SpawnError, SpawnRequest, SpawnedProcess,
+};
 use uexec_ports::{
-    ApprovalError, ApprovalKind, ApprovalRequest, ExecEvent, InputState, IoMode, MockApprover, MockEventSink,
-    MockProcessSpawner, MockSandbox, OutputStream, ProcessControl, ProcessError, PtySize, SandboxError,
-    SandboxedSpawn, Signal, SpawnError, SpawnRequest, SpawnedProcess,
+    ApprovalError, ApprovalKind, ApprovalRequest, ExecEvent, MockApprover, MockEventSink, MockSandbox,
+    SandboxError, SandboxedSpawn,
 };
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -16,26 +16,21 @@
 //!   owns (`&mut self`, so no lock is held while waiting for output) and a [`ProcessControl`] shared by everyone
 //!   else (write, resize, signal, kill, wait).
 //! - [`EventSink`] is synchronous and must not block: events are facts to record (audit log, UI), not questions.
+#![deny(missing_docs)]
 #![deny(unsafe_code)]
 
-pub mod approval;
-pub mod events;
+mod approval;
+mod events;
 pub mod process;
-pub mod sandbox;
+mod sandbox;
 
 pub use approval::{ApprovalError, ApprovalKind, ApprovalRequest, Approver};
 pub use events::{EventSink, ExecEvent};
-pub use process::{
-    ChildSetup, ChildSetupFailure, InputState, IoMode, OutputStream, ProcessControl, ProcessError,
-    ProcessSpawner, PtySize, Signal, SpawnError, SpawnRequest, SpawnedProcess,
-};
 pub use sandbox::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 
 #[cfg(feature = "mock")]
 pub use approval::MockApprover;
 #[cfg(feature = "mock")]
 pub use events::MockEventSink;
-#[cfg(feature = "mock")]
-pub use process::{MockOutputStream, MockProcessControl, MockProcessSpawner};
 #[cfg(feature = "mock")]
 pub use sandbox::MockSandbox;

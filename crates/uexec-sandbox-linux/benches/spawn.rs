@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use uexec_domain::SandboxPolicy;
-use uexec_ports::{ChildSetup, IoMode, PtySize, Sandbox, SandboxRequest, SpawnRequest};
+use uexec_ports::process::{ChildSetup, IoMode, PtySize, SpawnRequest};
+use uexec_ports::{Sandbox, SandboxRequest};
 use uexec_sandbox_linux::{Availability, KernelSupport, LinuxSandbox, MountNamespace};
 
 /// A NUL-terminated argv/envp array (pointers into `strings`).

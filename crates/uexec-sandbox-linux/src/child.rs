@@ -21,7 +21,7 @@ use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
-use uexec_ports::{ChildSetup, ChildSetupFailure};
+use uexec_ports::process::{ChildSetup, ChildSetupFailure};
 
 use crate::seccomp::SeccompPrograms;
 use crate::sys;

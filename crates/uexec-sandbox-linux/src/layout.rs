@@ -17,7 +17,7 @@ use uexec_domain::gitdir::{
     GitFileProblem, MAX_GIT_FILE_BYTES, UnprotectedGitdir, gitdir_protection, normalize_lexically,
     parse_git_file,
 };
-use uexec_domain::policy::{GitEntry, PROTECTED_SUBDIRS};
+use uexec_domain::{GitEntry, PROTECTED_SUBDIRS};
 use uexec_domain::{SandboxPolicy, WritableRoot};
 use uexec_ports::SandboxError;
 

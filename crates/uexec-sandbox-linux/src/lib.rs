@@ -3,7 +3,7 @@
 //!
 //! Why it has this shape:
 //! - The [`uexec_ports::Sandbox`] port returns a spawn request plus a report; the work in the child is a
-//!   [`uexec_ports::ChildSetup`] hook, because the spawner owns fork and exec. Everything that allocates (paths,
+//!   [`uexec_ports::process::ChildSetup`] hook, because the spawner owns fork and exec. Everything that allocates (paths,
 //!   the Landlock ruleset file descriptor, the BPF programs, C strings for the mounts) is built in `prepare`, in
 //!   the parent; the hook only issues raw system calls on that data (see `child.rs` for the order).
 //! - Three mechanisms, each covering what the others cannot: Landlock (which paths may be written; signal and
@@ -18,6 +18,7 @@
 //! `docs/sandbox.md` has the ordered list of operations, the trust model, and what is not protected.
 //!
 //! Architecture invariant: depends on `uexec-domain` and `uexec-ports` only; never spawns a process itself.
+#![deny(missing_docs)]
 #![cfg(target_os = "linux")]
 #![deny(unsafe_code)]
 

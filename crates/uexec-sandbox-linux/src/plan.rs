@@ -5,7 +5,7 @@
 //! pure function of the plan: every protection is `enforced`, `partial`, `off` or `not requested`, and the adapter
 //! refuses to run a command whose report is degraded unless the request accepts degradation.
 
-use uexec_domain::protection::{Protection, ProtectionStatus};
+use uexec_domain::{Protection, ProtectionStatus};
 use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
 
 use crate::child::{KEPT_CAPABILITIES, MountMode};

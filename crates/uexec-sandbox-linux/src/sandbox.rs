@@ -1,5 +1,5 @@
 //! The [`Sandbox`] port on Linux: prepares the Landlock ruleset, the seccomp programs and the mount plan in the
-//! parent, and hands the spawner a [`ChildSetup`](uexec_ports::ChildSetup) hook that applies them in the child.
+//! parent, and hands the spawner a [`ChildSetup`](uexec_ports::process::ChildSetup) hook that applies them in the child.
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -136,7 +136,7 @@ impl Sandbox for LinuxSandbox {
             terminal_access: landlock_rules::terminal_access(plan.landlock_abi),
             seccomp: programs,
         };
-        let requires_fork = uexec_ports::ChildSetup::requires_fork(&hook);
+        let requires_fork = uexec_ports::process::ChildSetup::requires_fork(&hook);
         tracing::debug!(report = %report, requires_fork, "sandbox prepared");
         spawn.setup.push(Arc::new(hook));
         spawn.env = sandbox_env(std::mem::take(&mut spawn.env), !plan.network_off);

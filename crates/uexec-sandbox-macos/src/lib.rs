@@ -14,11 +14,12 @@
 //!   error, never a silent fallback to no sandbox.
 //!
 //! Architecture invariant: this crate depends on `uexec-domain` and `uexec-ports` only, and it never spawns.
+#![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod paths;
-pub mod profile;
-pub mod sandbox;
+mod paths;
+mod profile;
+mod sandbox;
 
 pub use paths::{PathResolver, RealFs};
 pub use profile::{BASE_PROFILE, NETWORK_PROFILE, SANDBOX_EXEC, SeatbeltLaunch, build_launch};

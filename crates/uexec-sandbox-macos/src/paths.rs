@@ -10,8 +10,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use uexec_domain::GitEntry;
 use uexec_domain::gitdir::{GitFileProblem, MAX_GIT_FILE_BYTES, UnprotectedGitdir};
-use uexec_domain::policy::GitEntry;
 use uexec_ports::SandboxError;
 
 /// Answers the questions the profile generator asks the filesystem. Everything it is asked about inside a
@@ -125,8 +125,9 @@ fn read_git_file(path: &Path) -> Result<Vec<u8>, GitFileProblem> {
 }
 
 /// Reads the `gitdir: <path>` line of a `.git` file (worktrees, submodules); relative paths are relative to
-/// `root` (the rule of `uexec_domain::gitdir::parse_git_file`).
-pub fn parse_git_file(root: &Path, text: &str) -> GitEntry {
+/// `root` (the rule of `uexec_domain::gitdir::parse_git_file`). Only the tests read `.git` text directly.
+#[cfg(test)]
+pub(crate) fn parse_git_file(root: &Path, text: &str) -> GitEntry {
     uexec_domain::gitdir::parse_git_file(root, text.as_bytes())
         .map_or(GitEntry::Absent, |gitdir| GitEntry::File { gitdir })
 }

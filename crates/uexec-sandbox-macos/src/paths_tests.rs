@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use uexec_domain::GitEntry;
 use uexec_domain::gitdir::{GitFileProblem, UnprotectedGitdir};
-use uexec_domain::policy::GitEntry;
 use uexec_ports::SandboxError;
 
 use super::*;

@@ -28,7 +28,7 @@ use uexec_domain::SandboxPolicy;
 use uexec_ports::SandboxError;
 
 use uexec_domain::gitdir::GitFileProblem;
-use uexec_domain::policy::{GitEntry, PROTECTED_SUBDIRS};
+use uexec_domain::{GitEntry, PROTECTED_SUBDIRS};
 
 use crate::paths::{PathResolver, canonical_existing, protected_gitdir};
 

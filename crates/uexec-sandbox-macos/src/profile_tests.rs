@@ -7,9 +7,9 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use uexec_domain::GitEntry;
 use uexec_domain::SandboxPolicy;
 use uexec_domain::gitdir::GitFileProblem;
-use uexec_domain::policy::GitEntry;
 use uexec_ports::SandboxError;
 
 use super::*;

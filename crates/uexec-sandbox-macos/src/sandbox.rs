@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::sync::Arc;
 
-use uexec_domain::protection::{Protection, ProtectionStatus};
+use uexec_domain::{Protection, ProtectionStatus};
 use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
 use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 

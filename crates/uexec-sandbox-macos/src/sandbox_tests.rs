@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use uexec_domain::protection::ProtectionStatus;
+use uexec_domain::ProtectionStatus;
 use uexec_domain::{SandboxKind, SandboxPolicy};
 use uexec_ports::process::{IoMode, SpawnRequest};
 use uexec_ports::{Sandbox, SandboxRequest};

@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use uexec_domain::protection::{Protection, ProtectionStatus};
+use uexec_domain::{Protection, ProtectionStatus};
 use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
-use uexec_ports::{ProcessSpawner, Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
+use uexec_ports::process::ProcessSpawner;
+use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 
 /// The sandbox of this platform.
 pub fn sandbox() -> Arc<dyn Sandbox> {
@@ -112,7 +113,7 @@ impl Sandbox for UnsupportedSandbox {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
-    use uexec_ports::{IoMode, SpawnRequest};
+    use uexec_ports::process::{IoMode, SpawnRequest};
 
     use super::*;
 

@@ -9,8 +9,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use serde_json::json;
-use uexec_domain::policy::GitEntry;
-use uexec_domain::protection::ProtectionStatus;
+use uexec_domain::GitEntry;
+use uexec_domain::ProtectionStatus;
 use uexec_domain::{EscapeReason, ProtectionReport, SandboxPolicy, WritableRoot};
 
 use crate::cli::{ProfileArgs, ProfilePlatform, ReportArgs};

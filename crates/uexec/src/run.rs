@@ -35,10 +35,10 @@ use tokio::signal::unix::{SignalKind, signal};
 use uexec_domain::env::EnvPolicy;
 use uexec_domain::{ExitStatus, ProtectionReport, SessionId};
 use uexec_engine::{Placement, SandboxContext};
-use uexec_ports::{
-    EventSink, ExecEvent, IoMode, OutputStream, ProcessControl, Signal, SpawnError, SpawnRequest,
-    SpawnedProcess,
+use uexec_ports::process::{
+    IoMode, OutputStream, ProcessControl, Signal, SpawnError, SpawnRequest, SpawnedProcess,
 };
+use uexec_ports::{EventSink, ExecEvent};
 
 use crate::cli::RunArgs;
 use crate::settings::{ProcessContext, Settings};

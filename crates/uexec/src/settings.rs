@@ -7,9 +7,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use uexec_domain::GitEntry;
 use uexec_domain::env::{EnvInherit, EnvPolicy};
 use uexec_domain::limits::Limits;
-use uexec_domain::policy::GitEntry;
 use uexec_domain::rules::{CommandRules, PrefixRule};
 use uexec_domain::{ApprovalPolicy, SandboxPolicy};
 use uexec_engine::writable_root_holding;

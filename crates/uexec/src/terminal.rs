@@ -3,7 +3,7 @@
 use std::os::fd::BorrowedFd;
 
 use rustix::termios::{OptionalActions, Termios, isatty, tcgetattr, tcgetwinsize, tcsetattr};
-use uexec_ports::PtySize;
+use uexec_ports::process::PtySize;
 
 /// The standard input.
 pub fn stdin_fd() -> BorrowedFd<'static> {

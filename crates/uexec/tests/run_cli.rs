@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use uexec_domain::ExitStatus;
-use uexec_ports::{IoMode, OutputStream, ProcessControl, ProcessSpawner, PtySize, Signal, SpawnRequest};
+use uexec_ports::process::{
+    IoMode, OutputStream, ProcessControl, ProcessSpawner, PtySize, Signal, SpawnRequest,
+};
 
 /// `uexec <args>` running in a PTY of `size`, as a person's terminal would run it.
 struct InTerminal {

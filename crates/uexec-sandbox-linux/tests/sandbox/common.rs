@@ -10,7 +10,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use uexec_domain::SandboxPolicy;
-use uexec_ports::{ChildSetup, IoMode, SandboxRequest, SandboxedSpawn, SpawnRequest};
+use uexec_ports::process::{ChildSetup, IoMode, SpawnRequest};
+use uexec_ports::{SandboxRequest, SandboxedSpawn};
 use uexec_sandbox_linux::LinuxSandbox;
 
 /// How long a probe may take on a loaded machine before it is killed.

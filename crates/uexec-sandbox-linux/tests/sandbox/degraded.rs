@@ -2,7 +2,7 @@
 
 use std::fs;
 
-use uexec_domain::protection::ProtectionStatus;
+use uexec_domain::ProtectionStatus;
 use uexec_domain::{ProtectionReport, SandboxPolicy};
 use uexec_ports::{Sandbox, SandboxError, SandboxRequest};
 use uexec_sandbox_linux::{Availability, DEGRADED_SETTING, KernelSupport, LinuxSandbox, MountNamespace};

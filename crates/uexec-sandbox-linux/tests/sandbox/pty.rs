@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use uexec_ports::SpawnRequest;
+use uexec_ports::process::SpawnRequest;
 
 use crate::common::{PROBE_TIMEOUT, Scratch, command, prepare, python, spawn_request, workspace_only};
 

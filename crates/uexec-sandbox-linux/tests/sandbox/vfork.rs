@@ -6,7 +6,7 @@ use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
-use uexec_ports::ChildSetup;
+use uexec_ports::process::ChildSetup;
 
 use crate::common::{Scratch, prepare, workspace_only};
 
@@ -38,7 +38,7 @@ extern "C" fn child_main(arg: *mut c_void) -> libc::c_int {
 }
 
 /// Run `spawn` in a `clone(CLONE_VM | CLONE_VFORK)` child; its exit code (120: chdir, 121: hook, 127: exec).
-fn run_in_vfork_child(spawn: &uexec_ports::SpawnRequest) -> i32 {
+fn run_in_vfork_child(spawn: &uexec_ports::process::SpawnRequest) -> i32 {
     let strings: Vec<CString> = spawn.argv.iter().map(|a| CString::new(a.as_bytes()).unwrap()).collect();
     let env: Vec<CString> = spawn
         .env

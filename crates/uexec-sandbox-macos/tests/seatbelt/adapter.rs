@@ -4,9 +4,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use uexec_domain::SandboxPolicy;
 #[cfg(not(target_os = "macos"))]
-use uexec_domain::protection::ProtectionStatus;
+use uexec_domain::ProtectionStatus;
+use uexec_domain::SandboxPolicy;
 #[cfg(not(target_os = "macos"))]
 use uexec_ports::SandboxError;
 use uexec_ports::process::{IoMode, SpawnRequest};

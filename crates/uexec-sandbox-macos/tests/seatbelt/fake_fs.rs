@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
+use uexec_domain::GitEntry;
 use uexec_domain::gitdir::GitFileProblem;
-use uexec_domain::policy::GitEntry;
 use uexec_sandbox_macos::PathResolver;
 
 /// Symlinks are resolved component by component like the kernel does; a path exists when every directory on

@@ -5,8 +5,8 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use uexec_domain::GitEntry;
 use uexec_domain::SandboxPolicy;
-use uexec_domain::policy::GitEntry;
 use uexec_sandbox_macos::{SeatbeltLaunch, build_launch};
 
 use crate::fake_fs::FakeFs;

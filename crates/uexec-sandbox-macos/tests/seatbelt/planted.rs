@@ -7,9 +7,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use uexec_domain::GitEntry;
 use uexec_domain::SandboxPolicy;
 use uexec_domain::gitdir::{GitFileProblem, MAX_GIT_FILE_BYTES};
-use uexec_domain::policy::GitEntry;
 use uexec_ports::process::{IoMode, SpawnRequest};
 use uexec_ports::{Sandbox, SandboxRequest};
 use uexec_sandbox_macos::{SeatbeltLaunch, SeatbeltSandbox, build_launch};

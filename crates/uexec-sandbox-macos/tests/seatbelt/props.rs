@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 use uexec_domain::SandboxPolicy;
 use uexec_domain::gitdir::gitdir_protection;
-use uexec_domain::policy::{GitEntry, PROTECTED_SUBDIRS};
+use uexec_domain::{GitEntry, PROTECTED_SUBDIRS};
 use uexec_sandbox_macos::build_launch;
 
 use crate::fake_fs::FakeFs;
