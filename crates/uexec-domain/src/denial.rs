@@ -80,7 +80,8 @@ pub fn denial_evidence(exit_code: i32, output: &[u8]) -> Option<DenialEvidence> 
 }
 
 /// True when a run that exited with `exit_code` and printed `output` was most likely denied by the sandbox.
-pub fn is_likely_sandbox_denied(exit_code: i32, output: &[u8]) -> bool {
+#[cfg(test)]
+pub(crate) fn is_likely_sandbox_denied(exit_code: i32, output: &[u8]) -> bool {
     denial_evidence(exit_code, output).is_some()
 }
 

@@ -114,7 +114,8 @@ impl EscapeGuard {
     }
 
     /// Bytes of the open control or string sequence passed on so far (0 outside one): never more than its limit.
-    pub fn open_len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn open_len(&self) -> usize {
         match self.state {
             State::Csi { len } | State::String { len, .. } => len,
             _ => 0,

@@ -107,7 +107,8 @@ impl IdAllocator {
     }
 
     /// True when `id` is currently reserved.
-    pub fn is_reserved(&self, id: SessionId) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_reserved(&self, id: SessionId) -> bool {
         self.reserved.contains(&id.0)
     }
 

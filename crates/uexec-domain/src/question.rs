@@ -190,7 +190,8 @@ pub struct Question<'a> {
 
 /// The labels of the question's fixed lines: every line of a rendering that does not start with two spaces
 /// starts with one of these (or is the headline, or empty).
-pub const FIXED_LABELS: [&str; 6] =
+#[cfg(test)]
+pub(crate) const FIXED_LABELS: [&str; 6] =
     ["Command: ", "Arguments: ", "Shell: ", "Working directory: ", "Reason given with the request:", "... "];
 
 /// The text of `question` (see the module documentation for the rules).

@@ -37,11 +37,11 @@ use uexec_ports::process::InputState;
 use crate::session::Session;
 
 /// The earliest first sighting when nothing was printed since the window's mark.
-pub const QUIET_SETTLE: Duration = Duration::from_millis(40);
+pub(crate) const QUIET_SETTLE: Duration = Duration::from_millis(40);
 /// The shortest interval between input-state checks (right after output).
-pub const MIN_INPUT_POLL_INTERVAL: Duration = Duration::from_millis(1);
+pub(crate) const MIN_INPUT_POLL_INTERVAL: Duration = Duration::from_millis(1);
 /// The longest interval between input-state checks, reached after seconds of quiet.
-pub const MAX_INPUT_POLL_INTERVAL: Duration = Duration::from_millis(250);
+pub(crate) const MAX_INPUT_POLL_INTERVAL: Duration = Duration::from_millis(250);
 
 /// The re-check interval after `quiet` without output: a tenth of it, within
 /// [[`MIN_INPUT_POLL_INTERVAL`], [`MAX_INPUT_POLL_INTERVAL`]].

@@ -740,12 +740,12 @@ impl Inner {
                 match session.write_input(req.chars.as_bytes().to_vec(), deadline).await? {
                     None | Some(Ok(()) | Err(ProcessError::Exited)) => {}
                     Some(Err(ProcessError::StdinClosed)) => return Err(ExecError::StdinClosed),
-                    Some(Err(err)) => return Err(ExecError::WriteFailed(err.to_string())),
+                    Some(Err(err)) => return Err(ExecError::WriteFailed(err)),
                 }
             } else if req.chars.chars().all(|c| c == '\u{3}') {
                 match session.control.signal(Signal::Interrupt) {
                     Ok(()) | Err(ProcessError::Exited) => {}
-                    Err(err) => return Err(ExecError::WriteFailed(format!("sending SIGINT failed: {err}"))),
+                    Err(err) => return Err(ExecError::InterruptFailed(err)),
                 }
             } else {
                 return Err(ExecError::StdinClosed);

@@ -2,7 +2,7 @@
 
 use uexec_domain::{ApprovalPolicy, SessionId};
 use uexec_ports::SandboxError;
-use uexec_ports::process::SpawnError;
+use uexec_ports::process::{ProcessError, SpawnError};
 
 /// Why a call failed. The app renders it as ``exec_command failed for `<cmd>`: <this>`` or
 /// `write_stdin failed: <this>` (see `uexec_domain::response`).
@@ -17,7 +17,10 @@ pub enum ExecError {
     StdinClosed,
     /// Writing to the terminal failed.
     #[error("failed to write to stdin: {0}")]
-    WriteFailed(String),
+    WriteFailed(ProcessError),
+    /// Sending SIGINT (a `write_stdin` of only Ctrl-C to a session without a terminal) failed.
+    #[error("failed to write to stdin: sending SIGINT failed: {0}")]
+    InterruptFailed(ProcessError),
     /// `cmd` is empty.
     #[error("missing command line")]
     MissingCommand,

@@ -35,9 +35,8 @@ mod trust;
 mod utf8;
 
 pub use api::{ExecCommandRequest, ExecResponse, SessionState, SessionSummary, WriteStdinRequest};
-pub use collect::{MAX_INPUT_POLL_INTERVAL, MIN_INPUT_POLL_INTERVAL, QUIET_SETTLE};
 pub use config::{EngineConfig, EngineDeps};
 pub use engine::Engine;
 pub use error::ExecError;
 pub use placement::{Placement, SandboxContext, place};
-pub use trust::{InWritableRoot, lookup_locations, writable_root_holding};
+pub use trust::{InWritableRoot, writable_root_holding};

@@ -79,7 +79,7 @@ const MAX_SYMLINK_HOPS: usize = 40;
 
 /// Every location the lookup of the absolute `path` passes through, following symlinks one hop at a time (at
 /// most [`MAX_SYMLINK_HOPS`]); components that do not exist are joined as they are.
-pub fn lookup_locations(path: &Path) -> Vec<PathBuf> {
+pub(crate) fn lookup_locations(path: &Path) -> Vec<PathBuf> {
     let mut todo: VecDeque<Step> = steps(path).into();
     let mut current = PathBuf::from("/");
     let mut locations = Vec::new();

@@ -56,9 +56,20 @@ pub enum SandboxError {
         /// Why.
         reason: String,
     },
-    /// Building the restrictions failed.
-    #[error("failed to prepare the sandbox: {0}")]
-    Setup(String),
+    /// The policy is `danger-full-access`: it runs without a sandbox, so there is nothing to prepare.
+    #[error("danger-full-access runs without a sandbox: there is no sandbox to prepare for it")]
+    Unrestricted,
+    /// The command line is empty.
+    #[error("missing command line: argv is empty")]
+    EmptyCommand,
+    /// The policy names more separate writable roots than the mechanism can hold.
+    #[error("{count} separate writable roots; at most {max} are supported")]
+    TooManyWritableRoots {
+        /// Writable roots after merging nested ones.
+        count: usize,
+        /// The most the mechanism supports.
+        max: usize,
+    },
 }
 
 /// A sandbox mechanism. Contract: `prepare` either returns a spawn that enforces every protection its report

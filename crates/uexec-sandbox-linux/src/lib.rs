@@ -33,5 +33,5 @@ mod sys;
 
 pub use layout::git_entry;
 pub use plan::DEGRADED_SETTING;
-pub use sandbox::{ENV_NETWORK_DISABLED, ENV_SANDBOX, LinuxSandbox, sandbox_env};
+pub use sandbox::LinuxSandbox;
 pub use support::{Availability, KernelSupport, MountNamespace};

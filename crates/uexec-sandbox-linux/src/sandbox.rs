@@ -16,7 +16,6 @@ use crate::plan::{DEGRADED_SETTING, Plan, degraded_summary};
 use crate::seccomp::{self, SeccompPrograms};
 use crate::support::{self, KernelSupport};
 
-pub use uexec_domain::env::{ENV_NETWORK_DISABLED, ENV_SANDBOX};
 
 /// Cached seccomp programs for one network setting (building them is pure, so once per process is enough).
 type ProgramCache = OnceLock<Result<Arc<SeccompPrograms>, String>>;
@@ -168,10 +167,7 @@ fn build_ruleset(plan: &Plan, layout: &FsLayout, roots: &[(PathBuf, OwnedFd)]) -
 fn mount_plan(mode: MountMode, layout: &FsLayout, cwd: &Path) -> Result<MountPlan, SandboxError> {
     let roots = layout.mount_roots();
     if roots.len() > MAX_MOUNT_ROOTS {
-        return Err(SandboxError::Setup(format!(
-            "{} separate writable roots; at most {MAX_MOUNT_ROOTS} are supported",
-            roots.len()
-        )));
+        return Err(SandboxError::TooManyWritableRoots { count: roots.len(), max: MAX_MOUNT_ROOTS });
     }
     let (uid_map, gid_map) = if mode == MountMode::UserNamespace {
         let (uid, gid) = support::effective_ids();
@@ -209,6 +205,6 @@ fn dev_pts_is_a_mount() -> bool {
 
 /// `env` with the `UEXEC_SANDBOX*` variables: `UEXEC_SANDBOX=linux-landlock-seccomp`, and
 /// `UEXEC_SANDBOX_NETWORK_DISABLED=1` when `network` is false. Inherited values of these names are replaced.
-pub fn sandbox_env(env: Vec<(OsString, OsString)>, network: bool) -> Vec<(OsString, OsString)> {
+pub(crate) fn sandbox_env(env: Vec<(OsString, OsString)>, network: bool) -> Vec<(OsString, OsString)> {
     uexec_domain::env::with_sandbox_vars(env, SandboxKind::LinuxLandlockSeccomp, network)
 }

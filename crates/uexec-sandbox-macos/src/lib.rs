@@ -22,5 +22,5 @@ mod profile;
 mod sandbox;
 
 pub use paths::{PathResolver, RealFs};
-pub use profile::{BASE_PROFILE, NETWORK_PROFILE, SANDBOX_EXEC, SeatbeltLaunch, build_launch};
-pub use sandbox::{ENV_NETWORK_DISABLED, ENV_SANDBOX, SeatbeltSandbox, sandbox_env};
+pub use profile::{SANDBOX_EXEC, SeatbeltLaunch, build_launch};
+pub use sandbox::SeatbeltSandbox;

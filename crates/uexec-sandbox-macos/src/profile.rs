@@ -36,10 +36,10 @@ use crate::paths::{PathResolver, canonical_existing, protected_gitdir};
 pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
 
 /// The part of every profile (see the module documentation).
-pub const BASE_PROFILE: &str = include_str!("seatbelt_base.sbpl");
+pub(crate) const BASE_PROFILE: &str = include_str!("seatbelt_base.sbpl");
 
 /// The part appended when the policy enables network access.
-pub const NETWORK_PROFILE: &str = include_str!("seatbelt_network.sbpl");
+pub(crate) const NETWORK_PROFILE: &str = include_str!("seatbelt_network.sbpl");
 
 /// The width of the section header lines, as in the data files.
 const HEADER_WIDTH: usize = 109;
@@ -87,8 +87,8 @@ struct ProfileRoot {
 /// # Errors
 /// - [`SandboxError::InvalidPath`] when a writable root is relative or cannot be canonicalised (it does not
 ///   exist, for instance), or a read-only subpath cannot be spelled canonically;
-/// - [`SandboxError::Setup`] for `danger-full-access` (it has no profile: it runs without a sandbox) and for an
-///   empty `argv`.
+/// - [`SandboxError::Unrestricted`] for `danger-full-access` (it has no profile: it runs without a sandbox);
+/// - [`SandboxError::EmptyCommand`] for an empty `argv`.
 pub fn build_launch(
     policy: &SandboxPolicy,
     cwd: &Path,
@@ -97,12 +97,10 @@ pub fn build_launch(
     resolver: &dyn PathResolver,
 ) -> Result<SeatbeltLaunch, SandboxError> {
     if policy.is_unrestricted() {
-        return Err(SandboxError::Setup(
-            "danger-full-access runs without a sandbox: there is no Seatbelt profile for it".to_owned(),
-        ));
+        return Err(SandboxError::Unrestricted);
     }
     if argv.is_empty() {
-        return Err(SandboxError::Setup("missing command line: argv is empty".to_owned()));
+        return Err(SandboxError::EmptyCommand);
     }
     let (roots, ignored) = profile_roots(policy, cwd, tmpdir, resolver)?;
     let shape: Vec<usize> = roots.iter().map(|r| r.read_only.len()).collect();

@@ -15,7 +15,8 @@ use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 use crate::paths::{PathResolver, RealFs};
 use crate::profile::{BASE_PROFILE, NETWORK_PROFILE, SANDBOX_EXEC, SeatbeltLaunch, build_launch};
 
-pub use uexec_domain::env::{ENV_NETWORK_DISABLED, ENV_SANDBOX};
+#[cfg(test)]
+use uexec_domain::env::{ENV_NETWORK_DISABLED, ENV_SANDBOX};
 
 /// Whether this host can run `sandbox-exec`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,7 +132,7 @@ impl Sandbox for SeatbeltSandbox {
 /// `env` with the `UEXEC_SANDBOX*` variables of a Seatbelt command: `UEXEC_SANDBOX=macos-seatbelt`, and
 /// `UEXEC_SANDBOX_NETWORK_DISABLED=1` when `network` is false. Inherited values of these names are replaced, so
 /// a command never sees a stale claim.
-pub fn sandbox_env(env: Vec<(OsString, OsString)>, network: bool) -> Vec<(OsString, OsString)> {
+pub(crate) fn sandbox_env(env: Vec<(OsString, OsString)>, network: bool) -> Vec<(OsString, OsString)> {
     uexec_domain::env::with_sandbox_vars(env, SandboxKind::MacosSeatbelt, network)
 }
 
