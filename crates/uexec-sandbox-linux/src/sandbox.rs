@@ -16,7 +16,6 @@ use crate::plan::{DEGRADED_SETTING, Plan, degraded_summary};
 use crate::seccomp::{self, SeccompPrograms};
 use crate::support::{self, KernelSupport};
 
-
 /// Cached seccomp programs for one network setting (building them is pure, so once per process is enough).
 type ProgramCache = OnceLock<Result<Arc<SeccompPrograms>, String>>;
 

@@ -1,19 +1,58 @@
 //! macOS sandbox adapter: Seatbelt profiles generated from the sandbox policy, run through `sandbox-exec`.
 //!
+//! **For:** turning a [`uexec_domain::SandboxPolicy`] into a Seatbelt profile and the `sandbox-exec` command
+//! line that runs a command under it ([`build_launch`], or [`SeatbeltSandbox`] as the `uexec_ports::Sandbox`
+//! port). Generation is plain Rust and runs on any OS, so a tool can show or test the profile on Linux.
+//!
+//! **Not for:** spawning (the caller runs the returned argv with its own spawner), enforcing anything off macOS
+//! (where `/usr/bin/sandbox-exec` is missing, the enforcing adapter refuses with
+//! `SandboxError::Unsupported` instead of running unsandboxed), or Linux sandboxing (`uexec-sandbox-linux`).
+//!
 //! Why it has this shape:
 //! - Profile generation ([`build_launch`]) is plain Rust with no platform code, so the profile, its parameters
 //!   and the command line are built and tested on any OS; the only macOS fact is that `/usr/bin/sandbox-exec`
-//!   exists there. The app uses the same function for `uexec sandbox-profile --platform macos`.
+//!   exists there. The app uses the same code for `uexec sandbox-profile --platform macos`.
 //! - The profile's fixed parts are data files (`seatbelt_base.sbpl`, `seatbelt_network.sbpl`) that a reviewer can
 //!   read as SBPL; the generated part only lists parameter references.
 //! - Paths reach the profile only as `-D` parameters, never spliced into its text, and they are canonical
 //!   (`/tmp` is `/private/tmp` on macOS), because Seatbelt matches resolved paths. The filesystem is asked
 //!   through one seam, [`PathResolver`], so tests can stand in for macOS's symlinks.
-//! - [`SeatbeltSandbox`] implements the [`uexec_ports::Sandbox`] port on every OS, but refuses to prepare a
+//! - [`SeatbeltSandbox`] implements the `uexec_ports::Sandbox` port on every OS, but refuses to prepare a
 //!   command where `sandbox-exec` cannot run (unless built for inspection): a missing sandbox is a typed
 //!   error, never a silent fallback to no sandbox.
 //!
-//! Architecture invariant: this crate depends on `uexec-domain` and `uexec-ports` only, and it never spawns.
+//! # Example
+//!
+//! ```
+//! use std::ffi::OsString;
+//!
+//! use uexec_domain::SandboxPolicy;
+//! use uexec_sandbox_macos::{SANDBOX_EXEC, SeatbeltSandbox};
+//!
+//! let workspace = tempfile::tempdir()?;
+//! let argv: Vec<OsString> = vec!["make".into(), "test".into()];
+//! let policy = SandboxPolicy::WorkspaceWrite {
+//!     writable_roots: Vec::new(),
+//!     network_access: false,
+//!     exclude_slash_tmp: true,
+//!     exclude_tmpdir_env_var: true,
+//! };
+//! let launch = SeatbeltSandbox::for_inspection().launch(&policy, workspace.path(), None, &argv)?;
+//!
+//! // `sandbox-exec -p <profile> -DWRITABLE_ROOT_0=... -- make test`: the paths are parameters, never profile
+//! // text, and the command follows `--` unchanged.
+//! assert_eq!(launch.argv[0], OsString::from(SANDBOX_EXEC));
+//! assert!(launch.profile.contains("(param \"WRITABLE_ROOT_0\")"));
+//! assert!(!launch.profile.contains(&*workspace.path().to_string_lossy()));
+//! assert_eq!(launch.argv[launch.argv.len() - 2..], argv[..]);
+//! // The workspace is the one writable root; its `.git` and `.uexec` stay read-only.
+//! assert_eq!(launch.writable_root_count(), 1);
+//! assert_eq!(launch.read_only_subpath_count(), 2);
+//!
+//! // The enforcing adapter refuses where `sandbox-exec` cannot run, instead of running unsandboxed.
+//! assert_eq!(SeatbeltSandbox::default().unavailable_reason().is_none(), cfg!(target_os = "macos"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
