@@ -237,8 +237,9 @@ impl Engine {
         while kills.join_next().await.is_some() {}
     }
 
-    /// Number of ids currently reserved (stored sessions plus calls in progress).
-    #[doc(hidden)]
+    /// Number of session ids in use: stored sessions plus calls in progress (a capacity figure for a host's
+    /// monitoring; `exec_command` fails with [`ExecError::TooManySessions`] when every id is in use). Every call
+    /// releases the id it reserved when it ends without a live session, cancelled or failed.
     pub fn reserved_id_count(&self) -> usize {
         self.inner.store.reserved_count()
     }
