@@ -5,8 +5,9 @@
 //! - `uexec-domain` depends on no internal crate;
 //! - `uexec-ports` only on `uexec-domain`;
 //! - adapters (`uexec-pty`, `uexec-sandbox-*`) and `uexec-engine` only on domain and ports, never on each other;
-//! - nothing depends on the app `uexec`, except the cross-crate `tests` package, which may use everything;
-//! - nothing depends on `xtask` or `tests`.
+//! - nothing depends on the app `uexec`, except the cross-crate `tests` package and the runnable examples
+//!   (`uexec-examples`), which may use everything;
+//! - nothing depends on `xtask`, `tests` or `uexec-examples`.
 
 use std::fmt;
 use std::path::Path;
@@ -25,6 +26,8 @@ pub(crate) enum Layer {
     App,
     /// The cross-crate test package.
     Tests,
+    /// The runnable examples that compose several crates (`examples/`): like `tests`, they may use everything.
+    Examples,
     /// Tooling (xtask).
     Tooling,
 }
@@ -35,6 +38,7 @@ pub(crate) fn layer_of(name: &str) -> Option<Layer> {
         "uexec-ports" => Layer::Ports,
         "uexec" => Layer::App,
         "tests" => Layer::Tests,
+        "uexec-examples" => Layer::Examples,
         "xtask" => Layer::Tooling,
         "uexec-pty" | "uexec-engine" => Layer::Ring,
         n if n.starts_with("uexec-sandbox-") => Layer::Ring,
@@ -88,9 +92,11 @@ pub(crate) fn check(workspace: &[String], edges: &[Edge]) -> Vec<Violation> {
             }
             (Layer::Ring, _) => Some("adapters and the engine depend only on domain and ports"),
             (Layer::App, Layer::Domain | Layer::Ports | Layer::Ring) => None,
-            (Layer::Tests, Layer::Domain | Layer::Ports | Layer::Ring | Layer::App) => None,
+            (Layer::Tests | Layer::Examples, Layer::Domain | Layer::Ports | Layer::Ring | Layer::App) => None,
             (_, Layer::App) => Some("nothing depends on the app crate"),
-            (_, Layer::Tests | Layer::Tooling) => Some("nothing depends on tests or xtask"),
+            (_, Layer::Tests | Layer::Examples | Layer::Tooling) => {
+                Some("nothing depends on tests, the examples or xtask")
+            }
             (Layer::Tooling, _) => Some("xtask uses no workspace crate"),
         };
         if let Some(rule) = rule {
@@ -157,6 +163,7 @@ mod tests {
             "uexec-engine",
             "uexec",
             "tests",
+            "uexec-examples",
             "xtask",
         ]
         .map(str::to_owned)
@@ -177,6 +184,9 @@ mod tests {
             edge("uexec", "uexec-pty", "normal"),
             edge("tests", "uexec", "dev"),
             edge("tests", "uexec-pty", "normal"),
+            edge("uexec-examples", "uexec-engine", "normal"),
+            edge("uexec-examples", "uexec-pty", "normal"),
+            edge("uexec-examples", "uexec-sandbox-linux", "normal"),
             edge("uexec-domain", "serde", "normal"),
         ];
         assert_eq!(check(&members(), &edges), vec![]);
@@ -191,6 +201,8 @@ mod tests {
             edge("uexec-sandbox-linux", "uexec-pty", "normal"),
             edge("uexec-pty", "uexec", "normal"),
             edge("uexec", "tests", "dev"),
+            edge("tests", "uexec-examples", "normal"),
+            edge("uexec-engine", "uexec-examples", "dev"),
             edge("xtask", "uexec-domain", "normal"),
             edge("uexec-mystery", "uexec-domain", "normal"),
         ];
