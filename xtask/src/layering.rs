@@ -11,7 +11,6 @@
 
 use std::fmt;
 use std::path::Path;
-use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
@@ -126,16 +125,7 @@ pub(crate) fn edges_from_metadata(metadata: &Value) -> Result<(Vec<String>, Vec<
 }
 
 pub(crate) fn run(root: &Path) -> Result<()> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let output = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
-        .current_dir(root)
-        .output()
-        .context("could not run cargo metadata")?;
-    if !output.status.success() {
-        bail!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
-    }
-    let metadata: Value = serde_json::from_slice(&output.stdout).context("cargo metadata printed no JSON")?;
+    let metadata = crate::metadata(root)?;
     let (members, edges) = edges_from_metadata(&metadata)?;
     let violations = check(&members, &edges);
     if violations.is_empty() {
@@ -151,6 +141,8 @@ pub(crate) fn run(root: &Path) -> Result<()> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
+    use std::process::Command;
+
     use super::*;
 
     fn members() -> Vec<String> {

@@ -1,14 +1,17 @@
 //! Project automation, one binary with subcommands: `cargo xtask ci`, `cargo xtask layering`,
-//! `cargo xtask tidy`, `cargo xtask bench`.
+//! `cargo xtask tidy`, `cargo xtask examples`, `cargo xtask package`, `cargo xtask bench`.
 //!
 //! `ci` is what `.ci/run` calls and what the README names as the test command: formatting, clippy with
-//! warnings denied, cargo-deny, the layering and tidy checks, then every test (nextest plus doctests).
+//! warnings denied, cargo-deny, the layering and tidy checks, every test (nextest plus doctests), every example
+//! of the workspace run to exit 0, and `cargo package` of the publishable crates.
 
 // A command-line tool: printing is its job.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
+mod examples;
 mod layering;
+mod package;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -21,9 +24,12 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci          fmt --check, clippy -D warnings, cargo deny, layering, tidy, nextest, doctests
+  ci          fmt --check, clippy -D warnings, cargo deny, layering, tidy, nextest, doctests, examples,
+              package
   layering    fail when a crate depends on a layer it must not (reads `cargo metadata`)
   tidy        fail when a source file lacks its `//!` line or the tree holds a stub
+  examples    build every example of the workspace and run each (stdin /dev/null, must exit 0 in 120 s)
+  package     cargo package (verified) of every publishable crate, together
   bench       run every benchmark, then print each target (met / NOT met) and the peer table
               (--quick for a short run; --only pty|sandbox|engine|run for one of them)
 ";
@@ -35,6 +41,8 @@ fn main() -> Result<()> {
         Some("ci") => ci(&root),
         Some("layering") => layering::run(&root),
         Some("tidy") => tidy::run(&root),
+        Some("examples") => examples::run(&root),
+        Some("package") => package::run(&root),
         Some("bench") => {
             let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1));
             bench::run(&root, args.iter().any(|a| a == "--quick"), only.map(String::as_str))
@@ -74,8 +82,24 @@ fn ci(root: &Path) -> Result<()> {
     step("tidy", || tidy::run(root))?;
     step("nextest", || cargo(root, &["nextest", "run", "--workspace", "--all-features", "--no-fail-fast"]))?;
     step("doctests", || cargo(root, &["test", "--workspace", "--all-features", "--doc"]))?;
+    step("examples", || examples::run(root))?;
+    step("package", || package::run(root))?;
     eprintln!("xtask ci: all steps passed in {:.1}s", started.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// `cargo metadata --no-deps` of the workspace, as JSON.
+fn metadata(root: &Path) -> Result<serde_json::Value> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(root)
+        .output()
+        .context("could not run cargo metadata")?;
+    if !output.status.success() {
+        bail!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    serde_json::from_slice(&output.stdout).context("cargo metadata printed no JSON")
 }
 
 fn step<T>(name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
