@@ -1,7 +1,9 @@
 //! The validated configuration: defaults, then the config file, then the flags; paths resolved and checked.
 //!
-//! This is the only place that reads the process environment (`$SHELL`, `$HOME`, `$XDG_CONFIG_HOME`, the
-//! current directory): the caller passes them in, so precedence is testable without touching the process.
+//! Settings read the process environment here only (`$SHELL`, `$HOME`, `$XDG_CONFIG_HOME`, the current
+//! directory), through a [`ProcessContext`] the caller passes in, so precedence is testable without touching the
+//! process. The app's other reads (the commands' base environment, `RUST_LOG`, `$TMPDIR`) are listed in
+//! `ARCHITECTURE.md`, "Cross-cutting concerns".
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
