@@ -109,8 +109,6 @@ impl CommandRules {
     }
 }
 
-/// The words of a script, loosely: split on whitespace, quotes and shell operators; a word with a `/` also counts
-/// by its last component (`/usr/bin/git` -> `git`).
 /// Programs that run whatever their arguments say: a prefix naming one approves everything (`["bash"]`,
 /// `["sh", "-c"]`, `["env"]`, `["sudo"]`, `["xargs"]`), so it is never offered as a session approval.
 const RUNS_ANYTHING: &[&str] = &[
@@ -165,8 +163,8 @@ fn is_interpreter(program: &str) -> bool {
 ///    shell whose script splits into plain commands, of one of them (a later command is admitted only when
 ///    every one of its sub-commands is, see [`CommandRules::evaluate`]);
 /// 2. it is not empty, and no word is empty or holds a NUL;
-/// 3. it does not name a program that runs whatever it is told ([`RUNS_ANYTHING`]), nor an interpreter with
-///    nothing but options after it.
+/// 3. it does not name a program that runs whatever it is told (a shell, `env`, `sudo`, `xargs`, ...), nor an
+///    interpreter with nothing but options after it.
 ///
 /// `None` when any of this fails: the question then offers no prefix.
 pub fn session_prefix_offer(prefix: &[String], argv: &[String]) -> Option<Vec<String>> {
