@@ -140,7 +140,7 @@ fn danger_full_access_is_refused_and_bad_paths_are_errors() {
     let argv = write_probe(&s);
     assert!(matches!(
         sandbox.prepare(request_for(SandboxPolicy::DangerFullAccess, &argv, &s, true)),
-        Err(SandboxError::Unenforceable { setting: None, .. })
+        Err(SandboxError::Unrestricted)
     ));
     let mut bad = request_for(workspace_only(vec![], false), &argv, &s, false);
     bad.spawn.cwd = s.base.join("does-not-exist");
