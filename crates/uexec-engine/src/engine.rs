@@ -220,11 +220,7 @@ impl Engine {
     /// The rendered 24x80 screen of a PTY session (spec B5).
     pub async fn screen(&self, id: SessionId) -> Result<String, ExecError> {
         let session = self.inner.store.get(id).ok_or(ExecError::UnknownSession(id))?;
-        session.screen_contents().ok_or_else(|| {
-            ExecError::InvalidInput(format!(
-                "session {id} has no terminal (it was started with tty=false), so it has no screen"
-            ))
-        })
+        session.screen_contents().ok_or(ExecError::NoScreen(id))
     }
 
     /// Kill every session (idempotent). Each gets its `End` event.
@@ -282,7 +278,7 @@ impl Inner {
             _ => self.config.cwd.clone(),
         };
         if path.to_string_lossy().contains('\0') {
-            return Err(ExecError::InvalidInput("workdir contains a NUL byte".to_owned()));
+            return Err(ExecError::NulByte { field: "workdir" });
         }
         let path: PathBuf = path.components().collect();
         match std::fs::metadata(&path) {
@@ -309,10 +305,7 @@ impl Inner {
         let Some(call) = uexec_domain::patch::shell_invocation(script) else {
             // A bare patch as the script would run its first line (`***`, a glob) as a command.
             if uexec_domain::patch::parse_patch(script).is_ok() {
-                return Err(ExecError::InvalidInput(
-                    "patch detected without explicit call to apply_patch. Rerun as [\"apply_patch\", \"<patch>\"]"
-                        .to_owned(),
-                ));
+                return Err(ExecError::BarePatch);
             }
             return Ok(None);
         };
@@ -519,7 +512,7 @@ impl Inner {
             return Err(ExecError::MissingCommand);
         }
         if req.cmd.contains('\0') {
-            return Err(ExecError::InvalidInput("cmd contains a NUL byte".to_owned()));
+            return Err(ExecError::NulByte { field: "cmd" });
         }
         let cwd = self.resolve_workdir(req.workdir.as_deref())?;
         let shell = req
@@ -543,13 +536,7 @@ impl Inner {
         let patch_call = self.apply_patch_spawn(&argv, &cwd)?;
         // The shell gets `cmd` as one argument (an apply_patch call goes in pieces to the patch program).
         if patch_call.is_none() && req.cmd.len() >= MAX_ARG_STRLEN {
-            return Err(ExecError::InvalidInput(format!(
-                "cmd is {} bytes, over the kernel's limit for one argument (MAX_ARG_STRLEN: {MAX_ARG_STRLEN} bytes \
-                 including its terminating NUL); cmd is passed to the shell as one argument, so nothing was run. \
-                 Write the script to a file in smaller pieces (or through write_stdin to `cat > script.sh` in a \
-                 tty session) and run the file",
-                req.cmd.len()
-            )));
+            return Err(ExecError::CommandTooLong { bytes: req.cmd.len(), max: MAX_ARG_STRLEN });
         }
 
         let id = self.store.reserve()?;
@@ -721,11 +708,7 @@ impl Inner {
         let id = req.session_id;
         let session = self.store.touch(id).ok_or(ExecError::UnknownSession(id))?;
         if req.chars.len() > limits.max_write_bytes {
-            return Err(ExecError::InvalidInput(format!(
-                "chars is {} bytes; at most {} bytes can be written at once",
-                req.chars.len(),
-                limits.max_write_bytes
-            )));
+            return Err(ExecError::WriteTooLarge { bytes: req.chars.len(), max: limits.max_write_bytes });
         }
         let _call_guard = Arc::clone(&session.call_lock).lock_owned().await;
         if session.is_removed() {

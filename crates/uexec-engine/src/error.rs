@@ -24,9 +24,44 @@ pub enum ExecError {
     /// `cmd` is empty.
     #[error("missing command line")]
     MissingCommand,
-    /// An argument is unusable (too large, a NUL byte, ...); the text says which and why.
-    #[error("invalid input: {0}")]
-    InvalidInput(String),
+    /// `cmd` or `workdir` contains a NUL byte, which no argument or path can hold.
+    #[error("invalid input: {field} contains a NUL byte")]
+    NulByte {
+        /// `cmd` or `workdir`.
+        field: &'static str,
+    },
+    /// `cmd` is longer than one argument may be (the shell gets it as one): nothing was run.
+    #[error(
+        "invalid input: cmd is {bytes} bytes, over the kernel's limit for one argument (MAX_ARG_STRLEN: {max} \
+         bytes including its terminating NUL); cmd is passed to the shell as one argument, so nothing was run. \
+         Write the script to a file in smaller pieces (or through write_stdin to `cat > script.sh` in a tty \
+         session) and run the file"
+    )]
+    CommandTooLong {
+        /// Bytes of `cmd`.
+        bytes: usize,
+        /// The kernel's limit for one argument, its terminating NUL included.
+        max: usize,
+    },
+    /// `chars` is larger than one write may be (`max_write_bytes`): nothing was written.
+    #[error("invalid input: chars is {bytes} bytes; at most {max} bytes can be written at once")]
+    WriteTooLarge {
+        /// Bytes of `chars`.
+        bytes: usize,
+        /// The most one write may carry.
+        max: usize,
+    },
+    /// The script is an `apply_patch` patch without the `apply_patch` call that would apply it (run as a
+    /// script, its first line would be a command).
+    #[error(
+        "invalid input: patch detected without explicit call to apply_patch. Rerun as [\"apply_patch\", \"<patch>\"]"
+    )]
+    BarePatch,
+    /// A screen was asked of a session without a terminal.
+    #[error(
+        "invalid input: session {0} has no terminal (it was started with tty=false), so it has no screen"
+    )]
+    NoScreen(SessionId),
     /// Earlier input still waits for the process to read it, and this input would take the waiting input past
     /// its limit: nothing of it was written.
     #[error(

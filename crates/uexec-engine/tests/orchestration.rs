@@ -1414,7 +1414,7 @@ async fn screen_renders_pty_output_and_refuses_pipe_sessions() {
     assert!(screen.contains("\n         hello"), "{screen:?}");
     let pipe =
         engine.exec_command(ExecCommandRequest { yield_time_ms: Some(250), ..exec("x") }).await.unwrap();
-    assert!(matches!(engine.screen(pipe.session_id.unwrap()).await, Err(ExecError::InvalidInput(_))));
+    assert!(matches!(engine.screen(pipe.session_id.unwrap()).await, Err(ExecError::NoScreen(_))));
     assert!(matches!(engine.screen(SessionId(1)).await, Err(ExecError::UnknownSession(_))));
 }
 
@@ -1604,7 +1604,7 @@ async fn writes_larger_than_the_limit_are_refused() {
         .session_id
         .unwrap();
     let big = "x".repeat(engine.config().limits.max_write_bytes + 1);
-    assert!(matches!(engine.write_stdin(write(id, &big)).await, Err(ExecError::InvalidInput(_))));
+    assert!(matches!(engine.write_stdin(write(id, &big)).await, Err(ExecError::WriteTooLarge { .. })));
     engine.shutdown().await;
 }
 
