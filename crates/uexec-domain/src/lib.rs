@@ -63,6 +63,7 @@ pub mod env;
 pub mod escape;
 mod exit;
 pub mod gitdir;
+pub mod hidden;
 pub mod ids;
 pub mod known_safe;
 pub mod limits;

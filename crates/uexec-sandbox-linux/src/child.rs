@@ -83,6 +83,10 @@ pub(crate) struct MountPlan {
     /// Mount points to make `nodev` (`/dev/pts`: other terminals cannot be opened by path; the inherited terminal
     /// and `/dev/tty` keep working).
     pub(crate) nodev: Vec<CString>,
+    /// Hidden directories: each gets an empty, read-only tmpfs (after the protected entries).
+    pub(crate) hidden_dirs: Vec<CString>,
+    /// Hidden files: each gets a read-only, `nodev` copy of `/dev/null`, so opening it fails with `EACCES`.
+    pub(crate) hidden_files: Vec<CString>,
     /// The working directory, entered again after the mounts.
     pub(crate) cwd: CString,
 }
@@ -267,6 +271,7 @@ fn apply_mounts(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
         set_attr(fd as usize, c"", libc::AT_EMPTY_PATH as usize, sys::MOUNT_ATTR_RDONLY)?;
         attach(fd, path)?;
     }
+    hide(plan)?;
     if plan.mode == MountMode::Privileged {
         mount_own_proc();
     }
@@ -274,6 +279,32 @@ fn apply_mounts(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
     // SAFETY: chdir on a NUL-terminated path owned by the plan.
     let ret = unsafe { sys::syscall(libc::SYS_chdir, [ptr(&plan.cwd), 0, 0, 0, 0, 0]) };
     check("chdir", ret)?;
+    Ok(())
+}
+
+/// Cover the hidden secret locations: an empty read-only tmpfs (mode 000) over each directory, a read-only
+/// `nodev`/`noexec` copy of `/dev/null` over each file. Opening a hidden file then fails with `EACCES` (a device
+/// on a `nodev` mount), whoever asks; a hidden directory is empty. Both are mount points, so a command cannot
+/// rename, remove or hard-link them away (`EBUSY`, `EXDEV`).
+fn hide(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
+    let flags = (libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC) as usize;
+    for dir in &plan.hidden_dirs {
+        // SAFETY: mount with static NUL-terminated source, type and data strings and a target owned by the plan.
+        let ret = unsafe {
+            sys::syscall(
+                libc::SYS_mount,
+                [ptr(c"tmpfs"), ptr(dir), ptr(c"tmpfs"), flags, ptr(c"size=4k,nr_inodes=1,mode=000"), 0],
+            )
+        };
+        check("mount(tmpfs) over a hidden directory", ret)?;
+    }
+    for file in &plan.hidden_files {
+        let fd = open_tree(c"/dev/null", 0)?;
+        let attrs =
+            sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC;
+        set_attr(fd as usize, c"", libc::AT_EMPTY_PATH as usize, attrs)?;
+        attach(fd, file)?;
+    }
     Ok(())
 }
 

@@ -42,6 +42,8 @@ pub(crate) struct FsLayout {
     pub(crate) absent: Vec<PathBuf>,
     /// Files that stay writable under every policy: `/dev/null` and `/dev/tty` (when they exist).
     pub(crate) writable_files: Vec<PathBuf>,
+    /// The secret locations hidden from the command (filled in by the sandbox after [`FsLayout::resolve`]).
+    pub(crate) hidden: crate::hidden::HiddenLayout,
 }
 
 /// The files every sandboxed command may write.

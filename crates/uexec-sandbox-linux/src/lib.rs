@@ -98,6 +98,7 @@
 #![deny(unsafe_code)]
 
 mod child;
+mod hidden;
 mod landlock_rules;
 mod layout;
 mod plan;

@@ -42,6 +42,8 @@ pub(crate) struct Plan {
     pub(crate) mounts_missing: Option<String>,
     /// True when the process has capabilities to give up (root, or a capable service).
     pub(crate) privileged: bool,
+    /// True when secret locations are to be hidden (the sandbox was given patterns).
+    pub(crate) hide: bool,
 }
 
 impl Plan {
@@ -73,6 +75,7 @@ impl Plan {
             mounts_missing,
             privileged: support::has_effective_capability(crate::sys::CAP_SETPCAP)
                 || support::has_effective_capability(crate::sys::CAP_SYS_ADMIN),
+            hide: false,
         }
     }
 
@@ -94,6 +97,7 @@ impl Plan {
             self.filesystem(layout),
             self.metadata(),
             self.read_only_subpaths(layout),
+            self.hidden(layout),
             self.network(),
             protection(
                 "no_new_privs",
@@ -260,6 +264,52 @@ impl Plan {
             format!(
                 "read-only bind mounts in a private mount namespace ({}) over {what}: they cannot be written, \
                  renamed or removed (EROFS/EBUSY), absent ones can be created",
+                mode_text(mode)
+            ),
+        )
+    }
+
+    fn hidden(&self, layout: Option<&FsLayout>) -> Protection {
+        if !self.hide {
+            return protection(
+                "hidden_paths",
+                ProtectionStatus::NotRequested,
+                "no secret locations configured".into(),
+            );
+        }
+        let Some(mode) = self.mounts else {
+            return protection(
+                "hidden_paths",
+                ProtectionStatus::Off,
+                format!("{}, secret locations under the home stay readable", self.no_mounts()),
+            );
+        };
+        let what = match layout.map(|l| &l.hidden) {
+            None => "the well-known credential stores under the home and the configured globs".to_owned(),
+            Some(hidden) => {
+                let mut text = if hidden.is_empty() {
+                    "none present".to_owned()
+                } else {
+                    hidden.all().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+                };
+                if !hidden.skipped.is_empty() {
+                    text.push_str(&format!(" (not hidden: {})", hidden.skipped.join("; ")));
+                }
+                if hidden.truncated {
+                    text.push_str(&format!(
+                        " (the search stopped after {} entries)",
+                        uexec_domain::hidden::MAX_VISITED
+                    ));
+                }
+                text
+            }
+        };
+        protection(
+            "hidden_paths",
+            ProtectionStatus::Enforced,
+            format!(
+                "unreadable in a private mount namespace ({}): {what}; a hidden directory is an empty read-only \
+                 tmpfs, opening a hidden file fails with EACCES",
                 mode_text(mode)
             ),
         )

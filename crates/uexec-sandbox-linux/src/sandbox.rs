@@ -6,10 +6,12 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+use uexec_domain::hidden::HiddenPaths;
 use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
 use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 
 use crate::child::{self, MAX_MOUNT_ROOTS, MountMode, MountPlan, MountRoot, SandboxChild};
+use crate::hidden::HiddenLayout;
 use crate::landlock_rules::{self, RulesetSpec};
 use crate::layout::{FsLayout, c_path};
 use crate::plan::{DEGRADED_SETTING, Plan, degraded_summary};
@@ -31,6 +33,8 @@ pub struct LinuxSandbox {
     detected: OnceLock<KernelSupport>,
     /// Seccomp programs: `[network off, network on]`.
     programs: [ProgramCache; 2],
+    /// The secret locations commands cannot read.
+    hidden: HiddenPaths,
 }
 
 impl LinuxSandbox {
@@ -39,6 +43,13 @@ impl LinuxSandbox {
     /// the kernel lacks make `prepare` fail (or degrade, when accepted), never silently pass.
     pub fn with_support(support: KernelSupport) -> Self {
         LinuxSandbox { injected: Some(support), ..LinuxSandbox::default() }
+    }
+
+    /// This sandbox, hiding `hidden` from every command (expanded again for each one).
+    #[must_use]
+    pub fn with_hidden(mut self, hidden: HiddenPaths) -> Self {
+        self.hidden = hidden;
+        self
     }
 
     /// The kernel support this sandbox works with.
@@ -65,7 +76,9 @@ impl Sandbox for LinuxSandbox {
         if policy.is_unrestricted() {
             return full_access_report();
         }
-        Plan::new(policy, self.support()).report(None)
+        let mut plan = Plan::new(policy, self.support());
+        plan.hide = !self.hidden.is_empty();
+        plan.report(None)
     }
 
     fn prepare(&self, request: SandboxRequest) -> Result<SandboxedSpawn, SandboxError> {
@@ -82,7 +95,9 @@ impl Sandbox for LinuxSandbox {
         }
         let support = self.support();
         let mut plan = Plan::new(&policy, support);
-        let layout = FsLayout::resolve(&policy, &workspace, tmpdir.as_deref())?;
+        plan.hide = !self.hidden.is_empty();
+        let mut layout = FsLayout::resolve(&policy, &workspace, tmpdir.as_deref())?;
+        layout.hidden = HiddenLayout::resolve(&self.hidden, &workspace, &spawn.cwd);
 
         let landlock = if plan.landlock_abi > 0 {
             let roots = landlock_rules::open_roots(&layout.roots)?;
@@ -182,6 +197,8 @@ fn mount_plan(mode: MountMode, layout: &FsLayout, cwd: &Path) -> Result<MountPla
         pinned: layout.pinned_dirs().iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
         protected: layout.protected.iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
         nodev: if dev_pts_is_a_mount() { vec![c"/dev/pts".to_owned()] } else { Vec::new() },
+        hidden_dirs: layout.hidden.dirs.iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
+        hidden_files: layout.hidden.files.iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
         cwd: c_path(cwd)?,
     })
 }

@@ -45,8 +45,12 @@ pub(crate) const OPEN_TREE_CLOEXEC: usize = libc::O_CLOEXEC as usize;
 pub(crate) const MOVE_MOUNT_F_EMPTY_PATH: usize = 0x0000_0004;
 /// `MOUNT_ATTR_RDONLY` (`struct mount_attr.attr_set`).
 pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
+/// `MOUNT_ATTR_NOSUID`: setuid bits and file capabilities on the mount grant nothing.
+pub(crate) const MOUNT_ATTR_NOSUID: u64 = 0x0000_0002;
 /// `MOUNT_ATTR_NODEV`: device nodes on the mount cannot be opened.
 pub(crate) const MOUNT_ATTR_NODEV: u64 = 0x0000_0004;
+/// `MOUNT_ATTR_NOEXEC`: nothing on the mount can be executed.
+pub(crate) const MOUNT_ATTR_NOEXEC: u64 = 0x0000_0008;
 /// `AT_RECURSIVE`: apply to the whole mount subtree.
 pub(crate) const AT_RECURSIVE: usize = 0x8000;
 

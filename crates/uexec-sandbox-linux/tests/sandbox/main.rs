@@ -5,6 +5,7 @@
 mod common;
 mod degraded;
 mod filesystem;
+mod hidden;
 mod network;
 mod planted;
 mod process;
