@@ -56,6 +56,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod extras;
 mod paths;
 mod profile;
 mod sandbox;

@@ -5,13 +5,15 @@
 //! nothing ever silently runs unsandboxed.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use uexec_domain::hidden::HiddenPaths;
 use uexec_domain::{Protection, ProtectionStatus};
 use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
 use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 
+use crate::extras::{extend_launch, resolve_hidden};
 use crate::paths::{PathResolver, RealFs};
 use crate::profile::{BASE_PROFILE, NETWORK_PROFILE, SANDBOX_EXEC, SeatbeltLaunch, build_launch};
 
@@ -50,13 +52,21 @@ pub struct SeatbeltSandbox {
     resolver: Arc<dyn PathResolver>,
     host: Host,
     generate_only: bool,
+    hidden: HiddenPaths,
+    proxy_port: Option<u16>,
 }
 
 impl Default for SeatbeltSandbox {
     /// The enforcing adapter on the real filesystem: `prepare` fails with [`SandboxError::Unsupported`] where
     /// `sandbox-exec` is unavailable.
     fn default() -> Self {
-        SeatbeltSandbox { resolver: Arc::new(RealFs), host: Host::detect(), generate_only: false }
+        SeatbeltSandbox {
+            resolver: Arc::new(RealFs),
+            host: Host::detect(),
+            generate_only: false,
+            hidden: HiddenPaths::default(),
+            proxy_port: None,
+        }
     }
 }
 
@@ -71,6 +81,19 @@ impl SeatbeltSandbox {
     #[must_use]
     pub fn with_resolver(self, resolver: Arc<dyn PathResolver>) -> Self {
         SeatbeltSandbox { resolver, ..self }
+    }
+
+    /// The same adapter hiding `hidden` from every command (`deny file-read*` on each match).
+    #[must_use]
+    pub fn with_hidden(self, hidden: HiddenPaths) -> Self {
+        SeatbeltSandbox { hidden, ..self }
+    }
+
+    /// The same adapter in domain-allowlist mode: a policy with network access reaches only TCP `port` on
+    /// localhost, where the app serves its proxy.
+    #[must_use]
+    pub fn with_proxy_port(self, port: u16) -> Self {
+        SeatbeltSandbox { proxy_port: Some(port), ..self }
     }
 
     /// Why `sandbox-exec` cannot run on this host, or `None` when it can.
@@ -92,7 +115,8 @@ impl SeatbeltSandbox {
         tmpdir: Option<&Path>,
         argv: &[OsString],
     ) -> Result<SeatbeltLaunch, SandboxError> {
-        build_launch(policy, cwd, tmpdir, argv, &*self.resolver)
+        let launch = build_launch(policy, cwd, tmpdir, argv, &*self.resolver)?;
+        Ok(extend_launch(launch, &resolve_hidden(&self.hidden, cwd), self.proxy_port))
     }
 
     /// The report for `policy`; with a `launch`, its details count the actual roots.
@@ -122,7 +146,21 @@ impl Sandbox for SeatbeltSandbox {
         // `allow_degraded` to accept.
         let SandboxRequest { mut spawn, workspace, policy, tmpdir, allow_degraded: _ } = request;
         let launch = self.launch(&policy, &workspace, tmpdir.as_deref(), &spawn.argv)?;
-        let report = self.build_report(&policy, Some(&launch));
+        let mut report = self.build_report(&policy, Some(&launch));
+        if !self.hidden.is_empty() {
+            let hidden: Vec<String> = launch
+                .params
+                .iter()
+                .filter(|(name, _)| name.starts_with("HIDDEN_"))
+                .map(|(_, path)| PathBuf::from(path).display().to_string())
+                .collect();
+            let what = if hidden.is_empty() { "none present".to_owned() } else { hidden.join(", ") };
+            report.protections.push(enforced(
+                "hidden_paths",
+                format!("deny file-read* and file-write* on {what}"),
+                self.unavailable_reason(),
+            ));
+        }
         spawn.argv = launch.argv;
         spawn.env = sandbox_env(std::mem::take(&mut spawn.env), policy.has_network_access());
         Ok(SandboxedSpawn { spawn, report })

@@ -13,6 +13,8 @@
 //! shell = "/bin/bash"                   # default shell of exec_command (else $SHELL, else /bin/bash)
 //! report_protections = true             # note the sandbox after every exec_command output (default false)
 //! audit_log = "/var/log/uexec.jsonl"    # like --audit-log
+//! hide_secrets = true                   # the default: ~/.ssh, ~/.aws, ~/.netrc, ... unreadable when sandboxed
+//! hidden_paths = [".env*"]              # more unreadable paths: `~/x`, `/abs`, or workspace globs (* ? **)
 //!
 //! [env]
 //! inherit = "all"                       # "all", "none", or a list of names to keep: ["PATH", "HOME"]
@@ -72,6 +74,11 @@ pub struct ConfigFile {
     pub report_protections: Option<bool>,
     /// `audit_log`.
     pub audit_log: Option<Spanned<PathBuf>>,
+    /// `hide_secrets`.
+    pub hide_secrets: Option<bool>,
+    /// `hidden_paths`.
+    #[serde(default)]
+    pub hidden_paths: Vec<Spanned<String>>,
     /// `[env]`.
     pub env: Option<EnvSection>,
     /// `[limits]`.

@@ -3,23 +3,37 @@
 
 use std::sync::Arc;
 
+use uexec_domain::hidden::HiddenPaths;
 use uexec_domain::{Protection, ProtectionStatus};
 use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
 use uexec_ports::process::ProcessSpawner;
 use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 
-/// The sandbox of this platform.
+/// The sandbox of this platform, hiding nothing (for reports and tests).
 pub fn sandbox() -> Arc<dyn Sandbox> {
+    sandbox_with(&SandboxSetup::default())
+}
+
+/// What the app adds to the platform's sandbox beyond the policy of each command.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxSetup {
+    /// The secret locations commands cannot read.
+    pub hidden: HiddenPaths,
+}
+
+/// The sandbox of this platform with `setup`.
+pub fn sandbox_with(setup: &SandboxSetup) -> Arc<dyn Sandbox> {
     #[cfg(target_os = "linux")]
     {
-        Arc::new(uexec_sandbox_linux::LinuxSandbox::default())
+        Arc::new(uexec_sandbox_linux::LinuxSandbox::default().with_hidden(setup.hidden.clone()))
     }
     #[cfg(target_os = "macos")]
     {
-        Arc::new(uexec_sandbox_macos::SeatbeltSandbox::default())
+        Arc::new(uexec_sandbox_macos::SeatbeltSandbox::default().with_hidden(setup.hidden.clone()))
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
+        let _ = setup;
         Arc::new(UnsupportedSandbox)
     }
 }

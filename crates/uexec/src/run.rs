@@ -94,7 +94,8 @@ fn run(args: &RunArgs) -> Result<u8, NothingRan> {
         mode,
         setup: Vec::new(),
     };
-    let sandbox = crate::platform::sandbox();
+    let sandbox =
+        crate::platform::sandbox_with(&crate::platform::SandboxSetup { hidden: settings.hidden.clone() });
     let context = SandboxContext {
         sandbox: sandbox.as_ref(),
         policy: &settings.sandbox_policy,

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use uexec_domain::GitEntry;
 use uexec_domain::env::{EnvInherit, EnvPolicy};
+use uexec_domain::hidden::{HiddenPaths, HiddenPattern};
 use uexec_domain::limits::Limits;
 use uexec_domain::rules::{CommandRules, PrefixRule};
 use uexec_domain::{ApprovalPolicy, SandboxPolicy};
@@ -62,6 +63,8 @@ pub struct Settings {
     pub audit_log: Option<PathBuf>,
     /// The config file that was read, if any.
     pub config_file: Option<PathBuf>,
+    /// The secret locations sandboxed commands cannot read.
+    pub hidden: HiddenPaths,
 }
 
 impl Settings {
@@ -278,6 +281,17 @@ fn resolve_with(
         refuse_audit_log_in_writable_root(path, &sandbox_policy, &cwd, tmpdir.as_deref())?;
     }
 
+    let mut patterns = if file.hide_secrets.unwrap_or(true) { HiddenPattern::defaults() } else { Vec::new() };
+    if let Some(loaded) = loaded {
+        for glob in &file.hidden_paths {
+            let pattern = HiddenPattern::parse(glob.get_ref())
+                .map_err(|e| loaded.error_at(glob.span(), "hidden_paths", e))?;
+            patterns.push(pattern);
+        }
+    }
+    let home = (ctx.env)("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
+    let hidden = HiddenPaths { home, patterns };
+
     Ok(Settings {
         cwd,
         sandbox_policy,
@@ -290,6 +304,7 @@ fn resolve_with(
         report_protections: file.report_protections.unwrap_or(false),
         audit_log,
         config_file: loaded.map(|l| l.path.clone()),
+        hidden,
     })
 }
 

@@ -36,7 +36,8 @@ pub async fn serve(
 ) -> Result<StopReason> {
     let approver =
         Arc::new(approval::McpApprover::new(settings.approval_policy, settings.sandbox_policy.clone()));
-    let sandbox = crate::platform::sandbox();
+    let sandbox =
+        crate::platform::sandbox_with(&crate::platform::SandboxSetup { hidden: settings.hidden.clone() });
     let mut config = crate::engine_config(settings);
     config.id_seed = id_seed;
     let engine = Engine::new(
