@@ -67,6 +67,7 @@ pub mod hidden;
 pub mod ids;
 pub mod known_safe;
 pub mod limits;
+pub mod network;
 pub mod patch;
 mod policy;
 mod protection;
