@@ -1,6 +1,7 @@
 //! The child side: everything prepared in the parent, applied between fork and exec with raw system calls.
 //!
 //! Order (see `docs/sandbox.md` for the reasons):
+//! 0. Network namespace (domain-allowlist mode): `setns` into the proxy's namespace, where only loopback exists.
 //! 1. Mount namespace (when planned): `unshare(CLONE_NEWNS)` (or `CLONE_NEWUSER | CLONE_NEWNS` plus the id maps),
 //!    make every mount private, clone each writable root's mount tree (made `nodev`), make the whole tree
 //!    read-only and `/dev/pts` `nodev`, attach the writable clones over their roots, bind the directories leading
@@ -104,6 +105,8 @@ pub(crate) struct MountRoot {
 /// The prepared sandbox for one command: the [`ChildSetup`] hook added to the spawn request.
 #[derive(Debug)]
 pub(crate) struct SandboxChild {
+    /// The proxy's network namespace to enter first (domain-allowlist mode), kept open by this hook.
+    pub(crate) netns: Option<Arc<OwnedFd>>,
     /// Mount namespace work, if any.
     pub(crate) mounts: Option<MountPlan>,
     /// Capabilities to keep (a mask of capability numbers).
@@ -135,6 +138,12 @@ const AT_FDCWD: usize = libc::AT_FDCWD as isize as usize;
 // step returns an error value).
 unsafe impl ChildSetup for SandboxChild {
     fn run_in_child(&self) -> Result<(), ChildSetupFailure> {
+        if let Some(ns) = &self.netns {
+            let fd = ns.as_raw_fd() as usize;
+            // SAFETY: setns on a namespace descriptor owned by `self`, with an integer flag.
+            let ret = unsafe { sys::syscall(libc::SYS_setns, [fd, libc::CLONE_NEWNET as usize, 0, 0, 0, 0]) };
+            check("setns(CLONE_NEWNET)", ret)?;
+        }
         if let Some(plan) = &self.mounts {
             apply_mounts(plan)?;
         }

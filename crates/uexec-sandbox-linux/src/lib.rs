@@ -101,6 +101,7 @@ mod child;
 mod hidden;
 mod landlock_rules;
 mod layout;
+mod netns;
 mod plan;
 mod sandbox;
 mod seccomp;
@@ -108,6 +109,7 @@ mod support;
 mod sys;
 
 pub use layout::git_entry;
+pub use netns::ProxyNamespace;
 pub use plan::DEGRADED_SETTING;
 pub use sandbox::LinuxSandbox;
 pub use support::{Availability, KernelSupport, MountNamespace};

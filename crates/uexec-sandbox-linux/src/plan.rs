@@ -44,6 +44,8 @@ pub(crate) struct Plan {
     pub(crate) privileged: bool,
     /// True when secret locations are to be hidden (the sandbox was given patterns).
     pub(crate) hide: bool,
+    /// Domain-allowlist mode: the proxy's port and what it allows (the network is then on, through it only).
+    pub(crate) proxy: Option<(u16, String)>,
 }
 
 impl Plan {
@@ -76,6 +78,7 @@ impl Plan {
             privileged: support::has_effective_capability(crate::sys::CAP_SETPCAP)
                 || support::has_effective_capability(crate::sys::CAP_SYS_ADMIN),
             hide: false,
+            proxy: None,
         }
     }
 
@@ -316,6 +319,30 @@ impl Plan {
     }
 
     fn network(&self) -> Protection {
+        if let Some((port, rules)) = &self.proxy {
+            return match (self.seccomp, self.mounts) {
+                (true, Some(MountMode::Privileged)) => protection(
+                    "network",
+                    ProtectionStatus::Enforced,
+                    format!(
+                        "a network namespace with only loopback: the one way out is uexec's proxy on                          127.0.0.1:{port}, which allows {rules} and resolves names itself; seccomp: sockets                          other than unix, IPv4 and IPv6 fail with EPERM (no netlink, no packet sockets)"
+                    ),
+                ),
+                _ => protection(
+                    "network",
+                    ProtectionStatus::Off,
+                    format!(
+                        "the domain allowlist needs seccomp and CAP_SYS_ADMIN to enter the proxy's network                          namespace ({}; {})",
+                        if self.seccomp { "seccomp available" } else { "no seccomp" },
+                        if self.mounts == Some(MountMode::Privileged) {
+                            "privileged"
+                        } else {
+                            "unprivileged"
+                        }
+                    ),
+                ),
+            };
+        }
         if !self.network_off {
             return protection(
                 "network",

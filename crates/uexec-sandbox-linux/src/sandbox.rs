@@ -14,8 +14,9 @@ use crate::child::{self, MAX_MOUNT_ROOTS, MountMode, MountPlan, MountRoot, Sandb
 use crate::hidden::HiddenLayout;
 use crate::landlock_rules::{self, RulesetSpec};
 use crate::layout::{FsLayout, c_path};
+use crate::netns::ProxyNamespace;
 use crate::plan::{DEGRADED_SETTING, Plan, degraded_summary};
-use crate::seccomp::{self, SeccompPrograms};
+use crate::seccomp::{self, SeccompPrograms, Sockets};
 use crate::support::{self, KernelSupport};
 
 /// Cached seccomp programs for one network setting (building them is pure, so once per process is enough).
@@ -31,10 +32,12 @@ pub struct LinuxSandbox {
     injected: Option<KernelSupport>,
     /// The probed kernel support.
     detected: OnceLock<KernelSupport>,
-    /// Seccomp programs: `[network off, network on]`.
-    programs: [ProgramCache; 2],
+    /// Seccomp programs: `[network off, network on, network through the proxy]`.
+    programs: [ProgramCache; 3],
     /// The secret locations commands cannot read.
     hidden: HiddenPaths,
+    /// Domain-allowlist mode: a policy with network access reaches only the proxy in this namespace.
+    proxy: Option<ProxyNamespace>,
 }
 
 impl LinuxSandbox {
@@ -52,6 +55,14 @@ impl LinuxSandbox {
         self
     }
 
+    /// This sandbox in domain-allowlist mode: a policy with network access runs its commands in `proxy`'s
+    /// network namespace (loopback only) with the proxy variables set; the app serves the proxy's listener.
+    #[must_use]
+    pub fn with_proxy(mut self, proxy: ProxyNamespace) -> Self {
+        self.proxy = Some(proxy);
+        self
+    }
+
     /// The kernel support this sandbox works with.
     pub fn support(&self) -> &KernelSupport {
         match &self.injected {
@@ -60,10 +71,22 @@ impl LinuxSandbox {
         }
     }
 
-    /// The seccomp programs for `network`, built once.
-    fn programs(&self, network: bool) -> Result<Arc<SeccompPrograms>, String> {
-        let cache = &self.programs[usize::from(network)];
-        cache.get_or_init(|| seccomp::build(network).map(Arc::new)).clone()
+    /// The seccomp programs for `sockets`, built once.
+    fn programs(&self, sockets: Sockets) -> Result<Arc<SeccompPrograms>, String> {
+        let cache = &self.programs[sockets as usize];
+        cache.get_or_init(|| seccomp::build(sockets).map(Arc::new)).clone()
+    }
+
+    /// The plan for `policy`: hidden paths and the proxy as configured.
+    fn plan(&self, policy: &SandboxPolicy) -> Plan {
+        let mut plan = Plan::new(policy, self.support());
+        plan.hide = !self.hidden.is_empty();
+        if policy.has_network_access()
+            && let Some(proxy) = &self.proxy
+        {
+            plan.proxy = Some((proxy.port(), proxy.rules().to_owned()));
+        }
+        plan
     }
 }
 
@@ -76,9 +99,7 @@ impl Sandbox for LinuxSandbox {
         if policy.is_unrestricted() {
             return full_access_report();
         }
-        let mut plan = Plan::new(policy, self.support());
-        plan.hide = !self.hidden.is_empty();
-        plan.report(None)
+        self.plan(policy).report(None)
     }
 
     fn prepare(&self, request: SandboxRequest) -> Result<SandboxedSpawn, SandboxError> {
@@ -93,9 +114,7 @@ impl Sandbox for LinuxSandbox {
                 reason: "the working directory does not exist, is not a directory or is not absolute".into(),
             });
         }
-        let support = self.support();
-        let mut plan = Plan::new(&policy, support);
-        plan.hide = !self.hidden.is_empty();
+        let mut plan = self.plan(&policy);
         let mut layout = FsLayout::resolve(&policy, &workspace, tmpdir.as_deref())?;
         layout.hidden = HiddenLayout::resolve(&self.hidden, &workspace, &spawn.cwd);
 
@@ -112,7 +131,12 @@ impl Sandbox for LinuxSandbox {
             None
         };
         let programs = if plan.seccomp {
-            match self.programs(!plan.network_off) {
+            let sockets = match (plan.network_off, plan.proxy.is_some()) {
+                (true, _) => Sockets::UnixOnly,
+                (false, true) => Sockets::UnixAndIp,
+                (false, false) => Sockets::Any,
+            };
+            match self.programs(sockets) {
                 Ok(programs) => Some(programs),
                 Err(why) => {
                     plan.without_seccomp(format!("building the filter failed: {why}"));
@@ -138,7 +162,12 @@ impl Sandbox for LinuxSandbox {
             Some(mode) => Some(mount_plan(mode, &layout, &spawn.cwd)?),
             None => None,
         };
+        let netns = match (&self.proxy, &plan.proxy) {
+            (Some(proxy), Some(_)) => Some(proxy.descriptor()),
+            _ => None,
+        };
         let hook = SandboxChild {
+            netns,
             mounts,
             keep_capabilities: child::kept_mask(),
             landlock,
@@ -149,6 +178,13 @@ impl Sandbox for LinuxSandbox {
         tracing::debug!(report = %report, requires_fork, "sandbox prepared");
         spawn.setup.push(Arc::new(hook));
         spawn.env = sandbox_env(std::mem::take(&mut spawn.env), !plan.network_off);
+        if let Some((port, _)) = &plan.proxy {
+            let names = uexec_domain::network::proxy_env_names();
+            spawn.env.retain(|(name, _)| !names.iter().any(|n| name == n.as_str()));
+            spawn.env.extend(
+                uexec_domain::network::proxy_env(*port).into_iter().map(|(k, v)| (k.into(), v.into())),
+            );
+        }
         Ok(SandboxedSpawn { spawn, report })
     }
 }

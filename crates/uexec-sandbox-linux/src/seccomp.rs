@@ -121,8 +121,27 @@ fn nr(n: libc::c_long) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-/// The rules for a sandbox with network access `network`.
+/// Which sockets a command may create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sockets {
+    /// `AF_UNIX` only (network off).
+    UnixOnly,
+    /// `AF_UNIX`, `AF_INET` and `AF_INET6` (network through the proxy: the command's network namespace has only
+    /// loopback, so an IP socket reaches nothing but the proxy and the command's own local servers; netlink,
+    /// packet and the other families stay denied).
+    UnixAndIp,
+    /// Every family (network on).
+    Any,
+}
+
+/// The rules for a sandbox with network access `network` (off: unix sockets only; on: every socket).
+#[cfg(test)]
 pub(crate) fn rules(network: bool) -> Vec<Rule> {
+    rules_with(if network { Sockets::Any } else { Sockets::UnixOnly })
+}
+
+/// The rules for a sandbox whose commands may create `sockets`.
+pub(crate) fn rules_with(sockets: Sockets) -> Vec<Rule> {
     let eperm = libc::EPERM;
     let deny =
         |n: libc::c_long, name: &'static str| Rule { nr: nr(n), name, check: Check::Always, errno: eperm };
@@ -224,11 +243,16 @@ pub(crate) fn rules(network: bool) -> Vec<Rule> {
         deny(libc::SYS_ioperm, "ioperm"),
         deny(libc::SYS_uselib, "uselib"),
     ]);
-    if !network {
-        // Sockets other than AF_UNIX cannot be created, so connect/bind/listen/accept/send on a network socket
-        // cannot happen; unix sockets keep every call (spec B8).
+    if sockets != Sockets::Any {
+        // Sockets other than AF_UNIX (and, through the proxy, AF_INET/AF_INET6) cannot be created, so
+        // connect/bind/listen/accept/send on another socket cannot happen; unix sockets keep every call (spec B8).
         let unix_only = || Check::NoneOf { arg: 0, values: vec![libc::AF_UNIX as u32] };
-        rules.push(Rule { nr: nr(libc::SYS_socket), name: "socket", check: unix_only(), errno: eperm });
+        let families = match sockets {
+            Sockets::UnixAndIp => vec![libc::AF_UNIX as u32, libc::AF_INET as u32, libc::AF_INET6 as u32],
+            _ => vec![libc::AF_UNIX as u32],
+        };
+        let socket = Check::NoneOf { arg: 0, values: families };
+        rules.push(Rule { nr: nr(libc::SYS_socket), name: "socket", check: socket, errno: eperm });
         rules.push(Rule {
             nr: nr(libc::SYS_socketpair),
             name: "socketpair",
@@ -286,9 +310,9 @@ fn short(offset: usize) -> Result<u8, String> {
     u8::try_from(offset).map_err(|_| format!("seccomp: jump of {offset} instructions is too long"))
 }
 
-/// Build the filter for a sandbox with network access `network` (pure: no system call).
-pub(crate) fn build(network: bool) -> Result<SeccompPrograms, String> {
-    Ok(SeccompPrograms { programs: vec![compile(&rules(network), audit_arch()?)?] })
+/// Build the filter for a sandbox whose commands may create `sockets` (pure: no system call).
+pub(crate) fn build(sockets: Sockets) -> Result<SeccompPrograms, String> {
+    Ok(SeccompPrograms { programs: vec![compile(&rules_with(sockets), audit_arch()?)?] })
 }
 
 /// Compile `rules` (sorted by number, unique) for architecture `arch`.

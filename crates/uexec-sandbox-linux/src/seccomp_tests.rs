@@ -174,8 +174,8 @@ fn arch() -> u32 {
 
 #[test]
 fn every_syscall_number_gets_the_oracles_answer_and_seccompilers() {
-    for network in [false, true] {
-        let rules = rules(network);
+    for (network, sockets) in [(false, Sockets::UnixOnly), (true, Sockets::Any), (true, Sockets::UnixAndIp)] {
+        let rules = rules_with(sockets);
         let program = compile(&rules, arch()).unwrap();
         let reference = Reference::new(&rules);
         for nr in 0..1024 {
@@ -229,6 +229,18 @@ fn the_rules_deny_what_the_report_says() {
     let on = compile(&rules(true), arch).unwrap();
     let inet = Data { nr: libc::SYS_socket as u32, arch, args: [libc::AF_INET as u64, 0, 0, 0, 0, 0] };
     assert_eq!(run(&on, &inet).0, RET_ALLOW);
+    // Through the proxy: unix and IP sockets, nothing else (netlink, packet), and only unix socket pairs.
+    let proxied = compile(&rules_with(Sockets::UnixAndIp), arch).unwrap();
+    let socket =
+        |family: i32| Data { nr: libc::SYS_socket as u32, arch, args: [family as u64, 0, 0, 0, 0, 0] };
+    for family in [libc::AF_UNIX, libc::AF_INET, libc::AF_INET6] {
+        assert_eq!(run(&proxied, &socket(family)).0, RET_ALLOW, "{family}");
+    }
+    for family in [libc::AF_NETLINK, libc::AF_PACKET, libc::AF_VSOCK, libc::AF_BLUETOOTH] {
+        assert_eq!(run(&proxied, &socket(family)).0, eperm, "{family}");
+    }
+    let pair = Data { nr: libc::SYS_socketpair as u32, arch, args: [libc::AF_INET as u64, 0, 0, 0, 0, 0] };
+    assert_eq!(run(&proxied, &pair).0, eperm);
 }
 
 #[test]

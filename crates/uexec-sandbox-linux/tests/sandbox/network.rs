@@ -75,3 +75,77 @@ print("asyncio", asyncio.run(main()))
     let probe = py(workspace_only(vec![], false), &s.ws, code);
     assert!(probe.ok() && probe.stdout.contains("asyncio 42"), "{probe:?}");
 }
+
+/// Domain-allowlist mode: the command sits in the proxy's network namespace. It reaches the proxy's listener on
+/// loopback (and gets the proxy variables), and nothing else: a literal IP over TCP, UDP (a DNS query) and ICMP
+/// find no route; netlink sockets cannot even be made. The same probe with the network on reaches out.
+#[test]
+fn through_the_proxy_only_the_proxy_listener_is_reachable() {
+    use uexec_ports::Sandbox;
+    let s = Scratch::new();
+    let (ns, listener) = uexec_sandbox_linux::ProxyNamespace::create("example.com".into()).unwrap();
+    let port = ns.port();
+    let code = format!(
+        r#"
+import os, socket
+def attempt(name, f):
+    try:
+        f(); print(name, "ok")
+    except OSError as e:
+        print(name, "errno", e.errno)
+def proxy():
+    s = socket.create_connection(("127.0.0.1", {port}), timeout=10); s.sendall(b"hi"); s.close()
+def tcp_ip():
+    socket.create_connection(("1.1.1.1", 443), timeout=10).close()
+def udp_dns():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)
+    s.sendto(b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03pypi\x03org\x00\x00\x01\x00\x01", ("8.8.8.8", 53))
+    s.recv(512)
+def icmp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    s.sendto(b"\x08\x00\xf7\xff\x00\x00\x00\x00", ("1.1.1.1", 0))
+def local_server():
+    srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+    c = socket.create_connection(srv.getsockname(), timeout=5); c.close(); srv.close()
+attempt("proxy", proxy)
+attempt("tcp-ip", tcp_ip)
+attempt("udp-dns", udp_dns)
+attempt("icmp", icmp)
+attempt("local-server", local_server)
+attempt("netlink", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close())
+print("HTTPS_PROXY", os.environ.get("HTTPS_PROXY"))
+"#
+    );
+    let python = crate::common::python();
+    let argv = [python.to_str().unwrap(), "-c", code.as_str()];
+    let sandbox = uexec_sandbox_linux::LinuxSandbox::default().with_proxy(ns);
+    let prepared =
+        sandbox.prepare(crate::common::request(workspace_only(vec![], true), &argv, &s.ws)).unwrap();
+    let out = crate::common::run(&prepared);
+    let line =
+        |name: &str| out.stdout.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_default();
+    assert_eq!(line("proxy"), "proxy ok", "{out:?}");
+    assert_eq!(line("local-server"), "local-server ok", "{out:?}");
+    for name in ["tcp-ip", "udp-dns", "icmp"] {
+        assert_eq!(line(name), format!("{name} errno {}", libc::ENETUNREACH), "{out:?}");
+    }
+    assert_eq!(line("netlink"), format!("netlink errno {}", libc::EPERM), "{out:?}");
+    assert_eq!(line("HTTPS_PROXY"), format!("HTTPS_PROXY http://127.0.0.1:{port}"), "{out:?}");
+    let network = prepared.report.protections.iter().find(|p| p.name == "network").unwrap();
+    assert!(network.detail.contains(&format!("127.0.0.1:{port}")), "{network:?}");
+    listener.set_nonblocking(true).unwrap();
+    let (mut conn, _) = listener.accept().expect("the proxy connection arrived on the listener");
+    let mut buf = [0u8; 2];
+    std::io::Read::read_exact(&mut conn, &mut buf).unwrap();
+    assert_eq!(&buf, b"hi");
+
+    // The twin: the network on (no proxy) reaches a literal IP's route (a UDP socket connects), and the proxy
+    // variables are not set.
+    let on = py(workspace_only(vec![], true), &s.ws, &code);
+    assert_ne!(
+        on.stdout.lines().find(|l| l.starts_with("udp-dns ")).unwrap_or_default(),
+        format!("udp-dns errno {}", libc::ENETUNREACH),
+        "{on:?}"
+    );
+    assert!(on.stdout.contains("netlink ok"), "{on:?}");
+}
