@@ -48,6 +48,7 @@ MCP commands (TERM=dumb, NO_COLOR, ...).
 Examples:
   uexec run -- cargo build
   uexec run --network -- npm install
+  uexec run --allow-domain registry.npmjs.org -- npm install
   uexec run --sandbox read-only -- bash
   uexec run --writable-root ~/.cache -- make";
 
@@ -148,6 +149,14 @@ pub struct PolicyArgs {
     /// Deny network access even when the config file allows it.
     #[arg(long)]
     pub no_network: bool,
+    /// Allow network access to DOMAIN only, through uexec's proxy (repeatable; `*.example.com` for every name
+    /// below it, `example.com:8443` for one port, `*` for every host; added to the config's `[network] allow`).
+    #[arg(long = "allow-domain", value_name = "DOMAIN", conflicts_with = "no_network")]
+    pub allow_domains: Vec<String>,
+    /// Never connect to DOMAIN, whatever is allowed (repeatable; with --network: every other host, through the
+    /// proxy; added to the config's `[network] deny`).
+    #[arg(long = "deny-domain", value_name = "DOMAIN", conflicts_with = "no_network")]
+    pub deny_domains: Vec<String>,
     /// When to ask a person [default: on-request].
     #[arg(long, value_enum, value_name = "POLICY")]
     pub approval_policy: Option<ApprovalArg>,

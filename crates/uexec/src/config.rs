@@ -6,7 +6,7 @@
 //! approval_policy = "on-request"        # untrusted | on-failure | on-request | never
 //! sandbox = "workspace-write"           # read-only | workspace-write | danger-full-access
 //! writable_roots = ["/var/cache/build"] # extra writable directories (relative: to this file's directory)
-//! network = false
+//! network = false                       # or a table: [network] allow = ["pypi.org", "*.npmjs.org"], deny = [...]
 //! exclude_slash_tmp = false             # leave /tmp out of the writable roots
 //! exclude_tmpdir_env_var = false        # leave $TMPDIR out of the writable roots
 //! allow_degraded_sandbox = false
@@ -60,8 +60,8 @@ pub struct ConfigFile {
     /// `writable_roots`.
     #[serde(default)]
     pub writable_roots: Vec<Spanned<PathBuf>>,
-    /// `network`.
-    pub network: Option<bool>,
+    /// `network`: a switch, or the `[network]` table of allowed and denied domains.
+    pub network: Option<NetworkConfig>,
     /// `exclude_slash_tmp`.
     pub exclude_slash_tmp: Option<bool>,
     /// `exclude_tmpdir_env_var`.
@@ -86,6 +86,29 @@ pub struct ConfigFile {
     /// `[[rules]]`.
     #[serde(default)]
     pub rules: Vec<Spanned<RuleEntry>>,
+}
+
+/// `network = true|false`, or `[network]` with `allow` and `deny` domain lists (the allowlist mode: commands
+/// reach only uexec's proxy, which connects to allowed domains only; `deny` wins).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum NetworkConfig {
+    /// `network = true` (the host's network) or `false` (none).
+    Switch(bool),
+    /// `[network]`.
+    Domains(NetworkSection),
+}
+
+/// `[network]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSection {
+    /// Domains commands may reach through the proxy.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Domains they never reach.
+    #[serde(default)]
+    pub deny: Vec<String>,
 }
 
 /// `[env]`.
@@ -312,7 +335,7 @@ decision = "forbid"
         assert_eq!(file.approval_policy, Some(ApprovalPolicy::Untrusted));
         assert_eq!(file.sandbox, Some(SandboxMode::ReadOnly));
         assert_eq!(file.writable_roots[0].get_ref(), &PathBuf::from("/var/cache"));
-        assert_eq!(file.network, Some(true));
+        assert!(matches!(file.network, Some(NetworkConfig::Switch(true))));
         let env = file.env.unwrap();
         assert_eq!(env.inherit, Some(InheritSpec::Only(vec!["PATH".into(), "HOME".into()])));
         assert_eq!(env.set.get("RUST_BACKTRACE").map(String::as_str), Some("1"));

@@ -7,6 +7,7 @@ mod cli;
 mod config;
 mod mcp;
 mod platform;
+mod proxy;
 mod report;
 mod run;
 mod settings;
@@ -35,7 +36,11 @@ fn main() -> ExitCode {
         // session, even when uexec itself is killed. `uexec run` without a terminal spawns from this thread and
         // starts no thread: this thread enters the PID namespace itself (no helper thread, no hand-off).
         let policy = match cli.command {
-            Command::Run(_) if !run::uses_terminal() => uexec_pty::NamespacePolicy::OnCallingThread,
+            // The domain allowlist makes its network namespace on a helper thread, which a thread that entered
+            // a PID namespace could no longer start.
+            Command::Run(ref args) if !run::uses_terminal() && !run::needs_proxy(args) => {
+                uexec_pty::NamespacePolicy::OnCallingThread
+            }
             _ => uexec_pty::NamespacePolicy::IfPrivileged,
         };
         match uexec_pty::contain_descendants_with(policy) {
@@ -100,7 +105,7 @@ fn run_mcp(args: &cli::McpArgs) -> Result<ExitCode> {
         "serving MCP on stdio"
     );
     let rt = runtime()?;
-    let outcome = rt.block_on(mcp::serve(&settings, sinks.events.clone(), args.id_seed));
+    let outcome = rt.block_on(mcp::serve(&settings, sinks.events.clone(), sinks.audit.clone(), args.id_seed));
     // The stdin reader may be blocked in a read(2) that never returns: do not wait for it.
     rt.shutdown_background();
     sinks.report_failures();

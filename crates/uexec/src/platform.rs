@@ -9,7 +9,8 @@ use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
 use uexec_ports::process::ProcessSpawner;
 use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 
-/// The sandbox of this platform, hiding nothing (for reports and tests).
+/// The sandbox of this platform, hiding nothing (for tests).
+#[cfg(test)]
 pub fn sandbox() -> Arc<dyn Sandbox> {
     sandbox_with(&SandboxSetup::default())
 }
@@ -19,17 +20,55 @@ pub fn sandbox() -> Arc<dyn Sandbox> {
 pub struct SandboxSetup {
     /// The secret locations commands cannot read.
     pub hidden: HiddenPaths,
+    /// Domain-allowlist mode: where commands reach the proxy.
+    pub proxy: Option<ProxyRoute>,
+}
+
+/// How sandboxed commands reach the proxy.
+#[derive(Debug, Clone)]
+pub enum ProxyRoute {
+    /// Linux: a network namespace with only loopback, the proxy's listener inside.
+    #[cfg(target_os = "linux")]
+    Namespace(uexec_sandbox_linux::ProxyNamespace),
+    /// Elsewhere: a port on the host's loopback, the only address the sandbox lets commands reach.
+    #[cfg(not(target_os = "linux"))]
+    Port(u16),
+}
+
+/// Make the proxy's route and its listening socket (the caller serves it). `rules` describes what the proxy
+/// allows, for the protection report.
+pub fn proxy_route(rules: String) -> anyhow::Result<(ProxyRoute, std::net::TcpListener)> {
+    #[cfg(target_os = "linux")]
+    {
+        let (ns, listener) = uexec_sandbox_linux::ProxyNamespace::create(rules)?;
+        Ok((ProxyRoute::Namespace(ns), listener))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = rules;
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+        let port = listener.local_addr()?.port();
+        Ok((ProxyRoute::Port(port), listener))
+    }
 }
 
 /// The sandbox of this platform with `setup`.
 pub fn sandbox_with(setup: &SandboxSetup) -> Arc<dyn Sandbox> {
     #[cfg(target_os = "linux")]
     {
-        Arc::new(uexec_sandbox_linux::LinuxSandbox::default().with_hidden(setup.hidden.clone()))
+        let sandbox = uexec_sandbox_linux::LinuxSandbox::default().with_hidden(setup.hidden.clone());
+        match &setup.proxy {
+            Some(ProxyRoute::Namespace(ns)) => Arc::new(sandbox.with_proxy(ns.clone())),
+            None => Arc::new(sandbox),
+        }
     }
     #[cfg(target_os = "macos")]
     {
-        Arc::new(uexec_sandbox_macos::SeatbeltSandbox::default().with_hidden(setup.hidden.clone()))
+        let sandbox = uexec_sandbox_macos::SeatbeltSandbox::default().with_hidden(setup.hidden.clone());
+        match &setup.proxy {
+            Some(ProxyRoute::Port(port)) => Arc::new(sandbox.with_proxy_port(*port)),
+            None => Arc::new(sandbox),
+        }
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {

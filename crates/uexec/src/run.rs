@@ -73,6 +73,14 @@ pub fn uses_terminal() -> bool {
     terminal::is_terminal(terminal::stdin_fd()) && terminal::is_terminal(terminal::stdout_fd())
 }
 
+/// True when the command would run in the domain-allowlist mode (an unreadable config counts as no: `run` then
+/// reports the error).
+pub fn needs_proxy(args: &RunArgs) -> bool {
+    ProcessContext::current()
+        .and_then(|ctx| Settings::resolve(&args.policy, args.audit_log.as_deref(), &ctx))
+        .is_ok_and(|s| matches!(s.network, uexec_domain::network::NetworkPolicy::Proxied(_)))
+}
+
 fn run(args: &RunArgs) -> Result<u8, NothingRan> {
     let ctx = ProcessContext::current().map_err(nothing_ran)?;
     let settings = Settings::resolve(&args.policy, args.audit_log.as_deref(), &ctx).map_err(nothing_ran)?;
@@ -94,8 +102,8 @@ fn run(args: &RunArgs) -> Result<u8, NothingRan> {
         mode,
         setup: Vec::new(),
     };
-    let sandbox =
-        crate::platform::sandbox_with(&crate::platform::SandboxSetup { hidden: settings.hidden.clone() });
+    let (setup, proxy) = crate::proxy::prepare(&settings, sinks.audit.clone()).map_err(nothing_ran)?;
+    let sandbox = crate::platform::sandbox_with(&setup);
     let context = SandboxContext {
         sandbox: sandbox.as_ref(),
         policy: &settings.sandbox_policy,
@@ -116,7 +124,19 @@ fn run(args: &RunArgs) -> Result<u8, NothingRan> {
         .build()
         .context("cannot start the async runtime")
         .map_err(nothing_ran)?;
-    let outcome = rt.block_on(supervise(spawn, &settings, protections, sinks.events.clone()));
+    let refusals = proxy.as_ref().map(crate::proxy::Pending::refusals);
+    let outcome = rt.block_on(async {
+        if let Some(proxy) = proxy {
+            proxy.spawn();
+        }
+        supervise(spawn, &settings, protections, sinks.events.clone()).await
+    });
+    if let Some(note) = refusals.and_then(|r| crate::proxy::Refusals::note(&r.since(0))) {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("{note}");
+        }
+    }
     // The stdin relay may be blocked in a read(2) that never returns: do not wait for it.
     rt.shutdown_background();
     sinks.report_failures();

@@ -13,6 +13,7 @@ use uexec_domain::GitEntry;
 use uexec_domain::env::{EnvInherit, EnvPolicy};
 use uexec_domain::hidden::{HiddenPaths, HiddenPattern};
 use uexec_domain::limits::Limits;
+use uexec_domain::network::{DomainPattern, DomainRules, NetworkPolicy};
 use uexec_domain::rules::{CommandRules, PrefixRule};
 use uexec_domain::{ApprovalPolicy, SandboxPolicy};
 use uexec_engine::writable_root_holding;
@@ -65,6 +66,9 @@ pub struct Settings {
     pub config_file: Option<PathBuf>,
     /// The secret locations sandboxed commands cannot read.
     pub hidden: HiddenPaths,
+    /// The network of sandboxed commands: off, on, or through the proxy (`sandbox_policy`'s network access is
+    /// true for the last two).
+    pub network: NetworkPolicy,
 }
 
 impl Settings {
@@ -165,13 +169,8 @@ fn resolve_with(
         None => file.approval_policy.unwrap_or_default(),
     };
     let mode = args.sandbox.or(file.sandbox).unwrap_or(SandboxMode::WorkspaceWrite);
-    let network = if args.network {
-        true
-    } else if args.no_network {
-        false
-    } else {
-        file.network.unwrap_or(false)
-    };
+    let network_policy = network_policy(args, file.network.as_ref())?;
+    let network = network_policy.has_access();
 
     if mode != SandboxMode::WorkspaceWrite && !args.writable_roots.is_empty() {
         bail!(
@@ -305,6 +304,46 @@ fn resolve_with(
         audit_log,
         config_file: loaded.map(|l| l.path.clone()),
         hidden,
+        network: network_policy,
+    })
+}
+
+/// The network policy from the flags over the config: `--no-network` is off; `--network` is on (through the
+/// proxy when a deny list exists); `--allow-domain` (or a `[network]` table with `allow`) is the allowlist
+/// mode, the flag's and the config's domains together; `network = true|false` is on or off.
+fn network_policy(args: &PolicyArgs, file: Option<&config::NetworkConfig>) -> Result<NetworkPolicy> {
+    let section = match file {
+        Some(config::NetworkConfig::Domains(section)) => section.clone(),
+        _ => config::NetworkSection::default(),
+    };
+    let parse = |list: &[String], what: &str| -> Result<Vec<DomainPattern>> {
+        list.iter().map(|d| DomainPattern::parse(d).with_context(|| format!("{what} {d:?}"))).collect()
+    };
+    let mut allow = parse(&section.allow, "[network] allow")?;
+    allow.extend(parse(&args.allow_domains, "--allow-domain")?);
+    let mut deny = parse(&section.deny, "[network] deny")?;
+    deny.extend(parse(&args.deny_domains, "--deny-domain")?);
+    if args.no_network {
+        return Ok(NetworkPolicy::Off);
+    }
+    if args.network {
+        if deny.is_empty() {
+            return Ok(NetworkPolicy::On);
+        }
+        let any = parse(&["*".to_owned()], "--network")?;
+        return Ok(NetworkPolicy::Proxied(DomainRules { allow: any, deny }));
+    }
+    if !allow.is_empty() {
+        return Ok(NetworkPolicy::Proxied(DomainRules { allow, deny }));
+    }
+    if !deny.is_empty() {
+        bail!(
+            "--deny-domain and [network] deny need something allowed: --network, --allow-domain or [network] allow"
+        );
+    }
+    Ok(match file {
+        Some(config::NetworkConfig::Switch(true)) => NetworkPolicy::On,
+        _ => NetworkPolicy::Off,
     })
 }
 

@@ -32,12 +32,17 @@ pub enum StopReason {
 pub async fn serve(
     settings: &Settings,
     events: Arc<dyn EventSink>,
+    audit: Option<Arc<crate::audit::AuditLog>>,
     id_seed: Option<u64>,
 ) -> Result<StopReason> {
     let approver =
         Arc::new(approval::McpApprover::new(settings.approval_policy, settings.sandbox_policy.clone()));
-    let sandbox =
-        crate::platform::sandbox_with(&crate::platform::SandboxSetup { hidden: settings.hidden.clone() });
+    let (setup, proxy) = crate::proxy::prepare(settings, audit)?;
+    let refusals = proxy.as_ref().map(crate::proxy::Pending::refusals);
+    if let Some(proxy) = proxy {
+        proxy.spawn();
+    }
+    let sandbox = crate::platform::sandbox_with(&setup);
     let mut config = crate::engine_config(settings);
     config.id_seed = id_seed;
     let engine = Engine::new(
@@ -45,7 +50,7 @@ pub async fn serve(
         EngineDeps { spawner: crate::platform::spawner(), sandbox, approver: approver.clone(), events },
     );
     let instructions = instructions(settings);
-    let handler = server::UexecServer::new(engine.clone(), approver, instructions);
+    let handler = server::UexecServer::new(engine.clone(), approver, instructions).with_refusals(refusals);
 
     // Install the signal handlers before serving, so a signal during the handshake is not lost.
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;

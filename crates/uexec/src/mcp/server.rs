@@ -40,6 +40,7 @@ use super::approval::{
     APPROVAL_TIMEOUT, AskVia, FormStyle, McpApprover, PendingQuestion, decision_from_elicit,
 };
 use super::tools::{self, ArgError};
+use crate::proxy::Refusals;
 
 /// The key of the approval answer inside `inputResponses`.
 const APPROVAL_INPUT: &str = "approval";
@@ -89,6 +90,8 @@ struct InFlight {
     parked_at: Instant,
     /// Dropping the call (cancelled, or parked and expired) aborts its engine task.
     _task: AbortOnDrop,
+    /// The proxy's refusal count when the call started.
+    refusal_mark: u64,
 }
 
 /// The MCP server.
@@ -101,6 +104,8 @@ pub struct UexecServer {
     parked: Arc<Mutex<HashMap<String, InFlight>>>,
     counter: Arc<AtomicU64>,
     token_seed: u64,
+    /// The proxy's refusals (domain-allowlist mode): each response lists the hosts refused during its call.
+    refusals: Option<Arc<Refusals>>,
 }
 
 impl std::fmt::Debug for UexecServer {
@@ -125,7 +130,32 @@ impl UexecServer {
             parked: Arc::new(Mutex::new(HashMap::new())),
             counter: Arc::new(AtomicU64::new(1)),
             token_seed,
+            refusals: None,
         }
+    }
+
+    /// The same server, noting in each response the hosts the proxy refused during the call.
+    #[must_use]
+    pub fn with_refusals(mut self, refusals: Option<Arc<Refusals>>) -> Self {
+        self.refusals = refusals;
+        self
+    }
+
+    /// Where the proxy's refusal count stands (0 without a proxy).
+    fn refusal_mark(&self) -> u64 {
+        self.refusals.as_ref().map_or(0, |r| r.mark())
+    }
+
+    /// `result` with a `[uexec] Network: refused ...` note for the hosts refused since `mark`.
+    fn note_refusals(&self, mut result: CallToolResult, mark: u64) -> CallToolResult {
+        let Some(note) = self.refusals.as_ref().and_then(|r| Refusals::note(&r.since(mark))) else {
+            return result;
+        };
+        if let Some(rmcp::model::ContentBlock::Text(text)) = result.content.first_mut() {
+            text.text.push('\n');
+            text.text.push_str(&note);
+        }
+        result
     }
 
     fn next_id(&self) -> u64 {
@@ -155,6 +185,7 @@ impl UexecServer {
             Ok(exec) => exec,
             Err(e) => return Ok(arg_error(&e).into()),
         };
+        let refusal_mark = self.refusal_mark();
         let call_id = format!("mcp-{}", self.next_id());
         exec.call_id = Some(call_id.clone());
         let cmd = exec.cmd.clone();
@@ -177,6 +208,7 @@ impl UexecServer {
             answer: None,
             parked_at: Instant::now(),
             _task: AbortOnDrop(task.abort_handle()),
+            refusal_mark,
         };
         self.drive(flight).await
     }
@@ -186,7 +218,7 @@ impl UexecServer {
         tokio::select! {
             outcome = &mut flight.result => {
                 let outcome = outcome.map_err(|_| McpError::internal_error("the exec task ended without a result", None))?;
-                Ok(exec_outcome(&flight.cmd, outcome).into())
+                Ok(self.note_refusals(exec_outcome(&flight.cmd, outcome), flight.refusal_mark).into())
             }
             Some(question) = flight.questions.recv() => {
                 let params = self.approver.elicit_params(&question.request, FormStyle::OneOf).map_err(|e| McpError::internal_error(e.to_string(), None))?;
@@ -253,10 +285,12 @@ impl UexecServer {
             Ok(request) => request,
             Err(e) => return Ok(arg_error(&e)),
         };
-        Ok(match self.engine.write_stdin(request).await {
+        let mark = self.refusal_mark();
+        let result = match self.engine.write_stdin(request).await {
             Ok(response) => tools::exec_result(&response),
             Err(e) => tools::error_result(write_error_text(&e.to_string())),
-        })
+        };
+        Ok(self.note_refusals(result, mark))
     }
 
     async fn list_sessions(&self, arguments: &JsonObject) -> Result<CallToolResult, McpError> {

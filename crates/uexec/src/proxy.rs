@@ -1,0 +1,520 @@
+//! The network proxy of the domain-allowlist mode, served by uexec itself outside the sandbox.
+//!
+//! Sandboxed commands reach it as `http://127.0.0.1:PORT` (on Linux inside their loopback-only network
+//! namespace, where the listener was created; on macOS on the host's loopback, the only address the Seatbelt
+//! profile lets them reach). Per connection it reads one request head (at most [`MAX_HEAD`] bytes):
+//! - `CONNECT host:port` (TLS and any other tunnel): checked, then `200` and the bytes relayed both ways;
+//! - an absolute-form request (`GET http://host/path HTTP/1.1`, plain HTTP): checked, rewritten to origin form
+//!   with `Connection: close` and without `Proxy-*` headers, sent on, and the bytes relayed both ways;
+//! - anything else: `400`.
+//!
+//! The check is `uexec_domain::network::DomainRules::decide` on the host as written. A refused host gets a `403`
+//! whose body names it and the setting that allows it, an audit record (`network_refused`), and an entry in
+//! [`Refusals`], from which each tool call's response lists the hosts refused while it ran. The proxy resolves
+//! names itself (commands have no DNS) and does not connect a name to a loopback, link-local, multicast or
+//! unspecified address (DNS answers pointing at the host's own services or a cloud metadata endpoint); an
+//! allowed IP literal is connected as written.
+
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use uexec_domain::network::{DomainRules, Host, NetworkPolicy, Verdict, refusal_text};
+
+use crate::audit::AuditLog;
+use crate::platform::SandboxSetup;
+use crate::settings::Settings;
+
+/// The longest request head read.
+pub const MAX_HEAD: usize = 64 * 1024;
+
+/// How long a connection to an upstream host may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a client may take to send its request head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How many refusals are remembered for tool responses.
+const MAX_REMEMBERED: usize = 256;
+
+/// Hosts refused recently, numbered, so that a tool call can list those refused while it ran.
+#[derive(Debug, Default)]
+pub struct Refusals {
+    next: AtomicU64,
+    list: Mutex<VecDeque<(u64, String)>>,
+}
+
+impl Refusals {
+    /// The number of the next refusal: pass it to [`Refusals::since`] at the end of a call.
+    pub fn mark(&self) -> u64 {
+        self.next.load(Ordering::SeqCst)
+    }
+
+    /// Remember a refused `host:port`.
+    fn record(&self, target: String) {
+        let n = self.next.fetch_add(1, Ordering::SeqCst);
+        if let Ok(mut list) = self.list.lock() {
+            if list.len() == MAX_REMEMBERED {
+                list.pop_front();
+            }
+            list.push_back((n, target));
+        }
+    }
+
+    /// The distinct targets refused since `mark`, in order.
+    pub fn since(&self, mark: u64) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        if let Ok(list) = self.list.lock() {
+            for (_, target) in list.iter().filter(|(n, _)| *n >= mark) {
+                if !out.contains(target) {
+                    out.push(target.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// The note a tool response carries for `targets` (none when empty).
+    pub fn note(targets: &[String]) -> Option<String> {
+        (!targets.is_empty()).then(|| {
+            format!(
+                "[uexec] Network: refused {} (not on the domain allowlist; allow with --allow-domain DOMAIN or \
+                 [network] allow in the config)",
+                targets.join(", ")
+            )
+        })
+    }
+}
+
+/// What the proxy needs: the rules, where refusals go.
+#[derive(Debug)]
+pub struct Proxy {
+    /// Allowed and denied domains.
+    pub rules: DomainRules,
+    /// Refusals, for tool responses.
+    pub refusals: Arc<Refusals>,
+    /// The audit log, if any.
+    pub audit: Option<Arc<AuditLog>>,
+}
+
+/// The proxy of one uexec process, made but not yet served.
+#[derive(Debug)]
+pub struct Pending {
+    listener: std::net::TcpListener,
+    proxy: Arc<Proxy>,
+}
+
+impl Pending {
+    /// Where tool responses find the refusals.
+    pub fn refusals(&self) -> Arc<Refusals> {
+        self.proxy.refusals.clone()
+    }
+
+    /// Serve the listener on the current runtime until it stops.
+    pub fn spawn(self) {
+        tokio::spawn(serve(self.listener, self.proxy));
+    }
+}
+
+/// The sandbox setup for `settings`, and in domain-allowlist mode the proxy (its route made, its listener to be
+/// served with [`Pending::spawn`]).
+pub fn prepare(
+    settings: &Settings,
+    audit: Option<Arc<AuditLog>>,
+) -> anyhow::Result<(SandboxSetup, Option<Pending>)> {
+    let mut setup = SandboxSetup { hidden: settings.hidden.clone(), proxy: None };
+    let NetworkPolicy::Proxied(rules) = &settings.network else {
+        return Ok((setup, None));
+    };
+    if settings.sandbox_policy.is_unrestricted() {
+        return Ok((setup, None));
+    }
+    let (route, listener) = crate::platform::proxy_route(describe(rules))?;
+    let proxy = Arc::new(Proxy { rules: rules.clone(), refusals: Arc::new(Refusals::default()), audit });
+    setup.proxy = Some(route);
+    Ok((setup, Some(Pending { listener, proxy })))
+}
+
+/// The rules in words: `pypi.org, *.npmjs.org (denied: x.com)`.
+pub fn describe(rules: &DomainRules) -> String {
+    let list = |patterns: &[uexec_domain::network::DomainPattern]| {
+        patterns.iter().map(|p| p.text.clone()).collect::<Vec<_>>().join(", ")
+    };
+    if rules.deny.is_empty() {
+        list(&rules.allow)
+    } else {
+        format!("{} (denied: {})", list(&rules.allow), list(&rules.deny))
+    }
+}
+
+/// Serve `listener` until the runtime stops. Each connection is served on its own task; errors end only that
+/// connection.
+pub async fn serve(listener: std::net::TcpListener, proxy: Arc<Proxy>) {
+    let listener = match listener.set_nonblocking(true).and_then(|()| TcpListener::from_std(listener)) {
+        Ok(listener) => listener,
+        Err(e) => {
+            tracing::error!("the network proxy cannot listen: {e}");
+            return;
+        }
+    };
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let proxy = proxy.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = handle(stream, &proxy).await {
+                        tracing::debug!("proxy connection ended: {e}");
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::warn!("the network proxy cannot accept: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// A parsed request head.
+#[derive(Debug, PartialEq, Eq)]
+struct Request {
+    /// `CONNECT` or not.
+    connect: bool,
+    /// The host as written (brackets kept for IPv6).
+    host: String,
+    /// The port.
+    port: u16,
+    /// For a plain request: the head to send upstream (origin form, `Connection: close`, no `Proxy-*`).
+    forward: Vec<u8>,
+}
+
+/// Why a head is not a proxy request (the `400` body).
+#[derive(Debug, PartialEq, Eq)]
+struct BadRequest(String);
+
+/// Parse a request head (without the final empty line).
+fn parse_head(head: &str) -> Result<Request, BadRequest> {
+    let mut lines = head.split("\r\n");
+    let first = lines.next().unwrap_or_default();
+    let mut parts = first.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(BadRequest(format!("malformed request line {first:?}")));
+    };
+    if !version.starts_with("HTTP/1.") {
+        return Err(BadRequest(format!("unsupported version {version:?}")));
+    }
+    if method.eq_ignore_ascii_case("CONNECT") {
+        let (host, port) = split_authority(target, None)?;
+        return Ok(Request { connect: true, host, port, forward: Vec::new() });
+    }
+    let Some(rest) = target.strip_prefix("http://").or_else(|| target.strip_prefix("HTTP://")) else {
+        return Err(BadRequest(format!(
+            "this is uexec's network proxy: send CONNECT host:port or an absolute http:// URL, not {target:?}"
+        )));
+    };
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let (host, port) = split_authority(authority, Some(80))?;
+    let path = if path.is_empty() {
+        "/".to_owned()
+    } else if path.starts_with('?') {
+        format!("/{path}")
+    } else {
+        path.to_owned()
+    };
+    let mut forward = format!("{method} {path} {version}\r\n");
+    for line in lines {
+        let name = line.split(':').next().unwrap_or_default().trim().to_ascii_lowercase();
+        if name.starts_with("proxy-") || name == "connection" || name == "keep-alive" {
+            continue;
+        }
+        forward.push_str(line);
+        forward.push_str("\r\n");
+    }
+    forward.push_str("Connection: close\r\n\r\n");
+    Ok(Request { connect: false, host, port, forward: forward.into_bytes() })
+}
+
+/// `host:port` (`[v6]:port`); `default` when the port is absent.
+fn split_authority(text: &str, default: Option<u16>) -> Result<(String, u16), BadRequest> {
+    let bad = || BadRequest(format!("bad host and port {text:?}"));
+    let (host, port) = if text.starts_with('[') {
+        match text.rsplit_once("]:") {
+            Some((host, port)) => (format!("{host}]"), Some(port)),
+            None => (text.to_owned(), None),
+        }
+    } else {
+        match text.rsplit_once(':') {
+            Some((host, port)) => (host.to_owned(), Some(port)),
+            None => (text.to_owned(), None),
+        }
+    };
+    let port = match port {
+        Some(port) => port.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(bad)?,
+        None => default.ok_or_else(bad)?,
+    };
+    if host.is_empty() {
+        return Err(bad());
+    }
+    Ok((host, port))
+}
+
+/// Serve one connection.
+async fn handle(mut client: TcpStream, proxy: &Proxy) -> std::io::Result<()> {
+    let (head, rest) = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await {
+        Ok(Ok(Some(parts))) => parts,
+        Ok(Ok(None)) => return respond(&mut client, 400, "uexec: request head missing or too long\n").await,
+        Ok(Err(e)) => return Err(e),
+        Err(_) => return Ok(()),
+    };
+    let request = match parse_head(&head) {
+        Ok(request) => request,
+        Err(BadRequest(why)) => return respond(&mut client, 400, &format!("uexec: {why}\n")).await,
+    };
+    let verdict = proxy.rules.decide(&request.host, request.port);
+    if verdict != Verdict::Allowed {
+        let target = format!("{}:{}", normal_host(&request.host), request.port);
+        proxy.refusals.record(target.clone());
+        if let Some(audit) = &proxy.audit
+            && let serde_json::Value::Object(record) = json!({
+                "event": "network_refused",
+                "host": normal_host(&request.host),
+                "port": request.port,
+                "reason": match &verdict {
+                    Verdict::Denied(pattern) => format!("deny pattern {pattern}"),
+                    Verdict::Invalid => "invalid host".to_owned(),
+                    _ => "not on the allowlist".to_owned(),
+                },
+            })
+        {
+            audit.record(record);
+        }
+        tracing::info!(target = %target, "network proxy refused a connection");
+        return respond(&mut client, 403, &refusal_text(&request.host, request.port, &verdict)).await;
+    }
+    let mut upstream = match connect(&request.host, request.port).await {
+        Ok(stream) => stream,
+        Err(why) => return respond(&mut client, 502, &format!("uexec: {why}\n")).await,
+    };
+    if request.connect {
+        client.write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n").await?;
+    } else {
+        upstream.write_all(&request.forward).await?;
+    }
+    upstream.write_all(&rest).await?;
+    tokio::io::copy_bidirectional(&mut client, &mut upstream).await?;
+    Ok(())
+}
+
+/// The host as the rules normalise it (for records and notes).
+fn normal_host(host: &str) -> String {
+    match Host::parse(host) {
+        Some(Host::Name(name)) => name,
+        Some(Host::Ip(IpAddr::V6(ip))) => format!("[{ip}]"),
+        Some(Host::Ip(ip)) => ip.to_string(),
+        None => host.to_owned(),
+    }
+}
+
+/// Read up to the end of the head: the head text and the bytes already read after it. `None` when the
+/// connection ends first or the head exceeds [`MAX_HEAD`].
+async fn read_head(client: &mut TcpStream) -> std::io::Result<Option<(String, Vec<u8>)>> {
+    let mut buf: Vec<u8> = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = client.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let searched_from = buf.len().saturating_sub(3);
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(at) = buf[searched_from..].windows(4).position(|w| w == b"\r\n\r\n") {
+            let end = searched_from + at;
+            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+            return Ok(Some((head, buf[end + 4..].to_vec())));
+        }
+        if buf.len() > MAX_HEAD {
+            return Ok(None);
+        }
+    }
+}
+
+/// Write a short response with `body` and close.
+async fn respond(client: &mut TcpStream, status: u16, body: &str) -> std::io::Result<()> {
+    let reason = match status {
+        400 => "Bad Request",
+        403 => "Forbidden",
+        _ => "Bad Gateway",
+    };
+    let response = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    client.write_all(response.as_bytes()).await?;
+    client.shutdown().await
+}
+
+/// True for an address a name must not lead to.
+fn forbidden(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            v4.is_loopback()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_multicast()
+                || v4.is_broadcast()
+        }
+        IpAddr::V6(v6) => {
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (v6.segments()[0] & 0xffc0) == 0xfe80
+                || v6.to_ipv4_mapped().is_some_and(|v4| forbidden(IpAddr::V4(v4)))
+        }
+    }
+}
+
+/// Resolve and connect (each address in turn).
+async fn connect(host: &str, port: u16) -> Result<TcpStream, String> {
+    let addrs: Vec<SocketAddr> = match Host::parse(host) {
+        Some(Host::Ip(ip)) => vec![SocketAddr::new(ip, port)],
+        _ => {
+            let found = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::lookup_host((host, port)))
+                .await
+                .map_err(|_| format!("resolving {host} timed out"))?
+                .map_err(|e| format!("cannot resolve {host}: {e}"))?;
+            let all: Vec<SocketAddr> = found.collect();
+            let usable: Vec<SocketAddr> = all.iter().copied().filter(|a| !forbidden(a.ip())).collect();
+            if usable.is_empty() && !all.is_empty() {
+                return Err(format!(
+                    "{host} resolves only to local, link-local or multicast addresses, which the proxy does not \
+                     connect a name to"
+                ));
+            }
+            usable
+        }
+    };
+    let mut last = format!("{host} has no address");
+    for addr in addrs {
+        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => return Ok(stream),
+            Ok(Err(e)) => last = format!("cannot connect to {host} ({addr}): {e}"),
+            Err(_) => last = format!("connecting to {host} ({addr}) timed out"),
+        }
+    }
+    Err(last)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use uexec_domain::network::DomainPattern;
+
+    use super::*;
+
+    #[test]
+    fn connect_and_absolute_form_heads_parse() {
+        let r = parse_head("CONNECT pypi.org:443 HTTP/1.1\r\nHost: pypi.org:443").unwrap();
+        assert_eq!((r.connect, r.host.as_str(), r.port), (true, "pypi.org", 443));
+        let r = parse_head("CONNECT [::1]:8443 HTTP/1.1").unwrap();
+        assert_eq!((r.host.as_str(), r.port), ("[::1]", 8443));
+        let r = parse_head(
+            "GET http://user@example.com/a?b=1 HTTP/1.1\r\nHost: example.com\r\nProxy-Connection: keep-alive\r\n\
+             Connection: keep-alive\r\nProxy-Authorization: x\r\nAccept: */*",
+        )
+        .unwrap();
+        assert_eq!((r.connect, r.host.as_str(), r.port), (false, "example.com", 80));
+        assert_eq!(
+            String::from_utf8(r.forward).unwrap(),
+            "GET /a?b=1 HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+        );
+        let r = parse_head("GET http://example.com:8080?q HTTP/1.0").unwrap();
+        assert_eq!(r.port, 8080);
+        assert!(String::from_utf8(r.forward).unwrap().starts_with("GET /?q HTTP/1.0\r\n"));
+        for bad in [
+            "GET /path HTTP/1.1",
+            "CONNECT pypi.org HTTP/1.1",
+            "CONNECT :443 HTTP/1.1",
+            "GET",
+            "CONNECT a:0 HTTP/1.1",
+            "GET https://x/ HTTP/1.1",
+            "GET http://x/ HTTP/2",
+        ] {
+            assert!(parse_head(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn names_never_lead_to_local_addresses() {
+        for local in
+            ["127.0.0.1", "0.0.0.0", "169.254.169.254", "::1", "fe80::1", "::ffff:127.0.0.1", "224.0.0.1"]
+        {
+            assert!(forbidden(local.parse().unwrap()), "{local}");
+        }
+        for public in ["151.101.0.223", "10.1.2.3", "2a04:4e42::223"] {
+            assert!(!forbidden(public.parse().unwrap()), "{public}");
+        }
+    }
+
+    #[test]
+    fn refusals_are_listed_per_call_and_capped() {
+        let refusals = Refusals::default();
+        refusals.record("a.com:443".into());
+        let mark = refusals.mark();
+        assert!(refusals.since(mark).is_empty());
+        refusals.record("b.com:443".into());
+        refusals.record("b.com:443".into());
+        assert_eq!(refusals.since(mark), vec!["b.com:443".to_owned()]);
+        assert_eq!(refusals.since(0), vec!["a.com:443".to_owned(), "b.com:443".to_owned()]);
+        for i in 0..1000 {
+            refusals.record(format!("h{i}:1"));
+        }
+        assert_eq!(refusals.since(0).len(), MAX_REMEMBERED);
+        let note = Refusals::note(&["x.com:443".into()]).unwrap();
+        assert!(note.starts_with("[uexec] Network: refused x.com:443") && note.contains("--allow-domain"));
+        assert_eq!(Refusals::note(&[]), None);
+    }
+
+    #[tokio::test]
+    async fn a_refused_host_gets_a_403_naming_it_and_an_allowed_one_is_tunnelled() {
+        // An upstream on the host's loopback, allowed as an IP literal (names never lead to loopback).
+        let upstream = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let upstream_port = upstream.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut s, _) = upstream.accept().await.unwrap();
+            s.write_all(b"hello from upstream").await.unwrap();
+        });
+        let rules = DomainRules {
+            allow: vec![DomainPattern::parse(&format!("127.0.0.1:{upstream_port}")).unwrap()],
+            deny: vec![],
+        };
+        let refusals = Arc::new(Refusals::default());
+        let proxy = Arc::new(Proxy { rules, refusals: refusals.clone(), audit: None });
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(serve(listener, proxy));
+
+        let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        c.write_all(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n").await.unwrap();
+        let mut answer = String::new();
+        c.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 403 Forbidden"), "{answer}");
+        assert!(answer.contains("--allow-domain example.com"), "{answer}");
+        assert_eq!(refusals.since(0), vec!["example.com:443".to_owned()]);
+
+        let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        c.write_all(format!("CONNECT 127.0.0.1:{upstream_port} HTTP/1.1\r\n\r\n").as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        c.read_to_string(&mut answer).await.unwrap();
+        assert_eq!(answer, "HTTP/1.1 200 Connection Established\r\n\r\nhello from upstream");
+    }
+}

@@ -1,0 +1,195 @@
+//! Network by domain end to end through `uexec mcp` and `uexec run`, with the real package registries this
+//! machine reaches: their hosts are read at test time from pip's and npm's own configuration (never written in
+//! the repository). With those hosts allowed, `pip download` and `npm view` work inside the sandbox; another
+//! host gets the proxy's 403 (and the response and the audit log name it); a literal IP over TCP, a UDP DNS
+//! query and ICMP find no route; without the proxy variables nothing gets out. Each denied probe is paired with
+//! an allowed one.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+use serde_json::{Value, json};
+
+/// The host of a URL (`https://pypi.org/simple` -> `pypi.org`).
+fn host_of(url: &str) -> String {
+    let rest = url.trim().split_once("://").map_or(url.trim(), |(_, rest)| rest);
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    authority.split(':').next().unwrap_or_default().to_owned()
+}
+
+/// The output of a configuration query, trimmed.
+fn query(program: &str, args: &[&str]) -> String {
+    let out = Command::new(program).args(args).output().unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(out.status.success(), "{program} {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The hosts pip downloads from here: its index (`PIP_INDEX_URL`, else `index-url` in `pip config list`, else
+/// pip's own default index) and pip's default file host.
+fn pip_hosts() -> Vec<String> {
+    let python = "import sys; from pip._internal.models.index import PyPI; print(PyPI.simple_url); \
+                  print(PyPI.file_storage_domain)";
+    let defaults = query("python3", &["-c", python]);
+    let mut lines = defaults.lines();
+    let (default_index, file_host) = (lines.next().unwrap().to_owned(), lines.next().unwrap().to_owned());
+    let configured = std::env::var("PIP_INDEX_URL").ok().or_else(|| {
+        query("python3", &["-m", "pip", "config", "list"]).lines().find_map(|line| {
+            let (key, value) = line.split_once('=')?;
+            key.ends_with("index-url").then(|| value.trim_matches(['\'', '"']).to_owned())
+        })
+    });
+    let mut hosts = vec![host_of(&configured.unwrap_or(default_index))];
+    if !hosts.contains(&file_host) {
+        hosts.push(file_host);
+    }
+    hosts
+}
+
+/// The host of npm's registry (`npm config get registry`).
+fn npm_host() -> String {
+    host_of(&query("npm", &["config", "get", "registry"]))
+}
+
+/// Run `cmd` to its end through `exec_command` and `write_stdin` polls: every response's full text.
+fn run_to_end(server: &mut McpServer, cmd: &str) -> Vec<String> {
+    let mut texts = Vec::new();
+    let mut r: Value =
+        server.call("exec_command", json!({ "cmd": cmd, "login": false, "yield_time_ms": 30000 }));
+    loop {
+        texts.push(text(&r));
+        if exit_code(&r).is_some() {
+            return texts;
+        }
+        let id = session_id(&r);
+        r = server.call("write_stdin", json!({ "session_id": id, "chars": "", "yield_time_ms": 30000 }));
+    }
+}
+
+/// Everything the command printed across `texts`.
+fn printed(texts: &[String]) -> String {
+    texts
+        .iter()
+        .filter_map(|t| t.split_once("\nOutput:\n").map(|(_, o)| o.to_owned()))
+        .collect::<Vec<_>>()
+        .join("")
+}
+
+const PROBES: &str = r#"
+import os, socket
+def attempt(name, f):
+    try:
+        f(); print(name, "ok")
+    except OSError as e:
+        print(name, "errno", e.errno)
+port = int(os.environ["HTTPS_PROXY"].rsplit(":", 1)[1])
+attempt("proxy-port", lambda: socket.create_connection(("127.0.0.1", port), timeout=10).close())
+attempt("tcp-literal-ip", lambda: socket.create_connection(("1.1.1.1", 443), timeout=10).close())
+def dns():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.sendto(b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x04pypi\x03org\x00\x00\x01\x00\x01", ("8.8.8.8", 53))
+attempt("udp-dns", dns)
+def ping():
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    s.sendto(b"\x08\x00\xf7\xff\x00\x00\x00\x00", ("1.1.1.1", 0))
+attempt("icmp", ping)
+def ping_dgram():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP)
+    s.sendto(b"\x08\x00\xf7\xff\x00\x00\x00\x00", ("1.1.1.1", 0))
+attempt("icmp-dgram", ping_dgram)
+attempt("resolve", lambda: socket.getaddrinfo("pypi.org", 443))
+"#;
+
+#[test]
+fn allowed_registries_work_and_everything_else_is_refused() {
+    let ws = Workspace::new();
+    let mut hosts = pip_hosts();
+    hosts.push(npm_host());
+    let audit = ws.outside.path().join("audit.jsonl");
+    let mut args: Vec<String> = vec!["--audit-log".into(), audit.display().to_string()];
+    for host in &hosts {
+        args.push("--allow-domain".into());
+        args.push(host.clone());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut server = McpServer::start_initialized(&ws, &args, false);
+
+    // Allowed: pip and npm reach their registries through the proxy (caches inside the workspace: the person's
+    // own are read-only here).
+    let pip = run_to_end(&mut server, "pip download --no-deps --no-cache-dir -d dl six 2>&1 | tail -3");
+    assert!(printed(&pip).contains("Successfully downloaded six"), "{pip:?}");
+    assert!(std::fs::read_dir(ws.path().join("dl")).unwrap().count() == 1);
+    let npm =
+        run_to_end(&mut server, "npm_config_cache=$PWD/.npm-cache npm view is-number version 2>/dev/null");
+    let version = printed(&npm);
+    assert!(
+        version.lines().any(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_digit() || c == '.')),
+        "{npm:?}"
+    );
+    assert!(!pip.iter().chain(&npm).any(|t| t.contains("[uexec] Network: refused")), "{pip:?} {npm:?}");
+
+    // Refused: a host not on the list gets the 403 naming it and the setting; the response notes it.
+    let refused = run_to_end(
+        &mut server,
+        "curl -sS https://example.com/ 2>&1; curl -sS -x \"$HTTP_PROXY\" http://example.org/x",
+    );
+    let out = printed(&refused);
+    assert!(out.contains("CONNECT tunnel failed, response 403"), "{refused:?}");
+    assert!(
+        out.contains("example.org is not an allowed domain") && out.contains("--allow-domain example.org"),
+        "{refused:?}"
+    );
+    let last = refused.last().unwrap();
+    assert!(last.contains("[uexec] Network: refused example.com:443, example.org:80"), "{refused:?}");
+    let log = std::fs::read_to_string(&audit).unwrap();
+    assert!(log.lines().any(|l| l.contains("\"network_refused\"") && l.contains("\"example.com\"")), "{log}");
+
+    // No other way out: the proxy's port is reachable, nothing else is.
+    let probes = printed(&run_to_end(&mut server, &format!("python3 -c '{PROBES}'")));
+    assert!(probes.contains("proxy-port ok"), "{probes}");
+    // ENETUNREACH (Linux numbering).
+    let unreachable = 101;
+    for name in ["tcp-literal-ip", "udp-dns", "icmp"] {
+        assert!(probes.contains(&format!("{name} errno {unreachable}")), "{name}: {probes}");
+    }
+    assert!(!probes.contains("icmp-dgram ok") && !probes.contains("resolve ok"), "{probes}");
+
+    // Without the proxy variables: the allowed host itself is out of reach (no DNS, no route); the twin with
+    // them reaches it.
+    let pypi = &hosts[0];
+    // The address the host's own resolver gives (read now, not written here).
+    let address = query("python3", &["-c", &format!("import socket; print(socket.gethostbyname('{pypi}'))")]);
+    let direct = printed(&run_to_end(
+        &mut server,
+        &format!(
+            "curl -sS -o /dev/null -w 'with proxy %{{http_code}}\\n' https://{pypi}/; \
+             unset HTTPS_PROXY https_proxy HTTP_PROXY http_proxy ALL_PROXY all_proxy; \
+             curl -sS -m 10 -o /dev/null https://{pypi}/ 2>&1 || echo 'direct failed'; \
+             curl -sS -m 10 -o /dev/null --resolve {pypi}:443:{address} https://{pypi}/ 2>&1 || echo 'by address failed'"
+        ),
+    ));
+    assert!(direct.contains("with proxy 200") || direct.contains("with proxy 30"), "{direct}");
+    assert!(direct.contains("direct failed") && direct.contains("by address failed"), "{direct}");
+}
+
+#[test]
+fn uexec_run_takes_the_same_route_and_names_refused_hosts() {
+    let ws = Workspace::new();
+    let pypi = pip_hosts().remove(0);
+    let out = uexec_command(&ws, &["run", "--allow-domain", &pypi, "--deny-domain", "bad.example", "--", "bash", "-c"])
+        .arg(format!(
+            "curl -sS -o /dev/null -w 'allowed %{{http_code}}\\n' https://{pypi}/; curl -sS https://bad.example/ 2>&1; \
+             curl -sS -x \"$HTTP_PROXY\" http://bad.example/ ; true"
+        ))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("allowed 200") || stdout.contains("allowed 30"), "{stdout} {stderr}");
+    assert!(stdout.contains("response 403"), "{stdout}");
+    assert!(stdout.contains("matches the deny pattern bad.example"), "{stdout}");
+    assert!(stderr.contains("[uexec] Network: refused bad.example:443, bad.example:80"), "{stderr}");
+}
