@@ -108,6 +108,51 @@ fn prepare_wraps_the_command_and_counts_the_roots() {
 }
 
 #[test]
+fn with_a_proxy_port_a_networked_command_gets_the_proxy_only_and_hidden_paths_are_denied() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::create_dir_all(cwd.join("home/.ssh")).unwrap();
+    let request = |network_access: bool| SandboxRequest {
+        spawn: SpawnRequest {
+            argv: vec!["curl".into(), "https://pypi.org".into()],
+            cwd: cwd.clone(),
+            env: vec![("HTTPS_PROXY".into(), "http://elsewhere:1".into())],
+            mode: IoMode::Pipes,
+            setup: Vec::new(),
+        },
+        workspace: cwd.clone(),
+        policy: SandboxPolicy::ReadOnly { network_access },
+        tmpdir: None,
+        allow_degraded: false,
+    };
+    let hidden = uexec_domain::hidden::HiddenPaths {
+        home: Some(cwd.join("home")),
+        patterns: uexec_domain::hidden::HiddenPattern::defaults(),
+    };
+    let sandbox = available().with_proxy_port(40001).with_hidden(hidden);
+    let prepared = sandbox.prepare(request(true)).unwrap();
+    let profile = prepared.spawn.argv[2].to_string_lossy().into_owned();
+    assert!(profile.contains("(allow network-outbound (remote tcp \"localhost:40001\"))"), "{profile}");
+    assert!(!profile.contains("(allow network*)"), "{profile}");
+    let env: Vec<(String, String)> = prepared
+        .spawn
+        .env
+        .iter()
+        .map(|(k, v)| (k.to_string_lossy().into_owned(), v.to_string_lossy().into_owned()))
+        .collect();
+    assert!(env.contains(&("HTTPS_PROXY".into(), "http://127.0.0.1:40001".into())), "{env:?}");
+    assert_eq!(env.iter().filter(|(k, _)| k == "HTTPS_PROXY").count(), 1);
+    let network = prepared.report.protections.iter().find(|p| p.name == "network").unwrap();
+    assert!(network.detail.contains("localhost:40001"), "{network:?}");
+    let hidden = prepared.report.protections.iter().find(|p| p.name == "hidden_paths").unwrap();
+    assert!(hidden.detail.contains(".ssh"), "{hidden:?}");
+    // The twin: without network access, neither the proxy part nor its variables.
+    let offline = sandbox.prepare(request(false)).unwrap();
+    assert!(!offline.spawn.argv[2].to_string_lossy().contains("40001"));
+    assert!(!offline.spawn.env.iter().any(|(_, v)| v.to_string_lossy().contains("40001")));
+}
+
+#[test]
 fn prepare_on_an_unavailable_host_refuses_unless_inspecting() {
     let unavailable = Host::Unavailable("sandbox-exec is macOS-only; this host runs plan9".into());
     let request = || SandboxRequest {

@@ -435,6 +435,60 @@ mod tests {
         ProcessContext { cwd: cwd.to_path_buf(), env: |name| (name == "SHELL").then(|| "/bin/zsh".into()) }
     }
 
+    #[test]
+    fn network_policy_from_flags_and_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let resolve = |args: PolicyArgs, text: &str| {
+            let cfg = loaded(dir.path(), text);
+            resolve_with(&args, None, &ctx(dir.path()), Some(&cfg))
+        };
+        let flags = |allow: &[&str], deny: &[&str]| PolicyArgs {
+            allow_domains: allow.iter().map(|s| s.to_string()).collect(),
+            deny_domains: deny.iter().map(|s| s.to_string()).collect(),
+            ..PolicyArgs::default()
+        };
+        let s = resolve(flags(&[], &[]), "").unwrap();
+        assert_eq!(s.network, NetworkPolicy::Off);
+        assert!(!s.sandbox_policy.has_network_access());
+        let s = resolve(
+            flags(&["PyPI.org."], &[]),
+            "[network]\nallow = [\"*.npmjs.org\"]\ndeny = [\"x.npmjs.org\"]\n",
+        )
+        .unwrap();
+        let NetworkPolicy::Proxied(rules) = &s.network else { panic!("{:?}", s.network) };
+        assert!(s.sandbox_policy.has_network_access());
+        assert_eq!(crate::proxy::describe(rules), "*.npmjs.org, pypi.org (denied: x.npmjs.org)");
+        let s = resolve(PolicyArgs { network: true, ..flags(&[], &["evil.com"]) }, "").unwrap();
+        let NetworkPolicy::Proxied(rules) = &s.network else { panic!("{:?}", s.network) };
+        assert_eq!(crate::proxy::describe(rules), "* (denied: evil.com)");
+        assert_eq!(
+            resolve(PolicyArgs { network: true, ..flags(&[], &[]) }, "").unwrap().network,
+            NetworkPolicy::On
+        );
+        assert_eq!(resolve(flags(&[], &[]), "network = true\n").unwrap().network, NetworkPolicy::On);
+        let off = PolicyArgs { no_network: true, ..flags(&[], &[]) };
+        assert_eq!(resolve(off, "[network]\nallow = [\"pypi.org\"]\n").unwrap().network, NetworkPolicy::Off);
+        let err = resolve(flags(&["https://pypi.org/simple"], &[]), "").unwrap_err().to_string();
+        assert!(err.contains("--allow-domain"), "{err}");
+        let err = resolve(flags(&[], &["x.com"]), "").unwrap_err().to_string();
+        assert!(err.contains("need something allowed"), "{err}");
+        assert!(config::parse(Path::new("c.toml"), "[network]\nallow = [\"a\"]\nallw = []\n").is_err());
+    }
+
+    #[test]
+    fn hidden_paths_from_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = loaded(dir.path(), "hidden_paths = [\".env*\", \"~/.config/tool/token\"]\n");
+        let s = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap();
+        assert_eq!(s.hidden.patterns.len(), uexec_domain::hidden::DEFAULT_SECRETS.len() + 2);
+        let cfg = loaded(dir.path(), "hide_secrets = false\nhidden_paths = [\"x\"]\n");
+        let s = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap();
+        assert_eq!(s.hidden.patterns.len(), 1);
+        let cfg = loaded(dir.path(), "hidden_paths = [\"../up\"]\n");
+        let err = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap_err();
+        assert!(err.to_string().contains("hidden_paths"), "{err}");
+    }
+
     fn loaded(dir: &Path, text: &str) -> LoadedConfig {
         let path = dir.join("config.toml");
         LoadedConfig { file: config::parse(&path, text).unwrap(), path, text: text.to_owned() }

@@ -101,7 +101,14 @@ fn instructions(settings: &Settings) -> String {
         }
         uexec_domain::SandboxPolicy::DangerFullAccess => "none: commands run with full access".to_owned(),
     };
-    let network = if policy.has_network_access() { "allowed" } else { "blocked" };
+    let network = match &settings.network {
+        uexec_domain::network::NetworkPolicy::Proxied(rules) if !policy.is_unrestricted() => format!(
+            "only through uexec's proxy (HTTPS_PROXY is set; DNS and other addresses are unreachable) to {}",
+            crate::proxy::describe(rules)
+        ),
+        _ if policy.has_network_access() => "allowed".to_owned(),
+        _ => "blocked".to_owned(),
+    };
     format!(
         "Run shell commands with exec_command. A command still running when the wait ends returns a session ID: \
          continue it with write_stdin (send input, or an empty string to wait for more output), and close it with \
