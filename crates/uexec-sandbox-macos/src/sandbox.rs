@@ -161,17 +161,17 @@ impl Sandbox for SeatbeltSandbox {
                 self.unavailable_reason(),
             ));
         }
-        if let Some(port) = self.proxy_port.filter(|_| policy.has_network_access()) {
-            if let Some(network) = report.protections.iter_mut().find(|p| p.name == "network") {
-                *network = enforced(
-                    "network",
-                    format!(
-                        "only TCP to uexec's proxy on localhost:{port}, which applies the domain allowlist and \
-                         resolves names itself; every other address, UDP and DNS denied"
-                    ),
-                    self.unavailable_reason(),
-                );
-            }
+        if let Some(port) = self.proxy_port.filter(|_| policy.has_network_access())
+            && let Some(network) = report.protections.iter_mut().find(|p| p.name == "network")
+        {
+            *network = enforced(
+                "network",
+                format!(
+                    "only TCP to uexec's proxy on localhost:{port}, which applies the domain allowlist and \
+                     resolves names itself; every other address, UDP and DNS denied"
+                ),
+                self.unavailable_reason(),
+            );
         }
         spawn.argv = launch.argv;
         spawn.env = sandbox_env(std::mem::take(&mut spawn.env), policy.has_network_access());

@@ -125,7 +125,7 @@ fn with_a_proxy_port_a_networked_command_gets_the_proxy_only_and_hidden_paths_ar
         tmpdir: None,
         allow_degraded: false,
     };
-    let hidden = uexec_domain::hidden::HiddenPaths {
+    let hidden = HiddenPaths {
         home: Some(cwd.join("home")),
         patterns: uexec_domain::hidden::HiddenPattern::defaults(),
     };
