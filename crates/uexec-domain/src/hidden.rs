@@ -46,8 +46,11 @@ pub const DEFAULT_SECRETS: [&str; 25] = [
 ];
 
 /// The most entries an expansion visits: a pattern matching "anywhere" in a huge workspace stops there (and the
-/// expansion says it stopped, so the report can tell).
-pub const MAX_VISITED: usize = 20_000;
+/// expansion says it stopped: the sandbox then reports the protection as partial, which fails closed).
+pub const MAX_VISITED: usize = 100_000;
+
+/// The deepest directory level `**` descends to (below the pattern's base); deeper trees count as truncated.
+pub const MAX_DEPTH: usize = 128;
 
 /// What a pattern is relative to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -226,7 +229,7 @@ pub fn expand(
             Base::Workspace => workspace.to_path_buf(),
             Base::Root => PathBuf::from("/"),
         };
-        walk.step(&base, &pattern.components, pattern);
+        walk.step(&base, &pattern.components, pattern, 0);
     }
     walk.expansion
 }
@@ -240,20 +243,20 @@ struct Walk<'a> {
 
 impl Walk<'_> {
     /// Match `rest` beneath the directory `dir`.
-    fn step(&mut self, dir: &Path, rest: &[String], pattern: &HiddenPattern) {
+    fn step(&mut self, dir: &Path, rest: &[String], pattern: &HiddenPattern, depth: usize) {
         let Some((first, tail)) = rest.split_first() else {
             return;
         };
-        if self.visited >= MAX_VISITED {
+        if self.visited >= MAX_VISITED || depth > MAX_DEPTH {
             self.expansion.truncated = true;
             return;
         }
         if first == "**" {
             // Zero directories, then every subdirectory (links are not followed).
-            self.step(dir, tail, pattern);
+            self.step(dir, tail, pattern, depth);
             for (name, kind) in self.list(dir) {
                 if kind == EntryKind::Dir && name != ".git" {
-                    self.step(&dir.join(&name), rest, pattern);
+                    self.step(&dir.join(&name), rest, pattern, depth + 1);
                 }
             }
             return;
@@ -274,7 +277,7 @@ impl Walk<'_> {
                     self.found(path, kind, pattern);
                 }
             } else if kind == EntryKind::Dir {
-                self.step(&path, tail, pattern);
+                self.step(&path, tail, pattern, depth + 1);
             }
         }
     }

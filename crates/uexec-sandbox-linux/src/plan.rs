@@ -298,15 +298,20 @@ impl Plan {
                 if !hidden.skipped.is_empty() {
                     text.push_str(&format!(" (not hidden: {})", hidden.skipped.join("; ")));
                 }
-                if hidden.truncated {
-                    text.push_str(&format!(
-                        " (the search stopped after {} entries)",
-                        uexec_domain::hidden::MAX_VISITED
-                    ));
-                }
                 text
             }
         };
+        if let Some(hidden) = layout.map(|l| &l.hidden).filter(|h| h.truncated) {
+            return protection(
+                "hidden_paths",
+                ProtectionStatus::Partial,
+                format!(
+                    "{what}; the search for the configured patterns stopped after {} entries, so matches beyond \
+                     stay readable: narrow the pattern (`config/.env*` rather than `.env*`)",
+                    uexec_domain::hidden::MAX_VISITED
+                ),
+            );
+        }
         protection(
             "hidden_paths",
             ProtectionStatus::Enforced,
@@ -509,6 +514,45 @@ mod tests {
 
     fn status(report: &ProtectionReport, name: &str) -> ProtectionStatus {
         report.protections.iter().find(|p| p.name == name).map(|p| p.status).unwrap()
+    }
+
+    #[test]
+    fn hidden_paths_fail_closed_without_mounts_or_when_the_search_stopped() {
+        let policy = SandboxPolicy::default();
+        let mut plan = Plan::new(&policy, &full());
+        assert_eq!(status(&plan.report(None), "hidden_paths"), ProtectionStatus::NotRequested);
+        plan.hide = true;
+        let mut layout = FsLayout::default();
+        layout.hidden.files.push(std::path::PathBuf::from("/h/.netrc"));
+        let report = plan.report(Some(&layout));
+        assert_eq!(status(&report, "hidden_paths"), ProtectionStatus::Enforced);
+        assert!(!report.is_degraded());
+        layout.hidden.truncated = true;
+        let report = plan.report(Some(&layout));
+        assert_eq!(status(&report, "hidden_paths"), ProtectionStatus::Partial);
+        assert!(report.is_degraded());
+        let mut no_mounts = Plan::new(
+            &policy,
+            &KernelSupport { mount_namespace: MountNamespace::Unavailable("test".into()), ..full() },
+        );
+        no_mounts.hide = true;
+        assert_eq!(status(&no_mounts.report(None), "hidden_paths"), ProtectionStatus::Off);
+    }
+
+    #[test]
+    fn the_proxied_network_needs_seccomp_and_privilege() {
+        let policy = SandboxPolicy::ReadOnly { network_access: true };
+        let mut plan = Plan::new(&policy, &full());
+        plan.proxy = Some((3128, "pypi.org".into()));
+        let report = plan.report(None);
+        assert_eq!(status(&report, "network"), ProtectionStatus::Enforced);
+        let detail = &report.protections.iter().find(|p| p.name == "network").unwrap().detail;
+        assert!(detail.contains("127.0.0.1:3128") && detail.contains("pypi.org"), "{detail}");
+        plan.mounts = Some(MountMode::UserNamespace);
+        assert_eq!(status(&plan.report(None), "network"), ProtectionStatus::Off);
+        plan.mounts = Some(MountMode::Privileged);
+        plan.seccomp = false;
+        assert_eq!(status(&plan.report(None), "network"), ProtectionStatus::Off);
     }
 
     #[test]

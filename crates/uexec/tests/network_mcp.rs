@@ -119,7 +119,12 @@ fn allowed_registries_work_and_everything_else_is_refused() {
 
     // Allowed: pip and npm reach their registries through the proxy (caches inside the workspace: the person's
     // own are read-only here).
-    let pip = run_to_end(&mut server, "pip download --no-deps --no-cache-dir -d dl six 2>&1 | tail -3");
+    // No local wheel directory: the file must come over the network.
+    let pip = run_to_end(
+        &mut server,
+        "env -u PIP_FIND_LINKS -u PIP_NO_INDEX pip download --no-deps --no-cache-dir -d dl six 2>&1 | tail -5",
+    );
+    assert!(printed(&pip).contains("Downloading six"), "{pip:?}");
     assert!(printed(&pip).contains("Successfully downloaded six"), "{pip:?}");
     assert!(std::fs::read_dir(ws.path().join("dl")).unwrap().count() == 1);
     let npm =
