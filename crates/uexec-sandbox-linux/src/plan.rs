@@ -301,7 +301,7 @@ impl Plan {
                 text
             }
         };
-        if let Some(hidden) = layout.map(|l| &l.hidden).filter(|h| h.truncated) {
+        if layout.is_some_and(|l| l.hidden.truncated) {
             return protection(
                 "hidden_paths",
                 ProtectionStatus::Partial,
