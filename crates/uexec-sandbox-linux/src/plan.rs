@@ -330,14 +330,17 @@ impl Plan {
                     "network",
                     ProtectionStatus::Enforced,
                     format!(
-                        "a network namespace with only loopback: the one way out is uexec's proxy on                          127.0.0.1:{port}, which allows {rules} and resolves names itself; seccomp: sockets                          other than unix, IPv4 and IPv6 fail with EPERM (no netlink, no packet sockets)"
+                        "a network namespace with only loopback: the one way out is uexec's proxy on \
+                         127.0.0.1:{port}, which allows {rules} and resolves names itself; seccomp: sockets \
+                         other than unix, IPv4 and IPv6 fail with EPERM (no netlink, no packet sockets)"
                     ),
                 ),
                 _ => protection(
                     "network",
                     ProtectionStatus::Off,
                     format!(
-                        "the domain allowlist needs seccomp and CAP_SYS_ADMIN to enter the proxy's network                          namespace ({}; {})",
+                        "the domain allowlist needs seccomp and CAP_SYS_ADMIN to enter the proxy's network \
+                         namespace ({}; {})",
                         if self.seccomp { "seccomp available" } else { "no seccomp" },
                         if self.mounts == Some(MountMode::Privileged) {
                             "privileged"

@@ -102,12 +102,14 @@ fn human_report(
     for (name, state) in machine {
         let _ = writeln!(out, "  {name}: {state}");
     }
-    let _ = writeln!(
-        out,
-        "Policy:          {}, network {}",
-        policy.mode_str(),
-        if policy.has_network_access() { "allowed" } else { "blocked" }
-    );
+    let network = match &settings.network {
+        uexec_domain::network::NetworkPolicy::Proxied(rules) if !policy.is_unrestricted() => {
+            format!("through uexec's proxy to {}", crate::proxy::describe(rules))
+        }
+        _ if policy.has_network_access() => "allowed".to_owned(),
+        _ => "blocked".to_owned(),
+    };
+    let _ = writeln!(out, "Policy:          {}, network {network}", policy.mode_str());
     let _ = writeln!(out, "Approval policy: {}", settings.approval_policy.as_str());
     let _ = writeln!(out, "Workspace:       {}", settings.cwd.display());
     if let Some(config) = &settings.config_file {
