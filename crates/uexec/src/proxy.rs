@@ -91,7 +91,16 @@ impl Refusals {
     }
 }
 
-/// What the proxy needs: the rules, where refusals go.
+/// Who can be asked whether a host off the allowlist may be reached for the rest of the session (the person,
+/// through the MCP client, under `on-request`).
+#[async_trait::async_trait]
+pub trait DomainAsker: Send + Sync + std::fmt::Debug {
+    /// Ask about `host` (normalised, ASCII) on `port`: `Some(true)` to allow it for the session, `Some(false)`
+    /// to refuse it for the session, `None` when nobody can be asked now.
+    async fn ask(&self, host: &str, port: u16, rules: &str) -> Option<bool>;
+}
+
+/// What the proxy needs: the rules, where refusals go, who may widen them.
 #[derive(Debug)]
 pub struct Proxy {
     /// Allowed and denied domains.
@@ -100,6 +109,63 @@ pub struct Proxy {
     pub refusals: Arc<Refusals>,
     /// The audit log, if any.
     pub audit: Option<Arc<AuditLog>>,
+    /// Who is asked about a host off the allowlist (none: refused at once).
+    pub asker: Option<Arc<dyn DomainAsker>>,
+    /// Hosts a person allowed (`true`) or refused (`false`) for this session.
+    pub answered: Mutex<Vec<(String, bool)>>,
+    /// One question at a time (connections to the same host often come in bursts).
+    pub asking: tokio::sync::Mutex<()>,
+}
+
+impl Proxy {
+    /// A proxy for `rules` that asks nobody.
+    pub fn new(
+        rules: DomainRules,
+        audit: Option<Arc<AuditLog>>,
+        asker: Option<Arc<dyn DomainAsker>>,
+    ) -> Self {
+        Proxy {
+            rules,
+            refusals: Arc::new(Refusals::default()),
+            audit,
+            asker,
+            answered: Mutex::new(Vec::new()),
+            asking: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// What a person already answered about `host`.
+    fn answer_for(&self, host: &str) -> Option<bool> {
+        self.answered.lock().ok()?.iter().find(|(h, _)| h == host).map(|(_, allowed)| *allowed)
+    }
+
+    /// The final verdict for a host the rules did not allow: a person's session answer (asked now if nobody was
+    /// asked yet and someone can be), else the rules'.
+    async fn settle(&self, host: &str, port: u16, verdict: Verdict) -> Verdict {
+        if verdict != Verdict::NotAllowed {
+            return verdict;
+        }
+        let host = normal_host(host);
+        let Some(asker) = &self.asker else {
+            return verdict;
+        };
+        if let Some(answer) = self.answer_for(&host) {
+            return if answer { Verdict::Allowed } else { verdict };
+        }
+        let _one_at_a_time = self.asking.lock().await;
+        if let Some(answer) = self.answer_for(&host) {
+            return if answer { Verdict::Allowed } else { verdict };
+        }
+        match asker.ask(&host, port, &describe(&self.rules)).await {
+            Some(answer) => {
+                if let Ok(mut answered) = self.answered.lock() {
+                    answered.push((host, answer));
+                }
+                if answer { Verdict::Allowed } else { verdict }
+            }
+            None => verdict,
+        }
+    }
 }
 
 /// The proxy of one uexec process, made but not yet served.
@@ -126,6 +192,7 @@ impl Pending {
 pub fn prepare(
     settings: &Settings,
     audit: Option<Arc<AuditLog>>,
+    asker: Option<Arc<dyn DomainAsker>>,
 ) -> anyhow::Result<(SandboxSetup, Option<Pending>)> {
     let mut setup = SandboxSetup { hidden: settings.hidden.clone(), proxy: None };
     let NetworkPolicy::Proxied(rules) = &settings.network else {
@@ -135,7 +202,7 @@ pub fn prepare(
         return Ok((setup, None));
     }
     let (route, listener) = crate::platform::proxy_route(describe(rules))?;
-    let proxy = Arc::new(Proxy { rules: rules.clone(), refusals: Arc::new(Refusals::default()), audit });
+    let proxy = Arc::new(Proxy::new(rules.clone(), audit, asker));
     setup.proxy = Some(route);
     Ok((setup, Some(Pending { listener, proxy })))
 }
@@ -280,6 +347,7 @@ async fn handle(mut client: TcpStream, proxy: &Proxy) -> std::io::Result<()> {
         Err(BadRequest(why)) => return respond(&mut client, 400, &format!("uexec: {why}\n")).await,
     };
     let verdict = proxy.rules.decide(&request.host, request.port);
+    let verdict = proxy.settle(&request.host, request.port, verdict).await;
     if verdict != Verdict::Allowed {
         let target = format!("{}:{}", normal_host(&request.host), request.port);
         proxy.refusals.record(target.clone());
@@ -497,8 +565,8 @@ mod tests {
             allow: vec![DomainPattern::parse(&format!("127.0.0.1:{upstream_port}")).unwrap()],
             deny: vec![],
         };
-        let refusals = Arc::new(Refusals::default());
-        let proxy = Arc::new(Proxy { rules, refusals: refusals.clone(), audit: None });
+        let proxy = Arc::new(Proxy::new(rules, None, None));
+        let refusals = proxy.refusals.clone();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         tokio::spawn(serve(listener, proxy));

@@ -19,7 +19,7 @@ use crate::settings::{ProcessContext, Settings};
 /// `uexec sandbox-report`.
 pub fn sandbox_report(args: &ReportArgs) -> Result<ExitCode> {
     let settings = Settings::resolve(&args.policy, None, &ProcessContext::current()?)?;
-    let sandbox = crate::platform::sandbox_with(&crate::proxy::prepare(&settings, None)?.0);
+    let sandbox = crate::platform::sandbox_with(&crate::proxy::prepare(&settings, None, None)?.0);
     let report = if settings.sandbox_policy.is_unrestricted() {
         ProtectionReport::unsandboxed(settings.sandbox_policy.mode_str(), EscapeReason::FullAccessPolicy)
     } else {

@@ -102,7 +102,7 @@ fn run(args: &RunArgs) -> Result<u8, NothingRan> {
         mode,
         setup: Vec::new(),
     };
-    let (setup, proxy) = crate::proxy::prepare(&settings, sinks.audit.clone()).map_err(nothing_ran)?;
+    let (setup, proxy) = crate::proxy::prepare(&settings, sinks.audit.clone(), None).map_err(nothing_ran)?;
     let sandbox = crate::platform::sandbox_with(&setup);
     let context = SandboxContext {
         sandbox: sandbox.as_ref(),

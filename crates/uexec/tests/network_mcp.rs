@@ -198,3 +198,38 @@ fn uexec_run_takes_the_same_route_and_names_refused_hosts() {
     assert!(stdout.contains("matches the deny pattern bad.example"), "{stdout}");
     assert!(stderr.contains("[uexec] Network: refused bad.example:443, bad.example:80"), "{stderr}");
 }
+
+#[test]
+fn under_on_request_a_person_can_allow_a_refused_domain_for_the_session() {
+    let ws = Workspace::new();
+    let pypi = pip_hosts().remove(0);
+    let npm = npm_host();
+    let mut server = McpServer::start_initialized(&ws, &["--allow-domain", &pypi], true);
+    server.answers = vec!["approve_for_session".into(), "deny".into()];
+    let probe = |host: &str| {
+        format!("curl -sS -o /dev/null -w '{host} %{{http_code}}\\n' https://{host}/ 2>&1; true")
+    };
+
+    // Off the list: the person is asked, allows it, the connection goes through; the next one is not asked.
+    let first = run_to_end(&mut server, &probe(&npm));
+    assert!(printed(&first).contains(&format!("{npm} 200")), "{first:?}");
+    assert_eq!(server.elicitations.len(), 1, "{:?}", server.elicitations);
+    let message = server.elicitations[0]["message"].as_str().unwrap();
+    assert!(message.contains(&format!("Allow network access to {npm}?")), "{message}");
+    assert!(message.contains(&pypi), "{message}");
+    let again = run_to_end(&mut server, &probe(&npm));
+    assert!(printed(&again).contains(&format!("{npm} 200")), "{again:?}");
+    assert_eq!(server.elicitations.len(), 1);
+
+    // Denied by the person: 403, noted, and remembered too.
+    let denied = run_to_end(&mut server, &probe("example.com"));
+    assert!(printed(&denied).contains("response 403"), "{denied:?}");
+    assert!(denied.last().unwrap().contains("[uexec] Network: refused example.com:443"), "{denied:?}");
+    let again = run_to_end(&mut server, &probe("example.com"));
+    assert!(printed(&again).contains("response 403"), "{again:?}");
+    assert_eq!(server.elicitations.len(), 2);
+    // A listed host is never asked about.
+    let listed = run_to_end(&mut server, &probe(&pypi));
+    assert!(!printed(&listed).contains("response 403"), "{listed:?}");
+    assert_eq!(server.elicitations.len(), 2);
+}

@@ -181,6 +181,78 @@ impl Approver for McpApprover {
     }
 }
 
+/// The domain question of the allowlist mode (`crate::proxy::DomainAsker`): under `on-request`, through a client
+/// that takes `elicitation/create` requests, while one of its `exec_command` calls is in flight (the connection
+/// cannot be tied to a call: any call of that client carries the question). A client on 2026-07-28 or later
+/// (questions ride on tool results) and a moment without a call in flight get no question: the host is refused.
+#[async_trait]
+impl crate::proxy::DomainAsker for McpApprover {
+    async fn ask(&self, host: &str, port: u16, rules: &str) -> Option<bool> {
+        if self.policy != ApprovalPolicy::OnRequest {
+            return None;
+        }
+        let (peer, cancelled, style) = self.calls.lock().ok()?.values().find_map(|via| match via {
+            AskVia::Request(peer, cancelled, style) => Some((peer.clone(), cancelled.clone(), *style)),
+            _ => None,
+        })?;
+        let params = domain_elicit_params(host, port, rules, style).ok()?;
+        tokio::select! {
+            result = peer.create_elicitation_with_timeout(params, Some(APPROVAL_TIMEOUT)) => {
+                match decision_from_elicit(&result.ok()?) {
+                    Ok(decision) => Some(decision.is_approved()),
+                    Err(_) => None,
+                }
+            }
+            () = cancelled.cancelled() => None,
+        }
+    }
+}
+
+/// The elicitation asking whether `host` may be reached for the rest of the session. `host` went through
+/// `uexec_domain::network::Host::parse` (ASCII letters, digits, `-`, `_`, `.`, or an IP literal) and `rules` is
+/// made of parsed patterns: neither can carry a control character or a line break.
+pub fn domain_elicit_params(
+    host: &str,
+    port: u16,
+    rules: &str,
+    style: FormStyle,
+) -> Result<ElicitRequestParams, ApprovalError> {
+    let choices = [
+        (APPROVE_FOR_SESSION, format!("Allow {host} for this session")),
+        (DENY, "Deny (the command gets HTTP 403)".to_owned()),
+    ];
+    let mut property = json!({
+        "type": "string",
+        "title": "Decision",
+        "description": "Allow this host for the rest of the session, or refuse it.",
+    });
+    match style {
+        FormStyle::OneOf => {
+            property["oneOf"] =
+                choices.iter().map(|(value, title)| json!({ "const": value, "title": title })).collect();
+        }
+        FormStyle::LegacyEnum => {
+            property["enum"] = choices.iter().map(|(value, _)| json!(value)).collect();
+            property["enumNames"] = choices.iter().map(|(_, title)| json!(title)).collect();
+        }
+    }
+    let schema: ElicitationSchema = serde_json::from_value(json!({
+        "type": "object",
+        "properties": { "decision": property },
+        "required": ["decision"]
+    }))
+    .map_err(|e| ApprovalError::Failed(format!("cannot build the elicitation schema: {e}")))?;
+    Ok(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: format!(
+            "Allow network access to {host}?\n\nA sandboxed command asked uexec's proxy for {host}:{port}, which \
+             is not on the domain allowlist ({rules}). Allowing it lets every sandboxed command of this session \
+             reach {host} on any port; to allow it for good, add it to `[network] allow` in the config."
+        ),
+        requested_schema: schema,
+    })
+}
+
 /// How the choices of the approval form are written: each protocol version defines its own enum schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FormStyle {

@@ -37,7 +37,8 @@ pub async fn serve(
 ) -> Result<StopReason> {
     let approver =
         Arc::new(approval::McpApprover::new(settings.approval_policy, settings.sandbox_policy.clone()));
-    let (setup, proxy) = crate::proxy::prepare(settings, audit)?;
+    let (setup, proxy) =
+        crate::proxy::prepare(settings, audit, Some(approver.clone() as Arc<dyn crate::proxy::DomainAsker>))?;
     let refusals = proxy.as_ref().map(crate::proxy::Pending::refusals);
     if let Some(proxy) = proxy {
         proxy.spawn();
