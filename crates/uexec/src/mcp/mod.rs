@@ -110,12 +110,17 @@ fn instructions(settings: &Settings) -> String {
         _ if policy.has_network_access() => "allowed".to_owned(),
         _ => "blocked".to_owned(),
     };
+    let hidden = if settings.hidden.is_empty() || policy.is_unrestricted() {
+        ""
+    } else {
+        " Credential stores under the home (~/.ssh, ~/.aws, ~/.netrc, ...) are unreadable inside the sandbox."
+    };
     format!(
         "Run shell commands with exec_command. A command still running when the wait ends returns a session ID: \
          continue it with write_stdin (send input, or an empty string to wait for more output), and close it with \
          close_session when done. Use tty=true for interactive programs. Edit files with apply_patch through \
          exec_command (`apply_patch <<'EOF'` with a `*** Begin Patch` ... `*** End Patch` body). Working directory: \
-         {}. Sandbox: {sandbox}; network {network}. Approval policy: {}.",
+         {}. Sandbox: {sandbox}; network {network}.{hidden} Approval policy: {}.",
         settings.cwd.display(),
         settings.approval_policy.as_str()
     )
