@@ -76,9 +76,12 @@ pub fn uses_terminal() -> bool {
 /// True when the command would run in the domain-allowlist mode (an unreadable config counts as no: `run` then
 /// reports the error).
 pub fn needs_proxy(args: &RunArgs) -> bool {
-    ProcessContext::current()
-        .and_then(|ctx| Settings::resolve(&args.policy, args.audit_log.as_deref(), &ctx))
-        .is_ok_and(|s| matches!(s.network, uexec_domain::network::NetworkPolicy::Proxied(_)))
+    // Silently: `run` resolves the settings again and reports what there is to report once.
+    tracing::subscriber::with_default(tracing::subscriber::NoSubscriber::default(), || {
+        ProcessContext::current()
+            .and_then(|ctx| Settings::resolve(&args.policy, args.audit_log.as_deref(), &ctx))
+            .is_ok_and(|s| matches!(s.network, uexec_domain::network::NetworkPolicy::Proxied(_)))
+    })
 }
 
 fn run(args: &RunArgs) -> Result<u8, NothingRan> {
