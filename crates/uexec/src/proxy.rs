@@ -39,6 +39,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a client may take to send its request head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How many connections the proxy serves at once (each holds two descriptors of the server).
+const MAX_CONNECTIONS: usize = 256;
+
 /// How many refusals are remembered for tool responses.
 const MAX_REMEMBERED: usize = 256;
 
@@ -229,11 +232,18 @@ pub async fn serve(listener: std::net::TcpListener, proxy: Arc<Proxy>) {
             return;
         }
     };
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        // At most MAX_CONNECTIONS at once: more wait in the listen queue instead of using up the server's
+        // descriptors.
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
         match listener.accept().await {
             Ok((stream, _)) => {
                 let proxy = proxy.clone();
                 tokio::spawn(async move {
+                    let _slot = slot;
                     if let Err(e) = handle(stream, &proxy).await {
                         tracing::debug!("proxy connection ended: {e}");
                     }
