@@ -20,8 +20,10 @@
 //! - Three mechanisms, each covering what the others cannot: Landlock (which paths may be written; signal and
 //!   abstract-socket scoping), a private mount namespace (read-only mounts outside the writable roots, so file
 //!   metadata cannot change either, and read-only bind mounts over `.git` and `.uexec`, which Landlock, being
-//!   allow-only, cannot exempt from a writable root), and seccomp (network sockets, ptrace, io_uring, mounts,
-//!   namespaces, keystroke injection, ...).
+//!   allow-only, cannot exempt from a writable root, and an empty mount over each hidden secret location), and
+//!   seccomp (network sockets, ptrace, io_uring, mounts, namespaces, keystroke injection, ...). In the
+//!   domain-allowlist mode a fourth: the proxy's loopback-only network namespace ([`ProxyNamespace`]), made once
+//!   per server and entered by each command.
 //! - Fail closed: [`KernelSupport`] says what the kernel offers; the plan and the report follow from it; a report
 //!   with anything `partial` or `off` refuses to run unless the request accepts degradation
 //!   (`SandboxError::Unenforceable`, naming [`DEGRADED_SETTING`]). The support is injectable
