@@ -111,7 +111,7 @@ mod support;
 mod sys;
 
 pub use layout::git_entry;
-pub use netns::ProxyNamespace;
+pub use netns::{ProxyNamespace, ProxyNamespaceError};
 pub use plan::DEGRADED_SETTING;
 pub use sandbox::LinuxSandbox;
 pub use support::{Availability, KernelSupport, MountNamespace};

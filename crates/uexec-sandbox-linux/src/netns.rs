@@ -14,7 +14,25 @@ use std::net::TcpListener;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
-use uexec_ports::SandboxError;
+/// Why the proxy's network namespace could not be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProxyNamespaceError {
+    /// The helper thread could not start or did not finish.
+    #[error("the network namespace helper thread failed: {0}")]
+    Thread(String),
+    /// A step failed (most often `unshare(CLONE_NEWNET)` without `CAP_SYS_ADMIN`).
+    #[error(
+        "the domain allowlist needs a network namespace with only loopback ({stage}: {source}); it needs \
+         CAP_SYS_ADMIN (run uexec as root or with that capability), or use --network / --no-network"
+    )]
+    Step {
+        /// The step.
+        stage: &'static str,
+        /// Its error.
+        source: std::io::Error,
+    },
+}
 
 /// The proxy's network namespace and port, shared by every proxied command of one server.
 #[derive(Debug, Clone)]
@@ -30,24 +48,18 @@ pub struct ProxyNamespace {
 impl ProxyNamespace {
     /// Make the namespace and the listener (needs `CAP_SYS_ADMIN`). `rules` describes what the proxy allows, for
     /// the protection report.
-    pub fn create(rules: String) -> Result<(ProxyNamespace, TcpListener), SandboxError> {
+    pub fn create(rules: String) -> Result<(ProxyNamespace, TcpListener), ProxyNamespaceError> {
         let helper = std::thread::Builder::new()
             .name("uexec-netns".into())
             .spawn(make_namespace)
-            .map_err(|e| SandboxError::Setup(format!("starting the network namespace thread: {e}")))?;
+            .map_err(|e| ProxyNamespaceError::Thread(e.to_string()))?;
         let (ns, listener) = helper
             .join()
-            .map_err(|_| SandboxError::Setup("the network namespace thread panicked".into()))?
-            .map_err(|(stage, e)| SandboxError::Unenforceable {
-                missing: format!(
-                    "the domain allowlist needs a network namespace with only loopback ({stage}: {e}); it needs \
-                     CAP_SYS_ADMIN (run uexec as root or with that capability), or use --network / --no-network"
-                ),
-                setting: None,
-            })?;
+            .map_err(|_| ProxyNamespaceError::Thread("it panicked".into()))?
+            .map_err(|(stage, source)| ProxyNamespaceError::Step { stage, source })?;
         let port = listener
             .local_addr()
-            .map_err(|e| SandboxError::Setup(format!("the proxy listener has no address: {e}")))?
+            .map_err(|source| ProxyNamespaceError::Step { stage: "reading the listener's address", source })?
             .port();
         Ok((ProxyNamespace { ns: Arc::new(ns), port, rules }, listener))
     }

@@ -108,7 +108,7 @@ fn default_secrets_and_workspace_globs_are_unreadable_and_their_twins_are_not() 
     }
     // The report names what is hidden.
     let hidden = prepared.report.protections.iter().find(|p| p.name == "hidden_paths").unwrap();
-    assert_eq!(hidden.status, uexec_domain::protection::ProtectionStatus::Enforced);
+    assert_eq!(hidden.status, uexec_domain::ProtectionStatus::Enforced);
     assert!(hidden.detail.contains(&home.join(".ssh").display().to_string()), "{hidden:?}");
     assert!(hidden.detail.contains(&s.ws.join(".env").display().to_string()), "{hidden:?}");
 }
