@@ -147,8 +147,11 @@ impl ProcessControl for FakeControl {
     }
     async fn wait(&self) -> Result<ExitStatus, ProcessError> {
         let mut rx = self.exit.subscribe();
-        let status = rx.wait_for(Option::is_some).await.map_err(|e| ProcessError::Os(e.to_string()))?;
-        status.ok_or_else(|| ProcessError::Os("no status".into()))
+        // The sender lives in the script: a closed channel means the script is gone, like a process reaped
+        // elsewhere (`waitid` failing with ECHILD, 10 on Linux and macOS).
+        let gone = || ProcessError::Os(uexec_ports::OsError::new("waitid", 10));
+        let status = rx.wait_for(Option::is_some).await.map_err(|_| gone())?;
+        status.ok_or_else(gone)
     }
     async fn kill_tree(&self) -> Result<ExitStatus, ProcessError> {
         self.kills.fetch_add(1, Ordering::SeqCst);

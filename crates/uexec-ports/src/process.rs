@@ -119,19 +119,53 @@ pub enum SpawnError {
         cwd: PathBuf,
     },
     /// A child setup hook failed; the child exited without running the program.
-    #[error("child setup failed at {stage}: {message}")]
+    #[error("child setup failed at {stage}: {}", OsError::describe(*errno))]
     ChildSetup {
         /// The step.
         stage: &'static str,
-        /// The errno, as text.
-        message: String,
+        /// The OS error number.
+        errno: i32,
     },
-    /// `execve` failed.
-    #[error("exec failed: {0}")]
-    Exec(String),
-    /// Any other OS error (opening the PTY, creating pipes, forking).
+    /// `execve` failed for another reason than a missing or non-executable program.
+    #[error("exec failed: {}", OsError::describe(*errno))]
+    Exec {
+        /// The OS error number.
+        errno: i32,
+    },
+    /// Spawning was called outside a tokio runtime with IO enabled (the adapter registers fds with it).
+    #[error("spawning needs a tokio runtime with IO enabled")]
+    NoRuntime,
+    /// Any other OS error (opening the PTY, creating pipes, forking), with the call that failed.
     #[error("spawn failed: {0}")]
-    Os(String),
+    Os(OsError),
+}
+
+/// A system call that failed: which call (or step) and the OS error number (`errno`), kept as numbers so that
+/// a caller can tell `EPERM` from `ENOMEM` without parsing text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[error("{call}: {}", OsError::describe(*errno))]
+pub struct OsError {
+    /// The call or step that failed, e.g. `"openpt"`, `"fork"`, `"waitid"`.
+    pub call: &'static str,
+    /// The OS error number.
+    pub errno: i32,
+}
+
+impl OsError {
+    /// The error `errno` returned by `call`.
+    pub fn new(call: &'static str, errno: i32) -> Self {
+        OsError { call, errno }
+    }
+
+    /// The error as a [`std::io::Error`] (its kind and text).
+    pub fn to_io_error(&self) -> std::io::Error {
+        std::io::Error::from_raw_os_error(self.errno)
+    }
+
+    /// The operating system's text for `errno`.
+    fn describe(errno: i32) -> String {
+        std::io::Error::from_raw_os_error(errno).to_string()
+    }
 }
 
 /// Why talking to a running process failed.
@@ -147,9 +181,13 @@ pub enum ProcessError {
     /// Resizing is only possible for PTY processes.
     #[error("not a terminal")]
     NotATerminal,
-    /// An OS error.
+    /// The process was sent SIGKILL but had not exited within the adapter's limit (a process stuck in the
+    /// kernel, for example on a hung network file system).
+    #[error("the process did not exit after SIGKILL")]
+    Unkillable,
+    /// An OS error, with the call that failed.
     #[error("{0}")]
-    Os(String),
+    Os(OsError),
 }
 
 /// Signals the engine sends. Sent to the whole process group.
@@ -174,8 +212,11 @@ pub enum InputState {
     WaitingForInput,
     /// Something in the foreground is running (or the adapter cannot tell it is waiting).
     Busy,
-    /// Not knowable (pipe mode, or the process is gone).
+    /// Not knowable for this process (pipe mode, or the process is gone).
     Unknown,
+    /// The adapter cannot detect input waits at all on this platform (it needs Linux's `/proc`): callers must
+    /// not expect [`InputState::WaitingForInput`] from it, ever.
+    Unavailable,
 }
 
 /// The read half of a process: one owner (the engine's reader task) pulls chunks in order.

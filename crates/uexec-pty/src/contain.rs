@@ -27,32 +27,23 @@
 //!    started with `std::process` before its `wait`. In this mode an escaped descendant survives a SIGKILL
 //!    of the host ([`Containment::Subreaper`] says so).
 //!
-//! Who may reap a session leader, in every mode:
-//!
-//! 1. A leader is reaped only by a holder of its [`StatusSlot`]'s lock, which records the status in the slot
-//!    before letting go: its session's control (its waiter, `kill_tree`, the sweep after a drop) or the reaper
-//!    thread. So the first to reap it hands the status to everyone else, and nobody finds it "reaped by someone
-//!    else".
-//! 2. Everything that relies on the leader's pid still naming the leader (signalling its process group,
-//!    scanning for its group, session and descendants) holds the same lock and checks that the slot is empty:
-//!    the leader cannot be reaped in the middle, so its pid, group id and session id cannot be recycled for
-//!    another process (another session's leader) that the scan would then kill and reap.
-//! 3. Live leaders are registered in a table by pid; reaping "adopted" processes after a kill (orphans that
-//!    re-parented to this process) skips every registered leader, whatever the scan found.
+//! Who may reap a session leader in each mode is written down in `reap`; which thread creates sessions, in
+//! `spawn`. Everything here is Linux's: on other platforms [`contain_descendants`] changes nothing and says so
+//! ([`ContainError::Unsupported`]).
 //!
 //! [`kill_tree`]: uexec_ports::process::ProcessControl::kill_tree
 
-use std::collections::HashMap;
-use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard, OnceLock, PoisonError, mpsc};
-use std::time::Duration;
+use std::sync::Mutex;
+#[cfg(target_os = "linux")]
+use std::sync::{OnceLock, mpsc};
 
-use rustix::pipe::PipeFlags;
-use rustix::process::{Pid, WaitId, WaitIdOptions};
-use uexec_domain::ExitStatus;
+#[cfg(target_os = "linux")]
+use rustix::process::Pid;
+use uexec_ports::process::OsError;
 
-use crate::sys::{self, ChildPlan, SpawnFailure, SpawnJob};
+use crate::reap::lock;
+#[cfg(target_os = "linux")]
+use crate::sys::{self, SpawnJob};
 
 /// Which mechanism keeps the host's descendants from outliving it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,18 +83,22 @@ pub enum NamespacePolicy {
 pub enum ContainError {
     /// `prctl(PR_SET_CHILD_SUBREAPER)` failed.
     #[error("cannot become a child subreaper: {0}")]
-    Subreaper(String),
+    Subreaper(OsError),
     /// The calling thread entered a PID namespace but its init process could not be started.
     #[error("cannot start the init of the sessions' PID namespace: {0}")]
-    NamespaceInit(String),
+    NamespaceInit(OsError),
     /// A helper thread could not be started.
-    #[error("cannot start the {name} thread: {message}")]
+    #[error("cannot start the {name} thread: {error}")]
     Thread {
         /// Which thread.
         name: &'static str,
         /// Why.
-        message: String,
+        error: OsError,
     },
+    /// This platform has neither child subreapers nor PID namespaces: sessions are still killed as a whole
+    /// by `kill_tree` and when dropped, but a descendant that left its session survives a SIGKILL of the host.
+    #[error("no descendant containment on {0} (no subreaper, no PID namespace)")]
+    Unsupported(&'static str),
 }
 
 /// Make this process own its descendants (see the module documentation): call it at the start of `main`,
@@ -115,26 +110,36 @@ pub fn contain_descendants() -> Result<Containment, ContainError> {
 
 /// [`contain_descendants`], choosing whether a PID namespace may be used.
 pub fn contain_descendants_with(policy: NamespacePolicy) -> Result<Containment, ContainError> {
+    #[cfg_attr(not(target_os = "linux"), allow(unused_mut, reason = "nothing is set up there"))]
     let mut active = lock(&ACTIVE);
     if let Some(containment) = *active {
         return Ok(containment);
     }
-    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
-        .map_err(|e| ContainError::Subreaper(std::io::Error::from(e).to_string()))?;
-    let containment = match policy {
-        NamespacePolicy::IfPrivileged => match start_namespace_thread()? {
-            Some(init_pid) => Containment::PidNamespace { init_pid },
-            None => start_reaper()?,
-        },
-        NamespacePolicy::Never => start_reaper()?,
-        NamespacePolicy::OnCallingThread => match enter_namespace_here()? {
-            Some(init_pid) => Containment::PidNamespace { init_pid },
-            None => start_reaper()?,
-        },
-    };
-    tracing::info!(?containment, "descendants contained");
-    *active = Some(containment);
-    Ok(containment)
+    #[cfg(target_os = "linux")]
+    {
+        rustix::process::set_child_subreaper(Some(rustix::process::getpid())).map_err(|e| {
+            ContainError::Subreaper(OsError::new("prctl(PR_SET_CHILD_SUBREAPER)", e.raw_os_error()))
+        })?;
+        let containment = match policy {
+            NamespacePolicy::IfPrivileged => match start_namespace_thread()? {
+                Some(init_pid) => Containment::PidNamespace { init_pid },
+                None => start_reaper()?,
+            },
+            NamespacePolicy::Never => start_reaper()?,
+            NamespacePolicy::OnCallingThread => match enter_namespace_here()? {
+                Some(init_pid) => Containment::PidNamespace { init_pid },
+                None => start_reaper()?,
+            },
+        };
+        tracing::info!(?containment, "descendants contained");
+        *active = Some(containment);
+        Ok(containment)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = policy;
+        Err(ContainError::Unsupported(std::env::consts::OS))
+    }
 }
 
 /// The containment set up by [`contain_descendants`], if any.
@@ -145,47 +150,106 @@ pub fn containment() -> Option<Containment> {
 static ACTIVE: Mutex<Option<Containment>> = Mutex::new(None);
 
 /// The sender of spawn jobs to the PID-namespace thread, once it runs.
+#[cfg(target_os = "linux")]
 static NAMESPACE_JOBS: OnceLock<Mutex<mpsc::Sender<SpawnJob>>> = OnceLock::new();
 
 /// True once the reaper thread runs ([`Containment::Subreaper`]).
-static REAPER_ACTIVE: AtomicBool = AtomicBool::new(false);
-
-/// The exit-status slot of a session leader, filled by whoever reaps it, under its lock (see the module
-/// documentation: the lock also keeps the leader unreaped while its pid is used).
-pub(crate) type StatusSlot = Arc<Mutex<Option<ExitStatus>>>;
-
-/// Session leaders not yet reaped, by pid. Lock order: a leader's slot before this table, never the reverse.
-static LEADERS: LazyLock<Mutex<HashMap<i32, StatusSlot>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+#[cfg(target_os = "linux")]
+static REAPER_ACTIVE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Bumped after every spawn, so that a reaper with no children wakes up.
-static SPAWNS: (Mutex<u64>, Condvar) = (Mutex::new(0), Condvar::new());
-
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
+#[cfg(target_os = "linux")]
+static SPAWNS: (Mutex<u64>, std::sync::Condvar) = (Mutex::new(0), std::sync::Condvar::new());
 
 /// The thread that entered the PID namespace itself ([`NamespacePolicy::OnCallingThread`]), and the write end of
 /// the pipe that tells its init the host is alive (kept open for the life of the process).
-static NAMESPACE_HERE: OnceLock<(std::thread::ThreadId, OwnedFd)> = OnceLock::new();
+#[cfg(target_os = "linux")]
+static NAMESPACE_HERE: OnceLock<(std::thread::ThreadId, std::os::fd::OwnedFd)> = OnceLock::new();
+
+/// Where new sessions must be created, given the containment in force.
+#[derive(Debug)]
+pub(crate) enum Placement {
+    /// On the calling thread, which entered the sessions' PID namespace ([`NamespacePolicy::OnCallingThread`]).
+    #[cfg(target_os = "linux")]
+    CallingThreadInNamespace,
+    /// Nowhere from this thread: its children would be created outside the sessions' PID namespace.
+    #[cfg(target_os = "linux")]
+    Refused,
+    /// By the PID-namespace thread.
+    #[cfg(target_os = "linux")]
+    NamespaceThread(mpsc::Sender<SpawnJob>),
+    /// Anywhere: no PID namespace.
+    Anywhere,
+}
+
+/// Where the calling thread's new sessions must be created.
+pub(crate) fn placement() -> Placement {
+    #[cfg(target_os = "linux")]
+    {
+        if let Some((owner, _)) = NAMESPACE_HERE.get() {
+            return if std::thread::current().id() == *owner {
+                Placement::CallingThreadInNamespace
+            } else {
+                Placement::Refused
+            };
+        }
+        if let Some(jobs) = NAMESPACE_JOBS.get() {
+            return Placement::NamespaceThread(lock(jobs).clone());
+        }
+    }
+    Placement::Anywhere
+}
+
+/// Held from before a child is created until it is registered as a leader, when the reaper thread runs: the
+/// leaders table, so that the reaper never mistakes a fresh leader for an orphan. `None` otherwise.
+pub(crate) fn hold_for_spawn()
+-> Option<std::sync::MutexGuard<'static, std::collections::HashMap<i32, crate::reap::StatusSlot>>> {
+    #[cfg(target_os = "linux")]
+    if REAPER_ACTIVE.load(std::sync::atomic::Ordering::Acquire) {
+        return Some(crate::reap::live_leaders());
+    }
+    None
+}
+
+/// Tell the reaper thread a child was created (it sleeps while the host has none).
+pub(crate) fn spawned() {
+    #[cfg(target_os = "linux")]
+    {
+        let (count, changed) = &SPAWNS;
+        *lock(count) += 1;
+        changed.notify_all();
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn thread_error(name: &'static str, error: &std::io::Error) -> ContainError {
+    ContainError::Thread { name, error: OsError::new("pthread_create", crate::error::errno_of(error)) }
+}
 
 /// The calling thread unshares a PID namespace and forks its init; `Ok(None)` when a PID namespace cannot be
 /// created here (nothing changed).
+#[cfg(target_os = "linux")]
 fn enter_namespace_here() -> Result<Option<u32>, ContainError> {
+    use std::os::fd::AsFd;
+
     if let Err(error) = sys::unshare_pid_namespace() {
         tracing::info!(%error, "no PID namespace for sessions");
         return Ok(None);
     }
     // The thread is in the namespace already: a failure from here on cannot be undone, so it is an error.
-    let namespace_error = |error: std::io::Error| ContainError::NamespaceInit(error.to_string());
-    let (reader, writer) =
-        rustix::pipe::pipe_with(PipeFlags::CLOEXEC).map_err(|e| namespace_error(e.into()))?;
-    let init = sys::spawn_namespace_init(reader.as_fd(), writer.as_fd()).map_err(namespace_error)?;
+    let (reader, writer) = sys::pipe_cloexec()
+        .map_err(|e| ContainError::NamespaceInit(OsError::new("pipe", crate::error::errno_of(&e))))?;
+    let init = sys::spawn_namespace_init(reader.as_fd(), writer.as_fd())
+        .map_err(|e| ContainError::NamespaceInit(OsError::new("clone", crate::error::errno_of(&e))))?;
     let _ = NAMESPACE_HERE.set((std::thread::current().id(), writer));
     Ok(Some(init.as_raw_nonzero().get().unsigned_abs()))
 }
 
 /// Starts the namespace thread; `Ok(None)` when a PID namespace cannot be created here.
+#[cfg(target_os = "linux")]
 fn start_namespace_thread() -> Result<Option<u32>, ContainError> {
+    use std::os::fd::{AsFd, OwnedFd};
+
     let (ready_tx, ready_rx) = mpsc::sync_channel::<Option<Pid>>(1);
     let (jobs_tx, jobs_rx) = mpsc::channel::<SpawnJob>();
     std::thread::Builder::new()
@@ -193,7 +257,7 @@ fn start_namespace_thread() -> Result<Option<u32>, ContainError> {
         .spawn(move || {
             let setup = || -> std::io::Result<(Pid, OwnedFd)> {
                 sys::unshare_pid_namespace()?;
-                let (reader, writer) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC)?;
+                let (reader, writer) = sys::pipe_cloexec()?;
                 let init = sys::spawn_namespace_init(reader.as_fd(), writer.as_fd())?;
                 Ok((init, writer))
             };
@@ -213,7 +277,7 @@ fn start_namespace_thread() -> Result<Option<u32>, ContainError> {
                 }
             }
         })
-        .map_err(|e| ContainError::Thread { name: "uexec-pidns", message: e.to_string() })?;
+        .map_err(|e| thread_error("uexec-pidns", &e))?;
     let init = ready_rx.recv().ok().flatten();
     let Some(init) = init else {
         return Ok(None);
@@ -222,154 +286,20 @@ fn start_namespace_thread() -> Result<Option<u32>, ContainError> {
     Ok(Some(init.as_raw_nonzero().get().unsigned_abs()))
 }
 
+#[cfg(target_os = "linux")]
 fn start_reaper() -> Result<Containment, ContainError> {
     std::thread::Builder::new()
         .name("uexec-reaper".to_owned())
-        .spawn(reap_forever)
-        .map_err(|e| ContainError::Thread { name: "uexec-reaper", message: e.to_string() })?;
-    REAPER_ACTIVE.store(true, Ordering::Release);
+        .spawn(|| crate::reap::reap_forever(&SPAWNS))
+        .map_err(|e| thread_error("uexec-reaper", &e))?;
+    REAPER_ACTIVE.store(true, std::sync::atomic::Ordering::Release);
     Ok(Containment::Subreaper)
-}
-
-/// The reaper thread: wait for any exited child, then reap it: an orphan under the leaders table's lock (so
-/// that no leader being spawned is mistaken for one), a leader under its slot's lock, handing its status to its
-/// session.
-fn reap_forever() {
-    let (count, changed) = &SPAWNS;
-    loop {
-        let spawns_seen = *lock(count);
-        match sys::wait_any_exited_nowait() {
-            Ok(Some(pid)) => {
-                let raw = pid.as_raw_nonzero().get();
-                let leaders = lock(&LEADERS);
-                match leaders.get(&raw).map(Arc::clone) {
-                    Some(slot) => {
-                        drop(leaders);
-                        // Registered leaders are reaped only by a holder of their slot's lock. It is not reaped
-                        // yet (the slot is empty), so `raw` still names it.
-                        let mut status = lock(&slot);
-                        if status.is_none()
-                            && let Ok(Some(reaped)) = rustix::process::waitid(
-                                WaitId::Pid(pid),
-                                WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
-                            )
-                        {
-                            *status = Some(crate::session::exit_status(&reaped));
-                            forget_leader(raw);
-                        }
-                    }
-                    None => {
-                        let reaped = rustix::process::waitid(
-                            WaitId::Pid(pid),
-                            WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
-                        );
-                        drop(leaders);
-                        if let Ok(Some(_)) = reaped {
-                            tracing::debug!(pid = raw, "reaped an adopted orphan");
-                        }
-                    }
-                }
-            }
-            Ok(None) => {
-                // No children at all: sleep until the next spawn (or a second, for children started by other
-                // means, whose orphans could be adopted too).
-                let guard = lock(count);
-                let waited =
-                    changed.wait_timeout_while(guard, Duration::from_secs(1), |now| *now == spawns_seen);
-                drop(waited.unwrap_or_else(PoisonError::into_inner));
-            }
-            Err(error) => {
-                tracing::warn!(%error, "reaper: waitid failed");
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-    }
-}
-
-/// The thread that spawns every session when there is no PID-namespace thread, started on first use.
-///
-/// The parent-death signal of a child fires when the *thread* that created it ends, not the process: a
-/// child spawned from a short-lived thread (a tokio `spawn_blocking` thread, which ends after ten idle
-/// seconds) would be killed with it. Spawning from this thread, which lives as long as the process, ties
-/// every session to the life of the process. `None` (spawn on the calling thread) if it cannot start.
-fn spawner_thread() -> &'static Option<Mutex<mpsc::Sender<SpawnJob>>> {
-    static SPAWNER: OnceLock<Option<Mutex<mpsc::Sender<SpawnJob>>>> = OnceLock::new();
-    SPAWNER.get_or_init(|| {
-        let (jobs_tx, jobs_rx) = mpsc::channel::<SpawnJob>();
-        let started = std::thread::Builder::new().name("uexec-spawner".to_owned()).spawn(move || {
-            sys::serve_spawn_jobs(&jobs_rx, false);
-            // Every sender is gone (it lives in a static, so never): stay, we are the children's parent.
-            loop {
-                std::thread::park();
-            }
-        });
-        match started {
-            Ok(_) => Some(Mutex::new(jobs_tx)),
-            Err(error) => {
-                tracing::warn!(%error, "no spawner thread: spawning on the calling thread");
-                None
-            }
-        }
-    })
-}
-
-/// A started child: pid, pidfd and the slot its exit status goes to.
-pub(crate) struct Started {
-    pub(crate) pid: Pid,
-    pub(crate) pidfd: OwnedFd,
-    pub(crate) status: StatusSlot,
-}
-
-/// Start the child of `plan`, in the PID namespace when there is one, registered as a live leader.
-pub(crate) fn start(plan: &ChildPlan<'_>, fork: bool) -> Result<Started, SpawnFailure> {
-    let status: StatusSlot = Arc::new(Mutex::new(None));
-    // With the reaper running, hold the leaders lock from before the clone until the leader is registered,
-    // so that the reaper never mistakes a fresh leader for an orphan.
-    let held = REAPER_ACTIVE.load(Ordering::Acquire).then(|| lock(&LEADERS));
-    let spawned = if let Some((owner, _)) = NAMESPACE_HERE.get() {
-        if std::thread::current().id() == *owner {
-            sys::spawn_child(plan, fork, true)
-        } else {
-            // Its child would be created outside the namespace: refuse rather than leave it uncontained.
-            Err(SpawnFailure::Os {
-                call: "spawning from a thread outside the sessions' PID namespace",
-                errno: libc::EPERM,
-            })
-        }
-    } else {
-        match NAMESPACE_JOBS.get().or_else(|| spawner_thread().as_ref()) {
-            Some(jobs) => {
-                let jobs = lock(jobs).clone();
-                sys::spawn_via(&jobs, plan, fork)
-            }
-            None => sys::spawn_child(plan, fork, false),
-        }
-    };
-    let (pid, pidfd) = spawned?;
-    let mut leaders = held.unwrap_or_else(|| lock(&LEADERS));
-    leaders.insert(pid.as_raw_nonzero().get(), Arc::clone(&status));
-    drop(leaders);
-    let (count, changed) = &SPAWNS;
-    *lock(count) += 1;
-    changed.notify_all();
-    Ok(Started { pid, pidfd, status })
-}
-
-/// Take a reaped leader out of the table of live leaders. Called with its slot's lock held (or when nobody
-/// else can know the leader: a spawn that failed after the clone).
-pub(crate) fn forget_leader(pid: i32) {
-    lock(&LEADERS).remove(&pid);
-}
-
-/// The table of live leaders, locked: while it is held no leader is registered or forgotten.
-pub(crate) fn live_leaders() -> MutexGuard<'static, HashMap<i32, StatusSlot>> {
-    lock(&LEADERS)
 }
 
 /// True when nothing has been orphaned into the sessions' PID namespace: its init has no child. Then a session
 /// whose leader has been reaped has no process left (when the leader exited, its living descendants were
 /// reparented to that init: no subreaper outside the namespace adopts them), and `kill_tree` can skip scanning
-/// `/proc`. False when unknown (no PID namespace, or a kernel that does not list children).
+/// for them. False when unknown (no PID namespace, or a kernel that does not list children).
 pub(crate) fn namespace_has_no_orphans() -> bool {
     let Some(Containment::PidNamespace { init_pid }) = containment() else {
         return false;

@@ -52,11 +52,20 @@
 
 mod command;
 mod contain;
+mod error;
+mod exit;
+#[cfg(target_os = "linux")]
 mod input;
+mod kill;
 mod prepare;
+#[cfg(target_os = "linux")]
 mod procfs;
+mod reap;
 mod session;
+mod spawn;
+mod stdio;
 mod sys;
+mod table;
 mod token;
 mod tree;
 
@@ -68,6 +77,6 @@ pub use session::{MAX_CHUNK_BYTES, PtyControl, PtyOutput, PtyProcess, PtySpawner
 pub use token::{SESSION_TOKEN_VAR, SessionToken};
 pub use uexec_domain::ExitStatus;
 pub use uexec_ports::process::{
-    ChildSetup, ChildSetupFailure, InputState, IoMode, OutputStream, ProcessControl, ProcessError,
+    ChildSetup, ChildSetupFailure, InputState, IoMode, OsError, OutputStream, ProcessControl, ProcessError,
     ProcessSpawner, PtySize, Signal, SpawnError, SpawnRequest, SpawnedProcess,
 };

@@ -1,57 +1,76 @@
 //! A spawned process as two halves: [`PtyControl`] (write, resize, signal, wait, kill) and [`PtyOutput`]
-//! (the output, in order), and [`PtySpawner`], which creates them.
+//! (the output, in order), and [`PtySpawner`], which creates them with the Linux fast path or the portable
+//! POSIX core.
 
 use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
+#[cfg(target_os = "linux")]
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock, TryLockError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rustix::fs::OFlags;
-use rustix::process::{Pid, WaitId, WaitIdOptions, WaitIdStatus};
-use rustix::pty::OpenptFlags;
-use rustix::termios::{InputModes, OptionalActions, Winsize};
+use rustix::process::Pid;
+use rustix::termios::Winsize;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use uexec_domain::ExitStatus;
 use uexec_ports::process::{
-    InputState, IoMode, OutputStream, ProcessControl, ProcessError, ProcessSpawner, PtySize, Signal,
+    InputState, IoMode, OsError, OutputStream, ProcessControl, ProcessError, ProcessSpawner, PtySize, Signal,
     SpawnError, SpawnRequest, SpawnedProcess,
 };
 
 use crate::command::Command;
-use crate::contain::{self, StatusSlot, lock};
+use crate::contain;
+use crate::error::{io_error, os_error, spawn_io_error};
+use crate::exit::ExitWatch;
+#[cfg(target_os = "linux")]
 use crate::input::{self, Terminal};
+use crate::kill::{self, Chore, KILL_GRACE, KILL_WAIT_LIMIT, Sweep, Target};
 use crate::prepare::prepare;
-use crate::sys::{self, CStringArray, ChildPlan, ChildStage, ChildStdio, SpawnFailure};
+use crate::reap::{self, LeaderRef, Reap, lock};
+use crate::spawn;
+use crate::stdio;
+use crate::sys::{self, Backend, CStringArray, ChildPlan, ChildStage, ChildStdio, SpawnFailure};
+use crate::table;
 use crate::token::SessionToken;
-use crate::tree::{self, SessionIdentity};
+use crate::tree::{MountNamespace, Pinning};
 
 /// Largest chunk [`PtyOutput::next_chunk`] returns.
 pub const MAX_CHUNK_BYTES: usize = 64 * 1024;
 
-/// How long `kill_tree` lets the processes left handle SIGHUP/SIGTERM before SIGKILL (it moves on as soon as
-/// they are gone, and does not wait at all when nothing is left).
-const KILL_GRACE: Duration = Duration::from_millis(150);
-
-/// How often `kill_tree` checks whether a process whose pidfd the reactor cannot watch is gone.
-const KILL_POLL: Duration = Duration::from_millis(1);
-
-/// At most this many rounds of "scan again, SIGKILL what is new" after the first SIGKILL (processes forked
-/// between a scan and their parent's SIGKILL).
-const KILL_SWEEPS: usize = 20;
-
-/// How long `kill_tree` waits for killed processes to be gone before returning anyway.
-const KILL_WAIT_LIMIT: Duration = Duration::from_secs(5);
+/// How long to wait before trying again to reap a leader whose slot a scan holds.
+const REAP_RETRY: Duration = Duration::from_millis(2);
 
 /// Starts commands in a PTY or with pipes. Needs a tokio runtime with IO enabled (it registers fds with
-/// its reactor); spawning itself is synchronous and does not depend on the size of the calling process.
-#[derive(Debug, Clone, Default)]
+/// its reactor); spawning itself is synchronous.
+///
+/// Two implementations sit behind it. [`PtySpawner::default`] picks the platform's best: on Linux the fast
+/// path (a `vfork`-like `clone` whose cost does not grow with the host's memory, pidfds, a parent-death
+/// signal, input-wait detection); elsewhere the portable POSIX core. [`PtySpawner::portable`] asks for the
+/// portable core explicitly: `fork`/`execve`, `waitpid`, exit seen through `SIGCHLD` (a `kqueue` on macOS),
+/// signals by pid checked against the process's start time, and [`InputState::Unavailable`]. Both keep the
+/// same contract (the process port's), and both run on Linux, where the portable core is what macOS runs.
+#[derive(Debug, Clone)]
 pub struct PtySpawner {
-    _private: (),
+    backend: Backend,
+}
+
+impl Default for PtySpawner {
+    /// The fast path on Linux, the portable core elsewhere.
+    fn default() -> Self {
+        #[cfg(target_os = "linux")]
+        {
+            PtySpawner { backend: Backend::Linux }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            PtySpawner { backend: Backend::Portable }
+        }
+    }
 }
 
 /// A started process: its two halves.
@@ -65,6 +84,16 @@ pub struct PtyProcess {
 }
 
 impl PtySpawner {
+    /// The portable POSIX core, on any platform: what macOS runs. On Linux it gives up the fast path's
+    /// constant-time spawn, its pidfds (pid reuse is guarded by start times instead), its parent-death signal
+    /// (a SIGKILL of the host leaves the sessions running unless [`contain_descendants`] put them in a PID
+    /// namespace) and input-wait detection; it needs no pidfd (kernels before 5.3).
+    ///
+    /// [`contain_descendants`]: crate::contain_descendants
+    pub fn portable() -> Self {
+        PtySpawner { backend: Backend::Portable }
+    }
+
     /// Start `command`.
     pub fn spawn_command(&self, command: Command) -> Result<PtyProcess, SpawnError> {
         self.spawn_request(command.into_request()?)
@@ -74,32 +103,23 @@ impl PtySpawner {
     /// hook succeeded), or an error says why and nothing is left behind.
     pub fn spawn_request(&self, request: SpawnRequest) -> Result<PtyProcess, SpawnError> {
         if tokio::runtime::Handle::try_current().is_err() {
-            return Err(SpawnError::Os("spawning needs a tokio runtime (with IO enabled)".to_owned()));
+            return Err(SpawnError::NoRuntime);
         }
-        let token = SessionToken::new().map_err(|e| os_error("getrandom", &e))?;
+        let backend = self.backend;
+        let token = SessionToken::new().map_err(|e| spawn_io_error("getrandom", &e))?;
         let prepared = prepare(&request, &token)?;
         let argv = CStringArray::new(prepared.argv);
         let envp = CStringArray::new(prepared.envp);
         let fork = request.setup.iter().any(|hook| hook.requires_fork());
+        let failed = |(call, error): (&'static str, io::Error)| spawn_io_error(call, &error);
 
         let (stream, child_ends) = match request.mode {
             IoMode::Pty(size) => {
-                let (master, slave) = open_pty(size).map_err(|e| os_error("opening a PTY", &e))?;
+                let (master, slave) = stdio::open_pty(size, backend).map_err(failed)?;
                 (Some(master), ChildEnds::Pty { slave })
             }
             IoMode::Pipes => {
-                let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-                    .map_err(|e| os_error("pipe", &e.into()))?;
-                set_nonblocking(&read).map_err(|e| os_error("fcntl", &e))?;
-                let null = rustix::fs::open(
-                    c"/dev/null",
-                    OFlags::RDONLY | OFlags::CLOEXEC,
-                    rustix::fs::Mode::empty(),
-                )
-                .map_err(|e| os_error("opening /dev/null", &e.into()))?;
-                let read = sys::fd_at_least_3(read).map_err(|e| os_error("fcntl", &e))?;
-                let write = sys::fd_at_least_3(write).map_err(|e| os_error("fcntl", &e))?;
-                let null = sys::fd_at_least_3(null).map_err(|e| os_error("fcntl", &e))?;
+                let (read, write, null) = stdio::open_pipes().map_err(failed)?;
                 (Some(read), ChildEnds::Pipes { null, write })
             }
             IoMode::Inherit => (None, ChildEnds::Inherit),
@@ -108,7 +128,7 @@ impl PtySpawner {
         let interest = if tty { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
         let stream = match stream {
             Some(fd) => {
-                Some(sys::register(fd, interest).map_err(|e| os_error("registering with tokio", &e))?)
+                Some(sys::register(fd, interest).map_err(|e| spawn_io_error("registering with tokio", &e))?)
             }
             None => None,
         };
@@ -131,40 +151,52 @@ impl PtySpawner {
             stdio,
             setup: &request.setup,
         };
-        let born_after = tree::start_time_floor();
-        let started = contain::start(&plan, fork)
+        let born_after = table::start_time_floor();
+        let started = spawn::start(&plan, backend, fork)
             .map_err(|failure| spawn_error(failure, &request, &prepared.program))?;
         drop(child_ends);
+        let raw_pid = started.pid.as_raw_nonzero().get();
         // Read through the leader's pid while it cannot be reaped (the reaper thread may otherwise reap a leader
         // that exited at once, and the pid could name another session's process by now).
         let mount_ns = {
             let status = lock(&started.status);
-            status.is_none().then(|| tree::MountNamespace::of(started.pid.as_raw_nonzero().get())).flatten()
+            status.is_none().then(|| MountNamespace::of(raw_pid)).flatten()
         };
 
-        let pidfd = match sys::register(started.pidfd, Interest::READABLE) {
-            Ok(pidfd) => pidfd,
+        let exit = match ExitWatch::new(backend, started.pid, started.pidfd) {
+            Ok(exit) => exit,
             Err(error) => {
                 // The child runs but cannot be watched: kill and reap it, leave nothing behind.
                 let mut status = lock(&started.status);
-                let _ = rustix::process::kill_process_group(started.pid, rustix::process::Signal::KILL);
-                if let Ok(fd) = rustix::process::pidfd_open(started.pid, rustix::process::PidfdFlags::empty())
-                {
-                    *status = sys::reap_blocking(fd.as_fd());
+                if status.is_none() {
+                    let _ = rustix::process::kill_process_group(started.pid, rustix::process::Signal::KILL);
                 }
-                contain::forget_leader(started.pid.as_raw_nonzero().get());
-                return Err(os_error("registering the pidfd with tokio", &error));
+                reap::reap_killed_leader(&mut status, LeaderRef::pid(started.pid), raw_pid);
+                return Err(spawn_io_error("watching the process's exit", &error));
             }
         };
-        tracing::debug!(pid = started.pid.as_raw_nonzero().get(), tty, argv = ?request.argv, "spawned");
-        let control = Arc::new(PtyControl {
-            pid: started.pid,
-            pidfd,
-            master: tty.then(|| Arc::clone(&stream)),
+        tracing::debug!(pid = raw_pid, tty, ?backend, argv = ?request.argv, "spawned");
+        let pinning = match backend {
+            #[cfg(target_os = "linux")]
+            Backend::Linux => Pinning::PidFd,
+            Backend::Portable => Pinning::StartTime,
+        };
+        let target = Target {
+            leader: started.pid,
             status: started.status,
-            token,
+            token_entry: token.environ_entry().to_vec(),
             born_after,
             mount_ns,
+            pinning,
+        };
+        let control = Arc::new(PtyControl {
+            backend,
+            pid: started.pid,
+            exit,
+            master: tty.then(|| Arc::clone(&stream)),
+            target,
+            token,
+            #[cfg(target_os = "linux")]
             terminal: OnceLock::new(),
             write_lock: tokio::sync::Mutex::new(()),
             kill_result: tokio::sync::Mutex::new(None),
@@ -195,67 +227,23 @@ enum ChildEnds {
     Inherit,
 }
 
-fn os_error(what: &str, error: &io::Error) -> SpawnError {
-    SpawnError::Os(format!("{what}: {error}"))
-}
-
-fn errno_text(errno: i32) -> String {
-    io::Error::from_raw_os_error(errno).to_string()
-}
-
 fn spawn_error(failure: SpawnFailure, request: &SpawnRequest, program: &std::ffi::CStr) -> SpawnError {
     match failure {
-        SpawnFailure::Os { call, errno } => SpawnError::Os(format!("{call}: {}", errno_text(errno))),
+        SpawnFailure::Os { call, errno } => SpawnError::Os(OsError::new(call, errno)),
         SpawnFailure::Child(failure) => match (failure.stage, failure.errno) {
             (ChildStage::Chdir, libc::ENOENT | libc::ENOTDIR | libc::EACCES) => {
                 SpawnError::BadCwd { cwd: request.cwd.clone() }
             }
-            (ChildStage::Setup(stage), errno) => SpawnError::ChildSetup { stage, message: errno_text(errno) },
+            (ChildStage::Setup(stage), errno) => SpawnError::ChildSetup { stage, errno },
             (ChildStage::Exec, libc::ENOENT) => SpawnError::ProgramNotFound {
                 program: request.argv.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default(),
             },
             (ChildStage::Exec, libc::EACCES | libc::EPERM | libc::EISDIR) => SpawnError::NotExecutable {
                 path: std::path::PathBuf::from(std::ffi::OsStr::from_bytes(program.to_bytes())),
             },
-            (ChildStage::Exec, errno) => SpawnError::Exec(errno_text(errno)),
-            (stage, errno) => SpawnError::Os(format!("child setup ({stage:?}): {}", errno_text(errno))),
+            (ChildStage::Exec, errno) => SpawnError::Exec { errno },
+            (stage, errno) => SpawnError::Os(OsError::new(stage.call(), errno)),
         },
-    }
-}
-
-fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
-    let flags = rustix::fs::fcntl_getfl(fd)?;
-    rustix::fs::fcntl_setfl(fd, flags | OFlags::NONBLOCK)?;
-    Ok(())
-}
-
-/// A new PTY of `size`: the master (non-blocking, close-on-exec) and the slave (close-on-exec, not our
-/// controlling terminal), both `>= 3`. The line discipline is the kernel's default plus `IUTF8`.
-fn open_pty(size: PtySize) -> io::Result<(OwnedFd, OwnedFd)> {
-    let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
-    rustix::pty::grantpt(&master)?;
-    rustix::pty::unlockpt(&master)?;
-    let slave = rustix::pty::ioctl_tiocgptpeer(
-        &master,
-        OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC,
-    )?;
-    rustix::termios::tcsetwinsize(
-        &slave,
-        Winsize { ws_row: size.rows, ws_col: size.cols, ws_xpixel: 0, ws_ypixel: 0 },
-    )?;
-    let mut termios = rustix::termios::tcgetattr(&slave)?;
-    termios.input_modes |= InputModes::IUTF8;
-    rustix::termios::tcsetattr(&slave, OptionalActions::Now, &termios)?;
-    set_nonblocking(&master)?;
-    Ok((sys::fd_at_least_3(master)?, sys::fd_at_least_3(slave)?))
-}
-
-/// Convert a `waitid` status.
-pub(crate) fn exit_status(status: &WaitIdStatus) -> ExitStatus {
-    match (status.exit_status(), status.terminating_signal()) {
-        (Some(code), _) => ExitStatus::Code(code),
-        (None, Some(signal)) => ExitStatus::Signal(signal),
-        (None, None) => ExitStatus::Code(-1),
     }
 }
 
@@ -269,14 +257,14 @@ struct Stream {
 
 impl Stream {
     fn get(&self) -> Result<&AsyncFd<OwnedFd>, ProcessError> {
-        self.fd.as_ref().ok_or_else(|| ProcessError::Os("the terminal is closed".to_owned()))
+        self.fd.as_ref().ok_or_else(|| os_error("read", rustix::io::Errno::BADF))
     }
 }
 
 impl Drop for Stream {
     fn drop(&mut self) {
         if let Some(fd) = self.fd.take() {
-            tree::in_background(tree::Chore::Close(fd.into_inner()));
+            kill::in_background(Chore::Close(fd.into_inner()));
         }
     }
 }
@@ -284,18 +272,17 @@ impl Drop for Stream {
 /// The control half of a process. Shared (`Arc`); dropping the last reference kills the whole process
 /// tree at once (SIGKILL, no grace) unless [`ProcessControl::kill_tree`] already did, and reaps it.
 pub struct PtyControl {
+    backend: Backend,
     pid: Pid,
-    pidfd: AsyncFd<OwnedFd>,
+    /// What wakes waiters when the leader exits.
+    exit: ExitWatch,
     /// The PTY master (shared with the output half); `None` in pipe mode.
     master: Option<Arc<Stream>>,
-    /// The leader's exit status once reaped (by us, or by the reaper thread).
-    status: StatusSlot,
+    /// What finds the session's processes, with the leader's status slot.
+    target: Target,
     token: SessionToken,
-    /// A start time before the leader's (see [`SessionIdentity::born_after`]).
-    born_after: u64,
-    /// The leader's private mount namespace (a sandboxed command's), if it has one.
-    mount_ns: Option<tree::MountNamespace>,
     /// The slave's path and device, looked up on first use.
+    #[cfg(target_os = "linux")]
     terminal: OnceLock<Option<Terminal>>,
     write_lock: tokio::sync::Mutex<()>,
     kill_result: tokio::sync::Mutex<Option<ExitStatus>>,
@@ -306,6 +293,7 @@ impl fmt::Debug for PtyControl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PtyControl")
             .field("pid", &self.pid)
+            .field("backend", &self.backend)
             .field("tty", &self.master.is_some())
             .field("token", &self.token)
             .finish_non_exhaustive()
@@ -322,50 +310,19 @@ impl PtyControl {
         self.pid.as_raw_nonzero().get()
     }
 
-    /// What identifies the session's processes. `status` is the leader's slot, locked by the caller for as long
-    /// as the identity (and the leader's pid in it) is used: the leader cannot be reaped meanwhile.
-    fn identity(&self, status: &Option<ExitStatus>) -> SessionIdentity<'_> {
-        SessionIdentity {
-            leader: self.raw_pid(),
-            leader_unreaped: status.is_none(),
-            token_entry: self.token.environ_entry(),
-            born_after: self.born_after,
-            mount_ns: self.mount_ns.as_ref().map(|ns| ns.id),
+    /// How `waitid`/`waitpid` names the leader.
+    fn leader(&self) -> LeaderRef<'_> {
+        #[cfg(target_os = "linux")]
+        if let Some(pidfd) = self.exit.pidfd() {
+            return LeaderRef::PidFd(pidfd);
         }
+        LeaderRef::pid(self.pid)
     }
 
     /// Reap the leader if it has exited, without blocking. [`Reap::Busy`] while the slot is held by a scan of
     /// the session (it takes milliseconds; the caller retries).
     fn reap(&self) -> Result<Reap, ProcessError> {
-        let mut slot = match self.status.try_lock() {
-            Ok(slot) => slot,
-            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(TryLockError::WouldBlock) => return Ok(Reap::Busy),
-        };
-        if let Some(status) = *slot {
-            return Ok(Reap::Exited(status));
-        }
-        loop {
-            let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
-            match rustix::process::waitid(WaitId::PidFd(self.pidfd.get_ref().as_fd()), options) {
-                Ok(Some(raw)) => {
-                    let status = exit_status(&raw);
-                    *slot = Some(status);
-                    contain::forget_leader(self.raw_pid());
-                    return Ok(Reap::Exited(status));
-                }
-                Ok(None) => return Ok(Reap::Running),
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(rustix::io::Errno::CHILD) => {
-                    // Cannot happen while every reaper of a leader holds its slot (see `contain`).
-                    return Err(ProcessError::Os(
-                        "the process was reaped by someone else (a waitpid(-1) elsewhere in this process)"
-                            .to_owned(),
-                    ));
-                }
-                Err(error) => return Err(ProcessError::Os(format!("waitid: {error}"))),
-            }
-        }
+        reap::try_reap(&self.target.status, self.leader(), self.raw_pid())
     }
 
     /// The leader's status if it was reaped (now or before); `None` while it runs or a scan holds it.
@@ -380,41 +337,9 @@ impl PtyControl {
         Ok(self.reaped()?.is_some())
     }
 
-    /// Send each of `signals` to the session: to its process group while the leader is unreaped, and to every
-    /// member found by one scan; returns the members. The leader's slot is held throughout, so the leader's pid
-    /// names the leader for the whole time (see `contain`).
-    fn signal_session(&self, signals: &[rustix::process::Signal]) -> Vec<tree::Member> {
-        let status = lock(&self.status);
-        let identity = self.identity(&status);
-        let members = tree::members(identity);
-        for &signal in signals {
-            if identity.leader_unreaped {
-                let _ = rustix::process::kill_process_group(self.pid, signal);
-            }
-            tree::signal_all(&members, signal);
-        }
-        members
+    fn still_running(&self) -> bool {
+        matches!(self.reap(), Ok(Reap::Running))
     }
-
-    /// Kill everything now: SIGKILL to the group (while the leader is unreaped) and to every member.
-    fn kill_now(&self) -> Vec<tree::Member> {
-        self.signal_session(&[rustix::process::Signal::KILL])
-    }
-}
-
-/// The outcome of one attempt to reap a leader.
-enum Reap {
-    Exited(ExitStatus),
-    Running,
-    /// A scan of the session holds the leader's slot.
-    Busy,
-}
-
-/// How long to wait before trying again to reap a leader whose slot a scan holds.
-const REAP_RETRY: Duration = Duration::from_millis(2);
-
-fn os(error: &io::Error) -> ProcessError {
-    ProcessError::Os(error.to_string())
 }
 
 fn raw_signal(signal: Signal) -> rustix::process::Signal {
@@ -425,6 +350,9 @@ fn raw_signal(signal: Signal) -> rustix::process::Signal {
         Signal::Kill => rustix::process::Signal::KILL,
     }
 }
+
+/// The call named in errors from the exit watch.
+const EXIT_WATCH: &str = "waiting for the process's exit";
 
 #[async_trait]
 impl ProcessControl for PtyControl {
@@ -446,14 +374,14 @@ impl ProcessControl for PtyControl {
         }
         let mut rest = bytes;
         while !rest.is_empty() {
+            let armed = self.exit.arm().map_err(|e| io_error(EXIT_WATCH, &e))?;
             let mut guard = tokio::select! {
-                guard = master.get()?.writable() => guard.map_err(|e| os(&e))?,
-                exited = self.pidfd.readable() => {
-                    let mut exited = exited.map_err(|e| os(&e))?;
+                guard = master.get()?.writable() => guard.map_err(|e| io_error("poll", &e))?,
+                changed = self.exit.changed(armed, || self.still_running()) => {
+                    changed.map_err(|e| io_error(EXIT_WATCH, &e))?;
                     if self.exited()? {
                         return Err(ProcessError::Exited);
                     }
-                    exited.clear_ready();
                     continue;
                 }
             };
@@ -463,7 +391,7 @@ impl ProcessControl for PtyControl {
                 Ok(Err(error)) if error.raw_os_error() == Some(libc::EIO) => {
                     return Err(ProcessError::Exited);
                 }
-                Ok(Err(error)) => return Err(os(&error)),
+                Ok(Err(error)) => return Err(io_error("write", &error)),
                 Err(_would_block) => {}
             }
         }
@@ -475,7 +403,8 @@ impl ProcessControl for PtyControl {
             return Err(ProcessError::NotATerminal);
         };
         let winsize = Winsize { ws_row: size.rows, ws_col: size.cols, ws_xpixel: 0, ws_ypixel: 0 };
-        rustix::termios::tcsetwinsize(master.get()?.get_ref(), winsize).map_err(|e| os(&e.into()))
+        rustix::termios::tcsetwinsize(master.get()?.get_ref(), winsize)
+            .map_err(|e| os_error("tcsetwinsize", e))
     }
 
     fn signal(&self, signal: Signal) -> Result<(), ProcessError> {
@@ -484,14 +413,14 @@ impl ProcessControl for PtyControl {
         }
         // The group id is the leader's pid: only ours while the leader is unreaped, which holding its slot
         // guarantees.
-        let status = lock(&self.status);
+        let status = lock(&self.target.status);
         if status.is_some() {
             return Err(ProcessError::Exited);
         }
         match rustix::process::kill_process_group(self.pid, raw_signal(signal)) {
             Ok(()) => Ok(()),
             Err(rustix::io::Errno::SRCH) => Err(ProcessError::Exited),
-            Err(error) => Err(os(&error.into())),
+            Err(error) => Err(os_error("killpg", error)),
         }
     }
 
@@ -499,13 +428,22 @@ impl ProcessControl for PtyControl {
         let Some(Ok(master)) = self.master.as_ref().map(|master| master.get()) else {
             return InputState::Unknown;
         };
-        if !matches!(self.reap(), Ok(Reap::Running)) {
-            return InputState::Unknown;
-        }
-        let terminal = self.terminal.get_or_init(|| Terminal::of_master(master.get_ref().as_fd()));
-        match terminal {
-            Some(terminal) => input::input_state(master.get_ref().as_fd(), terminal),
-            None => InputState::Unknown,
+        match self.backend {
+            #[cfg(target_os = "linux")]
+            Backend::Linux => {
+                if !matches!(self.reap(), Ok(Reap::Running)) {
+                    return InputState::Unknown;
+                }
+                let terminal = self.terminal.get_or_init(|| Terminal::of_master(master.get_ref().as_fd()));
+                match terminal {
+                    Some(terminal) => input::input_state(master.get_ref().as_fd(), terminal),
+                    None => InputState::Unknown,
+                }
+            }
+            Backend::Portable => {
+                let _ = master;
+                InputState::Unavailable
+            }
         }
     }
 
@@ -515,6 +453,8 @@ impl ProcessControl for PtyControl {
 
     async fn wait(&self) -> Result<ExitStatus, ProcessError> {
         loop {
+            // Armed before the check, so that an exit right after it still wakes this waiter.
+            let armed = self.exit.arm().map_err(|e| io_error(EXIT_WATCH, &e))?;
             match self.reap()? {
                 Reap::Exited(status) => return Ok(status),
                 Reap::Busy => {
@@ -523,13 +463,8 @@ impl ProcessControl for PtyControl {
                 }
                 Reap::Running => {}
             }
-            let mut ready = self.pidfd.readable().await.map_err(|e| os(&e))?;
-            match self.reap()? {
-                Reap::Exited(status) => return Ok(status),
-                // Readiness is kept: the next round tries again.
-                Reap::Busy => tokio::time::sleep(REAP_RETRY).await,
-                Reap::Running => ready.clear_ready(),
-            }
+            // Readiness is kept when the leader is no longer running: the next round reaps it (or retries).
+            self.exit.changed(armed, || self.still_running()).await.map_err(|e| io_error(EXIT_WATCH, &e))?;
         }
     }
 
@@ -541,13 +476,13 @@ impl ProcessControl for PtyControl {
         // Reap an exited leader first: then its pid only counts while something of the session remains. (A
         // failure to reap must not stop the kill; `wait` below reports it.)
         let _ = self.reap();
-        let leader_reaped = lock(&self.status).is_some();
+        let leader_reaped = lock(&self.target.status).is_some();
         // A reaped leader with no orphan in the sessions' PID namespace leaves nothing behind: when the leader
         // exited, its living descendants were reparented to that namespace's init.
         let members = if leader_reaped && contain::namespace_has_no_orphans() {
             Vec::new()
         } else {
-            self.signal_session(&[
+            self.target.signal_session(&[
                 rustix::process::Signal::HUP,
                 rustix::process::Signal::TERM,
                 rustix::process::Signal::CONT,
@@ -558,54 +493,19 @@ impl ProcessControl for PtyControl {
         // Nothing alive (no member: a process that could still fork would be one): no wait.
         let mut killed = Vec::new();
         if !members.is_empty() {
-            all_gone(&members, KILL_GRACE).await;
+            kill::all_gone(&members, KILL_GRACE).await;
             killed = members;
-            // SIGKILL what is left, then scan again until a scan finds nothing new: a process that forked
-            // between a scan and its SIGKILL shows up in the next scan, and one with SIGKILL pending cannot
-            // fork any more (the kernel aborts the fork), so this ends without waiting.
-            for _ in 0..KILL_SWEEPS {
-                let found = self.kill_now();
-                let fresh = found.iter().any(|member| killed.iter().all(|known| known.pid != member.pid));
-                killed.extend(found);
-                if !fresh {
-                    break;
-                }
-            }
+            self.target.sweep(&mut killed);
         }
         let status = tokio::time::timeout(KILL_WAIT_LIMIT, self.wait())
             .await
-            .map_err(|_| ProcessError::Os("the process did not die after SIGKILL".to_owned()))??;
-        all_gone(&killed, KILL_WAIT_LIMIT).await;
-        tree::reap_adopted(&killed);
+            .map_err(|_| ProcessError::Unkillable)??;
+        kill::all_gone(&killed, KILL_WAIT_LIMIT).await;
+        reap::reap_adopted(&killed);
         self.tree_killed.store(true, Ordering::Release);
         *result = Some(status);
         Ok(status)
     }
-}
-
-/// Wait until every member has exited (its pidfd turns readable), for at most `limit`; true when all are gone.
-/// Woken by the exits themselves, not by a timer.
-async fn all_gone(members: &[tree::Member], limit: Duration) -> bool {
-    let exits = async {
-        for member in members {
-            // A duplicate, so that the reactor owns what it watches.
-            let watched = rustix::io::fcntl_dupfd_cloexec(member.pidfd(), 3)
-                .map_err(io::Error::from)
-                .and_then(|pidfd| sys::register(pidfd, Interest::READABLE));
-            match watched {
-                Ok(exit) => {
-                    let _ = exit.readable().await;
-                }
-                // Not watchable (out of fds, or the reactor is out of resources): check at a short interval.
-                Err(_) => {
-                    while !tree::all_exited(std::slice::from_ref(member)) {
-                        tokio::time::sleep(KILL_POLL).await;
-                    }
-                }
-            }
-        }
-    };
-    tokio::time::timeout(limit, exits).await.is_ok()
 }
 
 impl Drop for PtyControl {
@@ -614,21 +514,22 @@ impl Drop for PtyControl {
             return;
         }
         let leader_unreaped = {
-            let status = lock(&self.status);
+            let status = lock(&self.target.status);
             if status.is_none() {
                 // The bulk of the tree, at once; the sweep finds the rest.
                 let _ = rustix::process::kill_process_group(self.pid, rustix::process::Signal::KILL);
             }
             status.is_none()
         };
-        let leader_pidfd =
-            leader_unreaped.then(|| rustix::io::fcntl_dupfd_cloexec(self.pidfd.get_ref(), 3).ok()).flatten();
-        tree::in_background(tree::Chore::Sweep(tree::Sweep {
-            leader: self.raw_pid(),
-            status: Arc::clone(&self.status),
-            token_entry: self.token.environ_entry().to_vec(),
-            born_after: self.born_after,
-            mount_ns: self.mount_ns.take(),
+        #[cfg(target_os = "linux")]
+        let leader_pidfd = leader_unreaped
+            .then(|| self.exit.pidfd().and_then(|pidfd| rustix::io::fcntl_dupfd_cloexec(pidfd, 3).ok()))
+            .flatten();
+        #[cfg(not(target_os = "linux"))]
+        let _ = leader_unreaped;
+        kill::in_background(Chore::Sweep(Sweep {
+            target: self.target.take_for_sweep(),
+            #[cfg(target_os = "linux")]
             leader_pidfd,
         }));
     }
@@ -682,7 +583,7 @@ impl PtyOutput {
                     break;
                 }
                 Err(error) => {
-                    let error = ProcessError::Os(format!("read: {error}"));
+                    let error = os_error("read", error);
                     if self.chunk.is_empty() {
                         return Err(error);
                     }
@@ -717,7 +618,7 @@ impl OutputStream for PtyOutput {
             // Cancel-safe: the only await is the readiness wait; bytes are read and returned without
             // yielding in between.
             let stream = Arc::clone(&self.stream);
-            let mut ready = stream.get()?.readable().await.map_err(|e| os(&e))?;
+            let mut ready = stream.get()?.readable().await.map_err(|e| io_error("poll", &e))?;
             let Available { end, would_block } = self.read_available()?;
             if would_block {
                 ready.clear_ready();
@@ -780,13 +681,13 @@ mod tests {
         let other = spawner.spawn_request(sh("sleep 600")).unwrap();
         let pid = other.control.raw_pid();
         let found = {
-            let status = lock(&other.control.status);
-            tree::members(other.control.identity(&status))
+            let status = lock(&other.control.target.status);
+            crate::tree::members(other.control.target.identity(&status))
         };
         assert!(found.iter().any(|member| member.pid == pid), "the scan finds the leader");
         rustix::process::kill_process(other.control.pid, rustix::process::Signal::KILL).unwrap();
         until("the leader is a zombie", || state(pid) == Some('Z')).await;
-        tree::reap_adopted(&found);
+        reap::reap_adopted(&found);
         assert_eq!(state(pid), Some('Z'), "a live session's leader is left to its session");
         let status = other.control.wait().await.unwrap();
         assert_eq!(status, ExitStatus::Signal(libc::SIGKILL));
@@ -803,7 +704,7 @@ mod tests {
         let process = spawner.spawn_request(sh("exit 7")).unwrap();
         let pid = process.control.raw_pid();
         let control = Arc::clone(&process.control);
-        let scan = lock(&control.status);
+        let scan = lock(&control.target.status);
         until("the leader exited", || state(pid) == Some('Z')).await;
         let waiter = tokio::spawn({
             let control = Arc::clone(&control);

@@ -64,12 +64,22 @@ pub(crate) fn host_prefix() -> io::Result<&'static str> {
     Ok(HOST.get_or_init(|| value))
 }
 
+/// 64 random bits from the kernel: `getrandom` on Linux, `/dev/urandom` elsewhere.
 fn random_u64() -> io::Result<u64> {
     let mut bytes = [0u8; 8];
-    let mut filled = 0;
-    while filled < bytes.len() {
-        let written = rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty())?;
-        filled += written;
+    #[cfg(target_os = "linux")]
+    {
+        let mut filled = 0;
+        while filled < bytes.len() {
+            let written =
+                rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty())?;
+            filled += written;
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        use std::io::Read;
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
     }
     Ok(u64::from_ne_bytes(bytes))
 }

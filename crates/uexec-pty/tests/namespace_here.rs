@@ -60,7 +60,10 @@ fn the_calling_thread_spawns_inside_its_own_pid_namespace() {
     // The thread outside the namespace may not spawn: its child would not be contained.
     job_tx.send(()).unwrap();
     match result_rx.recv().unwrap() {
-        Err(SpawnError::Os(message)) => assert!(message.contains("outside"), "{message}"),
+        Err(SpawnError::Os(error)) => {
+            assert_eq!(error.errno, libc::EPERM, "{error}");
+            assert!(error.call.contains("outside"), "{error}");
+        }
         other => panic!("a spawn from outside the namespace must fail, got {other:?}"),
     }
     other.join().unwrap();

@@ -1,136 +1,36 @@
-//! The unsafe core: creating a child with `clone` and running it up to `execve`, the PID-namespace init,
-//! the reaper's `waitid`, and handing file descriptors to tokio's reactor.
+//! The Linux fast path for creating a child: `clone(CLONE_VM | CLONE_VFORK)` with a stack prepared in the
+//! parent, plus the PID-namespace init and the reaper's `waitid(P_ALL)`.
 //!
 //! Why `clone(CLONE_VM | CLONE_VFORK)` and not `fork`: `fork` copies the parent's page tables, so its cost
 //! grows with the parent's memory (a server holding a few hundred MB pays milliseconds per spawn), and in a
 //! multi-threaded parent the child may only make async-signal-safe calls anyway. Sharing the address space
 //! like glibc's `posix_spawn` does costs the same for every parent, and unlike `posix_spawn` it lets the
-//! [`ChildSetup`] hooks of a sandbox run in the child. The rules for the code that runs in the child:
+//! [`ChildSetup`](uexec_ports::process::ChildSetup) hooks of a sandbox run in the child. On top of the rules
+//! in the `sys` module doc:
 //!
-//! 1. It runs on its own stack (mapped here), in the parent's memory, while the parent thread is suspended
-//!    (`CLONE_VFORK`) until the child calls `execve` or exits. It only reads data the parent prepared
-//!    (C strings, pointer arrays, fds) and writes one thing: the failure report in the stack mapping.
-//! 2. It never allocates, never takes a lock, never panics, never touches thread-locals other than `errno`
-//!    (the suspended parent thread's, which the parent does not read afterwards).
-//! 3. All signals are blocked from before `clone` until the child has reset every disposition to the
-//!    default, so no handler of the parent ever runs in the child.
-//! 4. With a hook that needs its own address space ([`ChildSetup::requires_fork`]) the same code runs in a
+//! 1. The child runs on its own stack (mapped here), in the parent's memory, while the parent thread is
+//!    suspended (`CLONE_VFORK`) until the child calls `execve` or exits; the failure report lives in the
+//!    stack mapping.
+//! 2. `errno` is the suspended parent thread's, which the parent does not read afterwards.
+//! 3. With a hook that needs its own address space (`ChildSetup::requires_fork`) the same code runs in a
 //!    `clone(CLONE_VFORK)` child without `CLONE_VM` (a fork whose parent still waits for the exec); the
 //!    failure report then lives in a `MAP_SHARED` page so that the parent sees it.
-#![allow(
-    unsafe_code,
-    reason = "clone, execve, signal masks and the code running in the vfork-like child have no safe API"
-)]
 
-use std::convert::Infallible;
-use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::ffi::{c_int, c_void};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
-use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::sync::{Mutex, PoisonError};
 
-use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
-use tokio::io::Interest;
-use tokio::io::unix::AsyncFd;
-use uexec_domain::ExitStatus;
-use uexec_ports::process::ChildSetup;
+use rustix::process::{Pid, WaitId, WaitIdOptions};
+
+use super::{ChildContext, ChildFailure, ChildPlan, ParentDeath, SpawnFailure, child_main, errno_of};
 
 /// Size of the stack the child runs on (only the touched pages cost memory).
 const CHILD_STACK_SIZE: usize = 256 * 1024;
 
 /// The size of the kernel's signal set in bytes (64 signals).
-const KERNEL_SIGSET_SIZE: usize = 8;
-
-/// A list of C strings plus the null-terminated pointer array `execve` wants.
-pub(crate) struct CStringArray {
-    /// Owns the bytes the pointers point to (moving the `Vec` does not move them).
-    _strings: Vec<CString>,
-    pointers: Vec<*const c_char>,
-}
-
-impl CStringArray {
-    /// Build the pointer array for `strings`.
-    pub(crate) fn new(strings: Vec<CString>) -> Self {
-        let mut pointers: Vec<*const c_char> = strings.iter().map(|s| s.as_ptr()).collect();
-        pointers.push(ptr::null());
-        CStringArray { _strings: strings, pointers }
-    }
-
-    fn as_ptr(&self) -> *const *const c_char {
-        self.pointers.as_ptr()
-    }
-}
-
-/// The step of the child's setup that failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ChildStage {
-    /// `setsid`.
-    Setsid,
-    /// `dup2` of the standard streams.
-    Stdio,
-    /// `ioctl(TIOCSCTTY)`.
-    ControllingTerminal,
-    /// `chdir`.
-    Chdir,
-    /// `prctl(PR_SET_PDEATHSIG)`.
-    ParentDeathSignal,
-    /// The parent died before the parent-death signal was armed.
-    ParentGone,
-    /// `close_range(CLOSE_RANGE_CLOEXEC)`.
-    CloseFds,
-    /// A [`ChildSetup`] hook, with the stage it named.
-    Setup(&'static str),
-    /// `execve`.
-    Exec,
-}
-
-/// A failure in the child before `execve` took over: the stage and the errno.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ChildFailure {
-    pub(crate) stage: ChildStage,
-    pub(crate) errno: i32,
-}
-
-/// How the child's standard streams are connected. The fds are all `>= 3` (see [`fd_at_least_3`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum ChildStdio<'a> {
-    /// The PTY slave becomes fds 0, 1, 2 and the controlling terminal.
-    Pty { slave: BorrowedFd<'a> },
-    /// `stdin` becomes fd 0, `output` fds 1 and 2.
-    Pipes { stdin: BorrowedFd<'a>, output: BorrowedFd<'a> },
-    /// Fds 0, 1 and 2 stay the parent's own (the child's copy of the fd table has them already); only their
-    /// close-on-exec flag is cleared. One that the parent has closed stays closed.
-    Inherit,
-}
-
-/// Everything the child needs, prepared by the parent.
-pub(crate) struct ChildPlan<'a> {
-    pub(crate) program: &'a CStr,
-    pub(crate) argv: &'a CStringArray,
-    pub(crate) envp: &'a CStringArray,
-    pub(crate) cwd: &'a CStr,
-    pub(crate) stdio: ChildStdio<'a>,
-    pub(crate) setup: &'a [Arc<dyn ChildSetup>],
-}
-
-/// Why [`spawn_child`] failed. Either way no child is left behind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SpawnFailure {
-    /// A call in the parent failed.
-    Os { call: &'static str, errno: i32 },
-    /// The child failed before `execve` succeeded (it has been reaped).
-    Child(ChildFailure),
-}
-
-/// What the child reads: the plan plus what the parent prepared for the signal reset and the report.
-struct ChildContext<'a> {
-    plan: &'a ChildPlan<'a>,
-    report: *mut Option<ChildFailure>,
-    /// `getppid()` must still return this after the parent-death signal is armed (`None`: the parent is
-    /// outside the child's PID namespace, where `getppid` returns 0).
-    expected_parent: Option<Pid>,
-    default_action: libc::sigaction,
-}
+pub(super) const KERNEL_SIGSET_SIZE: usize = 8;
 
 /// An anonymous mapping: page 0 holds the failure report, page 1 is a guard page, the rest is the stack.
 struct ChildStack {
@@ -261,16 +161,12 @@ impl Drop for AllSignalsBlocked {
     }
 }
 
-fn errno_of(error: &io::Error) -> i32 {
-    error.raw_os_error().unwrap_or(libc::EIO)
-}
-
 /// Start the child described by `plan`. Returns its pid and a pidfd (close-on-exec) once it has called
 /// `execve`; on failure nothing is left: the child, if one was created, has exited and been reaped.
 ///
 /// `fork`: give the child its own address space (for hooks that require it). `parent_outside_namespace`:
 /// the calling thread has unshared a PID namespace, so the child is in a namespace its parent is not in.
-pub(crate) fn spawn_child(
+pub(super) fn spawn_child(
     plan: &ChildPlan<'_>,
     fork: bool,
     parent_outside_namespace: bool,
@@ -278,15 +174,8 @@ pub(crate) fn spawn_child(
     let stack = ChildStack::take(fork).map_err(|e| SpawnFailure::Os { call: "mmap", errno: errno_of(&e) })?;
     // SAFETY: the report slot is inside the fresh mapping, aligned, and nothing else references it.
     unsafe { ptr::write_volatile(stack.report(), None) };
-    // SAFETY: an all-zero `sigaction` is a valid value: handler SIG_DFL (0), empty mask, no flags.
-    let mut default_action: libc::sigaction = unsafe { std::mem::zeroed() };
-    default_action.sa_sigaction = libc::SIG_DFL;
-    let context = ChildContext {
-        plan,
-        report: stack.report(),
-        expected_parent: if parent_outside_namespace { None } else { Some(rustix::process::getpid()) },
-        default_action,
-    };
+    let expected_parent = if parent_outside_namespace { None } else { Some(rustix::process::getpid()) };
+    let context = ChildContext::new(plan, stack.report(), ParentDeath::Armed { expected_parent });
     let mut flags = libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD;
     if !fork {
         flags |= libc::CLONE_VM;
@@ -325,22 +214,17 @@ pub(crate) fn spawn_child(
     match report {
         None => Ok((pid, pidfd)),
         Some(failure) => {
-            let _ = reap_blocking(pidfd.as_fd());
+            let _ = reap_exited(pidfd.as_fd());
             Err(SpawnFailure::Child(failure))
         }
     }
 }
 
-/// Wait for the process behind `pidfd` (a child of ours) to exit, and reap it; its status, `None` if it could
-/// not be reaped (not our child, or reaped already).
-pub(crate) fn reap_blocking(pidfd: BorrowedFd<'_>) -> Option<ExitStatus> {
-    loop {
-        match rustix::process::waitid(WaitId::PidFd(pidfd), WaitIdOptions::EXITED) {
-            Err(rustix::io::Errno::INTR) => continue,
-            Ok(Some(status)) => return Some(crate::session::exit_status(&status)),
-            _ => return None,
-        }
-    }
+/// Reap the child behind `pidfd`, which has exited or is about to.
+fn reap_exited(pidfd: BorrowedFd<'_>) {
+    while let Err(rustix::io::Errno::INTR) =
+        rustix::process::waitid(WaitId::PidFd(pidfd), WaitIdOptions::EXITED)
+    {}
 }
 
 extern "C" fn child_entry(argument: *mut c_void) -> c_int {
@@ -356,115 +240,6 @@ extern "C" fn child_entry(argument: *mut c_void) -> c_int {
         ptr::write_volatile(context.report, Some(failure));
         libc::_exit(127)
     }
-}
-
-fn fail(stage: ChildStage) -> impl Fn(rustix::io::Errno) -> ChildFailure {
-    move |errno| ChildFailure { stage, errno: errno.raw_os_error() }
-}
-
-/// The child, between `clone` and `execve`. Only returns on failure.
-fn child_main(context: &ChildContext<'_>) -> Result<Infallible, ChildFailure> {
-    let plan = context.plan;
-    for signal in 1..=64 {
-        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
-            continue;
-        }
-        // SAFETY: installs SIG_DFL from a valid `sigaction`; this child has its own handler table (no
-        // CLONE_SIGHAND). Errors (glibc's reserved signals) are irrelevant: exec resets handlers anyway.
-        unsafe {
-            libc::sigaction(signal, &raw const context.default_action, ptr::null_mut());
-        }
-    }
-    rustix::process::setsid().map_err(fail(ChildStage::Setsid))?;
-    match plan.stdio {
-        ChildStdio::Pty { slave } => {
-            rustix::stdio::dup2_stdin(slave).map_err(fail(ChildStage::Stdio))?;
-            rustix::stdio::dup2_stdout(slave).map_err(fail(ChildStage::Stdio))?;
-            rustix::stdio::dup2_stderr(slave).map_err(fail(ChildStage::Stdio))?;
-            rustix::process::ioctl_tiocsctty(slave).map_err(fail(ChildStage::ControllingTerminal))?;
-        }
-        ChildStdio::Pipes { stdin, output } => {
-            rustix::stdio::dup2_stdin(stdin).map_err(fail(ChildStage::Stdio))?;
-            rustix::stdio::dup2_stdout(output).map_err(fail(ChildStage::Stdio))?;
-            rustix::stdio::dup2_stderr(output).map_err(fail(ChildStage::Stdio))?;
-        }
-        ChildStdio::Inherit => {
-            for fd in [rustix::stdio::stdin(), rustix::stdio::stdout(), rustix::stdio::stderr()] {
-                match rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty()) {
-                    Ok(()) | Err(rustix::io::Errno::BADF) => {}
-                    Err(errno) => return Err(fail(ChildStage::Stdio)(errno)),
-                }
-            }
-        }
-    }
-    rustix::process::chdir(plan.cwd).map_err(fail(ChildStage::Chdir))?;
-    rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
-        .map_err(fail(ChildStage::ParentDeathSignal))?;
-    if rustix::process::getppid() != context.expected_parent {
-        return Err(ChildFailure { stage: ChildStage::ParentGone, errno: libc::ESRCH });
-    }
-    mark_fds_cloexec_from(3).map_err(fail(ChildStage::CloseFds))?;
-    for hook in plan.setup {
-        hook.run_in_child().map_err(|failure| ChildFailure {
-            stage: ChildStage::Setup(failure.stage),
-            errno: failure.errno,
-        })?;
-    }
-    let empty: u64 = 0;
-    // SAFETY: unblocks every signal; reads one valid 8-byte sigset.
-    unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_SETMASK,
-            &raw const empty,
-            ptr::null_mut::<u64>(),
-            KERNEL_SIGSET_SIZE,
-        );
-    }
-    // SAFETY: program, argv and envp are NUL-terminated strings and null-terminated pointer arrays that
-    // the parent keeps alive until we exec or exit.
-    unsafe {
-        libc::execve(plan.program.as_ptr(), plan.argv.as_ptr(), plan.envp.as_ptr());
-    }
-    let errno = io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOEXEC);
-    Err(ChildFailure { stage: ChildStage::Exec, errno })
-}
-
-/// Mark every fd from `first` on close-on-exec (the hooks may still use theirs until exec). Falls back to
-/// a `fcntl` loop up to the fd limit on kernels without `CLOSE_RANGE_CLOEXEC` (before 5.11).
-fn mark_fds_cloexec_from(first: RawFd) -> Result<(), rustix::io::Errno> {
-    let first = first.unsigned_abs();
-    // SAFETY: close_range only changes flags of this process's fd table (the child's own copy).
-    let rc = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
-    if rc == 0 {
-        return Ok(());
-    }
-    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(65_536);
-    let limit = c_int::try_from(limit.min(1 << 20)).unwrap_or(1 << 20);
-    for fd in first as c_int..limit {
-        // SAFETY: F_SETFD on a number that may or may not be an open fd: EBADF is ignored.
-        unsafe {
-            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
-        }
-    }
-    Ok(())
-}
-
-/// Return `fd` itself if it is `>= 3`, else a close-on-exec duplicate `>= 3`, so that the child's `dup2`s
-/// onto 0, 1 and 2 never overwrite a source they still need.
-pub(crate) fn fd_at_least_3(fd: OwnedFd) -> io::Result<OwnedFd> {
-    if fd.as_raw_fd() >= 3 {
-        return Ok(fd);
-    }
-    Ok(rustix::io::fcntl_dupfd_cloexec(&fd, 3)?)
-}
-
-/// Register `fd` with the current tokio reactor. The caller has checked that a runtime is current.
-pub(crate) fn register(fd: OwnedFd, interest: Interest) -> io::Result<AsyncFd<OwnedFd>> {
-    // SAFETY: an `OwnedFd` is a valid open fd; the `AsyncFd` owns it, so it stays open and unchanged until
-    // the `AsyncFd` is dropped.
-    let registered = unsafe { AsyncFd::register_with_interest(fd, interest) };
-    registered.map_err(io::Error::from)
 }
 
 /// Make the calling thread create its future children in a new PID namespace (`unshare(CLONE_NEWPID)`).
@@ -562,41 +337,5 @@ pub(crate) fn wait_any_exited_nowait() -> io::Result<Option<Pid>> {
             Some(libc::ECHILD) => return Ok(None),
             _ => return Err(error),
         }
-    }
-}
-
-/// What the namespace thread answers to a [`SpawnJob`].
-pub(crate) type SpawnReply = Result<(Pid, OwnedFd), SpawnFailure>;
-
-/// A spawn handed to the thread that owns the PID namespace: the plan stays on the requesting thread's
-/// stack, and that thread blocks in [`spawn_via`] until the reply arrives.
-pub(crate) struct SpawnJob {
-    plan: *const ChildPlan<'static>,
-    fork: bool,
-    reply: mpsc::SyncSender<SpawnReply>,
-}
-
-// SAFETY: the plan pointer is only dereferenced by the serving thread while the requesting thread is blocked
-// in `spawn_via` waiting for the reply (or for the job to be dropped), so the plan outlives every use, and
-// the plan is only read.
-unsafe impl Send for SpawnJob {}
-
-/// Run [`spawn_child`] on the thread serving `jobs` (its children are created in its PID namespace).
-pub(crate) fn spawn_via(jobs: &mpsc::Sender<SpawnJob>, plan: &ChildPlan<'_>, fork: bool) -> SpawnReply {
-    let gone = SpawnFailure::Os { call: "the PID namespace thread", errno: libc::ESRCH };
-    let (reply, answer) = mpsc::sync_channel(1);
-    let job = SpawnJob { plan: ptr::from_ref(plan).cast::<ChildPlan<'static>>(), fork, reply };
-    jobs.send(job).map_err(|_| gone)?;
-    answer.recv().map_err(|_| gone)?
-}
-
-/// Serve spawn jobs until every sender is gone. `outside_namespace`: this thread has unshared a PID
-/// namespace (see [`spawn_child`]).
-pub(crate) fn serve_spawn_jobs(jobs: &mpsc::Receiver<SpawnJob>, outside_namespace: bool) {
-    for job in jobs {
-        // SAFETY: see `SpawnJob`: the requester is blocked until we reply or drop the job.
-        let plan = unsafe { &*job.plan };
-        let result = spawn_child(plan, job.fork, outside_namespace);
-        let _ = job.reply.send(result);
     }
 }

@@ -1,0 +1,81 @@
+//! Spawning: which thread creates a session's leader, and its registration as a live leader.
+//!
+//! The parent-death signal of a child (Linux fast path) fires when the *thread* that created it ends, not the
+//! process: a child spawned from a short-lived thread (a tokio `spawn_blocking` thread, which ends after ten
+//! idle seconds) would be killed with it. So every session is created by one thread that lives as long as the
+//! process: `uexec-spawner`, or `uexec-pidns` inside the sessions' PID namespace (see `contain`), or the
+//! calling thread when it entered that namespace itself. The calling thread waits for it, for the same time the
+//! spawn would take. The portable core goes through the same thread (in a PID namespace it must).
+
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
+
+use rustix::process::Pid;
+use std::os::fd::OwnedFd;
+
+use crate::contain::{self, Placement};
+use crate::reap::{StatusSlot, lock};
+use crate::sys::{self, Backend, ChildPlan, SpawnFailure, SpawnJob};
+
+/// A started leader: pid, pidfd (Linux fast path) and the slot its exit status goes to.
+#[derive(Debug)]
+pub(crate) struct Started {
+    pub(crate) pid: Pid,
+    pub(crate) pidfd: Option<OwnedFd>,
+    pub(crate) status: StatusSlot,
+}
+
+/// Start the child of `plan` with `backend`, on the thread that must create it, registered as a live leader.
+pub(crate) fn start(plan: &ChildPlan<'_>, backend: Backend, fork: bool) -> Result<Started, SpawnFailure> {
+    let status: StatusSlot = Arc::new(Mutex::new(None));
+    let held = contain::hold_for_spawn();
+    let spawned = match contain::placement() {
+        #[cfg(target_os = "linux")]
+        Placement::CallingThreadInNamespace => sys::spawn_child(plan, backend, fork, true),
+        // Its child would be created outside the namespace: refuse rather than leave it uncontained.
+        #[cfg(target_os = "linux")]
+        Placement::Refused => Err(SpawnFailure::Os {
+            call: "spawning from a thread outside the sessions' PID namespace",
+            errno: libc::EPERM,
+        }),
+        #[cfg(target_os = "linux")]
+        Placement::NamespaceThread(jobs) => sys::spawn_via(&jobs, plan, backend, fork),
+        Placement::Anywhere => match spawner_thread() {
+            Some(jobs) => {
+                let jobs = lock(jobs).clone();
+                sys::spawn_via(&jobs, plan, backend, fork)
+            }
+            None => sys::spawn_child(plan, backend, fork, false),
+        },
+    };
+    let spawned = spawned?;
+    let mut leaders = held.unwrap_or_else(crate::reap::live_leaders);
+    leaders.insert(spawned.pid.as_raw_nonzero().get(), Arc::clone(&status));
+    drop(leaders);
+    contain::spawned();
+    Ok(Started { pid: spawned.pid, pidfd: spawned.pidfd, status })
+}
+
+/// The thread that spawns every session when there is no PID-namespace thread, started on first use. `None`
+/// (spawn on the calling thread) if it cannot start.
+fn spawner_thread() -> Option<&'static Mutex<mpsc::Sender<SpawnJob>>> {
+    static SPAWNER: OnceLock<Option<Mutex<mpsc::Sender<SpawnJob>>>> = OnceLock::new();
+    SPAWNER
+        .get_or_init(|| {
+            let (jobs_tx, jobs_rx) = mpsc::channel::<SpawnJob>();
+            let started = std::thread::Builder::new().name("uexec-spawner".to_owned()).spawn(move || {
+                sys::serve_spawn_jobs(&jobs_rx, false);
+                // Every sender is gone (it lives in a static, so never): stay, we are the children's parent.
+                loop {
+                    std::thread::park();
+                }
+            });
+            match started {
+                Ok(_) => Some(Mutex::new(jobs_tx)),
+                Err(error) => {
+                    tracing::warn!(%error, "no spawner thread: spawning on the calling thread");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}

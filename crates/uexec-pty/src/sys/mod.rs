@@ -1,0 +1,428 @@
+//! The unsafe core: the code that runs in a new child up to `execve`, the two ways of creating that child
+//! (the Linux `clone` fast path in `clone`, the portable `fork` in `fork`), the platform calls without a safe
+//! API (the Linux PID-namespace init and reaper `waitid`, macOS `kqueue` and `libproc`), and handing file
+//! descriptors to tokio's reactor.
+//!
+//! The rules for the code that runs in the child, whichever way it was created:
+//!
+//! 1. It only reads data the parent prepared (C strings, pointer arrays, fds) and writes one thing: the
+//!    failure report in a page the parent reads afterwards.
+//! 2. It never allocates, never takes a lock, never panics, never touches thread-locals other than `errno`
+//!    (the parent is multi-threaded: another thread may hold any lock, and with `CLONE_VM` the memory is the
+//!    parent's own).
+//! 3. All signals are blocked from before the child is created until it has reset every disposition to the
+//!    default, so no handler of the parent ever runs in the child.
+#![allow(
+    unsafe_code,
+    reason = "fork, clone, execve, signal masks, kqueue, libproc and the code running in the new child have no safe API"
+)]
+
+#[cfg(target_os = "linux")]
+mod clone;
+mod fork;
+#[cfg(target_os = "macos")]
+mod macos;
+
+use std::convert::Infallible;
+use std::ffi::{CStr, CString, c_char, c_int};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::ptr;
+use std::sync::{Arc, mpsc};
+
+use rustix::process::Pid;
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+use uexec_ports::process::ChildSetup;
+
+#[cfg(target_os = "linux")]
+pub(crate) use clone::{spawn_namespace_init, unshare_pid_namespace, wait_any_exited_nowait};
+#[cfg(target_os = "macos")]
+pub(crate) use macos::{all_pids, bsd_info, drain_kqueue, kqueue_for_exit, process_arguments};
+
+/// How a session's processes are created and watched: the Linux fast path or the portable POSIX core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backend {
+    /// `clone(CLONE_VM | CLONE_VFORK)`, pidfds, the parent-death signal, input-wait detection.
+    #[cfg(target_os = "linux")]
+    Linux,
+    /// `fork` and `execve`, `waitpid`, exit seen through `SIGCHLD` (`kqueue` on macOS), signals by pid.
+    Portable,
+}
+
+/// A list of C strings plus the null-terminated pointer array `execve` wants.
+pub(crate) struct CStringArray {
+    /// Owns the bytes the pointers point to (moving the `Vec` does not move them).
+    _strings: Vec<CString>,
+    pointers: Vec<*const c_char>,
+}
+
+impl CStringArray {
+    /// Build the pointer array for `strings`.
+    pub(crate) fn new(strings: Vec<CString>) -> Self {
+        let mut pointers: Vec<*const c_char> = strings.iter().map(|s| s.as_ptr()).collect();
+        pointers.push(ptr::null());
+        CStringArray { _strings: strings, pointers }
+    }
+
+    fn as_ptr(&self) -> *const *const c_char {
+        self.pointers.as_ptr()
+    }
+}
+
+/// The step of the child's setup that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ChildStage {
+    /// `setsid`.
+    Setsid,
+    /// `dup2` of the standard streams.
+    Stdio,
+    /// `ioctl(TIOCSCTTY)`.
+    ControllingTerminal,
+    /// `chdir`.
+    Chdir,
+    /// `prctl(PR_SET_PDEATHSIG)`.
+    #[cfg(target_os = "linux")]
+    ParentDeathSignal,
+    /// The parent died before the parent-death signal was armed.
+    #[cfg(target_os = "linux")]
+    ParentGone,
+    /// Marking the inherited fds close-on-exec.
+    CloseFds,
+    /// A [`ChildSetup`] hook, with the stage it named.
+    Setup(&'static str),
+    /// `execve`.
+    Exec,
+}
+
+impl ChildStage {
+    /// The call that failed, as the error reports it.
+    pub(crate) fn call(self) -> &'static str {
+        match self {
+            ChildStage::Setsid => "setsid",
+            ChildStage::Stdio => "dup2",
+            ChildStage::ControllingTerminal => "ioctl(TIOCSCTTY)",
+            ChildStage::Chdir => "chdir",
+            #[cfg(target_os = "linux")]
+            ChildStage::ParentDeathSignal => "prctl(PR_SET_PDEATHSIG)",
+            #[cfg(target_os = "linux")]
+            ChildStage::ParentGone => "getppid",
+            ChildStage::CloseFds => "fcntl(FD_CLOEXEC)",
+            ChildStage::Setup(stage) => stage,
+            ChildStage::Exec => "execve",
+        }
+    }
+}
+
+/// A failure in the child before `execve` took over: the stage and the errno.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ChildFailure {
+    pub(crate) stage: ChildStage,
+    pub(crate) errno: i32,
+}
+
+/// How the child's standard streams are connected. The fds are all `>= 3` (see [`fd_at_least_3`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ChildStdio<'a> {
+    /// The PTY slave becomes fds 0, 1, 2 and the controlling terminal.
+    Pty { slave: BorrowedFd<'a> },
+    /// `stdin` becomes fd 0, `output` fds 1 and 2.
+    Pipes { stdin: BorrowedFd<'a>, output: BorrowedFd<'a> },
+    /// Fds 0, 1 and 2 stay the parent's own (the child's copy of the fd table has them already); only their
+    /// close-on-exec flag is cleared. One that the parent has closed stays closed.
+    Inherit,
+}
+
+/// Everything the child needs, prepared by the parent.
+pub(crate) struct ChildPlan<'a> {
+    pub(crate) program: &'a CStr,
+    pub(crate) argv: &'a CStringArray,
+    pub(crate) envp: &'a CStringArray,
+    pub(crate) cwd: &'a CStr,
+    pub(crate) stdio: ChildStdio<'a>,
+    pub(crate) setup: &'a [Arc<dyn ChildSetup>],
+}
+
+/// Why [`spawn_child`] failed. Either way no child is left behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SpawnFailure {
+    /// A call in the parent failed.
+    Os { call: &'static str, errno: i32 },
+    /// The child failed before `execve` succeeded (it has been reaped).
+    Child(ChildFailure),
+}
+
+/// A child that has called `execve`: its pid and, on the Linux fast path, a pidfd (close-on-exec).
+#[derive(Debug)]
+pub(crate) struct Spawned {
+    pub(crate) pid: Pid,
+    pub(crate) pidfd: Option<OwnedFd>,
+}
+
+/// Whether the child arms a parent-death signal (Linux only: no portable equivalent exists).
+#[derive(Debug, Clone, Copy)]
+enum ParentDeath {
+    /// `PR_SET_PDEATHSIG(SIGKILL)`, then check that `getppid()` still returns `expected_parent` (`None`: the
+    /// parent is outside the child's PID namespace, where `getppid` returns 0).
+    #[cfg(target_os = "linux")]
+    Armed { expected_parent: Option<Pid> },
+    /// Nothing: the child outlives a SIGKILL of its parent.
+    NotArmed,
+}
+
+/// What the child reads: the plan plus what the parent prepared for the signal reset and the report.
+struct ChildContext<'a> {
+    plan: &'a ChildPlan<'a>,
+    report: *mut Option<ChildFailure>,
+    parent_death: ParentDeath,
+    default_action: libc::sigaction,
+}
+
+impl<'a> ChildContext<'a> {
+    fn new(plan: &'a ChildPlan<'a>, report: *mut Option<ChildFailure>, parent_death: ParentDeath) -> Self {
+        // SAFETY: an all-zero `sigaction` is a valid value: handler SIG_DFL (0), empty mask, no flags.
+        let mut default_action: libc::sigaction = unsafe { std::mem::zeroed() };
+        default_action.sa_sigaction = libc::SIG_DFL;
+        ChildContext { plan, report, parent_death, default_action }
+    }
+}
+
+/// The highest signal number whose disposition the child resets.
+#[cfg(target_os = "linux")]
+const LAST_SIGNAL: c_int = 64;
+#[cfg(not(target_os = "linux"))]
+const LAST_SIGNAL: c_int = 31;
+
+/// Start the child described by `plan` with `backend`. Returns once it has called `execve`; on failure nothing
+/// is left: the child, if one was created, has exited and been reaped.
+///
+/// `fork`: give the child its own address space (for hooks that require it; the portable core always does).
+/// `outside_namespace`: the calling thread has unshared a PID namespace, so the child is in a namespace its
+/// parent is not in.
+pub(crate) fn spawn_child(
+    plan: &ChildPlan<'_>,
+    backend: Backend,
+    fork: bool,
+    outside_namespace: bool,
+) -> Result<Spawned, SpawnFailure> {
+    let _ = (fork, outside_namespace);
+    match backend {
+        #[cfg(target_os = "linux")]
+        Backend::Linux => clone::spawn_child(plan, fork, outside_namespace)
+            .map(|(pid, pidfd)| Spawned { pid, pidfd: Some(pidfd) }),
+        Backend::Portable => fork::spawn_child(plan).map(|pid| Spawned { pid, pidfd: None }),
+    }
+}
+
+fn errno_of(error: &io::Error) -> i32 {
+    error.raw_os_error().unwrap_or(libc::EIO)
+}
+
+fn fail(stage: ChildStage) -> impl Fn(rustix::io::Errno) -> ChildFailure {
+    move |errno| ChildFailure { stage, errno: errno.raw_os_error() }
+}
+
+/// The child, between its creation and `execve`. Only returns on failure.
+fn child_main(context: &ChildContext<'_>) -> Result<Infallible, ChildFailure> {
+    let plan = context.plan;
+    for signal in 1..=LAST_SIGNAL {
+        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: installs SIG_DFL from a valid `sigaction`; this child has its own handler table (no
+        // CLONE_SIGHAND). Errors (glibc's reserved signals) are irrelevant: exec resets handlers anyway.
+        unsafe {
+            libc::sigaction(signal, &raw const context.default_action, ptr::null_mut());
+        }
+    }
+    rustix::process::setsid().map_err(fail(ChildStage::Setsid))?;
+    match plan.stdio {
+        ChildStdio::Pty { slave } => {
+            rustix::stdio::dup2_stdin(slave).map_err(fail(ChildStage::Stdio))?;
+            rustix::stdio::dup2_stdout(slave).map_err(fail(ChildStage::Stdio))?;
+            rustix::stdio::dup2_stderr(slave).map_err(fail(ChildStage::Stdio))?;
+            rustix::process::ioctl_tiocsctty(slave).map_err(fail(ChildStage::ControllingTerminal))?;
+        }
+        ChildStdio::Pipes { stdin, output } => {
+            rustix::stdio::dup2_stdin(stdin).map_err(fail(ChildStage::Stdio))?;
+            rustix::stdio::dup2_stdout(output).map_err(fail(ChildStage::Stdio))?;
+            rustix::stdio::dup2_stderr(output).map_err(fail(ChildStage::Stdio))?;
+        }
+        ChildStdio::Inherit => {
+            for fd in [rustix::stdio::stdin(), rustix::stdio::stdout(), rustix::stdio::stderr()] {
+                match rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty()) {
+                    Ok(()) | Err(rustix::io::Errno::BADF) => {}
+                    Err(errno) => return Err(fail(ChildStage::Stdio)(errno)),
+                }
+            }
+        }
+    }
+    rustix::process::chdir(plan.cwd).map_err(fail(ChildStage::Chdir))?;
+    match context.parent_death {
+        #[cfg(target_os = "linux")]
+        ParentDeath::Armed { expected_parent } => {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(fail(ChildStage::ParentDeathSignal))?;
+            if rustix::process::getppid() != expected_parent {
+                return Err(ChildFailure { stage: ChildStage::ParentGone, errno: libc::ESRCH });
+            }
+        }
+        ParentDeath::NotArmed => {}
+    }
+    mark_fds_cloexec_from(3).map_err(fail(ChildStage::CloseFds))?;
+    for hook in plan.setup {
+        hook.run_in_child().map_err(|failure| ChildFailure {
+            stage: ChildStage::Setup(failure.stage),
+            errno: failure.errno,
+        })?;
+    }
+    unblock_all_signals();
+    // SAFETY: program, argv and envp are NUL-terminated strings and null-terminated pointer arrays that
+    // the parent keeps alive until we exec or exit.
+    unsafe {
+        libc::execve(plan.program.as_ptr(), plan.argv.as_ptr(), plan.envp.as_ptr());
+    }
+    let errno = io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOEXEC);
+    Err(ChildFailure { stage: ChildStage::Exec, errno })
+}
+
+/// Unblock every signal of the calling thread (in the child, just before `execve`).
+fn unblock_all_signals() {
+    #[cfg(target_os = "linux")]
+    {
+        let empty: u64 = 0;
+        // SAFETY: unblocks every signal, glibc's reserved ones included; reads one valid 8-byte kernel sigset.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_SETMASK,
+                &raw const empty,
+                ptr::null_mut::<u64>(),
+                clone::KERNEL_SIGSET_SIZE,
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        // SAFETY: an all-zero sigset_t is valid storage; sigemptyset initialises it and sigprocmask reads it.
+        unsafe {
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&raw mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &raw const empty, ptr::null_mut());
+        }
+    }
+}
+
+/// Mark every fd from `first` on close-on-exec (the hooks may still use theirs until exec). On Linux one
+/// `close_range(CLOSE_RANGE_CLOEXEC)` (kernel 5.11); elsewhere, or when that fails, a `fcntl` per fd up to
+/// the fd limit.
+fn mark_fds_cloexec_from(first: RawFd) -> Result<(), rustix::io::Errno> {
+    let first = first.unsigned_abs();
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: close_range only changes flags of this process's fd table (the child's own copy).
+        let rc = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+        if rc == 0 {
+            return Ok(());
+        }
+    }
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(65_536);
+    let limit = c_int::try_from(limit.min(1 << 20)).unwrap_or(1 << 20);
+    let first = c_int::try_from(first).unwrap_or(c_int::MAX);
+    for fd in first..limit {
+        // SAFETY: F_SETFD on a number that may or may not be an open fd: EBADF is ignored.
+        unsafe {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+    Ok(())
+}
+
+/// Return `fd` itself if it is `>= 3`, else a close-on-exec duplicate `>= 3`, so that the child's `dup2`s
+/// onto 0, 1 and 2 never overwrite a source they still need.
+pub(crate) fn fd_at_least_3(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() >= 3 {
+        return Ok(fd);
+    }
+    Ok(rustix::io::fcntl_dupfd_cloexec(&fd, 3)?)
+}
+
+/// Register `fd` with the current tokio reactor. The caller has checked that a runtime is current.
+pub(crate) fn register(fd: OwnedFd, interest: Interest) -> io::Result<AsyncFd<OwnedFd>> {
+    // SAFETY: an `OwnedFd` is a valid open fd; the `AsyncFd` owns it, so it stays open and unchanged until
+    // the `AsyncFd` is dropped.
+    let registered = unsafe { AsyncFd::register_with_interest(fd, interest) };
+    registered.map_err(io::Error::from)
+}
+
+/// What the spawning thread answers to a [`SpawnJob`].
+pub(crate) type SpawnReply = Result<Spawned, SpawnFailure>;
+
+/// A spawn handed to the thread that creates every session (see `spawn`): the plan stays on the requesting
+/// thread's stack, and that thread blocks in [`spawn_via`] until the reply arrives.
+pub(crate) struct SpawnJob {
+    plan: *const ChildPlan<'static>,
+    backend: Backend,
+    fork: bool,
+    reply: mpsc::SyncSender<SpawnReply>,
+}
+
+// SAFETY: the plan pointer is only dereferenced by the serving thread while the requesting thread is blocked
+// in `spawn_via` waiting for the reply (or for the job to be dropped), so the plan outlives every use, and
+// the plan is only read.
+unsafe impl Send for SpawnJob {}
+
+/// Run [`spawn_child`] on the thread serving `jobs`.
+pub(crate) fn spawn_via(
+    jobs: &mpsc::Sender<SpawnJob>,
+    plan: &ChildPlan<'_>,
+    backend: Backend,
+    fork: bool,
+) -> SpawnReply {
+    let gone = SpawnFailure::Os { call: "sending to the spawner thread", errno: libc::ESRCH };
+    let (reply, answer) = mpsc::sync_channel(1);
+    let job = SpawnJob { plan: ptr::from_ref(plan).cast::<ChildPlan<'static>>(), backend, fork, reply };
+    jobs.send(job).map_err(|_| gone)?;
+    answer.recv().map_err(|_| gone)?
+}
+
+/// Serve spawn jobs until every sender is gone. `outside_namespace`: this thread has unshared a PID
+/// namespace (see [`spawn_child`]).
+pub(crate) fn serve_spawn_jobs(jobs: &mpsc::Receiver<SpawnJob>, outside_namespace: bool) {
+    for job in jobs {
+        // SAFETY: see `SpawnJob`: the requester is blocked until we reply or drop the job.
+        let plan = unsafe { &*job.plan };
+        let result = spawn_child(plan, job.backend, job.fork, outside_namespace);
+        let _ = job.reply.send(result);
+    }
+}
+
+/// A pipe whose two ends are close-on-exec: `(read, write)`.
+pub(crate) fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+    #[cfg(target_os = "linux")]
+    {
+        Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        // No pipe2 here: the flag is set right after (a fork in between by another thread gets a copy that its
+        // child closes at exec, as every spawn of this crate marks inherited fds close-on-exec).
+        let (read, write) = rustix::pipe::pipe()?;
+        for fd in [&read, &write] {
+            rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC)?;
+        }
+        Ok((read, write))
+    }
+}
+
+/// Wait until `fd` (a pipe's read end) reports end of file, discarding anything read.
+fn wait_for_eof(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let mut byte = [0u8; 1];
+    loop {
+        match rustix::io::read(fd, &mut byte) {
+            Ok(0) => return Ok(()),
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(errno) => return Err(errno.into()),
+        }
+    }
+}
