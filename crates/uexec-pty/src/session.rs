@@ -640,6 +640,8 @@ impl OutputStream for PtyOutput {
 }
 
 #[cfg(test)]
+// The tests read process states from /proc.
+#[cfg(target_os = "linux")]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use std::ffi::OsString;
@@ -677,20 +679,21 @@ mod tests {
         // A sweep reaps the processes it killed that are this process's children. A session leader is one of
         // them; had a scan ever counted it as a member of another session, that session reaped it first and
         // the leader's own waiter found it gone: exit code -1, "reaped by someone else".
-        let spawner = PtySpawner::default();
-        let other = spawner.spawn_request(sh("sleep 600")).unwrap();
-        let pid = other.control.raw_pid();
-        let found = {
-            let status = lock(&other.control.target.status);
-            crate::tree::members(other.control.target.identity(&status))
-        };
-        assert!(found.iter().any(|member| member.pid == pid), "the scan finds the leader");
-        rustix::process::kill_process(other.control.pid, rustix::process::Signal::KILL).unwrap();
-        until("the leader is a zombie", || state(pid) == Some('Z')).await;
-        reap::reap_adopted(&found);
-        assert_eq!(state(pid), Some('Z'), "a live session's leader is left to its session");
-        let status = other.control.wait().await.unwrap();
-        assert_eq!(status, ExitStatus::Signal(libc::SIGKILL));
+        for spawner in [PtySpawner::default(), PtySpawner::portable()] {
+            let other = spawner.spawn_request(sh("sleep 600")).unwrap();
+            let pid = other.control.raw_pid();
+            let found = {
+                let status = lock(&other.control.target.status);
+                crate::tree::members(other.control.target.identity(&status))
+            };
+            assert!(found.iter().any(|member| member.pid == pid), "the scan finds the leader");
+            rustix::process::kill_process(other.control.pid, rustix::process::Signal::KILL).unwrap();
+            until("the leader is a zombie", || state(pid) == Some('Z')).await;
+            reap::reap_adopted(&found);
+            assert_eq!(state(pid), Some('Z'), "{spawner:?}: a live session's leader is left to its session");
+            let status = other.control.wait().await.unwrap();
+            assert_eq!(status, ExitStatus::Signal(libc::SIGKILL));
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -700,32 +703,34 @@ mod tests {
         // A scan matches the leader, its group and its session by the leader's pid. Were the leader reaped in
         // the middle, the pid could name a new process (another session's leader), which the scan would kill
         // and reap. Holding the slot (as every scan does) keeps the leader a zombie, so its pid stays ours.
-        let spawner = PtySpawner::default();
-        let process = spawner.spawn_request(sh("exit 7")).unwrap();
-        let pid = process.control.raw_pid();
-        let control = Arc::clone(&process.control);
-        let scan = lock(&control.target.status);
-        until("the leader exited", || state(pid) == Some('Z')).await;
-        let waiter = tokio::spawn({
-            let control = Arc::clone(&control);
-            async move { control.wait().await }
-        });
-        assert_eq!(control.try_wait().unwrap(), None, "not reaped while the scan holds it");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(!waiter.is_finished());
-        assert_eq!(state(pid), Some('Z'), "the pid still names the exited leader");
-        drop(scan);
-        assert_eq!(waiter.await.unwrap().unwrap(), ExitStatus::Code(7));
-        assert_eq!(state(pid), None);
-        assert_eq!(control.try_wait().unwrap(), Some(ExitStatus::Code(7)));
+        for spawner in [PtySpawner::default(), PtySpawner::portable()] {
+            let process = spawner.spawn_request(sh("exit 7")).unwrap();
+            let pid = process.control.raw_pid();
+            let control = Arc::clone(&process.control);
+            let scan = lock(&control.target.status);
+            until("the leader exited", || state(pid) == Some('Z')).await;
+            let waiter = tokio::spawn({
+                let control = Arc::clone(&control);
+                async move { control.wait().await }
+            });
+            assert_eq!(control.try_wait().unwrap(), None, "not reaped while the scan holds it");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert!(!waiter.is_finished());
+            assert_eq!(state(pid), Some('Z'), "the pid still names the exited leader");
+            drop(scan);
+            assert_eq!(waiter.await.unwrap().unwrap(), ExitStatus::Code(7));
+            assert_eq!(state(pid), None);
+            assert_eq!(control.try_wait().unwrap(), Some(ExitStatus::Code(7)));
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn signalling_an_exited_session_is_refused_and_never_reaches_its_old_group_id() {
-        let spawner = PtySpawner::default();
-        let process = spawner.spawn_request(sh("exit 3")).unwrap();
-        assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(3));
-        // The group id is free now and may name someone else's group: nothing is sent to it.
-        assert!(matches!(process.control.signal(Signal::Terminate), Err(ProcessError::Exited)));
+        for spawner in [PtySpawner::default(), PtySpawner::portable()] {
+            let process = spawner.spawn_request(sh("exit 3")).unwrap();
+            assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(3));
+            // The group id is free now and may name someone else's group: nothing is sent to it.
+            assert!(matches!(process.control.signal(Signal::Terminate), Err(ProcessError::Exited)));
+        }
     }
 }

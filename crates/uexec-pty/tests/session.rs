@@ -1,4 +1,9 @@
-//! Real processes in real PTYs and pipes: streams, terminal, input, exit, signals, bad input.
+//! The process port's contract on real processes in real PTYs and pipes (streams, terminal, input, exit,
+//! signals, kill, bad input), run against both implementations: `<test>::fast` on the Linux fast path
+//! (`PtySpawner::default()`), `<test>::portable` on the portable POSIX core (`PtySpawner::portable()`), the code
+//! macOS runs. Input-wait detection, which only the fast path has, is tested in `input_state.rs`.
+// The tests observe the processes through Linux's /proc (states, fds, groups), so they run on Linux only.
+#![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -12,25 +17,30 @@ use uexec_pty::{
     ProcessSpawner, PtySize, PtySpawner, SpawnError,
 };
 
-fn spawn(request: uexec_pty::SpawnRequest) -> uexec_pty::PtyProcess {
-    PtySpawner::default().spawn_request(request).expect("spawn")
+/// Starting a request that must start.
+trait Start {
+    fn start(&self, request: uexec_pty::SpawnRequest) -> uexec_pty::PtyProcess;
 }
 
-#[tokio::test]
-async fn isatty_is_true_in_pty_mode_and_false_in_pipe_mode() {
+impl Start for PtySpawner {
+    fn start(&self, request: uexec_pty::SpawnRequest) -> uexec_pty::PtyProcess {
+        self.spawn_request(request).expect("spawn")
+    }
+}
+
+async fn isatty_is_true_in_pty_mode_and_false_in_pipe_mode(spawner: PtySpawner) {
     let script =
         "for fd in 0 1 2; do if [ -t $fd ]; then printf \"$fd:y \"; else printf \"$fd:n \"; fi; done; echo";
-    let mut pty = spawn(sh(script, true));
+    let mut pty = spawner.start(sh(script, true));
     let text = String::from_utf8(drain(&mut pty.output).await).unwrap();
     assert_eq!(text.trim(), "0:y 1:y 2:y");
-    let mut pipes = spawn(sh(script, false));
+    let mut pipes = spawner.start(sh(script, false));
     let text = String::from_utf8(drain(&mut pipes.output).await).unwrap();
     assert_eq!(text.trim(), "0:n 1:n 2:n");
 }
 
-#[tokio::test]
-async fn pty_child_leads_its_session_and_group_with_the_terminal_as_controlling_tty() {
-    let mut process = spawn(sh("tty; stty size; exec sleep 30", true));
+async fn pty_child_leads_its_session_and_group_with_the_terminal_as_controlling_tty(spawner: PtySpawner) {
+    let mut process = spawner.start(sh("tty; stty size; exec sleep 30", true));
     let mut text = String::new();
     read_until(&mut process.output, &mut text, "24 80").await;
     assert!(text.contains("/dev/pts/"), "{text:?}");
@@ -43,9 +53,8 @@ async fn pty_child_leads_its_session_and_group_with_the_terminal_as_controlling_
     process.control.kill_tree().await.unwrap();
 }
 
-#[tokio::test]
-async fn pipe_child_has_dev_null_stdin_and_one_pipe_for_stdout_and_stderr() {
-    let mut process = spawn(request(&["sleep", "30"], false));
+async fn pipe_child_has_dev_null_stdin_and_one_pipe_for_stdout_and_stderr(spawner: PtySpawner) {
+    let mut process = spawner.start(request(&["sleep", "30"], false));
     let pid = process.control.pid();
     let link = |fd: u32| std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).unwrap();
     assert_eq!(link(0), std::path::PathBuf::from("/dev/null"));
@@ -58,16 +67,14 @@ async fn pipe_child_has_dev_null_stdin_and_one_pipe_for_stdout_and_stderr() {
     assert_eq!(drain(&mut process.output).await, b"");
 }
 
-#[tokio::test]
-async fn stdout_and_stderr_are_merged_in_order_in_pipe_mode() {
-    let mut process = spawn(sh("echo one; echo two >&2; echo three; echo four >&2", false));
+async fn stdout_and_stderr_are_merged_in_order_in_pipe_mode(spawner: PtySpawner) {
+    let mut process = spawner.start(sh("echo one; echo two >&2; echo three; echo four >&2", false));
     let text = String::from_utf8(drain(&mut process.output).await).unwrap();
     assert_eq!(text, "one\ntwo\nthree\nfour\n");
     assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(0));
 }
 
-#[tokio::test]
-async fn inherit_mode_hands_the_hosts_own_stdio_to_the_child() {
+async fn inherit_mode_hands_the_hosts_own_stdio_to_the_child(spawner: PtySpawner) {
     // The child records what its fds 0, 1 and 2 are; they must be this process's (nextest's pipes or files).
     let dir = std::env::temp_dir().join(format!("uexec-pty-inherit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -78,7 +85,7 @@ async fn inherit_mode_hands_the_hosts_own_stdio_to_the_child() {
     );
     let mut request = sh(&script, false);
     request.mode = uexec_pty::IoMode::Inherit;
-    let mut process = spawn(request);
+    let mut process = spawner.start(request);
     // Nothing to read: the output ends at once, and the control half neither writes nor resizes.
     assert_eq!(process.output.next_chunk().await.unwrap(), None);
     assert!(!process.control.is_tty());
@@ -95,12 +102,11 @@ async fn inherit_mode_hands_the_hosts_own_stdio_to_the_child() {
     assert_eq!(process.control.kill_tree().await.unwrap(), ExitStatus::Code(3));
 }
 
-#[tokio::test]
-async fn argv_cwd_and_environment_are_exactly_the_requested_ones() {
+async fn argv_cwd_and_environment_are_exactly_the_requested_ones(spawner: PtySpawner) {
     let mut request =
         request(&["sh", "-c", "pwd; printf '%s|' \"$@\"; echo; env | sort", "zero", "a b", "", "c"], false);
     request.cwd = "/usr".into();
-    let mut process = spawn(request);
+    let mut process = spawner.start(request);
     let text = String::from_utf8(drain(&mut process.output).await).unwrap();
     let mut lines = text.lines();
     assert_eq!(lines.next(), Some("/usr"));
@@ -133,10 +139,9 @@ async fn argv_cwd_and_environment_are_exactly_the_requested_ones() {
     }
 }
 
-#[tokio::test]
-async fn a_pty_starts_at_24x80_and_resize_delivers_sigwinch_with_the_new_size() {
+async fn a_pty_starts_at_24x80_and_resize_delivers_sigwinch_with_the_new_size(spawner: PtySpawner) {
     let script = "trap 'echo WINCH $(stty size)' WINCH; stty size; echo READY; while :; do sleep 0.05; done";
-    let mut process = spawn(request(&["bash", "-c", script], true));
+    let mut process = spawner.start(request(&["bash", "-c", script], true));
     let mut text = String::new();
     read_until(&mut process.output, &mut text, "READY").await;
     assert!(text.contains("24 80"), "{text:?}");
@@ -145,9 +150,8 @@ async fn a_pty_starts_at_24x80_and_resize_delivers_sigwinch_with_the_new_size() 
     process.control.kill_tree().await.unwrap();
 }
 
-#[tokio::test]
-async fn bash_interactive_keeps_state_across_writes() {
-    let mut process = spawn(request(&["bash", "--norc", "--noprofile", "-i"], true));
+async fn bash_interactive_keeps_state_across_writes(spawner: PtySpawner) {
+    let mut process = spawner.start(request(&["bash", "--norc", "--noprofile", "-i"], true));
     let mut text = String::new();
     read_until(&mut process.output, &mut text, "PROMPT$ ").await;
     process.control.write(b"X=42\n").await.unwrap();
@@ -159,9 +163,8 @@ async fn bash_interactive_keeps_state_across_writes() {
     assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(5));
 }
 
-#[tokio::test]
-async fn python_interactive_prompt_round_trip() {
-    let mut process = spawn(request(&["python3", "-i", "-q"], true));
+async fn python_interactive_prompt_round_trip(spawner: PtySpawner) {
+    let mut process = spawner.start(request(&["python3", "-i", "-q"], true));
     let mut text = String::new();
     read_until(&mut process.output, &mut text, ">>> ").await;
     process.control.write(b"print(6 * 7)\n").await.unwrap();
@@ -171,9 +174,8 @@ async fn python_interactive_prompt_round_trip() {
     assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(0));
 }
 
-#[tokio::test]
-async fn cat_ends_on_ctrl_d() {
-    let mut process = spawn(request(&["cat"], true));
+async fn cat_ends_on_ctrl_d(spawner: PtySpawner) {
+    let mut process = spawner.start(request(&["cat"], true));
     process.control.write(b"hello\n").await.unwrap();
     let mut text = String::new();
     // The terminal echoes the line, then cat prints it.
@@ -183,24 +185,22 @@ async fn cat_ends_on_ctrl_d() {
     assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(0));
 }
 
-#[tokio::test]
-async fn exit_code_and_killing_signal_are_reported_in_both_modes() {
+async fn exit_code_and_killing_signal_are_reported_in_both_modes(spawner: PtySpawner) {
     for tty in [true, false] {
-        let mut process = spawn(sh("exit 17", tty));
+        let mut process = spawner.start(sh("exit 17", tty));
         drain(&mut process.output).await;
         assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(17), "tty={tty}");
         assert_eq!(process.control.try_wait().unwrap(), Some(ExitStatus::Code(17)));
 
-        let mut process = spawn(request(&["bash", "-c", "kill -9 $$"], tty));
+        let mut process = spawner.start(request(&["bash", "-c", "kill -9 $$"], tty));
         drain(&mut process.output).await;
         assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Signal(9), "tty={tty}");
     }
 }
 
-#[tokio::test]
-async fn output_written_right_before_exit_is_delivered_in_order() {
+async fn output_written_right_before_exit_is_delivered_in_order(spawner: PtySpawner) {
     for tty in [true, false] {
-        let mut process = spawn(sh("seq 1 20000; printf LAST; exit 3", tty));
+        let mut process = spawner.start(sh("seq 1 20000; printf LAST; exit 3", tty));
         let text = String::from_utf8(drain(&mut process.output).await).unwrap().replace("\r\n", "\n");
         let expected: String = (1..=20000).map(|n| format!("{n}\n")).collect::<String>() + "LAST";
         assert!(text == expected, "tty={tty}: {} bytes, expected {}", text.len(), expected.len());
@@ -232,12 +232,11 @@ fn peak_rss_kib() -> u64 {
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_256_mib_flood_is_drained_completely_with_a_capped_consumer() {
+async fn a_256_mib_flood_is_drained_completely_with_a_capped_consumer(spawner: PtySpawner) {
     const FLOOD: u64 = 256 * 1024 * 1024;
     for tty in [true, false] {
         let rss_before = peak_rss_kib();
-        let mut process = spawn(sh(&format!("head -c {FLOOD} /dev/zero; printf END"), tty));
+        let mut process = spawner.start(sh(&format!("head -c {FLOOD} /dev/zero; printf END"), tty));
         let mut consumer =
             CappedConsumer { tail: Default::default(), cap: 1024 * 1024, total: 0, largest_chunk: 0 };
         let read = async {
@@ -255,9 +254,8 @@ async fn a_256_mib_flood_is_drained_completely_with_a_capped_consumer() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn large_writes_are_delivered_verbatim_through_partial_writes() {
-    let mut process = spawn(sh("stty -echo; echo READY; wc -c", true));
+async fn large_writes_are_delivered_verbatim_through_partial_writes(spawner: PtySpawner) {
+    let mut process = spawner.start(sh("stty -echo; echo READY; wc -c", true));
     let mut text = String::new();
     read_until(&mut process.output, &mut text, "READY").await;
     // 1 MiB in lines of 64 bytes: far more than the terminal's 4 KiB input queue, so the writes block
@@ -274,25 +272,24 @@ async fn large_writes_are_delivered_verbatim_through_partial_writes() {
     assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(0));
 }
 
-#[tokio::test]
-async fn writing_to_an_exited_process_is_a_typed_error() {
-    let mut process = spawn(sh("exit 0", true));
+async fn writing_to_an_exited_process_is_a_typed_error(spawner: PtySpawner) {
+    let mut process = spawner.start(sh("exit 0", true));
     drain(&mut process.output).await;
     process.control.wait().await.unwrap();
     assert_eq!(process.control.write(b"late\n").await, Err(ProcessError::Exited));
     assert_eq!(process.control.signal(uexec_pty::Signal::Terminate), Err(ProcessError::Exited));
 
-    let process = spawn(request(&["sleep", "30"], false));
+    let process = spawner.start(request(&["sleep", "30"], false));
     assert_eq!(process.control.write(b"x").await, Err(ProcessError::StdinClosed));
     assert_eq!(process.control.resize(PtySize { rows: 1, cols: 1 }), Err(ProcessError::NotATerminal));
     assert_eq!(process.control.input_state(), InputState::Unknown);
     process.control.kill_tree().await.unwrap();
 }
 
-#[tokio::test]
-async fn signal_goes_to_the_whole_process_group() {
+async fn signal_goes_to_the_whole_process_group(spawner: PtySpawner) {
     let marker = marker();
-    let mut process = spawn(sh(&format!("sleep {marker} & sleep {marker} & echo STARTED; wait"), false));
+    let mut process =
+        spawner.start(sh(&format!("sleep {marker} & sleep {marker} & echo STARTED; wait"), false));
     let mut text = String::new();
     read_until(&mut process.output, &mut text, "STARTED").await;
     eventually("both sleeps started", || sleepers(&marker).len() == 2).await;
@@ -301,11 +298,10 @@ async fn signal_goes_to_the_whole_process_group() {
     eventually("the group's sleeps are gone", || sleepers(&marker).is_empty()).await;
 }
 
-#[tokio::test]
-async fn kill_tree_kills_background_and_setsid_children() {
+async fn kill_tree_kills_background_and_setsid_children(spawner: PtySpawner) {
     let marker = marker();
     let script = format!("sleep {marker} & setsid sleep {marker} & echo STARTED; wait");
-    let mut process = spawn(request(&["bash", "-c", &script], true));
+    let mut process = spawner.start(request(&["bash", "-c", &script], true));
     let mut text = String::new();
     read_until(&mut process.output, &mut text, "STARTED").await;
     eventually("both sleeps started", || sleepers(&marker).len() == 2).await;
@@ -316,11 +312,10 @@ async fn kill_tree_kills_background_and_setsid_children() {
     assert_eq!(process.control.kill_tree().await.unwrap(), status);
 }
 
-#[tokio::test]
-async fn kill_tree_kills_a_double_forked_daemon_after_the_leader_exited() {
+async fn kill_tree_kills_a_double_forked_daemon_after_the_leader_exited(spawner: PtySpawner) {
     let marker = marker();
     let script = format!("(setsid sh -c 'sleep {marker} & exit' &); echo STARTED");
-    let mut process = spawn(sh(&script, false));
+    let mut process = spawner.start(sh(&script, false));
     let mut text = String::new();
     read_until(&mut process.output, &mut text, "STARTED").await;
     eventually("the daemon started", || sleepers(&marker).len() == 1).await;
@@ -353,8 +348,7 @@ unsafe impl ChildSetup for MountNamespaceHook {
 /// Regression: a daemon that scrubbed its environment (no session token), left the session and was re-parented
 /// survived `close_session` of a sandboxed command. In a private mount namespace it is found; its twin in the
 /// host's namespace is not (so host processes are never matched by namespace).
-#[tokio::test]
-async fn kill_tree_kills_a_scrubbed_daemon_in_the_leaders_private_mount_namespace() {
+async fn kill_tree_kills_a_scrubbed_daemon_in_the_leaders_private_mount_namespace(spawner: PtySpawner) {
     for private in [true, false] {
         let marker = marker();
         let script = format!("env -i /bin/sh -c \"(setsid sh -c 'sleep {marker} & exit' &)\"; echo STARTED");
@@ -362,7 +356,7 @@ async fn kill_tree_kills_a_scrubbed_daemon_in_the_leaders_private_mount_namespac
         if private {
             request.setup = vec![Arc::new(MountNamespaceHook)];
         }
-        let mut process = spawn(request);
+        let mut process = spawner.start(request);
         let mut text = String::new();
         read_until(&mut process.output, &mut text, "STARTED").await;
         eventually("the daemon started", || sleepers(&marker).len() == 1).await;
@@ -387,10 +381,10 @@ async fn kill_tree_kills_a_scrubbed_daemon_in_the_leaders_private_mount_namespac
     }
 }
 
-#[tokio::test]
-async fn dropping_the_control_kills_the_tree() {
+async fn dropping_the_control_kills_the_tree(spawner: PtySpawner) {
     let marker = marker();
-    let mut process = spawn(sh(&format!("setsid sleep {marker} & echo STARTED; sleep {marker}"), true));
+    let mut process =
+        spawner.start(sh(&format!("setsid sleep {marker} & echo STARTED; sleep {marker}"), true));
     let mut text = String::new();
     read_until(&mut process.output, &mut text, "STARTED").await;
     eventually("both sleeps started", || sleepers(&marker).len() == 2).await;
@@ -399,59 +393,7 @@ async fn dropping_the_control_kills_the_tree() {
     drain(&mut process.output).await;
 }
 
-#[tokio::test]
-async fn input_state_tells_a_waiting_prompt_from_a_busy_foreground() {
-    let mut process = spawn(request(&["bash", "--norc", "--noprofile", "-i"], true));
-    let mut text = String::new();
-    read_until(&mut process.output, &mut text, "PROMPT$ ").await;
-    let control = Arc::clone(&process.control);
-    eventually("bash at its prompt waits for input", || control.input_state() == InputState::WaitingForInput)
-        .await;
-    process.control.write(b"sleep 5\n").await.unwrap();
-    eventually("bash running sleep in the foreground is busy", || control.input_state() == InputState::Busy)
-        .await;
-    // Check it stays busy for a while (sleep 5 is still running well within this).
-    for _ in 0..5 {
-        assert_eq!(control.input_state(), InputState::Busy);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    read_until(&mut process.output, &mut text, "PROMPT$ ").await;
-    eventually("back at the prompt", || control.input_state() == InputState::WaitingForInput).await;
-    process.control.kill_tree().await.unwrap();
-    assert_eq!(process.control.input_state(), InputState::Unknown);
-
-    let mut python = spawn(request(&["python3", "-i", "-q"], true));
-    let mut text = String::new();
-    read_until(&mut python.output, &mut text, ">>> ").await;
-    let control = Arc::clone(&python.control);
-    eventually("python at its prompt waits for input", || {
-        control.input_state() == InputState::WaitingForInput
-    })
-    .await;
-    python.control.write(b"import time; time.sleep(5)\n").await.unwrap();
-    eventually("python sleeping is busy", || control.input_state() == InputState::Busy).await;
-    python.control.kill_tree().await.unwrap();
-}
-
-#[tokio::test]
-async fn a_password_prompt_reading_dev_tty_waits_for_input() {
-    // getpass (like sudo and ssh) reads /dev/tty, not the slave's own fd, with echo off.
-    let script = "import getpass; p = getpass.getpass('PW: '); print('LEN', len(p))";
-    let mut python = spawn(request(&["python3", "-c", script], true));
-    let mut text = String::new();
-    read_until(&mut python.output, &mut text, "PW: ").await;
-    let control = Arc::clone(&python.control);
-    eventually("getpass reading /dev/tty waits for input", || {
-        control.input_state() == InputState::WaitingForInput
-    })
-    .await;
-    python.control.write(b"secret\n").await.unwrap();
-    read_until(&mut python.output, &mut text, "LEN 6").await;
-    assert_eq!(python.control.wait().await.unwrap(), ExitStatus::Code(0));
-}
-
-#[tokio::test]
-async fn an_idle_session_costs_no_cpu() {
+async fn an_idle_session_costs_no_cpu(spawner: PtySpawner) {
     // CPU time of this thread, which runs the current-thread runtime and so the reader and waiter tasks
     // (other tests may run in other threads of this process).
     fn cpu_ticks() -> u64 {
@@ -459,7 +401,7 @@ async fn an_idle_session_costs_no_cpu() {
         let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
         fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
     }
-    let mut process = spawn(request(&["sleep", "30"], true));
+    let mut process = spawner.start(request(&["sleep", "30"], true));
     let control = Arc::clone(&process.control);
     let reader = tokio::spawn(async move { process.output.next_chunk().await });
     let waiter = tokio::spawn(async move { control.wait().await });
@@ -475,14 +417,13 @@ async fn an_idle_session_costs_no_cpu() {
     waiter.abort();
 }
 
-#[tokio::test]
-async fn a_session_outlives_the_thread_that_spawned_it() {
+async fn a_session_outlives_the_thread_that_spawned_it(spawner: PtySpawner) {
     // The parent-death signal is tied to the creating thread: a session spawned from a short-lived thread
     // (like tokio's spawn_blocking threads) must not die with it.
     let runtime = tokio::runtime::Handle::current();
     let process = std::thread::spawn(move || {
         let _entered = runtime.enter();
-        PtySpawner::default().spawn_request(request(&["sleep", "30"], false)).unwrap()
+        spawner.spawn_request(request(&["sleep", "30"], false)).unwrap()
     })
     .join()
     .unwrap();
@@ -491,15 +432,14 @@ async fn a_session_outlives_the_thread_that_spawned_it() {
     assert!(matches!(process.control.kill_tree().await.unwrap(), ExitStatus::Signal(_)));
 }
 
-#[tokio::test]
-async fn host_fds_do_not_leak_into_children() {
+async fn host_fds_do_not_leak_into_children(spawner: PtySpawner) {
     // A descriptor without close-on-exec, as careless code in the host might leave.
     let file = std::fs::File::open("/proc/self/status").unwrap();
     let inheritable = rustix::io::dup(&file).unwrap();
     let flags = rustix::io::fcntl_getfd(&inheritable).unwrap();
     assert!(!flags.contains(rustix::io::FdFlags::CLOEXEC));
     for tty in [true, false] {
-        let process = spawn(request(&["sleep", "30"], tty));
+        let process = spawner.start(request(&["sleep", "30"], tty));
         let pid = process.control.pid();
         let fds = || {
             let mut fds: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -546,13 +486,12 @@ unsafe impl ChildSetup for FileLimitHook {
     }
 }
 
-#[tokio::test]
-async fn setup_hooks_run_in_the_child_in_both_clone_modes() {
+async fn setup_hooks_run_in_the_child_in_both_clone_modes(spawner: PtySpawner) {
     for fork in [false, true] {
         let mut request = sh("ulimit -n", false);
         request.setup =
             vec![Arc::new(FileLimitHook { limit: 77, fork }), Arc::new(FileLimitHook { limit: 66, fork })];
-        let mut process = spawn(request);
+        let mut process = spawner.start(request);
         let text = String::from_utf8(drain(&mut process.output).await).unwrap();
         assert_eq!(text.trim(), "66", "fork={fork}: hooks run in order");
         assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(0));
@@ -560,14 +499,12 @@ async fn setup_hooks_run_in_the_child_in_both_clone_modes() {
     for fork in [false, true] {
         let mut request = sh("echo ran", true);
         request.setup = vec![Arc::new(FileLimitHook { limit: 50, fork }), Arc::new(FailingHook)];
-        let error = PtySpawner::default().spawn_request(request).unwrap_err();
+        let error = spawner.spawn_request(request).unwrap_err();
         assert_eq!(error, SpawnError::ChildSetup { stage: "test_hook", errno: libc::EPERM });
     }
 }
 
-#[tokio::test]
-async fn bad_input_gives_typed_errors() {
-    let spawner = PtySpawner::default();
+async fn bad_input_gives_typed_errors(spawner: PtySpawner) {
     let error = |request| spawner.spawn(request).map(|_| ()).unwrap_err();
 
     assert_eq!(
@@ -600,122 +537,86 @@ async fn bad_input_gives_typed_errors() {
 
 #[test]
 fn spawning_outside_a_runtime_is_a_typed_error() {
-    let error = PtySpawner::default().spawn_request(request(&["true"], true)).unwrap_err();
-    assert_eq!(error, SpawnError::NoRuntime);
-}
-
-/// A Python program that prints `READY`, then blocks in one kind of wait (`mode`), then prints `LATE`.
-const WAITS: &str = r#"
-import os, select, sys
-mode = sys.argv[1]
-r, w = os.pipe()
-print("READY", flush=True)
-if mode == "select":
-    select.select([0], [], [])
-elif mode == "select-timeout":
-    select.select([0], [], [], 3)
-elif mode == "select-pipe":
-    select.select([0, r], [], [])
-elif mode == "select-pipe-timeout":
-    select.select([0, r], [], [], 3)
-elif mode == "poll":
-    p = select.poll(); p.register(0, select.POLLIN); p.poll()
-elif mode == "poll-timeout":
-    p = select.poll(); p.register(0, select.POLLIN); p.poll(3000)
-elif mode == "poll-pipe":
-    p = select.poll(); p.register(0, select.POLLIN); p.register(r, select.POLLIN); p.poll()
-elif mode == "epoll":
-    e = select.epoll(); e.register(0, select.EPOLLIN); e.poll()
-elif mode == "epoll-timeout":
-    e = select.epoll(); e.register(0, select.EPOLLIN); e.poll(3)
-elif mode == "epoll-pipe":
-    e = select.epoll(); e.register(0, select.EPOLLIN); e.register(r, select.EPOLLIN); e.poll()
-print("LATE", flush=True)
-"#;
-
-/// The system call `pid`'s main thread is blocked in (`None` while it runs).
-fn blocked_in(pid: u32) -> Option<i64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/syscall")).ok()?;
-    text.split_whitespace().next()?.parse().ok().filter(|n: &i64| *n >= 0)
-}
-
-/// Start `WAITS` in `mode`; return it once its main thread sleeps in a select/poll/epoll wait.
-async fn waiting_in(mode: &str) -> uexec_pty::PtyProcess {
-    let mut python = spawn(request(&["python3", "-c", WAITS, mode], true));
-    let mut text = String::new();
-    read_until(&mut python.output, &mut text, "READY").await;
-    let pid = python.control.pid();
-    let waits = [
-        libc::SYS_select,
-        libc::SYS_pselect6,
-        libc::SYS_poll,
-        libc::SYS_ppoll,
-        libc::SYS_epoll_wait,
-        libc::SYS_epoll_pwait,
-        libc::SYS_epoll_pwait2,
-    ];
-    eventually(&format!("{mode}: blocked in a wait"), || blocked_in(pid).is_some_and(|n| waits.contains(&n)))
-        .await;
-    python
-}
-
-#[tokio::test]
-async fn a_wait_for_the_terminal_alone_and_without_timeout_is_waiting_for_input() {
-    for mode in ["select", "poll", "epoll"] {
-        let python = waiting_in(mode).await;
-        let control = Arc::clone(&python.control);
-        eventually(&format!("{mode} on the terminal alone waits for input"), || {
-            control.input_state() == InputState::WaitingForInput
-        })
-        .await;
-        python.control.kill_tree().await.unwrap();
+    for spawner in [PtySpawner::default(), PtySpawner::portable()] {
+        let error = spawner.spawn_request(request(&["true"], true)).unwrap_err();
+        assert_eq!(error, SpawnError::NoRuntime, "{spawner:?}");
     }
 }
 
+/// The portable core really runs the portable code (what passes above is what macOS runs): it holds no pidfd
+/// for a session, while the fast path holds one per session. (Under nextest every test is its own process, so
+/// no other test adds pidfds meanwhile.)
 #[tokio::test]
-async fn a_wait_with_a_timeout_or_on_another_fd_is_not_waiting_for_input() {
-    // ssh -t, docker exec -it and event loops with timers: they print without any input, so an empty poll must
-    // not come back early with nothing. Each mode is blocked in its wait (checked) and sampled while it lasts.
-    for mode in [
-        "select-timeout",
-        "select-pipe",
-        "select-pipe-timeout",
-        "poll-timeout",
-        "poll-pipe",
-        "epoll-timeout",
-        "epoll-pipe",
-    ] {
-        let python = waiting_in(mode).await;
-        let pid = python.control.pid();
-        for _ in 0..10 {
-            let state = python.control.input_state();
-            assert_ne!(state, InputState::WaitingForInput, "{mode}: reported as waiting for input");
-            tokio::time::sleep(Duration::from_millis(20)).await;
+async fn only_the_fast_path_holds_a_pidfd_per_session() {
+    let pidfds = || {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .flatten()
+            .filter(|entry| {
+                std::fs::read_link(entry.path())
+                    .is_ok_and(|target| target.to_string_lossy().contains("pidfd"))
+            })
+            .count()
+    };
+    let before = pidfds();
+    let portable = PtySpawner::portable().start(request(&["sleep", "30"], true));
+    assert_eq!(pidfds(), before, "the portable core opened a pidfd");
+    let fast = PtySpawner::default().start(request(&["sleep", "30"], true));
+    assert_eq!(pidfds(), before + 1, "the fast path watches its leader through a pidfd");
+    portable.control.kill_tree().await.unwrap();
+    fast.control.kill_tree().await.unwrap();
+}
+
+/// Runs a contract test (an `async fn(PtySpawner)` above) as two tests, `<name>::fast` and `<name>::portable`.
+macro_rules! on_both_backends {
+    ($name:ident) => {
+        on_both_backends!($name, tokio::test);
+    };
+    ($name:ident, $($test:tt)*) => {
+        mod $name {
+            use super::*;
+
+            #[$($test)*]
+            async fn fast() {
+                super::$name(PtySpawner::default()).await;
+            }
+
+            #[$($test)*]
+            async fn portable() {
+                super::$name(PtySpawner::portable()).await;
+            }
         }
-        assert!(blocked_in(pid).is_some(), "{mode}: the wait ended while sampled");
-        python.control.kill_tree().await.unwrap();
-    }
+    };
 }
 
-#[tokio::test]
-async fn bash_read_with_a_timeout_is_not_waiting_for_input_and_without_one_is() {
-    let mut timed =
-        spawn(request(&["bash", "--norc", "--noprofile", "-c", "echo READY; read -t 30 x; echo LATE"], true));
-    let mut text = String::new();
-    read_until(&mut timed.output, &mut text, "READY").await;
-    let pid = timed.control.pid();
-    eventually("read -t blocked", || blocked_in(pid).is_some()).await;
-    for _ in 0..10 {
-        assert_ne!(timed.control.input_state(), InputState::WaitingForInput, "read -t 30");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    timed.control.kill_tree().await.unwrap();
-
-    let mut plain =
-        spawn(request(&["bash", "--norc", "--noprofile", "-c", "echo READY; read x; echo LATE"], true));
-    let mut text = String::new();
-    read_until(&mut plain.output, &mut text, "READY").await;
-    let control = Arc::clone(&plain.control);
-    eventually("read waits for input", || control.input_state() == InputState::WaitingForInput).await;
-    plain.control.kill_tree().await.unwrap();
-}
+on_both_backends!(isatty_is_true_in_pty_mode_and_false_in_pipe_mode);
+on_both_backends!(pty_child_leads_its_session_and_group_with_the_terminal_as_controlling_tty);
+on_both_backends!(pipe_child_has_dev_null_stdin_and_one_pipe_for_stdout_and_stderr);
+on_both_backends!(stdout_and_stderr_are_merged_in_order_in_pipe_mode);
+on_both_backends!(inherit_mode_hands_the_hosts_own_stdio_to_the_child);
+on_both_backends!(argv_cwd_and_environment_are_exactly_the_requested_ones);
+on_both_backends!(a_pty_starts_at_24x80_and_resize_delivers_sigwinch_with_the_new_size);
+on_both_backends!(bash_interactive_keeps_state_across_writes);
+on_both_backends!(python_interactive_prompt_round_trip);
+on_both_backends!(cat_ends_on_ctrl_d);
+on_both_backends!(exit_code_and_killing_signal_are_reported_in_both_modes);
+on_both_backends!(output_written_right_before_exit_is_delivered_in_order);
+on_both_backends!(
+    a_256_mib_flood_is_drained_completely_with_a_capped_consumer,
+    tokio::test(flavor = "multi_thread", worker_threads = 2)
+);
+on_both_backends!(
+    large_writes_are_delivered_verbatim_through_partial_writes,
+    tokio::test(flavor = "multi_thread", worker_threads = 2)
+);
+on_both_backends!(writing_to_an_exited_process_is_a_typed_error);
+on_both_backends!(signal_goes_to_the_whole_process_group);
+on_both_backends!(kill_tree_kills_background_and_setsid_children);
+on_both_backends!(kill_tree_kills_a_double_forked_daemon_after_the_leader_exited);
+on_both_backends!(kill_tree_kills_a_scrubbed_daemon_in_the_leaders_private_mount_namespace);
+on_both_backends!(dropping_the_control_kills_the_tree);
+on_both_backends!(an_idle_session_costs_no_cpu);
+on_both_backends!(a_session_outlives_the_thread_that_spawned_it);
+on_both_backends!(host_fds_do_not_leak_into_children);
+on_both_backends!(setup_hooks_run_in_the_child_in_both_clone_modes);
+on_both_backends!(bad_input_gives_typed_errors);

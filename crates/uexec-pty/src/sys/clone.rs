@@ -214,7 +214,7 @@ pub(super) fn spawn_child(
     match report {
         None => Ok((pid, pidfd)),
         Some(failure) => {
-            let _ = reap_exited(pidfd.as_fd());
+            reap_exited(pidfd.as_fd());
             Err(SpawnFailure::Child(failure))
         }
     }
