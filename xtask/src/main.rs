@@ -2,8 +2,10 @@
 //! `cargo xtask tidy`, `cargo xtask examples`, `cargo xtask package`, `cargo xtask bench`.
 //!
 //! `ci` is what `.ci/run` calls and what the README names as the test command: formatting, clippy with
-//! warnings denied, cargo-deny, the layering and tidy checks, every test (nextest plus doctests), every example
-//! of the workspace run to exit 0, and `cargo package` of the publishable crates.
+//! warnings denied (for this machine and for both macOS targets, whose standard libraries it installs with
+//! rustup when missing; linking needs Apple's SDK, checking does not), cargo-deny, the layering and tidy
+//! checks, every test (nextest plus doctests), every example of the workspace run to exit 0, and
+//! `cargo package` of the publishable crates.
 
 // A command-line tool: printing is its job.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -24,8 +26,8 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci          fmt --check, clippy -D warnings, cargo deny, layering, tidy, nextest, doctests, examples,
-              package
+  ci          fmt --check, clippy -D warnings (here and for macOS), cargo deny, layering, tidy, nextest,
+              doctests, examples, package
   layering    fail when a crate depends on a layer it must not (reads `cargo metadata`)
   tidy        fail when a source file lacks its `//!` line or the tree holds a stub
   examples    build every example of the workspace and run each (stdin /dev/null, must exit 0 in 120 s)
@@ -73,6 +75,15 @@ fn ci(root: &Path) -> Result<()> {
     step("clippy", || {
         cargo(root, &["clippy", "--workspace", "--all-targets", "--all-features", "--", "-D", "warnings"])
     })?;
+    step("clippy (macOS targets)", || {
+        ensure_rust_targets(root, &MACOS_TARGETS)?;
+        let mut args = vec!["clippy"];
+        for target in MACOS_TARGETS {
+            args.extend(["--target", target]);
+        }
+        args.extend(["--workspace", "--all-targets", "--all-features", "--", "-D", "warnings"]);
+        cargo(root, &args)
+    })?;
     step("deny", || {
         ensure_cargo_tool(root, "cargo-deny", &["deny", "--version"])?;
         // Advisories need GitHub, which CI cannot reach: see deny.toml.
@@ -100,6 +111,42 @@ fn metadata(root: &Path) -> Result<serde_json::Value> {
         bail!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
     }
     serde_json::from_slice(&output.stdout).context("cargo metadata printed no JSON")
+}
+
+/// The Apple targets the workspace must type-check for (the binary is built there with Apple's SDK).
+const MACOS_TARGETS: [&str; 2] = ["aarch64-apple-darwin", "x86_64-apple-darwin"];
+
+/// Installs the standard library of each of `targets` that `rustup target list --installed` does not list
+/// (for the toolchain `rust-toolchain.toml` pins, since rustup runs in the workspace root).
+fn ensure_rust_targets(root: &Path, targets: &[&str]) -> Result<()> {
+    let listed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .current_dir(root)
+        .output()
+        .context("could not run rustup target list --installed")?;
+    if !listed.status.success() {
+        bail!("rustup target list --installed exited with {}", listed.status);
+    }
+    let installed = String::from_utf8_lossy(&listed.stdout);
+    let missing: Vec<&str> = targets
+        .iter()
+        .copied()
+        .filter(|target| !installed.lines().any(|line| line.trim() == *target))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    eprintln!("xtask: installing the standard library for {}", missing.join(", "));
+    let status = Command::new("rustup")
+        .args(["target", "add"])
+        .args(&missing)
+        .current_dir(root)
+        .status()
+        .context("could not run rustup target add")?;
+    if !status.success() {
+        bail!("rustup target add {} exited with {status}", missing.join(" "));
+    }
+    Ok(())
 }
 
 fn step<T>(name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {

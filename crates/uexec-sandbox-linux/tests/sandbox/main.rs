@@ -1,5 +1,7 @@
 //! Integration tests of the Linux sandbox: each probe runs in a child process spawned by a minimal test spawner
 //! (`std::process::Command` whose `pre_exec` runs the sandbox's child hooks), never in the test runner.
+// The sandbox under test exists on Linux only.
+#![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;

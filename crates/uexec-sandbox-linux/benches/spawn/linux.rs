@@ -1,0 +1,275 @@
+//! The bench on Linux: see `spawn.rs` for what it measures and how to run it.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stdout, unsafe_code)]
+
+use std::ffi::{CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use uexec_domain::SandboxPolicy;
+use uexec_ports::process::{ChildSetup, IoMode, PtySize, SpawnRequest};
+use uexec_ports::{Sandbox, SandboxRequest};
+use uexec_sandbox_linux::{Availability, KernelSupport, LinuxSandbox, MountNamespace};
+
+/// A NUL-terminated argv/envp array (pointers into `strings`).
+struct CArray {
+    _strings: Vec<CString>,
+    pointers: Vec<*const libc::c_char>,
+}
+
+impl CArray {
+    fn new<S: AsRef<OsStr>>(items: impl IntoIterator<Item = S>) -> CArray {
+        let strings: Vec<CString> =
+            items.into_iter().map(|s| CString::new(s.as_ref().as_bytes()).unwrap()).collect();
+        let mut pointers: Vec<*const libc::c_char> = strings.iter().map(|s| s.as_ptr()).collect();
+        pointers.push(std::ptr::null());
+        CArray { _strings: strings, pointers }
+    }
+}
+
+/// Fork a child on a new PTY, run `hooks`, exec `program`; wait for it. Returns the exit code.
+fn spawn_in_pty(
+    program: &CString,
+    argv: &CArray,
+    envp: &CArray,
+    cwd: &CString,
+    hooks: &[Arc<dyn ChildSetup>],
+) -> i32 {
+    // SAFETY: single-threaded bench; the child only makes async-signal-safe calls and the hooks (whose contract
+    // is to be async-signal-safe) before execve or _exit.
+    unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(master >= 0);
+        assert_eq!(libc::grantpt(master), 0);
+        assert_eq!(libc::unlockpt(master), 0);
+        let mut name = [0 as libc::c_char; 64];
+        assert_eq!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()), 0);
+        let slave = libc::open(name.as_ptr(), libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(slave >= 0);
+        let pid = libc::fork();
+        if pid == 0 {
+            if libc::setsid() < 0
+                || libc::dup2(slave, 0) < 0
+                || libc::dup2(slave, 1) < 0
+                || libc::dup2(slave, 2) < 0
+                || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0
+                || libc::chdir(cwd.as_ptr()) < 0
+            {
+                libc::_exit(120);
+            }
+            for hook in hooks {
+                if hook.run_in_child().is_err() {
+                    libc::_exit(121);
+                }
+            }
+            libc::execve(program.as_ptr(), argv.pointers.as_ptr(), envp.pointers.as_ptr());
+            libc::_exit(127);
+        }
+        assert!(pid > 0);
+        libc::close(slave);
+        let mut status = 0;
+        assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
+        libc::close(master);
+        if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) }
+    }
+}
+
+/// One measured mode.
+struct Mode {
+    name: &'static str,
+    samples: Vec<Duration>,
+}
+
+fn median(samples: &mut [Duration]) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn p90(samples: &mut [Duration]) -> Duration {
+    samples.sort();
+    samples[samples.len() * 9 / 10]
+}
+
+pub(crate) fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let iterations: usize = std::env::var("SPAWN_BENCH_ITERATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if quick { 60 } else { 300 });
+    let scratch = tempfile::tempdir().unwrap();
+    let repo = std::fs::canonicalize(scratch.path()).unwrap();
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    let env: Vec<(std::ffi::OsString, std::ffi::OsString)> =
+        vec![("PATH".into(), "/usr/bin:/bin".into()), ("TERM".into(), "dumb".into())];
+    let envp = CArray::new(env.iter().map(|(k, v)| {
+        let mut kv = k.clone();
+        kv.push("=");
+        kv.push(v);
+        kv
+    }));
+    let cwd = CString::new(repo.as_os_str().as_bytes()).unwrap();
+    let true_bin = CString::new("/bin/true").unwrap();
+    let true_argv = CArray::new(["/bin/true"]);
+    let bwrap = which("bwrap");
+    let bwrap_argv = CArray::new([
+        "bwrap",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--bind",
+        "/tmp",
+        "/tmp",
+        "--unshare-net",
+        "--",
+        "true",
+    ]);
+    let bwrap_bin = bwrap.as_ref().map(|p| CString::new(p.as_os_str().as_bytes()).unwrap());
+
+    let sandbox = LinuxSandbox::default();
+    let request = || SandboxRequest {
+        spawn: SpawnRequest {
+            argv: vec!["/bin/true".into()],
+            cwd: repo.clone(),
+            env: env.clone(),
+            mode: IoMode::Pty(PtySize::default()),
+            setup: Vec::new(),
+        },
+        workspace: repo.clone(),
+        policy: SandboxPolicy::default(),
+        tmpdir: None,
+        allow_degraded: false,
+    };
+    let report = sandbox.prepare(request()).expect("the sandbox is enforceable here").report;
+    println!("{report}\n");
+
+    // Where the time goes: the same hooks with one mechanism left out (simulated by a weaker KernelSupport,
+    // degradation accepted).
+    let full = sandbox.support().clone();
+    let without = |support: KernelSupport| {
+        let sandbox = LinuxSandbox::with_support(support);
+        move || {
+            let mut r = request();
+            r.allow_degraded = true;
+            sandbox.prepare(r).unwrap().spawn.setup
+        }
+    };
+    let no_mounts = without(KernelSupport {
+        mount_namespace: MountNamespace::Unavailable("bench".into()),
+        ..full.clone()
+    });
+    let no_seccomp =
+        without(KernelSupport { seccomp: Availability::Unavailable("bench".into()), ..full.clone() });
+    let no_landlock = without(KernelSupport { landlock_abi: 0, ..full.clone() });
+
+    let mut modes = vec![
+        Mode { name: "unsandboxed", samples: Vec::new() },
+        Mode { name: "uexec sandbox (prepare + hooks)", samples: Vec::new() },
+        Mode { name: "uexec sandbox (hooks only)", samples: Vec::new() },
+        Mode { name: "prepare only", samples: Vec::new() },
+        Mode { name: "hooks without mount namespace", samples: Vec::new() },
+        Mode { name: "hooks without seccomp", samples: Vec::new() },
+        Mode { name: "hooks without landlock", samples: Vec::new() },
+    ];
+    if bwrap.is_some() {
+        modes.push(Mode { name: "bwrap", samples: Vec::new() });
+    }
+    let warmup = 20;
+    for i in 0..iterations + warmup {
+        // Rotate the order each round so no mode always runs right after another.
+        for k in 0..modes.len() {
+            let m = (i + k) % modes.len();
+            let started = Instant::now();
+            let code = match m {
+                0 => spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &[]),
+                1 => {
+                    // Timed from `prepare` to the child's exit; dropping the prepared spawn (closing the Landlock
+                    // ruleset) happens after, as in a real spawner, which drops it while the command runs.
+                    let prepared = sandbox.prepare(request()).unwrap();
+                    let code = spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &prepared.spawn.setup);
+                    if i >= warmup {
+                        modes[m].samples.push(started.elapsed());
+                    }
+                    assert_eq!(code, 0, "{}", modes[m].name);
+                    drop(prepared);
+                    continue;
+                }
+                2 => {
+                    let prepared = sandbox.prepare(request()).unwrap();
+                    let started = Instant::now();
+                    let code = spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &prepared.spawn.setup);
+                    if i >= warmup {
+                        modes[m].samples.push(started.elapsed());
+                    }
+                    assert_eq!(code, 0, "{}", modes[m].name);
+                    drop(prepared);
+                    continue;
+                }
+                3 => {
+                    let prepared = sandbox.prepare(request()).unwrap();
+                    let elapsed = started.elapsed();
+                    drop(prepared);
+                    if i >= warmup {
+                        modes[m].samples.push(elapsed);
+                    }
+                    continue;
+                }
+                4..=6 => {
+                    let hooks = match m {
+                        4 => no_mounts(),
+                        5 => no_seccomp(),
+                        _ => no_landlock(),
+                    };
+                    let started = Instant::now();
+                    let code = spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &hooks);
+                    if i >= warmup {
+                        modes[m].samples.push(started.elapsed());
+                    }
+                    assert_eq!(code, 0, "{}", modes[m].name);
+                    drop(hooks);
+                    continue;
+                }
+                _ => spawn_in_pty(bwrap_bin.as_ref().unwrap(), &bwrap_argv, &envp, &cwd, &[]),
+            };
+            let elapsed = started.elapsed();
+            assert_eq!(code, 0, "{} exited {code}", modes[m].name);
+            if i >= warmup {
+                modes[m].samples.push(elapsed);
+            }
+        }
+    }
+
+    let base = median(&mut modes[0].samples.clone());
+    println!("spawn-to-exit of /bin/true in a PTY, {iterations} interleaved samples per mode");
+    println!("{:<34} {:>12} {:>12} {:>14}", "mode", "median", "p90", "vs unsandboxed");
+    for mode in &mut modes {
+        let med = median(&mut mode.samples);
+        let p = p90(&mut mode.samples);
+        println!(
+            "{:<34} {:>10.1}us {:>10.1}us {:>13.2}x",
+            mode.name,
+            med.as_secs_f64() * 1e6,
+            p.as_secs_f64() * 1e6,
+            med.as_secs_f64() / base.as_secs_f64()
+        );
+    }
+    let sandboxed = median(&mut modes[1].samples.clone());
+    println!(
+        "\ntarget: sandboxed spawn / unsandboxed = {:.2} (<= 1.30)",
+        sandboxed.as_secs_f64() / base.as_secs_f64()
+    );
+    if let Some(bwrap_mode) = modes.iter_mut().find(|m| m.name == "bwrap") {
+        let bw = median(&mut bwrap_mode.samples);
+        let ours = median(&mut modes[1].samples);
+        println!("\nbwrap / uexec sandbox (prepare + hooks): {:.2}x", bw.as_secs_f64() / ours.as_secs_f64());
+    } else {
+        println!("\nbwrap not found: install bubblewrap to compare");
+    }
+}
+
+/// `program` on the PATH.
+fn which(program: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(program)).find(|p| p.is_file())
+}
