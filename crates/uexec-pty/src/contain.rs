@@ -1,37 +1,8 @@
 //! Containing descendants beyond the life of the host, and who reaps which process.
 //!
-//! Without [`contain_descendants`] the crate behaves like any library sharing a process with others: it
-//! reaps only the session leaders it started (by pidfd), which the `uexec-spawner` thread creates; an
-//! escaped descendant (one that left its session and whose parent died) is reparented to the system's
-//! init, still found and killed by [`kill_tree`] through its session token, but not when the host itself
-//! is killed with SIGKILL (the leaders do die then: their parent-death signal is SIGKILL).
-//!
-//! [`contain_descendants`], called by the application at the start of `main`, makes the host own its
-//! descendants:
-//!
-//! 1. The host becomes a child subreaper (`PR_SET_CHILD_SUBREAPER`): orphans of its sessions are
-//!    reparented to it rather than to the system's init.
-//! 2. When the host may create PID namespaces (root or `CAP_SYS_ADMIN`), a dedicated thread unshares a new
-//!    PID namespace (only that thread's future children enter it, so the rest of the application can keep
-//!    creating threads) and forks the namespace's init: a tiny process that reaps orphans forever and gets
-//!    SIGKILL when that thread dies (`PR_SET_PDEATHSIG`). From then on every session is spawned by that
-//!    thread, inside the namespace. When the host dies, even by SIGKILL, the init dies and the kernel kills
-//!    every process of the namespace: nothing survives. Orphans are reparented to the namespace's init,
-//!    which reaps them.
-//!    With [`NamespacePolicy::OnCallingThread`] the calling thread itself does this, for a host that spawns
-//!    from that thread only and starts no thread afterwards: no helper thread, no hand-off per spawn.
-//! 3. Otherwise (not privileged) a reaper thread collects every exited child of the host: the session
-//!    leaders (handing their status to their session) and the adopted orphans. It waits for "any child"
-//!    (`waitid(P_ALL, WNOWAIT)`), which is only acceptable because the application asked for this mode: it
-//!    must then start its other children through this crate too, since the reaper would reap a child
-//!    started with `std::process` before its `wait`. In this mode an escaped descendant survives a SIGKILL
-//!    of the host ([`Containment::Subreaper`] says so).
-//!
-//! Who may reap a session leader in each mode is written down in `reap`; which thread creates sessions, in
-//! `spawn`. Everything here is Linux's: on other platforms [`contain_descendants`] changes nothing and says so
-//! ([`ContainError::Unsupported`]).
-//!
-//! [`kill_tree`]: uexec_ports::process::ProcessControl::kill_tree
+//! Which thread and namespace the host's sessions live in, set up once at the start of `main`: see
+//! [`contain_descendants`]. Who may reap a session leader in each mode is written down in `reap`; which thread
+//! creates sessions, in `spawn`.
 
 use std::sync::Mutex;
 #[cfg(target_os = "linux")]
@@ -101,9 +72,40 @@ pub enum ContainError {
     Unsupported(&'static str),
 }
 
-/// Make this process own its descendants (see the module documentation): call it at the start of `main`,
-/// before starting a runtime or any session. Returns the mechanism now active; a second call returns the
-/// first one's result.
+/// Make this process own its descendants. Returns the mechanism now active; a second call returns the first
+/// one's result.
+///
+/// Without it the crate behaves like any library sharing a process with others: it reaps only the session
+/// leaders it started, which the `uexec-spawner` thread creates; an escaped descendant (one that left its
+/// session and whose parent died) is reparented to the system's init, still found and killed by
+/// [`kill_tree`] through its session token, but not when the host itself is killed with SIGKILL (the leaders
+/// do die then on the Linux fast path: their parent-death signal is SIGKILL).
+///
+/// Called by the application at the start of `main`, before starting a runtime or any session, it makes the
+/// host own its descendants:
+///
+/// 1. The host becomes a child subreaper (`PR_SET_CHILD_SUBREAPER`): orphans of its sessions are
+///    reparented to it rather than to the system's init.
+/// 2. When the host may create PID namespaces (root or `CAP_SYS_ADMIN`), a dedicated thread unshares a new
+///    PID namespace (only that thread's future children enter it, so the rest of the application can keep
+///    creating threads) and forks the namespace's init: a tiny process that reaps orphans forever and gets
+///    SIGKILL when that thread dies (`PR_SET_PDEATHSIG`). From then on every session is spawned by that
+///    thread, inside the namespace. When the host dies, even by SIGKILL, the init dies and the kernel kills
+///    every process of the namespace: nothing survives. Orphans are reparented to the namespace's init,
+///    which reaps them.
+///    With [`NamespacePolicy::OnCallingThread`] the calling thread itself does this, for a host that spawns
+///    from that thread only and starts no thread afterwards: no helper thread, no hand-off per spawn.
+/// 3. Otherwise (not privileged) a reaper thread collects every exited child of the host: the session
+///    leaders (handing their status to their session) and the adopted orphans. It waits for "any child"
+///    (`waitid(P_ALL, WNOWAIT)`), which is only acceptable because the application asked for this mode: it
+///    must then start its other children through this crate too, since the reaper would reap a child
+///    started with `std::process` before its `wait`. In this mode an escaped descendant survives a SIGKILL
+///    of the host ([`Containment::Subreaper`] says so).
+///
+/// All of this is Linux's: on other platforms nothing changes and the call says so
+/// ([`ContainError::Unsupported`]).
+///
+/// [`kill_tree`]: uexec_ports::process::ProcessControl::kill_tree
 pub fn contain_descendants() -> Result<Containment, ContainError> {
     contain_descendants_with(NamespacePolicy::IfPrivileged)
 }
