@@ -26,7 +26,8 @@
 //! While the process is busy, the input state is re-checked every tenth of the quiet time, at least every
 //! [`MIN_INPUT_POLL_INTERVAL`] (1 ms, so a shell that blocks just after its prompt is seen at once) and at most
 //! every [`MAX_INPUT_POLL_INTERVAL`] (250 ms, so a long silent job costs a `/proc` scan only now and then). Pipe
-//! sessions never return early for input: their state is [`InputState::Unknown`].
+//! sessions never return early for input: their state is [`InputState::Unknown`]; nor do PTY sessions of an
+//! adapter that cannot detect input waits (the portable process core, on macOS): [`InputState::Unavailable`].
 
 use std::time::Duration;
 
