@@ -1,5 +1,7 @@
 //! Sessions inside the PID namespace set up by `contain_descendants` (this machine runs tests as root):
 //! exit statuses, signals, input detection and kill_tree work as without it.
+// PID namespaces and /proc are Linux: these tests run there only.
+#![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;

@@ -1,6 +1,8 @@
 //! `NamespacePolicy::OnCallingThread`: the test thread itself enters the sessions' PID namespace (this machine
 //! runs tests as root); its spawns land in the namespace without a helper thread, a spawn from another thread is
 //! refused instead of escaping it, and a daemon orphaned into it is still killed.
+// PID namespaces and /proc are Linux: these tests run there only.
+#![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;

@@ -35,6 +35,8 @@ use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use uexec_ports::process::ChildSetup;
 
+use crate::error::errno_of;
+
 #[cfg(target_os = "linux")]
 pub(crate) use clone::{spawn_namespace_init, unshare_pid_namespace, wait_any_exited_nowait};
 #[cfg(target_os = "macos")]
@@ -212,10 +214,6 @@ pub(crate) fn spawn_child(
             .map(|(pid, pidfd)| Spawned { pid, pidfd: Some(pidfd) }),
         Backend::Portable => fork::spawn_child(plan).map(|pid| Spawned { pid, pidfd: None }),
     }
-}
-
-fn errno_of(error: &io::Error) -> i32 {
-    error.raw_os_error().unwrap_or(libc::EIO)
 }
 
 fn fail(stage: ChildStage) -> impl Fn(rustix::io::Errno) -> ChildFailure {

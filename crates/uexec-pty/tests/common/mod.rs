@@ -140,12 +140,12 @@ pub fn zombie_children() -> Vec<i32> {
 /// Many sessions exiting with their own codes while other sessions are killed (`kill_tree`) and dropped
 /// (background sweeps) around them, `rounds` times: every exit status must reach its own session. A sweep or
 /// a reaper that reaped another session's leader made that session report "reaped by someone else" (-1).
-pub async fn exit_codes_survive_concurrent_kills(rounds: usize) {
+pub async fn exit_codes_survive_concurrent_kills(spawner: uexec_pty::PtySpawner, rounds: usize) {
     use std::sync::Arc;
 
-    use uexec_pty::{ExitStatus, ProcessControl, PtySpawner};
+    use uexec_pty::{ExitStatus, ProcessControl};
 
-    let spawner = Arc::new(PtySpawner::default());
+    let spawner = Arc::new(spawner);
     for round in 0..rounds {
         let mut tasks = tokio::task::JoinSet::new();
         for i in 0..24 {
