@@ -1,5 +1,6 @@
 //! Spawn latency and PTY throughput of uexec-pty, side by side with the limits (minimal raw loops: a
-//! fork-based PTY spawn, a glibc `posix_spawn` PTY spawn, a blocking read loop) and with portable-pty.
+//! fork-based PTY spawn, a glibc `posix_spawn` PTY spawn, a blocking read loop) and with portable-pty; the
+//! spawn part also times uexec-pty's portable core (`PtySpawner::portable()`, what macOS runs).
 //!
 //! Run with `cargo bench -p uexec-pty --bench spawn`; add `-- --quick` (or set `UEXEC_BENCH_QUICK=1`) for a
 //! short run. Every variant runs in the same process, interleaved round by round (the order rotates), and
