@@ -118,7 +118,8 @@ pub fn machine_support() -> Vec<(String, String)> {
     }
 }
 
-/// The process spawner (PTY or pipes).
+/// The process spawner (PTY or pipes): uexec-pty's Linux fast path on Linux, its portable POSIX core elsewhere
+/// (on macOS composed with the Seatbelt sandbox above; input-wait detection reports itself unavailable there).
 pub fn spawner() -> Arc<dyn ProcessSpawner> {
     Arc::new(uexec_pty::PtySpawner::default())
 }
