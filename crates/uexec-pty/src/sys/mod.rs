@@ -324,8 +324,14 @@ fn mark_fds_cloexec_from(first: RawFd) -> Result<(), rustix::io::Errno> {
             return Ok(());
         }
     }
-    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(65_536);
-    let limit = c_int::try_from(limit.min(1 << 20)).unwrap_or(1 << 20);
+    // Up to the fd limit, at most 2^20 fds on Linux (its `nr_open` default) and 2^16 elsewhere (macOS allows
+    // about 24,000 per process; an unlimited soft limit would otherwise cost a million calls per spawn).
+    #[cfg(target_os = "linux")]
+    const MOST: u64 = 1 << 20;
+    #[cfg(not(target_os = "linux"))]
+    const MOST: u64 = 1 << 16;
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(MOST);
+    let limit = c_int::try_from(limit.min(MOST)).unwrap_or(c_int::MAX);
     let first = c_int::try_from(first).unwrap_or(c_int::MAX);
     for fd in first..limit {
         // SAFETY: F_SETFD on a number that may or may not be an open fd: EBADF is ignored.
