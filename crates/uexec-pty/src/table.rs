@@ -48,6 +48,25 @@ pub(crate) fn start_time_floor() -> u64 {
     platform::start_time_floor()
 }
 
+/// The environment in a `KERN_PROCARGS2` image (macOS): argc (a native `i32`), the executable path, NUL
+/// padding, argc NUL-terminated arguments, then the `NAME=value` entries, NUL-separated. Pure, so that it is
+/// tested on every platform.
+#[cfg(any(target_os = "macos", test))]
+fn procargs_environ(image: &[u8]) -> Option<&[u8]> {
+    let argc = usize::try_from(i32::from_ne_bytes(image.get(..4)?.try_into().ok()?)).ok()?;
+    let mut rest = image.get(4..)?;
+    // The executable path, then any number of NULs.
+    let path_end = rest.iter().position(|byte| *byte == 0)?;
+    rest = rest.get(path_end..)?;
+    let first = rest.iter().position(|byte| *byte != 0)?;
+    rest = rest.get(first..)?;
+    for _ in 0..argc {
+        let end = rest.iter().position(|byte| *byte == 0)?;
+        rest = rest.get(end + 1..)?;
+    }
+    Some(rest)
+}
+
 #[cfg(target_os = "linux")]
 mod platform {
     use super::ProcEntry;
@@ -107,22 +126,9 @@ mod platform {
         })
     }
 
-    /// The environment part of `KERN_PROCARGS2`: after argc (4 bytes), the executable path, NUL padding and
-    /// argc arguments.
     pub(super) fn environ(pid: i32, buffer: &mut Vec<u8>) -> Option<&[u8]> {
         sys::process_arguments(pid, buffer)?;
-        let argc = usize::try_from(i32::from_ne_bytes(buffer.get(..4)?.try_into().ok()?)).ok()?;
-        let mut rest = buffer.get(4..)?;
-        // The executable path, then any number of NULs.
-        let path_end = rest.iter().position(|byte| *byte == 0)?;
-        rest = rest.get(path_end..)?;
-        let first = rest.iter().position(|byte| *byte != 0)?;
-        rest = rest.get(first..)?;
-        for _ in 0..argc {
-            let end = rest.iter().position(|byte| *byte == 0)?;
-            rest = rest.get(end + 1..)?;
-        }
-        Some(rest)
+        super::procargs_environ(buffer)
     }
 
     /// Microseconds since the epoch, minus a second (`proc_bsdinfo`'s start time has that resolution; the
@@ -156,11 +162,31 @@ mod platform {
 }
 
 #[cfg(test)]
-#[cfg(target_os = "linux")]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_environment_is_found_after_the_path_and_the_arguments_of_a_procargs_image() {
+        let mut image = 2i32.to_ne_bytes().to_vec();
+        image.extend_from_slice(
+            b"/bin/sleep\0\0\0\0sleep\0UEXEC_SESSION_TOKEN=fake\0A=1\0UEXEC_SESSION_TOKEN=ab\0\0ptr=x\0",
+        );
+        let environ = procargs_environ(&image).unwrap();
+        // The second argument looks like the token: it must not count as an environment entry.
+        assert!(environ.starts_with(b"A=1\0"), "{:?}", String::from_utf8_lossy(environ));
+        assert!(crate::token::environ_contains(environ, b"UEXEC_SESSION_TOKEN=ab"));
+        assert!(!crate::token::environ_contains(environ, b"UEXEC_SESSION_TOKEN=fake"));
+        // Truncated or malformed images give nothing rather than a wrong answer.
+        assert_eq!(procargs_environ(&image[..3]), None);
+        assert_eq!(procargs_environ(&5i32.to_ne_bytes()), None);
+        let mut too_many = 9i32.to_ne_bytes().to_vec();
+        too_many.extend_from_slice(b"/bin/sleep\0sleep\0");
+        assert_eq!(procargs_environ(&too_many), None);
+    }
+
+    // The process table under test is Linux's /proc.
+    #[cfg(target_os = "linux")]
     #[test]
     fn start_time_floor_precedes_processes_started_after_it() {
         let floor = start_time_floor();
