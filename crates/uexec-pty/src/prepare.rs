@@ -18,7 +18,7 @@ const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/s
 pub(crate) struct Prepared {
     /// The resolved program path handed to `execve`.
     pub(crate) program: CString,
-    /// `argv`, as given (argv[0] unchanged).
+    /// `argv`, as given (`argv[0]` unchanged).
     pub(crate) argv: Vec<CString>,
     /// `NAME=value` strings: the request's environment plus the session token.
     pub(crate) envp: Vec<CString>,
