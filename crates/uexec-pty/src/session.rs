@@ -156,12 +156,7 @@ impl PtySpawner {
             .map_err(|failure| spawn_error(failure, &request, &prepared.program))?;
         drop(child_ends);
         let raw_pid = started.pid.as_raw_nonzero().get();
-        // Read through the leader's pid while it cannot be reaped (the reaper thread may otherwise reap a leader
-        // that exited at once, and the pid could name another session's process by now).
-        let mount_ns = {
-            let status = lock(&started.status);
-            status.is_none().then(|| MountNamespace::of(raw_pid)).flatten()
-        };
+        let mount_ns = started.mount_ns.and_then(MountNamespace::from_pin);
 
         let exit = match ExitWatch::new(backend, started.pid, started.pidfd) {
             Ok(exit) => exit,

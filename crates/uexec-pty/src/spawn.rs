@@ -16,11 +16,13 @@ use crate::contain::{self, Placement};
 use crate::reap::{StatusSlot, lock};
 use crate::sys::{self, Backend, ChildPlan, SpawnFailure, SpawnJob};
 
-/// A started leader: pid, pidfd (Linux fast path) and the slot its exit status goes to.
+/// A started leader: pid, pidfd (Linux fast path), its mount namespace's pin (Linux) and the slot its exit
+/// status goes to.
 #[derive(Debug)]
 pub(crate) struct Started {
     pub(crate) pid: Pid,
     pub(crate) pidfd: Option<OwnedFd>,
+    pub(crate) mount_ns: Option<OwnedFd>,
     pub(crate) status: StatusSlot,
 }
 
@@ -52,7 +54,7 @@ pub(crate) fn start(plan: &ChildPlan<'_>, backend: Backend, fork: bool) -> Resul
     leaders.insert(spawned.pid.as_raw_nonzero().get(), Arc::clone(&status));
     drop(leaders);
     contain::spawned();
-    Ok(Started { pid: spawned.pid, pidfd: spawned.pidfd, status })
+    Ok(Started { pid: spawned.pid, pidfd: spawned.pidfd, mount_ns: spawned.mount_ns, status })
 }
 
 /// The thread that spawns every session when there is no PID-namespace thread, started on first use. `None`

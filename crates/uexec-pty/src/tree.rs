@@ -15,8 +15,9 @@
 //! (a group id cannot be recycled while the group has a member).
 
 use std::collections::{HashMap, HashSet};
+use std::os::fd::OwnedFd;
 #[cfg(target_os = "linux")]
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 
 use rustix::process::{Pid, Signal};
 
@@ -72,18 +73,12 @@ pub(crate) struct MountNamespace {
 }
 
 impl MountNamespace {
-    /// The mount namespace of `pid` if it differs from this process's (an unsandboxed command shares the host's:
-    /// `None`, or every process of the host would match).
-    pub(crate) fn of(pid: i32) -> Option<MountNamespace> {
+    /// The namespace `pin` (an open `/proc/<pid>/ns/mnt`) names, if it differs from this process's (an
+    /// unsandboxed command shares the host's: `None`, or every process of the host would match). Always `None`
+    /// off Linux.
+    pub(crate) fn from_pin(pin: OwnedFd) -> Option<MountNamespace> {
         #[cfg(target_os = "linux")]
         {
-            let path = format!("/proc/{pid}/ns/mnt");
-            let pin = rustix::fs::open(
-                path.as_str(),
-                rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
-                rustix::fs::Mode::empty(),
-            )
-            .ok()?;
             let stat = rustix::fs::fstat(&pin).ok()?;
             let id = (stat.st_dev, stat.st_ino);
             (crate::procfs::namespace_id("/proc/self/ns/mnt")? != id)
@@ -91,7 +86,7 @@ impl MountNamespace {
         }
         #[cfg(not(target_os = "linux"))]
         {
-            let _ = pid;
+            drop(pin);
             None
         }
     }

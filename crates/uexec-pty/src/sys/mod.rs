@@ -154,11 +154,15 @@ pub(crate) enum SpawnFailure {
     Child(ChildFailure),
 }
 
-/// A child that has called `execve`: its pid and, on the Linux fast path, a pidfd (close-on-exec).
+/// A child that has called `execve`: its pid, on the Linux fast path a pidfd (close-on-exec), and on Linux
+/// its mount namespace (`/proc/<pid>/ns/mnt`, opened by the creating thread as soon as the child has exec'd:
+/// a command that exits at once has no namespace to read later, while a daemon it left may still live in
+/// it).
 #[derive(Debug)]
 pub(crate) struct Spawned {
     pub(crate) pid: Pid,
     pub(crate) pidfd: Option<OwnedFd>,
+    pub(crate) mount_ns: Option<OwnedFd>,
 }
 
 /// Whether the child arms a parent-death signal (Linux only: no portable equivalent exists).
@@ -208,12 +212,25 @@ pub(crate) fn spawn_child(
     outside_namespace: bool,
 ) -> Result<Spawned, SpawnFailure> {
     let _ = (fork, outside_namespace);
-    match backend {
+    let (pid, pidfd) = match backend {
         #[cfg(target_os = "linux")]
-        Backend::Linux => clone::spawn_child(plan, fork, outside_namespace)
-            .map(|(pid, pidfd)| Spawned { pid, pidfd: Some(pidfd) }),
-        Backend::Portable => fork::spawn_child(plan).map(|pid| Spawned { pid, pidfd: None }),
-    }
+        Backend::Linux => {
+            clone::spawn_child(plan, fork, outside_namespace).map(|(pid, pidfd)| (pid, Some(pidfd)))?
+        }
+        Backend::Portable => (fork::spawn_child(plan)?, None),
+    };
+    // The child is unreaped and not yet registered (the reaper thread, if any, waits for the leaders table the
+    // spawning thread holds), so `pid` still names it, exited or not.
+    #[cfg(target_os = "linux")]
+    let mount_ns = rustix::fs::open(
+        format!("/proc/{}/ns/mnt", pid.as_raw_nonzero()).as_str(),
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .ok();
+    #[cfg(not(target_os = "linux"))]
+    let mount_ns = None;
+    Ok(Spawned { pid, pidfd, mount_ns })
 }
 
 fn fail(stage: ChildStage) -> impl Fn(rustix::io::Errno) -> ChildFailure {
