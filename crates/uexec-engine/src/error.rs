@@ -18,6 +18,10 @@ pub enum ExecError {
     /// Writing to the terminal failed.
     #[error("failed to write to stdin: {0}")]
     WriteFailed(ProcessError),
+    /// The task writing the input ended without finishing (it panicked, or the runtime is shutting down); the
+    /// text is the task's error.
+    #[error("failed to write to stdin: the input writer failed: {0}")]
+    InputWriterFailed(String),
     /// Sending SIGINT (a `write_stdin` of only Ctrl-C to a session without a terminal) failed.
     #[error("failed to write to stdin: sending SIGINT failed: {0}")]
     InterruptFailed(ProcessError),

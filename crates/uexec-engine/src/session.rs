@@ -216,7 +216,7 @@ impl Session {
         });
         Ok(match tokio::time::timeout_at(deadline, &mut write).await {
             Ok(Ok(result)) => Some(result),
-            Ok(Err(join)) => return Err(ExecError::WriteFailed(format!("the input writer failed: {join}"))),
+            Ok(Err(join)) => return Err(ExecError::InputWriterFailed(join.to_string())),
             Err(_elapsed) => {
                 *self.input_in_flight.lock().unwrap_or_else(PoisonError::into_inner) = Some(write);
                 None

@@ -149,7 +149,7 @@ impl ProcessControl for FakeControl {
         let mut rx = self.exit.subscribe();
         // The sender lives in the script: a closed channel means the script is gone, like a process reaped
         // elsewhere (`waitid` failing with ECHILD, 10 on Linux and macOS).
-        let gone = || ProcessError::Os(uexec_ports::OsError::new("waitid", 10));
+        let gone = || ProcessError::Os(uexec_ports::process::OsError::new("waitid", 10));
         let status = rx.wait_for(Option::is_some).await.map_err(|_| gone())?;
         status.ok_or_else(gone)
     }
