@@ -573,3 +573,48 @@ async fn polls_of_terminals_printing_at_full_speed_end_with_their_window() {
         done.unwrap();
     }
 }
+
+/// Issue 12, part 4, through the engine: under `danger-full-access` the login snapshot is captured outside the
+/// sandbox once, replayed into pipe and PTY commands (which start `bash -c`, as their `Begin` says), keeps the
+/// profile's output out of theirs, and its files are removed with the engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_login_snapshot_is_captured_once_and_replayed_into_every_command() {
+    let base = tempfile::Builder::new().prefix("uexec-login-").tempdir_in("/var/tmp").unwrap();
+    let (home, state) = (base.path().join("home"), base.path().join("snapshots"));
+    std::fs::create_dir(&home).unwrap();
+    let runs = base.path().join("runs");
+    std::fs::write(
+        home.join(".profile"),
+        format!(
+            "echo PROFILE-BANNER\necho \"${{UEXEC_SANDBOX:-none}}\" >> '{}'\nexport SNAP_VAR=v1\nsnapfn() {{ echo \"fn:$1\"; }}\n",
+            runs.display()
+        ),
+    )
+    .unwrap();
+    let (engine, events) = setup_with(|config| {
+        config.base_env.retain(|(name, _)| name != "HOME" && name != "BASH_ENV");
+        config.base_env.push(("HOME".into(), home.clone().into()));
+        config.snapshot_dir = Some(state.clone());
+    });
+    for tty in [false, true, false] {
+        let r = engine.exec_command(cmd("echo \"[$SNAP_VAR]\"; snapfn a", tty, 10_000)).await.unwrap();
+        assert!(r.output.contains("[v1]") && r.output.contains("fn:a"), "{r:?}");
+        assert!(!r.output.contains("PROFILE-BANNER"), "{r:?}");
+    }
+    assert_eq!(std::fs::read_to_string(&runs).unwrap(), "none\n", "captured once, outside the sandbox");
+    let argvs: Vec<Vec<String>> = events
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            ExecEvent::Begin { argv, .. } => Some(argv.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(argvs.iter().all(|argv| argv[1] == "-c"), "{argvs:?}");
+    assert_eq!(std::fs::read_dir(&state).unwrap().count(), 1);
+    engine.shutdown().await;
+    drop(engine);
+    assert_eq!(std::fs::read_dir(&state).unwrap().count(), 0, "the engine removes its snapshots");
+}

@@ -5,6 +5,8 @@
 //!   throughput against a raw read loop.
 //! - `uexec-sandbox-linux/spawn` (cargo bench): a sandboxed spawn against an unsandboxed one (and bubblewrap).
 //! - `tests/engine_roundtrip` (cargo bench): the engine's `write_stdin` round trip against a raw PTY.
+//! - `tests/login_snapshot` (cargo bench): a sandboxed `exec_command` of `true` with `login: true` (replayed
+//!   from the login snapshot) against `login: false`, on a HOME whose `.bashrc` takes 100 ms.
 //! - `run` (here): whole processes, measured side by side in one interleaved run on the release build:
 //!   `uexec run -- /bin/true` against bubblewrap, `codex sandbox` and `srt`; and the PTY peers tmux and pexpect.
 //!
@@ -51,13 +53,14 @@ const BWRAP_ARGS: [&str; 13] = [
     "/bin/true",
 ];
 
-/// `cargo xtask bench [--quick] [--only NAME]`: NAME is `pty`, `sandbox`, `engine` or `run`.
+/// `cargo xtask bench [--quick] [--only NAME]`: NAME is `pty`, `sandbox`, `engine`, `login` or `run`.
 pub fn run(root: &Path, quick: bool, only: Option<&str>) -> Result<()> {
     let mut report = Vec::new();
-    let cargo_benches: [(&str, &str, &str); 3] = [
+    let cargo_benches: [(&str, &str, &str); 4] = [
         ("pty", "uexec-pty", "spawn"),
         ("sandbox", "uexec-sandbox-linux", "spawn"),
         ("engine", "tests", "engine_roundtrip"),
+        ("login", "tests", "login_snapshot"),
     ];
     for (key, package, bench) in cargo_benches {
         if only.is_some_and(|only| only != key) {

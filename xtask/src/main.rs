@@ -33,7 +33,7 @@ commands:
   examples    build every example of the workspace and run each (stdin /dev/null, must exit 0 in 120 s)
   package     cargo package (verified) of every publishable crate, together
   bench       run every benchmark, then print each target (met / NOT met) and the peer table
-              (--quick for a short run; --only pty|sandbox|engine|run for one of them)
+              (--quick for a short run; --only pty|sandbox|engine|login|run for one of them)
 ";
 
 fn main() -> Result<()> {

@@ -76,6 +76,7 @@ pub mod question;
 pub mod response;
 pub mod rules;
 mod session;
+pub mod snapshot;
 pub mod startup;
 pub mod truncate;
 

@@ -62,12 +62,16 @@ pub struct EngineConfig {
     /// "--"]`); the patch follows as further arguments. `None` (the default): `apply_patch` calls run in the
     /// shell like any command.
     pub apply_patch_program: Option<Vec<OsString>>,
+    /// Where login snapshots are written (`crate::login`): a directory outside every writable root (the app:
+    /// `$XDG_STATE_HOME/uexec/snapshots`). `None` (the default): every `login: true` command starts a login
+    /// shell.
+    pub snapshot_dir: Option<PathBuf>,
 }
 
 impl EngineConfig {
     /// The defaults: `on-request`, `workspace-write` without network, fail closed, inherit the whole (empty)
     /// base environment, reference limits, no rules, `/bin/bash`, protections noted only when news, random ids, no
-    /// `apply_patch` interception.
+    /// `apply_patch` interception, no login snapshots.
     pub fn new(cwd: PathBuf) -> Self {
         EngineConfig {
             approval_policy: ApprovalPolicy::default(),
@@ -82,6 +86,7 @@ impl EngineConfig {
             report_protections: false,
             id_seed: None,
             apply_patch_program: None,
+            snapshot_dir: None,
         }
     }
 }

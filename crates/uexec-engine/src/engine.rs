@@ -25,6 +25,7 @@ use uexec_domain::limits::{
 };
 use uexec_domain::response::session_count_warning;
 use uexec_domain::rules::{PrefixRule, RuleDecision, session_prefix_offer};
+use uexec_domain::snapshot::{SnapshotShell, capture_script, end_marker, parse_capture, render_bash};
 use uexec_domain::startup::{GUARDED_DETAIL, guard_env};
 use uexec_domain::truncate::truncate_output_with_dropped;
 use uexec_domain::{
@@ -40,6 +41,7 @@ use crate::collect::{Collected, Mark, collect};
 use crate::config::{EngineConfig, EngineDeps};
 use crate::error::ExecError;
 use crate::known_safe::{known_safe_verdict, writable_dirs};
+use crate::login::{CAPTURE_DEADLINE, CAPTURE_MAX_BYTES, SnapshotKey, Snapshots, log_startup_output};
 use crate::placement::{self, Placement, SandboxContext, tmpdir_of};
 use crate::session::{Session, SessionSpec};
 use crate::store::Store;
@@ -59,6 +61,8 @@ struct Inner {
     approvals: Mutex<HashSet<ApprovalKey>>,
     /// Prefixes a person approved for the session, each for the sandbox permissions it was asked with.
     prefixes: Mutex<Vec<(SandboxPermissions, Vec<String>)>>,
+    /// The login snapshots (`crate::login`).
+    snapshots: Snapshots,
 }
 
 impl std::fmt::Debug for Inner {
@@ -170,8 +174,11 @@ impl Engine {
     /// An engine with `config` talking to `deps`.
     pub fn new(config: EngineConfig, deps: EngineDeps) -> Self {
         let seed = config.id_seed.unwrap_or_else(seed_from_time_and_pid);
+        let env = build_env(config.base_env.iter().cloned(), &config.env_policy);
+        let snapshots = Snapshots::new(&config, &env);
         Engine {
             inner: Arc::new(Inner {
+                snapshots,
                 store: Store::new(seed),
                 config,
                 deps,
@@ -479,6 +486,128 @@ impl Inner {
         placement::place(context, placement, base).map_err(ExecError::Sandbox)
     }
 
+    /// Whether a `login: true` command of `shell` with `env` and `permissions` starts without login, its login
+    /// environment replayed from a snapshot (`crate::login`): bash, snapshots on, and a command that runs in the
+    /// sandbox or under `danger-full-access` (an escalation keeps its login shell: its startup files run after
+    /// the person's approval, not before). The snapshot for where the command will run is captured now.
+    async fn login_snapshot(
+        &self,
+        shell: &str,
+        env: &[(OsString, OsString)],
+        permissions: SandboxPermissions,
+    ) -> Option<SnapshotShell> {
+        let kind = SnapshotShell::of(shell)?;
+        if !self.snapshots.enabled() {
+            return None;
+        }
+        let placement = Placement::for_policy(
+            &self.config.sandbox_policy,
+            permissions == SandboxPermissions::RequireEscalated,
+        );
+        if placement == Placement::Unsandboxed(EscapeReason::ApprovedEscalation) {
+            return None;
+        }
+        self.snapshot_file(kind, shell, env, placement).await.map(|_| kind)
+    }
+
+    /// The snapshot file of `shell` for commands placed at `placement`, captured under that placement when
+    /// missing or stale.
+    async fn snapshot_file(
+        &self,
+        kind: SnapshotShell,
+        shell: &str,
+        env: &[(OsString, OsString)],
+        placement: Placement,
+    ) -> Option<PathBuf> {
+        let key = SnapshotKey {
+            shell: kind,
+            shell_path: shell.to_owned(),
+            sandboxed: placement == Placement::Sandboxed,
+        };
+        self.snapshots.get(&key, env, || self.capture_snapshot(&key, env, placement)).await
+    }
+
+    /// Run the login shell with the capture script under `placement` and render the snapshot file's text.
+    async fn capture_snapshot(
+        &self,
+        key: &SnapshotKey,
+        env: &[(OsString, OsString)],
+        placement: Placement,
+    ) -> Result<Vec<u8>, String> {
+        let nonce = self.store.next_random();
+        let base = SpawnRequest {
+            argv: vec![
+                OsString::from(&key.shell_path),
+                OsString::from("-lc"),
+                OsString::from(capture_script(key.shell, nonce)),
+            ],
+            cwd: self.config.cwd.clone(),
+            env: env.to_vec(),
+            mode: IoMode::Pipes,
+            setup: Vec::new(),
+        };
+        let (spawn, _) = self.place(placement, base).map_err(|e| e.to_string())?;
+        let started_with = spawn.env.clone();
+        let mut process = self.deps.spawner.spawn(spawn).map_err(|e| e.to_string())?;
+        let end = end_marker(nonce);
+        let mut output = Vec::new();
+        let read = async {
+            loop {
+                match process.output.next_chunk().await {
+                    Ok(Some(chunk)) => {
+                        let from = output.len().saturating_sub(end.len());
+                        output.extend_from_slice(&chunk);
+                        if output[from..].windows(end.len()).any(|w| w == end.as_slice()) {
+                            return Ok(());
+                        }
+                        if output.len() > CAPTURE_MAX_BYTES {
+                            return Err(format!(
+                                "the login shell printed more than {CAPTURE_MAX_BYTES} bytes"
+                            ));
+                        }
+                    }
+                    Ok(None) => return Ok(()),
+                    Err(error) => return Err(error.to_string()),
+                }
+            }
+        };
+        let read = tokio::time::timeout(CAPTURE_DEADLINE, read).await;
+        // Nothing the startup files started outlives the capture.
+        let _ = process.control.kill_tree().await;
+        match read {
+            Ok(result) => result?,
+            Err(_) => return Err(format!("the login shell took longer than {CAPTURE_DEADLINE:?}")),
+        }
+        let captured = parse_capture(&output, nonce).map_err(|e| e.to_string())?;
+        log_startup_output(key, &captured.startup_output);
+        let own = env.iter().rev().find(|(name, _)| name == key.shell.loader_var()).map(|(_, v)| v);
+        Ok(render_bash(&captured, &started_with, own))
+    }
+
+    /// `base` with the snapshot for `placement` as its shell's loader (`BASH_ENV`), when the command replays
+    /// one (`snapshot`). A snapshot that cannot be had at this point (an unsandboxed retry whose capture
+    /// failed) leaves the command without its login environment, logged.
+    async fn with_snapshot(
+        &self,
+        snapshot: Option<SnapshotShell>,
+        shell: &str,
+        placement: Placement,
+        mut base: SpawnRequest,
+    ) -> SpawnRequest {
+        let Some(kind) = snapshot else { return base };
+        match self.snapshot_file(kind, shell, &base.env, placement).await {
+            Some(path) => {
+                base.env.retain(|(name, _)| name != kind.loader_var());
+                base.env.push((OsString::from(kind.loader_var()), path.into_os_string()));
+            }
+            None => tracing::warn!(
+                ?placement,
+                "no login snapshot for this placement: the command runs without its login environment"
+            ),
+        }
+        base
+    }
+
     /// Spawn one attempt, emit `Begin`, start its tasks.
     fn start_attempt(
         &self,
@@ -528,16 +657,23 @@ impl Inner {
         let start =
             decide_shell_start(&self.config, &requested, login_requested, req.sandbox_permissions, &env);
         let env = if start.guarded { guard_env(env, &shell) } else { env };
-        let flag = if start.login { "-lc" } else { "-c" };
-        let argv = vec![shell, flag.to_owned(), req.cmd.clone()];
         let call_id = req.call_id.clone().unwrap_or_else(|| self.new_call_id());
         let limits = &self.config.limits;
         // Validated before anything is reserved or asked, like the rest of the call.
-        let patch_call = self.apply_patch_spawn(&argv, &cwd)?;
+        let patch_call = self.apply_patch_spawn(&requested, &cwd)?;
         // The shell gets `cmd` as one argument (an apply_patch call goes in pieces to the patch program).
         if patch_call.is_none() && req.cmd.len() >= MAX_ARG_STRLEN {
             return Err(ExecError::CommandTooLong { bytes: req.cmd.len(), max: MAX_ARG_STRLEN });
         }
+
+        // A login shell whose environment can be replayed from a snapshot starts without login: decided (and the
+        // snapshot captured) before the question, so the argv a person approves is the argv that runs.
+        let snapshot = match patch_call {
+            None if start.login => self.login_snapshot(&shell, &env, req.sandbox_permissions).await,
+            _ => None,
+        };
+        let flag = if start.login && snapshot.is_none() { "-lc" } else { "-c" };
+        let argv = vec![shell.clone(), flag.to_owned(), req.cmd.clone()];
 
         let id = self.store.reserve()?;
         let mut reservation = Reservation { store: &self.store, id, session: None, done: false };
@@ -580,7 +716,8 @@ impl Inner {
             startup_guarded: start.guarded,
             input_backlog_bytes: limits.max_write_bytes,
         };
-        let (spawn, report) = self.place(placement, base.clone())?;
+        let first = self.with_snapshot(snapshot, &shell, placement, base.clone()).await;
+        let (spawn, report) = self.place(placement, first)?;
         let mut session = self.start_attempt(&spec, spawn, report)?;
         let mut call_guard = Arc::clone(&session.call_lock).lock_owned().await;
         if let Err(error) = reservation.stored(&session) {
@@ -663,8 +800,9 @@ impl Inner {
                     if retry {
                         reservation.detached(&session);
                         drop(call_guard);
-                        let (spawn, report) =
-                            self.place(Placement::Unsandboxed(EscapeReason::RetryAfterDenial), base)?;
+                        let outside = Placement::Unsandboxed(EscapeReason::RetryAfterDenial);
+                        let retry_spawn = self.with_snapshot(snapshot, &shell, outside, base).await;
+                        let (spawn, report) = self.place(outside, retry_spawn)?;
                         session = self.start_attempt(&spec, spawn, report)?;
                         call_guard = Arc::clone(&session.call_lock).lock_owned().await;
                         if let Err(error) = reservation.stored(&session) {

@@ -137,6 +137,7 @@ mod config;
 mod engine;
 mod error;
 mod known_safe;
+mod login;
 mod placement;
 mod screen;
 mod session;

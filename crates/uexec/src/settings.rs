@@ -69,6 +69,9 @@ pub struct Settings {
     /// The network of sandboxed commands: off, on, or through the proxy (`sandbox_policy`'s network access is
     /// true for the last two).
     pub network: NetworkPolicy,
+    /// The server's own state (`$XDG_STATE_HOME/uexec`, else `~/.local/state/uexec`): login snapshots live under
+    /// it. The engine uses it only when it lies outside every writable root.
+    pub state_dir: Option<PathBuf>,
 }
 
 impl Settings {
@@ -305,6 +308,7 @@ fn resolve_with(
         config_file: loaded.map(|l| l.path.clone()),
         hidden,
         network: network_policy,
+        state_dir: state_dir(&ctx.env),
     })
 }
 
@@ -345,6 +349,17 @@ fn network_policy(args: &PolicyArgs, file: Option<&config::NetworkConfig>) -> Re
         Some(config::NetworkConfig::Switch(true)) => NetworkPolicy::On,
         _ => NetworkPolicy::Off,
     })
+}
+
+/// `$XDG_STATE_HOME/uexec` (when absolute), else `$HOME/.local/state/uexec`.
+fn state_dir(get_env: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    get_env("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            get_env("HOME").map(PathBuf::from).filter(|p| p.is_absolute()).map(|h| h.join(".local/state"))
+        })
+        .map(|base| base.join("uexec"))
 }
 
 /// A sandboxed command may write beneath every writable root: an audit log there could be truncated or filled

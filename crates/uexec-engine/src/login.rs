@@ -1,0 +1,198 @@
+//! The login environment, loaded once: the I/O half of `uexec_domain::snapshot`.
+//!
+//! A command with `login: true` whose startup files are trusted for it (`uexec_domain::startup`) and whose
+//! shell is bash runs as `bash -c` with `BASH_ENV` naming a snapshot of what `bash -l` had after its startup
+//! files. One snapshot per shell and placement (in the sandbox, or outside it), per server: a snapshot captured
+//! in the sandbox is never sourced by a command that runs outside it, and the other way round. It is captured
+//! again when one of `uexec_domain::snapshot::snapshot_inputs` changes (device, inode, size, modification
+//! time). What the startup files print goes to the server log.
+//!
+//! The snapshot files live in the directory the app names (`EngineConfig::snapshot_dir`), which must lie
+//! outside every possible writable root ([`writable_root_holding`]): otherwise snapshots are off and commands
+//! start login shells as before. The directory is created mode 0700; each file is written under a fresh name
+//! and renamed into place, and the files this server wrote are removed when the engine is dropped.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::future::Future;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use uexec_domain::snapshot::{SnapshotShell, snapshot_inputs};
+use uexec_domain::startup::possible_writable_roots;
+
+use crate::config::EngineConfig;
+use crate::placement::tmpdir_of;
+use crate::trust::writable_root_holding;
+
+/// How long a capture (the login shell with its startup files) may take before commands keep starting login
+/// shells for this fingerprint.
+pub(crate) const CAPTURE_DEADLINE: Duration = Duration::from_secs(20);
+
+/// The most output a capture may print (startup output plus state) before it counts as failed.
+pub(crate) const CAPTURE_MAX_BYTES: usize = 16 * 1024 * 1024;
+
+/// How much of the startup files' output goes to the server log.
+const LOGGED_STARTUP_BYTES: usize = 4096;
+
+/// The identity of one input file: absent, or its device, inode, size and modification time.
+type FileId = (PathBuf, Option<(u64, u64, u64, i64, i64)>);
+
+/// Which snapshot: the shell and whether its commands run in the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct SnapshotKey {
+    pub shell: SnapshotShell,
+    pub shell_path: String,
+    pub sandboxed: bool,
+}
+
+#[derive(Debug)]
+struct Entry {
+    fingerprint: Vec<FileId>,
+    /// `None`: the capture failed for this fingerprint (commands start login shells until a file changes).
+    file: Option<PathBuf>,
+}
+
+/// The snapshots of one engine.
+#[derive(Debug)]
+pub(crate) struct Snapshots {
+    /// The directory, once it was checked to lie outside every writable root; `None`: snapshots are off.
+    dir: Option<PathBuf>,
+    /// One capture at a time; commands wait for the capture they need.
+    entries: tokio::sync::Mutex<HashMap<SnapshotKey, Entry>>,
+    /// Every file this engine wrote (removed on drop).
+    written: Mutex<Vec<PathBuf>>,
+    counter: AtomicU64,
+}
+
+impl Snapshots {
+    /// Snapshots in `config.snapshot_dir`, or off when it is unset or lies in a possible writable root of the
+    /// commands' environment `env`.
+    pub(crate) fn new(config: &EngineConfig, env: &[(OsString, OsString)]) -> Snapshots {
+        let dir = config.snapshot_dir.as_ref().and_then(|dir| {
+            let tmpdir = tmpdir_of(env);
+            let roots = possible_writable_roots(&config.sandbox_policy, &config.cwd, tmpdir.as_deref());
+            match writable_root_holding(dir, &roots) {
+                Some(found) => {
+                    tracing::warn!(
+                        dir = %dir.display(),
+                        "login snapshots are off: the snapshot directory is not safe from sandboxed commands ({})",
+                        found.describe()
+                    );
+                    None
+                }
+                None => Some(dir.clone()),
+            }
+        });
+        Snapshots {
+            dir,
+            entries: tokio::sync::Mutex::new(HashMap::new()),
+            written: Mutex::new(Vec::new()),
+            counter: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether snapshots are on.
+    pub(crate) fn enabled(&self) -> bool {
+        self.dir.is_some()
+    }
+
+    /// The snapshot file for `key` given the commands' environment `env`, capturing it with `capture` (which
+    /// returns the file's text) when there is none yet or an input changed. `None`: snapshots are off, or the
+    /// capture failed (logged).
+    pub(crate) async fn get<F, Fut>(
+        &self,
+        key: &SnapshotKey,
+        env: &[(OsString, OsString)],
+        capture: F,
+    ) -> Option<PathBuf>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Vec<u8>, String>>,
+    {
+        let dir = self.dir.clone()?;
+        let inputs =
+            snapshot_inputs(|name| env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone()));
+        let fingerprint = fingerprint(inputs);
+        let mut entries = self.entries.lock().await;
+        if let Some(entry) = entries.get(key)
+            && entry.fingerprint == fingerprint
+        {
+            return entry.file.clone();
+        }
+        let file = match capture().await {
+            Ok(text) => match self.write(&dir, key, &text) {
+                Ok(path) => {
+                    tracing::info!(path = %path.display(), sandboxed = key.sandboxed, "login snapshot captured");
+                    Some(path)
+                }
+                Err(error) => {
+                    tracing::warn!(%error, dir = %dir.display(), "cannot write the login snapshot");
+                    None
+                }
+            },
+            Err(error) => {
+                tracing::warn!(%error, sandboxed = key.sandboxed, "the login snapshot could not be captured");
+                None
+            }
+        };
+        entries.insert(key.clone(), Entry { fingerprint, file: file.clone() });
+        file
+    }
+
+    fn write(&self, dir: &Path, key: &SnapshotKey, text: &[u8]) -> std::io::Result<PathBuf> {
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let place = if key.sandboxed { "sandboxed" } else { "host" };
+        let name = format!("bash-{place}-{}-{n}.sh", std::process::id());
+        let path = dir.join(&name);
+        let partial = dir.join(format!(".{name}.partial"));
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&partial)?;
+        file.write_all(text)?;
+        file.sync_data()?;
+        std::fs::rename(&partial, &path)?;
+        self.written.lock().unwrap_or_else(PoisonError::into_inner).push(path.clone());
+        Ok(path)
+    }
+}
+
+impl Drop for Snapshots {
+    fn drop(&mut self) {
+        for path in self.written.lock().unwrap_or_else(PoisonError::into_inner).drain(..) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// The identity of every input: a `stat` each, made inline like the startup-file lookups of `crate::trust`
+/// (a handful of paths under `$HOME` and `/etc`; a thread hand-off would cost more than the calls).
+fn fingerprint(inputs: Vec<PathBuf>) -> Vec<FileId> {
+    inputs
+        .into_iter()
+        .map(|path| {
+            let id = std::fs::metadata(&path)
+                .ok()
+                .map(|m| (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec()));
+            (path, id)
+        })
+        .collect()
+}
+
+/// The first [`LOGGED_STARTUP_BYTES`] of what the startup files printed, for the log.
+pub(crate) fn log_startup_output(key: &SnapshotKey, output: &[u8]) {
+    if output.is_empty() {
+        return;
+    }
+    let shown = String::from_utf8_lossy(&output[..output.len().min(LOGGED_STARTUP_BYTES)]);
+    tracing::info!(
+        shell = %key.shell_path,
+        sandboxed = key.sandboxed,
+        bytes = output.len(),
+        output = %shown.escape_debug(),
+        "the login shell's startup files printed (kept out of commands' output)"
+    );
+}
