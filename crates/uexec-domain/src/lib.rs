@@ -57,6 +57,7 @@
 
 pub mod approval;
 pub mod buffer;
+pub mod caches;
 pub mod command;
 pub mod denial;
 pub mod env;

@@ -66,12 +66,16 @@ pub struct EngineConfig {
     /// `$XDG_STATE_HOME/uexec/snapshots`). `None` (the default): every `login: true` command starts a login
     /// shell.
     pub snapshot_dir: Option<PathBuf>,
+    /// The sandbox's own package-cache directory (`uexec_domain::caches`): sandboxed commands get npm, pip,
+    /// uv, yarn, pnpm, go and XDG cache variables pointing into it when it is one of the policy's writable
+    /// roots (the app adds it under `workspace-write`). `None` (the default): no cache variables.
+    pub sandbox_cache: Option<PathBuf>,
 }
 
 impl EngineConfig {
     /// The defaults: `on-request`, `workspace-write` without network, fail closed, inherit the whole (empty)
     /// base environment, reference limits, no rules, `/bin/bash`, protections noted only when news, random ids, no
-    /// `apply_patch` interception, no login snapshots.
+    /// `apply_patch` interception, no login snapshots, no sandbox cache.
     pub fn new(cwd: PathBuf) -> Self {
         EngineConfig {
             approval_policy: ApprovalPolicy::default(),
@@ -87,6 +91,7 @@ impl EngineConfig {
             id_seed: None,
             apply_patch_program: None,
             snapshot_dir: None,
+            sandbox_cache: None,
         }
     }
 }

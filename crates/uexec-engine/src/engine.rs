@@ -482,6 +482,7 @@ impl Inner {
             policy: &self.config.sandbox_policy,
             workspace: &self.config.cwd,
             allow_degraded: self.config.allow_degraded_sandbox,
+            cache: self.config.sandbox_cache.as_deref(),
         };
         placement::place(context, placement, base).map_err(ExecError::Sandbox)
     }

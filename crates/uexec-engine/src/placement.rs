@@ -5,6 +5,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use uexec_domain::caches::with_cache_vars;
 use uexec_domain::{EscapeReason, ProtectionReport, SandboxPolicy};
 use uexec_ports::process::SpawnRequest;
 use uexec_ports::{Sandbox, SandboxError, SandboxRequest};
@@ -45,6 +46,9 @@ pub struct SandboxContext<'a> {
     pub workspace: &'a Path,
     /// Accept protections that are partial or off instead of refusing.
     pub allow_degraded: bool,
+    /// The sandbox's own package-cache directory (`uexec_domain::caches`): used when it is one of the
+    /// policy's writable roots under `workspace-write`.
+    pub cache: Option<&'a Path>,
 }
 
 impl std::fmt::Debug for SandboxContext<'_> {
@@ -54,6 +58,7 @@ impl std::fmt::Debug for SandboxContext<'_> {
             .field("policy", &self.policy.mode_str())
             .field("workspace", &self.workspace)
             .field("allow_degraded", &self.allow_degraded)
+            .field("cache", &self.cache)
             .finish()
     }
 }
@@ -79,6 +84,10 @@ pub fn place(
             Ok((base, ProtectionReport::unsandboxed(context.policy.mode_str(), reason)))
         }
         Placement::Sandboxed => {
+            let mut base = base;
+            if let Some(root) = sandbox_cache(&context) {
+                base.env = with_cache_vars(base.env, root, context.policy.has_network_access());
+            }
             let tmpdir = tmpdir_of(&base.env);
             let request = SandboxRequest {
                 spawn: base,
@@ -90,6 +99,18 @@ pub fn place(
             let sandboxed = context.sandbox.prepare(request)?;
             Ok((sandboxed.spawn, sandboxed.report))
         }
+    }
+}
+
+/// The sandbox's package-cache root, when the policy makes it writable for sandboxed commands
+/// (`workspace-write` with it among the writable roots): only then do package managers get pointed at it.
+fn sandbox_cache<'a>(context: &SandboxContext<'a>) -> Option<&'a Path> {
+    let root = context.cache?;
+    match context.policy {
+        SandboxPolicy::WorkspaceWrite { writable_roots, .. } if writable_roots.iter().any(|r| r == root) => {
+            Some(root)
+        }
+        _ => None,
     }
 }
 
@@ -155,6 +176,7 @@ mod tests {
             policy: &policy,
             workspace: Path::new("/work"),
             allow_degraded: false,
+            cache: None,
         };
         place(context, Placement::Sandboxed, request(env)).unwrap();
         sandbox.requests.lock().unwrap().pop().unwrap()
@@ -166,6 +188,37 @@ mod tests {
         assert_eq!(placed(&[("TMPDIR", "/a"), ("TMPDIR", "")]).tmpdir, None);
         assert_eq!(placed(&[("TMPDIR", "")]).tmpdir, None);
         assert_eq!(placed(&[("PATH", "/bin")]).tmpdir, None);
+    }
+
+    #[test]
+    fn package_caches_point_at_the_sandbox_cache_only_when_it_is_a_writable_root() {
+        let sandbox = Recording::default();
+        let env_of = |policy: &SandboxPolicy, placement: Placement| {
+            let context = SandboxContext {
+                sandbox: &sandbox,
+                policy,
+                workspace: Path::new("/work"),
+                allow_degraded: false,
+                cache: Some(Path::new("/state/cache")),
+            };
+            let (spawn, _) =
+                place(context, placement, request(&[("npm_config_cache", "/home/me/.npm")])).unwrap();
+            spawn.env.iter().rev().find(|(n, _)| n == "npm_config_cache").map(|(_, v)| v.clone())
+        };
+        let with_root = SandboxPolicy::WorkspaceWrite {
+            writable_roots: vec![PathBuf::from("/state/cache")],
+            network_access: false,
+            exclude_slash_tmp: false,
+            exclude_tmpdir_env_var: false,
+        };
+        assert_eq!(env_of(&with_root, Placement::Sandboxed), Some("/state/cache/npm".into()));
+        // Outside the sandbox, the person's own cache: nothing a sandboxed command wrote is read there.
+        let outside = Placement::Unsandboxed(EscapeReason::ApprovedEscalation);
+        assert_eq!(env_of(&with_root, outside), Some("/home/me/.npm".into()));
+        // Not a writable root (read-only, or not listed): the person's cache, read-only.
+        assert_eq!(env_of(&SandboxPolicy::default(), Placement::Sandboxed), Some("/home/me/.npm".into()));
+        let read_only = SandboxPolicy::ReadOnly { network_access: false };
+        assert_eq!(env_of(&read_only, Placement::Sandboxed), Some("/home/me/.npm".into()));
     }
 
     #[test]
@@ -194,6 +247,7 @@ mod tests {
             policy: &policy,
             workspace: Path::new("/"),
             allow_degraded: false,
+            cache: Some(Path::new("/")),
         };
         let placement = Placement::for_policy(&policy, false);
         let (spawn, report) = place(context, placement, request(&[])).unwrap();

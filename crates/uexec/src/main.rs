@@ -172,6 +172,7 @@ pub fn engine_config(settings: &Settings) -> EngineConfig {
     config.default_shell = settings.shell.clone();
     config.report_protections = settings.report_protections;
     config.snapshot_dir = settings.state_dir.as_ref().map(|dir| dir.join("snapshots"));
+    config.sandbox_cache = settings.sandbox_cache.clone();
     // `apply_patch` calls run as this binary's `apply-patch` subcommand.
     config.apply_patch_program = std::env::current_exe()
         .ok()

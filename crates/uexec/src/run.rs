@@ -112,6 +112,7 @@ fn run(args: &RunArgs) -> Result<u8, NothingRan> {
         policy: &settings.sandbox_policy,
         workspace: &settings.cwd,
         allow_degraded: settings.allow_degraded_sandbox,
+        cache: settings.sandbox_cache.as_deref(),
     };
     let placement = Placement::for_policy(&settings.sandbox_policy, false);
     let (spawn, protections) = uexec_engine::place(context, placement, base)

@@ -72,6 +72,10 @@ pub struct Settings {
     /// The server's own state (`$XDG_STATE_HOME/uexec`, else `~/.local/state/uexec`): login snapshots live under
     /// it. The engine uses it only when it lies outside every writable root.
     pub state_dir: Option<PathBuf>,
+    /// The sandbox's package-cache directory (`<state_dir>/sandbox-cache`, created mode 0700) under
+    /// workspace-write: one of the policy's writable roots, named to sandboxed commands' package managers by
+    /// `uexec_domain::caches`. `None` in the other modes, or when it cannot be created.
+    pub sandbox_cache: Option<PathBuf>,
 }
 
 impl Settings {
@@ -203,6 +207,15 @@ fn resolve_with(
         }
         push_unique(&mut writable_roots, canonical);
     }
+    let state_dir = state_dir(&ctx.env);
+    // The sandbox's own package caches: a writable root of sandboxed commands, never the person's caches.
+    let sandbox_cache = match (mode, &state_dir) {
+        (SandboxMode::WorkspaceWrite, Some(state)) => sandbox_cache_root(state),
+        _ => None,
+    };
+    if let Some(cache) = &sandbox_cache {
+        push_unique(&mut writable_roots, cache.clone());
+    }
 
     let sandbox_policy = match mode {
         SandboxMode::ReadOnly => SandboxPolicy::ReadOnly { network_access: network },
@@ -308,7 +321,8 @@ fn resolve_with(
         config_file: loaded.map(|l| l.path.clone()),
         hidden,
         network: network_policy,
-        state_dir: state_dir(&ctx.env),
+        state_dir,
+        sandbox_cache,
     })
 }
 
@@ -360,6 +374,20 @@ fn state_dir(get_env: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
             get_env("HOME").map(PathBuf::from).filter(|p| p.is_absolute()).map(|h| h.join(".local/state"))
         })
         .map(|base| base.join("uexec"))
+}
+
+/// `<state>/sandbox-cache`, created (mode 0700) and canonical; `None`, with a warning, when it cannot be made.
+fn sandbox_cache_root(state: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = state.join("sandbox-cache");
+    let made = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir);
+    match made.and_then(|()| std::fs::canonicalize(&dir)) {
+        Ok(dir) => Some(dir),
+        Err(error) => {
+            tracing::warn!(dir = %dir.display(), %error, "no sandbox package cache: the directory cannot be made");
+            None
+        }
+    }
 }
 
 /// A sandboxed command may write beneath every writable root: an audit log there could be truncated or filled

@@ -1,0 +1,60 @@
+//! Issue 12, part 2: under workspace-write, package managers' caches point at the sandbox's own cache
+//! directory (writable there), the person's own caches stay read-only, and a command outside the sandbox uses
+//! the person's caches, never the sandbox's; end to end through `uexec mcp` with the real npm and pip.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{McpServer, Workspace, exit_code, output};
+use serde_json::json;
+
+#[test]
+fn package_caches_are_the_sandboxes_own_and_the_persons_stay_read_only() {
+    let ws = Workspace::new();
+    let home = ws.outside.path().join("home");
+    let state = ws.outside.path().join("state");
+    for own in [".npm", ".cache/pip"] {
+        std::fs::create_dir_all(home.join(own)).unwrap();
+    }
+    let env = [("HOME", home.to_str().unwrap()), ("XDG_STATE_HOME", state.to_str().unwrap())];
+    let mut server = McpServer::start_with_env(&ws, &[], &env);
+    server.initialize(true);
+    let cache = std::fs::canonicalize(&state).unwrap().join("uexec/sandbox-cache");
+
+    let r = server.call("exec_command", json!({ "cmd": "npm config get cache; python3 -m pip cache dir" }));
+    let out = output(&r);
+    assert_eq!(exit_code(&r), Some(0), "{r}");
+    assert!(out.contains(&format!("{}\n", cache.join("npm").display())), "{out}");
+    assert!(out.contains(&format!("{}\n", cache.join("pip").display())), "{out}");
+
+    // npm writes its cache index there; pip's cache directory is writable too.
+    let r = server.call(
+        "exec_command",
+        json!({ "cmd": "npm cache verify >/dev/null && mkdir -p \"$PIP_CACHE_DIR/http\" && echo > \"$PIP_CACHE_DIR/http/probe\" && echo CACHES-WRITABLE" }),
+    );
+    assert!(output(&r).contains("CACHES-WRITABLE"), "{r}");
+    assert!(cache.join("npm/_cacache").is_dir(), "npm wrote its cache in the sandbox's cache");
+    assert!(cache.join("pip/http/probe").is_file());
+
+    // The person's own caches stay read-only to sandboxed commands.
+    for own in [".npm", ".cache/pip"] {
+        let probe = home.join(own).join("probe");
+        let r = server.call(
+            "exec_command",
+            json!({ "cmd": format!("echo poison > '{}' && echo WROTE", probe.display()) }),
+        );
+        assert!(!output(&r).contains("WROTE"), "{own}: {r}");
+        assert!(!probe.exists(), "{own}");
+    }
+
+    // Outside the sandbox (an approved escalation), the person's cache: nothing a sandboxed command wrote.
+    server.answers = vec!["approve".into()];
+    let r = server.call(
+        "exec_command",
+        json!({ "cmd": "npm config get cache; echo \"[${PIP_CACHE_DIR-unset}]\"",
+                "sandbox_permissions": "require_escalated", "justification": "x" }),
+    );
+    let out = output(&r);
+    assert!(out.contains(&format!("{}\n", home.join(".npm").display())), "{out}");
+    assert!(out.contains("[unset]") && !out.contains("sandbox-cache"), "{out}");
+}
