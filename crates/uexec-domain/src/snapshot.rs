@@ -266,12 +266,16 @@ fn replayed_options(options: &str, baseline: &str) -> Vec<String> {
 /// The snapshot file for a bash command: restore the command's own `BASH_ENV` (from `command_bash_env`: its
 /// value in the command's environment, or `None` to unset it), then the functions, options, aliases (with
 /// `expand_aliases` on when there are any, so that the command's words can use them) and the variables the
-/// startup files changed relative to `started_with` (the environment the capture started with).
+/// startup files changed relative to `started_with` (the environment the capture started with), except the
+/// `pinned` ones: variables the command's placement sets (the sandbox's own, its package caches), which the
+/// placement sets again for every command and a startup file must not override.
 pub fn render_bash(
     captured: &Captured,
     started_with: &[(OsString, OsString)],
+    pinned: &[OsString],
     command_bash_env: Option<&OsString>,
 ) -> Vec<u8> {
+    let replayed = |name: &OsString| replayed(name.as_bytes()) && !pinned.contains(name);
     let before = |name: &OsString| started_with.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v);
     let mut out: Vec<u8> = Vec::new();
     out.extend_from_slice(
@@ -303,7 +307,7 @@ pub fn render_bash(
         }
     }
     for (name, value) in &captured.env {
-        if replayed(name.as_bytes()) && before(name) != Some(value) {
+        if replayed(name) && before(name) != Some(value) {
             out.extend_from_slice(b"export ");
             out.extend_from_slice(name.as_bytes());
             out.push(b'=');
@@ -314,7 +318,7 @@ pub fn render_bash(
     let mut removed: Vec<&OsString> = started_with
         .iter()
         .map(|(name, _)| name)
-        .filter(|name| replayed(name.as_bytes()) && !captured.env.iter().any(|(n, _)| n == *name))
+        .filter(|name| replayed(name) && !captured.env.iter().any(|(n, _)| n == *name))
         .collect();
     removed.dedup();
     for name in removed {
@@ -415,7 +419,7 @@ mod tests {
         .unwrap();
         let started =
             os(&[("KEEP", "same"), ("CHANGED", "old"), ("GONE", "x"), ("UEXEC_SESSION_TOKEN", "t")]);
-        let text = String::from_utf8(render_bash(&captured, &started, None)).unwrap();
+        let text = String::from_utf8(render_bash(&captured, &started, &[], None)).unwrap();
         assert!(text.contains("export CHANGED='new'\n"), "{text}");
         assert!(text.contains("export ADDED='it'\\''s'\n"), "{text}");
         assert!(text.contains("unset GONE\n"), "{text}");
@@ -423,7 +427,7 @@ mod tests {
         for absent in ["KEEP", "UEXEC_SESSION_TOKEN", "SHLVL", "BAD-NAME", "expand_aliases"] {
             assert!(!text.contains(absent), "{absent} in {text}");
         }
-        let restored = render_bash(&captured, &started, Some(&OsString::from("/home/me/.env")));
+        let restored = render_bash(&captured, &started, &[], Some(&OsString::from("/home/me/.env")));
         assert!(String::from_utf8(restored).unwrap().starts_with(
             "# uexec login snapshot: the state a login bash had after its startup files, sourced through \
              BASH_ENV.\nexport BASH_ENV='/home/me/.env'\n"
@@ -431,9 +435,20 @@ mod tests {
     }
 
     #[test]
+    fn variables_the_placement_sets_are_never_overridden() {
+        let out = output(4, "", &[("npm_config_cache", "/home/me/.npm"), ("OTHER", "x")], "", "");
+        let captured = parse_capture(&out, 4).unwrap();
+        let started = os(&[("npm_config_cache", "/sandbox/npm"), ("UEXEC_SANDBOX", "linux")]);
+        let pinned = [OsString::from("npm_config_cache"), OsString::from("UEXEC_SANDBOX")];
+        let text = String::from_utf8(render_bash(&captured, &started, &pinned, None)).unwrap();
+        assert!(!text.contains("npm_config_cache") && !text.contains("UEXEC_SANDBOX"), "{text}");
+        assert!(text.contains("export OTHER='x'\n"), "{text}");
+    }
+
+    #[test]
     fn options_skip_interactive_and_fixed_ones_and_aliases_turn_expansion_on() {
         let captured = parse_capture(&output(3, "", &[], "", "alias ll='ls -l'\n"), 3).unwrap();
-        let text = String::from_utf8(render_bash(&captured, &[], None)).unwrap();
+        let text = String::from_utf8(render_bash(&captured, &[], &[], None)).unwrap();
         assert!(text.contains("shopt -s extglob 2>/dev/null\n"), "{text}");
         assert!(text.contains("set -o braceexpand 2>/dev/null\n"), "{text}");
         let options =

@@ -549,6 +549,17 @@ impl Inner {
         };
         let (spawn, _) = self.place(placement, base).map_err(|e| e.to_string())?;
         let started_with = spawn.env.clone();
+        // What the placement set (the sandbox's variables, its package caches) it sets again for every command.
+        let last = |env: &[(OsString, OsString)], name: &OsString| {
+            env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone())
+        };
+        let mut pinned: Vec<OsString> = started_with
+            .iter()
+            .map(|(name, _)| name)
+            .filter(|name| last(&started_with, name) != last(env, name))
+            .cloned()
+            .collect();
+        pinned.dedup();
         let mut process = self.deps.spawner.spawn(spawn).map_err(|e| e.to_string())?;
         let end = end_marker(nonce);
         let mut output = Vec::new();
@@ -582,7 +593,7 @@ impl Inner {
         let captured = parse_capture(&output, nonce).map_err(|e| e.to_string())?;
         log_startup_output(key, &captured.startup_output);
         let own = env.iter().rev().find(|(name, _)| name == key.shell.loader_var()).map(|(_, v)| v);
-        Ok(render_bash(&captured, &started_with, own))
+        Ok(render_bash(&captured, &started_with, &pinned, own))
     }
 
     /// `base` with the snapshot for `placement` as its shell's loader (`BASH_ENV`), when the command replays

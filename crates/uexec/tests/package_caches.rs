@@ -16,13 +16,20 @@ fn package_caches_are_the_sandboxes_own_and_the_persons_stay_read_only() {
     for own in [".npm", ".cache/pip"] {
         std::fs::create_dir_all(home.join(own)).unwrap();
     }
+    // A profile that names the person's own cache: the login snapshot must not override the sandbox's.
+    std::fs::write(home.join(".profile"), "export npm_config_cache=\"$HOME/.npm\"\nexport PROFILE_RAN=1\n")
+        .unwrap();
     let env = [("HOME", home.to_str().unwrap()), ("XDG_STATE_HOME", state.to_str().unwrap())];
     let mut server = McpServer::start_with_env(&ws, &[], &env);
     server.initialize(true);
     let cache = std::fs::canonicalize(&state).unwrap().join("uexec/sandbox-cache");
 
-    let r = server.call("exec_command", json!({ "cmd": "npm config get cache; python3 -m pip cache dir" }));
+    let r = server.call(
+        "exec_command",
+        json!({ "cmd": "npm config get cache; python3 -m pip cache dir; echo \"[$PROFILE_RAN]\"" }),
+    );
     let out = output(&r);
+    assert!(out.contains("[1]"), "the login environment was loaded: {out}");
     assert_eq!(exit_code(&r), Some(0), "{r}");
     assert!(out.contains(&format!("{}\n", cache.join("npm").display())), "{out}");
     assert!(out.contains(&format!("{}\n", cache.join("pip").display())), "{out}");
