@@ -13,7 +13,9 @@
 //! **For:** embedding unified exec in an agent host: give it a process spawner, a sandbox, an approver and an
 //! event sink, then call [`Engine::exec_command`] and [`Engine::write_stdin`] as the model asks. It decides
 //! approvals (policy, command rules, known-safe commands, the session cache), where a command runs
-//! ([`place`]), when a yield window ends, what the response says and when a session is pruned.
+//! ([`place`]), when a yield window ends, what the response says and when a session is pruned; with
+//! [`EngineConfig::snapshot_dir`] it also keeps the login shell's environment as a snapshot that later bash
+//! commands replay instead of running their startup files again (the `login` module).
 //!
 //! **Not for:** talking to the OS or to a person. It spawns nothing itself (the spawner does: `uexec-pty`), it
 //! restricts nothing itself (the sandbox does: `uexec-sandbox-linux`, `uexec-sandbox-macos`), it asks nobody
