@@ -2,6 +2,7 @@
 //! (the ripgrep split between low-level arguments and the validated configuration).
 
 use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -30,7 +31,14 @@ Examples:
   uexec mcp --approval-policy untrusted --network
   uexec mcp --sandbox read-only --writable-root /var/cache/build
 
-Client configuration (e.g. an mcpServers entry): command \"uexec\", args [\"mcp\", \"--cd\", \"/path/to/project\"].";
+Client configuration (e.g. an mcpServers entry): command \"uexec\", args [\"mcp\", \"--cd\", \"/path/to/project\"].
+
+Network service (MCP Streamable HTTP at /mcp, plus /healthz, /readyz and Prometheus /metrics):
+  uexec mcp --listen 127.0.0.1:8080
+  uexec mcp --listen 0.0.0.0:8080 --auth-token-file /run/secrets/uexec/token --log-format json
+Every request but /healthz and /readyz needs `Authorization: Bearer TOKEN` when a token is configured
+(--auth-token-file, else the file named by $UEXEC_AUTH_TOKEN_FILE, else [server] auth_token_file); without a token
+only a loopback address is accepted. Each MCP session gets its own sessions, invisible to other clients.";
 
 const RUN_AFTER_HELP: &str = "\
 When stdin is a terminal the command gets its own pseudo-terminal, relayed to yours in raw mode (restored on
@@ -75,15 +83,27 @@ Examples:
     arg_required_else_help = true
 )]
 pub struct Cli {
+    /// Log format on stderr.
+    #[arg(long, value_enum, global = true, default_value = "text", value_name = "FORMAT")]
+    pub log_format: LogFormat,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// `--log-format` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (for log collectors).
+    Json,
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve the Model Context Protocol over stdio (exec_command, write_stdin, ...).
+    /// Serve the Model Context Protocol over stdio, or over HTTP with --listen (exec_command, write_stdin, ...).
     #[command(after_help = MCP_AFTER_HELP)]
     Mcp(McpArgs),
     /// Run one command under the sandbox, attached to this terminal, and exit with its exit code.
@@ -188,6 +208,42 @@ pub struct McpArgs {
     /// Reproducible session ids and chunk ids (for tests).
     #[arg(long, value_name = "SEED", hide = true)]
     pub id_seed: Option<u64>,
+    /// The network service.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+/// The flags of `uexec mcp --listen` (each overrides the config's `[server]` key of the same name).
+#[derive(Debug, Clone, Default, Args)]
+pub struct ServeArgs {
+    /// Serve MCP over Streamable HTTP on ADDR (e.g. 127.0.0.1:8080) instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// The file holding the bearer token every request must carry (default: $UEXEC_AUTH_TOKEN_FILE).
+    #[arg(long, value_name = "FILE", requires = "listen")]
+    pub auth_token_file: Option<PathBuf>,
+    /// MCP clients held at once [default: 64].
+    #[arg(long, value_name = "N", requires = "listen")]
+    pub max_clients: Option<usize>,
+    /// Live command sessions per client; beyond, the least recently used is pruned [default: 64].
+    #[arg(long, value_name = "N", requires = "listen")]
+    pub max_sessions_per_client: Option<usize>,
+    /// Live command sessions across all clients; beyond, exec_command is refused [default: 512].
+    #[arg(long, value_name = "N", requires = "listen")]
+    pub max_sessions_total: Option<usize>,
+    /// Output buffer memory per client in bytes: caps its sessions at BYTES / output_buffer_bytes [default: 64 MiB].
+    #[arg(long, value_name = "BYTES", requires = "listen")]
+    pub memory_per_client: Option<usize>,
+    /// Output buffer memory across all clients in bytes [default: 512 MiB].
+    #[arg(long, value_name = "BYTES", requires = "listen")]
+    pub memory_total: Option<usize>,
+    /// Seconds a client with no open connection keeps its sessions (reconnecting with its MCP session id
+    /// resumes them); then they are killed [default: 60].
+    #[arg(long, value_name = "SECS", requires = "listen")]
+    pub client_grace_secs: Option<u64>,
+    /// On SIGTERM, seconds calls in flight may take to finish before every session is killed [default: 20].
+    #[arg(long, value_name = "SECS", requires = "listen")]
+    pub shutdown_deadline_secs: Option<u64>,
 }
 
 /// `uexec run`.

@@ -27,6 +27,16 @@
 //! max_sessions = 64
 //! output_buffer_bytes = 1048576
 //!
+//! [server]                              # `uexec mcp --listen` only (flags override every key)
+//! auth_token_file = "/run/secrets/uexec/token" # like --auth-token-file (relative: to this file's directory)
+//! max_clients = 64                      # MCP clients (MCP sessions) held at once
+//! max_sessions_per_client = 64          # live command sessions per client (the oldest is pruned beyond)
+//! max_sessions_total = 512              # live command sessions across all clients (exec_command refused beyond)
+//! memory_per_client = 67108864          # output buffer bytes per client (caps its sessions too)
+//! memory_total = 536870912              # output buffer bytes across all clients (caps sessions in total)
+//! client_grace_secs = 60                # a disconnected client's sessions are killed after this long
+//! shutdown_deadline_secs = 20           # on SIGTERM: how long calls in flight may take to finish
+//!
 //! [[rules]]                             # command prefix rules; the most restrictive match wins
 //! prefix = ["git", "push"]
 //! decision = "ask"                      # allow | ask | forbid
@@ -86,6 +96,30 @@ pub struct ConfigFile {
     /// `[[rules]]`.
     #[serde(default)]
     pub rules: Vec<Spanned<RuleEntry>>,
+    /// `[server]`.
+    pub server: Option<ServerSection>,
+}
+
+/// `[server]`: the network server's limits (`uexec mcp --listen`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    /// The file holding the bearer token.
+    pub auth_token_file: Option<PathBuf>,
+    /// MCP clients held at once.
+    pub max_clients: Option<usize>,
+    /// Live command sessions per client.
+    pub max_sessions_per_client: Option<usize>,
+    /// Live command sessions across all clients.
+    pub max_sessions_total: Option<usize>,
+    /// Output buffer bytes per client.
+    pub memory_per_client: Option<usize>,
+    /// Output buffer bytes across all clients.
+    pub memory_total: Option<usize>,
+    /// Seconds a disconnected client's sessions are kept.
+    pub client_grace_secs: Option<u64>,
+    /// Seconds calls in flight may take to finish on SIGTERM.
+    pub shutdown_deadline_secs: Option<u64>,
 }
 
 /// `network = true|false`, or `[network]` with `allow` and `deny` domain lists (the allowlist mode: commands

@@ -6,6 +6,7 @@ mod audit;
 mod cli;
 mod config;
 mod mcp;
+mod metrics;
 mod platform;
 mod proxy;
 mod report;
@@ -22,15 +23,15 @@ use clap::Parser;
 use uexec_engine::EngineConfig;
 use uexec_ports::{EventSink, ExecEvent};
 
-use crate::cli::{Cli, Command};
-use crate::settings::{ProcessContext, Settings};
+use crate::cli::{Cli, Command, LogFormat};
+use crate::settings::{ProcessContext, ServerSettings, Settings};
 
 /// Exit code when uexec itself failed before running anything (as `env`, `timeout` and `docker run` do).
 pub const EXIT_NOTHING_RAN: u8 = 125;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    init_logging(cli.log_format);
     if matches!(cli.command, Command::Mcp(_) | Command::Run(_)) {
         // Before any thread exists: make this process own every descendant, so that no command escapes its
         // session, even when uexec itself is killed. `uexec run` without a terminal spawns from this thread and
@@ -74,15 +75,17 @@ pub fn report_error(e: &anyhow::Error) {
     }
 }
 
-/// Logs go to stderr (stdout is the MCP protocol), filtered by `RUST_LOG` (default: warnings).
-fn init_logging() {
+/// Logs go to stderr (stdout is the MCP protocol), filtered by `RUST_LOG` (default: warnings), as text lines
+/// or (`--log-format json`) one JSON object per line.
+fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp::service=error"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(true)
-        .try_init();
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(true);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
 }
 
 /// A multi-threaded runtime (the MCP server serves calls in parallel).
@@ -95,8 +98,24 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 fn run_mcp(args: &cli::McpArgs) -> Result<ExitCode> {
-    let settings = Settings::resolve(&args.policy, args.audit_log.as_deref(), &ProcessContext::current()?)?;
+    let ctx = ProcessContext::current()?;
+    let settings = Settings::resolve(&args.policy, args.audit_log.as_deref(), &ctx)?;
     let sinks = event_sink(&settings)?;
+    if let Some(server) = ServerSettings::resolve(&args.serve, &settings.server, &settings.limits, &ctx)? {
+        tracing::info!(
+            cwd = %settings.cwd.display(),
+            sandbox = settings.sandbox_policy.mode_str(),
+            approval = settings.approval_policy.as_str(),
+            config = ?settings.config_file,
+            listen = %server.listen,
+            "serving MCP over Streamable HTTP"
+        );
+        let rt = runtime()?;
+        let outcome = rt.block_on(mcp::http::serve(&settings, &server, sinks.events.clone(), args.id_seed));
+        rt.shutdown_background();
+        sinks.report_failures();
+        return outcome.map(|_| ExitCode::SUCCESS);
+    }
     tracing::info!(
         cwd = %settings.cwd.display(),
         sandbox = settings.sandbox_policy.mode_str(),

@@ -18,8 +18,8 @@ use uexec_domain::rules::{CommandRules, PrefixRule};
 use uexec_domain::{ApprovalPolicy, SandboxPolicy};
 use uexec_engine::writable_root_holding;
 
-use crate::cli::{ApprovalArg, PolicyArgs, SandboxMode};
-use crate::config::{self, InheritSpec, LoadedConfig};
+use crate::cli::{ApprovalArg, PolicyArgs, SandboxMode, ServeArgs};
+use crate::config::{self, InheritSpec, LoadedConfig, ServerSection};
 
 /// What the process environment contributes, passed in explicitly.
 #[derive(Debug, Clone)]
@@ -76,6 +76,8 @@ pub struct Settings {
     /// workspace-write: one of the policy's writable roots, named to sandboxed commands' package managers by
     /// `uexec_domain::caches`. `None` in the other modes, or when it cannot be created.
     pub sandbox_cache: Option<PathBuf>,
+    /// The config's `[server]` section (paths made absolute), for `uexec mcp --listen`.
+    pub server: ServerSection,
 }
 
 impl Settings {
@@ -323,6 +325,13 @@ fn resolve_with(
         network: network_policy,
         state_dir,
         sandbox_cache,
+        server: match (&file.server, loaded) {
+            (Some(server), Some(loaded)) => ServerSection {
+                auth_token_file: server.auth_token_file.as_deref().map(|p| absolute(loaded.base_dir(), p)),
+                ..server.clone()
+            },
+            _ => ServerSection::default(),
+        },
     })
 }
 
@@ -388,6 +397,144 @@ fn sandbox_cache_root(state: &Path) -> Option<PathBuf> {
             None
         }
     }
+}
+
+/// The environment variable naming the bearer token file (after `--auth-token-file`, before the config).
+pub const AUTH_TOKEN_FILE_ENV: &str = "UEXEC_AUTH_TOKEN_FILE";
+
+/// The shortest bearer token accepted: shorter ones are guessable.
+pub const MIN_TOKEN_BYTES: usize = 16;
+
+/// The bearer token, kept out of `Debug` output.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AuthToken(Vec<u8>);
+
+impl AuthToken {
+    /// A token from `bytes` (unit tests).
+    #[cfg(test)]
+    pub fn for_tests(bytes: &[u8]) -> Self {
+        AuthToken(bytes.to_vec())
+    }
+
+    /// The token's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for AuthToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AuthToken(..)")
+    }
+}
+
+/// The validated settings of `uexec mcp --listen`.
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    /// Where to listen.
+    pub listen: std::net::SocketAddr,
+    /// The bearer token every request must carry; `None` only on a loopback address.
+    pub token: Option<AuthToken>,
+    /// MCP clients held at once.
+    pub max_clients: usize,
+    /// Live sessions per client (the engine's `max_sessions`), after the memory bound.
+    pub sessions_per_client: usize,
+    /// Live sessions across all clients, after the memory bound.
+    pub sessions_total: usize,
+    /// How long a client without an open connection keeps its sessions.
+    pub client_grace: std::time::Duration,
+    /// How long calls in flight may take to finish on SIGTERM.
+    pub shutdown_deadline: std::time::Duration,
+}
+
+impl ServerSettings {
+    /// Resolve the flags over the config's `[server]` section over the defaults; `None` without `--listen`
+    /// (stdio). `limits` are the resolved limits (their output buffer size turns memory bounds into session caps).
+    pub fn resolve(
+        args: &ServeArgs,
+        file: &ServerSection,
+        limits: &Limits,
+        ctx: &ProcessContext,
+    ) -> Result<Option<ServerSettings>> {
+        let Some(listen) = args.listen else { return Ok(None) };
+        let token_file = match &args.auth_token_file {
+            Some(path) => Some(absolute(&ctx.cwd, path)),
+            None => match (ctx.env)(AUTH_TOKEN_FILE_ENV).filter(|v| !v.is_empty()) {
+                Some(path) => Some(absolute(&ctx.cwd, Path::new(&path))),
+                None => file.auth_token_file.clone(),
+            },
+        };
+        let token = token_file.as_deref().map(read_token).transpose()?;
+        if token.is_none() && !listen.ip().is_loopback() {
+            bail!(
+                "refusing to listen on {listen} without a bearer token: anyone who can reach it could run \
+                 commands. Give a token file with --auth-token-file FILE (or ${AUTH_TOKEN_FILE_ENV}, or [server] \
+                 auth_token_file), or listen on a loopback address (127.0.0.1 or [::1])"
+            );
+        }
+        let buffer = limits.output_buffer_bytes.max(1);
+        let pick = |flag: Option<usize>, key: Option<usize>, default: usize| flag.or(key).unwrap_or(default);
+        let max_clients = pick(args.max_clients, file.max_clients, 64);
+        let per_client =
+            pick(args.max_sessions_per_client, file.max_sessions_per_client, limits.max_sessions);
+        let total = pick(args.max_sessions_total, file.max_sessions_total, 512);
+        let memory_per_client = pick(args.memory_per_client, file.memory_per_client, 64 << 20);
+        let memory_total = pick(args.memory_total, file.memory_total, 512 << 20);
+        let sessions_per_client = per_client.min(memory_per_client / buffer);
+        let sessions_total = total.min(memory_total / buffer);
+        for (value, what) in [
+            (max_clients, "max_clients must be at least 1".to_owned()),
+            (
+                sessions_per_client,
+                format!(
+                    "max_sessions_per_client and memory_per_client must allow at least one session (one session \
+                     buffers up to {buffer} bytes of output)"
+                ),
+            ),
+            (
+                sessions_total,
+                format!(
+                    "max_sessions_total and memory_total must allow at least one session (one session buffers up \
+                     to {buffer} bytes of output)"
+                ),
+            ),
+        ] {
+            if value == 0 {
+                bail!("{what}");
+            }
+        }
+        let secs = |flag: Option<u64>, key: Option<u64>, default: u64| {
+            std::time::Duration::from_secs(flag.or(key).unwrap_or(default))
+        };
+        Ok(Some(ServerSettings {
+            listen,
+            token,
+            max_clients,
+            sessions_per_client,
+            sessions_total,
+            client_grace: secs(args.client_grace_secs, file.client_grace_secs, 60),
+            shutdown_deadline: secs(args.shutdown_deadline_secs, file.shutdown_deadline_secs, 20),
+        }))
+    }
+}
+
+/// Read a bearer token file: its content without surrounding whitespace, at least [`MIN_TOKEN_BYTES`] long.
+fn read_token(path: &Path) -> Result<AuthToken> {
+    let raw =
+        std::fs::read(path).with_context(|| format!("cannot read the auth token file {}", path.display()))?;
+    let token = raw.trim_ascii();
+    if token.len() < MIN_TOKEN_BYTES {
+        bail!(
+            "the auth token in {} is {} bytes long; use at least {MIN_TOKEN_BYTES} random bytes (e.g. `openssl rand \
+             -hex 32`)",
+            path.display(),
+            token.len()
+        );
+    }
+    if token.iter().any(|b| !b.is_ascii_graphic()) {
+        bail!("the auth token in {} must be printable ASCII without spaces", path.display());
+    }
+    Ok(AuthToken(token.to_vec()))
 }
 
 /// A sandboxed command may write beneath every writable root: an audit log there could be truncated or filled

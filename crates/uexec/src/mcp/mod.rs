@@ -1,10 +1,11 @@
-//! `uexec mcp`: the Model Context Protocol server over stdio.
+//! `uexec mcp`: the Model Context Protocol server over stdio (this module), or over Streamable HTTP ([`http`]).
 //!
 //! Lifecycle: the engine is built from the validated settings; rmcp serves the filtered stdio transport; the
 //! server runs until the client disconnects (stdin EOF or stdout closed) or the process gets SIGTERM, SIGINT or
 //! SIGHUP. Then every session's process tree is killed (`Engine::shutdown`) before the process exits.
 
 pub mod approval;
+pub mod http;
 pub mod server;
 pub mod tools;
 pub mod transport;

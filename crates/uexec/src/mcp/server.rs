@@ -61,15 +61,27 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Unregisters a call from the approver however its task ends (finished or aborted).
+/// Told when an `exec_command` call starts and ends (the HTTP server measures spawn latency with it).
+pub trait ExecObserver: Send + Sync {
+    /// The call with this id starts.
+    fn exec_started(&self, call_id: &str);
+    /// The call with this id ended, finished or aborted.
+    fn exec_finished(&self, call_id: &str);
+}
+
+/// Unregisters a call from the approver (and tells the observer) however its task ends (finished or aborted).
 struct Unregister {
     approver: Arc<McpApprover>,
+    observer: Option<Arc<dyn ExecObserver>>,
     call_id: String,
 }
 
 impl Drop for Unregister {
     fn drop(&mut self) {
         self.approver.unregister(&self.call_id);
+        if let Some(observer) = &self.observer {
+            observer.exec_finished(&self.call_id);
+        }
     }
 }
 
@@ -106,6 +118,7 @@ pub struct UexecServer {
     token_seed: u64,
     /// The proxy's refusals (domain-allowlist mode): each response lists the hosts refused during its call.
     refusals: Option<Arc<Refusals>>,
+    observer: Option<Arc<dyn ExecObserver>>,
 }
 
 impl std::fmt::Debug for UexecServer {
@@ -131,6 +144,7 @@ impl UexecServer {
             counter: Arc::new(AtomicU64::new(1)),
             token_seed,
             refusals: None,
+            observer: None,
         }
     }
 
@@ -156,6 +170,12 @@ impl UexecServer {
             text.text.push_str(&note);
         }
         result
+    }
+
+    /// Tell `observer` when each `exec_command` call starts and ends.
+    pub fn with_observer(mut self, observer: Arc<dyn ExecObserver>) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     fn next_id(&self) -> u64 {
@@ -192,7 +212,11 @@ impl UexecServer {
 
         let (questions_tx, questions) = mpsc::channel(1);
         self.approver.register(&call_id, ask_via(&context, questions_tx));
-        let unregister = Unregister { approver: self.approver.clone(), call_id };
+        if let Some(observer) = &self.observer {
+            observer.exec_started(&call_id);
+        }
+        let unregister =
+            Unregister { approver: self.approver.clone(), observer: self.observer.clone(), call_id };
         let (result_tx, result) = oneshot::channel();
         let engine = self.engine.clone();
         let task = tokio::spawn(async move {

@@ -1,0 +1,624 @@
+//! `uexec mcp --listen ADDR`: the MCP server over Streamable HTTP (rmcp's server transport on hyper), with the
+//! operability endpoints a cluster expects.
+//!
+//! Routes: `/mcp` (MCP), `/metrics` (Prometheus text), `/healthz` (the process serves), `/readyz` (it accepts
+//! new clients: 503 once draining). When a bearer token is configured every request but `/healthz` and `/readyz`
+//! must carry `Authorization: Bearer TOKEN` (compared in constant time); anything else gets a bare 401. The
+//! probes stay open because a kubelet probe cannot read a Secret, and they say nothing but "ok".
+//!
+//! Clients: each MCP session (an `initialize` handshake, named by its `Mcp-Session-Id`) gets its own engine,
+//! approver and handler, built by the service factory: its sessions are invisible to every other client. The
+//! handler offers protocol versions up to 2025-11-25 only, the last with sessions: 2026-07-28 requests are
+//! served statelessly by rmcp (a fresh handler per request), which would lose a client's sessions between
+//! calls.
+//!
+//! Limits: a client's live sessions are capped by its engine's `max_sessions` (the least recently used is pruned
+//! beyond, as over stdio); the live sessions of all clients by `sessions_total` (`exec_command` is refused
+//! beyond, with a tool error that says so); new clients by `max_clients` (503).
+//!
+//! Disconnects: a client is connected while one of its HTTP requests or streams is open. When the last one
+//! closes its grace starts; a request with its session id within the grace resumes it (its sessions untouched),
+//! otherwise the MCP session is closed, its handler dropped and every one of its sessions killed. rmcp's own idle
+//! timeout is off: it would end a client in the middle of a long poll.
+//!
+//! Shutdown (SIGTERM, SIGINT): stop accepting connections, answer new MCP requests 503, let the tool calls in
+//! flight finish within the shutdown deadline, then close every MCP session and kill every session.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ServerConfig,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::SessionManager;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData as McpError, ServerHandler};
+use tokio::net::TcpListener;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use uexec_engine::{Engine, EngineConfig, EngineDeps};
+use uexec_ports::{EventSink, ProcessSpawner, Sandbox};
+
+use super::StopReason;
+use super::approval::McpApprover;
+use super::server::{ExecObserver, UexecServer};
+use super::tools;
+use crate::metrics::{ClientEvents, Metrics};
+use crate::settings::{AuthToken, ServerSettings, Settings};
+
+/// The MCP endpoint.
+pub const MCP_PATH: &str = "/mcp";
+
+/// The header carrying the MCP session id.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+type HttpBody = BoxBody<Bytes, Infallible>;
+
+/// What every client's engine is built from.
+struct Blueprint {
+    config: EngineConfig,
+    settings: Settings,
+    instructions: String,
+    spawner: Arc<dyn ProcessSpawner>,
+    sandbox: Arc<dyn Sandbox>,
+    events: Arc<dyn EventSink>,
+}
+
+/// What the server shares between its clients, its routes and its reaper.
+struct Fleet {
+    metrics: Arc<Metrics>,
+    limits: ServerSettings,
+    /// Every live client's engine, by an internal client number.
+    engines: Mutex<HashMap<u64, Engine>>,
+    next_client: AtomicU64,
+    /// `exec_command` calls admitted and not yet returned (a session they spawn is counted live from `Begin`).
+    admitting: Mutex<usize>,
+    /// Tool calls in flight, for the drain.
+    calls: watch::Sender<usize>,
+    /// Open requests and streams per MCP session id, and since when a client has had none.
+    activity: Mutex<HashMap<String, Activity>>,
+    draining: AtomicBool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Activity {
+    open: usize,
+    idle_since: Instant,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Fleet {
+    fn engines(&self) -> Vec<Engine> {
+        lock(&self.engines).values().cloned().collect()
+    }
+
+    fn client_count(&self) -> usize {
+        lock(&self.engines).len()
+    }
+
+    /// Admit one `exec_command`, or say why not.
+    fn admit(self: &Arc<Self>) -> Result<Admitted, String> {
+        let mut admitting = lock(&self.admitting);
+        let live = usize::try_from(self.metrics.sessions_open()).unwrap_or(0);
+        if live + *admitting >= self.limits.sessions_total {
+            self.metrics.session_refused();
+            return Err(format!(
+                "exec_command refused: this server holds {} live sessions across its clients, its limit (the \
+                 session and memory bound of --max-sessions-total / --memory-total). Close sessions you no longer \
+                 need (close_session), or wait for running commands to end, then retry.",
+                self.limits.sessions_total
+            ));
+        }
+        *admitting += 1;
+        Ok(Admitted(Arc::clone(self)))
+    }
+
+    /// One more request or stream of `session` is open.
+    fn opened(self: &Arc<Self>, session: &str) -> OpenGuard {
+        let mut activity = lock(&self.activity);
+        let entry =
+            activity.entry(session.to_owned()).or_insert(Activity { open: 0, idle_since: Instant::now() });
+        entry.open += 1;
+        OpenGuard { fleet: Arc::clone(self), session: session.to_owned() }
+    }
+
+    /// The MCP sessions whose grace ran out, removed from the activity map.
+    fn expired(&self, grace: Duration) -> Vec<String> {
+        let mut activity = lock(&self.activity);
+        let expired: Vec<String> = activity
+            .iter()
+            .filter(|(_, a)| a.open == 0 && a.idle_since.elapsed() >= grace)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &expired {
+            activity.remove(id);
+        }
+        expired
+    }
+
+    fn forget(&self, session: &str) {
+        lock(&self.activity).remove(session);
+    }
+}
+
+/// An admitted `exec_command` call.
+struct Admitted(Arc<Fleet>);
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let mut admitting = lock(&self.0.admitting);
+        *admitting = admitting.saturating_sub(1);
+    }
+}
+
+/// Keeps a client connected while a request or stream of it is open.
+struct OpenGuard {
+    fleet: Arc<Fleet>,
+    session: String,
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        let mut activity = lock(&self.fleet.activity);
+        if let Some(entry) = activity.get_mut(&self.session) {
+            entry.open = entry.open.saturating_sub(1);
+            if entry.open == 0 {
+                entry.idle_since = Instant::now();
+            }
+        }
+    }
+}
+
+/// A tool call in flight (counted for the drain).
+struct CallGuard(Arc<Fleet>);
+
+impl CallGuard {
+    fn new(fleet: &Arc<Fleet>) -> Self {
+        fleet.calls.send_modify(|n| *n += 1);
+        CallGuard(Arc::clone(fleet))
+    }
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        self.0.calls.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// Ends a client's state when its handler is dropped (its MCP session closed, expired or the server stopped):
+/// every one of its sessions is killed.
+struct ClientLease {
+    id: u64,
+    engine: Engine,
+    fleet: Arc<Fleet>,
+}
+
+impl Drop for ClientLease {
+    fn drop(&mut self) {
+        lock(&self.fleet.engines).remove(&self.id);
+        self.fleet.metrics.client_closed();
+        let engine = self.engine.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { engine.shutdown().await });
+            }
+            // No runtime left: the engine's own drop kills what is still alive.
+            Err(_) => drop(engine),
+        }
+        tracing::info!(client = self.id, "client ended: its sessions are killed");
+    }
+}
+
+impl ExecObserver for ClientEvents {
+    fn exec_started(&self, call_id: &str) {
+        ClientEvents::exec_started(self, call_id);
+    }
+
+    fn exec_finished(&self, call_id: &str) {
+        ClientEvents::exec_finished(self, call_id);
+    }
+}
+
+/// The MCP handler of one HTTP client: the stdio server's handler, plus admission and the client's lease.
+#[derive(Clone)]
+struct HttpClient {
+    inner: UexecServer,
+    fleet: Arc<Fleet>,
+    _lease: Arc<ClientLease>,
+}
+
+impl HttpClient {
+    fn new(blueprint: &Blueprint, fleet: &Arc<Fleet>) -> Self {
+        let id = fleet.next_client.fetch_add(1, Ordering::Relaxed);
+        let events = Arc::new(ClientEvents::new(Arc::clone(&fleet.metrics), Arc::clone(&blueprint.events)));
+        let approver = Arc::new(McpApprover::new(
+            blueprint.settings.approval_policy,
+            blueprint.settings.sandbox_policy.clone(),
+        ));
+        let engine = Engine::new(
+            blueprint.config.clone(),
+            EngineDeps {
+                spawner: Arc::clone(&blueprint.spawner),
+                sandbox: Arc::clone(&blueprint.sandbox),
+                approver: approver.clone(),
+                events: events.clone(),
+            },
+        );
+        lock(&fleet.engines).insert(id, engine.clone());
+        fleet.metrics.client_opened();
+        let inner =
+            UexecServer::new(engine.clone(), approver, blueprint.instructions.clone()).with_observer(events);
+        HttpClient {
+            inner,
+            fleet: Arc::clone(fleet),
+            _lease: Arc::new(ClientLease { id, engine, fleet: Arc::clone(fleet) }),
+        }
+    }
+}
+
+impl ServerHandler for HttpClient {
+    fn get_info(&self) -> ServerConfig {
+        self.inner.get_info()
+    }
+
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        self.inner.list_tools(request, context).await
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let _call = CallGuard::new(&self.fleet);
+        let _admitted = if request.name == tools::EXEC_COMMAND && request.request_state.is_none() {
+            match self.fleet.admit() {
+                Ok(admitted) => Some(admitted),
+                Err(text) => return Ok(tools::error_result(text).into()),
+            }
+        } else {
+            None
+        };
+        self.inner.call_tool(request, context).await
+    }
+}
+
+/// Everything a request is routed with.
+struct Router {
+    fleet: Arc<Fleet>,
+    mcp: StreamableHttpService<HttpClient, LocalSessionManager>,
+    sessions: Arc<LocalSessionManager>,
+    token: Option<AuthToken>,
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<HttpBody> {
+    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/plain"));
+    response
+}
+
+fn json_rpc_error(status: StatusCode, message: &str) -> Response<HttpBody> {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": { "code": -32000, "message": message },
+    });
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+    response
+}
+
+/// Whether `presented` equals `expected`, in time that depends only on `expected`'s length.
+fn token_matches(expected: &[u8], presented: &[u8]) -> bool {
+    let mut difference = expected.len() ^ presented.len();
+    for (i, byte) in expected.iter().enumerate() {
+        let other = presented.get(i).copied().unwrap_or(!byte);
+        difference |= usize::from(byte ^ other);
+    }
+    std::hint::black_box(difference) == 0
+}
+
+/// Whether the request carries `Authorization: Bearer <token>`.
+fn authorized(token: &AuthToken, headers: &http::HeaderMap) -> bool {
+    let Some(value) = headers.get(header::AUTHORIZATION) else { return false };
+    let value = value.as_bytes();
+    let Some((scheme, rest)) = value.split_at_checked(7) else { return false };
+    scheme.eq_ignore_ascii_case(b"bearer ") && token_matches(token.as_bytes(), rest.trim_ascii())
+}
+
+impl Router {
+    async fn route(&self, request: Request<Incoming>) -> Response<HttpBody> {
+        let path = request.uri().path();
+        match (path, request.method()) {
+            ("/healthz", &Method::GET) => return text(StatusCode::OK, "ok\n"),
+            ("/readyz", &Method::GET) => {
+                return if self.fleet.draining.load(Ordering::Relaxed) {
+                    text(StatusCode::SERVICE_UNAVAILABLE, "draining\n")
+                } else {
+                    text(StatusCode::OK, "ready\n")
+                };
+            }
+            _ => {}
+        }
+        if let Some(token) = &self.token
+            && !authorized(token, request.headers())
+        {
+            self.fleet.metrics.unauthorized();
+            let mut response = Response::new(Full::new(Bytes::new()).boxed());
+            *response.status_mut() = StatusCode::UNAUTHORIZED;
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+            return response;
+        }
+        match path {
+            "/metrics" if request.method() == Method::GET => {
+                let mut response = Response::new(Full::new(Bytes::from(self.fleet.metrics.render())).boxed());
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    header::HeaderValue::from_static("text/plain; version=0.0.4"),
+                );
+                response
+            }
+            MCP_PATH => self.mcp(request).await,
+            _ => text(StatusCode::NOT_FOUND, "not found\n"),
+        }
+    }
+
+    async fn mcp(&self, request: Request<Incoming>) -> Response<HttpBody> {
+        if self.fleet.draining.load(Ordering::Relaxed) {
+            return json_rpc_error(StatusCode::SERVICE_UNAVAILABLE, "the server is shutting down");
+        }
+        let session = request.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let guard = match &session {
+            Some(id) => Some(self.fleet.opened(id)),
+            None => {
+                if request.method() == Method::POST
+                    && self.fleet.client_count() >= self.fleet.limits.max_clients
+                {
+                    self.fleet.metrics.client_refused();
+                    return json_rpc_error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "the server holds its maximum number of clients (--max-clients); retry later",
+                    );
+                }
+                None
+            }
+        };
+        let response = self.mcp.handle(request).await;
+        // An `initialize` answer names the new MCP session: from now on its grace is tracked.
+        let guard = guard.or_else(|| {
+            response
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(|id| self.fleet.opened(id))
+        });
+        match guard {
+            None => response,
+            Some(guard) => response.map(|body| {
+                body.map_frame(move |frame| {
+                    let _open = &guard;
+                    frame
+                })
+                .boxed()
+            }),
+        }
+    }
+}
+
+/// Close the MCP sessions of clients whose grace ran out, until `stop`.
+async fn reap(fleet: Arc<Fleet>, sessions: Arc<LocalSessionManager>, stop: CancellationToken) {
+    let grace = fleet.limits.client_grace;
+    let period = (grace / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+    let mut ticks = tokio::time::interval(period);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        for id in fleet.expired(grace) {
+            let id: rmcp::transport::streamable_http_server::SessionId = id.into();
+            if sessions.has_session(&id).await.unwrap_or(false) {
+                tracing::info!(session = %id, grace_secs = grace.as_secs(), "client gone past its grace");
+                fleet.metrics.client_expired();
+                if let Err(e) = sessions.close_session(&id).await {
+                    tracing::warn!(session = %id, "closing an expired MCP session failed: {e}");
+                }
+            }
+        }
+        // Sessions the client closed itself (DELETE) or rmcp ended are forgotten.
+        let known: Vec<String> = lock(&fleet.activity).keys().cloned().collect();
+        for id in known {
+            let sid: rmcp::transport::streamable_http_server::SessionId = id.clone().into();
+            if !sessions.has_session(&sid).await.unwrap_or(true) {
+                fleet.forget(&id);
+            }
+        }
+    }
+}
+
+/// Serve MCP over Streamable HTTP until SIGTERM or SIGINT.
+pub async fn serve(
+    settings: &Settings,
+    server: &ServerSettings,
+    events: Arc<dyn EventSink>,
+    id_seed: Option<u64>,
+) -> Result<StopReason> {
+    let mut config = crate::engine_config(settings);
+    config.id_seed = id_seed;
+    config.limits.max_sessions = server.sessions_per_client;
+    config.limits.warning_sessions = config.limits.warning_sessions.min(server.sessions_per_client);
+    let blueprint = Arc::new(Blueprint {
+        config,
+        settings: settings.clone(),
+        instructions: super::instructions(settings),
+        spawner: crate::platform::spawner(),
+        sandbox: crate::platform::sandbox(),
+        events,
+    });
+    let (calls, _) = watch::channel(0);
+    let fleet = Arc::new(Fleet {
+        metrics: Arc::new(Metrics::default()),
+        limits: server.clone(),
+        engines: Mutex::new(HashMap::new()),
+        next_client: AtomicU64::new(1),
+        admitting: Mutex::new(0),
+        calls,
+        activity: Mutex::new(HashMap::new()),
+        draining: AtomicBool::new(false),
+    });
+
+    let mut sessions = LocalSessionManager::default();
+    // Disconnected clients are ended by the grace, not by rmcp's idle timeout (module doc).
+    sessions.session_config.keep_alive = None;
+    let sessions = Arc::new(sessions);
+    let stop = CancellationToken::new();
+    let mut http_config = StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token());
+    if server.token.is_some() {
+        // Behind a Service the Host header is a cluster name; DNS rebinding needs a browser, which cannot add the
+        // bearer token. Without a token the default (loopback names only) stays.
+        http_config = http_config.disable_allowed_hosts();
+    }
+    let factory_fleet = Arc::clone(&fleet);
+    let factory_blueprint = Arc::clone(&blueprint);
+    let mcp = StreamableHttpService::new(
+        move || Ok(HttpClient::new(&factory_blueprint, &factory_fleet)),
+        Arc::clone(&sessions),
+        http_config,
+    );
+    let router = Arc::new(Router {
+        fleet: Arc::clone(&fleet),
+        mcp,
+        sessions: Arc::clone(&sessions),
+        token: server.token.clone(),
+    });
+
+    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let listener = TcpListener::bind(server.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", server.listen))?;
+    let local = listener.local_addr().context("the listening socket has no address")?;
+    announce(local, server.token.is_some());
+
+    let reaper = tokio::spawn(reap(Arc::clone(&fleet), Arc::clone(&router.sessions), stop.clone()));
+    let mut connections = tokio::task::JoinSet::new();
+    let reason = loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let router = Arc::clone(&router);
+                    connections.spawn(async move {
+                        let service = hyper::service::service_fn(move |request| {
+                            let router = Arc::clone(&router);
+                            async move { Ok::<_, Infallible>(router.route(request).await) }
+                        });
+                        let io = TokioIo::new(stream);
+                        if let Err(e) = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await {
+                            tracing::debug!(%peer, "connection ended: {e}");
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            _ = sigterm.recv() => break StopReason::Signal("SIGTERM"),
+            _ = sigint.recv() => break StopReason::Signal("SIGINT"),
+        }
+    };
+
+    // Drain: no new connections or MCP requests; calls in flight get the deadline to finish.
+    fleet.draining.store(true, Ordering::Relaxed);
+    drop(listener);
+    let mut calls = fleet.calls.subscribe();
+    let in_flight = *calls.borrow();
+    tracing::info!(?reason, in_flight, deadline_secs = server.shutdown_deadline.as_secs(), "draining");
+    if tokio::time::timeout(server.shutdown_deadline, calls.wait_for(|n| *n == 0)).await.is_err() {
+        tracing::warn!("calls still in flight at the shutdown deadline: they are cut off");
+    }
+    // Close every MCP session, then kill every client's sessions (and wait for it).
+    stop.cancel();
+    let mut kills = tokio::task::JoinSet::new();
+    for engine in fleet.engines() {
+        kills.spawn(async move { engine.shutdown().await });
+    }
+    while kills.join_next().await.is_some() {}
+    let _ = reaper.await;
+    connections.shutdown().await;
+    tracing::info!("every session killed; exiting");
+    Ok(reason)
+}
+
+/// Say where the server listens (on stderr: tests and operators read it; stdout carries nothing here).
+fn announce(local: SocketAddr, token: bool) {
+    tracing::info!(address = %local, auth = token, "serving MCP over Streamable HTTP");
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("uexec: listening on http://{local}{MCP_PATH}");
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_match_only_exactly() {
+        let expected = b"0123456789abcdef";
+        assert!(token_matches(expected, b"0123456789abcdef"));
+        for wrong in
+            [&b""[..], b"0123456789abcde", b"0123456789abcdeg", b"0123456789abcdef0", b"X123456789abcdef"]
+        {
+            assert!(!token_matches(expected, wrong), "{wrong:?}");
+        }
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_required_and_case_insensitive() {
+        let token = AuthToken::for_tests(b"0123456789abcdef");
+        let headers = |value: &str| {
+            let mut map = http::HeaderMap::new();
+            map.insert(header::AUTHORIZATION, value.parse().unwrap());
+            map
+        };
+        assert!(authorized(&token, &headers("Bearer 0123456789abcdef")));
+        assert!(authorized(&token, &headers("bearer 0123456789abcdef")));
+        assert!(!authorized(&token, &headers("Basic 0123456789abcdef")));
+        assert!(!authorized(&token, &headers("Bearer 0123456789abcdeX")));
+        assert!(!authorized(&token, &headers("0123456789abcdef")));
+        assert!(!authorized(&token, &http::HeaderMap::new()));
+    }
+}
