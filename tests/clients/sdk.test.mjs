@@ -4,15 +4,22 @@
 // same session, a call that times out, and a poll longer than the client's request timeout kept alive by progress
 // notifications.
 //
+// With UEXEC_TRANSPORT=http the same tests run over Streamable HTTP: each connection starts its own
+// `uexec mcp --listen 127.0.0.1:0` with a bearer token and reaches it with StreamableHTTPClientTransport.
+//
 // Run: UEXEC_BIN=target/debug/uexec node tests/clients/sdk.test.mjs (crates/uexec/tests/real_clients.rs does).
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import readline from 'node:readline';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import Ajv from 'ajv';
 
@@ -22,14 +29,53 @@ import { parseUnifiedExec, scratchDir, since, uexecBin } from './lib/harness.mjs
 // machine gets generous slack, far below the 20 s the cancelled poll would hold the session.
 const PROMPT_MS = 5_000;
 
-async function connect() {
-  const workspace = path.join(scratchDir('sdk'), 'workspace');
-  fs.mkdirSync(workspace);
-  const transport = new StdioClientTransport({
-    command: uexecBin(),
-    args: ['mcp', '--cd', workspace],
-    stderr: 'pipe',
+const HTTP = process.env.UEXEC_TRANSPORT === 'http';
+
+/** Starts `uexec mcp --listen 127.0.0.1:0` with a token; resolves to its URL, its token and a stop function. */
+async function startHttpServer(scratch, workspace) {
+  const token = randomBytes(24).toString('hex');
+  const tokenFile = path.join(scratch, 'token');
+  fs.writeFileSync(tokenFile, `${token}\n`);
+  const server = spawn(uexecBin(), ['mcp', '--cd', workspace, '--listen', '127.0.0.1:0', '--auth-token-file', tokenFile], {
+    stdio: ['ignore', 'ignore', 'pipe'],
   });
+  const exited = new Promise((resolve) => server.once('exit', (code, signal) => resolve({ code, signal })));
+  const lines = readline.createInterface({ input: server.stderr });
+  const url = await new Promise((resolve, reject) => {
+    lines.on('line', (line) => {
+      const m = /listening on (http:\/\/\S+)/.exec(line);
+      if (m) resolve(m[1]);
+      else process.stderr.write(`${line}\n`);
+    });
+    server.once('exit', (code) => reject(new Error(`uexec mcp --listen exited (${code}) before listening`)));
+  });
+  const stop = async () => {
+    server.kill('SIGTERM');
+    const { code, signal } = await exited;
+    assert.equal(code, 0, `uexec mcp --listen exited with ${code} (${signal}) on SIGTERM`);
+  };
+  return { url, token, stop };
+}
+
+async function connect() {
+  const scratch = scratchDir('sdk');
+  const workspace = path.join(scratch, 'workspace');
+  fs.mkdirSync(workspace);
+  let transport;
+  let stopServer = async () => {};
+  if (HTTP) {
+    const server = await startHttpServer(scratch, workspace);
+    stopServer = server.stop;
+    transport = new StreamableHTTPClientTransport(new URL(server.url), {
+      requestInit: { headers: { Authorization: `Bearer ${server.token}` } },
+    });
+  } else {
+    transport = new StdioClientTransport({
+      command: uexecBin(),
+      args: ['mcp', '--cd', workspace],
+      stderr: 'pipe',
+    });
+  }
   const client = new Client({ name: 'uexec-real-clients', version: '0.0.0' });
   await client.connect(transport);
   // callTool validates structuredContent against the outputSchema of tools/list: list first so that it knows them.
@@ -37,7 +83,12 @@ async function connect() {
   // And every call's arguments are checked here against the tool's own inputSchema, as a validating client would.
   const ajv = new Ajv({ strict: true, allErrors: true });
   inputValidators.set(client, new Map(tools.map((tool) => [tool.name, ajv.compile(tool.inputSchema)])));
-  return { client, tools, workspace, close: () => client.close() };
+  const close = async () => {
+    if (HTTP) await transport.terminateSession();
+    await client.close();
+    await stopServer();
+  };
+  return { client, tools, workspace, close };
 }
 
 const inputValidators = new WeakMap();

@@ -2,7 +2,7 @@
 """End-to-end tests of `uexec mcp` through the official Python MCP SDK (a client we did not write).
 
 Usage:
-    python3 tests/mcp_e2e/run.py --uexec target/debug/uexec [--only NAME ...]
+    python3 tests/mcp_e2e/run.py --uexec target/debug/uexec [--transport stdio|http] [--only NAME ...]
 
 Creates (or reuses) a virtualenv at target/mcp-venv with the `mcp` package from PyPI, then runs
 tests/mcp_e2e/test_uexec.py with it. Exits 0 when every test passed, 1 when a test failed, 2 when the
@@ -60,6 +60,7 @@ def ensure_venv() -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--uexec", required=True, help="path to the uexec binary")
+    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="how the SDK reaches uexec")
     parser.add_argument("--only", action="append", default=[], help="run only tests whose name contains this")
     args = parser.parse_args()
 
@@ -73,6 +74,7 @@ def main() -> int:
         print(f"run.py: cannot set up the Python MCP client in {VENV}: {e}", file=sys.stderr)
         return 2
     command = [str(python), str(Path(__file__).with_name("test_uexec.py")), "--uexec", str(uexec)]
+    command += ["--transport", args.transport]
     for name in args.only:
         command += ["--only", name]
     return subprocess.run(command).returncode

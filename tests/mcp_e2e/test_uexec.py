@@ -1,6 +1,10 @@
 """The uexec MCP server driven by the official Python MCP SDK. Run through run.py (it provides the venv).
 
-Each test starts its own `uexec mcp` over stdio in a fresh temporary workspace. Both protocol generations are
+Each test starts its own `uexec mcp` in a fresh temporary workspace, over stdio or (`--transport http`) as a
+Streamable HTTP server on a loopback port with a bearer token (`uexec mcp --listen 127.0.0.1:0`), which the SDK
+reaches with its `streamable_http_client`. Over HTTP the server offers protocol versions up to 2025-11-25 (the last
+with MCP sessions, which hold a client's command sessions), so `mode="auto"` falls back to the initialize
+handshake there. Both protocol generations are
 exercised: the SDK's default (`mode="auto"`, which negotiates 2026-07-28 via server/discover, where approvals
 travel as InputRequiredResult rounds) and the initialize handshake (`mode="legacy"`, where approvals are
 elicitation/create requests from the server).
@@ -12,8 +16,11 @@ import argparse
 import asyncio
 import os
 import re
+import secrets
 import shutil
+import subprocess
 import sys
+import threading
 import tempfile
 import time
 import traceback
@@ -21,9 +28,13 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 import mcp.types as types
 
 UEXEC = ""
+TRANSPORT = "stdio"
+TOKEN = "e2e-" + secrets.token_hex(24)
 TESTS: list[Callable[[], Awaitable[None]]] = []
 TIMEOUT_S = 90
 
@@ -41,12 +52,22 @@ class Workspace:
         outside_base = Path("/var/tmp") if os.access("/var/tmp", os.W_OK) else Path.home()
         self.outside = Path(tempfile.mkdtemp(prefix="uexec-e2e-outside-", dir=outside_base))
         assert not str(self.outside).startswith("/tmp/"), self.outside
+        self.server: subprocess.Popen[bytes] | None = None
 
     def close(self) -> None:
+        if self.server is not None:
+            # SIGTERM: the server drains, kills every session and exits.
+            self.server.terminate()
+            try:
+                assert self.server.wait(timeout=30) == 0, f"uexec exited with {self.server.returncode}"
+            finally:
+                if self.server.returncode is None:
+                    self.server.kill()
+                    self.server.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
         shutil.rmtree(self.outside, ignore_errors=True)
 
-    def params(self, *extra: str) -> StdioServerParameters:
+    def params(self, *extra: str) -> Any:
         env = {
             "SHELL": "/bin/bash",
             # The login shell (-lc) reads ~/.bash_profile: keep this machine's profile out of the outputs.
@@ -54,7 +75,37 @@ class Workspace:
             # No user config file, and no $TMPDIR (it would be a writable root).
             "XDG_CONFIG_HOME": str(self.dir / ".no-config"),
         }
-        return StdioServerParameters(command=UEXEC, args=["mcp", *extra], cwd=str(self.dir), env=env)
+        if TRANSPORT == "stdio":
+            return StdioServerParameters(command=UEXEC, args=["mcp", *extra], cwd=str(self.dir), env=env)
+        return self.http_server(env, *extra)
+
+    def http_server(self, env: dict[str, str], *extra: str) -> Any:
+        """Start `uexec mcp --listen` on a free loopback port; the SDK's Streamable HTTP transport to it."""
+        token_file = self.outside / "token"
+        token_file.write_text(TOKEN + "\n")
+        base = {k: os.environ[k] for k in ("PATH", "USER", "LOGNAME", "TERM") if k in os.environ}
+        self.server = subprocess.Popen(
+            [UEXEC, "mcp", "--listen", "127.0.0.1:0", "--auth-token-file", str(token_file), *extra],
+            cwd=str(self.dir),
+            env={**base, **env},
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        assert self.server.stderr is not None
+        url = None
+        for raw in self.server.stderr:
+            line = raw.decode(errors="replace")
+            match = re.search(r"listening on (http://\S+)", line)
+            if match:
+                url = match.group(1)
+                break
+            sys.stderr.write(line)
+        assert url is not None, "uexec mcp --listen did not say where it listens"
+        stderr = self.server.stderr
+        # Keep reading its logs so the server never blocks on a full pipe.
+        threading.Thread(target=lambda: [sys.stderr.write(l.decode(errors="replace")) for l in stderr], daemon=True).start()
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"})
+        return streamable_http_client(url, http_client=http)
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -422,12 +473,14 @@ async def run_one(fn: Callable[[], Awaitable[None]]) -> None:
 
 
 def main() -> int:
-    global UEXEC
+    global UEXEC, TRANSPORT
     parser = argparse.ArgumentParser()
     parser.add_argument("--uexec", required=True)
+    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     parser.add_argument("--only", action="append", default=[])
     args = parser.parse_args()
     UEXEC = args.uexec
+    TRANSPORT = args.transport
     selected = [t for t in TESTS if not args.only or any(o in t.__name__ for o in args.only)]
     if not selected:
         print("test_uexec.py: no test selected", file=sys.stderr)

@@ -30,6 +30,7 @@ pub struct Metrics {
     clients_expired: AtomicU64,
     clients_refused: AtomicU64,
     sessions_open: AtomicI64,
+    calls_in_flight: AtomicI64,
     sessions_refused: AtomicU64,
     spawns: AtomicU64,
     spawn_latency_buckets: [AtomicU64; SPAWN_LATENCY_BUCKETS.len()],
@@ -57,6 +58,16 @@ impl Metrics {
     /// A disconnected client's grace ran out: its sessions are killed.
     pub fn client_expired(&self) {
         self.clients_expired.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A tool call started.
+    pub fn call_started(&self) {
+        self.calls_in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A tool call ended (answered, cancelled or cut off).
+    pub fn call_finished(&self) {
+        self.calls_in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// A new client was refused because the server holds its maximum number of clients.
@@ -131,6 +142,9 @@ impl Metrics {
         );
         gauge(&mut out, "uexec_sessions_open", "Live command sessions across every client.", {
             self.sessions_open.load(Ordering::Relaxed)
+        });
+        gauge(&mut out, "uexec_calls_in_flight", "Tool calls being served.", {
+            self.calls_in_flight.load(Ordering::Relaxed)
         });
         counter(
             &mut out,

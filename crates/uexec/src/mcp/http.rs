@@ -193,6 +193,7 @@ struct CallGuard(Arc<Fleet>);
 impl CallGuard {
     fn new(fleet: &Arc<Fleet>) -> Self {
         fleet.calls.send_modify(|n| *n += 1);
+        fleet.metrics.call_started();
         CallGuard(Arc::clone(fleet))
     }
 }
@@ -200,6 +201,7 @@ impl CallGuard {
 impl Drop for CallGuard {
     fn drop(&mut self) {
         self.0.calls.send_modify(|n| *n = n.saturating_sub(1));
+        self.0.metrics.call_finished();
     }
 }
 
@@ -502,7 +504,10 @@ pub async fn serve(
     sessions.session_config.keep_alive = None;
     let sessions = Arc::new(sessions);
     let stop = CancellationToken::new();
-    let mut http_config = StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token());
+    // The same bound as a stdio line: a request that large still gets a JSON-RPC answer, not a bare 413.
+    let mut http_config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(stop.child_token())
+        .with_max_request_body_bytes(super::transport::MAX_LINE_BYTES);
     if server.token.is_some() {
         // Behind a Service the Host header is a cluster name; DNS rebinding needs a browser, which cannot add the
         // bearer token. Without a token the default (loopback names only) stays.
