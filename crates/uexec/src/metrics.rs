@@ -257,10 +257,8 @@ impl EventSink for ClientEvents {
             ExecEvent::OutputDelta { chunk, .. } => {
                 self.metrics.output_bytes.fetch_add(chunk.len() as u64, Ordering::Relaxed);
             }
-            ExecEvent::ApprovalRequested { request } => {
-                if request.kind == ApprovalKind::RetryWithoutSandbox {
-                    self.metrics.sandbox_denials.fetch_add(1, Ordering::Relaxed);
-                }
+            ExecEvent::ApprovalRequested { request } if request.kind == ApprovalKind::RetryWithoutSandbox => {
+                self.metrics.sandbox_denials.fetch_add(1, Ordering::Relaxed);
             }
             ExecEvent::ApprovalDecided { call_id, decision, .. } => {
                 self.metrics.record_approval(*decision);
@@ -269,7 +267,6 @@ impl EventSink for ClientEvents {
                     *at = Instant::now();
                 }
             }
-            ExecEvent::TerminalInteraction { .. } => {}
             _ => {}
         }
         self.next.emit(event);

@@ -88,7 +88,7 @@ struct Fleet {
     next_client: AtomicU64,
     /// `exec_command` calls admitted and not yet returned (a session they spawn is counted live from `Begin`).
     admitting: Mutex<usize>,
-    /// Tool calls in flight, for the drain.
+    /// Tool calls in flight plus POST responses not yet sent to the end, for the drain.
     calls: watch::Sender<usize>,
     /// Open requests and streams per MCP session id, and since when a client has had none.
     activity: Mutex<HashMap<String, Activity>>,
@@ -184,6 +184,22 @@ impl Drop for OpenGuard {
                 entry.idle_since = Instant::now();
             }
         }
+    }
+}
+
+/// A POST answer not yet sent to the end (counted for the drain).
+struct Pending(Arc<Fleet>);
+
+impl Pending {
+    fn new(fleet: &Arc<Fleet>) -> Self {
+        fleet.calls.send_modify(|n| *n += 1);
+        Pending(Arc::clone(fleet))
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.calls.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 
@@ -415,6 +431,9 @@ impl Router {
                 None
             }
         };
+        // A POST's answer counts as in flight until its body is sent: the drain waits for it (a GET stream is not
+        // an answer and never ends by itself).
+        let answering = (request.method() == Method::POST).then(|| Pending::new(&self.fleet));
         let response = self.mcp.handle(request).await;
         // An `initialize` answer names the new MCP session: from now on its grace is tracked.
         let guard = guard.or_else(|| {
@@ -424,16 +443,16 @@ impl Router {
                 .and_then(|v| v.to_str().ok())
                 .map(|id| self.fleet.opened(id))
         });
-        match guard {
-            None => response,
-            Some(guard) => response.map(|body| {
-                body.map_frame(move |frame| {
-                    let _open = &guard;
-                    frame
-                })
-                .boxed()
-            }),
+        if guard.is_none() && answering.is_none() {
+            return response;
         }
+        response.map(|body| {
+            body.map_frame(move |frame| {
+                let _held = (&guard, &answering);
+                frame
+            })
+            .boxed()
+        })
     }
 }
 

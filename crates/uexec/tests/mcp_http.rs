@@ -1,0 +1,625 @@
+//! `uexec mcp --listen`: the Streamable HTTP server's guarantees, driven over real TCP with a small HTTP/1.1
+//! client: bearer-token auth (401 with no detail), the refusal to listen beyond loopback without a token, client
+//! isolation, the disconnect grace (resume within it, sessions killed after it), limits, malformed bodies, the
+//! operability endpoints and JSON logs, and the SIGTERM drain.
+//!
+//! The end-to-end behaviour through the official clients is in python_mcp_client.rs and real_clients.rs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+
+const TOKEN: &str = "test-token-0123456789abcdef0123456789";
+const PROTOCOL: &str = "2025-11-25";
+
+/// A `uexec mcp --listen` process on a free loopback port, killed when dropped.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    token: Option<String>,
+    stderr: Arc<Mutex<String>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn workspace() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("uexec-http-").tempdir_in("/tmp").unwrap()
+}
+
+/// The command line of a server in `dir` (HOME and the config directory inside it: no user config, no profile).
+fn uexec(dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_uexec"));
+    command
+        .arg("mcp")
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", dir)
+        .env("XDG_CONFIG_HOME", dir.join(".no-config"))
+        .env("SHELL", "/bin/bash")
+        .env_remove("UEXEC_AUTH_TOKEN_FILE")
+        .env_remove("TMPDIR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    command
+}
+
+fn token_file(dir: &Path, token: &str) -> PathBuf {
+    // Outside the workspace: the file is the server's, not the commands'.
+    let path = dir.join("token");
+    std::fs::write(&path, format!("{token}\n")).unwrap();
+    path
+}
+
+fn start(args: &[&str], token: Option<&str>) -> Server {
+    start_with(args, token, &[])
+}
+
+fn start_with(args: &[&str], token: Option<&str>, env: &[(&str, &str)]) -> Server {
+    let dir = workspace();
+    let mut all = vec!["--listen", "127.0.0.1:0"];
+    let file;
+    if let Some(token) = token {
+        file = token_file(dir.path(), token);
+        all.extend(["--auth-token-file", file.to_str().unwrap()]);
+    }
+    all.extend(args);
+    let mut child = uexec(dir.path(), &all).envs(env.iter().copied()).spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let mut before = String::new();
+    let addr = loop {
+        let Some(Ok(line)) = lines.next() else {
+            panic!("uexec mcp --listen ended before listening; stderr:\n{before}");
+        };
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest.trim_end_matches("/mcp").parse::<SocketAddr>().unwrap();
+        }
+        before.push_str(&line);
+        before.push('\n');
+    };
+    let log = Arc::new(Mutex::new(before));
+    let sink = Arc::clone(&log);
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let mut log = sink.lock().unwrap();
+            log.push_str(&line);
+            log.push('\n');
+        }
+    });
+    Server { child, addr, token: token.map(str::to_owned), stderr: log, _dir: dir }
+}
+
+/// One HTTP response, its body read to the end.
+struct Reply {
+    status: u16,
+    headers: http::HeaderMap,
+    body: String,
+}
+
+impl Reply {
+    /// The JSON-RPC messages of the body (an SSE stream's `data:` lines, or a JSON body).
+    fn messages(&self) -> Vec<Value> {
+        if let Ok(value) = serde_json::from_str::<Value>(&self.body) {
+            return vec![value];
+        }
+        self.body
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str(data.trim()).ok())
+            .collect()
+    }
+
+    /// The response to request `id`.
+    fn response(&self, id: u64) -> Value {
+        self.messages()
+            .into_iter()
+            .find(|m| m["id"] == json!(id))
+            .unwrap_or_else(|| panic!("no response to {id} in {} {}", self.status, self.body))
+    }
+}
+
+/// Send one request on a fresh connection (every request here is its own connection: between two requests the
+/// client holds none open, which is what a disconnected client looks like).
+async fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: impl Into<Bytes>,
+) -> Reply {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(connection);
+    let mut request = http::Request::builder().method(method).uri(path).header("host", addr.to_string());
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    let response = sender.send_request(request.body(Full::new(body.into())).unwrap()).await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    Reply { status, headers, body: String::from_utf8_lossy(&body).into_owned() }
+}
+
+/// An MCP client over HTTP: its session id after `initialize`.
+struct Client {
+    addr: SocketAddr,
+    token: Option<String>,
+    session: Option<String>,
+    next_id: u64,
+}
+
+impl Client {
+    fn of(server: &Server) -> Self {
+        Client { addr: server.addr, token: server.token.clone(), session: None, next_id: 1 }
+    }
+
+    fn headers(&self) -> Vec<(&'static str, String)> {
+        let mut headers = vec![
+            ("content-type", "application/json".to_owned()),
+            ("accept", "application/json, text/event-stream".to_owned()),
+        ];
+        if let Some(token) = &self.token {
+            headers.push(("authorization", format!("Bearer {token}")));
+        }
+        if let Some(session) = &self.session {
+            headers.push(("mcp-session-id", session.clone()));
+            headers.push(("mcp-protocol-version", PROTOCOL.to_owned()));
+        }
+        headers
+    }
+
+    async fn post(&self, message: &Value) -> Reply {
+        send(self.addr, "POST", "/mcp", &self.headers(), message.to_string()).await
+    }
+
+    async fn connect(server: &Server) -> Self {
+        let mut client = Client::of(server);
+        let reply = client
+            .post(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}))
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        assert_eq!(reply.response(0)["result"]["protocolVersion"], PROTOCOL);
+        let session = reply.headers.get("mcp-session-id").expect("an MCP session id").to_str().unwrap();
+        client.session = Some(session.to_owned());
+        let reply = client.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        assert_eq!(reply.status, 202, "{}", reply.body);
+        client
+    }
+
+    /// Call a tool; returns (isError, text).
+    async fn call(&mut self, name: &str, arguments: Value) -> (bool, String) {
+        let result = self.call_raw(name, arguments).await;
+        let result = &result["result"];
+        let text = result["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+        (result["isError"] == json!(true), text)
+    }
+
+    async fn call_raw(&mut self, name: &str, arguments: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let reply = self
+            .post(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}}))
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        reply.response(id)
+    }
+}
+
+fn session_of(text: &str) -> u32 {
+    text.lines()
+        .find_map(|l| l.strip_prefix("Process running with session ID "))
+        .unwrap_or_else(|| panic!("no session in {text}"))
+        .parse()
+        .unwrap()
+}
+
+fn output_of(text: &str) -> &str {
+    text.split_once("\nOutput:\n").map(|(_, o)| o).unwrap_or_default()
+}
+
+/// A long-running `sleep` with a duration no other process has: returns its session and its (host) pid. (`$$`
+/// would be the pid inside the sandbox's PID namespace.)
+async fn start_sleeper(client: &mut Client) -> (u32, u32) {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let unique = format!(
+        "9{:05}{:03}",
+        std::process::id() % 100_000,
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let (error, text) = client
+        .call(
+            "exec_command",
+            json!({"cmd": format!("exec sleep {unique}"), "login": false, "yield_time_ms": 250}),
+        )
+        .await;
+    assert!(!error, "{text}");
+    let wanted = format!("sleep\0{unique}\0");
+    let mut pid = None;
+    eventually_sync("the sleeper is found", || {
+        pid = std::fs::read_dir("/proc").unwrap().filter_map(Result::ok).find_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            (cmdline == wanted.as_bytes()).then_some(pid)
+        });
+        pid.is_some()
+    });
+    (session_of(&text), pid.unwrap())
+}
+
+fn eventually_sync(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie has exited: only a process that still runs counts.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// Wait (at most a minute) until `condition` holds.
+async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn metric(server: &Server, name: &str) -> f64 {
+    metric_at(server.addr, server.token.as_deref(), name).await
+}
+
+async fn metric_at(addr: SocketAddr, token: Option<&str>, name: &str) -> f64 {
+    let headers: Vec<(&str, String)> =
+        token.iter().map(|t| ("authorization", format!("Bearer {t}"))).collect();
+    let reply = send(addr, "GET", "/metrics", &headers, Bytes::new()).await;
+    assert_eq!(reply.status, 200);
+    reply
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("no {name} in\n{}", reply.body))
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn requests_without_the_right_token_get_a_bare_401() {
+    let server = start(&[], Some(TOKEN));
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let base = [
+        ("content-type", "application/json".to_owned()),
+        ("accept", "application/json, text/event-stream".to_owned()),
+    ];
+    for authorization in
+        [None, Some("Bearer wrong-token-0123456789abcdef"), Some(TOKEN), Some("Basic dGVzdA==")]
+    {
+        let mut headers = base.to_vec();
+        if let Some(value) = authorization {
+            // A bare token without the scheme is refused as well.
+            headers.push(("authorization", value.to_owned()));
+        }
+        let reply = send(server.addr, "POST", "/mcp", &headers, init.to_string()).await;
+        assert_eq!(reply.status, 401, "{authorization:?}: {}", reply.body);
+        assert_eq!(reply.body, "", "a 401 carries no detail");
+        assert!(reply.headers.get("mcp-session-id").is_none());
+        let reply = send(server.addr, "GET", "/metrics", &headers, Bytes::new()).await;
+        assert_eq!(reply.status, 401);
+    }
+    // The probes are open (a kubelet cannot send the token); they say nothing but their state.
+    let reply = send(server.addr, "GET", "/healthz", &[], Bytes::new()).await;
+    assert_eq!((reply.status, reply.body.as_str()), (200, "ok\n"));
+    let reply = send(server.addr, "GET", "/readyz", &[], Bytes::new()).await;
+    assert_eq!((reply.status, reply.body.as_str()), (200, "ready\n"));
+    // The right token opens every route.
+    let mut client = Client::connect(&server).await;
+    let (error, text) = client.call("exec_command", json!({"cmd": "echo authorized", "login": false})).await;
+    assert!(!error && output_of(&text) == "authorized\n", "{text}");
+    assert_eq!(metric(&server, "uexec_http_unauthorized_total").await, 8.0);
+}
+
+#[test]
+fn a_non_loopback_address_needs_a_token() {
+    let dir = workspace();
+    for listen in ["0.0.0.0:0", "[::]:0"] {
+        let output = uexec(dir.path(), &["--listen", listen]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{listen}: {stderr}");
+        assert!(stderr.contains("refusing to listen") && stderr.contains("--auth-token-file"), "{stderr}");
+    }
+    // A token too short to be secret is refused too.
+    let short = token_file(dir.path(), "short");
+    let output = uexec(dir.path(), &["--listen", "0.0.0.0:0", "--auth-token-file", short.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("at least 16"));
+    // The allowed twin: the same address with a token, named by the environment variable, serves.
+    let holder = workspace();
+    let file = token_file(holder.path(), TOKEN);
+    let server = start_with(&[], None, &[("UEXEC_AUTH_TOKEN_FILE", file.to_str().unwrap())]);
+    // `start_with` listens on 127.0.0.1: the token from the environment is enforced there as well.
+    let reply = send(server.addr, "GET", "/metrics", &[], Bytes::new()).await_blocking();
+    assert_eq!(reply.status, 401);
+    let mut any =
+        uexec(holder.path(), &["--listen", "0.0.0.0:0"]).env("UEXEC_AUTH_TOKEN_FILE", &file).spawn().unwrap();
+    let lines = BufReader::new(any.stderr.take().unwrap()).lines();
+    let mut seen = String::new();
+    for line in lines.map_while(Result::ok) {
+        seen.push_str(&line);
+        if line.contains("listening on http://") {
+            break;
+        }
+    }
+    assert!(seen.contains("listening on http://0.0.0.0:"), "{seen}");
+    let _ = any.kill();
+    let _ = any.wait();
+}
+
+/// Runs a future to completion on a fresh runtime (for the synchronous test above).
+trait Blocking: Future + Sized {
+    fn await_blocking(self) -> Self::Output {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(self)
+    }
+}
+
+impl<F: Future> Blocking for F {}
+
+#[tokio::test]
+async fn clients_cannot_see_poll_or_close_each_others_sessions() {
+    let server = start(&[], Some(TOKEN));
+    let mut a = Client::connect(&server).await;
+    let mut b = Client::connect(&server).await;
+    let (error, text) =
+        a.call("exec_command", json!({"cmd": "cat", "tty": true, "yield_time_ms": 500})).await;
+    assert!(!error, "{text}");
+    let session = session_of(&text);
+
+    let listed = b.call_raw("list_sessions", json!({})).await;
+    assert_eq!(listed["result"]["structuredContent"]["sessions"], json!([]), "{listed}");
+    let (error, text) = b.call("write_stdin", json!({"session_id": session, "chars": "from-b\n"})).await;
+    assert!(error && text.contains(&format!("Unknown process id {session}")), "{text}");
+    let (error, text) = b.call("write_stdin", json!({"session_id": session, "chars": ""})).await;
+    assert!(error && text.contains(&format!("Unknown process id {session}")), "{text}");
+    let (error, text) = b.call("close_session", json!({"session_id": session})).await;
+    assert!(error, "{text}");
+    let (error, text) = b.call("read_screen", json!({"session_id": session})).await;
+    assert!(error, "{text}");
+
+    // A still owns it, untouched by B: B's input never reached it.
+    let listed = a.call_raw("list_sessions", json!({})).await;
+    assert_eq!(
+        listed["result"]["structuredContent"]["sessions"][0]["session_id"],
+        json!(session),
+        "{listed}"
+    );
+    let (error, text) = a
+        .call("write_stdin", json!({"session_id": session, "chars": "from-a\n", "yield_time_ms": 1000}))
+        .await;
+    assert!(!error && text.contains("from-a") && !text.contains("from-b"), "{text}");
+    let (error, text) = a.call("close_session", json!({"session_id": session})).await;
+    assert!(!error, "{text}");
+
+    // A client's MCP session id is its own: without the token nobody can use it.
+    let mut thief = Client::of(&server);
+    thief.token = None;
+    thief.session = a.session.clone();
+    let reply = thief.post(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})).await;
+    assert_eq!(reply.status, 401);
+}
+
+#[tokio::test]
+async fn a_client_that_comes_back_within_its_grace_keeps_its_sessions() {
+    // A grace of 20 s is checked every 5 s: staying away 6 s lets the reaper look at least once.
+    let server = start(&["--client-grace-secs", "20"], Some(TOKEN));
+    let mut client = Client::connect(&server).await;
+    let (session, pid) = start_sleeper(&mut client).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(alive(pid));
+    let (error, text) = client.call("write_stdin", json!({"session_id": session, "chars": ""})).await;
+    assert!(!error && text.contains(&format!("session ID {session}")), "{text}");
+    assert_eq!(metric(&server, "uexec_clients_expired_total").await, 0.0);
+}
+
+#[tokio::test]
+async fn a_client_gone_past_its_grace_loses_its_sessions() {
+    let server = start(&["--client-grace-secs", "1"], Some(TOKEN));
+    let mut client = Client::connect(&server).await;
+    let mut other = Client::connect(&server).await;
+    let (_, pid) = start_sleeper(&mut client).await;
+    let (_, other_pid) = start_sleeper(&mut other).await;
+    // `other` keeps a connection open (a standalone SSE stream): it stays connected however long this takes.
+    let mut headers = other.headers();
+    headers.retain(|(name, _)| *name != "content-type");
+    headers.retain(|(name, _)| *name != "accept");
+    headers.push(("accept", "text/event-stream".to_owned()));
+    let stream = TcpStream::connect(server.addr).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(connection);
+    let mut request =
+        http::Request::builder().method("GET").uri("/mcp").header("host", server.addr.to_string());
+    for (name, value) in &headers {
+        request = request.header(*name, value);
+    }
+    let open = sender.send_request(request.body(Full::new(Bytes::new())).unwrap()).await.unwrap();
+    assert_eq!(open.status(), 200);
+
+    eventually("the disconnected client's command is killed", || !alive(pid)).await;
+    assert_eq!(metric(&server, "uexec_clients_expired_total").await, 1.0);
+    // Its MCP session is gone: the spec's 404 tells the client to start over.
+    let reply = client.post(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"})).await;
+    assert_eq!(reply.status, 404, "{}", reply.body);
+    // The connected client lost nothing.
+    assert!(alive(other_pid));
+    let listed = other.call_raw("list_sessions", json!({})).await;
+    assert_eq!(listed["result"]["structuredContent"]["sessions"].as_array().unwrap().len(), 1, "{listed}");
+    drop(open);
+}
+
+#[tokio::test]
+async fn a_client_that_ends_its_mcp_session_has_its_sessions_killed_at_once() {
+    let server = start(&["--client-grace-secs", "600"], Some(TOKEN));
+    let mut client = Client::connect(&server).await;
+    let (_, pid) = start_sleeper(&mut client).await;
+    let reply = send(server.addr, "DELETE", "/mcp", &client.headers(), Bytes::new()).await;
+    assert!(reply.status < 300, "{} {}", reply.status, reply.body);
+    eventually("the closed client's command is killed", || !alive(pid)).await;
+    assert_eq!(metric(&server, "uexec_sessions_open").await, 0.0);
+    assert_eq!(metric(&server, "uexec_clients_open").await, 0.0);
+}
+
+#[tokio::test]
+async fn limits_refuse_clients_and_sessions_beyond_them_with_a_reason() {
+    let server = start(&["--max-clients", "2", "--max-sessions-total", "1"], Some(TOKEN));
+    let mut a = Client::connect(&server).await;
+    let mut b = Client::connect(&server).await;
+    // A third client is refused while two are held.
+    let refused = Client::of(&server)
+        .post(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}))
+        .await;
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert!(refused.body.contains("maximum number of clients"), "{}", refused.body);
+
+    let (session, _) = start_sleeper(&mut a).await;
+    let (error, text) = b.call("exec_command", json!({"cmd": "echo no-room", "login": false})).await;
+    assert!(error && text.contains("exec_command refused") && !text.contains("no-room\n"), "{text}");
+    assert_eq!(metric(&server, "uexec_sessions_refused_total").await, 1.0);
+    // Room again once A's session is closed.
+    let (error, text) = a.call("close_session", json!({"session_id": session})).await;
+    assert!(!error, "{text}");
+    let (error, text) = b.call("exec_command", json!({"cmd": "echo room", "login": false})).await;
+    assert!(!error && output_of(&text) == "room\n", "{text}");
+}
+
+#[test]
+fn memory_bounds_that_hold_no_session_are_refused_at_startup() {
+    let dir = workspace();
+    for flag in ["--memory-per-client", "--memory-total"] {
+        let output = uexec(dir.path(), &["--listen", "127.0.0.1:0", flag, "1000"]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{flag}: {stderr}");
+        assert!(stderr.contains("at least one session"), "{stderr}");
+    }
+}
+
+#[tokio::test]
+async fn malformed_requests_get_4xx_or_json_rpc_errors_and_the_server_survives() {
+    let server = start(&[], Some(TOKEN));
+    let mut client = Client::connect(&server).await;
+    let (_, pid) = start_sleeper(&mut client).await;
+    let headers = client.headers();
+    for body in [&b"{not json"[..], b"[]", b"", b"\xff\xfe", b"{\"jsonrpc\":\"2.0\",\"id\":1}", b"null"] {
+        let reply = send(server.addr, "POST", "/mcp", &headers, Bytes::copy_from_slice(body)).await;
+        assert!((400..500).contains(&reply.status), "{body:?}: {} {}", reply.status, reply.body);
+    }
+    let mut wrong_type = headers.clone();
+    wrong_type.retain(|(name, _)| *name != "content-type");
+    wrong_type.push(("content-type", "text/plain".to_owned()));
+    let reply = send(server.addr, "POST", "/mcp", &wrong_type, "{}").await;
+    assert_eq!(reply.status, 415);
+    // Larger than the 16 MiB bound of a stdio line.
+    let huge = Bytes::from(vec![b' '; 17 * 1024 * 1024]);
+    let reply = send(server.addr, "POST", "/mcp", &headers, huge).await;
+    assert_eq!(reply.status, 413);
+    // An unknown method is a JSON-RPC error.
+    let reply = client.post(&json!({"jsonrpc": "2.0", "id": 77, "method": "no/such/method"})).await;
+    assert_eq!(reply.response(77)["error"]["code"], json!(-32601), "{}", reply.body);
+    let reply = send(server.addr, "GET", "/nowhere", &headers, Bytes::new()).await;
+    assert_eq!(reply.status, 404);
+    // The server and the client's session survived all of it.
+    assert!(alive(pid));
+    let (error, text) =
+        client.call("exec_command", json!({"cmd": "echo still-serving", "login": false})).await;
+    assert!(!error && output_of(&text) == "still-serving\n", "{text}");
+}
+
+#[tokio::test]
+async fn metrics_count_spawns_output_and_sessions_and_logs_can_be_json() {
+    let server = start_with(&["--log-format", "json"], Some(TOKEN), &[("RUST_LOG", "uexec=info")]);
+    let mut client = Client::connect(&server).await;
+    let (error, text) = client.call("exec_command", json!({"cmd": "printf 12345", "login": false})).await;
+    assert!(!error, "{text}");
+    let (_, pid) = start_sleeper(&mut client).await;
+    assert_eq!(metric(&server, "uexec_spawns_total").await, 2.0);
+    assert_eq!(metric(&server, "uexec_sessions_open").await, 1.0);
+    assert_eq!(metric(&server, "uexec_clients_open").await, 1.0);
+    assert_eq!(metric(&server, "uexec_spawn_latency_seconds_count").await, 2.0);
+    assert!(metric(&server, "uexec_output_bytes_total").await >= 5.0);
+    assert!(alive(pid));
+    // Every log line on stderr is one JSON object (the "listening" line is the one plain line operators read).
+    let log = server.stderr.lock().unwrap().clone();
+    let json_lines: Vec<Value> = log.lines().filter_map(|line| serde_json::from_str(line).ok()).collect();
+    assert!(json_lines.iter().any(|l| l["message"] == "serving MCP over Streamable HTTP"), "{log}");
+    assert!(
+        log.lines().all(|l| l.starts_with("uexec: listening") || serde_json::from_str::<Value>(l).is_ok()),
+        "{log}"
+    );
+}
+
+#[tokio::test]
+async fn sigterm_lets_a_call_in_flight_finish_then_kills_every_session() {
+    let mut server = start(&["--shutdown-deadline-secs", "60"], Some(TOKEN));
+    let mut idle = Client::connect(&server).await;
+    let (_, pid) = start_sleeper(&mut idle).await;
+    let mut busy = Client::connect(&server).await;
+    let call = tokio::spawn(async move {
+        busy.call(
+            "exec_command",
+            json!({"cmd": "sleep 2; echo finished", "login": false, "yield_time_ms": 30000}),
+        )
+        .await
+    });
+    let (addr, token) = (server.addr, server.token.clone());
+    eventually_async("the call is in flight", || {
+        let token = token.clone();
+        async move { metric_at(addr, token.as_deref(), "uexec_calls_in_flight").await == 1.0 }
+    })
+    .await;
+    sigterm(server.child.id());
+    let (error, text) = call.await.unwrap();
+    assert!(!error && output_of(&text) == "finished\n", "the call in flight finished: {text}");
+    let status = server.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(!alive(pid), "every session is killed at shutdown");
+}
+
+async fn eventually_async<F: Future<Output = bool>>(what: &str, mut condition: impl FnMut() -> F) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !condition().await {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn sigterm(pid: u32) {
+    let status = Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    assert!(status.success());
+}
