@@ -1,16 +1,17 @@
 //! Project automation, one binary with subcommands: `cargo xtask ci`, `cargo xtask layering`,
-//! `cargo xtask tidy`, `cargo xtask examples`, `cargo xtask package`, `cargo xtask bench`.
+//! `cargo xtask tidy`, `cargo xtask deploy`, `cargo xtask examples`, `cargo xtask package`, `cargo xtask bench`.
 //!
 //! `ci` is what `.ci/run` calls and what the README names as the test command: formatting, clippy with
 //! warnings denied (for this machine and for both macOS targets, whose standard libraries it installs with
 //! rustup when missing; linking needs Apple's SDK, checking does not), cargo-deny, the layering and tidy
-//! checks, every test (nextest plus doctests), every example of the workspace run to exit 0, and
-//! `cargo package` of the publishable crates.
+//! checks, the Kubernetes manifests' schema check, every test (nextest plus doctests), every example of the
+//! workspace run to exit 0, and `cargo package` of the publishable crates.
 
 // A command-line tool: printing is its job.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
+mod deploy;
 mod examples;
 mod layering;
 mod package;
@@ -26,10 +27,12 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci          fmt --check, clippy -D warnings (here and for macOS), cargo deny, layering, tidy, nextest,
+  ci          fmt --check, clippy -D warnings (here and for macOS), cargo deny, layering, tidy, deploy,
+              nextest,
               doctests, examples, package
   layering    fail when a crate depends on a layer it must not (reads `cargo metadata`)
   tidy        fail when a source file lacks its `//!` line or the tree holds a stub
+  deploy      validate deploy/kubernetes/*.yaml against the Kubernetes API schemas (kubernetes-validate from PyPI)
   examples    build every example of the workspace and run each (stdin /dev/null, must exit 0 in 120 s)
   package     cargo package (verified) of every publishable crate, together
   bench       run every benchmark, then print each target (met / NOT met) and the peer table
@@ -45,6 +48,7 @@ fn main() -> Result<()> {
         Some("tidy") => tidy::run(&root),
         Some("examples") => examples::run(&root),
         Some("package") => package::run(&root),
+        Some("deploy") => deploy::run(&root),
         Some("bench") => {
             let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1));
             bench::run(&root, args.iter().any(|a| a == "--quick"), only.map(String::as_str))
@@ -91,6 +95,7 @@ fn ci(root: &Path) -> Result<()> {
     })?;
     step("layering", || layering::run(root))?;
     step("tidy", || tidy::run(root))?;
+    step("deploy", || deploy::run(root))?;
     step("nextest", || cargo(root, &["nextest", "run", "--workspace", "--all-features", "--no-fail-fast"]))?;
     step("doctests", || cargo(root, &["test", "--workspace", "--all-features", "--doc"]))?;
     step("examples", || examples::run(root))?;
