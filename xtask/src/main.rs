@@ -28,13 +28,14 @@ usage: cargo xtask <command>
 
 commands:
   ci          fmt --check, clippy -D warnings (here and for macOS), cargo deny, layering, tidy, deploy,
-              nextest,
-              doctests, examples, package
+              nextest, doctests, examples, package
   layering    fail when a crate depends on a layer it must not (reads `cargo metadata`)
   tidy        fail when a source file lacks its `//!` line or the tree holds a stub
   deploy      validate deploy/kubernetes/*.yaml against the Kubernetes API schemas (kubernetes-validate from PyPI)
   examples    build every example of the workspace and run each (stdin /dev/null, must exit 0 in 120 s)
   package     cargo package (verified) of every publishable crate, together
+  soak-fleet  16 uexec servers on loopback ports, 64 concurrent clients with interactive scenarios, isolation and
+              memory (RSS) bounds checked (release build; extra flags go to crates/uexec/examples/soak_fleet.rs)
   bench       run every benchmark, then print each target (met / NOT met) and the peer table
               (--quick for a short run; --only pty|sandbox|engine|login|run for one of them)
 ";
@@ -49,6 +50,7 @@ fn main() -> Result<()> {
         Some("examples") => examples::run(&root),
         Some("package") => package::run(&root),
         Some("deploy") => deploy::run(&root),
+        Some("soak-fleet") => soak_fleet(&root, &args[1..]),
         Some("bench") => {
             let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1));
             bench::run(&root, args.iter().any(|a| a == "--quick"), only.map(String::as_str))
@@ -150,6 +152,24 @@ fn ensure_rust_targets(root: &Path, targets: &[&str]) -> Result<()> {
         .context("could not run rustup target add")?;
     if !status.success() {
         bail!("rustup target add {} exited with {status}", missing.join(" "));
+/// Build uexec and the fleet driver in release mode, then run the driver against that uexec.
+fn soak_fleet(root: &Path, extra: &[String]) -> Result<()> {
+    cargo(
+        root,
+        &["build", "--release", "--locked", "-p", "uexec", "--bin", "uexec", "--example", "soak_fleet"],
+    )?;
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
+    let target = if target.is_absolute() { target } else { root.join(target) };
+    let status = Command::new(target.join("release/examples/soak_fleet"))
+        .arg("--uexec")
+        .arg(target.join("release/uexec"))
+        .args(extra)
+        .current_dir(root)
+        .status()
+        .context("could not run the fleet driver")?;
+    if !status.success() {
+        bail!("the fleet simulation failed ({status})");
     }
     Ok(())
 }
