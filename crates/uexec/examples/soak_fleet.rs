@@ -251,13 +251,16 @@ fn session_of(text: &str) -> u64 {
         .unwrap()
 }
 
-/// One client's scenario; `others` receives every client's session ids (to try them from outside).
+/// Every client's session ids, by client index (shared so that each can try the others').
+type SharedIds = Arc<Mutex<HashMap<usize, Vec<u64>>>>;
+
+/// One client's scenario.
 async fn scenario(
     index: usize,
     addr: SocketAddr,
     token: String,
     barrier: Arc<Barrier>,
-    ids: Arc<Mutex<HashMap<usize, (SocketAddr, Vec<u64>)>>>,
+    ids: SharedIds,
 ) -> Duration {
     let started = Instant::now();
     let mut client = Client::connect(addr, &token).await;
@@ -288,7 +291,7 @@ async fn scenario(
     let mut own = vec![python, shell];
     own.sort_unstable();
     assert_eq!(client.sessions().await, own, "client {index} sees exactly its own sessions");
-    ids.lock().unwrap().insert(index, (addr, own.clone()));
+    ids.lock().unwrap().insert(index, own.clone());
 
     // Every client holds its sessions now: try the neighbours' (on the same server and elsewhere) from here.
     barrier.wait().await;
@@ -297,7 +300,7 @@ async fn scenario(
         .unwrap()
         .iter()
         .filter(|(other, _)| **other != index)
-        .flat_map(|(_, (_, sessions))| sessions.clone())
+        .flat_map(|(_, sessions)| sessions.clone())
         .filter(|id| !own.contains(id))
         .take(4)
         .collect();
