@@ -37,7 +37,7 @@ use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
     ServerConfig,
@@ -567,7 +567,10 @@ pub async fn serve(
                             async move { Ok::<_, Infallible>(router.route(request).await) }
                         });
                         let io = TokioIo::new(stream);
-                        if let Err(e) = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await {
+                        // A timer gives hyper its 30 s limit on reading a request's headers (slow clients).
+                        let mut builder = hyper::server::conn::http1::Builder::new();
+                        builder.timer(TokioTimer::new());
+                        if let Err(e) = builder.serve_connection(io, service).await {
                             tracing::debug!(%peer, "connection ended: {e}");
                         }
                     });
