@@ -684,6 +684,86 @@ mod tests {
         LoadedConfig { file: config::parse(&path, text).unwrap(), path, text: text.to_owned() }
     }
 
+    fn env_token_ctx(cwd: &Path) -> ProcessContext {
+        ProcessContext {
+            cwd: cwd.to_path_buf(),
+            env: |name| (name == AUTH_TOKEN_FILE_ENV).then(|| "env-token".into()),
+        }
+    }
+
+    #[test]
+    fn the_token_comes_from_the_flag_then_the_environment_then_the_config() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["flag-token", "env-token", "config-token"] {
+            std::fs::write(dir.path().join(name), format!("  {name}-0123456789abcdef\n")).unwrap();
+        }
+        let limits = Limits::default();
+        let file = ServerSection {
+            auth_token_file: Some(dir.path().join("config-token")),
+            ..ServerSection::default()
+        };
+        let listen = Some("0.0.0.0:8080".parse().unwrap());
+        let token = |args: &ServeArgs, ctx: &ProcessContext| {
+            let settings = ServerSettings::resolve(args, &file, &limits, ctx).unwrap().unwrap();
+            String::from_utf8(settings.token.unwrap().as_bytes().to_vec()).unwrap()
+        };
+        let flag = ServeArgs { listen, auth_token_file: Some("flag-token".into()), ..ServeArgs::default() };
+        assert_eq!(token(&flag, &env_token_ctx(dir.path())), "flag-token-0123456789abcdef");
+        let no_flag = ServeArgs { listen, ..ServeArgs::default() };
+        assert_eq!(token(&no_flag, &env_token_ctx(dir.path())), "env-token-0123456789abcdef");
+        assert_eq!(token(&no_flag, &ctx(dir.path())), "config-token-0123456789abcdef");
+        assert!(
+            !format!("{:?}", ServerSettings::resolve(&no_flag, &file, &limits, &ctx(dir.path())).unwrap())
+                .contains("config-token"),
+            "Debug never shows the token"
+        );
+    }
+
+    #[test]
+    fn without_a_token_only_loopback_addresses_are_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = Limits::default();
+        let none = ServerSection::default();
+        let serve = |addr: &str| ServeArgs { listen: Some(addr.parse().unwrap()), ..ServeArgs::default() };
+        assert!(
+            ServerSettings::resolve(&ServeArgs::default(), &none, &limits, &ctx(dir.path()))
+                .unwrap()
+                .is_none()
+        );
+        for loopback in ["127.0.0.1:0", "[::1]:8080"] {
+            let settings =
+                ServerSettings::resolve(&serve(loopback), &none, &limits, &ctx(dir.path())).unwrap();
+            assert!(settings.unwrap().token.is_none());
+        }
+        for open in ["0.0.0.0:8080", "[::]:8080", "10.0.0.1:8080"] {
+            let error = ServerSettings::resolve(&serve(open), &none, &limits, &ctx(dir.path())).unwrap_err();
+            assert!(error.to_string().contains("refusing to listen"), "{error}");
+        }
+        std::fs::write(dir.path().join("short"), "abc\n").unwrap();
+        let short = ServeArgs { auth_token_file: Some("short".into()), ..serve("127.0.0.1:0") };
+        assert!(ServerSettings::resolve(&short, &none, &limits, &ctx(dir.path())).is_err());
+    }
+
+    #[test]
+    fn memory_bounds_cap_sessions_and_flags_override_the_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = Limits { output_buffer_bytes: 1024 * 1024, ..Limits::default() };
+        let file = ServerSection {
+            max_sessions_total: Some(100),
+            memory_per_client: Some(3 * 1024 * 1024 + 5),
+            client_grace_secs: Some(7),
+            ..ServerSection::default()
+        };
+        let args = ServeArgs { listen: Some("127.0.0.1:0".parse().unwrap()), ..ServeArgs::default() };
+        let s = ServerSettings::resolve(&args, &file, &limits, &ctx(dir.path())).unwrap().unwrap();
+        assert_eq!((s.sessions_per_client, s.sessions_total, s.client_grace.as_secs()), (3, 100, 7));
+        let args = ServeArgs { max_sessions_total: Some(9), memory_total: Some(4 * 1024 * 1024), ..args };
+        let s = ServerSettings::resolve(&args, &file, &limits, &ctx(dir.path())).unwrap().unwrap();
+        assert_eq!(s.sessions_total, 4, "the memory bound is the tighter one");
+        let none = ServeArgs { memory_per_client: Some(1000), ..args };
+        assert!(ServerSettings::resolve(&none, &file, &limits, &ctx(dir.path())).is_err());
+    }
+
     #[test]
     fn defaults_are_workspace_write_here_without_network_on_request() {
         let dir = tempfile::tempdir().unwrap();
