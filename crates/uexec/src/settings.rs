@@ -720,6 +720,19 @@ mod tests {
     }
 
     #[test]
+    fn the_server_section_is_read_with_paths_relative_to_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = loaded(dir.path(), "[server]\nauth_token_file = \"tok\"\nmax_clients = 3\n");
+        let s = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap();
+        assert_eq!(s.server.auth_token_file, Some(dir.path().join("tok")));
+        assert_eq!(s.server.max_clients, Some(3));
+        assert!(
+            config::parse(&dir.path().join("c.toml"), "[server]\nmax_client = 3\n").is_err(),
+            "unknown keys"
+        );
+    }
+
+    #[test]
     fn without_a_token_only_loopback_addresses_are_served() {
         let dir = tempfile::tempdir().unwrap();
         let limits = Limits::default();
