@@ -20,7 +20,7 @@ FROM ${RUST_IMAGE} AS build
 RUN rustup target add x86_64-unknown-linux-musl
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked --target x86_64-unknown-linux-musl -p uexec \
+RUN CARGO_PROFILE_RELEASE_STRIP=symbols cargo build --release --locked --target x86_64-unknown-linux-musl -p uexec \
     && install -D -m 0755 target/x86_64-unknown-linux-musl/release/uexec /out/uexec
 
 # --- prebuilt: the same binary from the host's target directory -------------------------------------------------

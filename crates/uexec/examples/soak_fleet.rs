@@ -25,10 +25,10 @@ use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio::sync::Barrier;
 
-/// Peak resident memory one server may use (its uexec processes together), in KiB.
-const SERVER_RSS_BOUND_KIB: u64 = 64 * 1024;
+/// Peak resident memory one server may use (its uexec processes together, a release build), in KiB.
+const SERVER_RSS_BOUND_KIB: u64 = 32 * 1024;
 /// Peak resident memory of all servers together, in KiB.
-const TOTAL_RSS_BOUND_KIB: u64 = 512 * 1024;
+const TOTAL_RSS_BOUND_KIB: u64 = 256 * 1024;
 const PROTOCOL: &str = "2025-11-25";
 
 struct Args {
