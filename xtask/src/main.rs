@@ -152,6 +152,10 @@ fn ensure_rust_targets(root: &Path, targets: &[&str]) -> Result<()> {
         .context("could not run rustup target add")?;
     if !status.success() {
         bail!("rustup target add {} exited with {status}", missing.join(" "));
+    }
+    Ok(())
+}
+
 /// Build uexec and the fleet driver in release mode, then run the driver against that uexec.
 fn soak_fleet(root: &Path, extra: &[String]) -> Result<()> {
     cargo(

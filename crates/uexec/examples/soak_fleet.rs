@@ -4,7 +4,10 @@
 //! sessions; the resident memory of every server (its uexec processes, not the commands) is sampled throughout,
 //! and the peaks must stay within the stated bounds.
 //!
-//! Usage: soak_fleet --uexec PATH [--servers 16] [--clients 64] [--rounds 2]
+//! Usage: soak_fleet [--uexec PATH] [--servers 16] [--clients 64] [--rounds 2]
+//!
+//! Without flags (as `cargo xtask examples` runs every example) it runs a small fleet (4 servers, 16 clients, one
+//! round) against the uexec binary of the same build (`target/<profile>/uexec`, beside `examples/`).
 
 // A command-line tool: printing is its job; failing loudly is how it reports.
 #![allow(clippy::print_stdout, clippy::print_stderr, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -39,8 +42,18 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut args = Args { uexec: PathBuf::new(), servers: 16, clients: 64, rounds: 2 };
-    let mut it = std::env::args().skip(1);
+    let given: Vec<String> = std::env::args().skip(1).collect();
+    let small = given.is_empty();
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.join("uexec")))
+        .unwrap_or_default();
+    let mut args = if small {
+        Args { uexec: beside, servers: 4, clients: 16, rounds: 1 }
+    } else {
+        Args { uexec: beside, servers: 16, clients: 64, rounds: 2 }
+    };
+    let mut it = given.into_iter();
     while let Some(flag) = it.next() {
         let value = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
         match flag.as_str() {
@@ -51,7 +64,11 @@ fn args() -> Args {
             other => panic!("unknown flag {other}"),
         }
     }
-    assert!(args.uexec.is_file(), "--uexec must name the uexec binary");
+    assert!(
+        args.uexec.is_file(),
+        "no uexec binary at {}: build it (cargo build -p uexec) or name it with --uexec",
+        args.uexec.display()
+    );
     args.uexec = std::fs::canonicalize(&args.uexec).unwrap();
     args
 }

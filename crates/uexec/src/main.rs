@@ -111,7 +111,13 @@ fn run_mcp(args: &cli::McpArgs) -> Result<ExitCode> {
             "serving MCP over Streamable HTTP"
         );
         let rt = runtime()?;
-        let outcome = rt.block_on(mcp::http::serve(&settings, &server, sinks.events.clone(), args.id_seed));
+        let outcome = rt.block_on(mcp::http::serve(
+            &settings,
+            &server,
+            sinks.events.clone(),
+            sinks.audit.clone(),
+            args.id_seed,
+        ));
         rt.shutdown_background();
         sinks.report_failures();
         return outcome.map(|_| ExitCode::SUCCESS);

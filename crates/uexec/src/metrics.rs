@@ -85,10 +85,9 @@ impl Metrics {
         self.unauthorized.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The hook for the network proxy: a connection to a domain the policy does not allow was refused.
-    #[allow(dead_code)] // Called once the network proxy exists; rendered (as 0) already.
-    pub fn network_refused(&self) {
-        self.network_refused.fetch_add(1, Ordering::Relaxed);
+    /// How many connections the network proxy has refused so far (to domains the policy does not allow).
+    pub fn set_network_refused(&self, total: u64) {
+        self.network_refused.store(total, Ordering::Relaxed);
     }
 
     /// Live sessions across every client (spawned and not yet ended).

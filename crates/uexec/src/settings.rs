@@ -435,6 +435,8 @@ pub struct ServerSettings {
     pub listen: std::net::SocketAddr,
     /// The bearer token every request must carry; `None` only on a loopback address.
     pub token: Option<AuthToken>,
+    /// The file the token was read from (hidden from sandboxed commands).
+    pub token_file: Option<PathBuf>,
     /// MCP clients held at once.
     pub max_clients: usize,
     /// Live sessions per client (the engine's `max_sessions`), after the memory bound.
@@ -509,6 +511,7 @@ impl ServerSettings {
         Ok(Some(ServerSettings {
             listen,
             token,
+            token_file,
             max_clients,
             sessions_per_client,
             sessions_total,

@@ -52,7 +52,8 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use uexec_engine::{Engine, EngineConfig, EngineDeps};
-use uexec_ports::{EventSink, ProcessSpawner, Sandbox};
+use uexec_ports::process::ProcessSpawner;
+use uexec_ports::{EventSink, Sandbox};
 
 use super::StopReason;
 use super::approval::McpApprover;
@@ -333,6 +334,8 @@ struct Router {
     mcp: StreamableHttpService<HttpClient, LocalSessionManager>,
     sessions: Arc<LocalSessionManager>,
     token: Option<AuthToken>,
+    /// The proxy's refusals (domain-allowlist mode), for `uexec_network_refused_total`.
+    refusals: Option<Arc<crate::proxy::Refusals>>,
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response<HttpBody> {
@@ -399,6 +402,9 @@ impl Router {
         }
         match path {
             "/metrics" if request.method() == Method::GET => {
+                if let Some(refusals) = &self.refusals {
+                    self.fleet.metrics.set_network_refused(refusals.mark());
+                }
                 let mut response = Response::new(Full::new(Bytes::from(self.fleet.metrics.render())).boxed());
                 response.headers_mut().insert(
                     header::CONTENT_TYPE,
@@ -492,8 +498,30 @@ pub async fn serve(
     settings: &Settings,
     server: &ServerSettings,
     events: Arc<dyn EventSink>,
+    audit: Option<Arc<crate::audit::AuditLog>>,
     id_seed: Option<u64>,
 ) -> Result<StopReason> {
+    // Sandboxed commands may read everything but the hidden paths: the token file (and what a symlink to it, as a
+    // Kubernetes Secret volume has, resolves to) joins them.
+    let mut settings = settings.clone();
+    if let Some(file) = &server.token_file {
+        let mut paths = vec![file.clone()];
+        paths.extend(std::fs::canonicalize(file).ok().filter(|c| c != file));
+        for path in paths {
+            let pattern = uexec_domain::hidden::HiddenPattern::parse(&path.to_string_lossy())
+                .with_context(|| format!("cannot hide the auth token file {}", path.display()))?;
+            settings.hidden.patterns.push(pattern);
+        }
+    }
+    let settings = &settings;
+    // The proxy of the domain-allowlist mode is the server's, shared by its clients: nobody is asked about a
+    // domain (each client has its own approver), and its refusals are counted in the metrics but not noted in
+    // responses (they could name hosts another client's command tried).
+    let (setup, proxy) = crate::proxy::prepare(settings, audit, None)?;
+    let refusals = proxy.as_ref().map(crate::proxy::Pending::refusals);
+    if let Some(proxy) = proxy {
+        proxy.spawn();
+    }
     let mut config = crate::engine_config(settings);
     config.id_seed = id_seed;
     config.limits.max_sessions = server.sessions_per_client;
@@ -503,7 +531,7 @@ pub async fn serve(
         settings: settings.clone(),
         instructions: super::instructions(settings),
         spawner: crate::platform::spawner(),
-        sandbox: crate::platform::sandbox(),
+        sandbox: crate::platform::sandbox_with(&setup),
         events,
     });
     let (calls, _) = watch::channel(0);
@@ -544,6 +572,7 @@ pub async fn serve(
         mcp,
         sessions: Arc::clone(&sessions),
         token: server.token.clone(),
+        refusals,
     });
 
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
