@@ -717,7 +717,7 @@ mod tests {
         assert_eq!(token(&no_flag, &ctx(dir.path())), "config-token-0123456789abcdef");
         assert!(
             !format!("{:?}", ServerSettings::resolve(&no_flag, &file, &limits, &ctx(dir.path())).unwrap())
-                .contains("config-token"),
+                .contains("config-token-0123456789abcdef"),
             "Debug never shows the token"
         );
     }
