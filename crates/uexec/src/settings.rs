@@ -151,7 +151,7 @@ fn check_config_location(path: &Path, explicit: bool, roots: &[PathBuf]) -> Resu
         return Ok(());
     }
     bail!(
-        "refusing the config file {}: {}, so a sandboxed command could have written it (and turned the sandbox          off for this start); move it outside the writable roots, or name it with --config FILE if you wrote it",
+        "refusing the config file {}: {}, so a sandboxed command could have written it (and turned the sandbox off for this start); move it outside the writable roots, or name it with --config FILE if you wrote it",
         path.display(),
         found.describe()
     )
