@@ -1,5 +1,7 @@
 //! Shared helpers for the cross-crate integration tests and benchmarks in this folder.
 
+pub mod fuzz;
+
 use std::sync::Arc;
 
 use async_trait::async_trait;

@@ -1,5 +1,6 @@
 //! Project automation, one binary with subcommands: `cargo xtask ci`, `cargo xtask layering`,
-//! `cargo xtask tidy`, `cargo xtask deploy`, `cargo xtask examples`, `cargo xtask package`, `cargo xtask bench`.
+//! `cargo xtask tidy`, `cargo xtask deploy`, `cargo xtask examples`, `cargo xtask package`, `cargo xtask bench`,
+//! `cargo xtask fuzz`.
 //!
 //! `ci` is what `.ci/run` calls and what the README names as the test command: formatting, clippy with
 //! warnings denied (for this machine and for both macOS targets, whose standard libraries it installs with
@@ -13,6 +14,7 @@
 mod bench;
 mod deploy;
 mod examples;
+mod fuzz;
 mod layering;
 mod package;
 mod tidy;
@@ -38,6 +40,8 @@ commands:
               memory (RSS) bounds checked (release build; extra flags go to crates/uexec/examples/soak_fleet.rs)
   bench       run every benchmark, then print each target (met / NOT met) and the peer table
               (--quick for a short run; --only pty|sandbox|engine|login|run for one of them)
+  fuzz        run every cargo-fuzz target of fuzz/ on nightly for a bounded time (--secs N per target,
+              default 30; --only TARGET)
 ";
 
 fn main() -> Result<()> {
@@ -54,6 +58,14 @@ fn main() -> Result<()> {
         Some("bench") => {
             let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1));
             bench::run(&root, args.iter().any(|a| a == "--quick"), only.map(String::as_str))
+        }
+        Some("fuzz") => {
+            let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1));
+            let secs = match value("--secs") {
+                Some(s) => s.parse().with_context(|| format!("--secs {s:?} is not a number of seconds"))?,
+                None => fuzz::DEFAULT_SECS,
+            };
+            fuzz::run(&root, secs, value("--only").map(String::as_str))
         }
         Some("help" | "--help" | "-h") => {
             print_usage();

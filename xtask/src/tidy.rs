@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
     let mut problems = Vec::new();
     let mut files = Vec::new();
-    for dir in ["crates", "xtask", "tests"] {
+    for dir in ["crates", "xtask", "tests", "fuzz"] {
         collect_rs(&root.join(dir), &mut files)?;
     }
     let stub_macros = [concat!("todo", "!("), concat!("unimplemented", "!(")];

@@ -5,6 +5,8 @@ mod apply_patch;
 mod audit;
 mod cli;
 mod config;
+#[cfg(any(test, fuzzing))]
+mod fuzz_bodies;
 mod mcp;
 mod metrics;
 mod platform;
