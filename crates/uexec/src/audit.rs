@@ -9,15 +9,24 @@
 //!
 //! Every line carries `time` (RFC 3339, UTC, milliseconds) and `unix_ms`. Each record is one `write(2)` of a
 //! whole line on an unbuffered append-only file, so it is on disk (in the page cache) when `emit` returns and
-//! concurrent writers never interleave inside a line. `emit` holds a mutex only for that one write. A failing
-//! write is reported once on stderr (through tracing) and counted; it never fails a command.
+//! concurrent writers never interleave inside a line. `emit` holds a mutex only for that one write.
+//!
+//! When the log cannot be written (disk full, the directory gone, an I/O error), commands still run: the audit
+//! log records what happened, it protects nothing (the sandbox and the approvals do), and refusing every command
+//! because a disk filled up would stop the agent without making anything safer. Instead the failure is loud: the
+//! first failed record after a good one is reported on stderr with its error, the lost records are counted,
+//! the return to a good write is reported with how many were lost, and the process reports the total when it
+//! exits. A log removed (or replaced, as by a rotation) while running is recreated at its path before the next
+//! record, so records never go to a file nobody can see. A log made unwritable (`chmod`) after it was opened is
+//! still written through the descriptor opened at start. RELIABILITY.md lists the cases and their tests.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
@@ -39,6 +48,10 @@ pub struct AuditLog {
     file: Mutex<File>,
     open_commands: Mutex<HashMap<(String, SessionId), BeginInfo>>,
     failures: AtomicU64,
+    /// Records lost since the last good write (0 while the log is healthy).
+    lost_in_a_row: AtomicU64,
+    /// True while the last write failed.
+    failing: AtomicBool,
 }
 
 impl AuditLog {
@@ -50,6 +63,8 @@ impl AuditLog {
             file: Mutex::new(file),
             open_commands: Mutex::new(HashMap::new()),
             failures: AtomicU64::new(0),
+            lost_in_a_row: AtomicU64::new(0),
+            failing: AtomicBool::new(false),
         })
     }
 
@@ -69,14 +84,54 @@ impl AuditLog {
         let mut text = Value::Object(line).to_string();
         text.push('\n');
         let result = match self.file.lock() {
-            Ok(mut file) => file.write_all(text.as_bytes()).and_then(|()| file.flush()),
+            Ok(mut file) => self.reopen_if_replaced(&mut file).and_then(|()| {
+                file.write_all(text.as_bytes())?;
+                file.flush()
+            }),
             Err(_) => Err(std::io::Error::other("audit log lock poisoned")),
         };
-        if let Err(e) = result
-            && self.failures.fetch_add(1, Ordering::Relaxed) == 0
-        {
-            tracing::error!(path = %self.path.display(), error = %e, "cannot write the audit log");
+        match result {
+            Ok(()) => {
+                if self.failing.swap(false, Ordering::Relaxed) {
+                    let lost = self.lost_in_a_row.swap(0, Ordering::Relaxed);
+                    tracing::warn!(
+                        path = %self.path.display(),
+                        "the audit log is writable again; {lost} record(s) were lost"
+                    );
+                }
+            }
+            Err(e) => {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                self.lost_in_a_row.fetch_add(1, Ordering::Relaxed);
+                if !self.failing.swap(true, Ordering::Relaxed) {
+                    tracing::error!(
+                        path = %self.path.display(),
+                        error = %e,
+                        "cannot write the audit log; commands keep running, their records are lost until it \
+                         can be written again"
+                    );
+                }
+            }
         }
+    }
+
+    /// Reopen the log at its path when the open file is no longer the one there (removed, or renamed away by a
+    /// rotation): a new file is created. A character device (`/dev/full`, `/dev/null`) is left as it is.
+    fn reopen_if_replaced(&self, file: &mut File) -> std::io::Result<()> {
+        let open = file.metadata()?;
+        if !open.file_type().is_file() {
+            return Ok(());
+        }
+        let same = match std::fs::metadata(&self.path) {
+            Ok(at_path) => at_path.dev() == open.dev() && at_path.ino() == open.ino(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(e),
+        };
+        if !same {
+            *file = OpenOptions::new().create(true).append(true).open(&self.path)?;
+            tracing::warn!(path = %self.path.display(), "the audit log was removed or replaced; recreated it");
+        }
+        Ok(())
     }
 
     fn remember_begin(&self, key: (String, SessionId), info: BeginInfo) {
@@ -277,5 +332,78 @@ mod tests {
         assert!(lines[4]["time"].as_str().unwrap().ends_with('Z'));
         assert!(lines[4]["unix_ms"].as_u64().unwrap() > 1_600_000_000_000);
         assert_eq!(log.failures(), 0);
+    }
+
+    fn stdin_record(log: &AuditLog, chars: &str) {
+        log.emit(ExecEvent::TerminalInteraction {
+            call_id: "c".into(),
+            session_id: SessionId(1000),
+            chars: chars.into(),
+        });
+    }
+
+    #[test]
+    fn a_full_disk_loses_records_counted_and_never_panics() {
+        let log = AuditLog::open(Path::new("/dev/full")).unwrap();
+        stdin_record(&log, "one");
+        stdin_record(&log, "two");
+        assert_eq!(log.failures(), 2);
+        assert!(log.failing.load(Ordering::Relaxed));
+        assert_eq!(log.lost_in_a_row.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn a_log_removed_or_renamed_away_while_running_is_recreated_at_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        stdin_record(&log, "first");
+        std::fs::remove_file(&path).unwrap();
+        stdin_record(&log, "after removal");
+        let rotated = dir.path().join("audit.jsonl.1");
+        std::fs::rename(&path, &rotated).unwrap();
+        stdin_record(&log, "after rotation");
+        assert_eq!(log.failures(), 0);
+        assert_eq!(
+            lines(&rotated).iter().map(|l| l["chars"].clone()).collect::<Vec<_>>(),
+            [json!("after removal")]
+        );
+        assert_eq!(
+            lines(&path).iter().map(|l| l["chars"].clone()).collect::<Vec<_>>(),
+            [json!("after rotation")]
+        );
+    }
+
+    #[test]
+    fn a_log_whose_directory_is_gone_fails_loudly_and_recovers_when_it_is_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("logs");
+        std::fs::create_dir(&sub).unwrap();
+        let path = sub.join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        stdin_record(&log, "first");
+        std::fs::remove_dir_all(&sub).unwrap();
+        stdin_record(&log, "lost");
+        assert_eq!(log.failures(), 1);
+        assert!(log.failing.load(Ordering::Relaxed));
+        std::fs::create_dir(&sub).unwrap();
+        stdin_record(&log, "back");
+        assert!(!log.failing.load(Ordering::Relaxed));
+        assert_eq!(log.lost_in_a_row.load(Ordering::Relaxed), 0);
+        assert_eq!(log.failures(), 1, "the total stays for the exit report");
+        assert_eq!(lines(&path).iter().map(|l| l["chars"].clone()).collect::<Vec<_>>(), [json!("back")]);
+    }
+
+    #[test]
+    fn a_log_made_unwritable_after_opening_is_still_written_through_its_descriptor() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).unwrap();
+        stdin_record(&log, "still recorded");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(log.failures(), 0);
+        assert_eq!(lines(&path)[0]["chars"], "still recorded");
     }
 }

@@ -77,8 +77,27 @@ impl McpServer {
     pub fn start_with_env(ws: &Workspace, args: &[&str], env: &[(&str, &str)]) -> McpServer {
         let mut all = vec!["mcp"];
         all.extend_from_slice(args);
-        let mut child = uexec_command(ws, &all)
-            .envs(env.iter().copied())
+        let mut cmd = uexec_command(ws, &all);
+        cmd.envs(env.iter().copied());
+        McpServer::spawn(cmd)
+    }
+
+    /// Start `command` (a wrapper that ends in `exec uexec mcp ...`) in `ws` with the environment of
+    /// [`uexec_command`], its stderr its own (not yet initialized).
+    pub fn start_command(ws: &Workspace, mut command: Command) -> McpServer {
+        let template = uexec_command(ws, &[]);
+        command.current_dir(ws.path());
+        for (key, value) in template.get_envs() {
+            match value {
+                Some(value) => command.env(key, value),
+                None => command.env_remove(key),
+            };
+        }
+        McpServer::spawn(command)
+    }
+
+    fn spawn(mut cmd: Command) -> McpServer {
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
