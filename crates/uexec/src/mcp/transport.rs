@@ -157,6 +157,9 @@ impl Filter {
             Err(e) => {
                 let id = recover_id(line);
                 let mut message = format!("Parse error: the message is not valid JSON: {e}");
+                if std::str::from_utf8(line).is_err() {
+                    message.push_str(" (the line is not valid UTF-8, which JSON text must be)");
+                }
                 if has_lone_surrogate(line) {
                     message.push_str(
                         " (it contains a lone UTF-16 surrogate escape: a \\ud800-\\udfff escape must be half of a \
@@ -284,6 +287,13 @@ impl Filter {
         };
         if let Some(refusal) = self.lifecycle(&method, &raw_id, object, batch) {
             return refusal;
+        }
+        // rmcp reads a `tools/call` whose params do not fit as an unknown custom request and answers "method
+        // not found: tools/call": say what is wrong instead.
+        if method == "tools/call"
+            && let Some(problem) = tool_call_problem(object.get("params"))
+        {
+            return reply(INVALID_PARAMS, &format!("Invalid params for tools/call: {problem}"));
         }
         let needs_surrogate = batch.is_some() || !rmcp_can_carry(id, &raw_id);
         let (line, parsed) = if needs_surrogate {
@@ -460,6 +470,23 @@ impl Filter {
 }
 
 /// Whether rmcp carries `id` exactly: an `i64` written plainly, or a string that is not one of our surrogates.
+/// What is wrong with the params of a `tools/call`, if anything.
+fn tool_call_problem(params: Option<&Value>) -> Option<&'static str> {
+    let Some(params) = params.filter(|p| !p.is_null()) else {
+        return Some("`params` is missing: it is an object with the tool's `name` and its `arguments`");
+    };
+    let Some(params) = params.as_object() else {
+        return Some("`params` must be an object with the tool's `name` and its `arguments`");
+    };
+    if !params.get("name").is_some_and(Value::is_string) {
+        return Some("`name` must be a string naming the tool");
+    }
+    match params.get("arguments") {
+        None | Some(Value::Null | Value::Object(_)) => None,
+        Some(_) => Some("`arguments` must be an object"),
+    }
+}
+
 fn rmcp_can_carry(id: &Value, raw: &str) -> bool {
     match id {
         Value::Number(n) => n.as_i64().is_some_and(|v| v.to_string() == raw),
@@ -497,15 +524,19 @@ fn error_line(raw_id: &str, code: i64, message: &str) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":{raw_id},"error":{{"code":{code},"message":{message}}}}}"#)
 }
 
-/// The raw `id` of a request whose JSON is invalid only because of lone surrogate escapes (replaced here by
-/// U+FFFD just to read the id); `null` otherwise. Only a number or string id found at the top level counts.
+/// The raw `id` of a request whose JSON is invalid only because of lone surrogate escapes or bytes that are not
+/// UTF-8 (both replaced here by U+FFFD just to read the id); `null` otherwise. Only a number or string id found
+/// at the top level counts, and not one that held such bytes itself.
 fn recover_id(line: &[u8]) -> String {
     let null = || "null".to_owned();
-    let Ok(text) = std::str::from_utf8(line) else { return null() };
-    let repaired = replace_lone_surrogates(text);
+    let utf8 = std::str::from_utf8(line).is_ok();
+    let text = String::from_utf8_lossy(line);
+    let repaired = replace_lone_surrogates(&text);
     match serde_json::from_str::<Value>(&repaired) {
         Ok(Value::Object(object)) if object.contains_key("method") => match object.get("id") {
-            Some(Value::Number(_) | Value::String(_)) => raw_member(&repaired, "id").unwrap_or_else(null),
+            Some(Value::Number(_) | Value::String(_)) => raw_member(&repaired, "id")
+                .filter(|raw| utf8 || !raw.contains('\u{FFFD}'))
+                .unwrap_or_else(null),
             _ => null(),
         },
         _ => null(),
@@ -819,11 +850,55 @@ mod tests {
     }
 
     #[test]
+    fn bytes_that_are_not_utf8_get_a_parse_error_with_the_request_id() {
+        let mut line =
+            br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"arguments":{"chars":"a"#.to_vec();
+        line.extend_from_slice(b"\xff\xfeb\"}}}");
+        let r = match &ready("2025-11-25").input(&line)[..] {
+            [Action::Reply(text)] => serde_json::from_str::<Value>(text).unwrap(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(r["id"], 7, "{r}");
+        assert_eq!(r["error"]["code"], PARSE_ERROR);
+        assert!(r["error"]["message"].as_str().unwrap().contains("not valid UTF-8"), "{r}");
+        // An id that holds such bytes itself is not guessed at.
+        let bad_id = b"{\"jsonrpc\":\"2.0\",\"id\":\"a\xffb\",\"method\":\"ping\"}";
+        let r = match &ready("2025-11-25").input(bad_id)[..] {
+            [Action::Reply(text)] => serde_json::from_str::<Value>(text).unwrap(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(r["id"], Value::Null, "{r}");
+    }
+
+    #[test]
     fn surrogate_repair_is_exact() {
         assert_eq!(replace_lone_surrogates(r#""a\ud800b""#), r#""a\uFFFDb""#);
         assert_eq!(replace_lone_surrogates(r#""\ud83d\ude00""#), r#""\ud83d\ude00""#);
         assert_eq!(replace_lone_surrogates(r#""\\ud800""#), r#""\\ud800""#);
         assert_eq!(replace_lone_surrogates(r#"{"k":"\ud800\ud800"}"#), r#"{"k":"\uFFFD\uFFFD"}"#);
+    }
+
+    #[test]
+    fn a_tool_call_of_the_wrong_shape_says_what_is_wrong() {
+        for (params, needle) in [
+            ("", "`params` is missing"),
+            (r#","params":null"#, "`params` is missing"),
+            (r#","params":[1]"#, "`params` must be an object"),
+            (r#","params":{"arguments":{}}"#, "`name` must be a string"),
+            (r#","params":{"name":7}"#, "`name` must be a string"),
+            (r#","params":{"name":"list_sessions","arguments":"x"}"#, "`arguments` must be an object"),
+            (r#","params":{"name":"list_sessions","arguments":[]}"#, "`arguments` must be an object"),
+        ] {
+            let r = reply(&format!(r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call"{params}}}"#));
+            assert_eq!(r["id"], 9, "{params}: {r}");
+            assert_eq!(r["error"]["code"], INVALID_PARAMS, "{params}: {r}");
+            assert!(r["error"]["message"].as_str().unwrap().contains(needle), "{params}: {r}");
+        }
+        let mut filter = ready("2025-11-25");
+        for params in [r#"{"name":"list_sessions"}"#, r#"{"name":"list_sessions","arguments":null}"#] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{params}}}"#);
+            forwarded(&mut filter, &line);
+        }
     }
 
     #[test]

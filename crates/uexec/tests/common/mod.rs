@@ -155,6 +155,14 @@ impl McpServer {
         stdin.flush().unwrap();
     }
 
+    /// Write one raw line of bytes, valid UTF-8 or not (a newline is added).
+    pub fn send_bytes(&mut self, line: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin already closed");
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
     pub fn send(&mut self, message: &Value) {
         self.send_raw(&message.to_string());
     }
