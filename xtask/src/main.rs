@@ -1,6 +1,6 @@
 //! Project automation, one binary with subcommands: `cargo xtask ci`, `cargo xtask layering`,
 //! `cargo xtask tidy`, `cargo xtask deploy`, `cargo xtask examples`, `cargo xtask package`, `cargo xtask bench`,
-//! `cargo xtask fuzz`.
+//! `cargo xtask fuzz`, `cargo xtask soak`.
 //!
 //! `ci` is what `.ci/run` calls and what the README names as the test command: formatting, clippy with
 //! warnings denied (for this machine and for both macOS targets, whose standard libraries it installs with
@@ -17,6 +17,7 @@ mod examples;
 mod fuzz;
 mod layering;
 mod package;
+mod soak;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -40,6 +41,9 @@ commands:
               memory (RSS) bounds checked (release build; extra flags go to crates/uexec/examples/soak_fleet.rs)
   bench       run every benchmark, then print each target (met / NOT met) and the peer table
               (--quick for a short run; --only pty|sandbox|engine|login|run for one of them)
+  soak        soak and load of the engine and the MCP server on the release build, each figure against its
+              bound (--sessions N, default 10000; --secs N idle window, default 60; --streamers N, default 64;
+              --stream-mib N, default 16; --only engine|mcp|load)
   fuzz        run every cargo-fuzz target of fuzz/ on nightly for a bounded time (--secs N per target,
               default 30; --only TARGET)
 ";
@@ -59,6 +63,7 @@ fn main() -> Result<()> {
             let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1));
             bench::run(&root, args.iter().any(|a| a == "--quick"), only.map(String::as_str))
         }
+        Some("soak") => soak::run(&root, &args[1..]),
         Some("fuzz") => {
             let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1));
             let secs = match value("--secs") {
