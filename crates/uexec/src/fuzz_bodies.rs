@@ -116,7 +116,8 @@ mod tests {
     fn run_mutations(target: &str, body: fn(&[u8])) {
         for seed in seeds(target) {
             body(&seed);
-            for end in 0..seed.len() {
+            // At most about 256 prefixes per seed (every one for short seeds).
+            for end in (0..seed.len()).step_by(seed.len().div_ceil(256).max(1)) {
                 body(&seed[..end]);
             }
             for at in 0..seed.len().min(256) {
