@@ -521,6 +521,7 @@ fn mcp_soak(uexec: &Path, sessions: usize) -> Vec<Check> {
                     .call("exec_command", json!({ "cmd": "true", "tty": true, "yield_time_ms": 10_000 }));
                 if exit_code(&r) != Some(0) {
                     errors += 1;
+                    eprintln!("soak: [mcp] session {i}: `true` in a terminal did not exit 0: {r}");
                 }
             }
             2 => {
@@ -528,6 +529,7 @@ fn mcp_soak(uexec: &Path, sessions: usize) -> Vec<Check> {
                     .call("exec_command", json!({ "cmd": "exec cat", "tty": true, "yield_time_ms": 2_000 }));
                 if session_id(&r).is_none() {
                     errors += 1;
+                    eprintln!("soak: [mcp] session {i}: `cat` is not a session: {r}");
                 }
             }
             3 => {
