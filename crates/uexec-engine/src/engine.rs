@@ -33,7 +33,7 @@ use uexec_domain::{
     SessionId,
 };
 use uexec_domain::{Protection, ProtectionStatus};
-use uexec_ports::process::{IoMode, ProcessError, PtySize, Signal, SpawnError, SpawnRequest};
+use uexec_ports::process::{IoMode, ProcessError, PtySize, Signal, SpawnError, SpawnRequest, SpawnedProcess};
 use uexec_ports::{ApprovalKind, ApprovalRequest, ExecEvent};
 
 use crate::api::{ExecCommandRequest, ExecResponse, SessionSummary, WriteStdinRequest};
@@ -45,6 +45,10 @@ use crate::login::{CAPTURE_DEADLINE, CAPTURE_MAX_BYTES, SnapshotKey, Snapshots, 
 use crate::placement::{self, Placement, SandboxContext, tmpdir_of};
 use crate::session::{Session, SessionSpec};
 use crate::store::Store;
+
+/// How many times a sandboxed spawn is prepared when its setup finds a planned path gone (see
+/// `Engine::place_and_spawn`): the first attempt and two more.
+const SETUP_RACE_ATTEMPTS: u32 = 3;
 use crate::trust::decide_shell_start;
 
 /// The unified exec engine. Cheap to clone (all clones share one engine); `Send + Sync`.
@@ -620,13 +624,49 @@ impl Inner {
         base
     }
 
-    /// Spawn one attempt, emit `Begin`, start its tasks.
+    /// Place `base` and spawn it: [`Engine::place`], then the spawner.
+    ///
+    /// A sandbox plans its mounts from the file system as `prepare` saw it; a path of that plan that vanishes
+    /// before the child mounts it (a directory another program removes from a shared `/tmp`) fails the child's
+    /// setup with `ENOENT`, closed: nothing ran. Such a spawn is prepared again from the file system as it is now,
+    /// at most [`SETUP_RACE_ATTEMPTS`] times in all; any other failure, or the same one again, is the caller's.
+    fn place_and_spawn(
+        &self,
+        placement: Placement,
+        base: SpawnRequest,
+    ) -> Result<(SpawnedProcess, ProtectionReport, Vec<String>), ExecError> {
+        let mut attempt = 1;
+        loop {
+            let (spawn, report) = self.place(placement, base.clone())?;
+            let argv = spawn.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+            match self.deps.spawner.spawn(spawn) {
+                Ok(process) => return Ok((process, report, argv)),
+                Err(SpawnError::ChildSetup { stage, errno })
+                    if placement == Placement::Sandboxed
+                        && attempt < SETUP_RACE_ATTEMPTS
+                        && std::io::Error::from_raw_os_error(errno).kind()
+                            == std::io::ErrorKind::NotFound =>
+                {
+                    tracing::debug!(
+                        stage,
+                        attempt,
+                        "sandbox setup found a planned path gone; preparing again"
+                    );
+                    attempt += 1;
+                }
+                Err(error) => return Err(ExecError::Spawn(error)),
+            }
+        }
+    }
+
+    /// Place and spawn one attempt, emit `Begin`, start its tasks.
     fn start_attempt(
         &self,
         spec: &SessionSpec,
-        spawn: SpawnRequest,
-        mut report: ProtectionReport,
+        placement: Placement,
+        base: SpawnRequest,
     ) -> Result<Arc<Session>, ExecError> {
+        let (process, mut report, argv) = self.place_and_spawn(placement, base)?;
         if spec.startup_guarded {
             report.protections.push(Protection {
                 name: "login_startup_files".to_owned(),
@@ -634,8 +674,6 @@ impl Inner {
                 detail: GUARDED_DETAIL.to_owned(),
             });
         }
-        let argv = spawn.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-        let process = self.deps.spawner.spawn(spawn).map_err(ExecError::Spawn)?;
         self.deps.events.emit(ExecEvent::Begin {
             call_id: spec.call_id.clone(),
             session_id: spec.id,
@@ -729,8 +767,7 @@ impl Inner {
             input_backlog_bytes: limits.max_write_bytes,
         };
         let first = self.with_snapshot(snapshot, &shell, placement, base.clone()).await;
-        let (spawn, report) = self.place(placement, first)?;
-        let mut session = self.start_attempt(&spec, spawn, report)?;
+        let mut session = self.start_attempt(&spec, placement, first)?;
         let mut call_guard = Arc::clone(&session.call_lock).lock_owned().await;
         if let Err(error) = reservation.stored(&session) {
             session.terminate().await;
@@ -814,8 +851,7 @@ impl Inner {
                         drop(call_guard);
                         let outside = Placement::Unsandboxed(EscapeReason::RetryAfterDenial);
                         let retry_spawn = self.with_snapshot(snapshot, &shell, outside, base).await;
-                        let (spawn, report) = self.place(outside, retry_spawn)?;
-                        session = self.start_attempt(&spec, spawn, report)?;
+                        session = self.start_attempt(&spec, outside, retry_spawn)?;
                         call_guard = Arc::clone(&session.call_lock).lock_owned().await;
                         if let Err(error) = reservation.stored(&session) {
                             session.terminate().await;

@@ -1934,3 +1934,86 @@ async fn an_apply_patch_call_runs_as_the_patch_program_under_the_same_approval()
     plain.exec_command(exec("apply_patch <<'EOF'\n*** Begin Patch\n*** End Patch\nEOF")).await.unwrap();
     assert_eq!(record.requests.lock().unwrap()[0].argv[0], OsString::from("/bin/bash"));
 }
+
+/// A spawner whose first `failures` spawns fail with `error`, then runs `script`; counts the spawn calls.
+fn spawner_failing_first(
+    failures: usize,
+    error: SpawnError,
+    script: Script,
+    calls: Arc<AtomicUsize>,
+) -> MockProcessSpawner {
+    let mut spawner = MockProcessSpawner::new();
+    spawner.expect_spawn().returning(move |request| {
+        let n = calls.fetch_add(1, Ordering::SeqCst);
+        if n < failures {
+            return Err(error.clone());
+        }
+        Ok(fake_process(&request, script.clone()).0)
+    });
+    spawner
+}
+
+const ENOENT: i32 = 2;
+const EACCES: i32 = 13;
+
+fn setup_failed(errno: i32) -> SpawnError {
+    SpawnError::ChildSetup { stage: "open_tree(OPEN_TREE_CLONE)", errno }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sandboxed_spawn_whose_planned_path_vanished_is_prepared_again_and_runs() {
+    let events = Events::default();
+    let (prepares, calls) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let engine = engine(
+        config(ApprovalPolicy::OnRequest, SANDBOXED()),
+        spawner_failing_first(2, setup_failed(ENOENT), Script::exits("ok\n", 0), Arc::clone(&calls)),
+        sandbox_ok(Arc::clone(&prepares)),
+        approver_never(),
+        Arc::clone(&events),
+    );
+    let response = engine.exec_command(exec("ls")).await.unwrap();
+    assert_eq!(response.exit_code, Some(0));
+    assert!(response.output.contains("ok"), "{}", response.output);
+    // Each attempt is planned from the file system as it is then: a prepare per spawn.
+    assert_eq!((prepares.load(Ordering::SeqCst), calls.load(Ordering::SeqCst)), (3, 3));
+    assert_eq!(count(&events, is_begin), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_setup_race_that_persists_and_other_setup_failures_fail_the_call_without_more_tries() {
+    for (failures, errno, expected_calls) in [(usize::MAX, ENOENT, 3), (usize::MAX, EACCES, 1)] {
+        let events = Events::default();
+        let (prepares, calls) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let engine = engine(
+            config(ApprovalPolicy::OnRequest, SANDBOXED()),
+            spawner_failing_first(failures, setup_failed(errno), Script::exits("", 0), Arc::clone(&calls)),
+            sandbox_ok(Arc::clone(&prepares)),
+            approver_never(),
+            Arc::clone(&events),
+        );
+        let err = engine.exec_command(exec("ls")).await.unwrap_err();
+        assert!(
+            matches!(err, ExecError::Spawn(SpawnError::ChildSetup { errno: e, .. }) if e == errno),
+            "{err}"
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), expected_calls, "errno {errno}");
+        assert_eq!(prepares.load(Ordering::SeqCst), expected_calls, "errno {errno}");
+        assert_eq!(engine.reserved_id_count(), 0, "errno {errno}");
+        assert_eq!(count(&events, is_begin), 0, "errno {errno}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unsandboxed_spawn_is_not_retried_on_a_setup_failure() {
+    let events = Events::default();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let engine = engine(
+        config(ApprovalPolicy::Never, SandboxPolicy::DangerFullAccess),
+        spawner_failing_first(usize::MAX, setup_failed(ENOENT), Script::exits("", 0), Arc::clone(&calls)),
+        sandbox_never(),
+        approver_never(),
+        Arc::clone(&events),
+    );
+    assert!(engine.exec_command(exec("ls")).await.is_err());
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
