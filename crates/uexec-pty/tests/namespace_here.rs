@@ -55,6 +55,8 @@ fn the_calling_thread_spawns_inside_its_own_pid_namespace() {
             stat_fields(daemon)[1] == init.to_string()
         })
         .await;
+        // The leader exits right after STARTED; waiting for it first keeps the kill from racing that exit.
+        assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(0));
         assert_eq!(process.control.kill_tree().await.unwrap(), ExitStatus::Code(0));
         eventually("the daemon is gone", || sleepers(&marker).is_empty()).await;
     });
