@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use uexec_domain::SandboxPolicy;
+use uexec_domain::hidden::{HiddenPaths, HiddenPattern};
 use uexec_ports::process::{ChildSetup, IoMode, PtySize, SpawnRequest};
 use uexec_ports::{Sandbox, SandboxRequest};
 use uexec_sandbox_linux::{Availability, KernelSupport, LinuxSandbox, MountNamespace};
@@ -47,6 +48,7 @@ fn spawn_in_pty(
         assert_eq!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()), 0);
         let slave = libc::open(name.as_ptr(), libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
         assert!(slave >= 0);
+        let saved_stderr = libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 3);
         let pid = libc::fork();
         if pid == 0 {
             if libc::setsid() < 0
@@ -59,7 +61,10 @@ fn spawn_in_pty(
                 libc::_exit(120);
             }
             for hook in hooks {
-                if hook.run_in_child().is_err() {
+                if let Err(failure) = hook.run_in_child() {
+                    // Say which step failed on the bench's stderr (the child's fd 2 is the PTY now).
+                    let text = format!("hook failed: {} (errno {})\n", failure.stage, failure.errno);
+                    libc::write(saved_stderr, text.as_ptr().cast(), text.len());
                     libc::_exit(121);
                 }
             }
@@ -68,6 +73,7 @@ fn spawn_in_pty(
         }
         assert!(pid > 0);
         libc::close(slave);
+        libc::close(saved_stderr);
         let mut status = 0;
         assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
         libc::close(master);
@@ -79,6 +85,8 @@ fn spawn_in_pty(
 struct Mode {
     name: &'static str,
     samples: Vec<Duration>,
+    /// CPU time per sample (this thread and the child).
+    cpu: Vec<Duration>,
 }
 
 fn median(samples: &mut [Duration]) -> Duration {
@@ -129,6 +137,19 @@ pub(crate) fn main() {
     let bwrap_bin = bwrap.as_ref().map(|p| CString::new(p.as_os_str().as_bytes()).unwrap());
 
     let sandbox = LinuxSandbox::default();
+    // The product hides the default secret locations (`hide_secrets = true`): a sandbox with those patterns over
+    // a home holding a typical developer's credential stores (four directories, two files).
+    // Outside the writable roots, as a real home is (the target directory, not /tmp).
+    let home_scratch = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let home = std::fs::canonicalize(home_scratch.path()).unwrap();
+    for dir in [".ssh", ".aws", ".kube", ".config/gcloud"] {
+        std::fs::create_dir_all(home.join(dir)).unwrap();
+    }
+    for file in [".netrc", ".npmrc"] {
+        std::fs::write(home.join(file), "secret\n").unwrap();
+    }
+    let hiding = LinuxSandbox::default()
+        .with_hidden(HiddenPaths { home: Some(home.clone()), patterns: HiddenPattern::defaults() });
     let request = || SandboxRequest {
         spawn: SpawnRequest {
             argv: vec!["/bin/true".into()],
@@ -144,6 +165,9 @@ pub(crate) fn main() {
     };
     let report = sandbox.prepare(request()).expect("the sandbox is enforceable here").report;
     println!("{report}\n");
+    let hidden_report = hiding.prepare(request()).expect("the sandbox is enforceable here").report;
+    let hidden = hidden_report.protections.iter().find(|p| p.name == "hidden_paths").unwrap();
+    println!("with the default hidden locations: {}: {}\n", hidden.status, hidden.detail);
 
     // Where the time goes: the same hooks with one mechanism left out (simulated by a weaker KernelSupport,
     // degradation accepted).
@@ -164,101 +188,120 @@ pub(crate) fn main() {
         without(KernelSupport { seccomp: Availability::Unavailable("bench".into()), ..full.clone() });
     let no_landlock = without(KernelSupport { landlock_abi: 0, ..full.clone() });
 
+    if let Ok(n) = std::env::var("SPAWN_BENCH_PROFILE") {
+        // Profiling aid (not a measurement): only the sandboxed spawn (with the hidden locations when
+        // `SPAWN_BENCH_PROFILE_HIDDEN` is set), `n` times, for `perf record` or `strace -f -T`.
+        let sandbox =
+            if std::env::var_os("SPAWN_BENCH_PROFILE_HIDDEN").is_some() { &hiding } else { &sandbox };
+        for _ in 0..n.parse::<usize>().unwrap() {
+            let prepared = sandbox.prepare(request()).unwrap();
+            assert_eq!(spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &prepared.spawn.setup), 0);
+        }
+        return;
+    }
     let mut modes = vec![
-        Mode { name: "unsandboxed", samples: Vec::new() },
-        Mode { name: "uexec sandbox (prepare + hooks)", samples: Vec::new() },
-        Mode { name: "uexec sandbox (hooks only)", samples: Vec::new() },
-        Mode { name: "prepare only", samples: Vec::new() },
-        Mode { name: "hooks without mount namespace", samples: Vec::new() },
-        Mode { name: "hooks without seccomp", samples: Vec::new() },
-        Mode { name: "hooks without landlock", samples: Vec::new() },
+        Mode { name: "unsandboxed", samples: Vec::new(), cpu: Vec::new() },
+        Mode { name: "uexec sandbox (prepare + hooks)", samples: Vec::new(), cpu: Vec::new() },
+        Mode { name: "uexec sandbox (hooks only)", samples: Vec::new(), cpu: Vec::new() },
+        Mode { name: "+ hidden secrets (prepare + hooks)", samples: Vec::new(), cpu: Vec::new() },
+        Mode { name: "prepare only", samples: Vec::new(), cpu: Vec::new() },
+        Mode { name: "hooks without mount namespace", samples: Vec::new(), cpu: Vec::new() },
+        Mode { name: "hooks without seccomp", samples: Vec::new(), cpu: Vec::new() },
+        Mode { name: "hooks without landlock", samples: Vec::new(), cpu: Vec::new() },
     ];
     if bwrap.is_some() {
-        modes.push(Mode { name: "bwrap", samples: Vec::new() });
+        modes.push(Mode { name: "bwrap", samples: Vec::new(), cpu: Vec::new() });
     }
     let warmup = 20;
     for i in 0..iterations + warmup {
         // Rotate the order each round so no mode always runs right after another.
         for k in 0..modes.len() {
             let m = (i + k) % modes.len();
-            let started = Instant::now();
-            let code = match m {
-                0 => spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &[]),
-                1 => {
-                    // Timed from `prepare` to the child's exit; dropping the prepared spawn (closing the Landlock
-                    // ruleset) happens after, as in a real spawner, which drops it while the command runs.
-                    let prepared = sandbox.prepare(request()).unwrap();
+            let started = Clock::now();
+            // The prepared spawn (its Landlock ruleset closed) and the hooks are dropped after the measurement,
+            // as in a real spawner, which drops them while the command runs.
+            let (measured, code, keep) = match m {
+                0 => {
+                    let code = spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &[]);
+                    (started.elapsed(), code, None)
+                }
+                1 | 3 => {
+                    // Timed from `prepare` to the child's exit; mode 3 with the product's default hidden
+                    // locations.
+                    let prepared = if m == 1 { &sandbox } else { &hiding }.prepare(request()).unwrap();
                     let code = spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &prepared.spawn.setup);
-                    if i >= warmup {
-                        modes[m].samples.push(started.elapsed());
-                    }
-                    assert_eq!(code, 0, "{}", modes[m].name);
-                    drop(prepared);
-                    continue;
+                    (started.elapsed(), code, Some(prepared.spawn.setup))
                 }
                 2 => {
                     let prepared = sandbox.prepare(request()).unwrap();
-                    let started = Instant::now();
+                    let started = Clock::now();
                     let code = spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &prepared.spawn.setup);
-                    if i >= warmup {
-                        modes[m].samples.push(started.elapsed());
-                    }
-                    assert_eq!(code, 0, "{}", modes[m].name);
-                    drop(prepared);
-                    continue;
+                    (started.elapsed(), code, Some(prepared.spawn.setup))
                 }
-                3 => {
+                4 => {
                     let prepared = sandbox.prepare(request()).unwrap();
-                    let elapsed = started.elapsed();
-                    drop(prepared);
-                    if i >= warmup {
-                        modes[m].samples.push(elapsed);
-                    }
-                    continue;
+                    (started.elapsed(), 0, Some(prepared.spawn.setup))
                 }
-                4..=6 => {
+                5..=7 => {
                     let hooks = match m {
-                        4 => no_mounts(),
-                        5 => no_seccomp(),
+                        5 => no_mounts(),
+                        6 => no_seccomp(),
                         _ => no_landlock(),
                     };
-                    let started = Instant::now();
+                    let started = Clock::now();
                     let code = spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &hooks);
-                    if i >= warmup {
-                        modes[m].samples.push(started.elapsed());
-                    }
-                    assert_eq!(code, 0, "{}", modes[m].name);
-                    drop(hooks);
-                    continue;
+                    (started.elapsed(), code, Some(hooks))
                 }
-                _ => spawn_in_pty(bwrap_bin.as_ref().unwrap(), &bwrap_argv, &envp, &cwd, &[]),
+                _ => {
+                    let code = spawn_in_pty(bwrap_bin.as_ref().unwrap(), &bwrap_argv, &envp, &cwd, &[]);
+                    (started.elapsed(), code, None)
+                }
             };
-            let elapsed = started.elapsed();
+            drop(keep);
             assert_eq!(code, 0, "{} exited {code}", modes[m].name);
             if i >= warmup {
-                modes[m].samples.push(elapsed);
+                modes[m].samples.push(measured.0);
+                modes[m].cpu.push(measured.1);
             }
         }
     }
 
     let base = median(&mut modes[0].samples.clone());
+    let base_cpu = median(&mut modes[0].cpu.clone());
     println!("spawn-to-exit of /bin/true in a PTY, {iterations} interleaved samples per mode");
-    println!("{:<34} {:>12} {:>12} {:>14}", "mode", "median", "p90", "vs unsandboxed");
+    println!(
+        "(cpu: CPU time of the bench thread and the child, from CLOCK_THREAD_CPUTIME_ID and RUSAGE_CHILDREN: \
+         the work done, without the time spent waiting for a CPU on a loaded machine)"
+    );
+    println!(
+        "{:<34} {:>12} {:>12} {:>14} {:>12} {:>12}",
+        "mode", "median", "p90", "vs unsandboxed", "cpu median", "cpu ratio"
+    );
     for mode in &mut modes {
         let med = median(&mut mode.samples);
         let p = p90(&mut mode.samples);
+        let cpu = median(&mut mode.cpu);
         println!(
-            "{:<34} {:>10.1}us {:>10.1}us {:>13.2}x",
+            "{:<34} {:>10.1}us {:>10.1}us {:>13.2}x {:>10.1}us {:>11.2}x",
             mode.name,
             med.as_secs_f64() * 1e6,
             p.as_secs_f64() * 1e6,
-            med.as_secs_f64() / base.as_secs_f64()
+            med.as_secs_f64() / base.as_secs_f64(),
+            cpu.as_secs_f64() * 1e6,
+            cpu.as_secs_f64() / base_cpu.as_secs_f64()
         );
     }
     let sandboxed = median(&mut modes[1].samples.clone());
+    let sandboxed_cpu = median(&mut modes[1].cpu.clone());
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "\ntarget: sandboxed spawn / unsandboxed = {:.2} (<= 1.30)",
         sandboxed.as_secs_f64() / base.as_secs_f64()
+    );
+    println!(
+        "the same in CPU time: {:.2}; load average {}",
+        sandboxed_cpu.as_secs_f64() / base_cpu.as_secs_f64(),
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     );
     if let Some(bwrap_mode) = modes.iter_mut().find(|m| m.name == "bwrap") {
         let bw = median(&mut bwrap_mode.samples);
@@ -266,6 +309,36 @@ pub(crate) fn main() {
         println!("\nbwrap / uexec sandbox (prepare + hooks): {:.2}x", bw.as_secs_f64() / ours.as_secs_f64());
     } else {
         println!("\nbwrap not found: install bubblewrap to compare");
+    }
+}
+
+/// A start time: wall clock, and the CPU time used so far by this thread and by the waited-for children.
+struct Clock {
+    wall: Instant,
+    cpu: Duration,
+}
+
+impl Clock {
+    fn now() -> Clock {
+        Clock { wall: Instant::now(), cpu: cpu_used() }
+    }
+
+    /// Wall and CPU time since `self`.
+    fn elapsed(&self) -> (Duration, Duration) {
+        (self.wall.elapsed(), cpu_used().saturating_sub(self.cpu))
+    }
+}
+
+/// CPU time of this thread plus that of every child waited for (user and system).
+fn cpu_used() -> Duration {
+    // SAFETY: clock_gettime and getrusage write into the structs passed.
+    unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        assert_eq!(libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts), 0);
+        let mut ru: libc::rusage = std::mem::zeroed();
+        assert_eq!(libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru), 0);
+        let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32) + tv(ru.ru_utime) + tv(ru.ru_stime)
     }
 }
 
