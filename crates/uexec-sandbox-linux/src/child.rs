@@ -295,17 +295,26 @@ fn apply_mounts(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
 /// `nodev`/`noexec` copy of `/dev/null` over each file. Opening a hidden file then fails with `EACCES` (a device
 /// on a `nodev` mount), whoever asks; a hidden directory is empty. Both are mount points, so a command cannot
 /// rename, remove or hard-link them away (`EBUSY`, `EXDEV`).
+///
+/// Only the first hidden directory gets a new tmpfs; the others get a copy of that mount (`open_tree` clone and
+/// `move_mount`), which shares its superblock: the same empty, read-only, mode-000 directory, without creating and
+/// later tearing down one filesystem per directory. Nothing can be written to it, so sharing it shares nothing.
 fn hide(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
     let flags = (libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC) as usize;
-    for dir in &plan.hidden_dirs {
+    if let Some((first, others)) = plan.hidden_dirs.split_first() {
         // SAFETY: mount with static NUL-terminated source, type and data strings and a target owned by the plan.
         let ret = unsafe {
             sys::syscall(
                 libc::SYS_mount,
-                [ptr(c"tmpfs"), ptr(dir), ptr(c"tmpfs"), flags, ptr(c"size=4k,nr_inodes=1,mode=000"), 0],
+                [ptr(c"tmpfs"), ptr(first), ptr(c"tmpfs"), flags, ptr(c"size=4k,nr_inodes=1,mode=000"), 0],
             )
         };
         check("mount(tmpfs) over a hidden directory", ret)?;
+        for dir in others {
+            // A copy of the tmpfs just mounted on `first` (its flags included), attached over `dir`.
+            let fd = open_tree(first, 0)?;
+            attach(fd, dir)?;
+        }
     }
     for file in &plan.hidden_files {
         let fd = open_tree(c"/dev/null", 0)?;

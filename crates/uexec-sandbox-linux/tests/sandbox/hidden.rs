@@ -145,3 +145,50 @@ print("ssh entries", os.listdir({ssh:?}))
     let out = run(&prepared);
     assert!(out.stdout.contains("netrc read") && out.stdout.contains("'key'"), "{out:?}");
 }
+
+#[test]
+fn every_hidden_directory_in_a_writable_root_is_empty_read_only_and_pinned() {
+    // The home sits in the (writable) workspace, so only the mounts stop writes, renames and removals. The first
+    // hidden directory gets a tmpfs of its own, the others copies of its mount: each is checked.
+    let s = Scratch::new();
+    let home = s.ws.join("home");
+    let dirs = [".ssh", ".aws", ".kube", ".gnupg"];
+    for dir in dirs {
+        fs::create_dir_all(home.join(dir)).unwrap();
+        fs::write(home.join(dir).join("key"), "SECRET\n").unwrap();
+        fs::create_dir_all(home.join(format!("{dir}.twin"))).unwrap();
+        fs::write(home.join(format!("{dir}.twin")).join("key"), "twin\n").unwrap();
+    }
+    let mut script = String::new();
+    for dir in dirs {
+        for name in [dir.to_owned(), format!("{dir}.twin")] {
+            let path = home.join(&name);
+            script.push_str(&format!(
+                "d='{p}'; echo \"{name} entries $(ls -A \"$d\" | tr '\\n' ' ')\"; \
+                 touch \"$d/new\" 2>/dev/null && echo '{name} written'; \
+                 mv \"$d\" \"$d.moved\" 2>/dev/null && echo '{name} moved' && mv \"$d.moved\" \"$d\"; \
+                 rmdir \"$d\" 2>/dev/null && echo '{name} removed'; true\n",
+                p = path.display()
+            ));
+        }
+    }
+    let patterns = dirs.iter().map(|d| HiddenPattern::parse(&format!("~/{d}")).unwrap()).collect();
+    let sandbox = LinuxSandbox::default().with_hidden(HiddenPaths { home: Some(home.clone()), patterns });
+    let prepared =
+        sandbox.prepare(request(workspace_only(vec![], false), &["bash", "-c", &script], &s.ws)).unwrap();
+    let out = run(&prepared);
+    assert!(out.ok(), "{out:?}");
+    for dir in dirs {
+        assert!(out.stdout.contains(&format!("{dir} entries \n")), "{dir} not empty: {out:?}");
+        for what in ["written", "moved", "removed"] {
+            assert!(!out.stdout.contains(&format!("{dir} {what}")), "{dir} {what}: {out:?}");
+        }
+        // The twin, in the same writable root, can be written and moved (it is not empty, so not removed).
+        let twin = format!("{dir}.twin");
+        assert!(out.stdout.contains(&format!("{twin} entries key \n")), "{twin}: {out:?}");
+        assert!(out.stdout.contains(&format!("{twin} written")), "{twin}: {out:?}");
+        assert!(out.stdout.contains(&format!("{twin} moved")), "{twin}: {out:?}");
+        assert_eq!(fs::read_to_string(home.join(dir).join("key")).unwrap(), "SECRET\n");
+        assert!(!home.join(dir).join("new").exists());
+    }
+}
