@@ -86,6 +86,11 @@ pub(crate) struct MountPlan {
     pub(crate) nodev: Vec<CString>,
     /// Hidden directories: each gets an empty, read-only tmpfs (after the protected entries).
     pub(crate) hidden_dirs: Vec<CString>,
+    /// The sandbox's empty read-only tmpfs (a detached mount made once in the parent), when there are hidden
+    /// directories and it could be made: each hidden directory gets a copy of it. Without it (or when the kernel
+    /// cannot copy it, before Linux 6.15), the first hidden directory gets a tmpfs of its own and the others
+    /// copies of that one.
+    pub(crate) empty_dir: Option<Arc<OwnedFd>>,
     /// Hidden files: each gets a read-only, `nodev` copy of `/dev/null`, so opening it fails with `EACCES`.
     pub(crate) hidden_files: Vec<CString>,
     /// The working directory, entered again after the mounts.
@@ -301,7 +306,23 @@ fn apply_mounts(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
 /// later tearing down one filesystem per directory. Nothing can be written to it, so sharing it shares nothing.
 fn hide(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
     let flags = (libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC) as usize;
-    if let Some((first, others)) = plan.hidden_dirs.split_first() {
+    // The sandbox's own empty tmpfs, copied: no file system is created (and later torn down) per command.
+    let copied = match (&plan.empty_dir, plan.hidden_dirs.split_first()) {
+        (Some(empty), Some((first, others))) => match clone_detached(empty.as_raw_fd()) {
+            Ok(fd) => {
+                attach(fd, first)?;
+                for dir in others {
+                    let fd = clone_detached(empty.as_raw_fd())?;
+                    attach(fd, dir)?;
+                }
+                true
+            }
+            // Before Linux 6.15 a detached mount cannot be copied from another mount namespace.
+            Err(_) => false,
+        },
+        _ => false,
+    };
+    if !copied && let Some((first, others)) = plan.hidden_dirs.split_first() {
         // SAFETY: mount with static NUL-terminated source, type and data strings and a target owned by the plan.
         let ret = unsafe {
             sys::syscall(
@@ -354,6 +375,16 @@ fn open_tree(path: &CStr, extra: usize) -> Result<i32, ChildSetupFailure> {
     // SAFETY: open_tree on a NUL-terminated path owned by the plan.
     let ret = unsafe { sys::syscall(libc::SYS_open_tree, [AT_FDCWD, ptr(path), flags, 0, 0, 0]) };
     let fd = check("open_tree(OPEN_TREE_CLONE)", ret)?;
+    i32::try_from(fd)
+        .map_err(|_| ChildSetupFailure { stage: "open_tree(OPEN_TREE_CLONE)", errno: libc::EBADF })
+}
+
+/// `open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH)`: a copy of the detached mount `fd`.
+fn clone_detached(fd: i32) -> Result<i32, ChildSetupFailure> {
+    let flags = sys::OPEN_TREE_CLONE | sys::OPEN_TREE_CLOEXEC | libc::AT_EMPTY_PATH as usize;
+    // SAFETY: open_tree on a descriptor owned by the plan with an empty static path.
+    let ret = unsafe { sys::syscall(libc::SYS_open_tree, [fd as isize as usize, ptr(c""), flags, 0, 0, 0]) };
+    let fd = check("open_tree(OPEN_TREE_CLONE) of the empty tmpfs", ret)?;
     i32::try_from(fd)
         .map_err(|_| ChildSetupFailure { stage: "open_tree(OPEN_TREE_CLONE)", errno: libc::EBADF })
 }

@@ -38,6 +38,8 @@ pub struct LinuxSandbox {
     hidden: HiddenPaths,
     /// Domain-allowlist mode: a policy with network access reaches only the proxy in this namespace.
     proxy: Option<ProxyNamespace>,
+    /// The empty read-only tmpfs copied over hidden directories (made on first use; `None` when it cannot be).
+    empty_dir: OnceLock<Option<Arc<OwnedFd>>>,
 }
 
 impl LinuxSandbox {
@@ -75,6 +77,20 @@ impl LinuxSandbox {
     fn programs(&self, sockets: Sockets) -> Result<Arc<SeccompPrograms>, String> {
         let cache = &self.programs[sockets as usize];
         cache.get_or_init(|| seccomp::build(sockets).map(Arc::new)).clone()
+    }
+
+    /// The empty read-only tmpfs for hidden directories, made once (`None` when the kernel or the process's
+    /// privileges do not allow it: each child then mounts one itself).
+    fn empty_dir(&self) -> Option<Arc<OwnedFd>> {
+        self.empty_dir
+            .get_or_init(|| match crate::sys::empty_read_only_tmpfs() {
+                Ok(fd) => Some(Arc::new(fd)),
+                Err(error) => {
+                    tracing::debug!(%error, "no shared empty tmpfs: each command mounts its own");
+                    None
+                }
+            })
+            .clone()
     }
 
     /// The plan for `policy`: hidden paths and the proxy as configured.
@@ -159,7 +175,13 @@ impl Sandbox for LinuxSandbox {
         }
 
         let mounts = match plan.mounts {
-            Some(mode) => Some(mount_plan(mode, &layout, &spawn.cwd)?),
+            Some(mode) => {
+                let mut mounts = mount_plan(mode, &layout, &spawn.cwd)?;
+                if !mounts.hidden_dirs.is_empty() {
+                    mounts.empty_dir = self.empty_dir();
+                }
+                Some(mounts)
+            }
             None => None,
         };
         let netns = match (&self.proxy, &plan.proxy) {
@@ -235,6 +257,7 @@ fn mount_plan(mode: MountMode, layout: &FsLayout, cwd: &Path) -> Result<MountPla
         nodev: if dev_pts_is_a_mount() { vec![c"/dev/pts".to_owned()] } else { Vec::new() },
         hidden_dirs: layout.hidden.dirs.iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
         hidden_files: layout.hidden.files.iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
+        empty_dir: None,
         cwd: c_path(cwd)?,
     })
 }

@@ -214,6 +214,46 @@ fn open_no_symlinks(path: &std::ffi::CStr, flags: i32) -> std::io::Result<std::o
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
+/// An empty, read-only tmpfs (`size=4k`, `nr_inodes=1`, `mode=000`, superblock and mount read-only, `nosuid`,
+/// `nodev`, `noexec`) as a detached mount: `fsopen`, `fsconfig`, `fsmount`. Made once per sandbox in the parent;
+/// each child attaches copies of it over the hidden directories instead of creating a tmpfs of its own.
+pub(crate) fn empty_read_only_tmpfs() -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    /// `FSOPEN_CLOEXEC`, `FSMOUNT_CLOEXEC`.
+    const CLOEXEC: usize = 1;
+    /// `FSCONFIG_SET_FLAG`, `FSCONFIG_SET_STRING`, `FSCONFIG_CMD_CREATE`.
+    const SET_FLAG: usize = 0;
+    const SET_STRING: usize = 1;
+    const CMD_CREATE: usize = 6;
+    let own = |ret: Result<usize, i32>| -> std::io::Result<OwnedFd> {
+        let fd = ret.map_err(std::io::Error::from_raw_os_error)?;
+        let fd = i32::try_from(fd).map_err(|_| std::io::Error::from_raw_os_error(libc::EBADF))?;
+        // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    };
+    // SAFETY: fsopen with a static NUL-terminated file system name.
+    let context =
+        own(unsafe { syscall(libc::SYS_fsopen, [c"tmpfs".as_ptr() as usize, CLOEXEC, 0, 0, 0, 0]) })?;
+    let fsconfig = |command: usize, key: &std::ffi::CStr, value: Option<&std::ffi::CStr>| {
+        let value = value.map_or(0, |v| v.as_ptr() as usize);
+        let args = [context.as_raw_fd() as usize, command, key.as_ptr() as usize, value, 0, 0];
+        // SAFETY: fsconfig on the open context with static NUL-terminated key and value strings (or none).
+        unsafe { syscall(libc::SYS_fsconfig, args) }.map_err(std::io::Error::from_raw_os_error)
+    };
+    fsconfig(SET_STRING, c"size", Some(c"4k"))?;
+    fsconfig(SET_STRING, c"nr_inodes", Some(c"1"))?;
+    fsconfig(SET_STRING, c"mode", Some(c"000"))?;
+    fsconfig(SET_FLAG, c"ro", None)?;
+    // SAFETY: FSCONFIG_CMD_CREATE takes no key or value.
+    unsafe { syscall(libc::SYS_fsconfig, [context.as_raw_fd() as usize, CMD_CREATE, 0, 0, 0, 0]) }
+        .map_err(std::io::Error::from_raw_os_error)?;
+    let attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+    // SAFETY: fsmount on the created context, with integer flags.
+    own(unsafe {
+        syscall(libc::SYS_fsmount, [context.as_raw_fd() as usize, CLOEXEC, attrs as usize, 0, 0, 0])
+    })
+}
+
 /// The kernel returns `-errno` in the range -4095..-1 on failure.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline]
