@@ -279,3 +279,101 @@ fn dev_pts_is_a_mount() -> bool {
 pub(crate) fn sandbox_env(env: Vec<(OsString, OsString)>, network: bool) -> Vec<(OsString, OsString)> {
     uexec_domain::env::with_sandbox_vars(env, SandboxKind::LinuxLandlockSeccomp, network)
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, unsafe_code)]
+mod tests {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::process::CommandExt;
+    use std::process::Command;
+
+    use uexec_domain::hidden::HiddenPattern;
+    use uexec_ports::process::{IoMode, SpawnRequest};
+
+    use super::*;
+
+    /// Run `script` under `sandbox` (workspace-write in `workspace`) and return its stdout.
+    fn run(sandbox: &LinuxSandbox, workspace: &Path, script: &str) -> String {
+        let request = SandboxRequest {
+            spawn: SpawnRequest {
+                argv: vec!["sh".into(), "-c".into(), script.into()],
+                cwd: workspace.to_path_buf(),
+                env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+                mode: IoMode::Pipes,
+                setup: Vec::new(),
+            },
+            workspace: workspace.to_path_buf(),
+            policy: SandboxPolicy::WorkspaceWrite {
+                writable_roots: Vec::new(),
+                network_access: false,
+                exclude_tmpdir_env_var: true,
+                exclude_slash_tmp: true,
+            },
+            tmpdir: None,
+            allow_degraded: false,
+        };
+        let spawn = sandbox.prepare(request).unwrap().spawn;
+        let hooks = spawn.setup.clone();
+        let mut command = Command::new(&spawn.argv[0]);
+        command.args(&spawn.argv[1..]).current_dir(&spawn.cwd).env_clear().envs(spawn.env.iter().cloned());
+        // SAFETY: the hooks run in the forked child before exec and only make system calls (`ChildSetup`).
+        unsafe {
+            command.pre_exec(move || {
+                for hook in &hooks {
+                    hook.run_in_child()
+                        .map_err(|failure| std::io::Error::from_raw_os_error(failure.errno))?;
+                }
+                Ok(())
+            });
+        }
+        let out = command.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    #[test]
+    fn hidden_directories_are_covered_when_the_shared_tmpfs_cannot_be_copied() {
+        let scratch = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(scratch.path()).unwrap();
+        let (home, workspace) = (base.join("home"), base.join("ws"));
+        for dir in [".ssh", ".aws"] {
+            std::fs::create_dir_all(home.join(dir)).unwrap();
+            std::fs::write(home.join(dir).join("key"), "SECRET\n").unwrap();
+        }
+        std::fs::create_dir_all(&workspace).unwrap();
+        let script = format!(
+            "ls -A {0}/.ssh {0}/.aws; cat {0}/.ssh/key {0}/.aws/key 2>/dev/null; true",
+            home.display()
+        );
+        let hidden = || HiddenPaths {
+            home: Some(home.clone()),
+            patterns: vec![HiddenPattern::parse("~/.ssh").unwrap(), HiddenPattern::parse("~/.aws").unwrap()],
+        };
+        // A detached copy made in this process's mount namespace cannot be copied from the child's new one
+        // (EINVAL), as a kernel before 6.15 refuses the real shared tmpfs: the child falls back to a tmpfs of its
+        // own for the first directory and a copy of it for the second.
+        let flags = crate::sys::OPEN_TREE_CLONE | crate::sys::OPEN_TREE_CLOEXEC | crate::sys::AT_RECURSIVE;
+        let at_fdcwd = libc::AT_FDCWD as isize as usize;
+        // SAFETY: open_tree on a static path; the returned descriptor is owned by the OwnedFd below.
+        let fd = unsafe {
+            crate::sys::syscall(libc::SYS_open_tree, [at_fdcwd, c"/tmp".as_ptr() as usize, flags, 0, 0, 0])
+        }
+        .unwrap();
+        // SAFETY: `fd` was just returned by open_tree and is owned by nobody else.
+        let uncopyable = Arc::new(unsafe { OwnedFd::from_raw_fd(i32::try_from(fd).unwrap()) });
+        let fallback = LinuxSandbox::default().with_hidden(hidden());
+        fallback.empty_dir.set(Some(uncopyable)).unwrap();
+        let shared = LinuxSandbox::default().with_hidden(hidden());
+        for sandbox in [&fallback, &shared] {
+            let out = run(sandbox, &workspace, &script);
+            // Both directories list empty (not the keys, nor what a wrong mount would show) and nothing is read.
+            let empty = format!("{0}/.aws:\n\n{0}/.ssh:\n", home.display());
+            assert_eq!(out, empty);
+        }
+        assert!(shared.empty_dir.get().unwrap().is_some(), "the shared tmpfs is made on this kernel");
+        // The twin: without hidden locations both keys are listed and read.
+        let out = run(&LinuxSandbox::default(), &workspace, &script);
+        assert_eq!(out.matches("key").count(), 2, "{out}");
+        assert_eq!(out.matches("SECRET").count(), 2, "{out}");
+    }
+}
