@@ -30,21 +30,14 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         bail!("no workspace crate is publishable: the package step would check nothing");
     }
     forget_unpacked_copies(&metadata, &crates)?;
-    let mut args = vec!["package"];
+    let target = package_target_dir(root)?;
+    forget_built_copies(&target, &crates)?;
+    let target = target.to_str().context("the target directory is not UTF-8")?;
+    let mut args = vec!["package", "--target-dir", target];
     for name in &crates {
         args.extend(["-p", name.as_str()]);
     }
-    let target = package_target_dir(root)?;
-    forget_built_copies(&target, &crates)?;
-    let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(&args)
-        .env("CARGO_TARGET_DIR", &target)
-        .current_dir(root)
-        .status()
-        .context("could not run cargo package")?;
-    if !status.success() {
-        bail!("cargo {} exited with {status}", args.join(" "));
-    }
+    crate::cargo(root, &args)?;
     eprintln!("package: {} crates packaged and verified: {}", crates.len(), crates.join(", "));
     Ok(())
 }
