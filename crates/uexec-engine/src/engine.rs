@@ -551,8 +551,10 @@ impl Inner {
             mode: IoMode::Pipes,
             setup: Vec::new(),
         };
-        let (spawn, _) = self.place(placement, base).map_err(|e| e.to_string())?;
-        let started_with = spawn.env.clone();
+        let mut started_with = Vec::new();
+        let (mut process, _) = self
+            .place_and_spawn(placement, base, |spawn| started_with.clone_from(&spawn.env))
+            .map_err(|e| e.to_string())?;
         // What the placement set (the sandbox's variables, its package caches) it sets again for every command.
         let last = |env: &[(OsString, OsString)], name: &OsString| {
             env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone())
@@ -564,7 +566,6 @@ impl Inner {
             .cloned()
             .collect();
         pinned.dedup();
-        let mut process = self.deps.spawner.spawn(spawn).map_err(|e| e.to_string())?;
         let end = end_marker(nonce);
         let mut output = Vec::new();
         let read = async {
@@ -630,17 +631,19 @@ impl Inner {
     /// before the child mounts it (a directory another program removes from a shared `/tmp`) fails the child's
     /// setup with `ENOENT`, closed: nothing ran. Such a spawn is prepared again from the file system as it is now,
     /// at most [`SETUP_RACE_ATTEMPTS`] times in all; any other failure, or the same one again, is the caller's.
+    /// `placed` sees each placed request right before it is spawned (the last call is the one that ran).
     fn place_and_spawn(
         &self,
         placement: Placement,
         base: SpawnRequest,
-    ) -> Result<(SpawnedProcess, ProtectionReport, Vec<String>), ExecError> {
+        mut placed: impl FnMut(&SpawnRequest),
+    ) -> Result<(SpawnedProcess, ProtectionReport), ExecError> {
         let mut attempt = 1;
         loop {
             let (spawn, report) = self.place(placement, base.clone())?;
-            let argv = spawn.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+            placed(&spawn);
             match self.deps.spawner.spawn(spawn) {
-                Ok(process) => return Ok((process, report, argv)),
+                Ok(process) => return Ok((process, report)),
                 Err(SpawnError::ChildSetup { stage, errno })
                     if placement == Placement::Sandboxed
                         && attempt < SETUP_RACE_ATTEMPTS
@@ -666,7 +669,10 @@ impl Inner {
         placement: Placement,
         base: SpawnRequest,
     ) -> Result<Arc<Session>, ExecError> {
-        let (process, mut report, argv) = self.place_and_spawn(placement, base)?;
+        let mut argv = Vec::new();
+        let (process, mut report) = self.place_and_spawn(placement, base, |spawn| {
+            argv = spawn.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        })?;
         if spec.startup_guarded {
             report.protections.push(Protection {
                 name: "login_startup_files".to_owned(),
