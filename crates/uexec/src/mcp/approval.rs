@@ -221,21 +221,8 @@ pub fn domain_elicit_params(
         (APPROVE_FOR_SESSION, format!("Allow {host} for this session")),
         (DENY, "Deny (the command gets HTTP 403)".to_owned()),
     ];
-    let mut property = json!({
-        "type": "string",
-        "title": "Decision",
-        "description": "Allow this host for the rest of the session, or refuse it.",
-    });
-    match style {
-        FormStyle::OneOf => {
-            property["oneOf"] =
-                choices.iter().map(|(value, title)| json!({ "const": value, "title": title })).collect();
-        }
-        FormStyle::LegacyEnum => {
-            property["enum"] = choices.iter().map(|(value, _)| json!(value)).collect();
-            property["enumNames"] = choices.iter().map(|(_, title)| json!(title)).collect();
-        }
-    }
+    let property =
+        decision_property(style, "Allow this host for the rest of the session, or refuse it.", &choices);
     let schema: ElicitationSchema = serde_json::from_value(json!({
         "type": "object",
         "properties": { "decision": property },
@@ -283,11 +270,19 @@ fn choices(request: &ApprovalRequest) -> Vec<(&'static str, String)> {
 
 /// The `decision` property of the form, written in `style`.
 fn decision_schema(style: FormStyle, request: &ApprovalRequest) -> Value {
-    let choices = choices(request);
+    decision_property(
+        style,
+        "Approve once, approve this command for the rest of the session, or deny it.",
+        &choices(request),
+    )
+}
+
+/// A string `decision` property offering `choices` (value, title), written in `style`.
+fn decision_property(style: FormStyle, description: &str, choices: &[(&str, String)]) -> Value {
     let mut property = json!({
         "type": "string",
         "title": "Decision",
-        "description": "Approve once, approve this command for the rest of the session, or deny it.",
+        "description": description,
     });
     match style {
         FormStyle::OneOf => {
