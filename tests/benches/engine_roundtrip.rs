@@ -57,6 +57,7 @@ async fn raw(iterations: usize) -> (Vec<Duration>, Vec<Duration>) {
             env: env(),
             mode: IoMode::Pty(PtySize::default()),
             setup: Vec::new(),
+            pid_scope: Default::default(),
         })
         .unwrap();
     let (control, mut output) = (process.control, process.output);

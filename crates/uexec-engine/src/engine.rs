@@ -550,6 +550,7 @@ impl Inner {
             env: env.to_vec(),
             mode: IoMode::Pipes,
             setup: Vec::new(),
+            pid_scope: Default::default(),
         };
         let mut started_with = Vec::new();
         let (mut process, _) = self
@@ -760,6 +761,7 @@ impl Inner {
             env,
             mode: if tty { IoMode::Pty(PtySize::default()) } else { IoMode::Pipes },
             setup: Vec::new(),
+            pid_scope: Default::default(),
         };
         let spec = SessionSpec {
             id,

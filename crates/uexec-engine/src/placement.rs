@@ -165,6 +165,7 @@ mod tests {
             env: env.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect(),
             mode: IoMode::Pipes,
             setup: Vec::new(),
+            pid_scope: Default::default(),
         }
     }
 

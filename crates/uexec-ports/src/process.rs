@@ -72,6 +72,22 @@ pub unsafe trait ChildSetup: Send + Sync + fmt::Debug {
     }
 }
 
+/// Which processes a new process sees and may signal: which PID namespace a process adapter that keeps one
+/// for sandboxed commands puts it in. An adapter without such a namespace starts every process on the host's
+/// (both values then mean the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PidScope {
+    /// The host's PID namespace: the process sees and signals the host's processes as the person could, and
+    /// `ps`, `kill`, `$$` and `/proc` all use the host's numbering. For commands that run without a sandbox.
+    #[default]
+    Host,
+    /// The one PID namespace the adapter keeps for every sandboxed command it starts: they see and signal each
+    /// other (across sessions) and nothing outside it. A sandbox asks for it ([`SandboxedSpawn`] sets it).
+    ///
+    /// [`SandboxedSpawn`]: crate::sandbox::SandboxedSpawn
+    Sandbox,
+}
+
 /// Everything needed to start one process.
 #[derive(Debug, Clone)]
 pub struct SpawnRequest {
@@ -85,6 +101,8 @@ pub struct SpawnRequest {
     pub mode: IoMode,
     /// Hooks run in the child just before `exec`, in order.
     pub setup: Vec<Arc<dyn ChildSetup>>,
+    /// Which PID namespace the process runs in.
+    pub pid_scope: PidScope,
 }
 
 /// Why a process could not be started. Every variant means: nothing was spawned and nothing leaked.

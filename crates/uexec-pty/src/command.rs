@@ -5,7 +5,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use uexec_ports::process::{ChildSetup, IoMode, PtySize, SpawnError, SpawnRequest};
+use uexec_ports::process::{ChildSetup, IoMode, PidScope, PtySize, SpawnError, SpawnRequest};
 
 /// A command to start with [`PtySpawner::spawn_command`](crate::PtySpawner::spawn_command).
 ///
@@ -17,6 +17,7 @@ pub struct Command {
     env: Vec<(OsString, OsString)>,
     mode: IoMode,
     setup: Vec<Arc<dyn ChildSetup>>,
+    pid_scope: PidScope,
 }
 
 impl Command {
@@ -28,6 +29,7 @@ impl Command {
             env: std::env::vars_os().collect(),
             mode: IoMode::Pty(PtySize::default()),
             setup: Vec::new(),
+            pid_scope: PidScope::Host,
         }
     }
 
@@ -98,12 +100,25 @@ impl Command {
         self
     }
 
+    /// Which PID namespace the process runs in (default [`PidScope::Host`]; see [`PidScope`]).
+    pub fn pid_scope(mut self, scope: PidScope) -> Self {
+        self.pid_scope = scope;
+        self
+    }
+
     /// The request this command describes.
     pub fn into_request(self) -> Result<SpawnRequest, SpawnError> {
         let cwd = match self.cwd {
             Some(cwd) => cwd,
             None => std::env::current_dir().map_err(|_| SpawnError::BadCwd { cwd: PathBuf::from(".") })?,
         };
-        Ok(SpawnRequest { argv: self.argv, cwd, env: self.env, mode: self.mode, setup: self.setup })
+        Ok(SpawnRequest {
+            argv: self.argv,
+            cwd,
+            env: self.env,
+            mode: self.mode,
+            setup: self.setup,
+            pid_scope: self.pid_scope,
+        })
     }
 }

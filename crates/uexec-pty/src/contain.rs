@@ -20,14 +20,18 @@ use crate::sys::{self, SpawnJob};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Containment {
-    /// Sessions run in a PID namespace whose init dies with the host: a SIGKILL of the host kills every
-    /// descendant, including daemons. The host is also a subreaper.
+    /// Sandboxed sessions ([`PidScope::Sandbox`](uexec_ports::process::PidScope::Sandbox)) run in one PID
+    /// namespace whose init dies with the host: a SIGKILL of the host kills every process in it, including
+    /// daemons. The other sessions run in the host's namespace (they see and signal the host's processes as the
+    /// person could); a watchdog process kills what is left of them when the host dies, found by their session
+    /// token.
     PidNamespace {
         /// The namespace's init process, as seen from the host.
         init_pid: u32,
     },
     /// The host is a child subreaper and reaps adopted orphans; escaped descendants are killed by
-    /// `kill_tree` but survive a SIGKILL of the host (no privilege for a PID namespace).
+    /// `kill_tree` but survive a SIGKILL of the host (no privilege for a PID namespace). Every session runs in
+    /// the host's PID namespace.
     Subreaper,
 }
 
@@ -76,36 +80,42 @@ pub enum ContainError {
 /// one's result.
 ///
 /// Without it the crate behaves like any library sharing a process with others: it reaps only the session
-/// leaders it started, which the `uexec-spawner` thread creates; an escaped descendant (one that left its
-/// session and whose parent died) is reparented to the system's init, still found and killed by
-/// [`kill_tree`] through its session token, but not when the host itself is killed with SIGKILL (the leaders
-/// do die then on the Linux fast path: their parent-death signal is SIGKILL).
+/// leaders it started, which the `uexec-spawner` thread creates, all in the host's PID namespace; an escaped
+/// descendant (one that left its session and whose parent died) is reparented to the system's init, still
+/// found and killed by [`kill_tree`] through its session token, but not when the host itself is killed with
+/// SIGKILL (the leaders do die then on the Linux fast path: their parent-death signal is SIGKILL).
 ///
 /// Called by the application at the start of `main`, before starting a runtime or any session, it makes the
 /// host own its descendants:
 ///
-/// 1. The host becomes a child subreaper (`PR_SET_CHILD_SUBREAPER`): orphans of its sessions are
-///    reparented to it rather than to the system's init.
-/// 2. When the host may create PID namespaces (root or `CAP_SYS_ADMIN`), a dedicated thread unshares a new
+/// 1. When the host may create PID namespaces (root or `CAP_SYS_ADMIN`), a dedicated thread unshares a new
 ///    PID namespace (only that thread's future children enter it, so the rest of the application can keep
 ///    creating threads) and forks the namespace's init: a tiny process that reaps orphans forever and gets
 ///    SIGKILL when that thread dies (`PR_SET_PDEATHSIG`). From then on every session is spawned by that
-///    thread, inside the namespace. When the host dies, even by SIGKILL, the init dies and the kernel kills
-///    every process of the namespace: nothing survives. Orphans are reparented to the namespace's init,
-///    which reaps them.
+///    thread: a [`PidScope::Sandbox`] session inside the namespace, shared by all of them (they see and
+///    signal each other and nothing else), a [`PidScope::Host`] session in the host's namespace (the thread
+///    switches its children's namespace with `setns` before each spawn). When the host dies, even by SIGKILL,
+///    the init dies and the kernel kills every process of the namespace; the host-scope sessions' processes
+///    are killed by a watchdog (a process forked here that waits for the host's end and then kills every
+///    process carrying one of its session tokens). Orphans in the namespace are reparented to its init,
+///    which reaps them; host-scope orphans go to the system's init.
 ///    With [`NamespacePolicy::OnCallingThread`] the calling thread itself does this, for a host that spawns
 ///    from that thread only and starts no thread afterwards: no helper thread, no hand-off per spawn.
-/// 3. Otherwise (not privileged) a reaper thread collects every exited child of the host: the session
-///    leaders (handing their status to their session) and the adopted orphans. It waits for "any child"
-///    (`waitid(P_ALL, WNOWAIT)`), which is only acceptable because the application asked for this mode: it
-///    must then start its other children through this crate too, since the reaper would reap a child
-///    started with `std::process` before its `wait`. In this mode an escaped descendant survives a SIGKILL
-///    of the host ([`Containment::Subreaper`] says so).
+/// 2. Otherwise (not privileged) the host becomes a child subreaper (`PR_SET_CHILD_SUBREAPER`): orphans of
+///    its sessions are reparented to it rather than to the system's init, and a reaper thread collects every
+///    exited child of the host: the session leaders (handing their status to their session) and the adopted
+///    orphans. It waits for "any child" (`waitid(P_ALL, WNOWAIT)`), which is only acceptable because the
+///    application asked for this mode: it must then start its other children through this crate too, since
+///    the reaper would reap a child started with `std::process` before its `wait`. In this mode an escaped
+///    descendant survives a SIGKILL of the host ([`Containment::Subreaper`] says so), and there is one PID
+///    namespace for all: the host's.
 ///
 /// All of this is Linux's: on other platforms nothing changes and the call says so
 /// ([`ContainError::Unsupported`]).
 ///
 /// [`kill_tree`]: uexec_ports::process::ProcessControl::kill_tree
+/// [`PidScope::Sandbox`]: uexec_ports::process::PidScope::Sandbox
+/// [`PidScope::Host`]: uexec_ports::process::PidScope::Host
 pub fn contain_descendants() -> Result<Containment, ContainError> {
     contain_descendants_with(NamespacePolicy::IfPrivileged)
 }
@@ -119,9 +129,6 @@ pub fn contain_descendants_with(policy: NamespacePolicy) -> Result<Containment, 
     }
     #[cfg(target_os = "linux")]
     {
-        rustix::process::set_child_subreaper(Some(rustix::process::getpid())).map_err(|e| {
-            ContainError::Subreaper(OsError::new("prctl(PR_SET_CHILD_SUBREAPER)", e.raw_os_error()))
-        })?;
         let containment = match policy {
             NamespacePolicy::IfPrivileged => match start_namespace_thread()? {
                 Some(init_pid) => Containment::PidNamespace { init_pid },
@@ -163,17 +170,20 @@ static REAPER_ACTIVE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicB
 #[cfg(target_os = "linux")]
 static SPAWNS: (Mutex<u64>, std::sync::Condvar) = (Mutex::new(0), std::sync::Condvar::new());
 
-/// The thread that entered the PID namespace itself ([`NamespacePolicy::OnCallingThread`]), and the write end of
-/// the pipe that tells its init the host is alive (kept open for the life of the process).
+/// The thread that entered the PID namespace itself ([`NamespacePolicy::OnCallingThread`]), the write end of
+/// the pipe that tells its init and the watchdog the host is alive (kept open for the life of the process),
+/// and the namespaces that thread switches its children between.
 #[cfg(target_os = "linux")]
-static NAMESPACE_HERE: OnceLock<(std::thread::ThreadId, std::os::fd::OwnedFd)> = OnceLock::new();
+static NAMESPACE_HERE: OnceLock<(std::thread::ThreadId, std::os::fd::OwnedFd, sys::PidNamespaces)> =
+    OnceLock::new();
 
 /// Where new sessions must be created, given the containment in force.
 #[derive(Debug)]
 pub(crate) enum Placement {
-    /// On the calling thread, which entered the sessions' PID namespace ([`NamespacePolicy::OnCallingThread`]).
+    /// On the calling thread, which entered the sessions' PID namespace ([`NamespacePolicy::OnCallingThread`])
+    /// and switches its children between these namespaces.
     #[cfg(target_os = "linux")]
-    CallingThreadInNamespace,
+    CallingThreadInNamespace(&'static sys::PidNamespaces),
     /// Nowhere from this thread: its children would be created outside the sessions' PID namespace.
     #[cfg(target_os = "linux")]
     Refused,
@@ -184,13 +194,20 @@ pub(crate) enum Placement {
     Anywhere,
 }
 
+impl Placement {
+    /// True when sessions are created in a PID namespace of their own (sandbox-scope ones, at least).
+    pub(crate) fn has_namespaces(&self) -> bool {
+        !matches!(self, Placement::Anywhere)
+    }
+}
+
 /// Where the calling thread's new sessions must be created.
 pub(crate) fn placement() -> Placement {
     #[cfg(target_os = "linux")]
     {
-        if let Some((owner, _)) = NAMESPACE_HERE.get() {
+        if let Some((owner, _, namespaces)) = NAMESPACE_HERE.get() {
             return if std::thread::current().id() == *owner {
-                Placement::CallingThreadInNamespace
+                Placement::CallingThreadInNamespace(namespaces)
             } else {
                 Placement::Refused
             };
@@ -228,59 +245,95 @@ fn thread_error(name: &'static str, error: &std::io::Error) -> ContainError {
     ContainError::Thread { name, error: OsError::new("pthread_create", crate::error::errno_of(error)) }
 }
 
-/// The calling thread unshares a PID namespace and forks its init; `Ok(None)` when a PID namespace cannot be
-/// created here (nothing changed).
+/// What a thread that unshared the sandbox's PID namespace keeps: the write end of the pipe that tells the
+/// init and the watchdog the host is alive, and the two namespaces.
 #[cfg(target_os = "linux")]
-fn enter_namespace_here() -> Result<Option<u32>, ContainError> {
+struct NamespaceSetup {
+    init: Pid,
+    host_alive_writer: std::os::fd::OwnedFd,
+    namespaces: sys::PidNamespaces,
+}
+
+/// On the calling thread: unshare a PID namespace, fork its init into it, then the host's watchdog into the
+/// host's namespace. `Ok(None)` when a PID namespace cannot be created here (nothing changed); an error when
+/// the thread is in the namespace already but the rest failed (that cannot be undone).
+#[cfg(target_os = "linux")]
+fn set_up_namespace_here() -> Result<Option<NamespaceSetup>, ContainError> {
     use std::os::fd::AsFd;
 
+    let failed = |call: &'static str| {
+        move |e: std::io::Error| ContainError::NamespaceInit(OsError::new(call, crate::error::errno_of(&e)))
+    };
+    let host = match sys::PidNamespaces::open_active() {
+        Ok(host) => host,
+        Err(error) => {
+            tracing::info!(%error, "no PID namespace for sessions: the host's cannot be opened");
+            return Ok(None);
+        }
+    };
+    let entry = crate::token::host_entry_prefix().map_err(failed("getrandom"))?;
     if let Err(error) = sys::unshare_pid_namespace() {
         tracing::info!(%error, "no PID namespace for sessions");
         return Ok(None);
     }
     // The thread is in the namespace already: a failure from here on cannot be undone, so it is an error.
-    let (reader, writer) = sys::pipe_cloexec()
-        .map_err(|e| ContainError::NamespaceInit(OsError::new("pipe", crate::error::errno_of(&e))))?;
-    let init = sys::spawn_namespace_init(reader.as_fd(), writer.as_fd())
-        .map_err(|e| ContainError::NamespaceInit(OsError::new("clone", crate::error::errno_of(&e))))?;
-    let _ = NAMESPACE_HERE.set((std::thread::current().id(), writer));
+    let (reader, writer) = sys::pipe_cloexec().map_err(failed("pipe"))?;
+    let init = sys::spawn_namespace_init(reader.as_fd(), writer.as_fd()).map_err(failed("clone"))?;
+    let namespaces = sys::PidNamespaces::after_unshare(host).map_err(failed("open(pid_for_children)"))?;
+    namespaces.enter(uexec_ports::process::PidScope::Host).map_err(namespace_error)?;
+    sys::spawn_host_watchdog(reader.as_fd(), writer.as_fd(), entry.as_bytes()).map_err(failed("clone"))?;
+    namespaces.enter(uexec_ports::process::PidScope::Sandbox).map_err(namespace_error)?;
+    Ok(Some(NamespaceSetup { init, host_alive_writer: writer, namespaces }))
+}
+
+/// A failure to switch a thread's children's PID namespace, as a containment error.
+#[cfg(target_os = "linux")]
+fn namespace_error(failure: sys::SpawnFailure) -> ContainError {
+    match failure {
+        sys::SpawnFailure::Os { call, errno } => ContainError::NamespaceInit(OsError::new(call, errno)),
+        sys::SpawnFailure::Child(child) => {
+            ContainError::NamespaceInit(OsError::new(child.stage.call(), child.errno))
+        }
+    }
+}
+
+/// The calling thread unshares a PID namespace and forks its init; `Ok(None)` when a PID namespace cannot be
+/// created here (nothing changed).
+#[cfg(target_os = "linux")]
+fn enter_namespace_here() -> Result<Option<u32>, ContainError> {
+    let Some(setup) = set_up_namespace_here()? else {
+        return Ok(None);
+    };
+    let init = setup.init;
+    let _ = NAMESPACE_HERE.set((std::thread::current().id(), setup.host_alive_writer, setup.namespaces));
     Ok(Some(init.as_raw_nonzero().get().unsigned_abs()))
 }
 
 /// Starts the namespace thread; `Ok(None)` when a PID namespace cannot be created here.
 #[cfg(target_os = "linux")]
 fn start_namespace_thread() -> Result<Option<u32>, ContainError> {
-    use std::os::fd::{AsFd, OwnedFd};
-
-    let (ready_tx, ready_rx) = mpsc::sync_channel::<Option<Pid>>(1);
+    let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<Option<Pid>, ContainError>>(1);
     let (jobs_tx, jobs_rx) = mpsc::channel::<SpawnJob>();
     std::thread::Builder::new()
         .name("uexec-pidns".to_owned())
-        .spawn(move || {
-            let setup = || -> std::io::Result<(Pid, OwnedFd)> {
-                sys::unshare_pid_namespace()?;
-                let (reader, writer) = sys::pipe_cloexec()?;
-                let init = sys::spawn_namespace_init(reader.as_fd(), writer.as_fd())?;
-                Ok((init, writer))
-            };
-            match setup() {
-                Ok((init, _host_alive_writer)) => {
-                    let _ = ready_tx.send(Some(init));
-                    // This thread must live as long as the process: it is the parent of the init and of
-                    // every session leader, whose parent-death signal fires when it ends.
-                    sys::serve_spawn_jobs(&jobs_rx, true);
-                    loop {
-                        std::thread::park();
-                    }
+        .spawn(move || match set_up_namespace_here() {
+            Ok(Some(setup)) => {
+                let _ = ready_tx.send(Ok(Some(setup.init)));
+                // This thread must live as long as the process: it is the parent of the init, the watchdog and
+                // every session leader, whose parent-death signal fires when it ends; `setup` holds the write
+                // end of the pipe that keeps the init and the watchdog waiting.
+                sys::serve_spawn_jobs(&jobs_rx, Some(&setup.namespaces));
+                loop {
+                    std::thread::park();
                 }
-                Err(error) => {
-                    tracing::info!(%error, "no PID namespace for sessions");
-                    let _ = ready_tx.send(None);
-                }
+            }
+            other => {
+                let _ = ready_tx.send(other.map(|_| None));
             }
         })
         .map_err(|e| thread_error("uexec-pidns", &e))?;
-    let init = ready_rx.recv().ok().flatten();
+    let init =
+        ready_rx.recv().map_err(|_| ContainError::NamespaceInit(OsError::new("thread", libc::ESRCH)))??;
     let Some(init) = init else {
         return Ok(None);
     };
@@ -290,6 +343,9 @@ fn start_namespace_thread() -> Result<Option<u32>, ContainError> {
 
 #[cfg(target_os = "linux")]
 fn start_reaper() -> Result<Containment, ContainError> {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).map_err(|e| {
+        ContainError::Subreaper(OsError::new("prctl(PR_SET_CHILD_SUBREAPER)", e.raw_os_error()))
+    })?;
     std::thread::Builder::new()
         .name("uexec-reaper".to_owned())
         .spawn(|| crate::reap::reap_forever(&SPAWNS))

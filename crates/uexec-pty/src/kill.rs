@@ -44,6 +44,8 @@ pub(crate) struct Target {
     pub(crate) mount_ns: Option<MountNamespace>,
     /// How members are pinned.
     pub(crate) pinning: Pinning,
+    /// The session runs in the sandbox's PID namespace (see `contain`).
+    pub(crate) in_sandbox_namespace: bool,
 }
 
 impl Target {
@@ -57,6 +59,7 @@ impl Target {
             born_after: self.born_after,
             mount_ns: self.mount_ns.take(),
             pinning: self.pinning,
+            in_sandbox_namespace: self.in_sandbox_namespace,
         }
     }
 

@@ -119,6 +119,6 @@ pub use session::{MAX_CHUNK_BYTES, PtyControl, PtyOutput, PtyProcess, PtySpawner
 pub use token::{SESSION_TOKEN_VAR, SessionToken};
 pub use uexec_domain::ExitStatus;
 pub use uexec_ports::process::{
-    ChildSetup, ChildSetupFailure, InputState, IoMode, OsError, OutputStream, ProcessControl, ProcessError,
-    ProcessSpawner, PtySize, Signal, SpawnError, SpawnRequest, SpawnedProcess,
+    ChildSetup, ChildSetupFailure, InputState, IoMode, OsError, OutputStream, PidScope, ProcessControl,
+    ProcessError, ProcessSpawner, PtySize, Signal, SpawnError, SpawnRequest, SpawnedProcess,
 };

@@ -152,7 +152,7 @@ impl PtySpawner {
             setup: &request.setup,
         };
         let born_after = table::start_time_floor();
-        let started = spawn::start(&plan, backend, fork)
+        let started = spawn::start(&plan, backend, fork, request.pid_scope)
             .map_err(|failure| spawn_error(failure, &request, &prepared.program))?;
         drop(child_ends);
         let raw_pid = started.pid.as_raw_nonzero().get();
@@ -183,6 +183,7 @@ impl PtySpawner {
             born_after,
             mount_ns,
             pinning,
+            in_sandbox_namespace: started.in_sandbox_namespace,
         };
         let control = Arc::new(PtyControl {
             backend,
@@ -472,17 +473,19 @@ impl ProcessControl for PtyControl {
         // failure to reap must not stop the kill; `wait` below reports it.)
         let _ = self.reap();
         let leader_reaped = lock(&self.target.status).is_some();
-        // A reaped leader with no orphan in the sessions' PID namespace leaves nothing behind: when the leader
-        // exited, its living descendants were reparented to that namespace's init.
-        let members = if leader_reaped && contain::namespace_has_no_orphans() {
-            Vec::new()
-        } else {
-            self.target.signal_session(&[
-                rustix::process::Signal::HUP,
-                rustix::process::Signal::TERM,
-                rustix::process::Signal::CONT,
-            ])
-        };
+        // A reaped leader of the sandbox's PID namespace with no orphan there leaves nothing behind: when the
+        // leader exited, its living descendants were reparented to that namespace's init. (A host-scope
+        // session's orphans go to the system's init: they are always looked for.)
+        let members =
+            if leader_reaped && self.target.in_sandbox_namespace && contain::namespace_has_no_orphans() {
+                Vec::new()
+            } else {
+                self.target.signal_session(&[
+                    rustix::process::Signal::HUP,
+                    rustix::process::Signal::TERM,
+                    rustix::process::Signal::CONT,
+                ])
+            };
         let pids: Vec<i32> = members.iter().map(|member| member.pid).collect();
         tracing::debug!(leader = self.raw_pid(), ?pids, "killing the session's processes");
         // Nothing alive (no member: a process that could still fork would be one): no wait.
@@ -652,6 +655,7 @@ mod tests {
             env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
             mode: IoMode::Pipes,
             setup: Vec::new(),
+            pid_scope: Default::default(),
         }
     }
 

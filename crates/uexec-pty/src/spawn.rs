@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock, mpsc};
 
 use rustix::process::Pid;
 use std::os::fd::OwnedFd;
+use uexec_ports::process::PidScope;
 
 use crate::contain::{self, Placement};
 use crate::reap::{StatusSlot, lock};
@@ -24,15 +25,27 @@ pub(crate) struct Started {
     pub(crate) pidfd: Option<OwnedFd>,
     pub(crate) mount_ns: Option<OwnedFd>,
     pub(crate) status: StatusSlot,
+    /// True when it runs in the sandbox's PID namespace (see `contain`), where orphans go to its init.
+    pub(crate) in_sandbox_namespace: bool,
 }
 
-/// Start the child of `plan` with `backend`, on the thread that must create it, registered as a live leader.
-pub(crate) fn start(plan: &ChildPlan<'_>, backend: Backend, fork: bool) -> Result<Started, SpawnFailure> {
+/// Start the child of `plan` with `backend`, on the thread that must create it, in the PID namespace of `scope`
+/// (where there are two), registered as a live leader.
+pub(crate) fn start(
+    plan: &ChildPlan<'_>,
+    backend: Backend,
+    fork: bool,
+    scope: PidScope,
+) -> Result<Started, SpawnFailure> {
     let status: StatusSlot = Arc::new(Mutex::new(None));
     let held = contain::hold_for_spawn();
-    let spawned = match contain::placement() {
+    let placement = contain::placement();
+    let in_sandbox_namespace = scope == PidScope::Sandbox && placement.has_namespaces();
+    let spawned = match placement {
         #[cfg(target_os = "linux")]
-        Placement::CallingThreadInNamespace => sys::spawn_child(plan, backend, fork, true),
+        Placement::CallingThreadInNamespace(namespaces) => {
+            sys::spawn_in_scope(Some(namespaces), plan, backend, fork, scope)
+        }
         // Its child would be created outside the namespace: refuse rather than leave it uncontained.
         #[cfg(target_os = "linux")]
         Placement::Refused => Err(SpawnFailure::Os {
@@ -40,11 +53,11 @@ pub(crate) fn start(plan: &ChildPlan<'_>, backend: Backend, fork: bool) -> Resul
             errno: libc::EPERM,
         }),
         #[cfg(target_os = "linux")]
-        Placement::NamespaceThread(jobs) => sys::spawn_via(&jobs, plan, backend, fork),
+        Placement::NamespaceThread(jobs) => sys::spawn_via(&jobs, plan, backend, fork, scope),
         Placement::Anywhere => match spawner_thread() {
             Some(jobs) => {
                 let jobs = lock(jobs).clone();
-                sys::spawn_via(&jobs, plan, backend, fork)
+                sys::spawn_via(&jobs, plan, backend, fork, scope)
             }
             None => sys::spawn_child(plan, backend, fork, false),
         },
@@ -54,7 +67,13 @@ pub(crate) fn start(plan: &ChildPlan<'_>, backend: Backend, fork: bool) -> Resul
     leaders.insert(spawned.pid.as_raw_nonzero().get(), Arc::clone(&status));
     drop(leaders);
     contain::spawned();
-    Ok(Started { pid: spawned.pid, pidfd: spawned.pidfd, mount_ns: spawned.mount_ns, status })
+    Ok(Started {
+        pid: spawned.pid,
+        pidfd: spawned.pidfd,
+        mount_ns: spawned.mount_ns,
+        status,
+        in_sandbox_namespace,
+    })
 }
 
 /// The thread that spawns every session when there is no PID-namespace thread, started on first use. `None`
@@ -65,7 +84,7 @@ fn spawner_thread() -> Option<&'static Mutex<mpsc::Sender<SpawnJob>>> {
         .get_or_init(|| {
             let (jobs_tx, jobs_rx) = mpsc::channel::<SpawnJob>();
             let started = std::thread::Builder::new().name("uexec-spawner".to_owned()).spawn(move || {
-                sys::serve_spawn_jobs(&jobs_rx, false);
+                sys::serve_spawn_jobs(&jobs_rx, None);
                 // Every sender is gone (it lives in a static, so never): stay, we are the children's parent.
                 loop {
                     std::thread::park();

@@ -54,6 +54,12 @@ impl SessionToken {
     }
 }
 
+/// `UEXEC_SESSION_TOKEN=<this host's 16 hex digits>`: how every token of this host's sessions starts.
+#[cfg(target_os = "linux")]
+pub(crate) fn host_entry_prefix() -> io::Result<String> {
+    Ok(format!("{SESSION_TOKEN_VAR}={}", host_prefix()?))
+}
+
 /// The 16 hex digits shared by all sessions of this host process.
 pub(crate) fn host_prefix() -> io::Result<&'static str> {
     static HOST: OnceLock<String> = OnceLock::new();

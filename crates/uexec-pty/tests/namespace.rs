@@ -1,5 +1,6 @@
 //! Sessions inside the PID namespace set up by `contain_descendants` (this machine runs tests as root):
-//! exit statuses, signals, input detection and kill_tree work as without it.
+//! exit statuses, signals, input detection and kill_tree work as without it; sandbox-scope sessions share
+//! that namespace and signal each other, host-scope sessions run in the host's and use its pids.
 // PID namespaces and /proc are Linux: these tests run there only.
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -26,18 +27,21 @@ async fn sessions_work_inside_the_pid_namespace() {
     let spawner = PtySpawner::default();
 
     // Inside the namespace the shell sees a small pid and the init as PID 1.
-    let mut process =
-        spawner.spawn_request(sh("echo pid=$$; cat /proc/1/comm 2>/dev/null; exit 4", false)).unwrap();
+    let mut process = spawner
+        .spawn_request(in_sandbox(sh("echo pid=$$; cat /proc/1/comm 2>/dev/null; exit 4", false)))
+        .unwrap();
     let text = String::from_utf8(drain(&mut process.output).await).unwrap();
     let pid: u32 = text.lines().next().unwrap().strip_prefix("pid=").unwrap().parse().unwrap();
     assert_ne!(pid, process.control.pid(), "the child has its own pid in the namespace");
     assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(4));
 
-    let mut process = spawner.spawn_request(request(&["bash", "-c", "kill -9 $$"], true)).unwrap();
+    let mut process =
+        spawner.spawn_request(in_sandbox(request(&["bash", "-c", "kill -9 $$"], true))).unwrap();
     drain(&mut process.output).await;
     assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Signal(9));
 
-    let mut bash = spawner.spawn_request(request(&["bash", "--norc", "--noprofile", "-i"], true)).unwrap();
+    let mut bash =
+        spawner.spawn_request(in_sandbox(request(&["bash", "--norc", "--noprofile", "-i"], true))).unwrap();
     let mut text = String::new();
     read_until(&mut bash.output, &mut text, "PROMPT$ ").await;
     let control = Arc::clone(&bash.control);
@@ -49,7 +53,7 @@ async fn sessions_work_inside_the_pid_namespace() {
     // A daemon is reparented to the namespace's init, and still found and killed.
     let marker = marker();
     let script = format!("(setsid sh -c 'sleep {marker} & exit' &); echo STARTED");
-    let mut process = spawner.spawn_request(sh(&script, false)).unwrap();
+    let mut process = spawner.spawn_request(in_sandbox(sh(&script, false))).unwrap();
     let mut text = String::new();
     read_until(&mut process.output, &mut text, "STARTED").await;
     eventually("the daemon started", || sleepers(&marker).len() == 1).await;
@@ -58,5 +62,69 @@ async fn sessions_work_inside_the_pid_namespace() {
         .await;
     assert_eq!(process.control.kill_tree().await.unwrap(), ExitStatus::Code(0));
     eventually("the daemon is gone", || sleepers(&marker).is_empty()).await;
+    eventually("no zombie children", || zombie_children().is_empty()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_scope_sessions_use_the_hosts_pids_and_sandbox_sessions_signal_each_other() {
+    let init = contained();
+    let spawner = PtySpawner::default();
+    eventually("the host's watchdog runs", || {
+        children_named(std::process::id(), "uexec-watchdog").len() == 1
+    })
+    .await;
+
+    // A host-scope session: `$$`, `/proc/self` and the host agree on its pid.
+    let mut process = spawner.spawn_request(sh("echo pid=$$; cut -d' ' -f1 /proc/self/stat", false)).unwrap();
+    let text = String::from_utf8(drain(&mut process.output).await).unwrap();
+    let mut lines = text.lines();
+    let pid: u32 = lines.next().unwrap().strip_prefix("pid=").unwrap().parse().unwrap();
+    assert_eq!(pid, process.control.pid(), "a host-scope session has the host's pid");
+    let cat: u32 = lines.next().unwrap().parse().unwrap();
+    assert!(cat > pid, "/proc shows the host's numbering: {text}");
+    assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(0));
+
+    // Its daemon leaves the session and is not adopted by the namespace's init, and is still killed.
+    let daemon_marker = marker();
+    let script = format!("(setsid sh -c 'sleep {daemon_marker} & exit' &); echo STARTED");
+    let mut process = spawner.spawn_request(sh(&script, false)).unwrap();
+    let mut text = String::new();
+    read_until(&mut process.output, &mut text, "STARTED").await;
+    eventually("the daemon started", || sleepers(&daemon_marker).len() == 1).await;
+    let daemon = sleepers(&daemon_marker)[0];
+    assert_ne!(stat_fields(daemon)[1], init.to_string(), "a host-scope daemon is not in the namespace");
+    assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(0));
+    assert_eq!(process.control.kill_tree().await.unwrap(), ExitStatus::Code(0));
+    eventually("the host-scope daemon is gone", || sleepers(&daemon_marker).is_empty()).await;
+
+    // Two sandbox-scope sessions: the second kills the first by the pid the first sees for itself.
+    let first_marker = marker();
+    let mut first = spawner
+        .spawn_request(in_sandbox(sh(&format!("echo pid=$$; exec sleep {first_marker}"), false)))
+        .unwrap();
+    let mut text = String::new();
+    read_until(&mut first.output, &mut text, "\n").await;
+    let first_pid: u32 = text.trim().strip_prefix("pid=").unwrap().parse().unwrap();
+    assert_ne!(first_pid, first.control.pid(), "namespace numbering");
+    // A host-scope process the sandbox sessions cannot reach: its host pid names nothing in their namespace.
+    let host_marker = marker();
+    let host = spawner.spawn_request(sh(&format!("exec sleep {host_marker}"), false)).unwrap();
+    eventually("both sleepers started", || {
+        sleepers(&first_marker).len() == 1 && sleepers(&host_marker).len() == 1
+    })
+    .await;
+    let script = format!(
+        "kill -0 {host} 2>/dev/null; echo host=$?; kill -TERM {first_pid}; echo sibling=$?",
+        host = host.control.pid()
+    );
+    let mut second = spawner.spawn_request(in_sandbox(sh(&script, false))).unwrap();
+    let text = String::from_utf8(drain(&mut second.output).await).unwrap();
+    assert!(text.contains("host=1"), "a sandbox session cannot signal a host-scope process: {text}");
+    assert!(text.contains("sibling=0"), "a sandbox session signals another session's process: {text}");
+    assert_eq!(second.control.wait().await.unwrap(), ExitStatus::Code(0));
+    assert_eq!(first.control.wait().await.unwrap(), ExitStatus::Signal(15));
+    assert!(sleepers(&host_marker).len() == 1, "the host-scope process is untouched");
+    host.control.kill_tree().await.unwrap();
+    first.control.kill_tree().await.unwrap();
     eventually("no zombie children", || zombie_children().is_empty()).await;
 }

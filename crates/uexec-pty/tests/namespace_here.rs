@@ -36,17 +36,28 @@ fn the_calling_thread_spawns_inside_its_own_pid_namespace() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let spawner = PtySpawner::default();
-        let mut process = spawner.spawn_request(sh("echo pid=$$; exit 4", false)).unwrap();
+        let mut process = spawner.spawn_request(in_sandbox(sh("echo pid=$$; exit 4", false))).unwrap();
         let text = String::from_utf8(drain(&mut process.output).await).unwrap();
         let pid: u32 = text.trim().strip_prefix("pid=").unwrap().parse().unwrap();
         assert_ne!(pid, process.control.pid(), "the child has its own pid in the namespace");
         assert_eq!(stat_fields(process.control.pid() as i32)[1], std::process::id().to_string(), "our child");
         assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(4));
 
+        // A host-scope session from the same thread runs in the host's namespace, with its pid there; the next
+        // sandbox-scope one is back in the sessions' namespace.
+        let mut process = spawner.spawn_request(sh("echo pid=$$", false)).unwrap();
+        let text = String::from_utf8(drain(&mut process.output).await).unwrap();
+        assert_eq!(text.trim(), format!("pid={}", process.control.pid()), "host numbering");
+        assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(0));
+        let mut process = spawner.spawn_request(in_sandbox(sh("echo pid=$$", false))).unwrap();
+        let text = String::from_utf8(drain(&mut process.output).await).unwrap();
+        assert_ne!(text.trim(), format!("pid={}", process.control.pid()), "namespace numbering again");
+        assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(0));
+
         // A daemon is reparented to the namespace's init, and still found and killed after the leader exited.
         let marker = marker();
         let script = format!("(setsid sh -c 'sleep {marker} & exit' &); echo STARTED");
-        let mut process = spawner.spawn_request(sh(&script, false)).unwrap();
+        let mut process = spawner.spawn_request(in_sandbox(sh(&script, false))).unwrap();
         let mut text = String::new();
         read_until(&mut process.output, &mut text, "STARTED").await;
         eventually("the daemon started", || sleepers(&marker).len() == 1).await;

@@ -50,6 +50,7 @@ mod linux {
                 env: std::env::vars_os().collect(),
                 mode: IoMode::Pipes,
                 setup: Vec::new(),
+                pid_scope: Default::default(),
             },
             workspace: workspace.to_path_buf(),
             policy,

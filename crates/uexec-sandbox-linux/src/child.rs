@@ -95,6 +95,9 @@ pub(crate) struct MountPlan {
     pub(crate) hidden_files: Vec<CString>,
     /// The working directory, entered again after the mounts.
     pub(crate) cwd: CString,
+    /// Mount the fresh `/proc` with `hidepid=ptraceable` (false in the shared sandbox PID namespace, whose
+    /// processes are all this server's sandboxed commands: they see each other).
+    pub(crate) proc_hidepid: bool,
 }
 
 /// One writable root to re-attach.
@@ -123,6 +126,10 @@ pub(crate) struct SandboxChild {
     pub(crate) terminal_access: u64,
     /// The seccomp programs, if seccomp is used.
     pub(crate) seccomp: Option<Arc<SeccompPrograms>>,
+    /// The server's own PID namespace (device, inode), when the command must run in another one (the shared
+    /// sandbox namespace, on which its Landlock domain relies for scoping signals): the child checks first
+    /// that it does not, and fails otherwise.
+    pub(crate) not_in_pid_namespace: Option<(u64, u64)>,
 }
 
 /// Turn a raw result into a [`ChildSetupFailure`] naming `stage`.
@@ -143,6 +150,9 @@ const AT_FDCWD: usize = libc::AT_FDCWD as isize as usize;
 // step returns an error value).
 unsafe impl ChildSetup for SandboxChild {
     fn run_in_child(&self) -> Result<(), ChildSetupFailure> {
+        if let Some(host) = self.not_in_pid_namespace {
+            check_pid_namespace(host)?;
+        }
         if let Some(ns) = &self.netns {
             let fd = ns.as_raw_fd() as usize;
             // SAFETY: setns on a namespace descriptor owned by `self`, with an integer flag.
@@ -287,7 +297,7 @@ fn apply_mounts(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
     }
     hide(plan)?;
     if plan.mode == MountMode::Privileged {
-        mount_own_proc();
+        mount_own_proc(plan.proc_hidepid);
     }
     // The cwd still points into the mount it was entered on (now read-only or shadowed): enter it again.
     // SAFETY: chdir on a NUL-terminated path owned by the plan.
@@ -358,15 +368,35 @@ fn hide(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
 /// belong to the mount, never to the host's `/proc` (this sandbox needs 5.12 for `mount_setattr` anyway). A
 /// failure (inside some containers procfs cannot be mounted) leaves the inherited read-only `/proc` in place,
 /// where those command lines stay visible (`docs/sandbox.md`, "What one command can see of others").
-fn mount_own_proc() {
+///
+/// In the shared sandbox PID namespace (`hidepid` false) every process is one of this server's sandboxed
+/// commands, which may see and signal each other: nothing is hidden there (their environments, open files and
+/// memory stay out of reach: reading them needs `ptrace` access, which Landlock denies across domains).
+fn mount_own_proc(hidepid: bool) {
     let flags = (libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC) as usize;
-    // SAFETY: mount with static NUL-terminated source, target, type and data strings.
-    let _ = unsafe {
+    let data = if hidepid { ptr(c"hidepid=ptraceable") } else { 0 };
+    // SAFETY: mount with static NUL-terminated source, target, type and data strings (or no data).
+    let _ =
+        unsafe { sys::syscall(libc::SYS_mount, [ptr(c"proc"), ptr(c"/proc"), ptr(c"proc"), flags, data, 0]) };
+}
+
+/// Fail unless the calling process's PID namespace differs from `host` (the server's, as device and inode).
+fn check_pid_namespace(host: (u64, u64)) -> Result<(), ChildSetupFailure> {
+    const STAGE: &str = "checking that the command runs in the sandbox's PID namespace";
+    // SAFETY: an all-zero `stat` is a valid value for the kernel to overwrite.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: stat on a static NUL-terminated path into a local buffer.
+    let ret = unsafe {
         sys::syscall(
-            libc::SYS_mount,
-            [ptr(c"proc"), ptr(c"/proc"), ptr(c"proc"), flags, ptr(c"hidepid=ptraceable"), 0],
+            libc::SYS_newfstatat,
+            [AT_FDCWD, ptr(c"/proc/self/ns/pid"), &raw mut stat as usize, 0, 0, 0],
         )
     };
+    check(STAGE, ret)?;
+    if (stat.st_dev, stat.st_ino) == host {
+        return Err(ChildSetupFailure { stage: STAGE, errno: libc::EPERM });
+    }
+    Ok(())
 }
 
 /// `open_tree(path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | extra)`: a detached copy of the mount tree.

@@ -42,6 +42,9 @@ pub(crate) struct RulesetSpec<'a> {
     pub(crate) writable_files: &'a [PathBuf],
     /// Deny TCP bind/connect (network off).
     pub(crate) deny_tcp: bool,
+    /// Scope signals to the domain (ABI >= 6). Off when the command runs in a PID namespace that holds only
+    /// this server's sandboxed commands: that namespace scopes its signals, and they may signal each other.
+    pub(crate) scope_signals: bool,
 }
 
 /// The `landlock` crate's ABI for a number.
@@ -83,7 +86,8 @@ pub(crate) fn build(spec: &RulesetSpec<'_>) -> Result<OwnedFd, String> {
             .map_err(|e| format!("landlock network rights: {e}"))?;
     }
     if spec.abi >= SCOPE_ABI {
-        ruleset = ruleset.scope(Scope::from_all(abi)).map_err(|e| format!("landlock scopes: {e}"))?;
+        let scopes = if spec.scope_signals { Scope::from_all(abi) } else { Scope::AbstractUnixSocket.into() };
+        ruleset = ruleset.scope(scopes).map_err(|e| format!("landlock scopes: {e}"))?;
     }
     let mut created = ruleset.create().map_err(|e| format!("landlock_create_ruleset: {e}"))?;
     created = add(created, Path::new("/"), AccessFs::from_read(abi))?;
@@ -158,6 +162,7 @@ mod tests {
             writable_roots: &roots,
             writable_files: &[PathBuf::from("/dev/null")],
             deny_tcp: true,
+            scope_signals: true,
         };
         build(&spec).unwrap();
     }

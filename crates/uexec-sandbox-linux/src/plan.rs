@@ -46,6 +46,9 @@ pub(crate) struct Plan {
     pub(crate) hide: bool,
     /// Domain-allowlist mode: the proxy's port and what it allows (the network is then on, through it only).
     pub(crate) proxy: Option<(u16, String)>,
+    /// The command runs in the process adapter's PID namespace for sandboxed commands (shared by all of this
+    /// server's): signals are scoped by that namespace, not by Landlock, and `/proc` shows all of it.
+    pub(crate) shared_pid_namespace: bool,
 }
 
 impl Plan {
@@ -79,6 +82,7 @@ impl Plan {
                 || support::has_effective_capability(crate::sys::CAP_SYS_ADMIN),
             hide: false,
             proxy: None,
+            shared_pid_namespace: false,
         }
     }
 
@@ -428,13 +432,14 @@ impl Plan {
 
     fn scopes(&self) -> Protection {
         if self.landlock_abi >= SCOPE_ABI {
-            protection(
-                "scopes",
-                ProtectionStatus::Enforced,
+            let detail = if self.shared_pid_namespace {
+                "landlock: no abstract UNIX socket connections outside the command's own sandbox; signals reach \
+                 this server's sandboxed commands only (they share one PID namespace, which holds nothing else)"
+            } else {
                 "landlock: no signals to and no abstract UNIX socket connections with processes outside the \
                  sandbox"
-                    .into(),
-            )
+            };
+            protection("scopes", ProtectionStatus::Enforced, detail.into())
         } else {
             let why = if self.landlock_abi == 0 {
                 self.no_landlock()

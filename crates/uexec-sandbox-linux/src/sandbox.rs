@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use uexec_domain::hidden::HiddenPaths;
 use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
+use uexec_ports::process::PidScope;
 use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 
 use crate::child::{self, MAX_MOUNT_ROOTS, MountMode, MountPlan, MountRoot, SandboxChild};
@@ -40,6 +41,9 @@ pub struct LinuxSandbox {
     proxy: Option<ProxyNamespace>,
     /// The empty read-only tmpfs copied over hidden directories (made on first use; `None` when it cannot be).
     empty_dir: OnceLock<Option<Arc<OwnedFd>>>,
+    /// Commands run in a PID namespace of this server's sandboxed commands only: this server's own PID
+    /// namespace (device, inode), which they must not be in.
+    shared_pid_namespace: Option<(u64, u64)>,
 }
 
 impl LinuxSandbox {
@@ -63,6 +67,22 @@ impl LinuxSandbox {
     pub fn with_proxy(mut self, proxy: ProxyNamespace) -> Self {
         self.proxy = Some(proxy);
         self
+    }
+
+    /// This sandbox for a process adapter that starts every sandboxed command (every spawn this sandbox
+    /// prepares asks for [`PidScope::Sandbox`]) in one PID namespace that holds nothing else, as `uexec-pty`
+    /// does once `contain_descendants` has made one. The commands then see each other in `/proc` and may
+    /// signal each other (sessions can manage each other's processes): Landlock no longer scopes their
+    /// signals, the namespace does, and `/proc` is mounted without `hidepid`. Fails closed: each command first
+    /// checks that it does not run in this process's own PID namespace, and does not start if it does.
+    ///
+    /// # Errors
+    /// This process's PID namespace cannot be identified (`/proc/self/ns/pid`).
+    pub fn with_shared_pid_namespace(mut self) -> std::io::Result<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let own = std::fs::metadata("/proc/self/ns/pid")?;
+        self.shared_pid_namespace = Some((own.dev(), own.ino()));
+        Ok(self)
     }
 
     /// The kernel support this sandbox works with.
@@ -97,6 +117,7 @@ impl LinuxSandbox {
     fn plan(&self, policy: &SandboxPolicy) -> Plan {
         let mut plan = Plan::new(policy, self.support());
         plan.hide = !self.hidden.is_empty();
+        plan.shared_pid_namespace = self.shared_pid_namespace.is_some();
         if policy.has_network_access()
             && let Some(proxy) = &self.proxy
         {
@@ -177,6 +198,7 @@ impl Sandbox for LinuxSandbox {
         let mounts = match plan.mounts {
             Some(mode) => {
                 let mut mounts = mount_plan(mode, &layout, &spawn.cwd)?;
+                mounts.proc_hidepid = !plan.shared_pid_namespace;
                 if !mounts.hidden_dirs.is_empty() {
                     mounts.empty_dir = self.empty_dir();
                 }
@@ -195,6 +217,7 @@ impl Sandbox for LinuxSandbox {
             landlock,
             terminal_access: landlock_rules::terminal_access(plan.landlock_abi),
             seccomp: programs,
+            not_in_pid_namespace: self.shared_pid_namespace,
         };
         let requires_fork = uexec_ports::process::ChildSetup::requires_fork(&hook);
         tracing::debug!(report = %report, requires_fork, "sandbox prepared");
@@ -207,6 +230,8 @@ impl Sandbox for LinuxSandbox {
                 uexec_domain::network::proxy_env(*port).into_iter().map(|(k, v)| (k.into(), v.into())),
             );
         }
+        // Every sandboxed command shares the process adapter's sandbox PID namespace, where there is one.
+        spawn.pid_scope = PidScope::Sandbox;
         Ok(SandboxedSpawn { spawn, report })
     }
 }
@@ -228,6 +253,7 @@ fn build_ruleset(plan: &Plan, layout: &FsLayout, roots: &[(PathBuf, OwnedFd)]) -
         writable_roots: roots,
         writable_files: &layout.writable_files,
         deny_tcp: plan.network_off,
+        scope_signals: !plan.shared_pid_namespace,
     })
 }
 
@@ -259,6 +285,7 @@ fn mount_plan(mode: MountMode, layout: &FsLayout, cwd: &Path) -> Result<MountPla
         hidden_files: layout.hidden.files.iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
         empty_dir: None,
         cwd: c_path(cwd)?,
+        proc_hidepid: true,
     })
 }
 
@@ -301,6 +328,7 @@ mod tests {
                 env: vec![("PATH".into(), "/usr/bin:/bin".into())],
                 mode: IoMode::Pipes,
                 setup: Vec::new(),
+                pid_scope: Default::default(),
             },
             workspace: workspace.to_path_buf(),
             policy: SandboxPolicy::WorkspaceWrite {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use uexec_domain::hidden::HiddenPaths;
 use uexec_domain::{Protection, ProtectionStatus};
 use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
+use uexec_ports::process::PidScope;
 use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 
 use crate::extras::{extend_launch, resolve_hidden};
@@ -182,6 +183,8 @@ impl Sandbox for SeatbeltSandbox {
                 uexec_domain::network::proxy_env(port).into_iter().map(|(k, v)| (k.into(), v.into())),
             );
         }
+        // Every sandboxed command shares the process adapter's sandbox PID namespace, where there is one.
+        spawn.pid_scope = PidScope::Sandbox;
         Ok(SandboxedSpawn { spawn, report })
     }
 }

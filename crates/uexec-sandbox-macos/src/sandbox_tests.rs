@@ -73,6 +73,7 @@ fn prepare_wraps_the_command_and_counts_the_roots() {
             env: vec![("UEXEC_SANDBOX_NETWORK_DISABLED".into(), "0".into()), ("HOME".into(), "/h".into())],
             mode: IoMode::Pipes,
             setup: Vec::new(),
+            pid_scope: Default::default(),
         },
         workspace: cwd.clone(),
         policy: SandboxPolicy::WorkspaceWrite {
@@ -119,6 +120,7 @@ fn with_a_proxy_port_a_networked_command_gets_the_proxy_only_and_hidden_paths_ar
             env: vec![("HTTPS_PROXY".into(), "http://elsewhere:1".into())],
             mode: IoMode::Pipes,
             setup: Vec::new(),
+            pid_scope: Default::default(),
         },
         workspace: cwd.clone(),
         policy: SandboxPolicy::ReadOnly { network_access },
@@ -162,6 +164,7 @@ fn prepare_on_an_unavailable_host_refuses_unless_inspecting() {
             env: Vec::new(),
             mode: IoMode::Pipes,
             setup: Vec::new(),
+            pid_scope: Default::default(),
         },
         workspace: PathBuf::from("/"),
         policy: SandboxPolicy::ReadOnly { network_access: true },

@@ -56,7 +56,18 @@ pub fn proxy_route(rules: String) -> anyhow::Result<(ProxyRoute, std::net::TcpLi
 pub fn sandbox_with(setup: &SandboxSetup) -> Arc<dyn Sandbox> {
     #[cfg(target_os = "linux")]
     {
-        let sandbox = uexec_sandbox_linux::LinuxSandbox::default().with_hidden(setup.hidden.clone());
+        let mut sandbox = uexec_sandbox_linux::LinuxSandbox::default().with_hidden(setup.hidden.clone());
+        // With a PID namespace for sandboxed commands (uexec-pty's containment) they all share it: one sandbox
+        // per server, whose commands see and signal each other.
+        if let Some(uexec_pty::Containment::PidNamespace { .. }) = uexec_pty::containment() {
+            sandbox = match sandbox.with_shared_pid_namespace() {
+                Ok(shared) => shared,
+                Err(error) => {
+                    tracing::warn!(%error, "sandboxed commands keep their own signal scope: no shared PID namespace");
+                    uexec_sandbox_linux::LinuxSandbox::default().with_hidden(setup.hidden.clone())
+                }
+            };
+        }
         match &setup.proxy {
             Some(ProxyRoute::Namespace(ns)) => Arc::new(sandbox.with_proxy(ns.clone())),
             None => Arc::new(sandbox),
@@ -185,6 +196,7 @@ mod tests {
                 env: Vec::new(),
                 mode: IoMode::Pipes,
                 setup: Vec::new(),
+                pid_scope: Default::default(),
             },
             workspace: "/".into(),
             policy,

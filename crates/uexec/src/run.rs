@@ -104,6 +104,7 @@ fn run(args: &RunArgs) -> Result<u8, NothingRan> {
         env: run_env(std::env::vars_os(), &settings.env_policy),
         mode,
         setup: Vec::new(),
+        pid_scope: Default::default(),
     };
     let (setup, proxy) = crate::proxy::prepare(&settings, sinks.audit.clone(), None).map_err(nothing_ran)?;
     let sandbox = crate::platform::sandbox_with(&setup);

@@ -45,6 +45,7 @@ impl InTerminal {
                 env,
                 mode: IoMode::Pty(size),
                 setup: Vec::new(),
+                pid_scope: Default::default(),
             })
             .expect("spawn uexec in a PTY");
         InTerminal { control: spawned.control, output: spawned.output, seen: String::new() }

@@ -68,6 +68,7 @@ impl Command {
             env: ENV.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect(),
             mode: IoMode::Pty(PtySize::default()),
             setup: Vec::new(),
+            pid_scope: Default::default(),
         }
     }
 }

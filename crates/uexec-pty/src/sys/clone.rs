@@ -20,9 +20,11 @@ use std::ffi::{c_int, c_void};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use rustix::process::{Pid, WaitId, WaitIdOptions};
+use uexec_ports::process::PidScope;
 
 use super::{ChildContext, ChildFailure, ChildPlan, ParentDeath, SpawnFailure, child_main, errno_of};
 
@@ -251,6 +253,285 @@ pub(crate) fn unshare_pid_namespace() -> io::Result<()> {
     Ok(())
 }
 
+/// The two PID namespaces of a spawning thread that unshared the sandbox's: its own active one (the host's)
+/// and the sandbox's. Before each child it points its children's namespace (`pid_for_children`) at the one
+/// the child's [`PidScope`] names, with `setns(CLONE_NEWPID)`: entering the active namespace or a child of it
+/// is what the kernel allows, and only this thread is affected.
+#[derive(Debug)]
+pub(crate) struct PidNamespaces {
+    host: OwnedFd,
+    sandbox: OwnedFd,
+    /// True while this thread's children are created in the host's namespace.
+    in_host: AtomicBool,
+}
+
+impl PidNamespaces {
+    /// The calling thread's namespaces: `host` is its active one (opened before it unshared the sandbox's);
+    /// the sandbox's is where its children go now, and needs that namespace's init to exist already.
+    pub(crate) fn after_unshare(host: OwnedFd) -> io::Result<Self> {
+        let sandbox = rustix::fs::open(
+            "/proc/thread-self/ns/pid_for_children",
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?;
+        Ok(PidNamespaces { host, sandbox, in_host: AtomicBool::new(false) })
+    }
+
+    /// The calling thread's active PID namespace (`/proc/thread-self/ns/pid`), to keep before unsharing.
+    pub(crate) fn open_active() -> io::Result<OwnedFd> {
+        Ok(rustix::fs::open(
+            "/proc/thread-self/ns/pid",
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?)
+    }
+
+    /// Make the calling thread (the one that made these) create its next children in `scope`'s namespace.
+    pub(crate) fn enter(&self, scope: PidScope) -> Result<(), SpawnFailure> {
+        let host = scope == PidScope::Host;
+        if self.in_host.load(Ordering::Relaxed) == host {
+            return Ok(());
+        }
+        let target = if host { &self.host } else { &self.sandbox };
+        // SAFETY: setns with a namespace descriptor we own and the matching type; for CLONE_NEWPID it only
+        // changes the namespace of this thread's future children.
+        let rc = unsafe { libc::setns(target.as_raw_fd(), libc::CLONE_NEWPID) };
+        if rc != 0 {
+            let errno = errno_of(&io::Error::last_os_error());
+            return Err(SpawnFailure::Os { call: "setns(CLONE_NEWPID)", errno });
+        }
+        self.in_host.store(host, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// What the watchdog needs, copied into its own address space.
+struct WatchdogContext {
+    host_alive: RawFd,
+    host_alive_writer: RawFd,
+    /// `UEXEC_SESSION_TOKEN=<host prefix>`: the start of every session token of this host.
+    entry: [u8; WATCHDOG_ENTRY_MAX],
+    entry_len: usize,
+}
+
+/// Room for `UEXEC_SESSION_TOKEN=` and the host's 16 hex digits.
+const WATCHDOG_ENTRY_MAX: usize = 64;
+
+/// Fork the host's watchdog, in the calling thread's children's namespace (the host's): a process that blocks
+/// every signal but SIGKILL, leaves the host's session, and waits for the end of file on `host_alive` (the
+/// host keeps the write end open for its whole life, so the end of file means the host is gone, however it
+/// died). It then kills, with SIGKILL, every process whose environment carries a token of this host
+/// (`entry_prefix`: `UEXEC_SESSION_TOKEN=<host's 16 hex digits>`), scanning `/proc` again until a scan finds
+/// none, and exits. This is what kills the processes of host-scope sessions (which do not live in the
+/// sandbox's PID namespace, whose init takes everything in it along) when the host dies: a descendant that
+/// cleared its environment escapes it.
+pub(crate) fn spawn_host_watchdog(
+    host_alive: BorrowedFd<'_>,
+    host_alive_writer: BorrowedFd<'_>,
+    entry_prefix: &[u8],
+) -> io::Result<Pid> {
+    let mut entry = [0u8; WATCHDOG_ENTRY_MAX];
+    let Some(slot) = entry.get_mut(..entry_prefix.len()) else {
+        return Err(io::Error::from_raw_os_error(libc::E2BIG));
+    };
+    slot.copy_from_slice(entry_prefix);
+    let context = WatchdogContext {
+        host_alive: host_alive.as_raw_fd(),
+        host_alive_writer: host_alive_writer.as_raw_fd(),
+        entry,
+        entry_len: entry_prefix.len(),
+    };
+    let stack = ChildStack::new(false)?;
+    let pid = {
+        let _blocked = AllSignalsBlocked::new()?;
+        // SAFETY: as for the init: the child gets its own copy of the address space (no CLONE_VM), including
+        // `context` and the stack mapping, and runs only `watchdog_entry`, which makes plain system calls on
+        // buffers of its own stack.
+        unsafe {
+            libc::clone(watchdog_entry, stack.top(), libc::SIGCHLD, (&raw const context).cast_mut().cast())
+        }
+    };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Pid::from_raw(pid).ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))
+}
+
+/// How many times the watchdog scans `/proc` at most (it stops at the first scan that kills nothing).
+const WATCHDOG_SCANS: usize = 50;
+
+extern "C" fn watchdog_entry(argument: *mut c_void) -> c_int {
+    // SAFETY: our private copy of the parent's `WatchdogContext` (see `spawn_host_watchdog`).
+    let context = unsafe { &*argument.cast::<WatchdogContext>() };
+    let entry = context.entry.get(..context.entry_len).unwrap_or_default();
+    let name = c"uexec-watchdog";
+    // SAFETY: plain system calls on values of this process: name it, leave the host's session (a terminal's
+    // hang-up or ^C must not reach it; every signal but SIGKILL stays blocked anyway, as inherited), drop the
+    // copy of the pipe's write end and every fd but the read end.
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, name.as_ptr());
+        libc::setsid();
+        libc::close(context.host_alive_writer);
+        let keep = context.host_alive as u32;
+        if keep > 0 {
+            libc::syscall(libc::SYS_close_range, 0u32, keep - 1, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32);
+    }
+    let mut byte = [0u8; 1];
+    loop {
+        // SAFETY: reads into a local one-byte buffer.
+        let n = unsafe { libc::read(context.host_alive, byte.as_mut_ptr().cast(), 1) };
+        if n == 0 || (n < 0 && errno_now() != libc::EINTR) {
+            break;
+        }
+    }
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() };
+    for _ in 0..WATCHDOG_SCANS {
+        if !kill_carriers(entry, me) {
+            break;
+        }
+        let pause = libc::timespec { tv_sec: 0, tv_nsec: 5_000_000 };
+        // SAFETY: sleeps on a valid timespec; the remainder pointer may be null.
+        unsafe { libc::nanosleep(&raw const pause, ptr::null_mut()) };
+    }
+    // SAFETY: `_exit` runs no atexit handlers.
+    unsafe { libc::_exit(0) }
+}
+
+/// The calling thread's `errno`.
+fn errno_now() -> c_int {
+    // SAFETY: `__errno_location` returns this thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+/// One scan of `/proc`: SIGKILL to every process (other than `me`) whose environment has an entry starting
+/// with `entry`. True when it killed one.
+fn kill_carriers(entry: &[u8], me: c_int) -> bool {
+    // SAFETY: open on a static NUL-terminated path.
+    let dir = unsafe { libc::open(c"/proc".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    if dir < 0 {
+        return false;
+    }
+    let mut killed = false;
+    let mut entries = [0u8; 8192];
+    loop {
+        // SAFETY: getdents64 fills the local buffer with at most its length.
+        let n = unsafe { libc::syscall(libc::SYS_getdents64, dir, entries.as_mut_ptr(), entries.len()) };
+        let Ok(n) = usize::try_from(n) else { break };
+        if n == 0 {
+            break;
+        }
+        let mut at = 0;
+        // A `linux_dirent64`: inode (8), offset (8), record length (2), type (1), then the NUL-terminated name.
+        while let Some(record) = entries.get(at..n.min(entries.len())) {
+            let Some(&[low, high]) = record.get(16..18) else { break };
+            let length = usize::from(u16::from_ne_bytes([low, high]));
+            if length == 0 {
+                break;
+            }
+            let name = record.get(19..length.min(record.len())).unwrap_or_default();
+            let name = name.split(|&b| b == 0).next().unwrap_or_default();
+            if let Some(pid) = parse_pid(name)
+                && pid != me
+                && environ_has(name, entry)
+            {
+                // SAFETY: kill with a plain pid and signal.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                killed = true;
+            }
+            at += length;
+        }
+    }
+    // SAFETY: closes the descriptor opened above.
+    unsafe { libc::close(dir) };
+    killed
+}
+
+/// A `/proc` entry's name as a pid (`None` for the other entries).
+fn parse_pid(name: &[u8]) -> Option<c_int> {
+    if name.is_empty() || name.len() > 10 {
+        return None;
+    }
+    let mut pid: c_int = 0;
+    for &digit in name {
+        if !digit.is_ascii_digit() {
+            return None;
+        }
+        pid = pid.checked_mul(10)?.checked_add(c_int::from(digit - b'0'))?;
+    }
+    (pid > 0).then_some(pid)
+}
+
+/// Whether `/proc/<pid>/environ` has an entry starting with `entry` (streamed through a stack buffer).
+fn environ_has(pid: &[u8], entry: &[u8]) -> bool {
+    let mut path = [0u8; 32];
+    let parts: [&[u8]; 3] = [b"/proc/", pid, b"/environ"];
+    let mut len = 0;
+    for part in parts {
+        let Some(slot) = path.get_mut(len..len + part.len()) else { return false };
+        slot.copy_from_slice(part);
+        len += part.len();
+    }
+    // `path[len]` is still 0: the terminator (the buffer holds 6 + 10 + 8 bytes at most).
+    // SAFETY: open on the NUL-terminated path built above.
+    let fd = unsafe { libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return false;
+    }
+    let mut matcher = EntryMatcher::new(entry);
+    let mut buffer = [0u8; 4096];
+    let found = loop {
+        // SAFETY: reads into the local buffer, at most its length.
+        let n = unsafe { libc::read(fd, buffer.as_mut_ptr().cast(), buffer.len()) };
+        let Ok(n) = usize::try_from(n) else { break false };
+        if n == 0 {
+            break false;
+        }
+        if matcher.feed(buffer.get(..n).unwrap_or_default()) {
+            break true;
+        }
+    };
+    // SAFETY: closes the descriptor opened above.
+    unsafe { libc::close(fd) };
+    found
+}
+
+/// Finds an entry of a NUL-separated list that starts with `entry`, fed in pieces.
+struct EntryMatcher<'a> {
+    entry: &'a [u8],
+    /// How much of `entry` the current list entry has matched so far; `None` once it differs.
+    matched: Option<usize>,
+}
+
+impl<'a> EntryMatcher<'a> {
+    fn new(entry: &'a [u8]) -> Self {
+        EntryMatcher { entry, matched: Some(0) }
+    }
+
+    /// Feed the next bytes; true once an entry started with `entry`.
+    fn feed(&mut self, bytes: &[u8]) -> bool {
+        for &byte in bytes {
+            if byte == 0 {
+                self.matched = Some(0);
+                continue;
+            }
+            if let Some(k) = self.matched {
+                if self.entry.get(k) == Some(&byte) {
+                    if k + 1 == self.entry.len() {
+                        return true;
+                    }
+                    self.matched = Some(k + 1);
+                } else {
+                    self.matched = None;
+                }
+            }
+        }
+        false
+    }
+}
+
 struct InitContext {
     host_alive: RawFd,
     host_alive_writer: RawFd,
@@ -336,6 +617,37 @@ pub(crate) fn wait_any_exited_nowait() -> io::Result<Option<Pid>> {
             Some(libc::EINTR) => continue,
             Some(libc::ECHILD) => return Ok(None),
             _ => return Err(error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_matcher_finds_an_entry_at_any_position_and_across_pieces() {
+        let entry = b"UEXEC_SESSION_TOKEN=0123";
+        let list = b"A=1\0UEXEC_SESSION_TOKEN=0123abcd\0B=2\0";
+        assert!(EntryMatcher::new(entry).feed(list));
+        for cut in 0..list.len() {
+            let mut matcher = EntryMatcher::new(entry);
+            let (head, tail) = list.split_at(cut);
+            assert!(matcher.feed(head) || matcher.feed(tail), "cut at {cut}");
+        }
+        assert!(EntryMatcher::new(entry).feed(b"UEXEC_SESSION_TOKEN=0123"));
+        assert!(!EntryMatcher::new(entry).feed(b"X_UEXEC_SESSION_TOKEN=0123\0"));
+        assert!(!EntryMatcher::new(entry).feed(b"A=UEXEC_SESSION_TOKEN=0123\0"));
+        assert!(!EntryMatcher::new(entry).feed(b"UEXEC_SESSION_TOKEN=0124\0UEXEC_SESSION_TOKEN=012"));
+        assert!(!EntryMatcher::new(entry).feed(b""));
+    }
+
+    #[test]
+    fn parse_pid_takes_positive_decimal_numbers_only() {
+        assert_eq!(parse_pid(b"1"), Some(1));
+        assert_eq!(parse_pid(b"4194304"), Some(4_194_304));
+        for name in [&b""[..], b"0", b"self", b"12a", b"-1", b"99999999999"] {
+            assert_eq!(parse_pid(name), None, "{name:?}");
         }
     }
 }

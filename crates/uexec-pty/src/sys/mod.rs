@@ -33,12 +33,14 @@ use std::sync::{Arc, mpsc};
 use rustix::process::Pid;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
-use uexec_ports::process::ChildSetup;
+use uexec_ports::process::{ChildSetup, PidScope};
 
 use crate::error::errno_of;
 
 #[cfg(target_os = "linux")]
-pub(crate) use clone::{spawn_namespace_init, unshare_pid_namespace, wait_any_exited_nowait};
+pub(crate) use clone::{
+    PidNamespaces, spawn_host_watchdog, spawn_namespace_init, unshare_pid_namespace, wait_any_exited_nowait,
+};
 #[cfg(target_os = "macos")]
 pub(crate) use macos::{all_pids, bsd_info, drain_kqueue, kqueue_for_exit, process_arguments};
 
@@ -385,6 +387,7 @@ pub(crate) struct SpawnJob {
     plan: *const ChildPlan<'static>,
     backend: Backend,
     fork: bool,
+    scope: PidScope,
     reply: mpsc::SyncSender<SpawnReply>,
 }
 
@@ -393,29 +396,70 @@ pub(crate) struct SpawnJob {
 // the plan is only read.
 unsafe impl Send for SpawnJob {}
 
-/// Run [`spawn_child`] on the thread serving `jobs`.
+/// Run [`spawn_child`] on the thread serving `jobs`, in the PID namespace of `scope` when that thread keeps two.
 pub(crate) fn spawn_via(
     jobs: &mpsc::Sender<SpawnJob>,
     plan: &ChildPlan<'_>,
     backend: Backend,
     fork: bool,
+    scope: PidScope,
 ) -> SpawnReply {
     let gone = SpawnFailure::Os { call: "sending to the spawner thread", errno: libc::ESRCH };
     let (reply, answer) = mpsc::sync_channel(1);
-    let job = SpawnJob { plan: ptr::from_ref(plan).cast::<ChildPlan<'static>>(), backend, fork, reply };
+    let job =
+        SpawnJob { plan: ptr::from_ref(plan).cast::<ChildPlan<'static>>(), backend, fork, scope, reply };
     jobs.send(job).map_err(|_| gone)?;
     answer.recv().map_err(|_| gone)?
 }
 
-/// Serve spawn jobs until every sender is gone. `outside_namespace`: this thread has unshared a PID
-/// namespace (see [`spawn_child`]).
-pub(crate) fn serve_spawn_jobs(jobs: &mpsc::Receiver<SpawnJob>, outside_namespace: bool) {
+/// Serve spawn jobs until every sender is gone. `namespaces`: the host's and the sandbox's PID namespaces,
+/// when this thread keeps them (it unshared the sandbox's); each job's child is then created in the one its
+/// scope names. Without them every child is created where this thread's children go.
+#[cfg(target_os = "linux")]
+pub(crate) fn serve_spawn_jobs(jobs: &mpsc::Receiver<SpawnJob>, namespaces: Option<&PidNamespaces>) {
     for job in jobs {
         // SAFETY: see `SpawnJob`: the requester is blocked until we reply or drop the job.
         let plan = unsafe { &*job.plan };
-        let result = spawn_child(plan, job.backend, job.fork, outside_namespace);
+        let result = spawn_in_scope(namespaces, plan, job.backend, job.fork, job.scope);
         let _ = job.reply.send(result);
     }
+}
+
+/// Serve spawn jobs until every sender is gone (no PID namespaces here).
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn serve_spawn_jobs(jobs: &mpsc::Receiver<SpawnJob>, _namespaces: Option<&Infallible>) {
+    for job in jobs {
+        // SAFETY: see `SpawnJob`: the requester is blocked until we reply or drop the job.
+        let plan = unsafe { &*job.plan };
+        // One PID namespace here: every scope is the host's.
+        let _ = job.scope;
+        let result = spawn_child(plan, job.backend, job.fork, false);
+        let _ = job.reply.send(result);
+    }
+}
+
+/// [`spawn_child`] from the calling thread, which keeps `namespaces` (if any): first switch its children's PID
+/// namespace to the one of `scope`.
+#[cfg(target_os = "linux")]
+pub(crate) fn spawn_in_scope(
+    namespaces: Option<&PidNamespaces>,
+    plan: &ChildPlan<'_>,
+    backend: Backend,
+    fork: bool,
+    scope: PidScope,
+) -> SpawnReply {
+    let Some(namespaces) = namespaces else {
+        return spawn_child(plan, backend, fork, false);
+    };
+    namespaces.enter(scope)?;
+    let spawned = spawn_child(plan, backend, fork, scope == PidScope::Sandbox);
+    if scope == PidScope::Host {
+        // Back to the sandbox's namespace, where the thread's children go between spawns (a thread whose
+        // children go to another PID namespace cannot start threads: `OnCallingThread` relies on it). When that
+        // fails the thread stays in the host's, and the next sandbox-scope spawn enters it again or fails.
+        let _ = namespaces.enter(PidScope::Sandbox);
+    }
+    spawned
 }
 
 /// A pipe whose two ends are close-on-exec: `(read, write)`.

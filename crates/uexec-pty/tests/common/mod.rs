@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use uexec_pty::{IoMode, OutputStream, PtySize, SpawnRequest};
+use uexec_pty::{IoMode, OutputStream, PidScope, PtySize, SpawnRequest};
 
 /// Generous limit for anything that should happen "soon" on a loaded 2-core machine.
 pub const PATIENCE: Duration = Duration::from_secs(30);
@@ -33,11 +33,34 @@ pub fn request(argv: &[&str], tty: bool) -> SpawnRequest {
         env: env(),
         mode: if tty { IoMode::Pty(PtySize::default()) } else { IoMode::Pipes },
         setup: Vec::new(),
+        pid_scope: Default::default(),
     }
 }
 
 pub fn sh(script: &str, tty: bool) -> SpawnRequest {
     request(&["sh", "-c", script], tty)
+}
+
+/// `request` in the sandbox's PID namespace ([`PidScope::Sandbox`]).
+pub fn in_sandbox(mut request: SpawnRequest) -> SpawnRequest {
+    request.pid_scope = PidScope::Sandbox;
+    request
+}
+
+/// The children of `parent` whose command name is `comm`.
+pub fn children_named(parent: u32, comm: &str) -> Vec<i32> {
+    let parent = parent.to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(name) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Some((_, after)) = stat.rsplit_once(')') else { continue };
+        if name.trim_end() == comm && after.split_whitespace().nth(1) == Some(parent.as_str()) {
+            found.push(pid);
+        }
+    }
+    found
 }
 
 /// Read chunks until `needle` has appeared in the text after `from` bytes; returns everything read so far.

@@ -157,6 +157,7 @@ pub(crate) fn main() {
             env: env.clone(),
             mode: IoMode::Pty(PtySize::default()),
             setup: Vec::new(),
+            pid_scope: Default::default(),
         },
         workspace: repo.clone(),
         policy: SandboxPolicy::default(),

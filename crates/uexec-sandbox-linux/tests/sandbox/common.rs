@@ -73,6 +73,7 @@ pub fn spawn_request(argv: &[&str], cwd: &Path) -> SpawnRequest {
         env: std::env::vars_os().collect(),
         mode: IoMode::Pipes,
         setup: Vec::new(),
+        pid_scope: Default::default(),
     }
 }
 

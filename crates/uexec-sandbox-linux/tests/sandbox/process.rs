@@ -392,3 +392,60 @@ fn proc_shows_only_the_commands_own_processes() {
     assert!(probe.stdout.contains("marker: False"), "{probe:?}");
     assert!(probe.stdout.contains(&format!("signal: errno {}", libc::EPERM)), "{probe:?}");
 }
+
+/// Prepare `bash -c script` with a sandbox in shared-PID-namespace mode.
+fn prepare_shared(s: &Scratch, script: &str) -> uexec_ports::SandboxedSpawn {
+    use uexec_ports::Sandbox;
+    uexec_sandbox_linux::LinuxSandbox::default()
+        .with_shared_pid_namespace()
+        .expect("this process's PID namespace")
+        .prepare(crate::common::request(workspace_only(vec![], false), &["bash", "-c", script], &s.ws))
+        .expect("this machine enforces every protection")
+}
+
+/// Run `spawn` from a fresh thread that unshared a PID namespace first: the command is created in a namespace of
+/// its own (as its init), as the process adapter's shared sandbox namespace would hold it.
+fn run_in_new_pid_namespace(spawn: &uexec_ports::process::SpawnRequest) -> crate::common::Probe {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let mut command = crate::common::command(spawn, &[], &[]);
+    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // The thread only creates the child (a thread whose children go to another PID namespace cannot start
+    // threads, and reading the output takes two).
+    let child = std::thread::spawn(move || {
+        // SAFETY: CLONE_NEWPID only changes where this (test-owned, short-lived) thread's children are created.
+        assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWPID) }, 0, "unshare(CLONE_NEWPID) as root");
+        command.spawn().expect("spawn the probe")
+    })
+    .join()
+    .expect("the probe thread");
+    let (status, stdout, stderr) =
+        crate::common::finish(child, crate::common::PROBE_TIMEOUT).expect("the probe finishes");
+    let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    crate::common::Probe { code, stdout, stderr }
+}
+
+#[test]
+fn a_shared_pid_namespace_sandbox_runs_only_outside_the_servers_namespace() {
+    let s = Scratch::new();
+    // In another PID namespace the command runs, sees its namespace's processes without hidepid, and `$$`,
+    // `ps` and `/proc` agree.
+    let script = "echo pid=$$; ps -o pid= -p $$; mount | grep -c 'on /proc type proc.*hidepid' || true";
+    let probe = run_in_new_pid_namespace(&prepare_shared(&s, script).spawn);
+    assert!(probe.ok(), "{probe:?}");
+    let lines: Vec<&str> = probe.stdout.lines().map(str::trim).collect();
+    assert_eq!(lines.first(), Some(&"pid=1"), "{probe:?}");
+    assert_eq!(lines.get(1), Some(&"1"), "ps agrees with $$: {probe:?}");
+    assert_eq!(lines.get(2), Some(&"0"), "the shared namespace's /proc hides nothing: {probe:?}");
+    // The twin: the same prepared command in the server's own namespace (where unsandboxed processes live) is
+    // refused before it runs: its signals would no longer be scoped.
+    let prepared = prepare_shared(&s, "echo RAN");
+    let error = crate::common::command(&prepared.spawn, &[], &[])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect_err("a shared-namespace command in the server's own namespace must not start");
+    assert_eq!(error.raw_os_error(), Some(libc::EPERM), "{error}");
+    // And the default sandbox (own signal scope, hidepid) runs in the server's namespace as before.
+    let probe = bash(workspace_only(vec![], false), &s.ws, "mount | grep -c 'on /proc type proc.*hidepid'");
+    assert_eq!(probe.stdout.trim(), "1", "{probe:?}");
+}

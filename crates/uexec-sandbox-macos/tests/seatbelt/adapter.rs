@@ -47,6 +47,7 @@ fn request(cwd: PathBuf, policy: SandboxPolicy) -> SandboxRequest {
             env: vec![("PATH".into(), "/usr/bin:/bin".into())],
             mode: IoMode::Pipes,
             setup: Vec::new(),
+            pid_scope: Default::default(),
         },
         policy,
         tmpdir: None,

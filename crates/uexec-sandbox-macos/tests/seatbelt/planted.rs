@@ -258,6 +258,7 @@ fn the_report_names_what_was_not_followed() {
                 env: Vec::new(),
                 mode: IoMode::Pipes,
                 setup: Vec::new(),
+                pid_scope: Default::default(),
             },
             policy: SandboxPolicy::default(),
             tmpdir: None,
