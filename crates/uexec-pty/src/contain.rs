@@ -14,7 +14,7 @@ use uexec_ports::process::OsError;
 
 use crate::reap::lock;
 #[cfg(target_os = "linux")]
-use crate::sys::{self, SpawnJob};
+use crate::sys::{self, Job};
 
 /// Which mechanism keeps the host's descendants from outliving it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,7 +160,7 @@ static ACTIVE: Mutex<Option<Containment>> = Mutex::new(None);
 
 /// The sender of spawn jobs to the PID-namespace thread, once it runs.
 #[cfg(target_os = "linux")]
-static NAMESPACE_JOBS: OnceLock<Mutex<mpsc::Sender<SpawnJob>>> = OnceLock::new();
+static NAMESPACE_JOBS: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
 
 /// True once the reaper thread runs ([`Containment::Subreaper`]).
 #[cfg(target_os = "linux")]
@@ -174,8 +174,7 @@ static SPAWNS: (Mutex<u64>, std::sync::Condvar) = (Mutex::new(0), std::sync::Con
 /// the pipe that tells its init and the watchdog the host is alive (kept open for the life of the process),
 /// and the namespaces that thread switches its children between.
 #[cfg(target_os = "linux")]
-static NAMESPACE_HERE: OnceLock<(std::thread::ThreadId, std::os::fd::OwnedFd, sys::PidNamespaces)> =
-    OnceLock::new();
+static NAMESPACE_HERE: OnceLock<(std::thread::ThreadId, NamespaceSetup)> = OnceLock::new();
 
 /// Where new sessions must be created, given the containment in force.
 #[derive(Debug)]
@@ -189,7 +188,7 @@ pub(crate) enum Placement {
     Refused,
     /// By the PID-namespace thread.
     #[cfg(target_os = "linux")]
-    NamespaceThread(mpsc::Sender<SpawnJob>),
+    NamespaceThread(mpsc::Sender<Job>),
     /// Anywhere: no PID namespace.
     Anywhere,
 }
@@ -205,9 +204,9 @@ impl Placement {
 pub(crate) fn placement() -> Placement {
     #[cfg(target_os = "linux")]
     {
-        if let Some((owner, _, namespaces)) = NAMESPACE_HERE.get() {
+        if let Some((owner, setup)) = NAMESPACE_HERE.get() {
             return if std::thread::current().id() == *owner {
-                Placement::CallingThreadInNamespace(namespaces)
+                Placement::CallingThreadInNamespace(&setup.namespaces)
             } else {
                 Placement::Refused
             };
@@ -250,8 +249,21 @@ fn thread_error(name: &'static str, error: &std::io::Error) -> ContainError {
 #[cfg(target_os = "linux")]
 struct NamespaceSetup {
     init: Pid,
+    host_alive: std::os::fd::OwnedFd,
     host_alive_writer: std::os::fd::OwnedFd,
     namespaces: sys::PidNamespaces,
+}
+
+#[cfg(target_os = "linux")]
+impl NamespaceSetup {
+    fn thread_namespaces(&self) -> sys::ThreadNamespaces<'_> {
+        use std::os::fd::AsFd;
+        sys::ThreadNamespaces {
+            namespaces: &self.namespaces,
+            host_alive: self.host_alive.as_fd(),
+            host_alive_writer: self.host_alive_writer.as_fd(),
+        }
+    }
 }
 
 /// On the calling thread: unshare a PID namespace, fork its init into it, then the host's watchdog into the
@@ -280,10 +292,10 @@ fn set_up_namespace_here() -> Result<Option<NamespaceSetup>, ContainError> {
     let (reader, writer) = sys::pipe_cloexec().map_err(failed("pipe"))?;
     let init = sys::spawn_namespace_init(reader.as_fd(), writer.as_fd()).map_err(failed("clone"))?;
     let namespaces = sys::PidNamespaces::after_unshare(host).map_err(failed("open(pid_for_children)"))?;
-    namespaces.enter(uexec_ports::process::PidScope::Host).map_err(namespace_error)?;
+    namespaces.enter(sys::Target::Host).map_err(namespace_error)?;
     sys::spawn_host_watchdog(reader.as_fd(), writer.as_fd(), entry.as_bytes()).map_err(failed("clone"))?;
-    namespaces.enter(uexec_ports::process::PidScope::Sandbox).map_err(namespace_error)?;
-    Ok(Some(NamespaceSetup { init, host_alive_writer: writer, namespaces }))
+    namespaces.back_to_default();
+    Ok(Some(NamespaceSetup { init, host_alive: reader, host_alive_writer: writer, namespaces }))
 }
 
 /// A failure to switch a thread's children's PID namespace, as a containment error.
@@ -305,7 +317,7 @@ fn enter_namespace_here() -> Result<Option<u32>, ContainError> {
         return Ok(None);
     };
     let init = setup.init;
-    let _ = NAMESPACE_HERE.set((std::thread::current().id(), setup.host_alive_writer, setup.namespaces));
+    let _ = NAMESPACE_HERE.set((std::thread::current().id(), setup));
     Ok(Some(init.as_raw_nonzero().get().unsigned_abs()))
 }
 
@@ -313,7 +325,7 @@ fn enter_namespace_here() -> Result<Option<u32>, ContainError> {
 #[cfg(target_os = "linux")]
 fn start_namespace_thread() -> Result<Option<u32>, ContainError> {
     let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<Option<Pid>, ContainError>>(1);
-    let (jobs_tx, jobs_rx) = mpsc::channel::<SpawnJob>();
+    let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
     std::thread::Builder::new()
         .name("uexec-pidns".to_owned())
         .spawn(move || match set_up_namespace_here() {
@@ -322,7 +334,7 @@ fn start_namespace_thread() -> Result<Option<u32>, ContainError> {
                 // This thread must live as long as the process: it is the parent of the init, the watchdog and
                 // every session leader, whose parent-death signal fires when it ends; `setup` holds the write
                 // end of the pipe that keeps the init and the watchdog waiting.
-                sys::serve_spawn_jobs(&jobs_rx, Some(&setup.namespaces));
+                sys::serve_spawn_jobs(&jobs_rx, Some(&setup.thread_namespaces()));
                 loop {
                     std::thread::park();
                 }
@@ -354,14 +366,103 @@ fn start_reaper() -> Result<Containment, ContainError> {
     Ok(Containment::Subreaper)
 }
 
-/// True when nothing has been orphaned into the sessions' PID namespace: its init has no child. Then a session
+/// A sandbox PID namespace of its own (beside the default one), for one spawner's sandboxed commands: they see
+/// and signal each other and nothing else, not even the default namespace's commands. Dropping it kills its init
+/// and with it every process in it.
+#[derive(Debug)]
+pub(crate) struct OwnNamespace {
+    #[cfg(target_os = "linux")]
+    namespace: std::os::fd::OwnedFd,
+    #[cfg(target_os = "linux")]
+    init: Pid,
+    #[cfg(target_os = "linux")]
+    init_pidfd: std::os::fd::OwnedFd,
+}
+
+impl OwnNamespace {
+    /// The namespace's descriptor (to spawn into it).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn namespace(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.namespace.as_fd()
+    }
+
+    /// Its init, as seen from the host.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn init_pid(&self) -> u32 {
+        self.init.as_raw_nonzero().get().unsigned_abs()
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for OwnNamespace {
+    fn drop(&mut self) {
+        use std::os::fd::AsFd;
+        // The init dies, and the kernel kills every process of the namespace with it.
+        let _ = rustix::process::pidfd_send_signal(self.init_pidfd.as_fd(), rustix::process::Signal::KILL);
+        // Reap it (it is the spawning thread's child) once the namespace is empty, without blocking the caller.
+        let pidfd = self.init_pidfd.try_clone();
+        let reaped = pidfd.map(|pidfd| {
+            std::thread::Builder::new().name("uexec-ns-reaper".to_owned()).spawn(move || {
+                while let Err(rustix::io::Errno::INTR) = rustix::process::waitid(
+                    rustix::process::WaitId::PidFd(pidfd.as_fd()),
+                    rustix::process::WaitIdOptions::EXITED,
+                ) {}
+            })
+        });
+        if !matches!(reaped, Ok(Ok(_))) {
+            tracing::warn!(init = %self.init.as_raw_nonzero(), "a sandbox namespace's init is left unreaped");
+        }
+    }
+}
+
+/// A new sandbox PID namespace of its own, made by the thread that creates every session; `Ok(None)` when there
+/// are no PID namespaces here (every process then runs in the host's).
+pub(crate) fn new_sandbox_namespace() -> Result<Option<OwnNamespace>, OsError> {
+    #[cfg(target_os = "linux")]
+    {
+        let made = match placement() {
+            Placement::CallingThreadInNamespace(_) => match NAMESPACE_HERE.get() {
+                Some((_, setup)) => {
+                    use std::os::fd::AsFd;
+                    setup.namespaces.create_sandbox(setup.host_alive.as_fd(), setup.host_alive_writer.as_fd())
+                }
+                None => return Ok(None),
+            },
+            Placement::NamespaceThread(jobs) => {
+                let (reply, answer) = mpsc::sync_channel(1);
+                let gone = OsError::new("sending to the PID-namespace thread", libc::ESRCH);
+                jobs.send(Job::NewNamespace(reply)).map_err(|_| gone)?;
+                answer.recv().map_err(|_| gone)?
+            }
+            Placement::Refused => {
+                return Err(OsError::new("making a PID namespace from a thread outside them", libc::EPERM));
+            }
+            Placement::Anywhere => return Ok(None),
+        };
+        let made =
+            made.map_err(|e| OsError::new("making a sandbox PID namespace", crate::error::errno_of(&e)))?;
+        Ok(Some(OwnNamespace { namespace: made.namespace, init: made.init, init_pidfd: made.init_pidfd }))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Ok(None)
+    }
+}
+
+/// The default sandbox namespace's init, if there is one.
+pub(crate) fn default_namespace_init() -> Option<u32> {
+    match containment() {
+        Some(Containment::PidNamespace { init_pid }) => Some(init_pid),
+        _ => None,
+    }
+}
+
+/// True when nothing has been orphaned into the sessions' PID namespace whose init is `init_pid`: its init has no child. Then a session
 /// whose leader has been reaped has no process left (when the leader exited, its living descendants were
 /// reparented to that init: no subreaper outside the namespace adopts them), and `kill_tree` can skip scanning
 /// for them. False when unknown (no PID namespace, or a kernel that does not list children).
-pub(crate) fn namespace_has_no_orphans() -> bool {
-    let Some(Containment::PidNamespace { init_pid }) = containment() else {
-        return false;
-    };
+pub(crate) fn namespace_has_no_orphans(init_pid: u32) -> bool {
     match std::fs::read(format!("/proc/{init_pid}/task/{init_pid}/children")) {
         Ok(children) => children.iter().all(u8::is_ascii_whitespace),
         Err(_) => false,

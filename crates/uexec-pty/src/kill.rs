@@ -44,8 +44,8 @@ pub(crate) struct Target {
     pub(crate) mount_ns: Option<MountNamespace>,
     /// How members are pinned.
     pub(crate) pinning: Pinning,
-    /// The session runs in the sandbox's PID namespace (see `contain`).
-    pub(crate) in_sandbox_namespace: bool,
+    /// The init of the sandbox PID namespace the session runs in (see `contain`); `None` in the host's.
+    pub(crate) namespace_init: Option<u32>,
 }
 
 impl Target {
@@ -59,7 +59,7 @@ impl Target {
             born_after: self.born_after,
             mount_ns: self.mount_ns.take(),
             pinning: self.pinning,
-            in_sandbox_namespace: self.in_sandbox_namespace,
+            namespace_init: self.namespace_init,
         }
     }
 

@@ -19,12 +19,12 @@ use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use uexec_domain::ExitStatus;
 use uexec_ports::process::{
-    InputState, IoMode, OsError, OutputStream, ProcessControl, ProcessError, ProcessSpawner, PtySize, Signal,
-    SpawnError, SpawnRequest, SpawnedProcess,
+    InputState, IoMode, OsError, OutputStream, PidScope, ProcessControl, ProcessError, ProcessSpawner,
+    PtySize, Signal, SpawnError, SpawnRequest, SpawnedProcess,
 };
 
 use crate::command::Command;
-use crate::contain;
+use crate::contain::{self, OwnNamespace};
 use crate::error::{io_error, os_error, spawn_io_error};
 use crate::exit::ExitWatch;
 #[cfg(target_os = "linux")]
@@ -57,6 +57,9 @@ const REAP_RETRY: Duration = Duration::from_millis(2);
 #[derive(Debug, Clone)]
 pub struct PtySpawner {
     backend: Backend,
+    /// The sandbox PID namespace of this spawner's own ([`PtySpawner::with_own_sandbox_namespace`]), made on
+    /// first use and shared by its clones; `None`: sandbox-scope processes go to the default one.
+    own_namespace: Option<Arc<std::sync::Mutex<Option<Arc<OwnNamespace>>>>>,
 }
 
 impl Default for PtySpawner {
@@ -64,11 +67,11 @@ impl Default for PtySpawner {
     fn default() -> Self {
         #[cfg(target_os = "linux")]
         {
-            PtySpawner { backend: Backend::Linux }
+            PtySpawner { backend: Backend::Linux, own_namespace: None }
         }
         #[cfg(not(target_os = "linux"))]
         {
-            PtySpawner { backend: Backend::Portable }
+            PtySpawner { backend: Backend::Portable, own_namespace: None }
         }
     }
 }
@@ -91,7 +94,37 @@ impl PtySpawner {
     ///
     /// [`contain_descendants`]: crate::contain_descendants
     pub fn portable() -> Self {
-        PtySpawner { backend: Backend::Portable }
+        PtySpawner { backend: Backend::Portable, own_namespace: None }
+    }
+
+    /// This spawner with a sandbox PID namespace of its own: its [`PidScope::Sandbox`] processes (and its
+    /// clones') share that namespace, made on the first such spawn, and see and signal each other but not the
+    /// default sandbox namespace's processes nor another spawner's (one sandbox per client of a server that
+    /// serves several). The namespace lives while the spawner or one of its processes does; then its init is
+    /// killed, and every process left in it with it. Where there are no PID namespaces (see
+    /// [`contain_descendants`]) nothing changes: every process runs in the host's. Making the namespace can
+    /// fail ([`SpawnError::Os`]); the spawn then fails, it does not fall back to the default namespace.
+    ///
+    /// [`contain_descendants`]: crate::contain_descendants
+    #[must_use]
+    pub fn with_own_sandbox_namespace(mut self) -> Self {
+        self.own_namespace = Some(Arc::new(std::sync::Mutex::new(None)));
+        self
+    }
+
+    /// The spawner's own sandbox namespace, made now if needed; `None` when it has none (or there are no PID
+    /// namespaces here).
+    fn own_namespace(&self) -> Result<Option<Arc<OwnNamespace>>, SpawnError> {
+        let Some(slot) = &self.own_namespace else {
+            return Ok(None);
+        };
+        let mut slot = lock(slot);
+        if let Some(namespace) = slot.as_ref() {
+            return Ok(Some(Arc::clone(namespace)));
+        }
+        let made = contain::new_sandbox_namespace().map_err(SpawnError::Os)?.map(Arc::new);
+        slot.clone_from(&made);
+        Ok(made)
     }
 
     /// Start `command`.
@@ -152,7 +185,11 @@ impl PtySpawner {
             setup: &request.setup,
         };
         let born_after = table::start_time_floor();
-        let started = spawn::start(&plan, backend, fork, request.pid_scope)
+        let namespace = match request.pid_scope {
+            PidScope::Sandbox => self.own_namespace()?,
+            PidScope::Host => None,
+        };
+        let started = spawn::start(&plan, backend, fork, request.pid_scope, namespace.as_deref())
             .map_err(|failure| spawn_error(failure, &request, &prepared.program))?;
         drop(child_ends);
         let raw_pid = started.pid.as_raw_nonzero().get();
@@ -183,7 +220,7 @@ impl PtySpawner {
             born_after,
             mount_ns,
             pinning,
-            in_sandbox_namespace: started.in_sandbox_namespace,
+            namespace_init: started.namespace_init,
         };
         let control = Arc::new(PtyControl {
             backend,
@@ -194,6 +231,7 @@ impl PtySpawner {
             token,
             #[cfg(target_os = "linux")]
             terminal: OnceLock::new(),
+            _namespace: namespace,
             write_lock: tokio::sync::Mutex::new(()),
             kill_result: tokio::sync::Mutex::new(None),
             tree_killed: AtomicBool::new(false),
@@ -280,6 +318,8 @@ pub struct PtyControl {
     /// The slave's path and device, looked up on first use.
     #[cfg(target_os = "linux")]
     terminal: OnceLock<Option<Terminal>>,
+    /// The spawner's own sandbox PID namespace the process runs in, kept alive while the session lives.
+    _namespace: Option<Arc<OwnNamespace>>,
     write_lock: tokio::sync::Mutex<()>,
     kill_result: tokio::sync::Mutex<Option<ExitStatus>>,
     tree_killed: AtomicBool,
@@ -477,7 +517,7 @@ impl ProcessControl for PtyControl {
         // leader exited, its living descendants were reparented to that namespace's init. (A host-scope
         // session's orphans go to the system's init: they are always looked for.)
         let members =
-            if leader_reaped && self.target.in_sandbox_namespace && contain::namespace_has_no_orphans() {
+            if leader_reaped && self.target.namespace_init.is_some_and(contain::namespace_has_no_orphans) {
                 Vec::new()
             } else {
                 self.target.signal_session(&[

@@ -13,9 +13,10 @@ use rustix::process::Pid;
 use std::os::fd::OwnedFd;
 use uexec_ports::process::PidScope;
 
+use crate::contain::OwnNamespace;
 use crate::contain::{self, Placement};
 use crate::reap::{StatusSlot, lock};
-use crate::sys::{self, Backend, ChildPlan, SpawnFailure, SpawnJob};
+use crate::sys::{self, Backend, ChildPlan, Job, JobScope, SpawnFailure};
 
 /// A started leader: pid, pidfd (Linux fast path), its mount namespace's pin (Linux) and the slot its exit
 /// status goes to.
@@ -25,26 +26,38 @@ pub(crate) struct Started {
     pub(crate) pidfd: Option<OwnedFd>,
     pub(crate) mount_ns: Option<OwnedFd>,
     pub(crate) status: StatusSlot,
-    /// True when it runs in the sandbox's PID namespace (see `contain`), where orphans go to its init.
-    pub(crate) in_sandbox_namespace: bool,
+    /// The init of the sandbox PID namespace it runs in (see `contain`), where its orphans go; `None` in the
+    /// host's.
+    pub(crate) namespace_init: Option<u32>,
 }
 
 /// Start the child of `plan` with `backend`, on the thread that must create it, in the PID namespace of `scope`
-/// (where there are two), registered as a live leader.
+/// (where there are several: a sandbox-scope child goes to `own` when given, else to the default sandbox
+/// namespace), registered as a live leader.
 pub(crate) fn start(
     plan: &ChildPlan<'_>,
     backend: Backend,
     fork: bool,
     scope: PidScope,
+    own: Option<&OwnNamespace>,
 ) -> Result<Started, SpawnFailure> {
     let status: StatusSlot = Arc::new(Mutex::new(None));
     let held = contain::hold_for_spawn();
     let placement = contain::placement();
-    let in_sandbox_namespace = scope == PidScope::Sandbox && placement.has_namespaces();
+    let (job_scope, namespace_init) = match (scope, own) {
+        (PidScope::Host, _) => (JobScope::Scope(PidScope::Host), None),
+        #[cfg(target_os = "linux")]
+        (PidScope::Sandbox, Some(own)) => {
+            use std::os::fd::AsRawFd;
+            (JobScope::Namespace(own.namespace().as_raw_fd()), Some(own.init_pid()))
+        }
+        (PidScope::Sandbox, _) => (JobScope::Scope(PidScope::Sandbox), contain::default_namespace_init()),
+    };
+    let namespace_init = namespace_init.filter(|_| placement.has_namespaces());
     let spawned = match placement {
         #[cfg(target_os = "linux")]
         Placement::CallingThreadInNamespace(namespaces) => {
-            sys::spawn_in_scope(Some(namespaces), plan, backend, fork, scope)
+            sys::spawn_in_scope(Some(namespaces), plan, backend, fork, &job_scope)
         }
         // Its child would be created outside the namespace: refuse rather than leave it uncontained.
         #[cfg(target_os = "linux")]
@@ -53,11 +66,11 @@ pub(crate) fn start(
             errno: libc::EPERM,
         }),
         #[cfg(target_os = "linux")]
-        Placement::NamespaceThread(jobs) => sys::spawn_via(&jobs, plan, backend, fork, scope),
+        Placement::NamespaceThread(jobs) => sys::spawn_via(&jobs, plan, backend, fork, job_scope),
         Placement::Anywhere => match spawner_thread() {
             Some(jobs) => {
                 let jobs = lock(jobs).clone();
-                sys::spawn_via(&jobs, plan, backend, fork, scope)
+                sys::spawn_via(&jobs, plan, backend, fork, job_scope)
             }
             None => sys::spawn_child(plan, backend, fork, false),
         },
@@ -67,22 +80,16 @@ pub(crate) fn start(
     leaders.insert(spawned.pid.as_raw_nonzero().get(), Arc::clone(&status));
     drop(leaders);
     contain::spawned();
-    Ok(Started {
-        pid: spawned.pid,
-        pidfd: spawned.pidfd,
-        mount_ns: spawned.mount_ns,
-        status,
-        in_sandbox_namespace,
-    })
+    Ok(Started { pid: spawned.pid, pidfd: spawned.pidfd, mount_ns: spawned.mount_ns, status, namespace_init })
 }
 
 /// The thread that spawns every session when there is no PID-namespace thread, started on first use. `None`
 /// (spawn on the calling thread) if it cannot start.
-fn spawner_thread() -> Option<&'static Mutex<mpsc::Sender<SpawnJob>>> {
-    static SPAWNER: OnceLock<Option<Mutex<mpsc::Sender<SpawnJob>>>> = OnceLock::new();
+fn spawner_thread() -> Option<&'static Mutex<mpsc::Sender<Job>>> {
+    static SPAWNER: OnceLock<Option<Mutex<mpsc::Sender<Job>>>> = OnceLock::new();
     SPAWNER
         .get_or_init(|| {
-            let (jobs_tx, jobs_rx) = mpsc::channel::<SpawnJob>();
+            let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
             let started = std::thread::Builder::new().name("uexec-spawner".to_owned()).spawn(move || {
                 sys::serve_spawn_jobs(&jobs_rx, None);
                 // Every sender is gone (it lives in a static, so never): stay, we are the children's parent.

@@ -128,3 +128,56 @@ async fn host_scope_sessions_use_the_hosts_pids_and_sandbox_sessions_signal_each
     first.control.kill_tree().await.unwrap();
     eventually("no zombie children", || zombie_children().is_empty()).await;
 }
+
+/// The PID namespace of `pid`, as the host sees it.
+fn pid_namespace(pid: u32) -> std::path::PathBuf {
+    std::fs::read_link(format!("/proc/{pid}/ns/pid")).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spawner_with_its_own_sandbox_namespace_is_isolated_and_takes_it_along() {
+    contained();
+    let own = PtySpawner::default().with_own_sandbox_namespace();
+    let default = PtySpawner::default();
+    let (x, y, z) = (marker(), marker(), marker());
+    let mut first =
+        own.spawn_request(in_sandbox(sh(&format!("echo pid=$$; exec sleep {x}"), false))).unwrap();
+    let mut text = String::new();
+    read_until(&mut first.output, &mut text, "\n").await;
+    let first_pid: u32 = text.trim().strip_prefix("pid=").unwrap().parse().unwrap();
+    let other = default.spawn_request(in_sandbox(sh(&format!("exec sleep {y}"), false))).unwrap();
+    let second = own.clone().spawn_request(in_sandbox(sh(&format!("exec sleep {z}"), false))).unwrap();
+    eventually("all three sleep", || [&x, &y, &z].iter().all(|m| sleepers(m).len() == 1)).await;
+    let (ns_first, ns_other, ns_second) = (
+        pid_namespace(first.control.pid()),
+        pid_namespace(other.control.pid()),
+        pid_namespace(second.control.pid()),
+    );
+    assert_eq!(ns_first, ns_second, "one namespace for the spawner and its clones");
+    assert_ne!(ns_first, ns_other, "not the default sandbox namespace");
+    assert_ne!(ns_first, pid_namespace(std::process::id()), "not the host's");
+
+    // A process of the same namespace signals the first by the pid it sees for itself.
+    let mut prober =
+        own.spawn_request(in_sandbox(sh(&format!("kill -TERM {first_pid}; echo sent=$?"), false))).unwrap();
+    let out = String::from_utf8(drain(&mut prober.output).await).unwrap();
+    assert!(out.contains("sent=0"), "{out}");
+    assert_eq!(first.control.wait().await.unwrap(), ExitStatus::Signal(15));
+    assert_eq!(prober.control.wait().await.unwrap(), ExitStatus::Code(0));
+
+    // A daemon that left its session and cleared its environment is found by nothing but its namespace: it dies
+    // when the spawner and the last of its processes are gone.
+    let daemon = marker();
+    let script = format!("(setsid env -i sleep {daemon} &); echo STARTED");
+    let mut leader = own.spawn_request(in_sandbox(sh(&script, false))).unwrap();
+    let mut text = String::new();
+    read_until(&mut leader.output, &mut text, "STARTED").await;
+    eventually("the daemon started", || sleepers(&daemon).len() == 1).await;
+    assert_eq!(leader.control.wait().await.unwrap(), ExitStatus::Code(0));
+    assert_eq!(sleepers(&daemon).len(), 1, "the daemon outlives its session's leader");
+    drop((own, first, second, leader, prober));
+    eventually("the own namespace's daemon is gone", || sleepers(&daemon).is_empty()).await;
+    assert_eq!(sleepers(&y).len(), 1, "the default namespace's process is untouched");
+    other.control.kill_tree().await.unwrap();
+    eventually("no zombie children", || zombie_children().is_empty()).await;
+}

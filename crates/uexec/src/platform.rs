@@ -135,6 +135,13 @@ pub fn spawner() -> Arc<dyn ProcessSpawner> {
     Arc::new(uexec_pty::PtySpawner::default())
 }
 
+/// [`spawner`] for one client of a server that serves several (`--listen`): its sandboxed commands get a PID
+/// namespace of their own (one sandbox per client: they see and signal each other, never another client's),
+/// which dies with the client's engine.
+pub fn client_spawner() -> Arc<dyn ProcessSpawner> {
+    Arc::new(uexec_pty::PtySpawner::default().with_own_sandbox_namespace())
+}
+
 /// The sandbox of a platform uexec has no sandbox for: every `prepare` fails with
 /// [`SandboxError::Unsupported`], so nothing runs unless the policy is `danger-full-access` (for which the
 /// engine never calls a sandbox).

@@ -451,6 +451,44 @@ async fn clients_cannot_see_poll_or_close_each_others_sessions() {
     assert_eq!(reply.status, 401);
 }
 
+/// One sandbox per client: a client's sandboxed commands see and stop each other's processes across its
+/// sessions, but never another client's (nor the server's), though they share the server.
+#[tokio::test]
+async fn each_client_has_a_sandbox_of_its_own() {
+    let server = start(&[], Some(TOKEN));
+    let mut a = Client::connect(&server).await;
+    let mut b = Client::connect(&server).await;
+    let (_, a_first) = start_sleeper(&mut a).await;
+    let (_, a_second) = start_sleeper(&mut a).await;
+    let (_, b_own) = start_sleeper(&mut b).await;
+    let cmdline = |pid: u32| {
+        let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        String::from_utf8(raw).unwrap().trim_end_matches('\0').replace('\0', " ")
+    };
+    let (a_first_cmd, a_second_cmd, b_cmd) = (cmdline(a_first), cmdline(a_second), cmdline(b_own));
+    // B lists its own sleeper, and neither of A's; its pkill of A's reaches nothing.
+    let probe = format!(
+        "pgrep -fx '{b_cmd}' >/dev/null && echo own-seen; pgrep -fx '{a_first_cmd}' >/dev/null && echo OTHER-SEEN; \
+         pkill -fx '{a_first_cmd}' || echo other-unreachable; pgrep -f 'uexec[ ]mcp' >/dev/null && echo SERVER-SEEN; true"
+    );
+    let (error, text) = b.call("exec_command", json!({"cmd": probe, "login": false})).await;
+    assert!(!error, "{text}");
+    let out = output_of(&text);
+    assert!(out.contains("own-seen") && out.contains("other-unreachable"), "{text}");
+    assert!(!out.contains("OTHER-SEEN") && !out.contains("SERVER-SEEN"), "{text}");
+    assert!(alive(a_first), "B's command reached A's process");
+    // A stops its own sleeper of another session with pkill.
+    let (error, text) = a
+        .call(
+            "exec_command",
+            json!({"cmd": format!("pkill -fx '{a_second_cmd}' && echo stopped"), "login": false}),
+        )
+        .await;
+    assert!(!error && output_of(&text).contains("stopped"), "{text}");
+    eventually("A's second sleeper is gone", || !alive(a_second)).await;
+    assert!(alive(a_first) && alive(b_own), "only the named process was stopped");
+}
+
 #[tokio::test]
 async fn a_client_that_comes_back_within_its_grace_keeps_its_sessions() {
     // A grace of 20 s is checked every 5 s: staying away 6 s lets the reaper look at least once.

@@ -74,7 +74,7 @@ fn sandboxed_sessions_see_and_stop_each_others_processes_and_nothing_else() {
     let probe = format!(
         "ps -eo pid=,args= | grep -c '[s]leep {dev}'; pgrep -f '^sleep {daemon}$' >/dev/null && echo daemon-seen; \
          pgrep -f '^sleep {outside}$' >/dev/null && echo HOST-SEEN; kill -0 {host} 2>/dev/null && echo HOST-SIGNALLED; \
-         ps -eo args= | grep -c '[u]exec mcp'; true",
+         echo server-count=$(ps -eo args= | grep -c '[u]exec mcp'); true",
         host = host.id()
     );
     let out = output(&server.call("exec_command", json!({ "cmd": probe, "login": false })));
@@ -83,6 +83,7 @@ fn sandboxed_sessions_see_and_stop_each_others_processes_and_nothing_else() {
     assert!(out.contains("daemon-seen"), "pgrep finds the other session's daemon: {out}");
     assert!(!out.contains("HOST-SEEN"), "a host process is visible from the sandbox: {out}");
     assert!(!out.contains("HOST-SIGNALLED"), "a host process can be signalled from the sandbox: {out}");
+    assert!(out.contains("server-count=0"), "the server (or an init showing its arguments) is listed: {out}");
 
     // ... and stops them: `kill <pid from ps>` and `pkill -f`.
     let stop = format!(

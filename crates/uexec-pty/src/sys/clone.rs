@@ -24,7 +24,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use rustix::process::{Pid, WaitId, WaitIdOptions};
-use uexec_ports::process::PidScope;
 
 use super::{ChildContext, ChildFailure, ChildPlan, ParentDeath, SpawnFailure, child_main, errno_of};
 
@@ -253,28 +252,44 @@ pub(crate) fn unshare_pid_namespace() -> io::Result<()> {
     Ok(())
 }
 
-/// The two PID namespaces of a spawning thread that unshared the sandbox's: its own active one (the host's)
-/// and the sandbox's. Before each child it points its children's namespace (`pid_for_children`) at the one
-/// the child's [`PidScope`] names, with `setns(CLONE_NEWPID)`: entering the active namespace or a child of it
-/// is what the kernel allows, and only this thread is affected.
+/// The PID namespaces of a spawning thread that unshared the sandbox's: its own active one (the host's), the
+/// default sandbox namespace (where its children go between spawns), and any other sandbox namespace it made
+/// (see [`Target`]). Before a child of another namespace it points its children's namespace
+/// (`pid_for_children`) there with `setns(CLONE_NEWPID)` and back to the default one right after: entering the
+/// active namespace or a child of it is what the kernel allows, and only this thread is affected.
 #[derive(Debug)]
 pub(crate) struct PidNamespaces {
     host: OwnedFd,
     sandbox: OwnedFd,
-    /// True while this thread's children are created in the host's namespace.
-    in_host: AtomicBool,
+    /// True while this thread's children would not go to the default sandbox namespace (a switch back failed).
+    displaced: AtomicBool,
+}
+
+/// Where a child is created.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Target<'a> {
+    /// The host's PID namespace.
+    Host,
+    /// The default sandbox namespace.
+    DefaultSandbox,
+    /// Another sandbox namespace made by [`PidNamespaces::create_sandbox`].
+    Sandbox(BorrowedFd<'a>),
+}
+
+/// A sandbox PID namespace made by [`PidNamespaces::create_sandbox`]: the namespace and its init.
+#[derive(Debug)]
+pub(crate) struct NewNamespace {
+    pub(crate) namespace: OwnedFd,
+    pub(crate) init: Pid,
+    pub(crate) init_pidfd: OwnedFd,
 }
 
 impl PidNamespaces {
     /// The calling thread's namespaces: `host` is its active one (opened before it unshared the sandbox's);
     /// the sandbox's is where its children go now, and needs that namespace's init to exist already.
     pub(crate) fn after_unshare(host: OwnedFd) -> io::Result<Self> {
-        let sandbox = rustix::fs::open(
-            "/proc/thread-self/ns/pid_for_children",
-            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        )?;
-        Ok(PidNamespaces { host, sandbox, in_host: AtomicBool::new(false) })
+        let sandbox = open_children_namespace()?;
+        Ok(PidNamespaces { host, sandbox, displaced: AtomicBool::new(false) })
     }
 
     /// The calling thread's active PID namespace (`/proc/thread-self/ns/pid`), to keep before unsharing.
@@ -286,23 +301,75 @@ impl PidNamespaces {
         )?)
     }
 
-    /// Make the calling thread (the one that made these) create its next children in `scope`'s namespace.
-    pub(crate) fn enter(&self, scope: PidScope) -> Result<(), SpawnFailure> {
-        let host = scope == PidScope::Host;
-        if self.in_host.load(Ordering::Relaxed) == host {
-            return Ok(());
+    /// Create the calling thread's next children in `target`'s namespace. Then [`Self::back_to_default`].
+    pub(crate) fn enter(&self, target: Target<'_>) -> Result<(), SpawnFailure> {
+        let fd = match target {
+            Target::Host => self.host.as_fd(),
+            Target::Sandbox(fd) => fd,
+            Target::DefaultSandbox if self.displaced.load(Ordering::Relaxed) => self.sandbox.as_fd(),
+            Target::DefaultSandbox => return Ok(()),
+        };
+        self.displaced.store(true, Ordering::Relaxed);
+        set_pid_namespace(fd)?;
+        if matches!(target, Target::DefaultSandbox) {
+            self.displaced.store(false, Ordering::Relaxed);
         }
-        let target = if host { &self.host } else { &self.sandbox };
-        // SAFETY: setns with a namespace descriptor we own and the matching type; for CLONE_NEWPID it only
-        // changes the namespace of this thread's future children.
-        let rc = unsafe { libc::setns(target.as_raw_fd(), libc::CLONE_NEWPID) };
-        if rc != 0 {
-            let errno = errno_of(&io::Error::last_os_error());
-            return Err(SpawnFailure::Os { call: "setns(CLONE_NEWPID)", errno });
-        }
-        self.in_host.store(host, Ordering::Relaxed);
         Ok(())
     }
+
+    /// Back to the default sandbox namespace (a failure leaves the thread marked displaced: the next spawn for
+    /// the default namespace enters it again, or fails).
+    pub(crate) fn back_to_default(&self) {
+        if set_pid_namespace(self.sandbox.as_fd()).is_ok() {
+            self.displaced.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// A new sandbox namespace beside the default one: from the host's namespace, unshare a PID namespace and
+    /// fork its init (as for the default one: `host_alive` is the pipe the host keeps open), then open it. The
+    /// thread is back in the default sandbox namespace afterwards.
+    pub(crate) fn create_sandbox(
+        &self,
+        host_alive: BorrowedFd<'_>,
+        host_alive_writer: BorrowedFd<'_>,
+    ) -> io::Result<NewNamespace> {
+        let to_io = |failure: SpawnFailure| match failure {
+            SpawnFailure::Os { errno, .. } => io::Error::from_raw_os_error(errno),
+            SpawnFailure::Child(child) => io::Error::from_raw_os_error(child.errno),
+        };
+        self.enter(Target::Host).map_err(to_io)?;
+        let made = (|| {
+            unshare_pid_namespace()?;
+            let init = spawn_namespace_init(host_alive, host_alive_writer)?;
+            let init_pidfd = rustix::process::pidfd_open(init, rustix::process::PidfdFlags::empty())?;
+            let namespace = open_children_namespace()?;
+            Ok(NewNamespace { namespace, init, init_pidfd })
+        })();
+        self.back_to_default();
+        made
+    }
+}
+
+/// `/proc/thread-self/ns/pid_for_children`: where the calling thread's children go (needs that namespace's
+/// init to exist).
+fn open_children_namespace() -> io::Result<OwnedFd> {
+    Ok(rustix::fs::open(
+        "/proc/thread-self/ns/pid_for_children",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?)
+}
+
+/// `setns(fd, CLONE_NEWPID)`.
+fn set_pid_namespace(fd: BorrowedFd<'_>) -> Result<(), SpawnFailure> {
+    // SAFETY: setns with a namespace descriptor borrowed for the call and the matching type; for CLONE_NEWPID
+    // it only changes the namespace of this thread's future children.
+    let rc = unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWPID) };
+    if rc != 0 {
+        let errno = errno_of(&io::Error::last_os_error());
+        return Err(SpawnFailure::Os { call: "setns(CLONE_NEWPID)", errno });
+    }
+    Ok(())
 }
 
 /// What the watchdog needs, copied into its own address space.
@@ -365,6 +432,7 @@ extern "C" fn watchdog_entry(argument: *mut c_void) -> c_int {
     let context = unsafe { &*argument.cast::<WatchdogContext>() };
     let entry = context.entry.get(..context.entry_len).unwrap_or_default();
     let name = c"uexec-watchdog";
+    replace_arguments(name.to_bytes());
     // SAFETY: plain system calls on values of this process: name it, leave the host's session (a terminal's
     // hang-up or ^C must not reach it; every signal but SIGKILL stays blocked anyway, as inherited), drop the
     // copy of the pipe's write end and every fd but the read end.
@@ -398,6 +466,53 @@ extern "C" fn watchdog_entry(argument: *mut c_void) -> c_int {
     }
     // SAFETY: `_exit` runs no atexit handlers.
     unsafe { libc::_exit(0) }
+}
+
+/// Overwrite this process's command line (what `/proc/<pid>/cmdline`, `ps` and `pgrep -f` show) with `name`
+/// alone (followed by NULs up to the area's old end). A process forked from the host without `exec` (the inits, the watchdog) would otherwise show the
+/// host's arguments, to the sandboxed commands that share a namespace with an init among others. Only this
+/// process's copy of the memory changes. Best effort: nothing is written unless `/proc/self/stat` names the
+/// area.
+fn replace_arguments(name: &[u8]) {
+    let mut stat = [0u8; 2048];
+    // SAFETY: open and read of a static path into a local buffer, then close.
+    let n = unsafe {
+        let fd = libc::open(c"/proc/self/stat".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return;
+        }
+        let n = libc::read(fd, stat.as_mut_ptr().cast(), stat.len());
+        libc::close(fd);
+        n
+    };
+    let Ok(n) = usize::try_from(n) else { return };
+    let stat = stat.get(..n).unwrap_or_default();
+    // Fields after the command name (which may hold spaces and parentheses): the last ')' ends it. From there
+    // `arg_start` and `arg_end` are fields 48 and 49 of the line, the 46th and 47th after the ')'.
+    let Some(close) = stat.iter().rposition(|&b| b == b')') else { return };
+    let mut fields =
+        stat.get(close + 1..).unwrap_or_default().split(|&b| b == b' ').filter(|f| !f.is_empty());
+    let (Some(start), Some(end)) =
+        (fields.nth(45).and_then(parse_address), fields.next().and_then(parse_address))
+    else {
+        return;
+    };
+    let Some(length) = end.checked_sub(start).filter(|&len| len > name.len() && len < 1 << 20) else {
+        return;
+    };
+    // SAFETY: [arg_start, arg_end) is this process's argument area, mapped and writable (the initial stack);
+    // only this process's private copy of it is written, within its bounds (`length` > the name).
+    unsafe {
+        let area = start as *mut u8;
+        ptr::write_bytes(area, 0, length);
+        ptr::copy_nonoverlapping(name.as_ptr(), area, name.len());
+    }
+}
+
+/// A decimal address from `/proc/self/stat`.
+fn parse_address(field: &[u8]) -> Option<usize> {
+    let text = std::str::from_utf8(field).ok()?;
+    text.trim().parse().ok()
 }
 
 /// The calling thread's `errno`.
@@ -566,6 +681,7 @@ extern "C" fn init_entry(argument: *mut c_void) -> c_int {
     // SAFETY: our private copy of the parent's `InitContext` (see `spawn_namespace_init`).
     let context = unsafe { &*argument.cast::<InitContext>() };
     let name = c"uexec-init";
+    replace_arguments(name.to_bytes());
     // SAFETY: plain system calls on values of this process: name the process, arm the parent-death signal,
     // drop the copy of the pipe's write end, check the host is still alive, close every other fd.
     unsafe {

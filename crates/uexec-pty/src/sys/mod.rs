@@ -39,7 +39,8 @@ use crate::error::errno_of;
 
 #[cfg(target_os = "linux")]
 pub(crate) use clone::{
-    PidNamespaces, spawn_host_watchdog, spawn_namespace_init, unshare_pid_namespace, wait_any_exited_nowait,
+    NewNamespace, PidNamespaces, Target, spawn_host_watchdog, spawn_namespace_init, unshare_pid_namespace,
+    wait_any_exited_nowait,
 };
 #[cfg(target_os = "macos")]
 pub(crate) use macos::{all_pids, bsd_info, drain_kqueue, kqueue_for_exit, process_arguments};
@@ -387,48 +388,91 @@ pub(crate) struct SpawnJob {
     plan: *const ChildPlan<'static>,
     backend: Backend,
     fork: bool,
-    scope: PidScope,
+    scope: JobScope,
     reply: mpsc::SyncSender<SpawnReply>,
+}
+
+/// Which PID namespace a spawn job's child goes to.
+#[derive(Debug, Clone)]
+pub(crate) enum JobScope {
+    /// As [`PidScope`] says, the sandbox scope meaning the default sandbox namespace.
+    Scope(
+        #[cfg_attr(not(target_os = "linux"), allow(dead_code, reason = "one PID namespace there"))] PidScope,
+    ),
+    /// A sandbox namespace of its own (a descriptor of it, kept open by the requester while it waits).
+    #[cfg(target_os = "linux")]
+    Namespace(RawFd),
 }
 
 // SAFETY: the plan pointer is only dereferenced by the serving thread while the requesting thread is blocked
 // in `spawn_via` waiting for the reply (or for the job to be dropped), so the plan outlives every use, and
-// the plan is only read.
+// the plan is only read (as is the namespace descriptor of `JobScope::Namespace`, kept open meanwhile).
 unsafe impl Send for SpawnJob {}
 
-/// Run [`spawn_child`] on the thread serving `jobs`, in the PID namespace of `scope` when that thread keeps two.
+/// What the thread that creates every session is asked for.
+pub(crate) enum Job {
+    /// Create a child.
+    Spawn(SpawnJob),
+    /// Make a new sandbox PID namespace (Linux, on the namespace thread).
+    #[cfg(target_os = "linux")]
+    NewNamespace(mpsc::SyncSender<io::Result<NewNamespace>>),
+}
+
+/// Run [`spawn_child`] on the thread serving `jobs`, in the PID namespace of `scope` when that thread keeps
+/// several.
 pub(crate) fn spawn_via(
-    jobs: &mpsc::Sender<SpawnJob>,
+    jobs: &mpsc::Sender<Job>,
     plan: &ChildPlan<'_>,
     backend: Backend,
     fork: bool,
-    scope: PidScope,
+    scope: JobScope,
 ) -> SpawnReply {
     let gone = SpawnFailure::Os { call: "sending to the spawner thread", errno: libc::ESRCH };
     let (reply, answer) = mpsc::sync_channel(1);
     let job =
         SpawnJob { plan: ptr::from_ref(plan).cast::<ChildPlan<'static>>(), backend, fork, scope, reply };
-    jobs.send(job).map_err(|_| gone)?;
+    jobs.send(Job::Spawn(job)).map_err(|_| gone)?;
     answer.recv().map_err(|_| gone)?
 }
 
-/// Serve spawn jobs until every sender is gone. `namespaces`: the host's and the sandbox's PID namespaces,
-/// when this thread keeps them (it unshared the sandbox's); each job's child is then created in the one its
-/// scope names. Without them every child is created where this thread's children go.
+/// The PID namespaces a spawning thread keeps, and the pipe that tells the inits it makes that the host lives.
 #[cfg(target_os = "linux")]
-pub(crate) fn serve_spawn_jobs(jobs: &mpsc::Receiver<SpawnJob>, namespaces: Option<&PidNamespaces>) {
+pub(crate) struct ThreadNamespaces<'a> {
+    pub(crate) namespaces: &'a PidNamespaces,
+    pub(crate) host_alive: BorrowedFd<'a>,
+    pub(crate) host_alive_writer: BorrowedFd<'a>,
+}
+
+/// Serve jobs until every sender is gone. `namespaces`: the PID namespaces this thread keeps (it unshared the
+/// default sandbox's), if any; each child is then created in the one its scope names. Without them every child
+/// is created where this thread's children go.
+#[cfg(target_os = "linux")]
+pub(crate) fn serve_spawn_jobs(jobs: &mpsc::Receiver<Job>, namespaces: Option<&ThreadNamespaces<'_>>) {
     for job in jobs {
-        // SAFETY: see `SpawnJob`: the requester is blocked until we reply or drop the job.
-        let plan = unsafe { &*job.plan };
-        let result = spawn_in_scope(namespaces, plan, job.backend, job.fork, job.scope);
-        let _ = job.reply.send(result);
+        match job {
+            Job::Spawn(job) => {
+                // SAFETY: see `SpawnJob`: the requester is blocked until we reply or drop the job.
+                let plan = unsafe { &*job.plan };
+                let result =
+                    spawn_in_scope(namespaces.map(|n| n.namespaces), plan, job.backend, job.fork, &job.scope);
+                let _ = job.reply.send(result);
+            }
+            Job::NewNamespace(reply) => {
+                let made = match namespaces {
+                    Some(n) => n.namespaces.create_sandbox(n.host_alive, n.host_alive_writer),
+                    None => Err(io::Error::from_raw_os_error(libc::ENOTSUP)),
+                };
+                let _ = reply.send(made);
+            }
+        }
     }
 }
 
-/// Serve spawn jobs until every sender is gone (no PID namespaces here).
+/// Serve jobs until every sender is gone (no PID namespaces here).
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn serve_spawn_jobs(jobs: &mpsc::Receiver<SpawnJob>, _namespaces: Option<&Infallible>) {
+pub(crate) fn serve_spawn_jobs(jobs: &mpsc::Receiver<Job>, _namespaces: Option<&Infallible>) {
     for job in jobs {
+        let Job::Spawn(job) = job;
         // SAFETY: see `SpawnJob`: the requester is blocked until we reply or drop the job.
         let plan = unsafe { &*job.plan };
         // One PID namespace here: every scope is the host's.
@@ -438,26 +482,29 @@ pub(crate) fn serve_spawn_jobs(jobs: &mpsc::Receiver<SpawnJob>, _namespaces: Opt
     }
 }
 
-/// [`spawn_child`] from the calling thread, which keeps `namespaces` (if any): first switch its children's PID
-/// namespace to the one of `scope`.
+/// [`spawn_child`] from the calling thread, which keeps `namespaces` (if any): its children are created in the
+/// namespace `scope` names, and it goes back to the default sandbox namespace afterwards.
 #[cfg(target_os = "linux")]
 pub(crate) fn spawn_in_scope(
     namespaces: Option<&PidNamespaces>,
     plan: &ChildPlan<'_>,
     backend: Backend,
     fork: bool,
-    scope: PidScope,
+    scope: &JobScope,
 ) -> SpawnReply {
     let Some(namespaces) = namespaces else {
         return spawn_child(plan, backend, fork, false);
     };
-    namespaces.enter(scope)?;
-    let spawned = spawn_child(plan, backend, fork, scope == PidScope::Sandbox);
-    if scope == PidScope::Host {
-        // Back to the sandbox's namespace, where the thread's children go between spawns (a thread whose
-        // children go to another PID namespace cannot start threads: `OnCallingThread` relies on it). When that
-        // fails the thread stays in the host's, and the next sandbox-scope spawn enters it again or fails.
-        let _ = namespaces.enter(PidScope::Sandbox);
+    let target = match scope {
+        JobScope::Scope(PidScope::Host) => Target::Host,
+        JobScope::Scope(PidScope::Sandbox) => Target::DefaultSandbox,
+        // SAFETY: the requester keeps the descriptor open until it has the reply (see `SpawnJob`).
+        JobScope::Namespace(fd) => Target::Sandbox(unsafe { BorrowedFd::borrow_raw(*fd) }),
+    };
+    namespaces.enter(target)?;
+    let spawned = spawn_child(plan, backend, fork, !matches!(target, Target::Host));
+    if !matches!(target, Target::DefaultSandbox) {
+        namespaces.back_to_default();
     }
     spawned
 }

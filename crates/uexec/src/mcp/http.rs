@@ -52,7 +52,6 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use uexec_engine::{Engine, EngineConfig, EngineDeps};
-use uexec_ports::process::ProcessSpawner;
 use uexec_ports::{EventSink, Sandbox};
 
 use super::StopReason;
@@ -75,7 +74,6 @@ struct Blueprint {
     config: EngineConfig,
     settings: Settings,
     instructions: String,
-    spawner: Arc<dyn ProcessSpawner>,
     sandbox: Arc<dyn Sandbox>,
     events: Arc<dyn EventSink>,
 }
@@ -275,7 +273,7 @@ impl HttpClient {
         let engine = Engine::new(
             blueprint.config.clone(),
             EngineDeps {
-                spawner: Arc::clone(&blueprint.spawner),
+                spawner: crate::platform::client_spawner(),
                 sandbox: Arc::clone(&blueprint.sandbox),
                 approver: approver.clone(),
                 events: events.clone(),
@@ -530,7 +528,6 @@ pub async fn serve(
         config,
         settings: settings.clone(),
         instructions: super::instructions(settings),
-        spawner: crate::platform::spawner(),
         sandbox: crate::platform::sandbox_with(&setup),
         events,
     });
