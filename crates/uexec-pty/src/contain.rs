@@ -292,6 +292,8 @@ fn set_up_namespace_here() -> Result<Option<NamespaceSetup>, ContainError> {
     let (reader, writer) = sys::pipe_cloexec().map_err(failed("pipe"))?;
     let init = sys::spawn_namespace_init(reader.as_fd(), writer.as_fd()).map_err(failed("clone"))?;
     let namespaces = sys::PidNamespaces::after_unshare(host).map_err(failed("open(pid_for_children)"))?;
+    let _ = DEFAULT_SANDBOX_NAMESPACE
+        .set(namespaces.default_sandbox().try_clone_to_owned().map_err(failed("dup"))?);
     namespaces.enter(sys::Target::Host).map_err(namespace_error)?;
     sys::spawn_host_watchdog(reader.as_fd(), writer.as_fd(), entry.as_bytes()).map_err(failed("clone"))?;
     namespaces.back_to_default();
@@ -443,6 +445,26 @@ pub(crate) fn new_sandbox_namespace() -> Result<Option<OwnNamespace>, OsError> {
         let made =
             made.map_err(|e| OsError::new("making a sandbox PID namespace", crate::error::errno_of(&e)))?;
         Ok(Some(OwnNamespace { namespace: made.namespace, init: made.init, init_pidfd: made.init_pidfd }))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Ok(None)
+    }
+}
+
+/// The default sandbox PID namespace, once made (see [`sandbox_pid_namespace`]).
+#[cfg(target_os = "linux")]
+static DEFAULT_SANDBOX_NAMESPACE: OnceLock<std::os::fd::OwnedFd> = OnceLock::new();
+
+/// The default sandbox PID namespace (where [`PidScope::Sandbox`] processes run), when
+/// [`contain_descendants`] made one: a new descriptor of it, for a sandbox that must know the namespace its
+/// commands run in (to check it, and to make a procfs of it once).
+///
+/// [`PidScope::Sandbox`]: uexec_ports::process::PidScope::Sandbox
+pub fn sandbox_pid_namespace() -> std::io::Result<Option<std::os::fd::OwnedFd>> {
+    #[cfg(target_os = "linux")]
+    {
+        DEFAULT_SANDBOX_NAMESPACE.get().map(std::os::fd::OwnedFd::try_clone).transpose()
     }
     #[cfg(not(target_os = "linux"))]
     {

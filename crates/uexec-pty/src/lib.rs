@@ -114,6 +114,7 @@ mod tree;
 pub use command::Command;
 pub use contain::{
     ContainError, Containment, NamespacePolicy, contain_descendants, contain_descendants_with, containment,
+    sandbox_pid_namespace,
 };
 pub use session::{MAX_CHUNK_BYTES, PtyControl, PtyOutput, PtyProcess, PtySpawner};
 pub use token::{SESSION_TOKEN_VAR, SessionToken};

@@ -112,6 +112,23 @@ impl PtySpawner {
         self
     }
 
+    /// The PID namespace this spawner's [`PidScope::Sandbox`] processes run in (its own, made now if needed, or
+    /// the default one), as a new descriptor: for a sandbox that must know it (`uexec-sandbox-linux`'s
+    /// `with_pid_namespace`). `None` where there are no PID namespaces (see [`contain_descendants`]).
+    ///
+    /// # Errors
+    /// The spawner's own namespace cannot be made, or the descriptor cannot be duplicated.
+    ///
+    /// [`contain_descendants`]: crate::contain_descendants
+    pub fn sandbox_pid_namespace(&self) -> Result<Option<OwnedFd>, SpawnError> {
+        let dup = |e: io::Error| SpawnError::Os(OsError::new("dup", crate::error::errno_of(&e)));
+        #[cfg(target_os = "linux")]
+        if let Some(own) = self.own_namespace()? {
+            return own.namespace().try_clone_to_owned().map(Some).map_err(dup);
+        }
+        contain::sandbox_pid_namespace().map_err(dup)
+    }
+
     /// The spawner's own sandbox namespace, made now if needed; `None` when it has none (or there are no PID
     /// namespaces here).
     fn own_namespace(&self) -> Result<Option<Arc<OwnNamespace>>, SpawnError> {

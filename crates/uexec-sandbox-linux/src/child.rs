@@ -98,6 +98,9 @@ pub(crate) struct MountPlan {
     /// Mount the fresh `/proc` with `hidepid=ptraceable` (false in the shared sandbox PID namespace, whose
     /// processes are all this server's sandboxed commands: they see each other).
     pub(crate) proc_hidepid: bool,
+    /// The shared sandbox PID namespace's procfs (a detached mount made once in the parent), copied onto
+    /// `/proc` instead of mounting a new one; the child has checked it runs in that namespace.
+    pub(crate) procfs: Option<Arc<OwnedFd>>,
 }
 
 /// One writable root to re-attach.
@@ -126,10 +129,10 @@ pub(crate) struct SandboxChild {
     pub(crate) terminal_access: u64,
     /// The seccomp programs, if seccomp is used.
     pub(crate) seccomp: Option<Arc<SeccompPrograms>>,
-    /// The server's own PID namespace (device, inode), when the command must run in another one (the shared
-    /// sandbox namespace, on which its Landlock domain relies for scoping signals): the child checks first
-    /// that it does not, and fails otherwise.
-    pub(crate) not_in_pid_namespace: Option<(u64, u64)>,
+    /// The shared sandbox PID namespace (device, inode) the command must run in (its Landlock domain relies
+    /// on it for scoping signals, and its `/proc` is that namespace's): the child checks first that it does,
+    /// and fails otherwise.
+    pub(crate) in_pid_namespace: Option<(u64, u64)>,
 }
 
 /// Turn a raw result into a [`ChildSetupFailure`] naming `stage`.
@@ -150,8 +153,8 @@ const AT_FDCWD: usize = libc::AT_FDCWD as isize as usize;
 // step returns an error value).
 unsafe impl ChildSetup for SandboxChild {
     fn run_in_child(&self) -> Result<(), ChildSetupFailure> {
-        if let Some(host) = self.not_in_pid_namespace {
-            check_pid_namespace(host)?;
+        if let Some(expected) = self.in_pid_namespace {
+            check_pid_namespace(expected)?;
         }
         if let Some(ns) = &self.netns {
             let fd = ns.as_raw_fd() as usize;
@@ -297,7 +300,7 @@ fn apply_mounts(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
     }
     hide(plan)?;
     if plan.mode == MountMode::Privileged {
-        mount_own_proc(plan.proc_hidepid);
+        mount_own_proc(plan.proc_hidepid, plan.procfs.as_deref());
     }
     // The cwd still points into the mount it was entered on (now read-only or shadowed): enter it again.
     // SAFETY: chdir on a NUL-terminated path owned by the plan.
@@ -372,7 +375,14 @@ fn hide(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
 /// In the shared sandbox PID namespace (`hidepid` false) every process is one of this server's sandboxed
 /// commands, which may see and signal each other: nothing is hidden there (their environments, open files and
 /// memory stay out of reach: reading them needs `ptrace` access, which Landlock denies across domains).
-fn mount_own_proc(hidepid: bool) {
+fn mount_own_proc(hidepid: bool, procfs: Option<&OwnedFd>) {
+    // The shared namespace's procfs, copied (no file system is created, and later torn down, per command).
+    if let Some(procfs) = procfs
+        && let Ok(fd) = clone_detached(procfs.as_raw_fd())
+        && attach(fd, c"/proc").is_ok()
+    {
+        return;
+    }
     let flags = (libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC) as usize;
     let data = if hidepid { ptr(c"hidepid=ptraceable") } else { 0 };
     // SAFETY: mount with static NUL-terminated source, target, type and data strings (or no data).
@@ -380,8 +390,8 @@ fn mount_own_proc(hidepid: bool) {
         unsafe { sys::syscall(libc::SYS_mount, [ptr(c"proc"), ptr(c"/proc"), ptr(c"proc"), flags, data, 0]) };
 }
 
-/// Fail unless the calling process's PID namespace differs from `host` (the server's, as device and inode).
-fn check_pid_namespace(host: (u64, u64)) -> Result<(), ChildSetupFailure> {
+/// Fail unless the calling process runs in the PID namespace `expected` (device and inode).
+fn check_pid_namespace(expected: (u64, u64)) -> Result<(), ChildSetupFailure> {
     const STAGE: &str = "checking that the command runs in the sandbox's PID namespace";
     // SAFETY: an all-zero `stat` is a valid value for the kernel to overwrite.
     let mut stat: libc::stat = unsafe { std::mem::zeroed() };
@@ -393,7 +403,7 @@ fn check_pid_namespace(host: (u64, u64)) -> Result<(), ChildSetupFailure> {
         )
     };
     check(STAGE, ret)?;
-    if (stat.st_dev, stat.st_ino) == host {
+    if (stat.st_dev, stat.st_ino) != expected {
         return Err(ChildSetupFailure { stage: STAGE, errno: libc::EPERM });
     }
     Ok(())

@@ -41,9 +41,18 @@ pub struct LinuxSandbox {
     proxy: Option<ProxyNamespace>,
     /// The empty read-only tmpfs copied over hidden directories (made on first use; `None` when it cannot be).
     empty_dir: OnceLock<Option<Arc<OwnedFd>>>,
-    /// Commands run in a PID namespace of this server's sandboxed commands only: this server's own PID
-    /// namespace (device, inode), which they must not be in.
-    shared_pid_namespace: Option<(u64, u64)>,
+    /// The PID namespace every command runs in, shared by this server's sandboxed commands only.
+    shared_pid_namespace: Option<SharedPidNamespace>,
+}
+
+/// See [`LinuxSandbox::with_pid_namespace`].
+#[derive(Debug)]
+struct SharedPidNamespace {
+    /// The namespace (device and inode of its `nsfs` file).
+    id: (u64, u64),
+    /// A read-only procfs for it, made once (`None` where the kernel cannot make one for another namespace:
+    /// each command then mounts its own).
+    procfs: Option<Arc<OwnedFd>>,
 }
 
 impl LinuxSandbox {
@@ -69,19 +78,27 @@ impl LinuxSandbox {
         self
     }
 
-    /// This sandbox for a process adapter that starts every sandboxed command (every spawn this sandbox
-    /// prepares asks for [`PidScope::Sandbox`]) in one PID namespace that holds nothing else, as `uexec-pty`
-    /// does once `contain_descendants` has made one. The commands then see each other in `/proc` and may
-    /// signal each other (sessions can manage each other's processes): Landlock no longer scopes their
-    /// signals, the namespace does, and `/proc` is mounted without `hidepid`. Fails closed: each command first
-    /// checks that it does not run in this process's own PID namespace, and does not start if it does.
+    /// This sandbox for a process adapter that starts every sandboxed command it prepares (each asks for
+    /// [`PidScope::Sandbox`]) in the PID namespace `namespace`, which holds nothing but such commands, as
+    /// `uexec-pty` does once `contain_descendants` has made one (`PtySpawner::sandbox_pid_namespace`). The
+    /// commands then see each other in `/proc` and may signal each other (sessions can manage each other's
+    /// processes): Landlock no longer scopes their signals, the namespace does, and `/proc` shows the whole
+    /// namespace (no `hidepid`): a procfs for it made here once (Linux 6.15: `pidns=`) and copied onto each
+    /// command's `/proc`, or, where it cannot be, one mounted by each command. Fails closed: each command first
+    /// checks that it runs in `namespace`, and does not start (`EPERM`) otherwise.
     ///
     /// # Errors
-    /// This process's PID namespace cannot be identified (`/proc/self/ns/pid`).
-    pub fn with_shared_pid_namespace(mut self) -> std::io::Result<Self> {
-        use std::os::unix::fs::MetadataExt;
-        let own = std::fs::metadata("/proc/self/ns/pid")?;
-        self.shared_pid_namespace = Some((own.dev(), own.ino()));
+    /// `namespace` cannot be identified (`fstat`).
+    pub fn with_pid_namespace(mut self, namespace: std::os::fd::BorrowedFd<'_>) -> std::io::Result<Self> {
+        let stat = namespace_id(namespace)?;
+        let procfs = match crate::sys::procfs_for(namespace) {
+            Ok(fd) => Some(Arc::new(fd)),
+            Err(error) => {
+                tracing::debug!(%error, "no procfs made for the sandbox PID namespace: each command mounts its own");
+                None
+            }
+        };
+        self.shared_pid_namespace = Some(SharedPidNamespace { id: stat, procfs });
         Ok(self)
     }
 
@@ -199,6 +216,7 @@ impl Sandbox for LinuxSandbox {
             Some(mode) => {
                 let mut mounts = mount_plan(mode, &layout, &spawn.cwd)?;
                 mounts.proc_hidepid = !plan.shared_pid_namespace;
+                mounts.procfs = self.shared_pid_namespace.as_ref().and_then(|shared| shared.procfs.clone());
                 if !mounts.hidden_dirs.is_empty() {
                     mounts.empty_dir = self.empty_dir();
                 }
@@ -217,7 +235,7 @@ impl Sandbox for LinuxSandbox {
             landlock,
             terminal_access: landlock_rules::terminal_access(plan.landlock_abi),
             seccomp: programs,
-            not_in_pid_namespace: self.shared_pid_namespace,
+            in_pid_namespace: self.shared_pid_namespace.as_ref().map(|shared| shared.id),
         };
         let requires_fork = uexec_ports::process::ChildSetup::requires_fork(&hook);
         tracing::debug!(report = %report, requires_fork, "sandbox prepared");
@@ -234,6 +252,14 @@ impl Sandbox for LinuxSandbox {
         spawn.pid_scope = PidScope::Sandbox;
         Ok(SandboxedSpawn { spawn, report })
     }
+}
+
+/// The device and inode of the file behind `fd`.
+fn namespace_id(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let file = std::fs::File::from(fd.try_clone_to_owned()?);
+    let metadata = file.metadata()?;
+    Ok((metadata.dev(), metadata.ino()))
 }
 
 /// The report for `danger-full-access`: this sandbox enforces nothing for it.
@@ -286,6 +312,7 @@ fn mount_plan(mode: MountMode, layout: &FsLayout, cwd: &Path) -> Result<MountPla
         empty_dir: None,
         cwd: c_path(cwd)?,
         proc_hidepid: true,
+        procfs: None,
     })
 }
 

@@ -254,6 +254,39 @@ pub(crate) fn empty_read_only_tmpfs() -> std::io::Result<std::os::fd::OwnedFd> {
     })
 }
 
+/// A read-only procfs for the PID namespace `namespace` (`fsconfig` `pidns=`, Linux 6.15), as a detached mount
+/// (`fsmount` with `RDONLY|NOSUID|NODEV|NOEXEC`): made once, copied onto each command's `/proc`.
+pub(crate) fn procfs_for(namespace: std::os::fd::BorrowedFd<'_>) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    /// `FSOPEN_CLOEXEC`, `FSMOUNT_CLOEXEC`.
+    const CLOEXEC: usize = 1;
+    /// `FSCONFIG_SET_FD`, `FSCONFIG_CMD_CREATE`.
+    const SET_FD: usize = 5;
+    const CMD_CREATE: usize = 6;
+    let own = |ret: Result<usize, i32>| -> std::io::Result<OwnedFd> {
+        let fd = ret.map_err(std::io::Error::from_raw_os_error)?;
+        let fd = i32::try_from(fd).map_err(|_| std::io::Error::from_raw_os_error(libc::EBADF))?;
+        // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    };
+    // SAFETY: fsopen with a static NUL-terminated file system name.
+    let context =
+        own(unsafe { syscall(libc::SYS_fsopen, [c"proc".as_ptr() as usize, CLOEXEC, 0, 0, 0, 0]) })?;
+    let key = c"pidns";
+    let args =
+        [context.as_raw_fd() as usize, SET_FD, key.as_ptr() as usize, 0, namespace.as_raw_fd() as usize, 0];
+    // SAFETY: fsconfig on the open context with a static key and a namespace descriptor borrowed for the call.
+    unsafe { syscall(libc::SYS_fsconfig, args) }.map_err(std::io::Error::from_raw_os_error)?;
+    // SAFETY: FSCONFIG_CMD_CREATE takes no key or value.
+    unsafe { syscall(libc::SYS_fsconfig, [context.as_raw_fd() as usize, CMD_CREATE, 0, 0, 0, 0]) }
+        .map_err(std::io::Error::from_raw_os_error)?;
+    let attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+    // SAFETY: fsmount on the created context, with integer flags.
+    own(unsafe {
+        syscall(libc::SYS_fsmount, [context.as_raw_fd() as usize, CLOEXEC, attrs as usize, 0, 0, 0])
+    })
+}
+
 /// The kernel returns `-errno` in the range -4095..-1 on failure.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline]

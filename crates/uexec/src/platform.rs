@@ -52,27 +52,65 @@ pub fn proxy_route(rules: String) -> anyhow::Result<(ProxyRoute, std::net::TcpLi
     }
 }
 
-/// The sandbox of this platform with `setup`.
+/// The sandbox of this platform with `setup`, for the commands of [`spawner`].
 pub fn sandbox_with(setup: &SandboxSetup) -> Arc<dyn Sandbox> {
     #[cfg(target_os = "linux")]
     {
-        let mut sandbox = uexec_sandbox_linux::LinuxSandbox::default().with_hidden(setup.hidden.clone());
-        // With a PID namespace for sandboxed commands (uexec-pty's containment) they all share it: one sandbox
-        // per server, whose commands see and signal each other.
-        if let Some(uexec_pty::Containment::PidNamespace { .. }) = uexec_pty::containment() {
-            sandbox = match sandbox.with_shared_pid_namespace() {
-                Ok(shared) => shared,
-                Err(error) => {
-                    tracing::warn!(%error, "sandboxed commands keep their own signal scope: no shared PID namespace");
-                    uexec_sandbox_linux::LinuxSandbox::default().with_hidden(setup.hidden.clone())
-                }
-            };
-        }
-        match &setup.proxy {
-            Some(ProxyRoute::Namespace(ns)) => Arc::new(sandbox.with_proxy(ns.clone())),
-            None => Arc::new(sandbox),
-        }
+        sandbox_in(setup, uexec_pty::sandbox_pid_namespace())
     }
+    #[cfg(not(target_os = "linux"))]
+    {
+        sandbox_in(setup)
+    }
+}
+
+/// A spawner and a sandbox for one client of a server that serves several (`--listen`): the client's sandboxed
+/// commands get a PID namespace of their own (one sandbox per client: they see and signal each other across the
+/// client's sessions, never another client's), which dies with the client's engine.
+pub fn client_spawner_and_sandbox(setup: &SandboxSetup) -> (Arc<dyn ProcessSpawner>, Arc<dyn Sandbox>) {
+    let spawner = uexec_pty::PtySpawner::default().with_own_sandbox_namespace();
+    #[cfg(target_os = "linux")]
+    let sandbox =
+        sandbox_in(setup, spawner.sandbox_pid_namespace().map_err(|e| std::io::Error::other(e.to_string())));
+    #[cfg(not(target_os = "linux"))]
+    let sandbox = sandbox_in(setup);
+    (Arc::new(spawner), sandbox)
+}
+
+/// The sandbox of this platform with `setup`, whose commands run in the sandbox PID namespace `namespace`
+/// (uexec-pty's, when it has one): then they share it, one sandbox per server (or client), whose commands see
+/// and signal each other. Without it (or when it cannot be used) each command keeps its own signal scope and
+/// `hidepid` view, which is safe, only less convenient.
+#[cfg(target_os = "linux")]
+fn sandbox_in(
+    setup: &SandboxSetup,
+    namespace: std::io::Result<Option<std::os::fd::OwnedFd>>,
+) -> Arc<dyn Sandbox> {
+    use std::os::fd::AsFd;
+    let base = || uexec_sandbox_linux::LinuxSandbox::default().with_hidden(setup.hidden.clone());
+    let sandbox = match namespace {
+        Ok(Some(namespace)) => match base().with_pid_namespace(namespace.as_fd()) {
+            Ok(shared) => shared,
+            Err(error) => {
+                tracing::warn!(%error, "sandboxed commands keep their own signal scope: no shared PID namespace");
+                base()
+            }
+        },
+        Ok(None) => base(),
+        Err(error) => {
+            tracing::warn!(%error, "sandboxed commands keep their own signal scope: no shared PID namespace");
+            base()
+        }
+    };
+    match &setup.proxy {
+        Some(ProxyRoute::Namespace(ns)) => Arc::new(sandbox.with_proxy(ns.clone())),
+        None => Arc::new(sandbox),
+    }
+}
+
+/// The sandbox of this platform with `setup` (one PID namespace here: the host's).
+#[cfg(not(target_os = "linux"))]
+fn sandbox_in(setup: &SandboxSetup) -> Arc<dyn Sandbox> {
     #[cfg(target_os = "macos")]
     {
         let sandbox = uexec_sandbox_macos::SeatbeltSandbox::default().with_hidden(setup.hidden.clone());
@@ -133,13 +171,6 @@ pub fn machine_support() -> Vec<(String, String)> {
 /// (on macOS composed with the Seatbelt sandbox above; input-wait detection reports itself unavailable there).
 pub fn spawner() -> Arc<dyn ProcessSpawner> {
     Arc::new(uexec_pty::PtySpawner::default())
-}
-
-/// [`spawner`] for one client of a server that serves several (`--listen`): its sandboxed commands get a PID
-/// namespace of their own (one sandbox per client: they see and signal each other, never another client's),
-/// which dies with the client's engine.
-pub fn client_spawner() -> Arc<dyn ProcessSpawner> {
-    Arc::new(uexec_pty::PtySpawner::default().with_own_sandbox_namespace())
 }
 
 /// The sandbox of a platform uexec has no sandbox for: every `prepare` fails with

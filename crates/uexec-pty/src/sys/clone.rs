@@ -292,6 +292,11 @@ impl PidNamespaces {
         Ok(PidNamespaces { host, sandbox, displaced: AtomicBool::new(false) })
     }
 
+    /// The default sandbox namespace.
+    pub(crate) fn default_sandbox(&self) -> BorrowedFd<'_> {
+        self.sandbox.as_fd()
+    }
+
     /// The calling thread's active PID namespace (`/proc/thread-self/ns/pid`), to keep before unsharing.
     pub(crate) fn open_active() -> io::Result<OwnedFd> {
         Ok(rustix::fs::open(

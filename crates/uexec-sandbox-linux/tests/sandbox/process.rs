@@ -393,32 +393,56 @@ fn proc_shows_only_the_commands_own_processes() {
     assert!(probe.stdout.contains(&format!("signal: errno {}", libc::EPERM)), "{probe:?}");
 }
 
-/// Prepare `bash -c script` with a sandbox in shared-PID-namespace mode.
-fn prepare_shared(s: &Scratch, script: &str) -> uexec_ports::SandboxedSpawn {
+/// A PID namespace whose init is `sleep 60` (started from a thread that unshared one): the init, and the
+/// namespace's descriptor.
+fn pid_namespace_with_init() -> (std::process::Child, fs::File) {
+    let init = std::thread::spawn(|| {
+        // SAFETY: CLONE_NEWPID only changes where this (test-owned, short-lived) thread's children are created.
+        assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWPID) }, 0, "unshare(CLONE_NEWPID) as root");
+        std::process::Command::new("sleep").arg("60").stdin(std::process::Stdio::null()).spawn().unwrap()
+    })
+    .join()
+    .expect("the namespace thread");
+    let namespace = fs::File::open(format!("/proc/{}/ns/pid", init.id())).unwrap();
+    (init, namespace)
+}
+
+/// Prepare `bash -c script` with a sandbox whose commands run in the PID namespace `namespace`.
+fn prepare_shared(s: &Scratch, namespace: &fs::File, script: &str) -> uexec_ports::SandboxedSpawn {
+    use std::os::fd::AsFd;
     use uexec_ports::Sandbox;
     uexec_sandbox_linux::LinuxSandbox::default()
-        .with_shared_pid_namespace()
-        .expect("this process's PID namespace")
+        .with_pid_namespace(namespace.as_fd())
+        .expect("the namespace is identified")
         .prepare(crate::common::request(workspace_only(vec![], false), &["bash", "-c", script], &s.ws))
         .expect("this machine enforces every protection")
 }
 
-/// Run `spawn` from a fresh thread that unshared a PID namespace first: the command is created in a namespace of
-/// its own (as its init), as the process adapter's shared sandbox namespace would hold it.
-fn run_in_new_pid_namespace(spawn: &uexec_ports::process::SpawnRequest) -> crate::common::Probe {
+/// Run `spawn` in the PID namespace `namespace`: created by a fresh thread that entered it first (`setns`).
+fn run_in_pid_namespace(
+    namespace: &fs::File,
+    spawn: &uexec_ports::process::SpawnRequest,
+) -> crate::common::Probe {
+    use std::os::fd::AsRawFd;
     use std::os::unix::process::ExitStatusExt;
     use std::process::Stdio;
     let mut command = crate::common::command(spawn, &[], &[]);
     command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let fd = namespace.as_raw_fd();
     // The thread only creates the child (a thread whose children go to another PID namespace cannot start
     // threads, and reading the output takes two).
-    let child = std::thread::spawn(move || {
-        // SAFETY: CLONE_NEWPID only changes where this (test-owned, short-lived) thread's children are created.
-        assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWPID) }, 0, "unshare(CLONE_NEWPID) as root");
-        command.spawn().expect("spawn the probe")
-    })
-    .join()
-    .expect("the probe thread");
+    let child = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                // SAFETY: setns with an open namespace descriptor; CLONE_NEWPID only changes where this thread's
+                // children are created.
+                assert_eq!(unsafe { libc::setns(fd, libc::CLONE_NEWPID) }, 0, "setns(CLONE_NEWPID) as root");
+                command.spawn()
+            })
+            .join()
+            .expect("the probe thread")
+    });
+    let child = child.expect("spawn the probe");
     let (status, stdout, stderr) =
         crate::common::finish(child, crate::common::PROBE_TIMEOUT).expect("the probe finishes");
     let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
@@ -426,26 +450,50 @@ fn run_in_new_pid_namespace(spawn: &uexec_ports::process::SpawnRequest) -> crate
 }
 
 #[test]
-fn a_shared_pid_namespace_sandbox_runs_only_outside_the_servers_namespace() {
+fn a_shared_pid_namespace_sandbox_runs_only_in_its_namespace() {
     let s = Scratch::new();
-    // In another PID namespace the command runs, sees its namespace's processes without hidepid, and `$$`,
-    // `ps` and `/proc` agree.
-    let script = "echo pid=$$; ps -o pid= -p $$; mount | grep -c 'on /proc type proc.*hidepid' || true";
-    let probe = run_in_new_pid_namespace(&prepare_shared(&s, script).spawn);
+    let (mut init, namespace) = pid_namespace_with_init();
+    // In its namespace the command runs; `$$`, `ps` and `/proc` agree, and `/proc` (the procfs made once for
+    // the namespace) shows the namespace's other process, its init.
+    let script = "echo pid=$$; ps -o pid= -p $$; ps -o args= -p 1; \
+                  mount | grep -c 'on /proc type proc.*hidepid' || true";
+    let probe = run_in_pid_namespace(&namespace, &prepare_shared(&s, &namespace, script).spawn);
+    init.kill().unwrap();
+    init.wait().unwrap();
     assert!(probe.ok(), "{probe:?}");
     let lines: Vec<&str> = probe.stdout.lines().map(str::trim).collect();
-    assert_eq!(lines.first(), Some(&"pid=1"), "{probe:?}");
-    assert_eq!(lines.get(1), Some(&"1"), "ps agrees with $$: {probe:?}");
-    assert_eq!(lines.get(2), Some(&"0"), "the shared namespace's /proc hides nothing: {probe:?}");
-    // The twin: the same prepared command in the server's own namespace (where unsandboxed processes live) is
-    // refused before it runs: its signals would no longer be scoped.
-    let prepared = prepare_shared(&s, "echo RAN");
+    let pid = lines.first().and_then(|line| line.strip_prefix("pid=")).expect("pid=");
+    assert_ne!(pid, "1", "{probe:?}");
+    assert_eq!(lines.get(1), Some(&pid), "ps agrees with $$: {probe:?}");
+    assert_eq!(lines.get(2), Some(&"sleep 60"), "the namespace's init is listed: {probe:?}");
+    assert_eq!(lines.get(3), Some(&"0"), "the shared namespace's /proc hides nothing: {probe:?}");
+    // The twins: the same prepared command in the test's own namespace, or in another new one, is refused before
+    // it runs (its signals would no longer be scoped, its /proc would not be its namespace's).
+    let (mut other_init, other) = pid_namespace_with_init();
+    let prepared = prepare_shared(&s, &namespace, "echo RAN");
     let error = crate::common::command(&prepared.spawn, &[], &[])
         .stdin(std::process::Stdio::null())
         .output()
         .expect_err("a shared-namespace command in the server's own namespace must not start");
     assert_eq!(error.raw_os_error(), Some(libc::EPERM), "{error}");
-    // And the default sandbox (own signal scope, hidepid) runs in the server's namespace as before.
+    let mut command = crate::common::command(&prepared.spawn, &[], &[]);
+    command.stdin(std::process::Stdio::null());
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&other);
+    let spawned = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                // SAFETY: as in `run_in_pid_namespace`.
+                assert_eq!(unsafe { libc::setns(fd, libc::CLONE_NEWPID) }, 0);
+                command.spawn()
+            })
+            .join()
+            .expect("the probe thread")
+    });
+    other_init.kill().unwrap();
+    other_init.wait().unwrap();
+    let error = spawned.expect_err("a shared-namespace command in another namespace must not start");
+    assert_eq!(error.raw_os_error(), Some(libc::EPERM), "{error}");
+    // And the default sandbox (own signal scope, hidepid) runs in the test's namespace as before.
     let probe = bash(workspace_only(vec![], false), &s.ws, "mount | grep -c 'on /proc type proc.*hidepid'");
     assert_eq!(probe.stdout.trim(), "1", "{probe:?}");
 }

@@ -52,7 +52,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use uexec_engine::{Engine, EngineConfig, EngineDeps};
-use uexec_ports::{EventSink, Sandbox};
+use uexec_ports::EventSink;
 
 use super::StopReason;
 use super::approval::McpApprover;
@@ -74,7 +74,8 @@ struct Blueprint {
     config: EngineConfig,
     settings: Settings,
     instructions: String,
-    sandbox: Arc<dyn Sandbox>,
+    /// What each client's sandbox is made from (each client has a spawner and a sandbox of its own).
+    setup: crate::platform::SandboxSetup,
     events: Arc<dyn EventSink>,
 }
 
@@ -270,14 +271,10 @@ impl HttpClient {
             blueprint.settings.approval_policy,
             blueprint.settings.sandbox_policy.clone(),
         ));
+        let (spawner, sandbox) = crate::platform::client_spawner_and_sandbox(&blueprint.setup);
         let engine = Engine::new(
             blueprint.config.clone(),
-            EngineDeps {
-                spawner: crate::platform::client_spawner(),
-                sandbox: Arc::clone(&blueprint.sandbox),
-                approver: approver.clone(),
-                events: events.clone(),
-            },
+            EngineDeps { spawner, sandbox, approver: approver.clone(), events: events.clone() },
         );
         lock(&fleet.engines).insert(id, engine.clone());
         fleet.metrics.client_opened();
@@ -528,7 +525,7 @@ pub async fn serve(
         config,
         settings: settings.clone(),
         instructions: super::instructions(settings),
-        sandbox: crate::platform::sandbox_with(&setup),
+        setup,
         events,
     });
     let (calls, _) = watch::channel(0);
