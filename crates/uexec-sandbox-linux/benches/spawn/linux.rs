@@ -148,6 +148,12 @@ pub(crate) fn main() {
     for file in [".netrc", ".npmrc"] {
         std::fs::write(home.join(file), "secret\n").unwrap();
     }
+    // The server-wide sandbox: commands run in a PID namespace shared by the server's sandboxed commands (here the
+    // bench's own: it forks the commands itself), with a procfs made once for it and copied onto each `/proc`.
+    let own_namespace = std::fs::File::open("/proc/self/ns/pid").unwrap();
+    let shared = LinuxSandbox::default()
+        .with_pid_namespace(std::os::fd::AsFd::as_fd(&own_namespace))
+        .expect("the bench's PID namespace");
     let hiding = LinuxSandbox::default()
         .with_hidden(HiddenPaths { home: Some(home.clone()), patterns: HiddenPattern::defaults() });
     let request = || SandboxRequest {
@@ -209,6 +215,7 @@ pub(crate) fn main() {
         Mode { name: "hooks without mount namespace", samples: Vec::new(), cpu: Vec::new() },
         Mode { name: "hooks without seccomp", samples: Vec::new(), cpu: Vec::new() },
         Mode { name: "hooks without landlock", samples: Vec::new(), cpu: Vec::new() },
+        Mode { name: "server-wide sandbox (prepare + hooks)", samples: Vec::new(), cpu: Vec::new() },
     ];
     if bwrap.is_some() {
         modes.push(Mode { name: "bwrap", samples: Vec::new(), cpu: Vec::new() });
@@ -226,10 +233,15 @@ pub(crate) fn main() {
                     let code = spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &[]);
                     (started.elapsed(), code, None)
                 }
-                1 | 3 => {
+                1 | 3 | 8 => {
                     // Timed from `prepare` to the child's exit; mode 3 with the product's default hidden
-                    // locations.
-                    let prepared = if m == 1 { &sandbox } else { &hiding }.prepare(request()).unwrap();
+                    // locations, mode 8 in the server-wide sandbox's PID namespace.
+                    let chosen = match m {
+                        1 => &sandbox,
+                        3 => &hiding,
+                        _ => &shared,
+                    };
+                    let prepared = chosen.prepare(request()).unwrap();
                     let code = spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &prepared.spawn.setup);
                     (started.elapsed(), code, Some(prepared.spawn.setup))
                 }
@@ -303,6 +315,14 @@ pub(crate) fn main() {
         "the same in CPU time: {:.2}; load average {}",
         sandboxed_cpu.as_secs_f64() / base_cpu.as_secs_f64(),
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    );
+    let server_wide = median(&mut modes[8].samples.clone());
+    let server_wide_cpu = median(&mut modes[8].cpu.clone());
+    println!(
+        "server-wide sandbox (what `uexec mcp` and `uexec run` use with a PID namespace) / unsandboxed = {:.2}, \
+         in CPU time {:.2}",
+        server_wide.as_secs_f64() / base.as_secs_f64(),
+        server_wide_cpu.as_secs_f64() / base_cpu.as_secs_f64()
     );
     if let Some(bwrap_mode) = modes.iter_mut().find(|m| m.name == "bwrap") {
         let bw = median(&mut bwrap_mode.samples);
