@@ -85,6 +85,20 @@ fn sandboxed_sessions_see_and_stop_each_others_processes_and_nothing_else() {
     assert!(!out.contains("HOST-SIGNALLED"), "a host process can be signalled from the sandbox: {out}");
     assert!(out.contains("server-count=0"), "the server (or an init showing its arguments) is listed: {out}");
 
+    // It cannot read another session's environment, open files or directory (each command keeps its own Landlock
+    // domain, so no ptrace access across sessions), while its own are readable: the twin.
+    let probe = format!(
+        "p=$(pgrep -f '^sleep {dev}$'); tr '\\0' '\\n' < /proc/$p/environ | grep -c UEXEC_SESSION_TOKEN || echo environ-closed; \
+         readlink /proc/$p/fd/0 >/dev/null 2>&1 || echo fd-closed; readlink /proc/$p/cwd >/dev/null 2>&1 || echo cwd-closed; \
+         readlink /proc/$$/cwd >/dev/null && tr '\\0' '\\n' < /proc/$$/environ | grep -c UEXEC_SESSION_TOKEN"
+    );
+    let out = output(&server.call("exec_command", json!({ "cmd": probe, "login": false })));
+    assert!(
+        out.contains("environ-closed") && out.contains("fd-closed") && out.contains("cwd-closed"),
+        "{out}"
+    );
+    assert_eq!(out.lines().last().map(str::trim), Some("1"), "its own environment is readable: {out}");
+
     // ... and stops them: `kill <pid from ps>` and `pkill -f`.
     let stop = format!(
         "kill $(pgrep -f '^sleep {dev}$') && echo killed-dev; pkill -f '^sleep {daemon}$' && echo killed-daemon; \
