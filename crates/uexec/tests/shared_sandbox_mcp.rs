@@ -188,17 +188,26 @@ fn danger_full_access_sees_and_signals_host_processes_and_dies_with_the_server()
 }
 
 #[test]
-fn uexec_run_agrees_on_pids_in_both_modes() {
+fn uexec_run_agrees_on_pids_in_every_mode() {
     let ws = Workspace::new();
-    for mode in ["workspace-write", "danger-full-access"] {
-        let out = uexec_command(&ws, &["run", "--sandbox", mode, "--", "sh", "-c", IDENTITY])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{mode}: {out:?}");
+    let modes: [&[&str]; 5] = [
+        &["--sandbox", "workspace-write"],
+        &["--sandbox", "read-only"],
+        &["--network"],
+        &["--allow-domain", "example.com"],
+        &["--sandbox", "danger-full-access"],
+    ];
+    for mode in modes {
+        let mut args = vec!["run"];
+        args.extend_from_slice(mode);
+        args.extend_from_slice(&["--", "sh", "-c", IDENTITY]);
+        let out = uexec_command(&ws, &args).stdin(Stdio::null()).output().unwrap();
+        assert!(out.status.success(), "{mode:?}: {out:?}");
         let shell = assert_identity_agrees(&String::from_utf8_lossy(&out.stdout));
-        if mode == "danger-full-access" {
-            assert_ne!(shell, 2, "{mode}: a host pid, not the namespace's second");
+        if mode.contains(&"danger-full-access") {
+            assert!(shell > 2, "{mode:?}: a host pid, not the namespace's second: {shell}");
+        } else {
+            assert!(shell <= 3, "{mode:?}: the sandbox namespace's numbering: {shell}");
         }
     }
 }
