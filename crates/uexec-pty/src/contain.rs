@@ -96,8 +96,8 @@ pub enum ContainError {
 ///    signal each other and nothing else), a [`PidScope::Host`] session in the host's namespace (the thread
 ///    switches its children's namespace with `setns` before each spawn). When the host dies, even by SIGKILL,
 ///    the init dies and the kernel kills every process of the namespace; the host-scope sessions' processes
-///    are killed by a watchdog (a process forked here that waits for the host's end and then kills every
-///    process carrying one of its session tokens). Orphans in the namespace are reparented to its init,
+///    are killed by a watchdog (a process forked before the first host-scope session, which waits for the
+///    host's end and then kills every process carrying one of its session tokens). Orphans in the namespace are reparented to its init,
 ///    which reaps them; host-scope orphans go to the system's init.
 ///    With [`NamespacePolicy::OnCallingThread`] the calling thread itself does this, for a host that spawns
 ///    from that thread only and starts no thread afterwards: no helper thread, no hand-off per spawn.
@@ -249,25 +249,11 @@ fn thread_error(name: &'static str, error: &std::io::Error) -> ContainError {
 #[cfg(target_os = "linux")]
 struct NamespaceSetup {
     init: Pid,
-    host_alive: std::os::fd::OwnedFd,
-    host_alive_writer: std::os::fd::OwnedFd,
     namespaces: sys::PidNamespaces,
 }
 
-#[cfg(target_os = "linux")]
-impl NamespaceSetup {
-    fn thread_namespaces(&self) -> sys::ThreadNamespaces<'_> {
-        use std::os::fd::AsFd;
-        sys::ThreadNamespaces {
-            namespaces: &self.namespaces,
-            host_alive: self.host_alive.as_fd(),
-            host_alive_writer: self.host_alive_writer.as_fd(),
-        }
-    }
-}
-
-/// On the calling thread: unshare a PID namespace, fork its init into it, then the host's watchdog into the
-/// host's namespace. `Ok(None)` when a PID namespace cannot be created here (nothing changed); an error when
+/// On the calling thread: unshare a PID namespace and fork its init into it (the host's watchdog is forked
+/// later, before the first host-scope child). `Ok(None)` when a PID namespace cannot be created here (nothing changed); an error when
 /// the thread is in the namespace already but the rest failed (that cannot be undone).
 #[cfg(target_os = "linux")]
 fn set_up_namespace_here() -> Result<Option<NamespaceSetup>, ContainError> {
@@ -291,24 +277,11 @@ fn set_up_namespace_here() -> Result<Option<NamespaceSetup>, ContainError> {
     // The thread is in the namespace already: a failure from here on cannot be undone, so it is an error.
     let (reader, writer) = sys::pipe_cloexec().map_err(failed("pipe"))?;
     let init = sys::spawn_namespace_init(reader.as_fd(), writer.as_fd()).map_err(failed("clone"))?;
-    let namespaces = sys::PidNamespaces::after_unshare(host).map_err(failed("open(pid_for_children)"))?;
+    let namespaces = sys::PidNamespaces::after_unshare(host, reader, writer, entry.into_bytes())
+        .map_err(failed("open(pid_for_children)"))?;
     let _ = DEFAULT_SANDBOX_NAMESPACE
         .set(namespaces.default_sandbox().try_clone_to_owned().map_err(failed("dup"))?);
-    namespaces.enter(sys::Target::Host).map_err(namespace_error)?;
-    sys::spawn_host_watchdog(reader.as_fd(), writer.as_fd(), entry.as_bytes()).map_err(failed("clone"))?;
-    namespaces.back_to_default();
-    Ok(Some(NamespaceSetup { init, host_alive: reader, host_alive_writer: writer, namespaces }))
-}
-
-/// A failure to switch a thread's children's PID namespace, as a containment error.
-#[cfg(target_os = "linux")]
-fn namespace_error(failure: sys::SpawnFailure) -> ContainError {
-    match failure {
-        sys::SpawnFailure::Os { call, errno } => ContainError::NamespaceInit(OsError::new(call, errno)),
-        sys::SpawnFailure::Child(child) => {
-            ContainError::NamespaceInit(OsError::new(child.stage.call(), child.errno))
-        }
-    }
+    Ok(Some(NamespaceSetup { init, namespaces }))
 }
 
 /// The calling thread unshares a PID namespace and forks its init; `Ok(None)` when a PID namespace cannot be
@@ -336,7 +309,7 @@ fn start_namespace_thread() -> Result<Option<u32>, ContainError> {
                 // This thread must live as long as the process: it is the parent of the init, the watchdog and
                 // every session leader, whose parent-death signal fires when it ends; `setup` holds the write
                 // end of the pipe that keeps the init and the watchdog waiting.
-                sys::serve_spawn_jobs(&jobs_rx, Some(&setup.thread_namespaces()));
+                sys::serve_spawn_jobs(&jobs_rx, Some(&setup.namespaces));
                 loop {
                     std::thread::park();
                 }
@@ -425,10 +398,7 @@ pub(crate) fn new_sandbox_namespace() -> Result<Option<OwnNamespace>, OsError> {
     {
         let made = match placement() {
             Placement::CallingThreadInNamespace(_) => match NAMESPACE_HERE.get() {
-                Some((_, setup)) => {
-                    use std::os::fd::AsFd;
-                    setup.namespaces.create_sandbox(setup.host_alive.as_fd(), setup.host_alive_writer.as_fd())
-                }
+                Some((_, setup)) => setup.namespaces.create_sandbox(),
                 None => return Ok(None),
             },
             Placement::NamespaceThread(jobs) => {

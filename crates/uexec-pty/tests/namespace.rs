@@ -69,10 +69,6 @@ async fn sessions_work_inside_the_pid_namespace() {
 async fn host_scope_sessions_use_the_hosts_pids_and_sandbox_sessions_signal_each_other() {
     let init = contained();
     let spawner = PtySpawner::default();
-    eventually("the host's watchdog runs", || {
-        children_named(std::process::id(), "uexec-watchdog").len() == 1
-    })
-    .await;
 
     // A host-scope session: `$$`, `/proc/self` and the host agree on its pid.
     let mut process = spawner.spawn_request(sh("echo pid=$$; cut -d' ' -f1 /proc/self/stat", false)).unwrap();
@@ -80,6 +76,11 @@ async fn host_scope_sessions_use_the_hosts_pids_and_sandbox_sessions_signal_each
     let mut lines = text.lines();
     let pid: u32 = lines.next().unwrap().strip_prefix("pid=").unwrap().parse().unwrap();
     assert_eq!(pid, process.control.pid(), "a host-scope session has the host's pid");
+    // The first host-scope session started the host's watchdog.
+    eventually("the host's watchdog runs", || {
+        children_named(std::process::id(), "uexec-watchdog").len() == 1
+    })
+    .await;
     let cat: u32 = lines.next().unwrap().parse().unwrap();
     assert!(cat > pid, "/proc shows the host's numbering: {text}");
     assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(0));

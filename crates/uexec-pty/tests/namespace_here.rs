@@ -43,11 +43,18 @@ fn the_calling_thread_spawns_inside_its_own_pid_namespace() {
         assert_eq!(stat_fields(process.control.pid() as i32)[1], std::process::id().to_string(), "our child");
         assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(4));
 
+        // Only sandbox-scope sessions so far: no watchdog was forked (`uexec run` of a sandboxed command pays
+        // nothing for it).
+        assert!(children_named(std::process::id(), "uexec-watchdog").is_empty(), "no watchdog yet");
         // A host-scope session from the same thread runs in the host's namespace, with its pid there; the next
         // sandbox-scope one is back in the sessions' namespace.
         let mut process = spawner.spawn_request(sh("echo pid=$$", false)).unwrap();
         let text = String::from_utf8(drain(&mut process.output).await).unwrap();
         assert_eq!(text.trim(), format!("pid={}", process.control.pid()), "host numbering");
+        eventually("the host's watchdog runs", || {
+            children_named(std::process::id(), "uexec-watchdog").len() == 1
+        })
+        .await;
         assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(0));
         let mut process = spawner.spawn_request(in_sandbox(sh("echo pid=$$", false))).unwrap();
         let text = String::from_utf8(drain(&mut process.output).await).unwrap();

@@ -263,6 +263,15 @@ pub(crate) struct PidNamespaces {
     sandbox: OwnedFd,
     /// True while this thread's children would not go to the default sandbox namespace (a switch back failed).
     displaced: AtomicBool,
+    /// The pipe whose write end the host keeps open for its whole life: the inits and the watchdog wait for its
+    /// end of file.
+    host_alive: OwnedFd,
+    host_alive_writer: OwnedFd,
+    /// `UEXEC_SESSION_TOKEN=<host prefix>`, for the watchdog.
+    token_entry: Vec<u8>,
+    /// True once the watchdog runs (started before the first host-scope child: a host that never starts one,
+    /// `uexec run` of a sandboxed command, pays nothing for it).
+    watchdog: AtomicBool,
 }
 
 /// Where a child is created.
@@ -287,9 +296,34 @@ pub(crate) struct NewNamespace {
 impl PidNamespaces {
     /// The calling thread's namespaces: `host` is its active one (opened before it unshared the sandbox's);
     /// the sandbox's is where its children go now, and needs that namespace's init to exist already.
-    pub(crate) fn after_unshare(host: OwnedFd) -> io::Result<Self> {
+    pub(crate) fn after_unshare(
+        host: OwnedFd,
+        host_alive: OwnedFd,
+        host_alive_writer: OwnedFd,
+        token_entry: Vec<u8>,
+    ) -> io::Result<Self> {
         let sandbox = open_children_namespace()?;
-        Ok(PidNamespaces { host, sandbox, displaced: AtomicBool::new(false) })
+        Ok(PidNamespaces {
+            host,
+            sandbox,
+            displaced: AtomicBool::new(false),
+            host_alive,
+            host_alive_writer,
+            token_entry,
+            watchdog: AtomicBool::new(false),
+        })
+    }
+
+    /// Start the host's watchdog (see [`spawn_host_watchdog`]) unless it runs; the calling thread's children go
+    /// to the host's namespace.
+    pub(crate) fn ensure_watchdog(&self) -> Result<(), SpawnFailure> {
+        if self.watchdog.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        spawn_host_watchdog(self.host_alive.as_fd(), self.host_alive_writer.as_fd(), &self.token_entry)
+            .map_err(|e| SpawnFailure::Os { call: "clone (the host's watchdog)", errno: errno_of(&e) })?;
+        self.watchdog.store(true, Ordering::Relaxed);
+        Ok(())
     }
 
     /// The default sandbox namespace.
@@ -333,11 +367,8 @@ impl PidNamespaces {
     /// A new sandbox namespace beside the default one: from the host's namespace, unshare a PID namespace and
     /// fork its init (as for the default one: `host_alive` is the pipe the host keeps open), then open it. The
     /// thread is back in the default sandbox namespace afterwards.
-    pub(crate) fn create_sandbox(
-        &self,
-        host_alive: BorrowedFd<'_>,
-        host_alive_writer: BorrowedFd<'_>,
-    ) -> io::Result<NewNamespace> {
+    pub(crate) fn create_sandbox(&self) -> io::Result<NewNamespace> {
+        let (host_alive, host_alive_writer) = (self.host_alive.as_fd(), self.host_alive_writer.as_fd());
         let to_io = |failure: SpawnFailure| match failure {
             SpawnFailure::Os { errno, .. } => io::Error::from_raw_os_error(errno),
             SpawnFailure::Child(child) => io::Error::from_raw_os_error(child.errno),

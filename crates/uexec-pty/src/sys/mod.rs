@@ -39,8 +39,7 @@ use crate::error::errno_of;
 
 #[cfg(target_os = "linux")]
 pub(crate) use clone::{
-    NewNamespace, PidNamespaces, Target, spawn_host_watchdog, spawn_namespace_init, unshare_pid_namespace,
-    wait_any_exited_nowait,
+    NewNamespace, PidNamespaces, Target, spawn_namespace_init, unshare_pid_namespace, wait_any_exited_nowait,
 };
 #[cfg(target_os = "macos")]
 pub(crate) use macos::{all_pids, bsd_info, drain_kqueue, kqueue_for_exit, process_arguments};
@@ -435,31 +434,22 @@ pub(crate) fn spawn_via(
     answer.recv().map_err(|_| gone)?
 }
 
-/// The PID namespaces a spawning thread keeps, and the pipe that tells the inits it makes that the host lives.
-#[cfg(target_os = "linux")]
-pub(crate) struct ThreadNamespaces<'a> {
-    pub(crate) namespaces: &'a PidNamespaces,
-    pub(crate) host_alive: BorrowedFd<'a>,
-    pub(crate) host_alive_writer: BorrowedFd<'a>,
-}
-
 /// Serve jobs until every sender is gone. `namespaces`: the PID namespaces this thread keeps (it unshared the
 /// default sandbox's), if any; each child is then created in the one its scope names. Without them every child
 /// is created where this thread's children go.
 #[cfg(target_os = "linux")]
-pub(crate) fn serve_spawn_jobs(jobs: &mpsc::Receiver<Job>, namespaces: Option<&ThreadNamespaces<'_>>) {
+pub(crate) fn serve_spawn_jobs(jobs: &mpsc::Receiver<Job>, namespaces: Option<&PidNamespaces>) {
     for job in jobs {
         match job {
             Job::Spawn(job) => {
                 // SAFETY: see `SpawnJob`: the requester is blocked until we reply or drop the job.
                 let plan = unsafe { &*job.plan };
-                let result =
-                    spawn_in_scope(namespaces.map(|n| n.namespaces), plan, job.backend, job.fork, &job.scope);
+                let result = spawn_in_scope(namespaces, plan, job.backend, job.fork, &job.scope);
                 let _ = job.reply.send(result);
             }
             Job::NewNamespace(reply) => {
                 let made = match namespaces {
-                    Some(n) => n.namespaces.create_sandbox(n.host_alive, n.host_alive_writer),
+                    Some(namespaces) => namespaces.create_sandbox(),
                     None => Err(io::Error::from_raw_os_error(libc::ENOTSUP)),
                 };
                 let _ = reply.send(made);
@@ -502,6 +492,13 @@ pub(crate) fn spawn_in_scope(
         JobScope::Namespace(fd) => Target::Sandbox(unsafe { BorrowedFd::borrow_raw(*fd) }),
     };
     namespaces.enter(target)?;
+    if matches!(target, Target::Host)
+        && let Err(failure) = namespaces.ensure_watchdog()
+    {
+        // Without the watchdog the child's daemons could outlive a SIGKILL of the host: nothing is spawned.
+        namespaces.back_to_default();
+        return Err(failure);
+    }
     let spawned = spawn_child(plan, backend, fork, !matches!(target, Target::Host));
     if !matches!(target, Target::DefaultSandbox) {
         namespaces.back_to_default();
