@@ -218,12 +218,38 @@ fn open_no_symlinks(path: &std::ffi::CStr, flags: i32) -> std::io::Result<std::o
 /// `nodev`, `noexec`) as a detached mount: `fsopen`, `fsconfig`, `fsmount`. Made once per sandbox in the parent;
 /// each child attaches copies of it over the hidden directories instead of creating a tmpfs of its own.
 pub(crate) fn empty_read_only_tmpfs() -> std::io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    detached_read_only_mount(c"tmpfs", |context| {
+        fsconfig(context, FSCONFIG_SET_STRING, c"size", Some(c"4k"), 0)?;
+        fsconfig(context, FSCONFIG_SET_STRING, c"nr_inodes", Some(c"1"), 0)?;
+        fsconfig(context, FSCONFIG_SET_STRING, c"mode", Some(c"000"), 0)?;
+        fsconfig(context, FSCONFIG_SET_FLAG, c"ro", None, 0)
+    })
+}
+
+/// A read-only procfs for the PID namespace `namespace` (`fsconfig` `pidns=`, Linux 6.15), as a detached mount
+/// (`fsmount` with `RDONLY|NOSUID|NODEV|NOEXEC`): made once, copied onto each command's `/proc`.
+pub(crate) fn procfs_for(namespace: std::os::fd::BorrowedFd<'_>) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsRawFd;
+    detached_read_only_mount(c"proc", |context| {
+        fsconfig(context, FSCONFIG_SET_FD, c"pidns", None, namespace.as_raw_fd() as usize)
+    })
+}
+
+/// `FSCONFIG_SET_FLAG`, `FSCONFIG_SET_STRING`, `FSCONFIG_SET_FD`.
+const FSCONFIG_SET_FLAG: usize = 0;
+const FSCONFIG_SET_STRING: usize = 1;
+const FSCONFIG_SET_FD: usize = 5;
+
+/// A new file system of type `name` (`fsopen`), configured by `configure`, created, and mounted detached with
+/// `RDONLY|NOSUID|NODEV|NOEXEC` (`fsmount`); close-on-exec descriptors throughout.
+fn detached_read_only_mount(
+    name: &std::ffi::CStr,
+    configure: impl FnOnce(std::os::fd::BorrowedFd<'_>) -> std::io::Result<()>,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
     /// `FSOPEN_CLOEXEC`, `FSMOUNT_CLOEXEC`.
     const CLOEXEC: usize = 1;
-    /// `FSCONFIG_SET_FLAG`, `FSCONFIG_SET_STRING`, `FSCONFIG_CMD_CREATE`.
-    const SET_FLAG: usize = 0;
-    const SET_STRING: usize = 1;
+    /// `FSCONFIG_CMD_CREATE`.
     const CMD_CREATE: usize = 6;
     let own = |ret: Result<usize, i32>| -> std::io::Result<OwnedFd> {
         let fd = ret.map_err(std::io::Error::from_raw_os_error)?;
@@ -231,19 +257,9 @@ pub(crate) fn empty_read_only_tmpfs() -> std::io::Result<std::os::fd::OwnedFd> {
         // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
         Ok(unsafe { OwnedFd::from_raw_fd(fd) })
     };
-    // SAFETY: fsopen with a static NUL-terminated file system name.
-    let context =
-        own(unsafe { syscall(libc::SYS_fsopen, [c"tmpfs".as_ptr() as usize, CLOEXEC, 0, 0, 0, 0]) })?;
-    let fsconfig = |command: usize, key: &std::ffi::CStr, value: Option<&std::ffi::CStr>| {
-        let value = value.map_or(0, |v| v.as_ptr() as usize);
-        let args = [context.as_raw_fd() as usize, command, key.as_ptr() as usize, value, 0, 0];
-        // SAFETY: fsconfig on the open context with static NUL-terminated key and value strings (or none).
-        unsafe { syscall(libc::SYS_fsconfig, args) }.map_err(std::io::Error::from_raw_os_error)
-    };
-    fsconfig(SET_STRING, c"size", Some(c"4k"))?;
-    fsconfig(SET_STRING, c"nr_inodes", Some(c"1"))?;
-    fsconfig(SET_STRING, c"mode", Some(c"000"))?;
-    fsconfig(SET_FLAG, c"ro", None)?;
+    // SAFETY: fsopen with a NUL-terminated file system name.
+    let context = own(unsafe { syscall(libc::SYS_fsopen, [name.as_ptr() as usize, CLOEXEC, 0, 0, 0, 0]) })?;
+    configure(context.as_fd())?;
     // SAFETY: FSCONFIG_CMD_CREATE takes no key or value.
     unsafe { syscall(libc::SYS_fsconfig, [context.as_raw_fd() as usize, CMD_CREATE, 0, 0, 0, 0]) }
         .map_err(std::io::Error::from_raw_os_error)?;
@@ -254,37 +270,21 @@ pub(crate) fn empty_read_only_tmpfs() -> std::io::Result<std::os::fd::OwnedFd> {
     })
 }
 
-/// A read-only procfs for the PID namespace `namespace` (`fsconfig` `pidns=`, Linux 6.15), as a detached mount
-/// (`fsmount` with `RDONLY|NOSUID|NODEV|NOEXEC`): made once, copied onto each command's `/proc`.
-pub(crate) fn procfs_for(namespace: std::os::fd::BorrowedFd<'_>) -> std::io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    /// `FSOPEN_CLOEXEC`, `FSMOUNT_CLOEXEC`.
-    const CLOEXEC: usize = 1;
-    /// `FSCONFIG_SET_FD`, `FSCONFIG_CMD_CREATE`.
-    const SET_FD: usize = 5;
-    const CMD_CREATE: usize = 6;
-    let own = |ret: Result<usize, i32>| -> std::io::Result<OwnedFd> {
-        let fd = ret.map_err(std::io::Error::from_raw_os_error)?;
-        let fd = i32::try_from(fd).map_err(|_| std::io::Error::from_raw_os_error(libc::EBADF))?;
-        // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-    };
-    // SAFETY: fsopen with a static NUL-terminated file system name.
-    let context =
-        own(unsafe { syscall(libc::SYS_fsopen, [c"proc".as_ptr() as usize, CLOEXEC, 0, 0, 0, 0]) })?;
-    let key = c"pidns";
-    let args =
-        [context.as_raw_fd() as usize, SET_FD, key.as_ptr() as usize, 0, namespace.as_raw_fd() as usize, 0];
-    // SAFETY: fsconfig on the open context with a static key and a namespace descriptor borrowed for the call.
-    unsafe { syscall(libc::SYS_fsconfig, args) }.map_err(std::io::Error::from_raw_os_error)?;
-    // SAFETY: FSCONFIG_CMD_CREATE takes no key or value.
-    unsafe { syscall(libc::SYS_fsconfig, [context.as_raw_fd() as usize, CMD_CREATE, 0, 0, 0, 0]) }
-        .map_err(std::io::Error::from_raw_os_error)?;
-    let attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
-    // SAFETY: fsmount on the created context, with integer flags.
-    own(unsafe {
-        syscall(libc::SYS_fsmount, [context.as_raw_fd() as usize, CLOEXEC, attrs as usize, 0, 0, 0])
-    })
+/// `fsconfig(context, command, key, value, aux)`: a string value, or none, and an integer (a descriptor for
+/// `FSCONFIG_SET_FD`).
+fn fsconfig(
+    context: std::os::fd::BorrowedFd<'_>,
+    command: usize,
+    key: &std::ffi::CStr,
+    value: Option<&std::ffi::CStr>,
+    aux: usize,
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let value = value.map_or(0, |v| v.as_ptr() as usize);
+    let args = [context.as_raw_fd() as usize, command, key.as_ptr() as usize, value, aux, 0];
+    // SAFETY: fsconfig on an open context with NUL-terminated key and value strings (or none) and an integer,
+    // all alive for the call.
+    unsafe { syscall(libc::SYS_fsconfig, args) }.map(drop).map_err(std::io::Error::from_raw_os_error)
 }
 
 /// The kernel returns `-errno` in the range -4095..-1 on failure.
