@@ -170,9 +170,8 @@ static REAPER_ACTIVE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicB
 #[cfg(target_os = "linux")]
 static SPAWNS: (Mutex<u64>, std::sync::Condvar) = (Mutex::new(0), std::sync::Condvar::new());
 
-/// The thread that entered the PID namespace itself ([`NamespacePolicy::OnCallingThread`]), the write end of
-/// the pipe that tells its init and the watchdog the host is alive (kept open for the life of the process),
-/// and the namespaces that thread switches its children between.
+/// The thread that entered the PID namespace itself ([`NamespacePolicy::OnCallingThread`]) and what it set up
+/// (kept for the life of the process).
 #[cfg(target_os = "linux")]
 static NAMESPACE_HERE: OnceLock<(std::thread::ThreadId, NamespaceSetup)> = OnceLock::new();
 
@@ -244,8 +243,8 @@ fn thread_error(name: &'static str, error: &std::io::Error) -> ContainError {
     ContainError::Thread { name, error: OsError::new("pthread_create", crate::error::errno_of(error)) }
 }
 
-/// What a thread that unshared the sandbox's PID namespace keeps: the write end of the pipe that tells the
-/// init and the watchdog the host is alive, and the two namespaces.
+/// What a thread that unshared the sandbox's PID namespace keeps: the init's pid, and the namespaces with the
+/// pipe that tells the inits and the watchdog the host is alive.
 #[cfg(target_os = "linux")]
 struct NamespaceSetup {
     init: Pid,
@@ -253,8 +252,8 @@ struct NamespaceSetup {
 }
 
 /// On the calling thread: unshare a PID namespace and fork its init into it (the host's watchdog is forked
-/// later, before the first host-scope child). `Ok(None)` when a PID namespace cannot be created here (nothing changed); an error when
-/// the thread is in the namespace already but the rest failed (that cannot be undone).
+/// later, before the first host-scope child). `Ok(None)` when a PID namespace cannot be created here (nothing
+/// changed); an error when the thread is in the namespace already but the rest failed (that cannot be undone).
 #[cfg(target_os = "linux")]
 fn set_up_namespace_here() -> Result<Option<NamespaceSetup>, ContainError> {
     use std::os::fd::AsFd;
