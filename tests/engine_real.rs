@@ -618,3 +618,56 @@ async fn the_login_snapshot_is_captured_once_and_replayed_into_every_command() {
     drop(engine);
     assert_eq!(std::fs::read_dir(&state).unwrap().count(), 0, "the engine removes its snapshots");
 }
+
+/// Records which thread emitted each output delta (the reader task emits them) and every `End`.
+#[derive(Default)]
+struct ReaderThreads {
+    delta_threads: Mutex<Vec<String>>,
+    ends: Mutex<Vec<String>>,
+}
+
+impl EventSink for ReaderThreads {
+    fn emit(&self, event: ExecEvent) {
+        match event {
+            ExecEvent::OutputDelta { .. } => {
+                let name = std::thread::current().name().unwrap_or_default().to_owned();
+                self.delta_threads.lock().unwrap().push(name);
+            }
+            ExecEvent::End { aggregated_output, .. } => self.ends.lock().unwrap().push(aggregated_output),
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_are_read_on_the_output_runtime_when_one_is_given() {
+    let output = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("test-output")
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut config = EngineConfig::new(std::env::temp_dir());
+    config.base_env = std::env::vars_os().collect();
+    config.output_runtime = Some(output.handle().clone());
+    let events = Arc::new(ReaderThreads::default());
+    let engine = unsandboxed_engine(config, Arc::clone(&events) as Arc<dyn EventSink>);
+    // A terminal and a pipe, each printing more than one read's worth, then a screen to render.
+    let lines = "seq 1 40000; printf '\\033[2J\\033[3;5Hdone'; read -r line";
+    let tty = engine.exec_command(cmd(lines, true, 3_000)).await.unwrap();
+    let id = tty.session_id.expect("waiting on its read");
+    let screen = engine.screen(id).await.unwrap();
+    assert_eq!(screen.split('\n').nth(2), Some("    done"), "{screen:?}");
+    engine.close_session(id).await.unwrap();
+    let pipe = engine.exec_command(cmd("seq 1 40000", false, 10_000)).await.unwrap();
+    assert_eq!(pipe.exit_code, Some(0), "{pipe:?}");
+    assert!(pipe.output.ends_with("40000\n"), "{pipe:?}");
+    let threads = events.delta_threads.lock().unwrap().clone();
+    assert!(!threads.is_empty());
+    assert!(threads.iter().all(|name| name == "test-output"), "{threads:?}");
+    let ends = events.ends.lock().unwrap().clone();
+    assert_eq!(ends.len(), 2);
+    assert!(ends[1].starts_with("1\n2\n3\n") && ends[1].ends_with("39999\n40000\n"), "{}", &ends[1][..40]);
+    engine.shutdown().await;
+    output.shutdown_background();
+}

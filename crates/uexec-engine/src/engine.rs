@@ -690,7 +690,13 @@ impl Inner {
             tty: spec.tty,
             protections: report.clone(),
         });
-        Ok(Session::start(spec.clone(), report, process, Arc::clone(&self.deps.events)))
+        Ok(Session::start(
+            spec.clone(),
+            report,
+            process,
+            Arc::clone(&self.deps.events),
+            self.config.output_runtime.as_ref(),
+        ))
     }
 
     async fn exec_command(&self, req: ExecCommandRequest) -> Result<ExecResponse, ExecError> {
