@@ -446,8 +446,11 @@ impl HeadTailBuffer {
         if keep > 0 {
             // The rendered end is kept bytes (a marker ends in a newline), in the tail or, when it is empty and
             // nothing was dropped, in the head.
-            let carried =
-                if taken.tail_len > 0 { taken.split_tail_off(keep) } else { taken.split_head_off(taken.head_len - keep) };
+            let carried = if taken.tail_len > 0 {
+                taken.split_tail_off(keep)
+            } else {
+                taken.split_head_off(taken.head_len - keep)
+            };
             self.push_pieces(carried);
         }
         taken
@@ -684,7 +687,6 @@ mod tests {
                 out
             }
         }
-
     }
 
     #[test]

@@ -338,7 +338,10 @@ impl Session {
             // rendered outside the lock.
             let (exit_code, transcript) = {
                 let mut shared = self.lock();
-                (shared.exit_code.unwrap_or(UNKNOWN_EXIT_CODE), std::mem::replace(&mut shared.transcript, HeadTailBuffer::new(0)))
+                (
+                    shared.exit_code.unwrap_or(UNKNOWN_EXIT_CODE),
+                    std::mem::replace(&mut shared.transcript, HeadTailBuffer::new(0)),
+                )
             };
             let aggregated_output = transcript.to_string_lossy();
             drop(transcript);

@@ -112,7 +112,9 @@ pub fn output_runtime() -> Option<tokio::runtime::Handle> {
             .on_thread_start(lower_priority)
             .enable_all()
             .build()
-            .inspect_err(|err| tracing::warn!("cannot start the output runtime, output is read on the server's: {err}"))
+            .inspect_err(|err| {
+                tracing::warn!("cannot start the output runtime, output is read on the server's: {err}")
+            })
             .ok()
     });
     runtime.as_ref().map(|runtime| runtime.handle().clone())
