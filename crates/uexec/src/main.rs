@@ -121,6 +121,7 @@ pub fn output_runtime() -> Option<tokio::runtime::Handle> {
 }
 
 /// How much less CPU priority the output runtime's threads have than the server's (`nice` steps).
+#[cfg(target_os = "linux")]
 const OUTPUT_NICENESS: i32 = 10;
 
 /// Lower the calling thread's CPU priority (Linux: `setpriority` on a thread affects that thread only). When
