@@ -70,18 +70,12 @@ pub struct EngineConfig {
     /// uv, yarn, pnpm, go and XDG cache variables pointing into it when it is one of the policy's writable
     /// roots (the app adds it under `workspace-write`). `None` (the default): no cache variables.
     pub sandbox_cache: Option<PathBuf>,
-    /// The runtime that reads the sessions' output (each session's reader task: reading, the screen model, the
-    /// buffers). `None` (the default): the runtime of the call that spawned the session. A server gives it a
-    /// runtime of its own, so that sessions streaming at full speed take turns with each other on its threads,
-    /// not with the calls and answers on the server's: a call due at its deadline is then woken and answered on
-    /// time whatever the sessions print (the OS shares the cores between the two runtimes' threads).
-    pub output_runtime: Option<tokio::runtime::Handle>,
 }
 
 impl EngineConfig {
     /// The defaults: `on-request`, `workspace-write` without network, fail closed, inherit the whole (empty)
     /// base environment, reference limits, no rules, `/bin/bash`, protections noted only when news, random ids, no
-    /// `apply_patch` interception, no login snapshots, no sandbox cache, output read on the caller's runtime.
+    /// `apply_patch` interception, no login snapshots, no sandbox cache.
     pub fn new(cwd: PathBuf) -> Self {
         EngineConfig {
             approval_policy: ApprovalPolicy::default(),
@@ -98,7 +92,6 @@ impl EngineConfig {
             apply_patch_program: None,
             snapshot_dir: None,
             sandbox_cache: None,
-            output_runtime: None,
         }
     }
 }

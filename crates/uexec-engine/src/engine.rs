@@ -690,13 +690,7 @@ impl Inner {
             tty: spec.tty,
             protections: report.clone(),
         });
-        Ok(Session::start(
-            spec.clone(),
-            report,
-            process,
-            Arc::clone(&self.deps.events),
-            self.config.output_runtime.as_ref(),
-        ))
+        Ok(Session::start(spec.clone(), report, process, Arc::clone(&self.deps.events)))
     }
 
     async fn exec_command(&self, req: ExecCommandRequest) -> Result<ExecResponse, ExecError> {

@@ -155,14 +155,12 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    /// Wrap a freshly spawned process and start its reader task (on `output`, else on the current runtime) and
-    /// its waiter task. Must run inside a tokio runtime.
+    /// Wrap a freshly spawned process and start its reader and waiter tasks. Must run inside a tokio runtime.
     pub(crate) fn start(
         spec: SessionSpec,
         protections: ProtectionReport,
         process: SpawnedProcess,
         events: Arc<dyn EventSink>,
-        output: Option<&tokio::runtime::Handle>,
     ) -> Arc<Session> {
         let now = Instant::now();
         let screen = if spec.tty { Screen::new().map(Mutex::new) } else { None };
@@ -192,11 +190,7 @@ impl Session {
             end_emitted: AtomicBool::new(false),
             removed: AtomicBool::new(false),
         });
-        let reader = read_loop(Arc::clone(&session), process.output);
-        match output {
-            Some(runtime) => drop(runtime.spawn(reader)),
-            None => drop(tokio::spawn(reader)),
-        }
+        tokio::spawn(read_loop(Arc::clone(&session), process.output));
         tokio::spawn(wait_loop(Arc::clone(&session)));
         session
     }

@@ -99,41 +99,6 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-/// The runtime that reads the sessions' output for the servers (`EngineConfig::output_runtime`): threads of
-/// their own, so that sessions streaming at full speed never hold the calls and answers of the server's runtime
-/// back. Built once and kept for the life of the process; `None` (output read on the server's runtime) if it
-/// cannot be built.
-pub fn output_runtime() -> Option<tokio::runtime::Handle> {
-    static OUTPUT: std::sync::OnceLock<Option<tokio::runtime::Runtime>> = std::sync::OnceLock::new();
-    let runtime = OUTPUT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("uexec-output")
-            .on_thread_start(lower_priority)
-            .enable_all()
-            .build()
-            .inspect_err(|err| {
-                tracing::warn!("cannot start the output runtime, output is read on the server's: {err}")
-            })
-            .ok()
-    });
-    runtime.as_ref().map(|runtime| runtime.handle().clone())
-}
-
-/// How much less CPU priority the output runtime's threads have than the server's (`nice` steps).
-#[cfg(target_os = "linux")]
-const OUTPUT_NICENESS: i32 = 10;
-
-/// Lower the calling thread's CPU priority (Linux: `setpriority` on a thread affects that thread only). When
-/// sessions stream faster than the server can read, reading them is the work that waits: calls, answers and
-/// spawns go first. Elsewhere the priority is the process's, left as it is.
-fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    if let Err(err) = rustix::process::setpriority_process(None, OUTPUT_NICENESS) {
-        tracing::debug!("cannot lower the output thread's priority: {err}");
-    }
-}
-
 fn run_mcp(args: &cli::McpArgs) -> Result<ExitCode> {
     let ctx = ProcessContext::current()?;
     let settings = Settings::resolve(&args.policy, args.audit_log.as_deref(), &ctx)?;
@@ -235,7 +200,6 @@ pub fn engine_config(settings: &Settings) -> EngineConfig {
     config.report_protections = settings.report_protections;
     config.snapshot_dir = settings.state_dir.as_ref().map(|dir| dir.join("snapshots"));
     config.sandbox_cache = settings.sandbox_cache.clone();
-    config.output_runtime = output_runtime();
     // `apply_patch` calls run as this binary's `apply-patch` subcommand.
     config.apply_patch_program = std::env::current_exe()
         .ok()
