@@ -670,9 +670,13 @@ fn load(uexec: &Path, streamers: usize, stream_mib: usize, idle_secs: u64) -> Ve
     let streamed_in = started.elapsed();
     let hwm = status_kib(pid, "VmHWM:");
     let right = (0..streamers).filter(|n| exit_of.get(n) == Some(&((*n % 100 + 1) as i64))).count();
-    // Per streaming session: its 1 MiB output buffer, the 1 MiB transcript kept for the `End` event, and up to
-    // 1 MiB copied out of the buffer while a response is cut to its budget; plus 32 MiB for the rest.
-    let bound_kib = start_rss + (streamers as u64) * 3 * 1024 + 32 * 1024;
+    // Per streaming session, 1.5 MiB: the output buffer and the `End` transcript share their chunks, so what a
+    // session holds is three distinct 512 KiB runs of its stream: the transcript's head (its first bytes), the
+    // newest bytes (the tail of both), and the head of the output since the previous call (kept until the next
+    // call takes it). Responses are cut from the buffer's chunks, never copied whole. Plus 16 MiB for the rest
+    // (a 64 KiB read chunk per session, chunks a buffer holds only in part, the screen models, answers in
+    // flight, the threads).
+    let bound_kib = start_rss + (streamers as u64) * 3 * 512 + 16 * 1024;
     let mut checks = vec![
         check(
             "load",
@@ -706,7 +710,7 @@ fn load(uexec: &Path, streamers: usize, stream_mib: usize, idle_secs: u64) -> Ve
             "load",
             "server peak RSS (VmHWM)",
             format!("{} KiB (start {start_rss} KiB, sampled peak {peak_rss} KiB)", hwm),
-            format!("<= start + {streamers} x 3 MiB + 32 MiB = {bound_kib} KiB"),
+            format!("<= start + {streamers} x 1.5 MiB + 16 MiB = {bound_kib} KiB"),
             hwm <= bound_kib,
         ),
     ];

@@ -15,7 +15,7 @@ use uexec_domain::escape::EscapeGuard;
 use uexec_domain::limits::{APPROX_BYTES_PER_TOKEN, PTY_COLS, PTY_ROWS};
 use uexec_domain::patch;
 use uexec_domain::rules::{CommandRules, PrefixRule, RuleDecision, session_prefix_offer};
-use uexec_domain::truncate::truncate_output_with_dropped;
+use uexec_domain::truncate::{truncate_output_with_dropped, truncate_segments};
 
 /// Splits `data` into pieces at each `0xFF` byte (an input the fuzzer can shape into chunks).
 fn pieces(data: &[u8]) -> impl Iterator<Item = &[u8]> {
@@ -23,7 +23,8 @@ fn pieces(data: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 /// The head/tail buffer fed in chunks, then truncated to a budget: the buffer never keeps more than its cap,
-/// its counts add up, and the truncated text stays within its budget plus the fixed size of its notes.
+/// its counts add up, the truncated text stays within its budget plus the fixed size of its notes, and cutting
+/// it straight from the buffer's chunks gives the same text.
 pub fn buffer(data: &[u8]) {
     let Some((&cap_byte, rest)) = data.split_first() else { return };
     let Some((&tokens_byte, rest)) = rest.split_first() else { return };
@@ -40,6 +41,10 @@ pub fn buffer(data: &[u8]) {
     let text = buffer.to_string_lossy();
     let max_tokens = usize::from(tokens_byte);
     let out = truncate_output_with_dropped(&text, max_tokens, buffer.dropped());
+    // Cut straight from the buffer's chunks (as a response is), the result is the same.
+    let dropped = buffer.dropped();
+    let from_segments = buffer.with_segments(|segments| truncate_segments(segments, max_tokens, dropped));
+    assert_eq!(from_segments, out, "cut from the segments");
     if out.truncated {
         // Head and tail of the budget (each end may move by up to 3 bytes to a character boundary), the line
         // count and the marker.

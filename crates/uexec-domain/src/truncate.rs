@@ -56,6 +56,153 @@ pub fn truncate_output_with_dropped(text: &str, max_tokens: usize, dropped: Drop
     TruncatedOutput { text, original_token_count, truncated: true }
 }
 
+/// [`truncate_output_with_dropped`] of the lossy text of `segments` joined, without joining them: the result
+/// is the same as `truncate_output_with_dropped(&String::from_utf8_lossy(&segments.concat()), ..)`, but no copy
+/// of the whole output is made, only of what the result holds (a session's buffer is cut to a response's budget
+/// straight from where it keeps its bytes).
+pub fn truncate_segments(segments: &[&[u8]], max_tokens: usize, dropped: Dropped) -> TruncatedOutput {
+    let marker_len = dropped.marker_len();
+    let dropped_bytes = usize::try_from(dropped.bytes).unwrap_or(usize::MAX);
+    let mut text_len = 0usize;
+    for_each_lossy_piece(segments, |piece| text_len += piece.len());
+    let total = text_len.saturating_sub(marker_len).saturating_add(dropped_bytes);
+    let original_token_count = approx_token_count(total);
+    let budget = max_tokens.saturating_mul(APPROX_BYTES_PER_TOKEN);
+    if text_len <= budget {
+        let mut text = String::with_capacity(text_len);
+        for_each_lossy_piece(segments, |piece| text.push_str(piece));
+        return TruncatedOutput { text, original_token_count, truncated: false };
+    }
+    let lines = total_lines_of_segments(segments, dropped);
+    let head_budget = budget / 2;
+    let tail_budget = budget - head_budget;
+    let removed_tokens = approx_token_count(total.saturating_sub(budget));
+    let mut text = format!("Total output lines: {lines}\n\n");
+    // The head: the text's first `head_budget` bytes, ending on a character boundary.
+    let mut head = String::with_capacity(head_budget);
+    // The tail: from the first character boundary at or after `tail_from`.
+    let tail_from = text_len - tail_budget;
+    let mut tail = String::with_capacity(tail_budget + 3);
+    let mut at = 0usize;
+    for_each_lossy_piece(segments, |piece| {
+        let end = at + piece.len();
+        if at < head_budget {
+            let room = head_budget - at;
+            head.push_str(&piece[..piece.floor_char_boundary(room)]);
+        }
+        if end > tail_from {
+            let from = tail_from.saturating_sub(at);
+            tail.push_str(&piece[piece.ceil_char_boundary(from)..]);
+        }
+        at = end;
+    });
+    text.push_str(&head);
+    text.push_str(&format!("\u{2026}{removed_tokens} tokens truncated\u{2026}"));
+    text.push_str(&tail);
+    TruncatedOutput { text, original_token_count, truncated: true }
+}
+
+/// Calls `f` with the lossy UTF-8 text of `segments` joined (`String::from_utf8_lossy` of their concatenation),
+/// piece by piece: valid runs borrowed from the segments, `U+FFFD` for each invalid sequence, and a character
+/// whose bytes straddle segments decoded from the few bytes (at most 4) copied across the boundary.
+fn for_each_lossy_piece(segments: &[&[u8]], mut f: impl FnMut(&str)) {
+    let (mut index, mut offset) = (0usize, 0usize);
+    while let Some(segment) = segments.get(index) {
+        let rest = &segment[offset..];
+        let mut next = None;
+        for chunk in rest.utf8_chunks() {
+            if !chunk.valid().is_empty() {
+                f(chunk.valid());
+            }
+            let invalid = chunk.invalid();
+            if invalid.is_empty() {
+                continue;
+            }
+            let at_end = invalid.as_ptr_range().end == rest.as_ptr_range().end;
+            if at_end && is_incomplete_prefix(invalid) {
+                // A sequence begun here may end in the next segments: decode one unit from its bytes and theirs.
+                let mut unit = invalid.to_vec();
+                let mut cursor = (index + 1, 0usize);
+                while unit.len() < 4 {
+                    let Some(byte) = byte_at(segments, &mut cursor) else { break };
+                    unit.push(byte);
+                }
+                let len = first_unit(&unit, &mut f);
+                next = Some(advance(segments, (index + 1, 0), len.saturating_sub(invalid.len())));
+            } else {
+                f("\u{FFFD}");
+            }
+        }
+        (index, offset) = next.unwrap_or((index + 1, 0));
+    }
+}
+
+/// True when `bytes` are the start of a UTF-8 sequence that more bytes could complete.
+fn is_incomplete_prefix(bytes: &[u8]) -> bool {
+    std::str::from_utf8(bytes).is_err_and(|err| err.valid_up_to() == 0 && err.error_len().is_none())
+}
+
+/// The byte at `cursor` (segment, offset) in `segments`, moving the cursor past it.
+fn byte_at(segments: &[&[u8]], cursor: &mut (usize, usize)) -> Option<u8> {
+    loop {
+        let segment = segments.get(cursor.0)?;
+        if let Some(&byte) = segment.get(cursor.1) {
+            cursor.1 += 1;
+            return Some(byte);
+        }
+        *cursor = (cursor.0 + 1, 0);
+    }
+}
+
+/// The cursor `count` bytes after `cursor`.
+fn advance(segments: &[&[u8]], mut cursor: (usize, usize), mut count: usize) -> (usize, usize) {
+    while count > 0 {
+        let Some(segment) = segments.get(cursor.0) else { break };
+        let left = segment.len() - cursor.1;
+        if count < left {
+            cursor.1 += count;
+            break;
+        }
+        count -= left;
+        cursor = (cursor.0 + 1, 0);
+    }
+    cursor
+}
+
+/// Decodes the first unit of `bytes` as `String::from_utf8_lossy` does (a character, or one `U+FFFD` for an
+/// invalid sequence or for an incomplete one at the very end), passes it to `f` and returns its length.
+fn first_unit(bytes: &[u8], f: &mut impl FnMut(&str)) -> usize {
+    let valid = match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(err) => match std::str::from_utf8(&bytes[..err.valid_up_to()]) {
+            Ok(text) if !text.is_empty() => text,
+            _ => {
+                f("\u{FFFD}");
+                return err.error_len().unwrap_or(bytes.len());
+            }
+        },
+    };
+    let len = valid.chars().next().map_or(0, char::len_utf8);
+    f(&valid[..len]);
+    len
+}
+
+/// [`total_lines`] counted on the bytes of `segments` (replacing invalid bytes never adds nor removes a newline).
+fn total_lines_of_segments(segments: &[&[u8]], dropped: Dropped) -> u64 {
+    let newlines: u64 =
+        segments.iter().map(|segment| segment.iter().filter(|&&byte| byte == b'\n').count() as u64).sum();
+    let last = segments.iter().rev().find_map(|segment| segment.last().copied());
+    let kept = match last {
+        None => 0,
+        Some(b'\n') => newlines,
+        Some(_) => newlines + 1,
+    };
+    if dropped.bytes == 0 {
+        return kept;
+    }
+    (kept + dropped.newlines).saturating_sub(2)
+}
+
 /// The lines of the whole output, as `str::lines` would count them: the kept text's, minus the two newlines of
 /// the buffer's marker, plus the dropped newlines.
 fn total_lines(text: &str, dropped: Dropped) -> u64 {
@@ -245,6 +392,80 @@ mod tests {
                     prop_assert_eq!(removed(&cut.text), removed(&oracle.text));
                 }
             }
+        }
+    }
+
+    /// Cuts `data` into segments at the given points.
+    fn segmented(data: &[u8], mut cuts: Vec<usize>) -> Vec<&[u8]> {
+        cuts.retain(|&c| c <= data.len());
+        cuts.sort_unstable();
+        let mut out = Vec::new();
+        let mut start = 0;
+        for cut in cuts {
+            out.push(&data[start..cut]);
+            start = cut;
+        }
+        out.push(&data[start..]);
+        out
+    }
+
+    #[test]
+    fn a_character_split_across_segments_is_decoded_whole() {
+        let euro = "\u{20ac}".as_bytes();
+        let segments: [&[u8]; 4] = [b"a", &euro[..1], &euro[1..2], &euro[2..]];
+        assert_eq!(truncate_segments(&segments, 100, Dropped::default()).text, "a\u{20ac}");
+        // An invalid byte after a carried lead byte: one replacement for the lead, the byte decoded after it.
+        let segments: [&[u8]; 2] = [&[b'a', 0xE2], b"b\xFF"];
+        assert_eq!(truncate_segments(&segments, 100, Dropped::default()).text, "a\u{FFFD}b\u{FFFD}");
+        // A sequence that never ends: one replacement.
+        let segments: [&[u8]; 3] = [&[0xF0], &[0x9F], &[]];
+        assert_eq!(truncate_segments(&segments, 100, Dropped::default()).text, "\u{FFFD}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        /// Cutting the segments of a buffer gives exactly what cutting their joined lossy text gives, for any
+        /// bytes, any budget and any way of splitting them.
+        #[test]
+        fn segments_truncate_like_the_joined_text(
+            data in prop_oneof![
+                proptest::collection::vec(any::<u8>(), 0..200),
+                "[a-z\u{e9}\u{20ac}\u{1f600}\n]{0,80}".prop_map(String::into_bytes),
+                proptest::collection::vec(
+                    prop_oneof![Just(0x80u8), Just(0xBF), Just(0xE2), Just(0x82), Just(0xF0), Just(0x9F),
+                        Just(0xC3), Just(0xED), Just(0xA0), Just(b'\n'), Just(b'a')],
+                    0..60,
+                ),
+            ],
+            cuts in proptest::collection::vec(0usize..200, 0..12),
+            max_tokens in 0usize..60,
+            dropped_bytes in prop_oneof![Just(0u64), 1u64..10_000],
+            dropped_newlines in 0u64..50,
+        ) {
+            let dropped = Dropped { bytes: dropped_bytes, newlines: dropped_newlines.min(dropped_bytes) };
+            let segments = segmented(&data, cuts);
+            let joined = String::from_utf8_lossy(&data);
+            prop_assert_eq!(
+                truncate_segments(&segments, max_tokens, dropped),
+                truncate_output_with_dropped(&joined, max_tokens, dropped)
+            );
+        }
+
+        /// The same from a session buffer's segments, marker included.
+        #[test]
+        fn a_buffer_truncates_like_its_rendered_text(
+            writes in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..20),
+            cap in 0usize..100,
+            max_tokens in 0usize..40,
+        ) {
+            let mut buffer = crate::buffer::HeadTailBuffer::new(cap);
+            for write in &writes {
+                buffer.push(write);
+            }
+            let dropped = buffer.dropped();
+            let cut = buffer.with_segments(|segments| truncate_segments(segments, max_tokens, dropped));
+            prop_assert_eq!(cut, truncate_output_with_dropped(&buffer.to_string_lossy(), max_tokens, dropped));
         }
     }
 }

@@ -32,7 +32,7 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
-use uexec_domain::buffer::Dropped;
+use uexec_domain::buffer::HeadTailBuffer;
 use uexec_ports::process::InputState;
 
 use crate::session::Session;
@@ -65,12 +65,11 @@ impl Mark {
 }
 
 /// What one window produced.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct Collected {
-    /// The output since the previous call.
-    pub(crate) bytes: Vec<u8>,
-    /// What the session buffer dropped from the middle of `bytes` (its marker stands there).
-    pub(crate) dropped: Dropped,
+    /// The output since the previous call: the session buffer that held it, with what it dropped from the
+    /// middle (its marker stands there).
+    pub(crate) output: HeadTailBuffer,
     /// Set when the process is finished.
     pub(crate) exit_code: Option<i32>,
     /// The window ended early because the process waits for input.
@@ -82,8 +81,8 @@ pub(crate) async fn collect(session: &Session, mark: Mark, deadline: Instant) ->
     let waiting_for_input = wait_window(session, mark, deadline).await;
     let snapshot = session.snapshot();
     let exit_code = if snapshot.finished { snapshot.exit_code } else { None };
-    let (bytes, dropped) = session.take_output();
-    Collected { bytes, dropped, exit_code, waiting_for_input: waiting_for_input && exit_code.is_none() }
+    let output = session.take_output();
+    Collected { output, exit_code, waiting_for_input: waiting_for_input && exit_code.is_none() }
 }
 
 /// Wait for the end of the window; true when it ended because the process waits for input.

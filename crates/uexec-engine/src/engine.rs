@@ -27,7 +27,7 @@ use uexec_domain::response::session_count_warning;
 use uexec_domain::rules::{PrefixRule, RuleDecision, session_prefix_offer};
 use uexec_domain::snapshot::{SnapshotShell, capture_script, end_marker, parse_capture, render_bash};
 use uexec_domain::startup::{GUARDED_DETAIL, guard_env};
-use uexec_domain::truncate::truncate_output_with_dropped;
+use uexec_domain::truncate::truncate_segments;
 use uexec_domain::{
     ApprovalPolicy, EscapeReason, ProtectionReport, ReviewDecision, SandboxPermissions, SandboxPolicy,
     SessionId,
@@ -971,8 +971,8 @@ impl Inner {
         let started = Instant::now();
         let session = self.store.remove_id(id).ok_or(ExecError::UnknownSession(id))?;
         let exit_code = session.terminate().await;
-        let (bytes, dropped) = session.take_output();
-        let collected = Collected { bytes, dropped, exit_code: Some(exit_code), waiting_for_input: false };
+        let output = session.take_output();
+        let collected = Collected { output, exit_code: Some(exit_code), waiting_for_input: false };
         let reply = Reply { started, session_id: None, warning: None, protections: false };
         Ok(self.respond(reply, &session, collected, None))
     }
@@ -998,8 +998,10 @@ impl Inner {
     ) -> ExecResponse {
         let Reply { started, session_id, warning, protections } = reply;
         let max_tokens = resolve_max_output_tokens(max_output_tokens, &self.config.limits);
-        let text = String::from_utf8_lossy(&collected.bytes);
-        let truncated = truncate_output_with_dropped(&text, max_tokens, collected.dropped);
+        // Cut straight from the buffer's chunks: the output is never copied whole.
+        let dropped = collected.output.dropped();
+        let truncated =
+            collected.output.with_segments(|segments| truncate_segments(segments, max_tokens, dropped));
         ExecResponse {
             chunk_id: chunk_id(self.store.next_random()),
             wall_time: started.elapsed(),

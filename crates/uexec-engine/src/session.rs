@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
-use uexec_domain::buffer::{Dropped, HeadTailBuffer};
+use uexec_domain::buffer::HeadTailBuffer;
 use uexec_domain::limits::{MAX_OUTPUT_DELTA_BYTES, POST_EXIT_CLOSE_WAIT_MS};
 use uexec_domain::{ExitStatus, ProtectionReport, SessionId};
 use uexec_ports::process::{OutputStream, ProcessControl, ProcessError, SpawnedProcess};
@@ -58,6 +58,15 @@ impl Drop for BacklogRelease {
     }
 }
 
+/// The most output parsed into the screen model at a time: the reader yields to the runtime between slices.
+///
+/// Parsing is the costliest part of reading a PTY (a program printing at full speed scrolls the screen
+/// thousands of times per chunk: about 2 ms for a 64 KiB chunk here). Every ready task of the runtime waits its
+/// turn behind every other, so with 64 sessions streaming, a call woken at its deadline waited for 64 whole
+/// chunks to be parsed, once for the timer and again at each later step of its answer (rmcp, the stdout
+/// writer): 100 to 200 ms past its window. A slice this size costs about 0.2 ms to parse.
+pub(crate) const SCREEN_SLICE_BYTES: usize = 4096;
+
 /// The exit code reported when a process's status is unknown.
 pub(crate) const UNKNOWN_EXIT_CODE: i32 = -1;
 
@@ -81,7 +90,8 @@ pub(crate) struct SessionSpec {
 struct Shared {
     /// Output since the previous call.
     pending: HeadTailBuffer,
-    /// All output, for `End`.
+    /// All output, for `End` (emptied once `End` is out). It is fed the same shared chunks as `pending`, so
+    /// the bytes both keep (under load, the newest output: both tails) are held once.
     transcript: HeadTailBuffer,
     /// Number of chunks received so far.
     output_seq: u64,
@@ -257,14 +267,25 @@ impl Session {
         }
     }
 
-    fn push_output(&self, chunk: &[u8]) {
-        if let Some(screen) = &self.screen {
-            screen.lock().unwrap_or_else(PoisonError::into_inner).process(chunk);
+    /// Feed `chunk` to the screen (PTY sessions), [`SCREEN_SLICE_BYTES`] at a time with a yield to the
+    /// runtime in between; before the chunk goes into the buffers, so output a call has taken is always on the
+    /// screen too.
+    async fn feed_screen(&self, chunk: &[u8]) {
+        let Some(screen) = &self.screen else { return };
+        let mut slices = chunk.chunks(SCREEN_SLICE_BYTES).peekable();
+        while let Some(slice) = slices.next() {
+            screen.lock().unwrap_or_else(PoisonError::into_inner).process(slice);
+            if slices.peek().is_some() {
+                tokio::task::yield_now().await;
+            }
         }
+    }
+
+    fn push_output(&self, chunk: &Arc<[u8]>) {
         {
             let mut shared = self.lock();
-            shared.pending.push(chunk);
-            shared.transcript.push(chunk);
+            shared.pending.push_shared(chunk);
+            shared.transcript.push_shared(chunk);
             shared.output_seq += 1;
             shared.last_output = Instant::now();
             shared.reader_parked = false;
@@ -307,10 +328,17 @@ impl Session {
     /// Emit `End` (once) and mark the session finished.
     fn finish(&self) {
         if !self.end_emitted.swap(true, Ordering::SeqCst) {
-            let (exit_code, aggregated_output) = {
-                let shared = self.lock();
-                (shared.exit_code.unwrap_or(UNKNOWN_EXIT_CODE), shared.transcript.to_string_lossy())
+            // The transcript is needed for this event only: taken out (later output is not kept for it) and
+            // rendered outside the lock.
+            let (exit_code, transcript) = {
+                let mut shared = self.lock();
+                (
+                    shared.exit_code.unwrap_or(UNKNOWN_EXIT_CODE),
+                    std::mem::replace(&mut shared.transcript, HeadTailBuffer::new(0)),
+                )
             };
+            let aggregated_output = transcript.to_string_lossy();
+            drop(transcript);
             self.events.emit(ExecEvent::End {
                 call_id: self.spec.call_id.clone(),
                 session_id: self.spec.id,
@@ -329,14 +357,12 @@ impl Session {
         self.bump();
     }
 
-    /// Take the output since the previous call. While the process may still write, an incomplete UTF-8
+    /// Take the output since the previous call, as the buffer that held it (no byte is copied; what it dropped
+    /// from the middle counts in the token totals). While the process may still write, an incomplete UTF-8
     /// sequence at the end is kept for the next call rather than rendered as a replacement character.
-    /// Also returns how many bytes the buffer dropped from the middle (they count in the token totals).
-    pub(crate) fn take_output(&self) -> (Vec<u8>, Dropped) {
+    pub(crate) fn take_output(&self) -> HeadTailBuffer {
         let mut shared = self.lock();
-        let dropped = shared.pending.dropped();
-        let bytes = if shared.finished { shared.pending.take() } else { shared.pending.take_complete() };
-        (bytes, dropped)
+        if shared.finished { shared.pending.take_buffer() } else { shared.pending.take_complete_buffer() }
     }
 
     /// The output since the previous call, without taking it.
@@ -447,6 +473,9 @@ async fn read_loop(session: Arc<Session>, mut output: Box<dyn OutputStream>) {
                 if chunk.is_empty() {
                     continue;
                 }
+                session.feed_screen(&chunk).await;
+                // One copy of the chunk, shared by the pending output and the transcript.
+                let chunk: Arc<[u8]> = Arc::from(chunk);
                 session.push_output(&chunk);
                 for piece in splitter.feed(&chunk) {
                     emit_delta(&session, piece);

@@ -147,7 +147,10 @@ fn danger_full_access_sees_and_signals_host_processes_and_dies_with_the_server()
     // ps, $$ and /proc agree, with the host's numbering: the server's pid is visible as its parent's.
     let out = output(&server.call("exec_command", json!({ "cmd": IDENTITY, "login": false })));
     assert_identity_agrees(&out);
-    let probe = format!("ps -o pid= -p {server}; echo parent=$(ps -o ppid= -p $$)", server = server.pid());
+    let probe = format!(
+        "ps -o pid= -p {server}; echo parent=$(ps -o ppid= -p $$ | tr -d ' ')",
+        server = server.pid()
+    );
     let out = output(&server.call("exec_command", json!({ "cmd": probe, "login": false })));
     assert_eq!(
         out.lines().next().map(str::trim),

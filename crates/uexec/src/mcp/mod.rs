@@ -59,7 +59,7 @@ pub async fn serve(
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
 
-    let io = transport::start(tokio::io::stdin(), tokio::io::stdout());
+    let io = transport::start(tokio::io::stdin(), std::io::stdout());
     let mut writer = io.writer;
     let serving = async move {
         match handler.serve((io.rmcp_read, io.rmcp_write)).await {

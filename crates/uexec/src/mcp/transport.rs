@@ -24,7 +24,7 @@
 //! 5. **Elicitation for 2025-06-18**: rmcp always writes `mode: "form"`, a 2025-11-25 field; for older
 //!    versions it is removed (the form's schema is built for the version in the `approval` module).
 //!
-//! Output: rmcp's messages and these error replies go to stdout through one writer task, a whole line at a
+//! Output: rmcp's messages and these error replies go to stdout through one writer thread, a whole line at a
 //! time, so they never interleave. stdout carries nothing else: logs go to stderr.
 
 use std::collections::{BTreeMap, HashMap};
@@ -34,9 +34,7 @@ use rmcp::model::{ClientJsonRpcMessage, ProtocolVersion};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use tokio::io::{
-    AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream,
-};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -667,16 +665,46 @@ pub struct StdioTransport {
     pub writer: JoinHandle<()>,
 }
 
-/// Start the transport over `input` and `output` (stdin and stdout in production, pipes in tests).
+/// Start the transport over `input` and a blocking `output` (stdin and stdout in production), the output written
+/// by a thread of its own.
+///
+/// Why not `tokio::io::stdout`: it writes on the blocking pool and wakes the writer task when each write is
+/// done, so every line waited for a turn on the runtime's workers. When those are busy (64 sessions streaming
+/// at once keep both workers reading and parsing output), a burst of answers due at the same instant went out
+/// one scheduling round apart, the last of them well past its window. A thread blocked on the queue is woken
+/// by the OS as soon as a line is queued, whatever the workers are doing.
 pub fn start<I, O>(input: I, output: O) -> StdioTransport
 where
     I: AsyncRead + Unpin + Send + 'static,
-    O: AsyncWrite + Unpin + Send + 'static,
+    O: std::io::Write + Send + 'static,
+{
+    let (rmcp_read, rmcp_write, mut lines_rx) = pipeline(input);
+    // The only writer of the output. It ends when the output fails or every sender is gone (the input and
+    // rmcp's output have ended); at shutdown the runtime does not wait for it (`shutdown_background`).
+    let writer = tokio::task::spawn_blocking(move || {
+        let mut output = output;
+        while let Some(mut line) = lines_rx.blocking_recv() {
+            if line.last() != Some(&b'\n') {
+                line.push(b'\n');
+            }
+            if output.write_all(&line).is_err() || output.flush().is_err() {
+                tracing::info!("stdout is closed; the client is gone");
+                break;
+            }
+        }
+    });
+    StdioTransport { rmcp_read, rmcp_write, writer }
+}
+
+/// The input side and rmcp's side of the transport; returns rmcp's two ends and the queue of lines to write.
+fn pipeline<I>(input: I) -> (DuplexStream, DuplexStream, mpsc::UnboundedReceiver<Vec<u8>>)
+where
+    I: AsyncRead + Unpin + Send + 'static,
 {
     const BUFFER: usize = 256 * 1024;
     let (rmcp_read, mut to_rmcp) = tokio::io::duplex(BUFFER);
     let (rmcp_write, from_rmcp) = tokio::io::duplex(BUFFER);
-    let (lines_tx, mut lines_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (lines_tx, lines_rx) = mpsc::unbounded_channel::<Vec<u8>>();
 
     let filter = Arc::new(Mutex::new(Filter::default()));
 
@@ -749,21 +777,7 @@ where
         }
     });
 
-    // The only writer of stdout.
-    let writer = tokio::spawn(async move {
-        let mut output = output;
-        while let Some(mut line) = lines_rx.recv().await {
-            if line.last() != Some(&b'\n') {
-                line.push(b'\n');
-            }
-            if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
-                tracing::info!("stdout is closed; the client is gone");
-                break;
-            }
-        }
-    });
-
-    StdioTransport { rmcp_read, rmcp_write, writer }
+    (rmcp_read, rmcp_write, lines_rx)
 }
 
 #[cfg(test)]
