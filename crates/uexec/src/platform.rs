@@ -88,14 +88,10 @@ fn sandbox_in(
 ) -> Arc<dyn Sandbox> {
     use std::os::fd::AsFd;
     let base = || uexec_sandbox_linux::LinuxSandbox::default().with_hidden(setup.hidden.clone());
-    let sandbox = match namespace {
-        Ok(Some(namespace)) => match base().with_pid_namespace(namespace.as_fd()) {
-            Ok(shared) => shared,
-            Err(error) => {
-                tracing::warn!(%error, "sandboxed commands keep their own signal scope: no shared PID namespace");
-                base()
-            }
-        },
+    let shared =
+        namespace.and_then(|namespace| namespace.map(|ns| base().with_pid_namespace(ns.as_fd())).transpose());
+    let sandbox = match shared {
+        Ok(Some(shared)) => shared,
         Ok(None) => base(),
         Err(error) => {
             tracing::warn!(%error, "sandboxed commands keep their own signal scope: no shared PID namespace");
