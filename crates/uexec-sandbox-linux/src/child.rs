@@ -103,6 +103,20 @@ pub(crate) struct MountPlan {
     pub(crate) procfs: Option<Arc<OwnedFd>>,
 }
 
+/// How the child gets its mount namespace.
+#[derive(Debug)]
+pub(crate) enum Mounts {
+    /// Build a private one from the plan.
+    Build(Box<MountPlan>),
+    /// Enter a namespace built earlier from the same plan (see `crate::template`), then the working directory.
+    Enter {
+        /// The namespace (an `nsfs` descriptor).
+        namespace: Arc<OwnedFd>,
+        /// The working directory, entered after the namespace.
+        cwd: CString,
+    },
+}
+
 /// One writable root to re-attach.
 #[derive(Debug)]
 pub(crate) struct MountRoot {
@@ -119,7 +133,7 @@ pub(crate) struct SandboxChild {
     /// The proxy's network namespace to enter first (domain-allowlist mode), kept open by this hook.
     pub(crate) netns: Option<Arc<OwnedFd>>,
     /// Mount namespace work, if any.
-    pub(crate) mounts: Option<MountPlan>,
+    pub(crate) mounts: Option<Mounts>,
     /// Capabilities to keep (a mask of capability numbers).
     pub(crate) keep_capabilities: u64,
     /// The Landlock ruleset, if Landlock is used.
@@ -162,8 +176,10 @@ unsafe impl ChildSetup for SandboxChild {
             let ret = unsafe { sys::syscall(libc::SYS_setns, [fd, libc::CLONE_NEWNET as usize, 0, 0, 0, 0]) };
             check("setns(CLONE_NEWNET)", ret)?;
         }
-        if let Some(plan) = &self.mounts {
-            apply_mounts(plan)?;
+        match &self.mounts {
+            Some(Mounts::Build(plan)) => apply_mounts(plan)?,
+            Some(Mounts::Enter { namespace, cwd }) => enter_mounts(namespace.as_raw_fd(), cwd)?,
+            None => {}
         }
         drop_capabilities(self.keep_capabilities)?;
         // SAFETY: PR_SET_NO_NEW_PRIVS takes integer arguments only.
@@ -186,7 +202,7 @@ unsafe impl ChildSetup for SandboxChild {
     }
 
     fn requires_fork(&self) -> bool {
-        self.mounts.as_ref().is_some_and(|m| m.mode == MountMode::UserNamespace)
+        matches!(&self.mounts, Some(Mounts::Build(plan)) if plan.mode == MountMode::UserNamespace)
     }
 }
 
@@ -244,6 +260,48 @@ fn install_filter(program: &[seccompiler::sock_filter]) -> Result<(), ChildSetup
 
 /// Step 1: the private, read-only mount namespace.
 fn apply_mounts(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
+    new_namespace(plan)?;
+    build_tree(plan, false)?;
+    // The cwd still points into the mount it was entered on (now read-only or shadowed): enter it again.
+    // SAFETY: chdir on a NUL-terminated path owned by the plan.
+    let ret = unsafe { sys::syscall(libc::SYS_chdir, [ptr(&plan.cwd), 0, 0, 0, 0, 0]) };
+    check("chdir", ret)?;
+    Ok(())
+}
+
+/// Step 1 with a namespace built earlier: `setns` into it (the root and the working directory become its root),
+/// then enter the working directory again.
+fn enter_mounts(namespace: i32, cwd: &CStr) -> Result<(), ChildSetupFailure> {
+    // SAFETY: setns on a namespace descriptor owned by the hook, with an integer flag.
+    let ret = unsafe {
+        sys::syscall(libc::SYS_setns, [namespace as isize as usize, libc::CLONE_NEWNS as usize, 0, 0, 0, 0])
+    };
+    check("setns(CLONE_NEWNS)", ret)?;
+    // SAFETY: chdir on a NUL-terminated path owned by the hook.
+    let ret = unsafe { sys::syscall(libc::SYS_chdir, [ptr(cwd), 0, 0, 0, 0, 0]) };
+    check("chdir", ret).map(drop)
+}
+
+/// For `crate::template`: give the calling thread a new mount namespace for `plan` (privileged mode only):
+/// `unshare(CLONE_NEWNS)`, which also gives the thread a file-system context of its own. [`build_template`]
+/// then builds the tree.
+pub(crate) fn template_namespace(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
+    if plan.mode != MountMode::Privileged || plan.procfs.is_none() {
+        return Err(ChildSetupFailure { stage: "building a mount namespace template", errno: libc::EINVAL });
+    }
+    new_namespace(plan)
+}
+
+/// For `crate::template`, in the namespace of [`template_namespace`]: everything [`apply_mounts`] does but
+/// entering the working directory. The `/proc` must be the copy of the shared PID namespace's procfs: the
+/// calling thread's own PID namespace is not the commands', so a procfs mounted here would show the wrong
+/// processes (an error instead).
+pub(crate) fn build_template(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
+    build_tree(plan, true)
+}
+
+/// `unshare` the mount namespace (and, in user-namespace mode, the user namespace with its id maps).
+fn new_namespace(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
     match plan.mode {
         MountMode::Privileged => {
             // SAFETY: unshare takes an integer flag set.
@@ -260,6 +318,12 @@ fn apply_mounts(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
             write_file(c"/proc/self/gid_map", &plan.gid_map, "write /proc/self/gid_map")?;
         }
     }
+    Ok(())
+}
+
+/// Everything in the new mount namespace: private, writable roots cloned, everything else read-only, protected
+/// entries, hidden paths, `/proc` (`strict_proc`: only the copy of the shared procfs will do).
+fn build_tree(plan: &MountPlan, strict_proc: bool) -> Result<(), ChildSetupFailure> {
     // Private first: nothing done below may propagate to the parent namespace.
     let private = (libc::MS_REC | libc::MS_PRIVATE) as usize;
     // SAFETY: mount with null source/type/data and a static target string.
@@ -299,13 +363,13 @@ fn apply_mounts(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
         attach(fd, path)?;
     }
     hide(plan)?;
-    if plan.mode == MountMode::Privileged {
+    if strict_proc {
+        let procfs = plan.procfs.as_deref().map_or(-1, AsRawFd::as_raw_fd);
+        let fd = clone_detached(procfs)?;
+        attach(fd, c"/proc")?;
+    } else if plan.mode == MountMode::Privileged {
         mount_own_proc(plan.proc_hidepid, plan.procfs.as_deref());
     }
-    // The cwd still points into the mount it was entered on (now read-only or shadowed): enter it again.
-    // SAFETY: chdir on a NUL-terminated path owned by the plan.
-    let ret = unsafe { sys::syscall(libc::SYS_chdir, [ptr(&plan.cwd), 0, 0, 0, 0, 0]) };
-    check("chdir", ret)?;
     Ok(())
 }
 

@@ -110,6 +110,7 @@ mod sandbox;
 mod seccomp;
 mod support;
 mod sys;
+mod template;
 
 pub use layout::git_entry;
 pub use netns::{ProxyNamespace, ProxyNamespaceError};

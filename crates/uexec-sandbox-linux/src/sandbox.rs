@@ -11,7 +11,7 @@ use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
 use uexec_ports::process::PidScope;
 use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 
-use crate::child::{self, MAX_MOUNT_ROOTS, MountMode, MountPlan, MountRoot, SandboxChild};
+use crate::child::{self, MAX_MOUNT_ROOTS, MountMode, MountPlan, MountRoot, Mounts, SandboxChild};
 use crate::hidden::HiddenLayout;
 use crate::landlock_rules::{self, RulesetSpec};
 use crate::layout::{FsLayout, c_path};
@@ -19,6 +19,7 @@ use crate::netns::ProxyNamespace;
 use crate::plan::{DEGRADED_SETTING, Plan, degraded_summary};
 use crate::seccomp::{self, SeccompPrograms, Sockets};
 use crate::support::{self, KernelSupport};
+use crate::template::Templates;
 
 /// Cached seccomp programs for one network setting (building them is pure, so once per process is enough).
 type ProgramCache = OnceLock<Result<Arc<SeccompPrograms>, String>>;
@@ -43,6 +44,8 @@ pub struct LinuxSandbox {
     empty_dir: OnceLock<Option<Arc<OwnedFd>>>,
     /// The PID namespace every command runs in, shared by this server's sandboxed commands only.
     shared_pid_namespace: Option<SharedPidNamespace>,
+    /// Mount namespaces built once per plan, for the server-wide sandbox (see `crate::template`).
+    templates: Templates,
 }
 
 /// See [`LinuxSandbox::with_pid_namespace`].
@@ -220,7 +223,10 @@ impl Sandbox for LinuxSandbox {
                 if !mounts.hidden_dirs.is_empty() {
                     mounts.empty_dir = self.empty_dir();
                 }
-                Some(mounts)
+                match self.templates.namespace_for(&mounts) {
+                    Some(namespace) => Some(Mounts::Enter { namespace, cwd: mounts.cwd }),
+                    None => Some(Mounts::Build(Box::new(mounts))),
+                }
             }
             None => None,
         };

@@ -12,4 +12,5 @@ mod network;
 mod planted;
 mod process;
 mod pty;
+mod template;
 mod vfork;

@@ -395,7 +395,7 @@ fn proc_shows_only_the_commands_own_processes() {
 
 /// A PID namespace whose init is `sleep 60` (started from a thread that unshared one): the init, and the
 /// namespace's descriptor.
-fn pid_namespace_with_init() -> (std::process::Child, fs::File) {
+pub(crate) fn pid_namespace_with_init() -> (std::process::Child, fs::File) {
     let init = std::thread::spawn(|| {
         // SAFETY: CLONE_NEWPID only changes where this (test-owned, short-lived) thread's children are created.
         assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWPID) }, 0, "unshare(CLONE_NEWPID) as root");
@@ -419,7 +419,7 @@ fn prepare_shared(s: &Scratch, namespace: &fs::File, script: &str) -> uexec_port
 }
 
 /// Run `spawn` in the PID namespace `namespace`: created by a fresh thread that entered it first (`setns`).
-fn run_in_pid_namespace(
+pub(crate) fn run_in_pid_namespace(
     namespace: &fs::File,
     spawn: &uexec_ports::process::SpawnRequest,
 ) -> crate::common::Probe {
