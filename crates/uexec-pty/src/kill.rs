@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use rustix::process::{Pid, Signal};
 
 use crate::reap::{self, LeaderRef, StatusSlot, lock};
-use crate::tree::{self, Member, MountNamespace, Pinning, SessionIdentity};
+use crate::tree::{self, Member, Pinning, PrivateNamespace, SessionIdentity};
 
 /// How long `kill_tree` lets the processes left handle SIGHUP/SIGTERM before SIGKILL (it moves on as soon as
 /// they are gone, and does not wait at all when nothing is left).
@@ -40,8 +40,8 @@ pub(crate) struct Target {
     pub(crate) token_entry: Vec<u8>,
     /// A start time before the leader's (see [`SessionIdentity::born_after`]).
     pub(crate) born_after: u64,
-    /// The leader's private mount namespace (a sandboxed command's), pinned while the session may be killed.
-    pub(crate) mount_ns: Option<MountNamespace>,
+    /// The leader's private namespace (a sandboxed command's), pinned while the session may be killed.
+    pub(crate) private_ns: Option<PrivateNamespace>,
     /// How members are pinned.
     pub(crate) pinning: Pinning,
     /// The init of the sandbox PID namespace the session runs in (see `contain`); `None` in the host's.
@@ -49,7 +49,7 @@ pub(crate) struct Target {
 }
 
 impl Target {
-    /// A copy for the sweep after a drop: the same slot and token, and the mount namespace's pin (taken:
+    /// A copy for the sweep after a drop: the same slot and token, and the private namespace's pin (taken:
     /// the dropped control no longer needs it).
     pub(crate) fn take_for_sweep(&mut self) -> Target {
         Target {
@@ -57,7 +57,7 @@ impl Target {
             status: std::sync::Arc::clone(&self.status),
             token_entry: self.token_entry.clone(),
             born_after: self.born_after,
-            mount_ns: self.mount_ns.take(),
+            private_ns: self.private_ns.take(),
             pinning: self.pinning,
             namespace_init: self.namespace_init,
         }
@@ -75,7 +75,7 @@ impl Target {
             leader_unreaped: status.is_none(),
             token_entry: &self.token_entry,
             born_after: self.born_after,
-            mount_ns: self.mount_ns.as_ref().map(|ns| ns.id),
+            private_ns: self.private_ns.as_ref().map(PrivateNamespace::identity),
             pinning: self.pinning,
         }
     }

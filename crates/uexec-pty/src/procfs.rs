@@ -115,7 +115,7 @@ fn parse_syscall(text: &str) -> Option<SyscallState> {
     Some(SyscallState::Blocked { number, args })
 }
 
-/// The identity (device, inode) of the mount namespace `path` (`/proc/<pid>/ns/mnt`) names.
+/// The identity (device, inode) of the namespace `path` (`/proc/<pid>/ns/...`) names.
 pub(crate) fn namespace_id(path: &str) -> Option<(u64, u64)> {
     let stat = rustix::fs::stat(path).ok()?;
     Some((stat.st_dev, stat.st_ino))

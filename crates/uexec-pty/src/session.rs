@@ -37,7 +37,7 @@ use crate::stdio;
 use crate::sys::{self, Backend, CStringArray, ChildPlan, ChildStage, ChildStdio, SpawnFailure};
 use crate::table;
 use crate::token::SessionToken;
-use crate::tree::{MountNamespace, Pinning};
+use crate::tree::{Pinning, PrivateNamespace};
 
 /// Largest chunk [`PtyOutput::next_chunk`] returns.
 pub const MAX_CHUNK_BYTES: usize = 64 * 1024;
@@ -210,7 +210,7 @@ impl PtySpawner {
             .map_err(|failure| spawn_error(failure, &request, &prepared.program))?;
         drop(child_ends);
         let raw_pid = started.pid.as_raw_nonzero().get();
-        let mount_ns = started.mount_ns.and_then(MountNamespace::from_pin);
+        let private_ns = PrivateNamespace::from_pins(started.namespaces);
 
         let exit = match ExitWatch::new(backend, started.pid, started.pidfd) {
             Ok(exit) => exit,
@@ -235,7 +235,7 @@ impl PtySpawner {
             status: started.status,
             token_entry: token.environ_entry().to_vec(),
             born_after,
-            mount_ns,
+            private_ns,
             pinning,
             namespace_init: started.namespace_init,
         };

@@ -18,13 +18,13 @@ use crate::contain::{self, Placement};
 use crate::reap::{StatusSlot, lock};
 use crate::sys::{self, Backend, ChildPlan, Job, JobScope, SpawnFailure};
 
-/// A started leader: pid, pidfd (Linux fast path), its mount namespace's pin (Linux) and the slot its exit
-/// status goes to.
+/// A started leader: pid, pidfd (Linux fast path), pins of its namespaces (Linux) and the slot its exit status
+/// goes to.
 #[derive(Debug)]
 pub(crate) struct Started {
     pub(crate) pid: Pid,
     pub(crate) pidfd: Option<OwnedFd>,
-    pub(crate) mount_ns: Option<OwnedFd>,
+    pub(crate) namespaces: sys::NamespacePins,
     pub(crate) status: StatusSlot,
     /// The init of the sandbox PID namespace it runs in (see `contain`), where its orphans go; `None` in the
     /// host's.
@@ -80,7 +80,13 @@ pub(crate) fn start(
     leaders.insert(spawned.pid.as_raw_nonzero().get(), Arc::clone(&status));
     drop(leaders);
     contain::spawned();
-    Ok(Started { pid: spawned.pid, pidfd: spawned.pidfd, mount_ns: spawned.mount_ns, status, namespace_init })
+    Ok(Started {
+        pid: spawned.pid,
+        pidfd: spawned.pidfd,
+        namespaces: spawned.namespaces,
+        status,
+        namespace_init,
+    })
 }
 
 /// The thread that spawns every session when there is no PID-namespace thread, started on first use. `None`

@@ -2,9 +2,9 @@
 //!
 //! A session's processes are: its leader (while not reaped), every process in the leader's process group
 //! or session, every process whose environment carries the session token, every process in the leader's
-//! private mount namespace (Linux: a sandboxed command's; nothing in it can leave it, whatever it does to its
-//! environment, group or parent), and every descendant of those (by parent links). The process table is the
-//! platform's ([`crate::table`]).
+//! private namespace (Linux: a sandboxed command's UTS or mount namespace, see [`PrivateNamespace`]; nothing
+//! in it can leave it, whatever it does to its environment, group or parent), and every descendant of those
+//! (by parent links). The process table is the platform's ([`crate::table`]).
 //!
 //! Each process found is pinned, so later signals go to exactly that process even if its pid is reused: on the
 //! Linux fast path by a pidfd (then checked to still be the process we read: same start time); in the portable
@@ -54,53 +54,85 @@ pub(crate) struct SessionIdentity<'a> {
     /// A start time (see [`table::start_time_floor`]) taken before the leader was created: processes started
     /// earlier cannot carry the token, so their environments are not read.
     pub(crate) born_after: u64,
-    /// The leader's mount namespace when it is not the host's (see [`MountNamespace`]).
-    pub(crate) mount_ns: Option<(u64, u64)>,
+    /// The leader's private namespace, when it has one (see [`PrivateNamespace`]).
+    pub(crate) private_ns: Option<(NamespaceKind, (u64, u64))>,
     /// How members are pinned.
     pub(crate) pinning: Pinning,
 }
 
-/// The private mount namespace a sandboxed leader runs in, pinned by an open `/proc/<pid>/ns/mnt` so that its
-/// identity cannot be recycled for another namespace while the session may still be killed. Every process in
-/// it belongs to the session: a sandboxed command cannot create or enter another namespace, so a daemon that
-/// scrubbed its environment, left the group and was re-parented is still found. Linux only (elsewhere there
-/// is no such namespace: always `None`).
-#[derive(Debug)]
-pub(crate) struct MountNamespace {
-    #[cfg(target_os = "linux")]
-    _pin: OwnedFd,
-    pub(crate) id: (u64, u64),
+/// Which namespace marks a session's processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NamespaceKind {
+    /// The UTS namespace: the Linux sandbox gives each command one of its own (commands of one mount plan
+    /// may share a mount namespace, see the sandbox's templates; their UTS namespaces stay theirs).
+    Uts,
+    /// The mount namespace: a sandbox that makes one per command and no UTS namespace.
+    Mnt,
 }
 
-impl MountNamespace {
-    /// The namespace `pin` (an open `/proc/<pid>/ns/mnt`) names, if it differs from this process's (an
-    /// unsandboxed command shares the host's: `None`, or every process of the host would match). Always `None`
-    /// off Linux.
-    pub(crate) fn from_pin(pin: OwnedFd) -> Option<MountNamespace> {
+impl NamespaceKind {
+    /// Its name under `/proc/<pid>/ns/`.
+    fn name(self) -> &'static str {
+        match self {
+            NamespaceKind::Uts => "uts",
+            NamespaceKind::Mnt => "mnt",
+        }
+    }
+}
+
+/// The private namespace a sandboxed leader runs in, pinned by an open `/proc/<pid>/ns/...` so that its
+/// identity cannot be recycled for another namespace while the session may still be killed. Every process in
+/// it belongs to the session: a sandboxed command cannot create or enter another namespace, so a daemon that
+/// scrubbed its environment, left the group and was re-parented is still found. The leader's UTS namespace
+/// when it differs from this process's, else its mount namespace when that differs (a mount namespace can
+/// be shared by several commands, a UTS namespace of its own marks one command); `None` when both are this
+/// process's (an unsandboxed command: every process of the host would match). Linux only (elsewhere there
+/// is no such namespace: always `None`).
+#[derive(Debug)]
+pub(crate) struct PrivateNamespace {
+    #[cfg(target_os = "linux")]
+    _pin: OwnedFd,
+    kind: NamespaceKind,
+    id: (u64, u64),
+}
+
+impl PrivateNamespace {
+    /// The leader's private namespace among `pins`, if any. Always `None` off Linux.
+    pub(crate) fn from_pins(pins: crate::sys::NamespacePins) -> Option<PrivateNamespace> {
         #[cfg(target_os = "linux")]
         {
-            let stat = rustix::fs::fstat(&pin).ok()?;
-            let id = (stat.st_dev, stat.st_ino);
-            (crate::procfs::namespace_id("/proc/self/ns/mnt")? != id)
-                .then_some(MountNamespace { _pin: pin, id })
+            let own = |kind: NamespaceKind, pin: OwnedFd| {
+                let stat = rustix::fs::fstat(&pin).ok()?;
+                let id = (stat.st_dev, stat.st_ino);
+                let ours = crate::procfs::namespace_id(&format!("/proc/self/ns/{}", kind.name()))?;
+                (ours != id).then_some(PrivateNamespace { _pin: pin, kind, id })
+            };
+            let crate::sys::NamespacePins { uts, mnt } = pins;
+            uts.and_then(|pin| own(NamespaceKind::Uts, pin))
+                .or_else(|| mnt.and_then(|pin| own(NamespaceKind::Mnt, pin)))
         }
         #[cfg(not(target_os = "linux"))]
         {
-            drop(pin);
+            drop(pins);
             None
         }
     }
+
+    /// Which namespace, and its identity (device, inode).
+    pub(crate) fn identity(&self) -> (NamespaceKind, (u64, u64)) {
+        (self.kind, self.id)
+    }
 }
 
-/// The mount namespace of `pid`, if it can be read (Linux only).
-fn mount_namespace_id(pid: i32) -> Option<(u64, u64)> {
+/// The namespace of kind `kind` of `pid`, if it can be read (Linux only).
+fn namespace_id(pid: i32, kind: NamespaceKind) -> Option<(u64, u64)> {
     #[cfg(target_os = "linux")]
     {
-        crate::procfs::namespace_id(&format!("/proc/{pid}/ns/mnt"))
+        crate::procfs::namespace_id(&format!("/proc/{pid}/ns/{}", kind.name()))
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = pid;
+        let _ = (pid, kind);
         None
     }
 }
@@ -116,8 +148,8 @@ pub(crate) fn members(identity: SessionIdentity<'_>) -> Vec<Member> {
         }
         if table::environ_contains(entry.pid, identity.token_entry, &mut buffer) {
             selected.insert(entry.pid);
-        } else if let Some(ns) = identity.mount_ns
-            && mount_namespace_id(entry.pid) == Some(ns)
+        } else if let Some((kind, ns)) = identity.private_ns
+            && namespace_id(entry.pid, kind) == Some(ns)
         {
             selected.insert(entry.pid);
         }

@@ -345,6 +345,82 @@ unsafe impl ChildSetup for MountNamespaceHook {
     }
 }
 
+/// Puts the child in the mount namespace `0` (shared with other children) and a UTS namespace of its own, as
+/// the Linux sandbox does when it reuses a mount namespace built for the command's plan.
+#[derive(Debug)]
+struct SharedMountOwnUtsHook(std::os::fd::OwnedFd);
+
+// SAFETY: setns and unshare are plain system calls; nothing allocates.
+unsafe impl ChildSetup for SharedMountOwnUtsHook {
+    fn run_in_child(&self) -> Result<(), ChildSetupFailure> {
+        let failed = |stage| move |e: rustix::io::Errno| ChildSetupFailure { stage, errno: e.raw_os_error() };
+        // SAFETY: in a forked child that owns its file descriptor table and filesystem context; no Rust code
+        // in this process relies on the mount or UTS namespace.
+        rustix::thread::move_into_link_name_space(
+            std::os::fd::AsFd::as_fd(&self.0),
+            Some(rustix::thread::LinkNameSpaceType::Mount),
+        )
+        .map_err(failed("setns"))?;
+        // SAFETY: as above.
+        unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWUTS) }
+            .map_err(failed("unshare"))
+    }
+
+    fn requires_fork(&self) -> bool {
+        true
+    }
+}
+
+/// A new mount namespace (a copy of this process's), made by a short-lived thread, as a descriptor.
+fn new_mount_namespace() -> std::os::fd::OwnedFd {
+    std::thread::spawn(|| {
+        // SAFETY: CLONE_NEWNS (and the CLONE_FS it implies) on this thread only, which then just exits.
+        unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS) }.unwrap();
+        std::fs::File::open("/proc/thread-self/ns/mnt").unwrap().into()
+    })
+    .join()
+    .unwrap()
+}
+
+/// Sandboxed commands of one plan may share a mount namespace; each has a UTS namespace of its own, and that
+/// marks its session: `kill_tree` of one finds its scrubbed, re-parented daemon and leaves the other session's
+/// process (in the same mount namespace) alone.
+async fn kill_tree_finds_a_scrubbed_daemon_by_its_uts_namespace_and_spares_a_shared_mount_namespace(
+    spawner: PtySpawner,
+) {
+    let shared = Arc::new(new_mount_namespace());
+    let hook = || -> Arc<dyn ChildSetup> {
+        Arc::new(SharedMountOwnUtsHook(rustix::io::dup(shared.as_ref()).unwrap()))
+    };
+    let (daemon, bystander) = (marker(), marker());
+    let mut request = sh(&format!("sleep {bystander} & echo STARTED; wait"), false);
+    request.setup = vec![hook()];
+    let mut other = spawner.start(request);
+    let mut text = String::new();
+    read_until(&mut other.output, &mut text, "STARTED").await;
+    let script = format!("env -i /bin/sh -c \"(setsid sh -c 'sleep {daemon} & exit' &)\"; echo STARTED");
+    let mut request = sh(&script, false);
+    request.setup = vec![hook()];
+    let mut process = spawner.start(request);
+    let mut text = String::new();
+    read_until(&mut process.output, &mut text, "STARTED").await;
+    eventually("the daemon and the bystander started", || {
+        sleepers(&daemon).len() == 1 && sleepers(&bystander).len() == 1
+    })
+    .await;
+    let (daemon_pid, bystander_pid) = (sleepers(&daemon)[0], sleepers(&bystander)[0]);
+    let ns = |pid: i32, kind: &str| std::fs::read_link(format!("/proc/{pid}/ns/{kind}")).unwrap();
+    assert_eq!(ns(daemon_pid, "mnt"), ns(bystander_pid, "mnt"), "one mount namespace");
+    assert_ne!(ns(daemon_pid, "uts"), ns(bystander_pid, "uts"), "a UTS namespace each");
+    assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(0));
+    assert_eq!(process.control.kill_tree().await.unwrap(), ExitStatus::Code(0));
+    eventually("the daemon is gone", || sleepers(&daemon).is_empty()).await;
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(sleepers(&bystander), vec![bystander_pid], "the other session's process was killed");
+    other.control.kill_tree().await.unwrap();
+    eventually("the bystander is gone", || sleepers(&bystander).is_empty()).await;
+}
+
 /// Regression: a daemon that scrubbed its environment (no session token), left the session and was re-parented
 /// survived `close_session` of a sandboxed command. In a private mount namespace it is found; its twin in the
 /// host's namespace is not (so host processes are never matched by namespace).
@@ -614,6 +690,7 @@ on_both_backends!(signal_goes_to_the_whole_process_group);
 on_both_backends!(kill_tree_kills_background_and_setsid_children);
 on_both_backends!(kill_tree_kills_a_double_forked_daemon_after_the_leader_exited);
 on_both_backends!(kill_tree_kills_a_scrubbed_daemon_in_the_leaders_private_mount_namespace);
+on_both_backends!(kill_tree_finds_a_scrubbed_daemon_by_its_uts_namespace_and_spares_a_shared_mount_namespace);
 on_both_backends!(dropping_the_control_kills_the_tree);
 on_both_backends!(an_idle_session_costs_no_cpu);
 on_both_backends!(a_session_outlives_the_thread_that_spawned_it);

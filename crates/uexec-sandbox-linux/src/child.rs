@@ -2,11 +2,14 @@
 //!
 //! Order (see `docs/sandbox.md` for the reasons):
 //! 0. Network namespace (domain-allowlist mode): `setns` into the proxy's namespace, where only loopback exists.
-//! 1. Mount namespace (when planned): `unshare(CLONE_NEWNS)` (or `CLONE_NEWUSER | CLONE_NEWNS` plus the id maps),
-//!    make every mount private, clone each writable root's mount tree (made `nodev`), make the whole tree
+//! 1. Mount namespace (when planned): `unshare(CLONE_NEWNS | CLONE_NEWUTS)` (or with `CLONE_NEWUSER` plus the id
+//!    maps), make every mount private, clone each writable root's mount tree (made `nodev`), make the whole tree
 //!    read-only and `/dev/pts` `nodev`, attach the writable clones over their roots, bind the directories leading
 //!    from a root to a protected subpath over themselves (pinned), bind each protected subpath read-only over
-//!    itself, `chdir` to the cwd again so it resolves through the new mounts.
+//!    itself, `chdir` to the cwd again so it resolves through the new mounts. Or, when the sandbox holds a
+//!    namespace already built from the same plan (`crate::template`), `setns` into it and
+//!    `unshare(CLONE_NEWUTS)`. Either way the command has a UTS namespace of its own, which no process of it can
+//!    leave: the process adapter finds the session's processes by it (a mount namespace may be shared).
 //! 2. Capabilities: clear the ambient set, mask the effective/permitted/inheritable sets to a small set (with
 //!    `no_new_privs`, nothing can raise them again).
 //! 3. `prctl(PR_SET_NO_NEW_PRIVS, 1)`.
@@ -258,9 +261,9 @@ fn install_filter(program: &[seccompiler::sock_filter]) -> Result<(), ChildSetup
     }
 }
 
-/// Step 1: the private, read-only mount namespace.
+/// Step 1: the private, read-only mount namespace (and a UTS namespace of the command's own).
 fn apply_mounts(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
-    new_namespace(plan)?;
+    new_namespace(plan, libc::CLONE_NEWUTS)?;
     build_tree(plan, false)?;
     // The cwd still points into the mount it was entered on (now read-only or shadowed): enter it again.
     // SAFETY: chdir on a NUL-terminated path owned by the plan.
@@ -270,13 +273,16 @@ fn apply_mounts(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
 }
 
 /// Step 1 with a namespace built earlier: `setns` into it (the root and the working directory become its root),
-/// then enter the working directory again.
+/// `unshare` a UTS namespace of the command's own, then enter the working directory again.
 fn enter_mounts(namespace: i32, cwd: &CStr) -> Result<(), ChildSetupFailure> {
     // SAFETY: setns on a namespace descriptor owned by the hook, with an integer flag.
     let ret = unsafe {
         sys::syscall(libc::SYS_setns, [namespace as isize as usize, libc::CLONE_NEWNS as usize, 0, 0, 0, 0])
     };
     check("setns(CLONE_NEWNS)", ret)?;
+    // SAFETY: unshare takes an integer flag set.
+    let ret = unsafe { sys::syscall(libc::SYS_unshare, [libc::CLONE_NEWUTS as usize, 0, 0, 0, 0, 0]) };
+    check("unshare(CLONE_NEWUTS)", ret)?;
     // SAFETY: chdir on a NUL-terminated path owned by the hook.
     let ret = unsafe { sys::syscall(libc::SYS_chdir, [ptr(cwd), 0, 0, 0, 0, 0]) };
     check("chdir", ret).map(drop)
@@ -289,7 +295,7 @@ pub(crate) fn template_namespace(plan: &MountPlan) -> Result<(), ChildSetupFailu
     if plan.mode != MountMode::Privileged || plan.procfs.is_none() {
         return Err(ChildSetupFailure { stage: "building a mount namespace template", errno: libc::EINVAL });
     }
-    new_namespace(plan)
+    new_namespace(plan, 0)
 }
 
 /// For `crate::template`, in the namespace of [`template_namespace`]: everything [`apply_mounts`] does but
@@ -300,16 +306,17 @@ pub(crate) fn build_template(plan: &MountPlan) -> Result<(), ChildSetupFailure> 
     build_tree(plan, true)
 }
 
-/// `unshare` the mount namespace (and, in user-namespace mode, the user namespace with its id maps).
-fn new_namespace(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
+/// `unshare` the mount namespace plus `also` (and, in user-namespace mode, the user namespace with its id maps).
+fn new_namespace(plan: &MountPlan, also: i32) -> Result<(), ChildSetupFailure> {
     match plan.mode {
         MountMode::Privileged => {
+            let flags = (libc::CLONE_NEWNS | also) as usize;
             // SAFETY: unshare takes an integer flag set.
-            let ret = unsafe { sys::syscall(libc::SYS_unshare, [libc::CLONE_NEWNS as usize, 0, 0, 0, 0, 0]) };
+            let ret = unsafe { sys::syscall(libc::SYS_unshare, [flags, 0, 0, 0, 0, 0]) };
             check("unshare(CLONE_NEWNS)", ret)?;
         }
         MountMode::UserNamespace => {
-            let flags = (libc::CLONE_NEWUSER | libc::CLONE_NEWNS) as usize;
+            let flags = (libc::CLONE_NEWUSER | libc::CLONE_NEWNS | also) as usize;
             // SAFETY: unshare takes an integer flag set.
             let ret = unsafe { sys::syscall(libc::SYS_unshare, [flags, 0, 0, 0, 0, 0]) };
             check("unshare(CLONE_NEWUSER|CLONE_NEWNS)", ret)?;

@@ -120,14 +120,24 @@ fn sandboxed_sessions_see_and_stop_each_others_processes_and_nothing_else() {
     let out = output(&server.call("exec_command", json!({ "cmd": IDENTITY, "login": false })));
     assert_identity_agrees(&out);
 
-    // close_session still kills its own tree only.
-    let r = server
-        .call("exec_command", json!({ "cmd": format!("sleep {dev}1 & sleep {dev}2"), "yield_time_ms": 250 }));
+    // close_session still kills its own tree only, a daemon that scrubbed its environment, left the session and
+    // was re-parented included (the sessions' commands share a mount namespace built for their plan; each has a
+    // UTS namespace of its own, which marks it).
+    let cmd =
+        format!("sleep {dev}1 & env -i /bin/sh -c \"(setsid sh -c 'sleep {dev}3 & exit' &)\"; sleep {dev}2");
+    let r = server.call("exec_command", json!({ "cmd": cmd, "yield_time_ms": 250 }));
     let closing = session_id(&r);
     assert_eq!(wait_present(&["sleep", &format!("{dev}1")], Duration::from_secs(20)).len(), 1);
+    let scrubbed = wait_present(&["sleep", &format!("{dev}3")], Duration::from_secs(20));
+    assert_eq!(scrubbed.len(), 1);
+    let ns = |pid: u32, kind: &str| std::fs::read_link(format!("/proc/{pid}/ns/{kind}")).unwrap();
+    let bystander_pid = pids_with_cmdline(&["sleep", &bystander])[0];
+    assert_eq!(ns(scrubbed[0], "mnt"), ns(bystander_pid, "mnt"), "one plan, one mount namespace");
+    assert_ne!(ns(scrubbed[0], "uts"), ns(bystander_pid, "uts"), "a UTS namespace per command");
     server.call("close_session", json!({ "session_id": closing }));
-    assert!(wait_gone(&["sleep", &format!("{dev}1")], Duration::from_secs(20)).is_empty());
-    assert!(wait_gone(&["sleep", &format!("{dev}2")], Duration::from_secs(20)).is_empty());
+    for n in 1..=3 {
+        assert!(wait_gone(&["sleep", &format!("{dev}{n}")], Duration::from_secs(20)).is_empty());
+    }
     assert_eq!(pids_with_cmdline(&["sleep", &bystander]).len(), 1, "another session's process was killed");
     server.call("close_session", json!({ "session_id": bystander_session }));
     server.call("close_session", json!({ "session_id": daemon_session }));

@@ -157,14 +157,21 @@ pub(crate) enum SpawnFailure {
 }
 
 /// A child that has called `execve`: its pid, on the Linux fast path a pidfd (close-on-exec), and on Linux
-/// its mount namespace (`/proc/<pid>/ns/mnt`, opened by the creating thread as soon as the child has exec'd:
-/// a command that exits at once has no namespace to read later, while a daemon it left may still live in
-/// it).
+/// pins of the namespaces that can mark it as a sandboxed command's (`/proc/<pid>/ns/uts` and `ns/mnt`, opened
+/// by the creating thread as soon as the child has exec'd: a command that exits at once has no namespace to
+/// read later, while a daemon it left may still live in it).
 #[derive(Debug)]
 pub(crate) struct Spawned {
     pub(crate) pid: Pid,
     pub(crate) pidfd: Option<OwnedFd>,
-    pub(crate) mount_ns: Option<OwnedFd>,
+    pub(crate) namespaces: NamespacePins,
+}
+
+/// See [`Spawned`]: the child's UTS and mount namespaces, where they could be opened (Linux only).
+#[derive(Debug, Default)]
+pub(crate) struct NamespacePins {
+    pub(crate) uts: Option<OwnedFd>,
+    pub(crate) mnt: Option<OwnedFd>,
 }
 
 /// Whether the child arms a parent-death signal (Linux only: no portable equivalent exists).
@@ -224,15 +231,20 @@ pub(crate) fn spawn_child(
     // The child is unreaped and not yet registered (the reaper thread, if any, waits for the leaders table the
     // spawning thread holds), so `pid` still names it, exited or not.
     #[cfg(target_os = "linux")]
-    let mount_ns = rustix::fs::open(
-        format!("/proc/{}/ns/mnt", pid.as_raw_nonzero()).as_str(),
-        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )
-    .ok();
+    let namespaces = {
+        let open = |kind: &str| {
+            rustix::fs::open(
+                format!("/proc/{}/ns/{kind}", pid.as_raw_nonzero()).as_str(),
+                rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            )
+            .ok()
+        };
+        NamespacePins { uts: open("uts"), mnt: open("mnt") }
+    };
     #[cfg(not(target_os = "linux"))]
-    let mount_ns = None;
-    Ok(Spawned { pid, pidfd, mount_ns })
+    let namespaces = NamespacePins::default();
+    Ok(Spawned { pid, pidfd, namespaces })
 }
 
 fn fail(stage: ChildStage) -> impl Fn(rustix::io::Errno) -> ChildFailure {

@@ -50,6 +50,8 @@ struct Resident {
     child: std::process::Child,
     /// Its mount namespace (`mnt:[inode]`).
     namespace: String,
+    /// Its UTS namespace (`uts:[inode]`).
+    uts: String,
 }
 
 impl Server {
@@ -76,8 +78,11 @@ impl Server {
         })
         .expect("spawn the resident");
         // `spawn` returned after the exec, so the child's setup (its mount namespace) is done.
-        let namespace = fs::read_link(format!("/proc/{}/ns/mnt", child.id())).unwrap();
-        Resident { child, namespace: namespace.to_string_lossy().into_owned() }
+        let ns = |kind: &str| {
+            fs::read_link(format!("/proc/{}/ns/{kind}", child.id())).unwrap().to_string_lossy().into_owned()
+        };
+        let (namespace, uts) = (ns("mnt"), ns("uts"));
+        Resident { child, namespace, uts }
     }
 }
 
@@ -95,9 +100,9 @@ impl Drop for Server {
     }
 }
 
-/// This process's mount namespace.
-fn own_namespace() -> String {
-    fs::read_link("/proc/self/ns/mnt").unwrap().to_string_lossy().into_owned()
+/// This process's namespace of kind `kind` (`mnt`, `uts`).
+fn own_namespace(kind: &str) -> String {
+    fs::read_link(format!("/proc/self/ns/{kind}")).unwrap().to_string_lossy().into_owned()
 }
 
 const PROBES: &str = "echo data > out.txt && echo wrote-ws; \
@@ -126,7 +131,12 @@ fn commands_with_one_plan_share_a_namespace_that_keeps_every_protection() {
     // The second command with this plan builds the template; later ones enter it.
     let second = server.resident(&s.ws);
     assert_ne!(first.namespace, second.namespace, "the first command built a namespace of its own");
-    assert_ne!(second.namespace, own_namespace(), "never the server's namespace");
+    assert_ne!(second.namespace, own_namespace("mnt"), "never the server's namespace");
+    // Each command still has a UTS namespace of its own (the process adapter finds a session's processes by it).
+    let third = server.resident(&s.ws);
+    assert_eq!(third.namespace, second.namespace);
+    assert_ne!(third.uts, second.uts, "a UTS namespace per command");
+    assert!(![&first.uts, &second.uts, &third.uts].contains(&&own_namespace("uts")));
     for _ in 0..2 {
         let (namespace, probe) = server.run(&s.ws, PROBES);
         assert_protected(&s, &probe);
