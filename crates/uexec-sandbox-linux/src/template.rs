@@ -13,13 +13,13 @@
 //!   polls its `/proc/self/mountinfo` (`POLLPRI` on every change) and drops every template;
 //! - a planned path changes identity (a directory renamed away and made again, `.git` removed and re-created by
 //!   an unsandboxed command): the template's mount stays on the old directory entry. Each reuse resolves every
-//!   planned path inside the template (`openat2` from its root, `RESOLVE_IN_ROOT`) and checks that it lands on
-//!   the mount the template put there (its mount id); any difference drops the template and the command builds
-//!   its own namespace.
+//!   planned path inside the template (`statx` relative to its root) and checks that it lands on the mount the
+//!   template put there (its mount id); any difference drops the template and the command builds its own
+//!   namespace.
 //!
 //! Commands sharing a template cannot change it: `mount` and friends fail under seccomp, `CAP_SYS_ADMIN` is
 //! gone, and every mount in it is a private copy. What they can write is the writable roots, as without it.
-#![allow(unsafe_code)] // Reason: `poll`, `openat2` and `statx` on descriptors this module owns.
+#![allow(unsafe_code)] // Reason: `poll`, `open` and `statx` on descriptors this module owns.
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -241,19 +241,19 @@ fn mount_table_changed(mountinfo: &OwnedFd) -> bool {
 }
 
 /// The id of the mount that `path` (absolute) resolves to inside the tree of `root`, without following its
-/// last component and with absolute symbolic links on the way resolved inside that tree too.
+/// last component: one `statx` relative to `root`. A symbolic link on the way that leads out of the tree (an
+/// absolute one resolves from this process's root, in the host's mount tree) can only land on a mount the
+/// template did not make, so it reads as a changed path, never as a current one.
 fn mount_id_in(root: &OwnedFd, path: &CStr) -> std::io::Result<u64> {
     let relative = match path.to_bytes().strip_prefix(b"/") {
         Some(b"") | None => c".".to_owned(),
         Some(rest) => CString::new(rest).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?,
     };
-    let fd = open_path(root, &relative)?;
     // SAFETY: an all-zero `statx` is a valid value for the kernel to overwrite.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: statx of an open descriptor (empty path) into a local buffer.
-    let ret = unsafe {
-        libc::statx(fd.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_MNT_ID, &mut stx)
-    };
+    let flags = libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT | libc::AT_STATX_DONT_SYNC;
+    // SAFETY: statx of a NUL-terminated path relative to an open directory, into a local buffer.
+    let ret = unsafe { libc::statx(root.as_raw_fd(), relative.as_ptr(), flags, libc::STATX_MNT_ID, &mut stx) };
     if ret != 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -271,31 +271,5 @@ fn open_root() -> std::io::Result<OwnedFd> {
         return Err(std::io::Error::last_os_error());
     }
     // SAFETY: `fd` was just returned by open and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// `openat2(dir, path, {O_PATH | O_NOFOLLOW | O_CLOEXEC, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS})`.
-fn open_path(dir: &OwnedFd, path: &CStr) -> std::io::Result<OwnedFd> {
-    /// `struct open_how` (`libc`'s is non-exhaustive).
-    #[repr(C)]
-    struct OpenHow {
-        flags: u64,
-        mode: u64,
-        resolve: u64,
-    }
-    let how = OpenHow {
-        flags: (libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64,
-        mode: 0,
-        resolve: libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
-    };
-    let dir = dir.as_raw_fd();
-    // SAFETY: `path` is NUL-terminated and `how` a live `open_how` of the size passed, both alive for the call.
-    let fd =
-        unsafe { libc::syscall(libc::SYS_openat2, dir, path.as_ptr(), &raw const how, size_of::<OpenHow>()) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let fd = i32::try_from(fd).map_err(|_| std::io::Error::from_raw_os_error(libc::EBADF))?;
-    // SAFETY: `fd` was just returned by openat2 and is owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }

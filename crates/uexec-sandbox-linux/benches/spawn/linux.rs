@@ -156,6 +156,11 @@ pub(crate) fn main() {
         .expect("the bench's PID namespace");
     let hiding = LinuxSandbox::default()
         .with_hidden(HiddenPaths { home: Some(home.clone()), patterns: HiddenPattern::defaults() });
+    // What `uexec mcp` runs by default: the server-wide sandbox hiding the default secret locations.
+    let shared_hiding = LinuxSandbox::default()
+        .with_pid_namespace(std::os::fd::AsFd::as_fd(&own_namespace))
+        .expect("the bench's PID namespace")
+        .with_hidden(HiddenPaths { home: Some(home.clone()), patterns: HiddenPattern::defaults() });
     let request = || SandboxRequest {
         spawn: SpawnRequest {
             argv: vec!["/bin/true".into()],
@@ -198,8 +203,13 @@ pub(crate) fn main() {
     if let Ok(n) = std::env::var("SPAWN_BENCH_PROFILE") {
         // Profiling aid (not a measurement): only the sandboxed spawn (with the hidden locations when
         // `SPAWN_BENCH_PROFILE_HIDDEN` is set), `n` times, for `perf record` or `strace -f -T`.
-        let sandbox =
-            if std::env::var_os("SPAWN_BENCH_PROFILE_HIDDEN").is_some() { &hiding } else { &sandbox };
+        let hidden = std::env::var_os("SPAWN_BENCH_PROFILE_HIDDEN").is_some();
+        let sandbox = match (hidden, std::env::var_os("SPAWN_BENCH_PROFILE_SHARED").is_some()) {
+            (false, false) => &sandbox,
+            (true, false) => &hiding,
+            (false, true) => &shared,
+            (true, true) => &shared_hiding,
+        };
         for _ in 0..n.parse::<usize>().unwrap() {
             let prepared = sandbox.prepare(request()).unwrap();
             assert_eq!(spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &prepared.spawn.setup), 0);
@@ -216,6 +226,7 @@ pub(crate) fn main() {
         Mode { name: "hooks without seccomp", samples: Vec::new(), cpu: Vec::new() },
         Mode { name: "hooks without landlock", samples: Vec::new(), cpu: Vec::new() },
         Mode { name: "server-wide sandbox (prepare + hooks)", samples: Vec::new(), cpu: Vec::new() },
+        Mode { name: "server-wide + hidden secrets (prepare + hooks)", samples: Vec::new(), cpu: Vec::new() },
     ];
     if bwrap.is_some() {
         modes.push(Mode { name: "bwrap", samples: Vec::new(), cpu: Vec::new() });
@@ -233,13 +244,15 @@ pub(crate) fn main() {
                     let code = spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &[]);
                     (started.elapsed(), code, None)
                 }
-                1 | 3 | 8 => {
+                1 | 3 | 8 | 9 => {
                     // Timed from `prepare` to the child's exit; mode 3 with the product's default hidden
-                    // locations, mode 8 in the server-wide sandbox's PID namespace.
+                    // locations, mode 8 in the server-wide sandbox's PID namespace, mode 9 both (the product's
+                    // default).
                     let chosen = match m {
                         1 => &sandbox,
                         3 => &hiding,
-                        _ => &shared,
+                        8 => &shared,
+                        _ => &shared_hiding,
                     };
                     let prepared = chosen.prepare(request()).unwrap();
                     let code = spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &prepared.spawn.setup);
@@ -287,7 +300,7 @@ pub(crate) fn main() {
          the work done, without the time spent waiting for a CPU on a loaded machine)"
     );
     println!(
-        "{:<34} {:>12} {:>12} {:>14} {:>12} {:>12}",
+        "{:<46} {:>12} {:>12} {:>14} {:>12} {:>12}",
         "mode", "median", "p90", "vs unsandboxed", "cpu median", "cpu ratio"
     );
     for mode in &mut modes {
@@ -295,7 +308,7 @@ pub(crate) fn main() {
         let p = p90(&mut mode.samples);
         let cpu = median(&mut mode.cpu);
         println!(
-            "{:<34} {:>10.1}us {:>10.1}us {:>13.2}x {:>10.1}us {:>11.2}x",
+            "{:<46} {:>10.1}us {:>10.1}us {:>13.2}x {:>10.1}us {:>11.2}x",
             mode.name,
             med.as_secs_f64() * 1e6,
             p.as_secs_f64() * 1e6,
@@ -314,6 +327,10 @@ pub(crate) fn main() {
     println!(
         "target: sandboxed spawn, server-wide sandbox / unsandboxed = {:.2} (<= 1.30)",
         median(&mut modes[8].samples.clone()).as_secs_f64() / base.as_secs_f64()
+    );
+    println!(
+        "the same with the default hidden secret locations (what `uexec mcp` runs by default) = {:.2}",
+        median(&mut modes[9].samples.clone()).as_secs_f64() / base.as_secs_f64()
     );
     println!(
         "the same in CPU time: {:.2}; load average {}",
