@@ -3,10 +3,13 @@
 //! (a directory gets an empty read-only tmpfs, anything else a `nodev` copy of `/dev/null`, so opening it fails
 //! with `EACCES`).
 
+use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use uexec_domain::hidden::{DirLister, EntryKind, HiddenPaths, expand};
+
+use crate::layout::canonicalize;
 
 /// What one command has hidden.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -29,13 +32,14 @@ impl HiddenLayout {
         if hidden.is_empty() {
             return layout;
         }
-        let expansion = expand(&hidden.patterns, hidden.home.as_deref(), workspace, &mut FsLister);
+        let expansion = expand(&hidden.patterns, hidden.home.as_deref(), workspace, &mut FsLister::default());
         layout.truncated = expansion.truncated;
-        let keep: Vec<PathBuf> = [workspace, cwd].iter().filter_map(|p| fs::canonicalize(p).ok()).collect();
+        let keep: Vec<PathBuf> =
+            [workspace, cwd].iter().filter_map(|p| canonicalize(p).ok()).map(|c| c.0).collect();
         for (path, _, pattern) in expansion.paths {
             // Home matches may be links (`~/.ssh -> dotfiles/ssh`): the target is covered. Workspace matches
             // never are (the expansion drops them).
-            let Ok(canonical) = fs::canonicalize(&path) else {
+            let Ok((canonical, meta)) = canonicalize(&path) else {
                 layout.skipped.push(format!("{} ({pattern}): does not resolve", path.display()));
                 continue;
             };
@@ -46,9 +50,6 @@ impl HiddenLayout {
                 ));
                 continue;
             }
-            let Ok(meta) = fs::metadata(&canonical) else {
-                continue;
-            };
             let list = if meta.is_dir() { &mut layout.dirs } else { &mut layout.files };
             if !list.contains(&canonical) {
                 list.push(canonical);
@@ -75,7 +76,11 @@ impl HiddenLayout {
 }
 
 /// The real file system, read without following links.
-struct FsLister;
+#[derive(Debug, Default)]
+struct FsLister {
+    /// What `kind` found, by path, for this expansion (patterns share directories: `.config`, `.cargo`).
+    kinds: HashMap<PathBuf, Option<EntryKind>>,
+}
 
 /// The kind of an entry from its `lstat` file type.
 fn kind_of(file_type: fs::FileType) -> EntryKind {
@@ -90,7 +95,10 @@ fn kind_of(file_type: fs::FileType) -> EntryKind {
 
 impl DirLister for FsLister {
     fn kind(&mut self, path: &Path) -> Option<EntryKind> {
-        fs::symlink_metadata(path).ok().map(|m| kind_of(m.file_type()))
+        *self
+            .kinds
+            .entry(path.to_path_buf())
+            .or_insert_with(|| fs::symlink_metadata(path).ok().map(|m| kind_of(m.file_type())))
     }
 
     fn entries(&mut self, dir: &Path) -> Vec<(String, EntryKind)> {

@@ -256,9 +256,30 @@ impl Canonical {
         if let Some((_, canonical)) = self.known.iter().find(|(p, _)| p == path) {
             return Ok(canonical.clone());
         }
-        let canonical = fs::canonicalize(path)?;
+        let canonical = canonicalize(path)?.0;
         self.known.push((path.to_path_buf(), canonical.clone()));
         Ok(canonical)
+    }
+}
+
+/// `path` with every symbolic link resolved, as `fs::canonicalize` gives it, and the metadata of what it names,
+/// in four system calls whatever the depth: open it `O_PATH`, `statx` the descriptor, read
+/// `/proc/self/fd/<fd>`, close. (`realpath` reads every component's link, one call each.) Where the
+/// descriptor's path is not a plain absolute path (no `/proc`, a deleted or unreachable file), the result is
+/// `fs::canonicalize`'s.
+pub(crate) fn canonicalize(path: &Path) -> io::Result<(PathBuf, fs::Metadata)> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = fs::OpenOptions::new().read(true).custom_flags(libc::O_PATH).open(path)?;
+    let metadata = file.metadata()?;
+    match fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+        Ok(resolved)
+            if resolved.is_absolute()
+                && !resolved.as_os_str().as_encoded_bytes().ends_with(b" (deleted)") =>
+        {
+            Ok((resolved, metadata))
+        }
+        _ => Ok((fs::canonicalize(path)?, metadata)),
     }
 }
 

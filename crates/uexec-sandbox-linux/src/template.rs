@@ -253,7 +253,8 @@ fn mount_id_in(root: &OwnedFd, path: &CStr) -> std::io::Result<u64> {
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
     let flags = libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT | libc::AT_STATX_DONT_SYNC;
     // SAFETY: statx of a NUL-terminated path relative to an open directory, into a local buffer.
-    let ret = unsafe { libc::statx(root.as_raw_fd(), relative.as_ptr(), flags, libc::STATX_MNT_ID, &mut stx) };
+    let ret =
+        unsafe { libc::statx(root.as_raw_fd(), relative.as_ptr(), flags, libc::STATX_MNT_ID, &mut stx) };
     if ret != 0 {
         return Err(std::io::Error::last_os_error());
     }
