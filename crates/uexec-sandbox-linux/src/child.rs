@@ -117,6 +117,9 @@ pub(crate) enum Mounts {
         namespace: Arc<OwnedFd>,
         /// The working directory, entered after the namespace.
         cwd: CString,
+        /// When the template's `/proc` is a fresh procfs of one PID namespace (the per-command sandbox): that
+        /// namespace (device, inode), and the plan to build instead when the command runs in another one.
+        proc_for: Option<((u64, u64), Box<MountPlan>)>,
     },
 }
 
@@ -181,7 +184,16 @@ unsafe impl ChildSetup for SandboxChild {
         }
         match &self.mounts {
             Some(Mounts::Build(plan)) => apply_mounts(plan)?,
-            Some(Mounts::Enter { namespace, cwd }) => enter_mounts(namespace.as_raw_fd(), cwd)?,
+            Some(Mounts::Enter { namespace, cwd, proc_for: None }) => {
+                enter_mounts(namespace.as_raw_fd(), cwd)?
+            }
+            Some(Mounts::Enter { namespace, cwd, proc_for: Some((pid_namespace, otherwise)) }) => {
+                if in_pid_namespace(*pid_namespace)? {
+                    enter_mounts(namespace.as_raw_fd(), cwd)?;
+                } else {
+                    apply_mounts(otherwise)?;
+                }
+            }
             None => {}
         }
         drop_capabilities(self.keep_capabilities)?;
@@ -292,18 +304,19 @@ fn enter_mounts(namespace: i32, cwd: &CStr) -> Result<(), ChildSetupFailure> {
 /// `unshare(CLONE_NEWNS)`, which also gives the thread a file-system context of its own. [`build_template`]
 /// then builds the tree.
 pub(crate) fn template_namespace(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
-    if plan.mode != MountMode::Privileged || plan.procfs.is_none() {
+    if plan.mode != MountMode::Privileged {
         return Err(ChildSetupFailure { stage: "building a mount namespace template", errno: libc::EINVAL });
     }
     new_namespace(plan, 0)
 }
 
 /// For `crate::template`, in the namespace of [`template_namespace`]: everything [`apply_mounts`] does but
-/// entering the working directory. The `/proc` must be the copy of the shared PID namespace's procfs: the
-/// calling thread's own PID namespace is not the commands', so a procfs mounted here would show the wrong
-/// processes (an error instead).
+/// entering the working directory. In the server-wide sandbox the `/proc` must be the copy of the shared PID
+/// namespace's procfs (the calling thread's own PID namespace is not the commands', so a procfs mounted here
+/// would show the wrong processes: an error instead); otherwise it is a fresh procfs of the calling thread's
+/// PID namespace, which a command enters only when it runs in that namespace too (`Mounts::Enter::proc_for`).
 pub(crate) fn build_template(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
-    build_tree(plan, true)
+    build_tree(plan, plan.procfs.is_some())
 }
 
 /// `unshare` the mount namespace plus `also` (and, in user-namespace mode, the user namespace with its id maps).
@@ -463,7 +476,19 @@ fn mount_own_proc(hidepid: bool, procfs: Option<&OwnedFd>) {
 
 /// Fail unless the calling process runs in the PID namespace `expected` (device and inode).
 fn check_pid_namespace(expected: (u64, u64)) -> Result<(), ChildSetupFailure> {
-    const STAGE: &str = "checking that the command runs in the sandbox's PID namespace";
+    if in_pid_namespace(expected)? {
+        Ok(())
+    } else {
+        Err(ChildSetupFailure { stage: PID_NAMESPACE_STAGE, errno: libc::EPERM })
+    }
+}
+
+/// The stage named when the PID namespace cannot be read or is not the expected one.
+const PID_NAMESPACE_STAGE: &str = "checking that the command runs in the sandbox's PID namespace";
+
+/// True when the calling process runs in the PID namespace `expected` (device and inode).
+fn in_pid_namespace(expected: (u64, u64)) -> Result<bool, ChildSetupFailure> {
+    const STAGE: &str = PID_NAMESPACE_STAGE;
     // SAFETY: an all-zero `stat` is a valid value for the kernel to overwrite.
     let mut stat: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: stat on a static NUL-terminated path into a local buffer.
@@ -474,10 +499,7 @@ fn check_pid_namespace(expected: (u64, u64)) -> Result<(), ChildSetupFailure> {
         )
     };
     check(STAGE, ret)?;
-    if (stat.st_dev, stat.st_ino) != expected {
-        return Err(ChildSetupFailure { stage: STAGE, errno: libc::EPERM });
-    }
-    Ok(())
+    Ok((stat.st_dev, stat.st_ino) == expected)
 }
 
 /// `open_tree(path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | extra)`: a detached copy of the mount tree.

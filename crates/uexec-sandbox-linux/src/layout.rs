@@ -64,8 +64,8 @@ impl FsLayout {
             return Err(invalid(cwd, "the working directory must be absolute"));
         }
         let mut canonical = Canonical::default();
-        let canonical_cwd = canonical.get(cwd).map_err(|e| invalid(cwd, &e.to_string()))?;
-        if !canonical_cwd.is_dir() {
+        let (_, cwd_is_dir) = canonical.get_with_kind(cwd).map_err(|e| invalid(cwd, &e.to_string()))?;
+        if !cwd_is_dir {
             return Err(invalid(cwd, "the working directory is not a directory"));
         }
         let mut layout = FsLayout {
@@ -90,9 +90,9 @@ impl FsLayout {
         }
         let mut resolved: Vec<(&Path, PathBuf)> = Vec::new();
         for root in &writable {
-            match canonical.get(&root.root) {
-                Ok(canonical) if canonical.is_dir() => resolved.push((&root.root, canonical)),
-                Ok(_) => return Err(invalid(&root.root, "a writable root must be a directory")),
+            match canonical.get_with_kind(&root.root) {
+                Ok((canonical, true)) => resolved.push((&root.root, canonical)),
+                Ok((_, false)) => return Err(invalid(&root.root, "a writable root must be a directory")),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => layout.missing_roots.push(root.root.clone()),
                 Err(e) => return Err(invalid(&root.root, &e.to_string())),
             }
@@ -243,22 +243,27 @@ impl FsLayout {
     }
 }
 
-/// `fs::canonicalize` with a memory: the same roots come back as the parents of their protected subpaths, and
-/// each canonicalisation costs a `readlink` per path component.
+/// [`canonicalize`] with a memory: the same roots come back as the parents of their protected subpaths. Also
+/// remembers whether each one is a directory (from the same `statx`).
 #[derive(Debug, Default)]
 struct Canonical {
-    known: Vec<(PathBuf, PathBuf)>,
+    known: Vec<(PathBuf, PathBuf, bool)>,
 }
 
 impl Canonical {
     /// The canonical form of `path`.
     fn get(&mut self, path: &Path) -> io::Result<PathBuf> {
-        if let Some((_, canonical)) = self.known.iter().find(|(p, _)| p == path) {
-            return Ok(canonical.clone());
+        self.get_with_kind(path).map(|(canonical, _)| canonical)
+    }
+
+    /// The canonical form of `path`, and whether it is a directory.
+    fn get_with_kind(&mut self, path: &Path) -> io::Result<(PathBuf, bool)> {
+        if let Some((_, canonical, is_dir)) = self.known.iter().find(|(p, _, _)| p == path) {
+            return Ok((canonical.clone(), *is_dir));
         }
-        let canonical = canonicalize(path)?.0;
-        self.known.push((path.to_path_buf(), canonical.clone()));
-        Ok(canonical)
+        let (canonical, metadata) = canonicalize(path)?;
+        self.known.push((path.to_path_buf(), canonical.clone(), metadata.is_dir()));
+        Ok((canonical, metadata.is_dir()))
     }
 }
 

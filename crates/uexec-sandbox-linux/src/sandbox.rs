@@ -224,7 +224,14 @@ impl Sandbox for LinuxSandbox {
                     mounts.empty_dir = self.empty_dir();
                 }
                 match self.templates.namespace_for(&mounts) {
-                    Some(namespace) => Some(Mounts::Enter { namespace, cwd: mounts.cwd }),
+                    Some((namespace, None)) => {
+                        Some(Mounts::Enter { namespace, cwd: mounts.cwd, proc_for: None })
+                    }
+                    Some((namespace, Some(pid_namespace))) => Some(Mounts::Enter {
+                        namespace,
+                        cwd: mounts.cwd.clone(),
+                        proc_for: Some((pid_namespace, Box::new(mounts))),
+                    }),
                     None => Some(Mounts::Build(Box::new(mounts))),
                 }
             }

@@ -1,6 +1,12 @@
-//! Mount namespaces built once per mount plan and entered by each command that has that plan (the server-wide
-//! sandbox only): the command's mount work becomes one `setns` instead of copying the host's mount table,
-//! cloning, attaching and re-flagging mounts, and tearing all of it down again at exit.
+//! Mount namespaces built once per mount plan and entered by each command that has that plan (privileged
+//! strategy): the command's mount work becomes one `setns` instead of copying the host's mount table, cloning,
+//! attaching and re-flagging mounts, and tearing all of it down again at exit.
+//!
+//! The template's `/proc` is what the plan asks for: in the server-wide sandbox the copy of the shared PID
+//! namespace's procfs (the command has checked it runs there); otherwise a fresh `hidepid=ptraceable` procfs of
+//! the PID namespace of the thread that built it (the server's), which a command enters only when it runs in
+//! that PID namespace too (it builds its own namespace, as before, in any other: a spawner that puts commands
+//! in a PID namespace of their own).
 //!
 //! A template is made the second time the same plan (everything but the working directory) is prepared, by a
 //! short-lived thread that unshares its mount namespace and builds the plan's tree there with the child's own
@@ -49,6 +55,8 @@ struct Key {
     hidden_dirs: Vec<CString>,
     /// `MountPlan::hidden_files`.
     hidden_files: Vec<CString>,
+    /// `MountPlan::proc_hidepid`, and whether `/proc` is the copy of the shared PID namespace's procfs.
+    proc: (bool, bool),
 }
 
 impl Key {
@@ -62,6 +70,7 @@ impl Key {
             nodev: plan.nodev.clone(),
             hidden_dirs: plan.hidden_dirs.clone(),
             hidden_files: plan.hidden_files.clone(),
+            proc: (plan.proc_hidepid, plan.procfs.is_some()),
         }
     }
 
@@ -88,9 +97,19 @@ struct Template {
     root: OwnedFd,
     /// The mount id each of `key.mounted_paths()` resolved to when it was built.
     marks: Vec<u64>,
+    /// The PID namespace (device, inode) of its `/proc` when that is a fresh procfs (the per-command sandbox);
+    /// `None` when it is the copy of the shared PID namespace's procfs.
+    proc_pid_namespace: Option<NamespaceId>,
     /// When it was last used (a counter).
     used: u64,
 }
+
+/// A namespace's identity (device and inode of its `nsfs` file).
+pub(crate) type NamespaceId = (u64, u64);
+
+/// What a command with a template enters: the namespace, and the PID namespace its `/proc` shows when that is
+/// a fresh procfs (the command must run there to enter it).
+pub(crate) type Entry = (Arc<OwnedFd>, Option<NamespaceId>);
 
 /// The templates of one sandbox.
 #[derive(Debug, Default)]
@@ -115,9 +134,10 @@ struct State {
 
 impl Templates {
     /// The namespace to enter for `plan`, if a template for it exists and is current, or was just built (the
-    /// second time this plan is seen). `None`: the command builds its own namespace.
-    pub(crate) fn namespace_for(&self, plan: &MountPlan) -> Option<Arc<OwnedFd>> {
-        if plan.mode != MountMode::Privileged || plan.procfs.is_none() {
+    /// second time this plan is seen), with the PID namespace its `/proc` shows when that is a fresh procfs
+    /// (the command must run there to enter it). `None`: the command builds its own namespace.
+    pub(crate) fn namespace_for(&self, plan: &MountPlan) -> Option<Entry> {
+        if plan.mode != MountMode::Privileged {
             return None;
         }
         let key = Key::of(plan);
@@ -135,7 +155,7 @@ impl Templates {
             if state.templates[at].is_current() {
                 let template = &mut state.templates[at];
                 template.used = now;
-                return Some(template.namespace.clone());
+                return Some((template.namespace.clone(), template.proc_pid_namespace));
             }
             tracing::debug!("a planned path changed identity: its mount template dropped");
             state.templates.swap_remove(at);
@@ -156,7 +176,7 @@ impl Templates {
         }
         match Template::build(plan, key, now) {
             Ok(template) => {
-                let namespace = template.namespace.clone();
+                let namespace = (template.namespace.clone(), template.proc_pid_namespace);
                 if state.templates.len() >= MAX_TEMPLATES
                     && let Some(oldest) =
                         state.templates.iter().enumerate().min_by_key(|(_, t)| t.used).map(|(i, _)| i)
@@ -180,7 +200,7 @@ impl Template {
         let built = std::thread::scope(|scope| {
             std::thread::Builder::new()
                 .name("uexec-mount-template".into())
-                .spawn_scoped(scope, || -> std::io::Result<(OwnedFd, OwnedFd)> {
+                .spawn_scoped(scope, || -> std::io::Result<(OwnedFd, OwnedFd, Option<NamespaceId>)> {
                     let failed = |failure: uexec_ports::process::ChildSetupFailure| {
                         std::io::Error::other(format!(
                             "{}: {}",
@@ -192,18 +212,27 @@ impl Template {
                     // The namespace, as a descriptor that outlives this thread (opened while `/proc` is still
                     // this process's: the template's is the commands' PID namespace's).
                     let namespace = std::fs::File::open("/proc/thread-self/ns/mnt")?;
+                    // A fresh procfs mounted here is this thread's PID namespace's.
+                    let proc_pid_namespace = match plan.procfs {
+                        Some(_) => None,
+                        None => {
+                            use std::os::unix::fs::MetadataExt;
+                            let pid = std::fs::metadata("/proc/thread-self/ns/pid")?;
+                            Some((pid.dev(), pid.ino()))
+                        }
+                    };
                     child::build_template(plan).map_err(failed)?;
-                    Ok((namespace.into(), open_root()?))
+                    Ok((namespace.into(), open_root()?, proc_pid_namespace))
                 })
                 .map(|thread| thread.join())
         });
-        let (namespace, root) = match built {
+        let (namespace, root, proc_pid_namespace) = match built {
             Ok(Ok(result)) => result?,
             Ok(Err(_)) => return Err(std::io::Error::other("the template thread panicked")),
             Err(error) => return Err(error),
         };
         let marks = key.mounted_paths().map(|path| mount_id_in(&root, path)).collect::<Result<_, _>>()?;
-        Ok(Template { key, namespace: Arc::new(namespace), root, marks, used: now })
+        Ok(Template { key, namespace: Arc::new(namespace), root, marks, proc_pid_namespace, used: now })
     }
 
     /// True when every planned path still resolves, inside the template, to the mount the template put there.

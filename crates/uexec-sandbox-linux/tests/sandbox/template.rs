@@ -250,3 +250,53 @@ fn a_mount_made_on_the_host_after_the_template_is_seen() {
     // The twin: what the template showed is still under the mount, where commands no longer look.
     assert_eq!(Scratch::read(&s.ws.join("disk/under.txt")), "<missing>");
 }
+
+/// Start a prepared command in this process's PID namespace (no shared sandbox namespace), stdin closed.
+fn start_here(spawn: &uexec_ports::process::SpawnRequest) -> Resident {
+    let mut command = crate::common::command(spawn, &[], &[]);
+    command.stdin(std::process::Stdio::null());
+    let child = command.spawn().expect("spawn");
+    let ns = |kind: &str| {
+        fs::read_link(format!("/proc/{}/ns/{kind}", child.id())).unwrap().to_string_lossy().into_owned()
+    };
+    let (namespace, uts) = (ns("mnt"), ns("uts"));
+    Resident { child, namespace, uts }
+}
+
+#[test]
+fn the_per_command_sandbox_enters_a_template_only_in_the_pid_namespace_its_proc_shows() {
+    let s = Scratch::new();
+    let sandbox = LinuxSandbox::default();
+    let prepare = |argv: &[&str]| {
+        sandbox.prepare(request(workspace_only(vec![], false), argv, &s.ws)).expect("enforceable here")
+    };
+    let _first = start_here(&prepare(&["sleep", "60"]).spawn);
+    let second = start_here(&prepare(&["sleep", "60"]).spawn);
+    let third = start_here(&prepare(&["sleep", "60"]).spawn);
+    assert_eq!(second.namespace, third.namespace, "one namespace for one plan");
+    assert_ne!(second.uts, third.uts, "a UTS namespace per command");
+    // In the template, the fresh `hidepid=ptraceable` procfs still shows each command its own processes only
+    // (the other commands' `sleep 60` are hidden), and `$$`, `/proc` and `ps` agree.
+    let script = "readlink /proc/self/ns/mnt; ps -eo args= | grep -c '^sleep 60' || true; \
+                  echo \"dollar=$$ parent_sees=$(cut -d' ' -f4 /proc/self/stat)\"; echo x > out.txt && echo wrote";
+    let probe = crate::common::run(&prepare(&["bash", "-c", script]));
+    let lines: Vec<&str> = probe.stdout.lines().collect();
+    assert_eq!(lines.first(), Some(&second.namespace.as_str()), "{probe:?}");
+    assert_eq!(lines.get(1), Some(&"0"), "other commands' processes are hidden: {probe:?}");
+    let identity = lines.get(2).copied().unwrap_or_default();
+    let (dollar, parent) = identity.split_once(' ').unwrap_or_default();
+    assert_eq!(dollar.strip_prefix("dollar="), parent.strip_prefix("parent_sees="), "{probe:?}");
+    assert_eq!(lines.get(3), Some(&"wrote"), "{probe:?}");
+    // In another PID namespace the template's /proc would be the wrong one (`$$` would name another process
+    // there, or none): the command builds its own namespace, whose /proc is its PID namespace's.
+    let (mut init, namespace) = pid_namespace_with_init();
+    let script = "readlink /proc/self/ns/mnt; echo \"dollar=$$ ps=$(ps -o pid= -p $$ | tr -d ' ')\"";
+    let probe = run_in_pid_namespace(&namespace, &prepare(&["bash", "-c", script]).spawn);
+    init.kill().unwrap();
+    init.wait().unwrap();
+    let lines: Vec<&str> = probe.stdout.lines().collect();
+    assert_ne!(lines.first(), Some(&second.namespace.as_str()), "{probe:?}");
+    let identity = lines.get(1).copied().unwrap_or_default();
+    let (dollar, ps) = identity.split_once(' ').unwrap_or_default();
+    assert_eq!(dollar.strip_prefix("dollar="), ps.strip_prefix("ps="), "{probe:?}");
+}
