@@ -44,7 +44,7 @@ pub struct LinuxSandbox {
     empty_dir: OnceLock<Option<Arc<OwnedFd>>>,
     /// The PID namespace every command runs in, shared by this server's sandboxed commands only.
     shared_pid_namespace: Option<SharedPidNamespace>,
-    /// Mount namespaces built once per plan, for the server-wide sandbox (see `crate::template`).
+    /// Mount namespaces built once per plan (see `crate::template`).
     templates: Templates,
 }
 
