@@ -15,6 +15,7 @@
 //! (a group id cannot be recycled while the group has a member).
 
 use std::collections::{HashMap, HashSet};
+#[cfg(target_os = "linux")]
 use std::os::fd::OwnedFd;
 #[cfg(target_os = "linux")]
 use std::os::fd::{AsFd, BorrowedFd};
@@ -60,8 +61,9 @@ pub(crate) struct SessionIdentity<'a> {
     pub(crate) pinning: Pinning,
 }
 
-/// Which namespace marks a session's processes.
+/// Which namespace marks a session's processes (Linux only: elsewhere there is none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) enum NamespaceKind {
     /// The UTS namespace: the Linux sandbox gives each command one of its own (commands of one mount plan
     /// may share a mount namespace, see the sandbox's templates; their UTS namespaces stay theirs).
@@ -70,6 +72,7 @@ pub(crate) enum NamespaceKind {
     Mnt,
 }
 
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 impl NamespaceKind {
     /// Its name under `/proc/<pid>/ns/`.
     fn name(self) -> &'static str {

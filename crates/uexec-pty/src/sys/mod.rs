@@ -169,6 +169,7 @@ pub(crate) struct Spawned {
 
 /// See [`Spawned`]: the child's UTS and mount namespaces, where they could be opened (Linux only).
 #[derive(Debug, Default)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) struct NamespacePins {
     pub(crate) uts: Option<OwnedFd>,
     pub(crate) mnt: Option<OwnedFd>,
