@@ -371,7 +371,6 @@ fn throughput_bench(runtime: &tokio::runtime::Runtime, spawner: &PtySpawner, qui
         Samples::named("uexec-pty"),
         Samples::named("raw read loop (limit)"),
         Samples::named("portable-pty"),
-        Samples::named("uexec-pty portable core (fork)"),
     ];
     // Each variant's throughput divided by the raw loop's of the same round (adjacent in time, so the
     // load of a shared machine affects both alike).
