@@ -49,6 +49,10 @@ pub(crate) struct Plan {
     /// The command runs in the process adapter's PID namespace for sandboxed commands (shared by all of this
     /// server's): signals are scoped by that namespace, not by Landlock, and `/proc` shows all of it.
     pub(crate) shared_pid_namespace: bool,
+    /// The directories to show `workspace-write` commands copy-on-write (as configured, before resolving).
+    pub(crate) copy_on_write: Vec<std::path::PathBuf>,
+    /// Where their layers live (`<state>/sandbox-overlays`).
+    pub(crate) copy_on_write_base: Option<std::path::PathBuf>,
 }
 
 impl Plan {
@@ -83,6 +87,8 @@ impl Plan {
             hide: false,
             proxy: None,
             shared_pid_namespace: false,
+            copy_on_write: Vec::new(),
+            copy_on_write_base: None,
         }
     }
 
@@ -105,6 +111,7 @@ impl Plan {
             self.metadata(),
             self.read_only_subpaths(layout),
             self.hidden(layout),
+            self.copy_on_write(layout),
             self.network(),
             protection(
                 "no_new_privs",
@@ -325,6 +332,67 @@ impl Plan {
                 mode_text(mode)
             ),
         )
+    }
+
+    /// The copy-on-write views. What they protect holds in every case: the person's directories are never
+    /// written by a sandboxed command (with a view, writes land in the sandbox's upper layer; without one, the
+    /// directory is read-only like the rest of the file system), so a missing view is no degradation.
+    fn copy_on_write(&self, layout: Option<&FsLayout>) -> Protection {
+        const NAME: &str = "copy_on_write";
+        let dirs = paths(&self.copy_on_write);
+        if self.copy_on_write.is_empty() {
+            return protection(NAME, ProtectionStatus::NotRequested, "no copy-on-write directories".into());
+        }
+        if !self.workspace_write {
+            return protection(
+                NAME,
+                ProtectionStatus::NotRequested,
+                format!("read-only policy: {dirs} stay read-only like everything else"),
+            );
+        }
+        let unavailable = match self.mounts {
+            Some(MountMode::Privileged) => None,
+            Some(MountMode::UserNamespace) => Some(
+                "an overlay needs CAP_SYS_ADMIN (the sandbox runs in an unprivileged user namespace)".into(),
+            ),
+            None => Some(self.no_mounts()),
+        };
+        if let Some(why) = unavailable {
+            return protection(
+                NAME,
+                ProtectionStatus::Enforced,
+                format!("{dirs} stay read-only, never written: no copy-on-write view ({why})"),
+            );
+        }
+        let base = self.copy_on_write_base.as_ref().map_or_else(String::new, |b| b.display().to_string());
+        let text = match layout {
+            None => format!(
+                "writable copy-on-write views (overlayfs) of {dirs}: the person's directories are never written,                  writes land in the sandbox's upper layers under {base}, which commands outside the sandbox                  never use"
+            ),
+            Some(layout) => {
+                let views: Vec<String> = layout
+                    .copy_on_write
+                    .iter()
+                    .map(|(dir, upper)| format!("{} (writes land in {})", dir.display(), upper.display()))
+                    .collect();
+                let mut text = if views.is_empty() {
+                    "no copy-on-write view".to_owned()
+                } else {
+                    format!(
+                        "writable copy-on-write views (overlayfs) of {}; the person's directories are never                          written, and commands outside the sandbox never use the upper layers",
+                        views.join(", ")
+                    )
+                };
+                if !layout.copy_on_write_skipped.is_empty() {
+                    text.push_str(&format!(
+                        " (read-only, no view: {})",
+                        layout.copy_on_write_skipped.join("; ")
+                    ));
+                }
+                text
+            }
+        };
+        protection(NAME, ProtectionStatus::Enforced, text)
     }
 
     fn network(&self) -> Protection {
