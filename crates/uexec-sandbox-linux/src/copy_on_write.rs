@@ -114,6 +114,10 @@ fn make(base: &Path, dirs: &[CopyOnWriteDir]) -> Made {
         }
     };
     for (name, lower) in present {
+        if slot.0.starts_with(&lower) || lower.starts_with(&slot.0) {
+            made.skipped.push(format!("{}: it overlaps the sandbox's layers in {}", lower.display(), slot.0.display()));
+            continue;
+        }
         match overlay(&slot.0, name, &lower) {
             Ok(overlay) => made.overlays.push(overlay),
             Err(error) => made.skipped.push(format!("{}: overlay refused: {error}", lower.display())),

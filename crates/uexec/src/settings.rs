@@ -746,6 +746,52 @@ mod tests {
         assert!(err.to_string().contains("hidden_paths"), "{err}");
     }
 
+    #[test]
+    fn copy_on_write_is_the_cargo_home_plus_the_config_under_workspace_write_only() {
+        let dir = tempfile::tempdir().unwrap();
+        // A state directory that cannot be created: nothing is made by this test.
+        let ctx = |cargo_home: bool| ProcessContext {
+            cwd: dir.path().to_path_buf(),
+            env: if cargo_home {
+                |name| match name {
+                    "HOME" => Some("/home/me".into()),
+                    "XDG_STATE_HOME" => Some("/proc/uexec-no-state".into()),
+                    "CARGO_HOME" => Some("/opt/cargo".into()),
+                    _ => None,
+                }
+            } else {
+                |name| match name {
+                    "HOME" => Some("/home/me".into()),
+                    "XDG_STATE_HOME" => Some("/proc/uexec-no-state".into()),
+                    "CARGO_HOME" => Some("relative/cargo".into()),
+                    _ => None,
+                }
+            },
+        };
+        let cfg = loaded(dir.path(), "copy_on_write = [\"~/.gradle\", \"/opt/m2\", \"~/.gradle\"]\n");
+        let s = resolve_with(&PolicyArgs::default(), None, &ctx(true), Some(&cfg)).unwrap();
+        let expected = |cargo: &str| {
+            vec![
+                ("cargo".to_owned(), PathBuf::from(cargo)),
+                ("gradle-1".to_owned(), PathBuf::from("/home/me/.gradle")),
+                ("m2-2".to_owned(), PathBuf::from("/opt/m2")),
+            ]
+        };
+        assert_eq!(s.copy_on_write, expected("/opt/cargo"));
+        assert_eq!(s.copy_on_write_base, Some(PathBuf::from("/proc/uexec-no-state/uexec/sandbox-overlays")));
+        // A relative CARGO_HOME is not cargo's: `~/.cargo` is.
+        let s = resolve_with(&PolicyArgs::default(), None, &ctx(false), Some(&cfg)).unwrap();
+        assert_eq!(s.copy_on_write, expected("/home/me/.cargo"));
+        let read_only = PolicyArgs { sandbox: Some(SandboxMode::ReadOnly), ..PolicyArgs::default() };
+        let s = resolve_with(&read_only, None, &ctx(true), Some(&cfg)).unwrap();
+        assert_eq!(s.copy_on_write_base, None);
+        for bad in ["\"~\"", "\"/\"", "\"rel\"", "\"~/a/../b\""] {
+            let cfg = loaded(dir.path(), &format!("copy_on_write = [{bad}]\n"));
+            let err = resolve_with(&PolicyArgs::default(), None, &ctx(true), Some(&cfg)).unwrap_err();
+            assert!(err.to_string().contains("copy_on_write"), "{bad}: {err}");
+        }
+    }
+
     fn loaded(dir: &Path, text: &str) -> LoadedConfig {
         let path = dir.join("config.toml");
         LoadedConfig { file: config::parse(&path, text).unwrap(), path, text: text.to_owned() }
