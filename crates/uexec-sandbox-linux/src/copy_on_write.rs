@@ -115,7 +115,11 @@ fn make(base: &Path, dirs: &[CopyOnWriteDir]) -> Made {
     };
     for (name, lower) in present {
         if slot.0.starts_with(&lower) || lower.starts_with(&slot.0) {
-            made.skipped.push(format!("{}: it overlaps the sandbox's layers in {}", lower.display(), slot.0.display()));
+            made.skipped.push(format!(
+                "{}: it overlaps the sandbox's layers in {}",
+                lower.display(),
+                slot.0.display()
+            ));
             continue;
         }
         match overlay(&slot.0, name, &lower) {

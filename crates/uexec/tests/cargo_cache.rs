@@ -126,6 +126,10 @@ fn sandboxed_cargo_fetches_and_builds_through_a_copy_on_write_cargo_home() {
     let mut server = McpServer::start_with_env(&ws, &args, &env);
     server.initialize(true);
 
+    // The person has a cargo home: sandboxed commands keep it (as a copy-on-write view), never another one.
+    let (out, code) = run_to_end(&mut server, "echo \"[$CARGO_HOME]\"", json!({}));
+    assert_eq!((out.trim(), code), (format!("[{}]", cargo_home.display()).as_str(), Some(0)));
+
     // The crate the person fetched builds offline inside the sandbox (cargo unpacks it into its home: the view).
     package(&ws.path().join("offline"), "offline", CACHED);
     let (out, code) =
