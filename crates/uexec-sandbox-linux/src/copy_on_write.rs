@@ -226,8 +226,15 @@ fn overlay(slot: &Path, name: &str, lower: &Path) -> io::Result<Overlay> {
     Ok(Overlay { path: lower.to_path_buf(), layers, upper, mount: Arc::new(mount) })
 }
 
-/// Whether a command's child can copy a detached mount made in the parent's mount namespace (Linux 6.15).
-fn kernel_copies_detached_mounts() -> Result<(), String> {
+/// Whether a command's child can copy a detached mount made in the parent's mount namespace (Linux 6.15), or
+/// why not; read once.
+pub(crate) fn kernel_copies_detached_mounts() -> Result<(), String> {
+    static ANSWER: OnceLock<Result<(), String>> = OnceLock::new();
+    ANSWER.get_or_init(read_kernel_release).clone()
+}
+
+/// See [`kernel_copies_detached_mounts`].
+fn read_kernel_release() -> Result<(), String> {
     let release = fs::read_to_string("/proc/sys/kernel/osrelease")
         .map_err(|e| format!("the kernel release is unknown (/proc/sys/kernel/osrelease: {e})"))?;
     let release = release.trim();

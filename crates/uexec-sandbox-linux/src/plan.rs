@@ -53,6 +53,8 @@ pub(crate) struct Plan {
     pub(crate) copy_on_write: Vec<std::path::PathBuf>,
     /// Where their layers live (`<state>/sandbox-overlays`).
     pub(crate) copy_on_write_base: Option<std::path::PathBuf>,
+    /// Why this kernel cannot give commands copy-on-write views, if it cannot.
+    pub(crate) copy_on_write_unavailable: Option<String>,
 }
 
 impl Plan {
@@ -89,6 +91,7 @@ impl Plan {
             shared_pid_namespace: false,
             copy_on_write: Vec::new(),
             copy_on_write_base: None,
+            copy_on_write_unavailable: None,
         }
     }
 
@@ -356,7 +359,8 @@ impl Plan {
                 "an overlay needs CAP_SYS_ADMIN (the sandbox runs in an unprivileged user namespace)".into(),
             ),
             None => Some(self.no_mounts()),
-        };
+        }
+        .or_else(|| self.copy_on_write_unavailable.clone());
         if let Some(why) = unavailable {
             return protection(
                 NAME,
@@ -613,6 +617,42 @@ mod tests {
         );
         no_mounts.hide = true;
         assert_eq!(status(&no_mounts.report(None), "hidden_paths"), ProtectionStatus::Off);
+    }
+
+    #[test]
+    fn copy_on_write_says_why_there_is_no_view_and_never_degrades() {
+        let detail = |plan: &Plan, layout: Option<&FsLayout>| {
+            let report = plan.report(layout);
+            assert!(!report.is_degraded(), "{report}");
+            let entry = report.protections.into_iter().find(|p| p.name == "copy_on_write").unwrap();
+            (entry.status, entry.detail)
+        };
+        let mut plan = Plan::new(&SandboxPolicy::default(), &full());
+        assert_eq!(detail(&plan, None).0, ProtectionStatus::NotRequested);
+        plan.copy_on_write = vec!["/h/.cargo".into()];
+        plan.copy_on_write_base = Some("/s/sandbox-overlays".into());
+        let (status, text) = detail(&plan, None);
+        assert_eq!(status, ProtectionStatus::Enforced);
+        assert!(
+            text.contains("copy-on-write views (overlayfs) of /h/.cargo")
+                && text.contains("/s/sandbox-overlays")
+        );
+        let mut layout = FsLayout::default();
+        layout.copy_on_write.push(("/h/.cargo".into(), "/s/sandbox-overlays/0/cargo/upper".into()));
+        layout.copy_on_write_skipped.push("/h/.m2: does not exist".into());
+        let (_, text) = detail(&plan, Some(&layout));
+        assert!(text.contains("/h/.cargo (writes land in /s/sandbox-overlays/0/cargo/upper)"), "{text}");
+        assert!(text.contains("no view: /h/.m2: does not exist"), "{text}");
+        plan.copy_on_write_unavailable = Some("old kernel".into());
+        let (status, text) = detail(&plan, None);
+        assert_eq!(status, ProtectionStatus::Enforced);
+        assert!(text.contains("stay read-only") && text.contains("old kernel"), "{text}");
+        plan.copy_on_write_unavailable = None;
+        plan.mounts = Some(MountMode::UserNamespace);
+        assert!(detail(&plan, None).1.contains("unprivileged user namespace"));
+        let mut read_only = Plan::new(&SandboxPolicy::ReadOnly { network_access: false }, &full());
+        read_only.copy_on_write = plan.copy_on_write.clone();
+        assert_eq!(detail(&read_only, None).0, ProtectionStatus::NotRequested);
     }
 
     #[test]

@@ -207,6 +207,7 @@ impl LinuxSandbox {
         if let Some(cow) = &self.copy_on_write {
             plan.copy_on_write = cow.dirs.iter().map(|d| d.path.clone()).collect();
             plan.copy_on_write_base = Some(cow.base.clone());
+            plan.copy_on_write_unavailable = crate::copy_on_write::kernel_copies_detached_mounts().err();
         }
         if policy.has_network_access()
             && let Some(proxy) = &self.proxy
