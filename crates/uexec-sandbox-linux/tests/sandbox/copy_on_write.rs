@@ -202,3 +202,24 @@ fn no_view_where_it_would_overlap_a_writable_root_or_the_directory_is_missing() 
     assert_eq!(out.stdout, format!("wrote {}\n", target.display()), "{out:?}");
     assert_eq!(fs::read_to_string(&target).unwrap(), "original\n");
 }
+
+#[test]
+fn the_user_namespace_strategy_gets_no_view_and_says_why() {
+    use uexec_sandbox_linux::{KernelSupport, MountNamespace};
+    let f = Fixture::new();
+    let support = KernelSupport { mount_namespace: MountNamespace::UserNamespace, ..KernelSupport::detect() };
+    let dirs = vec![CopyOnWriteDir { name: "cargo".into(), path: f.cargo.clone() }];
+    let sandbox = LinuxSandbox::with_support(support).with_copy_on_write(f.overlays.clone(), dirs);
+    let target = f.cargo.join("registry/cache/crate.txt");
+    let prepared = f.prepare(&sandbox, &try_write(&target));
+    let out = run(&prepared);
+    assert_eq!(out.stdout, format!("denied {}\n", target.display()), "{out:?}");
+    assert_eq!(fs::read_to_string(&target).unwrap(), "original\n");
+    let entry = prepared.report.protections.iter().find(|p| p.name == "copy_on_write").unwrap();
+    assert_eq!(entry.status, ProtectionStatus::Enforced, "the person's directory is still never written");
+    assert!(entry.detail.contains("stay read-only") && entry.detail.contains("user namespace"), "{entry:?}");
+    assert!(sandbox.copy_on_write_layers().is_empty() && !f.overlays.exists(), "nothing was made");
+    // The twin: the privileged strategy on the same fixture gets the view.
+    let out = f.run(&f.sandbox(true), &try_write(&target));
+    assert_eq!(out.stdout, format!("wrote {}\n", target.display()), "{out:?}");
+}
