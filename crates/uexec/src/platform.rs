@@ -125,6 +125,8 @@ fn sandbox_in(
 /// The sandbox of this platform with `setup` (one PID namespace here: the host's).
 #[cfg(not(target_os = "linux"))]
 fn sandbox_in(setup: &SandboxSetup) -> Arc<dyn Sandbox> {
+    // No overlay without Linux: the copy-on-write directories stay read-only to sandboxed commands here.
+    let _ = &setup.copy_on_write;
     #[cfg(target_os = "macos")]
     {
         let sandbox = uexec_sandbox_macos::SeatbeltSandbox::default().with_hidden(setup.hidden.clone());
