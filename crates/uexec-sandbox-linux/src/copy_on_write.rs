@@ -8,8 +8,11 @@
 //! `fsconfig`, `fsmount`); each command's child attaches a copy of it over the directory (after the tree was
 //! made read-only, before the hidden paths are covered) and its Landlock ruleset allows writes beneath the
 //! overlay's root. Two sandboxes (two servers, two clients of one server) never mount the same upper layer at
-//! once: each takes a slot (`<base>/0`, `<base>/1`, ...) with `flock` and holds it while it lives, so the common
-//! single-server case finds its layer again after a restart.
+//! once: each takes a slot (`<base>/0`, `<base>/1`, ...) and holds it while it lives, so the common
+//! single-server case finds its layer again after a restart. Between processes a slot is held with `flock` on
+//! `<slot>/lock`, kept by the process until it exits (a lock released at drop could still be held for a moment
+//! by a child forked meanwhile, which has not yet closed its copy at exec); within a process a slot is in use
+//! while a sandbox holds its [`SlotGuard`].
 
 use std::ffi::CString;
 use std::fs::{self, File};
@@ -17,7 +20,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// A directory sandboxed commands see copy-on-write (see [`LinuxSandbox::with_copy_on_write`]).
 ///
@@ -48,12 +51,42 @@ pub(crate) struct CopyOnWrite {
 /// The overlays of one sandbox, made once.
 #[derive(Debug, Default)]
 pub(crate) struct Made {
-    /// The slot directory and its lock file (locked while this sandbox lives).
-    pub(crate) slot: Option<(PathBuf, File)>,
     /// The overlays made.
     pub(crate) overlays: Vec<Overlay>,
     /// The directories that got none, and why (`path: reason`).
     pub(crate) skipped: Vec<String>,
+    /// The slot (last: released after the overlays are closed).
+    pub(crate) slot: Option<SlotGuard>,
+}
+
+/// A slot this process holds.
+#[derive(Debug)]
+struct HeldSlot {
+    /// Its directory.
+    dir: PathBuf,
+    /// Its lock file, locked (`flock`) until the process exits.
+    _lock: File,
+    /// A live sandbox uses it.
+    in_use: bool,
+}
+
+/// The slots this process holds.
+static HELD: Mutex<Vec<HeldSlot>> = Mutex::new(Vec::new());
+
+/// A sandbox's use of a slot: the slot is free for another sandbox of this process once it is dropped.
+#[derive(Debug)]
+pub(crate) struct SlotGuard {
+    /// The slot directory.
+    pub(crate) dir: PathBuf,
+}
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = held.iter_mut().find(|slot| slot.dir == self.dir) {
+            slot.in_use = false;
+        }
+    }
 }
 
 /// One overlay, made.
@@ -114,15 +147,15 @@ fn make(base: &Path, dirs: &[CopyOnWriteDir]) -> Made {
         }
     };
     for (name, lower) in present {
-        if slot.0.starts_with(&lower) || lower.starts_with(&slot.0) {
+        if slot.dir.starts_with(&lower) || lower.starts_with(&slot.dir) {
             made.skipped.push(format!(
                 "{}: it overlaps the sandbox's layers in {}",
                 lower.display(),
-                slot.0.display()
+                slot.dir.display()
             ));
             continue;
         }
-        match overlay(&slot.0, name, &lower) {
+        match overlay(&slot.dir, name, &lower) {
             Ok(overlay) => made.overlays.push(overlay),
             Err(error) => made.skipped.push(format!("{}: overlay refused: {error}", lower.display())),
         }
@@ -158,13 +191,21 @@ fn checked(dir: &CopyOnWriteDir) -> Result<PathBuf, String> {
     Ok(lower)
 }
 
-/// The first slot beneath `base` (created mode 0700) whose lock this process can take: its directory and the
-/// locked file.
-fn take_slot(base: &Path) -> io::Result<(PathBuf, File)> {
+/// The first slot beneath `base` (created mode 0700) that no other process holds and no other sandbox of this
+/// process uses.
+fn take_slot(base: &Path) -> io::Result<SlotGuard> {
     fs::DirBuilder::new().recursive(true).mode(0o700).create(base)?;
     let base = fs::canonicalize(base)?;
+    let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
     for n in 0..MAX_SLOTS {
         let dir = base.join(n.to_string());
+        if let Some(slot) = held.iter_mut().find(|slot| slot.dir == dir) {
+            if !slot.in_use {
+                slot.in_use = true;
+                return Ok(SlotGuard { dir });
+            }
+            continue;
+        }
         real_dir(&dir)?;
         let lock = fs::OpenOptions::new()
             .create(true)
@@ -174,7 +215,10 @@ fn take_slot(base: &Path) -> io::Result<(PathBuf, File)> {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(dir.join("lock"))?;
         match lock.try_lock() {
-            Ok(()) => return Ok((dir, lock)),
+            Ok(()) => {
+                held.push(HeldSlot { dir: dir.clone(), _lock: lock, in_use: true });
+                return Ok(SlotGuard { dir });
+            }
             Err(fs::TryLockError::WouldBlock) => {}
             Err(fs::TryLockError::Error(error)) => return Err(error),
         }
@@ -287,11 +331,15 @@ mod tests {
     #[test]
     fn slots_are_exclusive_while_held_and_reused_after() {
         let dir = tempfile::tempdir().unwrap();
-        let (first, lock) = take_slot(dir.path()).unwrap();
-        let (second, _lock2) = take_slot(dir.path()).unwrap();
-        assert!(first.ends_with("0") && second.ends_with("1"), "{first:?} {second:?}");
-        drop(lock);
-        let (again, _lock3) = take_slot(dir.path()).unwrap();
-        assert_eq!(again, first);
+        let first = take_slot(dir.path()).unwrap();
+        let second = take_slot(dir.path()).unwrap();
+        assert!(first.dir.ends_with("0") && second.dir.ends_with("1"), "{first:?} {second:?}");
+        let first_dir = first.dir.clone();
+        drop(first);
+        let again = take_slot(dir.path()).unwrap();
+        assert_eq!(again.dir, first_dir);
+        // Another process cannot take a slot this one holds, used or not.
+        let lock = fs::OpenOptions::new().write(true).open(first_dir.join("lock")).unwrap();
+        assert!(matches!(lock.try_lock(), Err(fs::TryLockError::WouldBlock)));
     }
 }

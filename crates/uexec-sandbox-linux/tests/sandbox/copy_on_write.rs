@@ -223,3 +223,44 @@ fn the_user_namespace_strategy_gets_no_view_and_says_why() {
     let out = f.run(&f.sandbox(true), &try_write(&target));
     assert_eq!(out.stdout, format!("wrote {}\n", target.display()), "{out:?}");
 }
+
+#[test]
+fn commands_sharing_a_mount_template_share_the_view_and_its_protections() {
+    use std::os::fd::AsFd;
+
+    use crate::process::{pid_namespace_with_init, run_in_pid_namespace};
+    let f = Fixture::new();
+    let before = snapshot(&f.cargo);
+    let (mut init, namespace) = pid_namespace_with_init();
+    let sandbox = f.sandbox(true).with_pid_namespace(namespace.as_fd()).expect("the namespace is identified");
+    let counter = f.cargo.join("registry/cache/counter.txt");
+    let credentials = f.cargo.join("credentials.toml");
+    let script = format!(
+        "readlink /proc/self/ns/mnt; echo x >> '{0}'; wc -l < '{0}'; {1}cat '{2}' 2>/dev/null || echo HIDDEN",
+        counter.display(),
+        try_write(&f.home.join(".bashrc")),
+        credentials.display()
+    );
+    let mut namespaces = Vec::new();
+    for n in 1..=3 {
+        let prepared =
+            sandbox.prepare(request(workspace_only(vec![], false), &["bash", "-c", &script], &f.scratch.ws));
+        let out = run_in_pid_namespace(&namespace, &prepared.unwrap().spawn);
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(lines.len(), 4, "{out:?}");
+        namespaces.push(lines[0].to_owned());
+        assert_eq!(
+            lines[1].trim(),
+            n.to_string(),
+            "each command sees the writes of the ones before: {out:?}"
+        );
+        assert_eq!(lines[2], format!("denied {}", f.home.join(".bashrc").display()), "{out:?}");
+        assert_eq!(lines[3], "HIDDEN", "{out:?}");
+    }
+    // The second and third commands entered one template (built from the same plan), with the view in it.
+    assert_eq!(namespaces[1], namespaces[2], "{namespaces:?}");
+    assert_eq!(snapshot(&f.cargo), before);
+    assert!(!counter.exists());
+    let _ = init.kill();
+    let _ = init.wait();
+}
