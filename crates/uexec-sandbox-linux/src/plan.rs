@@ -371,7 +371,9 @@ impl Plan {
         let base = self.copy_on_write_base.as_ref().map_or_else(String::new, |b| b.display().to_string());
         let text = match layout {
             None => format!(
-                "writable copy-on-write views (overlayfs) of {dirs}: the person's directories are never written,                  writes land in the sandbox's upper layers under {base}, which commands outside the sandbox                  never use"
+                "writable copy-on-write views (overlayfs) of {dirs}: the person's directories are never written, \
+                 writes land in the sandbox's upper layers under {base}, which commands outside the sandbox \
+                 never use"
             ),
             Some(layout) => {
                 let views: Vec<String> = layout
@@ -383,7 +385,8 @@ impl Plan {
                     "no copy-on-write view".to_owned()
                 } else {
                     format!(
-                        "writable copy-on-write views (overlayfs) of {}; the person's directories are never                          written, and commands outside the sandbox never use the upper layers",
+                        "writable copy-on-write views (overlayfs) of {}; the person's directories are never \
+                         written, and commands outside the sandbox never use the upper layers",
                         views.join(", ")
                     )
                 };

@@ -241,7 +241,7 @@ const FSCONFIG_SET_STRING: usize = 1;
 const FSCONFIG_SET_FD: usize = 5;
 
 /// A writable overlayfs (`lowerdir`, `upperdir`, `workdir`: canonical directories whose paths hold no `:`, `,`
-/// or `\\`; `index=off`, `metacopy=off`) as a detached mount (`fsmount` with `NOSUID|NODEV`): made once per sandbox in the
+/// or `\`; `index=off`, `metacopy=off`) as a detached mount (`fsmount` with `NOSUID|NODEV`): made once per sandbox in the
 /// parent, copied over the lower directory in each command's mount namespace (a copy-on-write view of it).
 pub(crate) fn overlay_mount(
     lower: &std::ffi::CStr,
