@@ -5,8 +5,14 @@
 //!
 //! [`CACHE_TOOLS`] is the list: each entry names the tool, the variable and the subdirectory of the sandbox's
 //! cache root. To cover a tool, add an entry (a variable the tool reads for its cache directory, and only for
-//! that: a variable that also moves configuration or credentials, such as `CARGO_HOME`, does not qualify) and a
-//! line in docs/sandbox.md.
+//! that) and a line in docs/sandbox.md.
+//!
+//! A variable that also moves configuration or credentials, such as `CARGO_HOME` (cargo's config, credentials,
+//! installed binaries and registry cache in one directory), does not qualify while the person has that
+//! directory: pointing it elsewhere would lose their configuration and break offline builds from their cache.
+//! The Linux sandbox shows such a directory copy-on-write instead (an overlay whose upper layer belongs to the
+//! sandbox: `uexec-sandbox-linux`'s `with_copy_on_write`). Only when the person has no such directory at all
+//! (nothing to lose) is the variable redirected here ([`Redirect::WhenAbsent`]).
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -19,6 +25,13 @@ pub enum Redirect {
     /// Only when the command has network: offline, the person's read-only cache is what lets it work (a fresh
     /// empty cache could not be filled).
     WithNetwork,
+    /// Only when the directory the tool would use otherwise (the variable's value when absolute, else
+    /// `home_default` under `$HOME`) does not exist: the person has none, so there is no configuration or
+    /// credential to lose (when it exists, the sandbox shows it copy-on-write).
+    WhenAbsent {
+        /// The tool's default directory, relative to the home (`.cargo`).
+        home_default: &'static str,
+    },
 }
 
 /// One tool's cache variable.
@@ -35,7 +48,7 @@ pub struct CacheTool {
 }
 
 /// The covered tools.
-pub const CACHE_TOOLS: [CacheTool; 9] = [
+pub const CACHE_TOOLS: [CacheTool; 10] = [
     CacheTool { tool: "npm", var: "npm_config_cache", dir: "npm", redirect: Redirect::Always },
     CacheTool { tool: "pnpm", var: "npm_config_store_dir", dir: "pnpm-store", redirect: Redirect::Always },
     CacheTool { tool: "yarn", var: "YARN_CACHE_FOLDER", dir: "yarn", redirect: Redirect::Always },
@@ -55,17 +68,36 @@ pub const CACHE_TOOLS: [CacheTool; 9] = [
         redirect: Redirect::Always,
     },
     CacheTool { tool: "corepack", var: "COREPACK_HOME", dir: "corepack", redirect: Redirect::Always },
+    CacheTool {
+        tool: "cargo (a person without a cargo home)",
+        var: "CARGO_HOME",
+        dir: "cargo",
+        redirect: Redirect::WhenAbsent { home_default: ".cargo" },
+    },
 ];
 
 /// `env` for a sandboxed command whose sandbox owns the cache directory `root`: every [`CACHE_TOOLS`]
-/// variable that applies (`network`: the command can reach the network) set to its subdirectory of `root`,
-/// replacing any value the command would have inherited.
+/// variable that applies (`network`: the command can reach the network; `is_dir`: whether a directory exists,
+/// for [`Redirect::WhenAbsent`]) set to its subdirectory of `root`, replacing any value the command would have
+/// inherited.
 pub fn with_cache_vars(
     env: Vec<(OsString, OsString)>,
     root: &Path,
     network: bool,
+    is_dir: &dyn Fn(&Path) -> bool,
 ) -> Vec<(OsString, OsString)> {
-    let applies = |tool: &CacheTool| tool.redirect == Redirect::Always || network;
+    let redirected: Vec<&str> = CACHE_TOOLS
+        .iter()
+        .filter(|tool| match tool.redirect {
+            Redirect::Always => true,
+            Redirect::WithNetwork => network,
+            Redirect::WhenAbsent { home_default } => {
+                !persons_dir(&env, tool.var, home_default).is_some_and(|dir| is_dir(&dir))
+            }
+        })
+        .map(|tool| tool.var)
+        .collect();
+    let applies = |tool: &CacheTool| redirected.contains(&tool.var);
     let mut env: Vec<_> = env
         .into_iter()
         .filter(|(name, _)| !CACHE_TOOLS.iter().any(|tool| applies(tool) && name == tool.var))
@@ -77,6 +109,14 @@ pub fn with_cache_vars(
             .map(|tool| (OsString::from(tool.var), root.join(tool.dir).into_os_string())),
     );
     env
+}
+
+/// The directory named by `var` in `env` when absolute, else `home_default` under `$HOME` (when absolute).
+fn persons_dir(env: &[(OsString, OsString)], var: &str, home_default: &str) -> Option<std::path::PathBuf> {
+    let value = |name: &str| {
+        env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| Path::new(v)).filter(|p| p.is_absolute())
+    };
+    value(var).map(Path::to_path_buf).or_else(|| value("HOME").map(|home| home.join(home_default)))
 }
 
 #[cfg(test)]
@@ -91,7 +131,7 @@ mod tests {
     #[test]
     fn every_tool_points_inside_the_root_and_replaces_the_inherited_value() {
         let env = vec![("npm_config_cache".into(), "/home/me/.npm".into()), ("PATH".into(), "/bin".into())];
-        let env = with_cache_vars(env, Path::new("/state/cache"), true);
+        let env = with_cache_vars(env, Path::new("/state/cache"), true, &|_| false);
         assert_eq!(env.iter().filter(|(n, _)| n == "npm_config_cache").count(), 1);
         assert_eq!(value(&env, "npm_config_cache"), Some(&OsString::from("/state/cache/npm")));
         assert_eq!(value(&env, "PATH"), Some(&OsString::from("/bin")));
@@ -104,16 +144,42 @@ mod tests {
     #[test]
     fn offline_the_go_module_cache_stays_the_persons() {
         let env = vec![("GOMODCACHE".into(), "/home/me/go/pkg/mod".into())];
-        let env = with_cache_vars(env, Path::new("/c"), false);
+        let env = with_cache_vars(env, Path::new("/c"), false, &|_| false);
         assert_eq!(value(&env, "GOMODCACHE"), Some(&OsString::from("/home/me/go/pkg/mod")));
         assert_eq!(value(&env, "GOCACHE"), Some(&OsString::from("/c/go-build")));
     }
 
     #[test]
-    fn no_variable_moves_configuration_or_credentials() {
+    fn the_cargo_home_is_redirected_only_when_the_person_has_none() {
+        let existing = |p: &Path| p == Path::new("/home/me/.cargo") || p == Path::new("/opt/cargo");
+        let cargo = |env: Vec<(OsString, OsString)>| {
+            value(&with_cache_vars(env, Path::new("/c"), true, &existing), "CARGO_HOME").cloned()
+        };
+        let home = || ("HOME".into(), "/home/me".into());
+        assert_eq!(cargo(vec![home()]), None, "~/.cargo exists: left alone");
+        assert_eq!(
+            cargo(vec![home(), ("CARGO_HOME".into(), "/opt/cargo".into())]),
+            Some("/opt/cargo".into())
+        );
+        assert_eq!(cargo(vec![("HOME".into(), "/home/new".into())]), Some("/c/cargo".into()));
+        let missing = vec![home(), ("CARGO_HOME".into(), "/opt/none".into())];
+        assert_eq!(cargo(missing), Some("/c/cargo".into()), "a CARGO_HOME that does not exist is replaced");
+        // A relative CARGO_HOME is not where cargo looks first: `~/.cargo`, which exists here.
+        assert_eq!(cargo(vec![home(), ("CARGO_HOME".into(), "rel".into())]), Some("rel".into()));
+        assert_eq!(cargo(Vec::new()), Some("/c/cargo".into()), "no home at all: nothing to lose");
+    }
+
+    #[test]
+    fn no_variable_moves_configuration_or_credentials_the_person_has() {
         for tool in CACHE_TOOLS {
-            for forbidden in ["CARGO_HOME", "GOPATH", "npm_config_userconfig", "PIP_CONFIG_FILE", "HOME"] {
+            for forbidden in ["GOPATH", "npm_config_userconfig", "PIP_CONFIG_FILE", "HOME"] {
                 assert_ne!(tool.var, forbidden);
+            }
+            if tool.var == "CARGO_HOME" {
+                assert!(
+                    matches!(tool.redirect, Redirect::WhenAbsent { .. }),
+                    "only when the person has none"
+                );
             }
         }
         let dirs: Vec<_> = CACHE_TOOLS.iter().map(|t| t.dir).collect();

@@ -86,7 +86,8 @@ pub fn place(
         Placement::Sandboxed => {
             let mut base = base;
             if let Some(root) = sandbox_cache(&context) {
-                base.env = with_cache_vars(base.env, root, context.policy.has_network_access());
+                let network = context.policy.has_network_access();
+                base.env = with_cache_vars(base.env, root, network, &|dir| dir.is_dir());
             }
             let tmpdir = tmpdir_of(&base.env);
             let request = SandboxRequest {

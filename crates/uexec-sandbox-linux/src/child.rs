@@ -6,7 +6,9 @@
 //!    maps), make every mount private, clone each writable root's mount tree (made `nodev`), make the whole tree
 //!    read-only and `/dev/pts` `nodev`, attach the writable clones over their roots, bind the directories leading
 //!    from a root to a protected subpath over themselves (pinned), bind each protected subpath read-only over
-//!    itself, `chdir` to the cwd again so it resolves through the new mounts. Or, when the sandbox holds a
+//!    itself, attach a copy of each copy-on-write overlay over its directory (writable: the tree is read-only
+//!    already), cover the hidden paths (after the overlays, so those inside one stay hidden), `chdir` to the cwd
+//!    again so it resolves through the new mounts. Or, when the sandbox holds a
 //!    namespace already built from the same plan (`crate::template`), `setns` into it and
 //!    `unshare(CLONE_NEWUTS)`. Either way the command has a UTS namespace of its own, which no process of it can
 //!    leave: the process adapter finds the session's processes by it (a mount namespace may be shared).
@@ -96,6 +98,9 @@ pub(crate) struct MountPlan {
     pub(crate) empty_dir: Option<Arc<OwnedFd>>,
     /// Hidden files: each gets a read-only, `nodev` copy of `/dev/null`, so opening it fails with `EACCES`.
     pub(crate) hidden_files: Vec<CString>,
+    /// Copy-on-write views: a copy of each detached overlay (made once in the parent) is attached over its
+    /// directory, after the protected entries and before the hidden paths.
+    pub(crate) copy_on_write: Vec<(CString, Arc<OwnedFd>)>,
     /// The working directory, entered again after the mounts.
     pub(crate) cwd: CString,
     /// Mount the fresh `/proc` with `hidepid=ptraceable` (false in the shared sandbox PID namespace, whose
@@ -382,6 +387,10 @@ fn build_tree(plan: &MountPlan, strict_proc: bool) -> Result<(), ChildSetupFailu
         set_attr(fd as usize, c"", libc::AT_EMPTY_PATH as usize, sys::MOUNT_ATTR_RDONLY)?;
         attach(fd, path)?;
     }
+    for (path, overlay) in &plan.copy_on_write {
+        let fd = clone_detached(overlay.as_raw_fd())?;
+        attach(fd, path)?;
+    }
     hide(plan)?;
     if strict_proc {
         let procfs = plan.procfs.as_deref().map_or(-1, AsRawFd::as_raw_fd);
@@ -517,7 +526,7 @@ fn clone_detached(fd: i32) -> Result<i32, ChildSetupFailure> {
     let flags = sys::OPEN_TREE_CLONE | sys::OPEN_TREE_CLOEXEC | libc::AT_EMPTY_PATH as usize;
     // SAFETY: open_tree on a descriptor owned by the plan with an empty static path.
     let ret = unsafe { sys::syscall(libc::SYS_open_tree, [fd as isize as usize, ptr(c""), flags, 0, 0, 0]) };
-    let fd = check("open_tree(OPEN_TREE_CLONE) of the empty tmpfs", ret)?;
+    let fd = check("open_tree(OPEN_TREE_CLONE) of a detached mount", ret)?;
     i32::try_from(fd)
         .map_err(|_| ChildSetupFailure { stage: "open_tree(OPEN_TREE_CLONE)", errno: libc::EBADF })
 }

@@ -38,6 +38,10 @@ pub(crate) struct RulesetSpec<'a> {
     /// Canonical writable directories, each with a descriptor opened without following symlinks
     /// ([`open_roots`]).
     pub(crate) writable_roots: &'a [(PathBuf, OwnedFd)],
+    /// Copy-on-write views (their path, and their detached overlay mount, whose root is the root of every copy
+    /// a command attaches): writable beneath like a root. Landlock rules are on inodes and a rule on the
+    /// person's directory would not reach through the mount that covers it, so the rule is on the overlay's.
+    pub(crate) overlay_roots: &'a [(&'a Path, &'a OwnedFd)],
     /// Files that may be written (`/dev/null`, `/dev/tty`), when they exist.
     pub(crate) writable_files: &'a [PathBuf],
     /// Deny TCP bind/connect (network off).
@@ -95,6 +99,11 @@ pub(crate) fn build(spec: &RulesetSpec<'_>) -> Result<OwnedFd, String> {
         created = created
             .add_rule(PathBeneath::new(fd, root_access(spec.abi)))
             .map_err(|e| format!("landlock: rule for {}: {e}", root.display()))?;
+    }
+    for (path, fd) in spec.overlay_roots {
+        created = created
+            .add_rule(PathBeneath::new(*fd, root_access(spec.abi)))
+            .map_err(|e| format!("landlock: rule for the copy-on-write view of {}: {e}", path.display()))?;
     }
     let file_rights =
         (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev) & fs;
@@ -160,6 +169,7 @@ mod tests {
         let spec = RulesetSpec {
             abi: 7,
             writable_roots: &roots,
+            overlay_roots: &[],
             writable_files: &[PathBuf::from("/dev/null")],
             deny_tcp: true,
             scope_signals: true,

@@ -44,6 +44,10 @@ pub(crate) struct FsLayout {
     pub(crate) writable_files: Vec<PathBuf>,
     /// The secret locations hidden from the command (filled in by the sandbox after [`FsLayout::resolve`]).
     pub(crate) hidden: crate::hidden::HiddenLayout,
+    /// The copy-on-write views the command gets, as `(directory, upper layer)` (filled in by the sandbox).
+    pub(crate) copy_on_write: Vec<(PathBuf, PathBuf)>,
+    /// The copy-on-write directories it does not get, and why (filled in by the sandbox).
+    pub(crate) copy_on_write_skipped: Vec<String>,
 }
 
 /// The files every sandboxed command may write.

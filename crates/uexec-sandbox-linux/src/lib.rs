@@ -101,6 +101,7 @@
 #![deny(unsafe_code)]
 
 mod child;
+mod copy_on_write;
 mod hidden;
 mod landlock_rules;
 mod layout;
@@ -112,6 +113,7 @@ mod support;
 mod sys;
 mod template;
 
+pub use copy_on_write::CopyOnWriteDir;
 pub use layout::git_entry;
 pub use netns::{ProxyNamespace, ProxyNamespaceError};
 pub use plan::DEGRADED_SETTING;

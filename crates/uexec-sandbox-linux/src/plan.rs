@@ -49,6 +49,12 @@ pub(crate) struct Plan {
     /// The command runs in the process adapter's PID namespace for sandboxed commands (shared by all of this
     /// server's): signals are scoped by that namespace, not by Landlock, and `/proc` shows all of it.
     pub(crate) shared_pid_namespace: bool,
+    /// The directories to show `workspace-write` commands copy-on-write (as configured, before resolving).
+    pub(crate) copy_on_write: Vec<std::path::PathBuf>,
+    /// Where their layers live (`<state>/sandbox-overlays`).
+    pub(crate) copy_on_write_base: Option<std::path::PathBuf>,
+    /// Why this kernel cannot give commands copy-on-write views, if it cannot.
+    pub(crate) copy_on_write_unavailable: Option<String>,
 }
 
 impl Plan {
@@ -83,6 +89,9 @@ impl Plan {
             hide: false,
             proxy: None,
             shared_pid_namespace: false,
+            copy_on_write: Vec::new(),
+            copy_on_write_base: None,
+            copy_on_write_unavailable: None,
         }
     }
 
@@ -105,6 +114,7 @@ impl Plan {
             self.metadata(),
             self.read_only_subpaths(layout),
             self.hidden(layout),
+            self.copy_on_write(layout),
             self.network(),
             protection(
                 "no_new_privs",
@@ -327,6 +337,71 @@ impl Plan {
         )
     }
 
+    /// The copy-on-write views. What they protect holds in every case: the person's directories are never
+    /// written by a sandboxed command (with a view, writes land in the sandbox's upper layer; without one, the
+    /// directory is read-only like the rest of the file system), so a missing view is no degradation.
+    fn copy_on_write(&self, layout: Option<&FsLayout>) -> Protection {
+        const NAME: &str = "copy_on_write";
+        let dirs = paths(&self.copy_on_write);
+        if self.copy_on_write.is_empty() {
+            return protection(NAME, ProtectionStatus::NotRequested, "no copy-on-write directories".into());
+        }
+        if !self.workspace_write {
+            return protection(
+                NAME,
+                ProtectionStatus::NotRequested,
+                format!("read-only policy: {dirs} stay read-only like everything else"),
+            );
+        }
+        let unavailable = match self.mounts {
+            Some(MountMode::Privileged) => None,
+            Some(MountMode::UserNamespace) => Some(
+                "an overlay needs CAP_SYS_ADMIN (the sandbox runs in an unprivileged user namespace)".into(),
+            ),
+            None => Some(self.no_mounts()),
+        }
+        .or_else(|| self.copy_on_write_unavailable.clone());
+        if let Some(why) = unavailable {
+            return protection(
+                NAME,
+                ProtectionStatus::Enforced,
+                format!("{dirs} stay read-only, never written: no copy-on-write view ({why})"),
+            );
+        }
+        let base = self.copy_on_write_base.as_ref().map_or_else(String::new, |b| b.display().to_string());
+        let text = match layout {
+            None => format!(
+                "writable copy-on-write views (overlayfs) of {dirs}: the person's directories are never written, \
+                 writes land in the sandbox's upper layers under {base}, which commands outside the sandbox \
+                 never use"
+            ),
+            Some(layout) => {
+                let views: Vec<String> = layout
+                    .copy_on_write
+                    .iter()
+                    .map(|(dir, upper)| format!("{} (writes land in {})", dir.display(), upper.display()))
+                    .collect();
+                let mut text = if views.is_empty() {
+                    "no copy-on-write view".to_owned()
+                } else {
+                    format!(
+                        "writable copy-on-write views (overlayfs) of {}; the person's directories are never \
+                         written, and commands outside the sandbox never use the upper layers",
+                        views.join(", ")
+                    )
+                };
+                if !layout.copy_on_write_skipped.is_empty() {
+                    text.push_str(&format!(
+                        " (read-only, no view: {})",
+                        layout.copy_on_write_skipped.join("; ")
+                    ));
+                }
+                text
+            }
+        };
+        protection(NAME, ProtectionStatus::Enforced, text)
+    }
+
     fn network(&self) -> Protection {
         if let Some((port, rules)) = &self.proxy {
             return match (self.seccomp, self.mounts) {
@@ -545,6 +620,42 @@ mod tests {
         );
         no_mounts.hide = true;
         assert_eq!(status(&no_mounts.report(None), "hidden_paths"), ProtectionStatus::Off);
+    }
+
+    #[test]
+    fn copy_on_write_says_why_there_is_no_view_and_never_degrades() {
+        let detail = |plan: &Plan, layout: Option<&FsLayout>| {
+            let report = plan.report(layout);
+            assert!(!report.is_degraded(), "{report}");
+            let entry = report.protections.into_iter().find(|p| p.name == "copy_on_write").unwrap();
+            (entry.status, entry.detail)
+        };
+        let mut plan = Plan::new(&SandboxPolicy::default(), &full());
+        assert_eq!(detail(&plan, None).0, ProtectionStatus::NotRequested);
+        plan.copy_on_write = vec!["/h/.cargo".into()];
+        plan.copy_on_write_base = Some("/s/sandbox-overlays".into());
+        let (status, text) = detail(&plan, None);
+        assert_eq!(status, ProtectionStatus::Enforced);
+        assert!(
+            text.contains("copy-on-write views (overlayfs) of /h/.cargo")
+                && text.contains("/s/sandbox-overlays")
+        );
+        let mut layout = FsLayout::default();
+        layout.copy_on_write.push(("/h/.cargo".into(), "/s/sandbox-overlays/0/cargo/upper".into()));
+        layout.copy_on_write_skipped.push("/h/.m2: does not exist".into());
+        let (_, text) = detail(&plan, Some(&layout));
+        assert!(text.contains("/h/.cargo (writes land in /s/sandbox-overlays/0/cargo/upper)"), "{text}");
+        assert!(text.contains("no view: /h/.m2: does not exist"), "{text}");
+        plan.copy_on_write_unavailable = Some("old kernel".into());
+        let (status, text) = detail(&plan, None);
+        assert_eq!(status, ProtectionStatus::Enforced);
+        assert!(text.contains("stay read-only") && text.contains("old kernel"), "{text}");
+        plan.copy_on_write_unavailable = None;
+        plan.mounts = Some(MountMode::UserNamespace);
+        assert!(detail(&plan, None).1.contains("unprivileged user namespace"));
+        let mut read_only = Plan::new(&SandboxPolicy::ReadOnly { network_access: false }, &full());
+        read_only.copy_on_write = plan.copy_on_write.clone();
+        assert_eq!(detail(&read_only, None).0, ProtectionStatus::NotRequested);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use uexec_ports::process::PidScope;
 use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 
 use crate::child::{self, MAX_MOUNT_ROOTS, MountMode, MountPlan, MountRoot, Mounts, SandboxChild};
+use crate::copy_on_write::{CopyOnWrite, CopyOnWriteDir, Overlay};
 use crate::hidden::HiddenLayout;
 use crate::landlock_rules::{self, RulesetSpec};
 use crate::layout::{FsLayout, c_path};
@@ -46,6 +47,8 @@ pub struct LinuxSandbox {
     shared_pid_namespace: Option<SharedPidNamespace>,
     /// Mount namespaces built once per plan (see `crate::template`).
     templates: Templates,
+    /// The directories commands see copy-on-write under `workspace-write` (see [`LinuxSandbox::with_copy_on_write`]).
+    copy_on_write: Option<CopyOnWrite>,
 }
 
 /// See [`LinuxSandbox::with_pid_namespace`].
@@ -105,6 +108,69 @@ impl LinuxSandbox {
         Ok(self)
     }
 
+    /// This sandbox, showing each of `dirs` to `workspace-write` commands as a writable copy-on-write view: an
+    /// overlayfs whose lower layer is the directory (never written) and whose upper layer is
+    /// `<base>/<slot>/<name>/upper`, where `base` is a directory of the sandbox's own outside every writable root
+    /// (the server's state directory) and the slot (`0`, `1`, ...) the first one no other sandbox holds (a
+    /// `flock` held while this sandbox lives). Commands outside the sandbox keep using the directory itself, so
+    /// nothing a sandboxed command writes there reaches them (cargo's `CARGO_HOME`: new crates can be fetched,
+    /// the person's cache is never poisoned).
+    ///
+    /// The overlays are made on the first command that needs them, once: only under `workspace-write` in the
+    /// privileged mount mode, on Linux 6.15 or later, for directories that exist. A command gets a view only when
+    /// neither the directory nor its layers overlap one of its writable roots. Otherwise the directory simply
+    /// stays read-only, and the report's `copy_on_write` entry says why; hidden paths inside it stay hidden.
+    #[must_use]
+    pub fn with_copy_on_write(mut self, base: PathBuf, dirs: Vec<CopyOnWriteDir>) -> Self {
+        self.copy_on_write = (!dirs.is_empty()).then(|| CopyOnWrite::new(base, dirs));
+        self
+    }
+
+    /// The views this sandbox made, as `(directory, upper layer)` (empty until a command needed them).
+    pub fn copy_on_write_layers(&self) -> Vec<(PathBuf, PathBuf)> {
+        let made = self.copy_on_write.as_ref().and_then(CopyOnWrite::made_yet);
+        made.map(|made| made.overlays.iter().map(|o| (o.path.clone(), o.upper.clone())).collect())
+            .unwrap_or_default()
+    }
+
+    /// The overlays `plan`'s command gets, recorded with the skipped ones in `layout` (made on first use).
+    fn overlays_for(&self, plan: &Plan, layout: &mut FsLayout) -> Vec<&Overlay> {
+        let Some(cow) = &self.copy_on_write else {
+            return Vec::new();
+        };
+        if !plan.workspace_write || plan.mounts != Some(MountMode::Privileged) {
+            return Vec::new();
+        }
+        let made = cow.made();
+        layout.copy_on_write_skipped.clone_from(&made.skipped);
+        let mut used = Vec::new();
+        for overlay in &made.overlays {
+            let clash = layout.roots.iter().find_map(|root| {
+                if overlay.path.starts_with(root) {
+                    Some(format!("inside the writable root {}", root.display()))
+                } else if root.starts_with(&overlay.path) {
+                    Some(format!("holds the writable root {}", root.display()))
+                } else if overlay.layers.starts_with(root) || root.starts_with(&overlay.layers) {
+                    Some(format!(
+                        "its layers {} overlap the writable root {}, where commands could write them directly",
+                        overlay.layers.display(),
+                        root.display()
+                    ))
+                } else {
+                    None
+                }
+            });
+            match clash {
+                Some(why) => layout.copy_on_write_skipped.push(format!("{}: {why}", overlay.path.display())),
+                None => {
+                    layout.copy_on_write.push((overlay.path.clone(), overlay.upper.clone()));
+                    used.push(overlay);
+                }
+            }
+        }
+        used
+    }
+
     /// The kernel support this sandbox works with.
     pub fn support(&self) -> &KernelSupport {
         match &self.injected {
@@ -138,6 +204,11 @@ impl LinuxSandbox {
         let mut plan = Plan::new(policy, self.support());
         plan.hide = !self.hidden.is_empty();
         plan.shared_pid_namespace = self.shared_pid_namespace.is_some();
+        if let Some(cow) = &self.copy_on_write {
+            plan.copy_on_write = cow.dirs.iter().map(|d| d.path.clone()).collect();
+            plan.copy_on_write_base = Some(cow.base.clone());
+            plan.copy_on_write_unavailable = crate::copy_on_write::kernel_copies_detached_mounts().err();
+        }
         if policy.has_network_access()
             && let Some(proxy) = &self.proxy
         {
@@ -174,10 +245,11 @@ impl Sandbox for LinuxSandbox {
         let mut plan = self.plan(&policy);
         let mut layout = FsLayout::resolve(&policy, &workspace, tmpdir.as_deref())?;
         layout.hidden = HiddenLayout::resolve(&self.hidden, &workspace, &spawn.cwd);
+        let overlays = self.overlays_for(&plan, &mut layout);
 
         let landlock = if plan.landlock_abi > 0 {
             let roots = landlock_rules::open_roots(&layout.roots)?;
-            match build_ruleset(&plan, &layout, &roots) {
+            match build_ruleset(&plan, &layout, &roots, &overlays) {
                 Ok(fd) => Some(fd),
                 Err(why) => {
                     plan.without_landlock(why);
@@ -222,6 +294,9 @@ impl Sandbox for LinuxSandbox {
                 mounts.procfs = self.shared_pid_namespace.as_ref().and_then(|shared| shared.procfs.clone());
                 if !mounts.hidden_dirs.is_empty() {
                     mounts.empty_dir = self.empty_dir();
+                }
+                for overlay in &overlays {
+                    mounts.copy_on_write.push((c_path(&overlay.path)?, overlay.mount.clone()));
                 }
                 match self.templates.namespace_for(&mounts) {
                     Some((namespace, None)) => {
@@ -286,10 +361,18 @@ fn full_access_report() -> ProtectionReport {
 }
 
 /// The Landlock ruleset for `plan` and `layout`.
-fn build_ruleset(plan: &Plan, layout: &FsLayout, roots: &[(PathBuf, OwnedFd)]) -> Result<OwnedFd, String> {
+fn build_ruleset(
+    plan: &Plan,
+    layout: &FsLayout,
+    roots: &[(PathBuf, OwnedFd)],
+    overlays: &[&Overlay],
+) -> Result<OwnedFd, String> {
+    let overlay_roots: Vec<(&Path, &OwnedFd)> =
+        overlays.iter().map(|o| (o.path.as_path(), &*o.mount)).collect();
     landlock_rules::build(&RulesetSpec {
         abi: plan.landlock_abi,
         writable_roots: roots,
+        overlay_roots: &overlay_roots,
         writable_files: &layout.writable_files,
         deny_tcp: plan.network_off,
         scope_signals: !plan.shared_pid_namespace,
@@ -323,6 +406,7 @@ fn mount_plan(mode: MountMode, layout: &FsLayout, cwd: &Path) -> Result<MountPla
         hidden_dirs: layout.hidden.dirs.iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
         hidden_files: layout.hidden.files.iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
         empty_dir: None,
+        copy_on_write: Vec::new(),
         cwd: c_path(cwd)?,
         proc_hidepid: true,
         procfs: None,

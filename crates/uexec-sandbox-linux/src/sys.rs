@@ -240,10 +240,39 @@ const FSCONFIG_SET_FLAG: usize = 0;
 const FSCONFIG_SET_STRING: usize = 1;
 const FSCONFIG_SET_FD: usize = 5;
 
+/// A writable overlayfs (`lowerdir`, `upperdir`, `workdir`: canonical directories whose paths hold no `:`, `,`
+/// or `\`; `index=off`, `metacopy=off`) as a detached mount (`fsmount` with `NOSUID|NODEV`): made once per sandbox in the
+/// parent, copied over the lower directory in each command's mount namespace (a copy-on-write view of it).
+pub(crate) fn overlay_mount(
+    lower: &std::ffi::CStr,
+    upper: &std::ffi::CStr,
+    work: &std::ffi::CStr,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    detached_mount(c"overlay", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, |context| {
+        fsconfig(context, FSCONFIG_SET_STRING, c"lowerdir", Some(lower), 0)?;
+        fsconfig(context, FSCONFIG_SET_STRING, c"upperdir", Some(upper), 0)?;
+        fsconfig(context, FSCONFIG_SET_STRING, c"workdir", Some(work), 0)?;
+        fsconfig(context, FSCONFIG_SET_STRING, c"index", Some(c"off"), 0)?;
+        // Never follow metadata-only copy-ups: the upper layer holds what sandboxed commands wrote.
+        fsconfig(context, FSCONFIG_SET_STRING, c"metacopy", Some(c"off"), 0)
+    })
+}
+
 /// A new file system of type `name` (`fsopen`), configured by `configure`, created, and mounted detached with
 /// `RDONLY|NOSUID|NODEV|NOEXEC` (`fsmount`); close-on-exec descriptors throughout.
 fn detached_read_only_mount(
     name: &std::ffi::CStr,
+    configure: impl FnOnce(std::os::fd::BorrowedFd<'_>) -> std::io::Result<()>,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    let attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+    detached_mount(name, attrs, configure)
+}
+
+/// A new file system of type `name` (`fsopen`), configured by `configure`, created, and mounted detached with
+/// the mount attributes `attrs` (`fsmount`); close-on-exec descriptors throughout.
+fn detached_mount(
+    name: &std::ffi::CStr,
+    attrs: u64,
     configure: impl FnOnce(std::os::fd::BorrowedFd<'_>) -> std::io::Result<()>,
 ) -> std::io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
@@ -263,7 +292,6 @@ fn detached_read_only_mount(
     // SAFETY: FSCONFIG_CMD_CREATE takes no key or value.
     unsafe { syscall(libc::SYS_fsconfig, [context.as_raw_fd() as usize, CMD_CREATE, 0, 0, 0, 0]) }
         .map_err(std::io::Error::from_raw_os_error)?;
-    let attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
     // SAFETY: fsmount on the created context, with integer flags.
     own(unsafe {
         syscall(libc::SYS_fsmount, [context.as_raw_fd() as usize, CLOEXEC, attrs as usize, 0, 0, 0])

@@ -57,6 +57,8 @@ struct Key {
     hidden_files: Vec<CString>,
     /// `MountPlan::proc_hidepid`, and whether `/proc` is the copy of the shared PID namespace's procfs.
     proc: (bool, bool),
+    /// The paths of `MountPlan::copy_on_write` (their overlays are the sandbox's, one per path).
+    copy_on_write: Vec<CString>,
 }
 
 impl Key {
@@ -71,6 +73,7 @@ impl Key {
             hidden_dirs: plan.hidden_dirs.clone(),
             hidden_files: plan.hidden_files.clone(),
             proc: (plan.proc_hidepid, plan.procfs.is_some()),
+            copy_on_write: plan.copy_on_write.iter().map(|(path, _)| path.clone()).collect(),
         }
     }
 
@@ -81,6 +84,7 @@ impl Key {
             .map(|(path, _)| path)
             .chain(&self.pinned)
             .chain(&self.protected)
+            .chain(&self.copy_on_write)
             .chain(&self.hidden_dirs)
             .chain(&self.hidden_files)
     }

@@ -15,6 +15,8 @@
 //! audit_log = "/var/log/uexec.jsonl"    # like --audit-log
 //! hide_secrets = true                   # the default: ~/.ssh, ~/.aws, ~/.netrc, ... unreadable when sandboxed
 //! hidden_paths = [".env*"]              # more unreadable paths: `~/x`, `/abs`, or workspace globs (* ? **)
+//! copy_on_write = ["~/.gradle", "~/.m2"] # more directories sandboxed commands see copy-on-write (Linux; cargo's
+//!                                       # home always is): `~/x` or `/abs`
 //!
 //! [env]
 //! inherit = "all"                       # "all", "none", or a list of names to keep: ["PATH", "HOME"]
@@ -89,6 +91,9 @@ pub struct ConfigFile {
     /// `hidden_paths`.
     #[serde(default)]
     pub hidden_paths: Vec<Spanned<String>>,
+    /// `copy_on_write`.
+    #[serde(default)]
+    pub copy_on_write: Vec<Spanned<String>>,
     /// `[env]`.
     pub env: Option<EnvSection>,
     /// `[limits]`.

@@ -1,6 +1,7 @@
 //! Which adapters this platform gets: the sandbox chosen by `cfg(target_os)`, and the explicit stub for
 //! platforms without one (a typed error, never a silent fallback to running unsandboxed).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use uexec_domain::hidden::HiddenPaths;
@@ -22,6 +23,9 @@ pub struct SandboxSetup {
     pub hidden: HiddenPaths,
     /// Domain-allowlist mode: where commands reach the proxy.
     pub proxy: Option<ProxyRoute>,
+    /// The directories `workspace-write` commands see copy-on-write, as `(name, path)`, and the directory of
+    /// their upper layers' slots (Linux; elsewhere they stay read-only).
+    pub copy_on_write: Option<(PathBuf, Vec<(String, PathBuf)>)>,
 }
 
 /// How sandboxed commands reach the proxy.
@@ -87,7 +91,21 @@ fn sandbox_in(
     namespace: std::io::Result<Option<std::os::fd::OwnedFd>>,
 ) -> Arc<dyn Sandbox> {
     use std::os::fd::AsFd;
-    let base = || uexec_sandbox_linux::LinuxSandbox::default().with_hidden(setup.hidden.clone());
+    let base = || {
+        let sandbox = uexec_sandbox_linux::LinuxSandbox::default().with_hidden(setup.hidden.clone());
+        match &setup.copy_on_write {
+            Some((layers, dirs)) => sandbox.with_copy_on_write(
+                layers.clone(),
+                dirs.iter()
+                    .map(|(name, path)| uexec_sandbox_linux::CopyOnWriteDir {
+                        name: name.clone(),
+                        path: path.clone(),
+                    })
+                    .collect(),
+            ),
+            None => sandbox,
+        }
+    };
     let shared =
         namespace.and_then(|namespace| namespace.map(|ns| base().with_pid_namespace(ns.as_fd())).transpose());
     let sandbox = match shared {
@@ -107,6 +125,8 @@ fn sandbox_in(
 /// The sandbox of this platform with `setup` (one PID namespace here: the host's).
 #[cfg(not(target_os = "linux"))]
 fn sandbox_in(setup: &SandboxSetup) -> Arc<dyn Sandbox> {
+    // No overlay without Linux: the copy-on-write directories stay read-only to sandboxed commands here.
+    let _ = &setup.copy_on_write;
     #[cfg(target_os = "macos")]
     {
         let sandbox = uexec_sandbox_macos::SeatbeltSandbox::default().with_hidden(setup.hidden.clone());

@@ -197,7 +197,9 @@ pub fn prepare(
     audit: Option<Arc<AuditLog>>,
     asker: Option<Arc<dyn DomainAsker>>,
 ) -> anyhow::Result<(SandboxSetup, Option<Pending>)> {
-    let mut setup = SandboxSetup { hidden: settings.hidden.clone(), proxy: None };
+    let copy_on_write =
+        settings.copy_on_write_base.clone().map(|layers| (layers, settings.copy_on_write.clone()));
+    let mut setup = SandboxSetup { hidden: settings.hidden.clone(), proxy: None, copy_on_write };
     let NetworkPolicy::Proxied(rules) = &settings.network else {
         return Ok((setup, None));
     };

@@ -76,6 +76,12 @@ pub struct Settings {
     /// workspace-write: one of the policy's writable roots, named to sandboxed commands' package managers by
     /// `uexec_domain::caches`. `None` in the other modes, or when it cannot be created.
     pub sandbox_cache: Option<PathBuf>,
+    /// The directories sandboxed commands see copy-on-write under workspace-write, as `(name, path)`: the
+    /// person's cargo home (`$CARGO_HOME` when absolute, else `~/.cargo`) and the config's `copy_on_write`.
+    /// Their upper layers live in slots under [`Settings::copy_on_write_base`].
+    pub copy_on_write: Vec<(String, PathBuf)>,
+    /// `<state_dir>/sandbox-overlays` under workspace-write; `None` otherwise (no copy-on-write view).
+    pub copy_on_write_base: Option<PathBuf>,
     /// The config's `[server]` section (paths made absolute), for `uexec mcp --listen`.
     pub server: ServerSection,
 }
@@ -307,6 +313,24 @@ fn resolve_with(
         }
     }
     let home = (ctx.env)("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
+    let mut copy_on_write = Vec::new();
+    if let Some(cargo) = cargo_home(&ctx.env) {
+        copy_on_write.push(("cargo".to_owned(), cargo));
+    }
+    if let Some(loaded) = loaded {
+        for dir in &file.copy_on_write {
+            let path = expand_home(dir.get_ref(), home.as_deref())
+                .map_err(|msg| loaded.error_at(dir.span(), "copy_on_write", msg))?;
+            if !copy_on_write.iter().any(|(_, p)| *p == path) {
+                let name = layer_name(&path, copy_on_write.len());
+                copy_on_write.push((name, path));
+            }
+        }
+    }
+    let copy_on_write_base = match (mode, &state_dir) {
+        (SandboxMode::WorkspaceWrite, Some(state)) => Some(state.join("sandbox-overlays")),
+        _ => None,
+    };
     let hidden = HiddenPaths { home, patterns };
 
     Ok(Settings {
@@ -325,6 +349,8 @@ fn resolve_with(
         network: network_policy,
         state_dir,
         sandbox_cache,
+        copy_on_write,
+        copy_on_write_base,
         server: match (&file.server, loaded) {
             (Some(server), Some(loaded)) => ServerSection {
                 auth_token_file: server.auth_token_file.as_deref().map(|p| absolute(loaded.base_dir(), p)),
@@ -383,6 +409,44 @@ fn state_dir(get_env: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
             get_env("HOME").map(PathBuf::from).filter(|p| p.is_absolute()).map(|h| h.join(".local/state"))
         })
         .map(|base| base.join("uexec"))
+}
+
+/// The person's cargo home: `$CARGO_HOME` when set and absolute, else `$HOME/.cargo` (as cargo finds it).
+pub fn cargo_home(get_env: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    get_env("CARGO_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| get_env("HOME").map(PathBuf::from).filter(|h| h.is_absolute()).map(|h| h.join(".cargo")))
+}
+
+/// A `copy_on_write` entry as a path: `~/x` under `home`, or absolute.
+fn expand_home(text: &str, home: Option<&Path>) -> std::result::Result<PathBuf, String> {
+    let path = if text == "~" {
+        return Err("the whole home cannot be copy-on-write (its writable roots would be hidden)".into());
+    } else if let Some(rest) = text.strip_prefix("~/") {
+        home.ok_or("`~/` needs an absolute $HOME")?.join(rest)
+    } else {
+        PathBuf::from(text)
+    };
+    if !path.is_absolute() || path.components().any(|c| c == std::path::Component::ParentDir) {
+        return Err(format!("{text:?}: write `~/dir` or an absolute path without `..`"));
+    }
+    if path == Path::new("/") {
+        return Err("`/` cannot be copy-on-write".into());
+    }
+    Ok(path)
+}
+
+/// The name of a copy-on-write directory's layers: its last component without leading dots, in safe
+/// characters, followed by `-<index>` (unique among the entries).
+fn layer_name(path: &Path, index: usize) -> String {
+    let last = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let cleaned: String = last
+        .trim_start_matches('.')
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .collect();
+    format!("{}-{index}", if cleaned.is_empty() { "dir" } else { &cleaned })
 }
 
 /// `<state>/sandbox-cache`, created (mode 0700) and canonical; `None`, with a warning, when it cannot be made.
@@ -680,6 +744,52 @@ mod tests {
         let cfg = loaded(dir.path(), "hidden_paths = [\"../up\"]\n");
         let err = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap_err();
         assert!(err.to_string().contains("hidden_paths"), "{err}");
+    }
+
+    #[test]
+    fn copy_on_write_is_the_cargo_home_plus_the_config_under_workspace_write_only() {
+        let dir = tempfile::tempdir().unwrap();
+        // A state directory that cannot be created: nothing is made by this test.
+        let ctx = |cargo_home: bool| ProcessContext {
+            cwd: dir.path().to_path_buf(),
+            env: if cargo_home {
+                |name| match name {
+                    "HOME" => Some("/home/me".into()),
+                    "XDG_STATE_HOME" => Some("/proc/uexec-no-state".into()),
+                    "CARGO_HOME" => Some("/opt/cargo".into()),
+                    _ => None,
+                }
+            } else {
+                |name| match name {
+                    "HOME" => Some("/home/me".into()),
+                    "XDG_STATE_HOME" => Some("/proc/uexec-no-state".into()),
+                    "CARGO_HOME" => Some("relative/cargo".into()),
+                    _ => None,
+                }
+            },
+        };
+        let cfg = loaded(dir.path(), "copy_on_write = [\"~/.gradle\", \"/opt/m2\", \"~/.gradle\"]\n");
+        let s = resolve_with(&PolicyArgs::default(), None, &ctx(true), Some(&cfg)).unwrap();
+        let expected = |cargo: &str| {
+            vec![
+                ("cargo".to_owned(), PathBuf::from(cargo)),
+                ("gradle-1".to_owned(), PathBuf::from("/home/me/.gradle")),
+                ("m2-2".to_owned(), PathBuf::from("/opt/m2")),
+            ]
+        };
+        assert_eq!(s.copy_on_write, expected("/opt/cargo"));
+        assert_eq!(s.copy_on_write_base, Some(PathBuf::from("/proc/uexec-no-state/uexec/sandbox-overlays")));
+        // A relative CARGO_HOME is not cargo's: `~/.cargo` is.
+        let s = resolve_with(&PolicyArgs::default(), None, &ctx(false), Some(&cfg)).unwrap();
+        assert_eq!(s.copy_on_write, expected("/home/me/.cargo"));
+        let read_only = PolicyArgs { sandbox: Some(SandboxMode::ReadOnly), ..PolicyArgs::default() };
+        let s = resolve_with(&read_only, None, &ctx(true), Some(&cfg)).unwrap();
+        assert_eq!(s.copy_on_write_base, None);
+        for bad in ["\"~\"", "\"/\"", "\"rel\"", "\"~/a/../b\""] {
+            let cfg = loaded(dir.path(), &format!("copy_on_write = [{bad}]\n"));
+            let err = resolve_with(&PolicyArgs::default(), None, &ctx(true), Some(&cfg)).unwrap_err();
+            assert!(err.to_string().contains("copy_on_write"), "{bad}: {err}");
+        }
     }
 
     fn loaded(dir: &Path, text: &str) -> LoadedConfig {

@@ -19,20 +19,28 @@ fn package_caches_are_the_sandboxes_own_and_the_persons_stay_read_only() {
     // A profile that names the person's own cache: the login snapshot must not override the sandbox's.
     std::fs::write(home.join(".profile"), "export npm_config_cache=\"$HOME/.npm\"\nexport PROFILE_RAN=1\n")
         .unwrap();
-    let env = [("HOME", home.to_str().unwrap()), ("XDG_STATE_HOME", state.to_str().unwrap())];
+    // The person has no cargo home at all (`CARGO_HOME` names a directory that does not exist): sandboxed
+    // commands get one of the sandbox's own (`tests/cargo_cache.rs` covers the person who has one).
+    let missing_cargo = home.join(".cargo-none");
+    let env = [
+        ("HOME", home.to_str().unwrap()),
+        ("XDG_STATE_HOME", state.to_str().unwrap()),
+        ("CARGO_HOME", missing_cargo.to_str().unwrap()),
+    ];
     let mut server = McpServer::start_with_env(&ws, &[], &env);
     server.initialize(true);
     let cache = std::fs::canonicalize(&state).unwrap().join("uexec/sandbox-cache");
 
     let r = server.call(
         "exec_command",
-        json!({ "cmd": "npm config get cache; python3 -m pip cache dir; echo \"[$PROFILE_RAN]\"" }),
+        json!({ "cmd": "npm config get cache; python3 -m pip cache dir; echo \"[$PROFILE_RAN]\"; echo \"$CARGO_HOME\"" }),
     );
     let out = output(&r);
     assert!(out.contains("[1]"), "the login environment was loaded: {out}");
     assert_eq!(exit_code(&r), Some(0), "{r}");
     assert!(out.contains(&format!("{}\n", cache.join("npm").display())), "{out}");
     assert!(out.contains(&format!("{}\n", cache.join("pip").display())), "{out}");
+    assert!(out.contains(&format!("{}\n", cache.join("cargo").display())), "{out}");
 
     // npm writes its cache index there; pip's cache directory is writable too.
     let r = server.call(
@@ -58,10 +66,11 @@ fn package_caches_are_the_sandboxes_own_and_the_persons_stay_read_only() {
     server.answers = vec!["approve".into()];
     let r = server.call(
         "exec_command",
-        json!({ "cmd": "npm config get cache; echo \"[${PIP_CACHE_DIR-unset}]\"",
+        json!({ "cmd": "npm config get cache; echo \"[${PIP_CACHE_DIR-unset}]\"; echo \"$CARGO_HOME\"",
                 "sandbox_permissions": "require_escalated", "justification": "x" }),
     );
     let out = output(&r);
     assert!(out.contains(&format!("{}\n", home.join(".npm").display())), "{out}");
     assert!(out.contains("[unset]") && !out.contains("sandbox-cache"), "{out}");
+    assert!(out.contains(&format!("{}\n", missing_cargo.display())), "{out}");
 }

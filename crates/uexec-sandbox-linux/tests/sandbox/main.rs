@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
+mod copy_on_write;
 mod degraded;
 mod filesystem;
 mod hidden;
