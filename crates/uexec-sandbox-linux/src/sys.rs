@@ -241,7 +241,7 @@ const FSCONFIG_SET_STRING: usize = 1;
 const FSCONFIG_SET_FD: usize = 5;
 
 /// A writable overlayfs (`lowerdir`, `upperdir`, `workdir`: canonical directories whose paths hold no `:`, `,`
-/// or `\`; `index=off`, `metacopy=off`) as a detached mount (`fsmount` with `NOSUID|NODEV`): made once per sandbox in the
+/// or `\`; `index=off`, `metacopy=off`, `volatile`) as a detached mount (`fsmount` with `NOSUID|NODEV`): made once per sandbox in the
 /// parent, copied over the lower directory in each command's mount namespace (a copy-on-write view of it).
 pub(crate) fn overlay_mount(
     lower: &std::ffi::CStr,
@@ -254,7 +254,9 @@ pub(crate) fn overlay_mount(
         fsconfig(context, FSCONFIG_SET_STRING, c"workdir", Some(work), 0)?;
         fsconfig(context, FSCONFIG_SET_STRING, c"index", Some(c"off"), 0)?;
         // Never follow metadata-only copy-ups: the upper layer holds what sandboxed commands wrote.
-        fsconfig(context, FSCONFIG_SET_STRING, c"metacopy", Some(c"off"), 0)
+        fsconfig(context, FSCONFIG_SET_STRING, c"metacopy", Some(c"off"), 0)?;
+        // No syncs of the upper layer (see `copy_on_write::overlay` for what happens after a crash).
+        fsconfig(context, FSCONFIG_SET_FLAG, c"volatile", None, 0)
     })
 }
 
