@@ -353,6 +353,16 @@ impl Plan {
                 format!("read-only policy: {dirs} stay read-only like everything else"),
             );
         }
+        if self.network_off {
+            return protection(
+                NAME,
+                ProtectionStatus::NotRequested,
+                format!(
+                    "network off: {dirs} stay read-only, never written (nothing new can be fetched; what they \
+                     hold is used as it is); a command with network sees them copy-on-write"
+                ),
+            );
+        }
         let unavailable = match self.mounts {
             Some(MountMode::Privileged) => None,
             Some(MountMode::UserNamespace) => Some(
@@ -630,8 +640,19 @@ mod tests {
             let entry = report.protections.into_iter().find(|p| p.name == "copy_on_write").unwrap();
             (entry.status, entry.detail)
         };
-        let mut plan = Plan::new(&SandboxPolicy::default(), &full());
-        assert_eq!(detail(&plan, None).0, ProtectionStatus::NotRequested);
+        let mut offline = Plan::new(&SandboxPolicy::default(), &full());
+        assert_eq!(detail(&offline, None).0, ProtectionStatus::NotRequested);
+        offline.copy_on_write = vec!["/h/.cargo".into()];
+        let (status, text) = detail(&offline, None);
+        assert_eq!(status, ProtectionStatus::NotRequested);
+        assert!(text.contains("network off: /h/.cargo stay read-only"), "{text}");
+        let online = SandboxPolicy::WorkspaceWrite {
+            writable_roots: Vec::new(),
+            network_access: true,
+            exclude_slash_tmp: false,
+            exclude_tmpdir_env_var: false,
+        };
+        let mut plan = Plan::new(&online, &full());
         plan.copy_on_write = vec!["/h/.cargo".into()];
         plan.copy_on_write_base = Some("/s/sandbox-overlays".into());
         let (status, text) = detail(&plan, None);

@@ -67,7 +67,7 @@ impl Fixture {
     }
 
     fn prepare(&self, sandbox: &LinuxSandbox, script: &str) -> SandboxedSpawn {
-        let request = request(workspace_only(vec![], false), &["bash", "-c", script], &self.scratch.ws);
+        let request = request(workspace_only(vec![], true), &["bash", "-c", script], &self.scratch.ws);
         sandbox.prepare(request).unwrap()
     }
 
@@ -244,7 +244,7 @@ fn commands_sharing_a_mount_template_share_the_view_and_its_protections() {
     let mut namespaces = Vec::new();
     for n in 1..=3 {
         let prepared =
-            sandbox.prepare(request(workspace_only(vec![], false), &["bash", "-c", &script], &f.scratch.ws));
+            sandbox.prepare(request(workspace_only(vec![], true), &["bash", "-c", &script], &f.scratch.ws));
         let out = run_in_pid_namespace(&namespace, &prepared.unwrap().spawn);
         let lines: Vec<&str> = out.stdout.lines().collect();
         assert_eq!(lines.len(), 4, "{out:?}");
@@ -263,4 +263,28 @@ fn commands_sharing_a_mount_template_share_the_view_and_its_protections() {
     assert!(!counter.exists());
     let _ = init.kill();
     let _ = init.wait();
+}
+
+#[test]
+fn offline_commands_get_no_view_and_no_overlay_is_made() {
+    let f = Fixture::new();
+    let before = snapshot(&f.cargo);
+    let sandbox = f.sandbox(true);
+    let cache = f.cargo.join("registry/cache");
+    let script = format!("cat '{0}/crate.txt'\n{1}", cache.display(), try_write(&cache.join("crate.txt")));
+    let offline = request(workspace_only(vec![], false), &["bash", "-c", &script], &f.scratch.ws);
+    let prepared = sandbox.prepare(offline).unwrap();
+    let out = run(&prepared);
+    // Offline the person's directory serves the command read-only, as it is.
+    assert_eq!(out.stdout, format!("original\ndenied {}\n", cache.join("crate.txt").display()), "{out:?}");
+    assert_eq!(snapshot(&f.cargo), before);
+    assert!(sandbox.copy_on_write_layers().is_empty(), "no overlay was made for an offline command");
+    let entry = prepared.report.protections.iter().find(|p| p.name == "copy_on_write").unwrap();
+    assert_eq!(entry.status, ProtectionStatus::NotRequested);
+    assert!(entry.detail.contains("network off"), "{}", entry.detail);
+    // The twin: the same sandbox gives a command with network the view.
+    let out = f.run(&sandbox, &try_write(&cache.join("crate.txt")));
+    assert_eq!(out.stdout, format!("wrote {}\n", cache.join("crate.txt").display()), "{out:?}");
+    assert_eq!(snapshot(&f.cargo), before);
+    assert_eq!(sandbox.copy_on_write_layers().len(), 1);
 }
