@@ -39,7 +39,7 @@ impl HiddenLayout {
         for (path, _, pattern) in expansion.paths {
             // Home matches may be links (`~/.ssh -> dotfiles/ssh`): the target is covered. Workspace matches
             // never are (the expansion drops them).
-            let Ok((canonical, meta)) = canonicalize(&path) else {
+            let Ok((canonical, meta, _)) = canonicalize(&path) else {
                 layout.skipped.push(format!("{} ({pattern}): does not resolve", path.display()));
                 continue;
             };

@@ -251,7 +251,8 @@ impl FsLayout {
 /// remembers whether each one is a directory (from the same `statx`).
 #[derive(Debug, Default)]
 struct Canonical {
-    known: Vec<(PathBuf, PathBuf, bool)>,
+    /// Each path asked for, its canonical form, whether it is a directory and whether it was canonical already.
+    known: Vec<(PathBuf, PathBuf, bool, bool)>,
 }
 
 impl Canonical {
@@ -262,38 +263,49 @@ impl Canonical {
 
     /// The canonical form of `path`, and whether it is a directory.
     fn get_with_kind(&mut self, path: &Path) -> io::Result<(PathBuf, bool)> {
-        if let Some((_, canonical, is_dir)) = self.known.iter().find(|(p, _, _)| p == path) {
+        if let Some((_, canonical, is_dir, _)) = self.known.iter().find(|(p, ..)| p == path) {
             return Ok((canonical.clone(), *is_dir));
         }
-        let (canonical, metadata) = canonicalize(path)?;
-        self.known.push((path.to_path_buf(), canonical.clone(), metadata.is_dir()));
+        let (canonical, metadata, plain) = canonicalize(path)?;
+        self.known.push((path.to_path_buf(), canonical.clone(), metadata.is_dir(), plain));
         Ok((canonical, metadata.is_dir()))
+    }
+
+    /// True when `path` was found canonical already (no symbolic link on the way), as far as it was asked for.
+    fn was_plain(&self, path: &Path) -> bool {
+        self.known.iter().any(|(p, _, _, plain)| p == path && *plain)
     }
 }
 
-/// `path` with every symbolic link resolved, as `fs::canonicalize` gives it, and the metadata of what it names,
-/// in four system calls whatever the depth: open it `O_PATH`, `statx` the descriptor, read
-/// `/proc/self/fd/<fd>`, close. (`realpath` reads every component's link, one call each.) Where the
-/// descriptor's path is not a plain absolute path (no `/proc`, a deleted or unreachable file), the result is
-/// `fs::canonicalize`'s.
-pub(crate) fn canonicalize(path: &Path) -> io::Result<(PathBuf, fs::Metadata)> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = fs::OpenOptions::new().read(true).custom_flags(libc::O_PATH).open(path)?;
-    let metadata = file.metadata()?;
-    match fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
-        Ok(resolved)
-            if resolved.is_absolute()
-                && !resolved.as_os_str().as_encoded_bytes().ends_with(b" (deleted)") =>
-        {
-            Ok((resolved, metadata))
+/// `path` with every symbolic link resolved, as `fs::canonicalize` gives it, the metadata of what it names, and
+/// whether `path` was canonical already (absolute, no `.` or `..`, no symbolic link on the way or at the end).
+/// That common case costs one `openat2` with `RESOLVE_NO_SYMLINKS` and an `fstat` (`realpath` reads every
+/// component's link, one call each); any other path goes through `fs::canonicalize`.
+pub(crate) fn canonicalize(path: &Path) -> io::Result<(PathBuf, fs::Metadata, bool)> {
+    use std::os::unix::ffi::OsStrExt;
+    let plain = path.is_absolute()
+        && path.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if plain && let Ok(c_path) = CString::new(path.as_os_str().as_bytes()) {
+        match crate::sys::open_path_no_symlinks(&c_path) {
+            Ok(fd) => {
+                let metadata = fs::File::from(fd).metadata()?;
+                return Ok((path.components().collect(), metadata, true));
+            }
+            // A symbolic link on the way: resolved below.
+            Err(error) if error.raw_os_error() == Some(libc::ELOOP) => {}
+            Err(error) => return Err(error),
         }
-        _ => Ok((fs::canonicalize(path)?, metadata)),
     }
+    let canonical = fs::canonicalize(path)?;
+    let metadata = fs::metadata(&canonical)?;
+    Ok((canonical, metadata, false))
 }
 
 /// True when one of the components of `path` is a symlink whose directory is beneath one of `roots`.
 fn through_writable_symlink(path: &Path, roots: &[PathBuf], canonical: &mut Canonical) -> bool {
+    if canonical.was_plain(path) {
+        return false;
+    }
     path.ancestors().filter(|p| !p.as_os_str().is_empty() && p.parent().is_some()).any(|p| {
         fs::symlink_metadata(p).is_ok_and(|meta| meta.file_type().is_symlink())
             && p.parent()
@@ -406,6 +418,31 @@ mod tests {
             exclude_slash_tmp: true,
             exclude_tmpdir_env_var: true,
         }
+    }
+
+    #[test]
+    fn canonicalize_takes_the_short_way_only_for_plain_paths() {
+        use std::os::unix::fs::symlink;
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        fs::create_dir_all(base.join("real/dir")).unwrap();
+        fs::write(base.join("real/dir/file"), "x").unwrap();
+        symlink(base.join("real"), base.join("link")).unwrap();
+        symlink(base.join("real/dir/file"), base.join("file-link")).unwrap();
+        let (path, meta, plain) = canonicalize(&base.join("real/dir")).unwrap();
+        assert_eq!((path, meta.is_dir(), plain), (base.join("real/dir"), true, true));
+        // A link on the way, a final link (its target is what counts: a hidden `~/.ssh -> dotfiles/ssh`
+        // covers the target), `..`: resolved as `fs::canonicalize` does.
+        for (given, expected, is_dir) in [
+            (base.join("link/dir"), base.join("real/dir"), true),
+            (base.join("file-link"), base.join("real/dir/file"), false),
+            (base.join("real/dir/../dir/file"), base.join("real/dir/file"), false),
+        ] {
+            let (path, meta, plain) = canonicalize(&given).unwrap();
+            assert_eq!((path, meta.is_dir(), plain), (expected, is_dir, false), "{}", given.display());
+        }
+        assert_eq!(canonicalize(&base.join("none")).unwrap_err().kind(), io::ErrorKind::NotFound);
+        assert_eq!(canonicalize(&base.join("link/none")).unwrap_err().kind(), io::ErrorKind::NotFound);
     }
 
     #[test]

@@ -186,6 +186,13 @@ pub(crate) fn open_dir_no_symlinks(path: &std::ffi::CStr) -> std::io::Result<std
     open_no_symlinks(path, libc::O_PATH | libc::O_DIRECTORY)
 }
 
+/// Open `path` as an `O_PATH` descriptor of what it names, failing with `ELOOP` when any component, the last one
+/// included, is a symbolic link (`openat2` with `RESOLVE_NO_SYMLINKS` and without `O_NOFOLLOW`, which would
+/// return a descriptor of a final link instead).
+pub(crate) fn open_path_no_symlinks(path: &std::ffi::CStr) -> std::io::Result<std::os::fd::OwnedFd> {
+    open_no_symlinks(path, libc::O_PATH)
+}
+
 /// Open `path` (canonical) for reading without blocking and without following any symbolic link, on the way or
 /// at the end (`O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW`, `RESOLVE_NO_SYMLINKS`): a FIFO opens at once, a
 /// link to `/proc/kmsg` fails with `ELOOP`. The caller checks with `fstat` that it is a regular file.
