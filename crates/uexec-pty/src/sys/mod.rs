@@ -231,8 +231,12 @@ pub(crate) fn spawn_child(
     };
     // The child is unreaped and not yet registered (the reaper thread, if any, waits for the leaders table the
     // spawning thread holds), so `pid` still names it, exited or not.
+    // Without setup hooks the child runs in the spawner's namespaces (only a hook, such as a sandbox's, gives it
+    // others before `exec`): nothing to pin.
     #[cfg(target_os = "linux")]
-    let namespaces = {
+    let namespaces = if plan.setup.is_empty() {
+        NamespacePins::default()
+    } else {
         let open = |kind: &str| {
             rustix::fs::open(
                 format!("/proc/{}/ns/{kind}", pid.as_raw_nonzero()).as_str(),
