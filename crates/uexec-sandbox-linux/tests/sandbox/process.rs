@@ -418,20 +418,16 @@ fn prepare_shared(s: &Scratch, namespace: &fs::File, script: &str) -> uexec_port
         .expect("this machine enforces every protection")
 }
 
-/// Run `spawn` in the PID namespace `namespace`: created by a fresh thread that entered it first (`setns`).
-pub(crate) fn run_in_pid_namespace(
+/// Spawn `command` in the PID namespace `namespace`, from a fresh thread that entered it first (`setns`). The
+/// thread only creates the child (a thread whose children go to another PID namespace cannot start threads,
+/// and reading the output takes two).
+pub(crate) fn spawn_in_pid_namespace(
     namespace: &fs::File,
-    spawn: &uexec_ports::process::SpawnRequest,
-) -> crate::common::Probe {
+    command: &mut std::process::Command,
+) -> std::io::Result<std::process::Child> {
     use std::os::fd::AsRawFd;
-    use std::os::unix::process::ExitStatusExt;
-    use std::process::Stdio;
-    let mut command = crate::common::command(spawn, &[], &[]);
-    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let fd = namespace.as_raw_fd();
-    // The thread only creates the child (a thread whose children go to another PID namespace cannot start
-    // threads, and reading the output takes two).
-    let child = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         scope
             .spawn(|| {
                 // SAFETY: setns with an open namespace descriptor; CLONE_NEWPID only changes where this thread's
@@ -440,9 +436,20 @@ pub(crate) fn run_in_pid_namespace(
                 command.spawn()
             })
             .join()
-            .expect("the probe thread")
-    });
-    let child = child.expect("spawn the probe");
+            .expect("the spawning thread")
+    })
+}
+
+/// Run `spawn` in the PID namespace `namespace`: created by a fresh thread that entered it first (`setns`).
+pub(crate) fn run_in_pid_namespace(
+    namespace: &fs::File,
+    spawn: &uexec_ports::process::SpawnRequest,
+) -> crate::common::Probe {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let mut command = crate::common::command(spawn, &[], &[]);
+    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = spawn_in_pid_namespace(namespace, &mut command).expect("spawn the probe");
     let (status, stdout, stderr) =
         crate::common::finish(child, crate::common::PROBE_TIMEOUT).expect("the probe finishes");
     let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));

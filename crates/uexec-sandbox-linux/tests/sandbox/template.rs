@@ -10,7 +10,7 @@ use uexec_ports::Sandbox;
 use uexec_sandbox_linux::LinuxSandbox;
 
 use crate::common::{Probe, Scratch, denied, request, workspace_only};
-use crate::process::{pid_namespace_with_init, run_in_pid_namespace};
+use crate::process::{pid_namespace_with_init, run_in_pid_namespace, spawn_in_pid_namespace};
 
 /// A server-wide sandbox (its commands in `namespace`) and what its commands run.
 struct Server {
@@ -57,26 +57,13 @@ struct Resident {
 impl Server {
     /// Start `sleep 60` in `ws` under the sandbox, as [`Server::run`] would run a command.
     fn resident(&self, ws: &Path) -> Resident {
-        use std::os::fd::AsRawFd;
         let prepared = self
             .sandbox
             .prepare(request(workspace_only(vec![], false), &["sleep", "60"], ws))
             .expect("this machine enforces every protection");
         let mut command = crate::common::command(&prepared.spawn, &[], &[]);
         command.stdin(std::process::Stdio::null());
-        let fd = self.namespace.as_raw_fd();
-        let child = std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    // SAFETY: setns with an open namespace descriptor; it only changes where this thread's
-                    // children are created.
-                    assert_eq!(unsafe { libc::setns(fd, libc::CLONE_NEWPID) }, 0);
-                    command.spawn()
-                })
-                .join()
-                .expect("the spawning thread")
-        })
-        .expect("spawn the resident");
+        let child = spawn_in_pid_namespace(&self.namespace, &mut command).expect("spawn the resident");
         // `spawn` returned after the exec, so the child's setup (its mount namespace) is done.
         let ns = |kind: &str| {
             fs::read_link(format!("/proc/{}/ns/{kind}", child.id())).unwrap().to_string_lossy().into_owned()
