@@ -116,10 +116,14 @@ fn sandboxed_cargo_fetches_and_builds_through_a_copy_on_write_cargo_home() {
     assert_eq!(cached_list(&cargo_home), crate_file(CACHED));
     let before = snapshot(&cargo_home);
 
+    // Builds go to a target directory in the workspace: the one this test suite may have been given
+    // (`.ci/run` sets `CARGO_TARGET_DIR` outside /tmp) is read-only to sandboxed commands.
+    let target = ws.path().join("cargo-target");
     let env = [
         ("HOME", home.to_str().unwrap()),
         ("XDG_STATE_HOME", state.to_str().unwrap()),
         ("CARGO_HOME", cargo_home.to_str().unwrap()),
+        ("CARGO_TARGET_DIR", target.to_str().unwrap()),
         ("PATH", path.as_str()),
     ];
     let args = ["--allow-domain", "index.crates.io", "--allow-domain", "static.crates.io"];
