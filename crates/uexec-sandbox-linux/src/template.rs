@@ -136,6 +136,16 @@ struct State {
     clock: u64,
 }
 
+impl State {
+    /// Remember `key` as seen once (the oldest such plan is forgotten beyond [`MAX_SEEN`]).
+    fn remember(&mut self, key: Key) {
+        if self.seen.len() >= MAX_SEEN {
+            self.seen.remove(0);
+        }
+        self.seen.push(key);
+    }
+}
+
 impl Templates {
     /// The namespace to enter for `plan`, if a template for it exists and is current, or was just built (the
     /// second time this plan is seen), with the PID namespace its `/proc` shows when that is a fresh procfs
@@ -163,14 +173,11 @@ impl Templates {
             }
             tracing::debug!("a planned path changed identity: its mount template dropped");
             state.templates.swap_remove(at);
-            state.seen.push(key);
+            state.remember(key);
             return None;
         }
         let Some(seen) = state.seen.iter().position(|k| *k == key) else {
-            if state.seen.len() >= MAX_SEEN {
-                state.seen.remove(0);
-            }
-            state.seen.push(key);
+            state.remember(key);
             return None;
         };
         state.seen.remove(seen);
