@@ -80,6 +80,7 @@ mod session;
 pub mod snapshot;
 pub mod startup;
 pub mod truncate;
+pub mod trust;
 
 pub use exit::ExitStatus;
 pub use policy::{

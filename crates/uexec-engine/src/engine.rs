@@ -24,10 +24,11 @@ use uexec_domain::limits::{
     EARLY_EXIT_GRACE_MS, MAX_ARG_STRLEN, clamp_exec_yield, clamp_write_yield, resolve_max_output_tokens,
 };
 use uexec_domain::response::session_count_warning;
-use uexec_domain::rules::{PrefixRule, RuleDecision, session_prefix_offer};
+use uexec_domain::rules::{approved_prefixes_admit, session_prefix_offer};
 use uexec_domain::snapshot::{SnapshotShell, capture_script, end_marker, parse_capture, render_bash};
 use uexec_domain::startup::{GUARDED_DETAIL, guard_env};
 use uexec_domain::truncate::truncate_segments;
+use uexec_domain::trust::SandboxWrites;
 use uexec_domain::{
     ApprovalPolicy, EscapeReason, ProtectionReport, ReviewDecision, SandboxPermissions, SandboxPolicy,
     SessionId,
@@ -40,16 +41,17 @@ use crate::api::{ExecCommandRequest, ExecResponse, SessionSummary, WriteStdinReq
 use crate::collect::{Collected, Mark, collect};
 use crate::config::{EngineConfig, EngineDeps};
 use crate::error::ExecError;
-use crate::known_safe::{known_safe_verdict, writable_dirs};
+use crate::known_safe::{Analysis, verdict};
 use crate::login::{CAPTURE_DEADLINE, CAPTURE_MAX_BYTES, SnapshotKey, Snapshots, log_startup_output};
-use crate::placement::{self, Placement, SandboxContext, tmpdir_of};
+use crate::outside::OutsideRun;
+use crate::placement::{self, Placement, SandboxContext};
 use crate::session::{Session, SessionSpec};
 use crate::store::Store;
 
 /// How many times a sandboxed spawn is prepared when its setup finds a planned path gone (see
 /// `Engine::place_and_spawn`): the first attempt and two more.
 const SETUP_RACE_ATTEMPTS: u32 = 3;
-use crate::trust::decide_shell_start;
+use crate::trust::{decide_shell_start, repository_of, shell_in_writable_root, writes_for};
 
 /// The unified exec engine. Cheap to clone (all clones share one engine); `Send + Sync`.
 #[derive(Debug, Clone)]
@@ -61,10 +63,11 @@ struct Inner {
     config: EngineConfig,
     deps: EngineDeps,
     store: Store,
-    /// Remembered "approved for session" decisions.
-    approvals: Mutex<HashSet<ApprovalKey>>,
-    /// Prefixes a person approved for the session, each for the sandbox permissions it was asked with.
-    prefixes: Mutex<Vec<(SandboxPermissions, Vec<String>)>>,
+    /// Remembered "approved for session" decisions, each with the planted reason the person was shown (a
+    /// command outside the sandbox is covered only while that reason is the same, `crate::outside`).
+    approvals: Mutex<HashSet<(ApprovalKey, Option<String>)>>,
+    /// Prefixes a person approved for the session.
+    prefixes: Mutex<Vec<PrefixApproval>>,
     /// The login snapshots (`crate::login`).
     snapshots: Snapshots,
 }
@@ -87,6 +90,17 @@ impl Drop for Inner {
             }
         }
     }
+}
+
+/// A prefix a person approved for the session: it admits commands with the same sandbox permissions, run in
+/// the same working directory and repository, with the same planted reason (if any) as when it was shown.
+#[derive(Debug, Clone)]
+struct PrefixApproval {
+    permissions: SandboxPermissions,
+    prefix: Vec<String>,
+    cwd: PathBuf,
+    repository: Option<PathBuf>,
+    planted: Option<String>,
 }
 
 /// What a response says besides the output: when its wall time starts, the live session, the warning, and
@@ -179,7 +193,7 @@ impl Engine {
     pub fn new(config: EngineConfig, deps: EngineDeps) -> Self {
         let seed = config.id_seed.unwrap_or_else(seed_from_time_and_pid);
         let env = build_env(config.base_env.iter().cloned(), &config.env_policy);
-        let snapshots = Snapshots::new(&config, &env);
+        let snapshots = Snapshots::new(&config, &writes_for(&config, &env));
         Engine {
             inner: Arc::new(Inner {
                 snapshots,
@@ -253,30 +267,42 @@ impl Engine {
 }
 
 impl Inner {
-    fn approvals(&self) -> MutexGuard<'_, HashSet<ApprovalKey>> {
+    fn approvals(&self) -> MutexGuard<'_, HashSet<(ApprovalKey, Option<String>)>> {
         self.approvals.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn is_remembered(&self, key: &ApprovalKey) -> bool {
-        self.approvals().contains(key)
+    /// Whether a person approved `key` for the session while shown the planted reason `planted`.
+    fn is_remembered(&self, key: &ApprovalKey, planted: Option<&str>) -> bool {
+        self.approvals().contains(&(key.clone(), planted.map(str::to_owned)))
     }
 
-    /// Whether a prefix a person approved for the session admits `argv` run with `permissions`: the approved
-    /// prefixes are added to the configured rules as `allow` rules, so a longer configured `ask` rule still
-    /// asks, and a script is admitted only when every one of its commands is.
-    fn prefix_admits(&self, argv: &[String], permissions: SandboxPermissions) -> bool {
-        let prefixes = self.prefixes.lock().unwrap_or_else(PoisonError::into_inner);
-        if !prefixes.iter().any(|(p, _)| *p == permissions) {
-            return false;
-        }
-        let mut rules = self.config.rules.clone();
-        rules.rules.extend(
+    /// Whether a prefix a person approved for the session admits `argv` run in `cwd` with `permissions` and
+    /// the planted reason `planted`: approved for those permissions, in that working directory and repository
+    /// (a prefix given in the workspace says nothing about another repository), with the same planted reason,
+    /// and covering every command of the script (`uexec_domain::rules::approved_prefixes_admit`: never a form
+    /// that runs other code, and a longer configured `ask` rule still asks).
+    fn prefix_admits(
+        &self,
+        argv: &[String],
+        cwd: &Path,
+        permissions: SandboxPermissions,
+        planted: Option<&str>,
+    ) -> bool {
+        let approved: Vec<PrefixApproval> = {
+            let prefixes = self.prefixes.lock().unwrap_or_else(PoisonError::into_inner);
             prefixes
                 .iter()
-                .filter(|(p, _)| *p == permissions)
-                .map(|(_, prefix)| PrefixRule { prefix: prefix.clone(), decision: RuleDecision::Allow }),
-        );
-        rules.evaluate(argv) == Some(RuleDecision::Allow)
+                .filter(|p| p.permissions == permissions && p.cwd == cwd && p.planted.as_deref() == planted)
+                .cloned()
+                .collect()
+        };
+        if approved.is_empty() {
+            return false;
+        }
+        let repository = repository_of(cwd);
+        let matching: Vec<Vec<String>> =
+            approved.into_iter().filter(|p| p.repository == repository).map(|p| p.prefix).collect();
+        approved_prefixes_admit(&self.config.rules, &matching, argv)
     }
 
     fn new_call_id(&self) -> String {
@@ -338,9 +364,14 @@ impl Inner {
         Ok(Some((spawn, dir)))
     }
 
-    /// Ask a person; remembers "approved for session".
-    async fn ask(&self, request: ApprovalRequest, key: &ApprovalKey) -> Result<(), ExecError> {
-        match self.ask_decision(request, key).await {
+    /// Ask a person; remembers "approved for session" (with the planted reason the question showed).
+    async fn ask(
+        &self,
+        request: ApprovalRequest,
+        key: &ApprovalKey,
+        planted: Option<String>,
+    ) -> Result<(), ExecError> {
+        match self.ask_decision(request, key, planted).await {
             Ok(decision) if decision.is_approved() => Ok(()),
             Ok(_) => Err(ExecError::Rejected),
             Err(text) => Err(ExecError::ApprovalUnavailable(text)),
@@ -352,9 +383,11 @@ impl Inner {
         &self,
         request: ApprovalRequest,
         key: &ApprovalKey,
+        planted: Option<String>,
     ) -> Result<ReviewDecision, String> {
         let call_id = request.call_id.clone();
         let prefix_offer = request.prefix_offer.clone();
+        let cwd = request.cwd.clone();
         self.deps.events.emit(ExecEvent::ApprovalRequested { request: request.clone() });
         let answer = self.deps.approver.request_approval(request).await;
         match answer {
@@ -365,16 +398,20 @@ impl Inner {
                     error: None,
                 });
                 if decision == ReviewDecision::ApprovedForSession {
-                    self.approvals().insert(key.clone());
+                    self.approvals().insert((key.clone(), planted.clone()));
                 }
                 if decision == ReviewDecision::ApprovedPrefixForSession
                     && let Some(prefix) = prefix_offer
                 {
-                    tracing::info!(?prefix, "a person approved a command prefix for the session");
-                    self.prefixes
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push((key.permissions, prefix));
+                    tracing::info!(?prefix, cwd = %cwd.display(), "a person approved a command prefix for the session");
+                    let repository = repository_of(&cwd);
+                    self.prefixes.lock().unwrap_or_else(PoisonError::into_inner).push(PrefixApproval {
+                        permissions: key.permissions,
+                        prefix,
+                        cwd,
+                        repository,
+                        planted,
+                    });
                 }
                 Ok(decision)
             }
@@ -391,18 +428,19 @@ impl Inner {
     }
 
     /// Whether `argv` run in `cwd` with `env` is known safe (`Ok`): read-only words, and nothing it runs chosen
-    /// by a file that a sandboxed command can write (`uexec_domain::known_safe`).
+    /// by a file that a sandboxed command can write (`uexec_domain::known_safe`, over `writes`).
     async fn known_safe(
         &self,
         argv: &[String],
         cwd: &Path,
         env: &[(OsString, OsString)],
+        writes: &SandboxWrites,
     ) -> Result<(), NotKnownSafe> {
-        let tmpdir = tmpdir_of(env);
-        let writable = writable_dirs(&self.config.sandbox_policy, &self.config.cwd, tmpdir.as_deref());
-        known_safe_verdict(argv, cwd, env, writable).await
+        verdict(Analysis::KnownSafe, argv, cwd, env, writes).await
     }
 
+    /// The approval step: bypass, remembered (a session approval or an approved prefix, each only for what the
+    /// person was shown), or a question. `outside` is the checked form of an escalation (`crate::outside`).
     #[allow(clippy::too_many_arguments)]
     async fn approve(
         &self,
@@ -411,6 +449,8 @@ impl Inner {
         argv: &[String],
         cwd: &Path,
         env: &[(OsString, OsString)],
+        writes: &SandboxWrites,
+        outside: Option<&OutsideRun>,
         tty: bool,
         permissions: SandboxPermissions,
         justification: Option<&str>,
@@ -420,7 +460,7 @@ impl Inner {
         let key = ApprovalKey::new(argv, cwd, tty, permissions);
         // Only `untrusted` consults it (and it costs a few file-system lookups).
         let verdict = match policy {
-            ApprovalPolicy::Untrusted => self.known_safe(argv, cwd, env).await,
+            ApprovalPolicy::Untrusted => self.known_safe(argv, cwd, env, writes).await,
             _ => Err(NotKnownSafe::NotReadOnly),
         };
         let plantable = plantable_reason(&verdict);
@@ -439,7 +479,11 @@ impl Inner {
             Requirement::Ask(reason) => reason,
         };
         let escalate = permissions == SandboxPermissions::RequireEscalated;
-        if self.is_remembered(&key) || self.prefix_admits(argv, permissions) {
+        // What the person must have been shown for an earlier approval to cover this run outside the sandbox.
+        let planted = outside.and_then(OutsideRun::planted_text);
+        if self.is_remembered(&key, planted.as_deref())
+            || self.prefix_admits(argv, cwd, permissions, planted.as_deref())
+        {
             return Ok(Approval { by_person: false, escalate, plantable, key });
         }
         if policy == ApprovalPolicy::Never {
@@ -452,7 +496,7 @@ impl Inner {
         let kind = if escalate { ApprovalKind::Escalation } else { ApprovalKind::Run };
         // The caller's justification is the question for an escalation only (spec: `justification`); for a run
         // that a command rule or the untrusted policy sends to a person, the engine's reason stays what is shown.
-        let question = match (justification, &verdict) {
+        let mut question = match (justification, &verdict) {
             (Some(text), _) if escalate => text.to_owned(),
             // Read-only words, but something it runs could have been planted: say what.
             (_, Err(why)) if reason == AskReason::Untrusted && *why != NotKnownSafe::NotReadOnly => format!(
@@ -461,6 +505,9 @@ impl Inner {
             ),
             _ => reason.default_question().to_owned(),
         };
+        if let Some(warning) = outside.map(OutsideRun::warning).filter(|w| !w.is_empty()) {
+            question = format!("{question}\n{warning}");
+        }
         let request = ApprovalRequest {
             call_id: call_id.to_owned(),
             session_id: id,
@@ -471,7 +518,7 @@ impl Inner {
             prefix_offer: prefix_rule.and_then(|prefix| session_prefix_offer(prefix, argv)),
             denial: None,
         };
-        self.ask(request, &key).await?;
+        self.ask(request, &key, planted).await?;
         Ok(Approval { by_person: true, escalate, plantable, key })
     }
 
@@ -491,25 +538,29 @@ impl Inner {
         placement::place(context, placement, base).map_err(ExecError::Sandbox)
     }
 
-    /// Whether a `login: true` command of `shell` with `env` and `permissions` starts without login, its login
-    /// environment replayed from a snapshot (`crate::login`): bash, snapshots on, and a command that runs in the
-    /// sandbox or under `danger-full-access` (an escalation keeps its login shell: its startup files run after
-    /// the person's approval, not before). The snapshot for where the command will run is captured now.
+    /// Whether a `login: true` command of `shell` with `env`, placed at `placement`, starts without login, its
+    /// login environment replayed from a snapshot (`crate::login`): bash, snapshots on, a command that runs in
+    /// the sandbox or under `danger-full-access` (an escalation keeps its login shell), and a shell no
+    /// sandboxed command could have written (capturing a snapshot runs the shell). Called after the approval:
+    /// capturing is running the shell, so nothing is captured for a command nobody approved.
     async fn login_snapshot(
         &self,
         shell: &str,
         env: &[(OsString, OsString)],
-        permissions: SandboxPermissions,
+        placement: Placement,
+        writes: &SandboxWrites,
     ) -> Option<SnapshotShell> {
         let kind = SnapshotShell::of(shell)?;
-        if !self.snapshots.enabled() {
+        if !self.snapshots.enabled() || placement == Placement::Unsandboxed(EscapeReason::ApprovedEscalation)
+        {
             return None;
         }
-        let placement = Placement::for_policy(
-            &self.config.sandbox_policy,
-            permissions == SandboxPermissions::RequireEscalated,
-        );
-        if placement == Placement::Unsandboxed(EscapeReason::ApprovedEscalation) {
+        if let Some(found) = shell_in_writable_root(shell, env, writes) {
+            tracing::info!(
+                shell,
+                "no login snapshot: the shell could have been written by a sandboxed command ({})",
+                found.describe()
+            );
             return None;
         }
         self.snapshot_file(kind, shell, env, placement).await.map(|_| kind)
@@ -709,10 +760,18 @@ impl Inner {
         // A login shell reads startup files a sandboxed command may have written: see uexec_domain::startup.
         let login_requested = req.login.unwrap_or(true);
         let env = build_env(self.config.base_env.iter().cloned(), &self.config.env_policy);
+        // Where sandboxed commands may have written, gathered once for everything this call trusts.
+        let writes = writes_for(&self.config, &env);
         let requested =
             [shell.clone(), if login_requested { "-lc" } else { "-c" }.to_owned(), req.cmd.clone()];
-        let start =
-            decide_shell_start(&self.config, &requested, login_requested, req.sandbox_permissions, &env);
+        let start = decide_shell_start(
+            &self.config,
+            &writes,
+            &requested,
+            login_requested,
+            req.sandbox_permissions,
+            &env,
+        );
         let env = if start.guarded { guard_env(env, &shell) } else { env };
         let call_id = req.call_id.clone().unwrap_or_else(|| self.new_call_id());
         let limits = &self.config.limits;
@@ -722,15 +781,25 @@ impl Inner {
         if patch_call.is_none() && req.cmd.len() >= MAX_ARG_STRLEN {
             return Err(ExecError::CommandTooLong { bytes: req.cmd.len(), max: MAX_ARG_STRLEN });
         }
-
-        // A login shell whose environment can be replayed from a snapshot starts without login: decided (and the
-        // snapshot captured) before the question, so the argv a person approves is the argv that runs.
-        let snapshot = match patch_call {
-            None if start.login => self.login_snapshot(&shell, &env, req.sandbox_permissions).await,
-            _ => None,
+        // The argv a person approves: a login shell when one was asked for and the startup files are trusted
+        // (replaying a snapshot of its environment, decided after the approval, is the same login shell).
+        let argv = vec![shell.clone(), if start.login { "-lc" } else { "-c" }.to_owned(), req.cmd.clone()];
+        // An apply_patch call runs as the configured patch program: approved, placed and audited as the
+        // command line it came as.
+        let is_patch = patch_call.is_some();
+        let (spawn_argv, spawn_cwd, tty) = match patch_call {
+            Some((program, dir)) => (program, dir, false),
+            None => (argv.iter().map(OsString::from).collect(), cwd.clone(), req.tty),
         };
-        let flag = if start.login && snapshot.is_none() { "-lc" } else { "-c" };
-        let argv = vec![shell.clone(), flag.to_owned(), req.cmd.clone()];
+        // An escalation runs outside the sandbox: checked for what a sandboxed command could have planted.
+        let escalating = req.sandbox_permissions == SandboxPermissions::RequireEscalated
+            && !self.config.sandbox_policy.is_unrestricted();
+        let outside = if escalating {
+            let spawned: Vec<String> = spawn_argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+            Some(OutsideRun::check(&spawned, &spawn_cwd, &env, &writes).await)
+        } else {
+            None
+        };
 
         let id = self.store.reserve()?;
         let mut reservation = Reservation { store: &self.store, id, session: None, done: false };
@@ -742,6 +811,8 @@ impl Inner {
                 &argv,
                 &cwd,
                 &env,
+                &writes,
+                outside.as_ref(),
                 req.tty,
                 req.sandbox_permissions,
                 req.justification.as_deref(),
@@ -749,11 +820,19 @@ impl Inner {
             )
             .await?;
         let placement = Placement::for_policy(&self.config.sandbox_policy, approval.escalate);
-        // An `apply_patch` call runs as the configured patch program: approved, placed and audited as the
-        // command line it came as.
-        let (spawn_argv, spawn_cwd, tty) = match patch_call {
-            Some((program, dir)) => (program, dir, false),
-            None => (argv.iter().map(OsString::from).collect(), cwd.clone(), req.tty),
+        // Approved: now the login environment may be captured (it runs the shell), and the spawn's argv is the
+        // shell without login when a snapshot replays it.
+        let snapshot = match is_patch {
+            false if start.login => self.login_snapshot(&shell, &env, placement, &writes).await,
+            _ => None,
+        };
+        let spawn_argv = match (is_patch, snapshot) {
+            (false, Some(_)) => vec![OsString::from(&shell), OsString::from("-c"), OsString::from(&req.cmd)],
+            _ => spawn_argv,
+        };
+        let env = match (&outside, placement) {
+            (Some(checked), Placement::Unsandboxed(EscapeReason::ApprovedEscalation)) => checked.env.clone(),
+            _ => env,
         };
         let base = SpawnRequest {
             argv: spawn_argv,
@@ -797,17 +876,26 @@ impl Inner {
             if session.wait_finished(grace_end).await {
                 let exit_code = session.snapshot().exit_code.unwrap_or(-1);
                 let evidence = denial_evidence(exit_code, &session.peek_output());
-                let plantable = match (&approval.plantable, &evidence) {
-                    (Some(why), _) => Some(why.clone()),
-                    (None, Some(_)) if policy == ApprovalPolicy::OnFailure => {
-                        plantable_reason(&self.known_safe(&spec.command, &spec.cwd, &base.env).await)
+                // A retry runs outside the sandbox: checked like an escalation (`crate::outside`). An approval
+                // given before covers it only when nothing could have been planted and its environment is the
+                // one the person approved.
+                let retry_check = match &evidence {
+                    Some(_) => {
+                        let spawned: Vec<String> =
+                            base.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+                        Some(OutsideRun::check(&spawned, &base.cwd, &base.env, &writes).await)
                     }
-                    (None, _) => None,
+                    None => None,
                 };
+                let plantable = approval
+                    .plantable
+                    .clone()
+                    .or_else(|| retry_check.as_ref().and_then(|c| c.planted.clone()));
+                let clean = plantable.is_none() && retry_check.as_ref().is_none_or(|c| c.removed.is_empty());
                 let decision = retry_after_denial(
                     policy,
-                    approval.by_person && plantable.is_none(),
-                    plantable.is_none() && self.is_remembered(&approval.key),
+                    approval.by_person && clean,
+                    clean && self.is_remembered(&approval.key, None),
                 );
                 if let Some(evidence) = evidence
                     && decision != RetryDecision::NoRetry
@@ -824,17 +912,31 @@ impl Inner {
                                 command: spec.command.clone(),
                                 cwd: spec.cwd.clone(),
                                 kind: ApprovalKind::RetryWithoutSandbox,
-                                reason: Some(match &plantable {
-                                    Some(why) => format!(
-                                        "{} Beware: {why}, so the denial may come from a program planted there.",
-                                        retry_question(&evidence)
-                                    ),
-                                    None => retry_question(&evidence),
+                                reason: Some({
+                                    let mut text = match &plantable {
+                                        Some(why) => format!(
+                                            "{} Beware: {why}, so the denial may come from a program planted \
+                                             there.",
+                                            retry_question(&evidence)
+                                        ),
+                                        None => retry_question(&evidence),
+                                    };
+                                    if let Some(check) =
+                                        retry_check.as_ref().filter(|c| !c.removed.is_empty())
+                                    {
+                                        text.push_str(&format!(
+                                            " Left out of its environment because sandboxed commands can write \
+                                             them: {}.",
+                                            check.removed.join("; ")
+                                        ));
+                                    }
+                                    text
                                 }),
                                 denial: Some(evidence.clone()),
                                 prefix_offer: None,
                             };
-                            match self.ask_decision(request, &approval.key).await {
+                            let shown = plantable.as_ref().map(ToString::to_string);
+                            match self.ask_decision(request, &approval.key, shown).await {
                                 Ok(answer) if answer.is_approved() => true,
                                 // "Stop the task": the call fails as a rejection.
                                 Ok(ReviewDecision::Abort) => {
@@ -861,6 +963,10 @@ impl Inner {
                         reservation.detached(&session);
                         drop(call_guard);
                         let outside = Placement::Unsandboxed(EscapeReason::RetryAfterDenial);
+                        let mut base = base;
+                        if let Some(check) = retry_check {
+                            base.env = check.env;
+                        }
                         let retry_spawn = self.with_snapshot(snapshot, &shell, outside, base).await;
                         session = self.start_attempt(&spec, outside, retry_spawn)?;
                         call_guard = Arc::clone(&session.call_lock).lock_owned().await;

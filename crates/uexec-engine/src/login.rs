@@ -8,7 +8,7 @@
 //! time). What the startup files print goes to the server log.
 //!
 //! The snapshot files live in the directory the app names (`EngineConfig::snapshot_dir`), which must lie
-//! outside every possible writable root ([`writable_root_holding`]): otherwise snapshots are off and commands
+//! outside every place sandboxed commands may write (`crate::trust`): otherwise snapshots are off and commands
 //! start login shells as before. The directory is created mode 0700; each file is written under a fresh name
 //! and renamed into place, and the files this server wrote are removed when the engine is dropped.
 
@@ -23,11 +23,10 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use uexec_domain::snapshot::{SnapshotShell, snapshot_inputs};
-use uexec_domain::startup::possible_writable_roots;
+use uexec_domain::trust::SandboxWrites;
 
 use crate::config::EngineConfig;
-use crate::placement::tmpdir_of;
-use crate::trust::writable_root_holding;
+use crate::trust::writable_by_sandbox;
 
 /// How long a capture (the login shell with its startup files) may take before commands keep starting login
 /// shells for this fingerprint.
@@ -70,13 +69,11 @@ pub(crate) struct Snapshots {
 }
 
 impl Snapshots {
-    /// Snapshots in `config.snapshot_dir`, or off when it is unset or lies in a possible writable root of the
-    /// commands' environment `env`.
-    pub(crate) fn new(config: &EngineConfig, env: &[(OsString, OsString)]) -> Snapshots {
+    /// Snapshots in `config.snapshot_dir`, or off when it is unset or lies where sandboxed commands of the
+    /// commands' environment may write (`writes`).
+    pub(crate) fn new(config: &EngineConfig, writes: &SandboxWrites) -> Snapshots {
         let dir = config.snapshot_dir.as_ref().and_then(|dir| {
-            let tmpdir = tmpdir_of(env);
-            let roots = possible_writable_roots(&config.sandbox_policy, &config.cwd, tmpdir.as_deref());
-            match writable_root_holding(dir, &roots) {
+            match writable_by_sandbox(dir, writes) {
                 Some(found) => {
                     tracing::warn!(
                         dir = %dir.display(),

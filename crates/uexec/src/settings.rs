@@ -9,14 +9,14 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use uexec_domain::GitEntry;
 use uexec_domain::env::{EnvInherit, EnvPolicy};
 use uexec_domain::hidden::{HiddenPaths, HiddenPattern};
 use uexec_domain::limits::Limits;
 use uexec_domain::network::{DomainPattern, DomainRules, NetworkPolicy};
 use uexec_domain::rules::{CommandRules, PrefixRule};
+use uexec_domain::trust::SandboxWrites;
 use uexec_domain::{ApprovalPolicy, SandboxPolicy};
-use uexec_engine::writable_root_holding;
+use uexec_engine::{gather_writes, writable_by_sandbox};
 
 use crate::cli::{ApprovalArg, PolicyArgs, SandboxMode, ServeArgs};
 use crate::config::{self, InheritSpec, LoadedConfig, ServerSection};
@@ -127,25 +127,26 @@ impl Settings {
 }
 
 /// Every directory a sandboxed command of this or an earlier start may have written to, whatever the sandbox
-/// mode: `extra` roots, the workspace `cwd`, `/tmp` and `tmpdir` (`uexec_domain::startup::possible_writable_roots`).
-fn possible_writable_roots(extra: &[PathBuf], cwd: &Path, tmpdir: Option<&Path>) -> Vec<PathBuf> {
+/// mode: `extra` roots, the workspace `cwd`, `/tmp`, `/dev/shm` and `tmpdir` (`uexec_domain::trust`), before
+/// the policy is known.
+fn possible_writable_roots(extra: &[PathBuf], cwd: &Path, tmpdir: Option<&Path>) -> SandboxWrites {
     let policy = SandboxPolicy::WorkspaceWrite {
         writable_roots: extra.to_vec(),
         network_access: false,
         exclude_slash_tmp: false,
         exclude_tmpdir_env_var: false,
     };
-    uexec_domain::startup::possible_writable_roots(&policy, cwd, tmpdir)
+    gather_writes(&policy, cwd, tmpdir, &[])
 }
 
 /// Refuse a config file a sandboxed command could have written (issue 10, class 7a): one inside a writable
 /// root, a symlink into one, or one reached through a symlink or directory that lies in one. An explicit
 /// `--config` is the person's own choice: it is read, and the exception is reported on stderr.
-fn check_config_location(path: &Path, explicit: bool, roots: &[PathBuf]) -> Result<()> {
+fn check_config_location(path: &Path, explicit: bool, writes: &SandboxWrites) -> Result<()> {
     if std::fs::symlink_metadata(path).is_err() {
         return Ok(());
     }
-    let Some(found) = writable_root_holding(path, roots) else {
+    let Some(found) = writable_by_sandbox(path, writes) else {
         return Ok(());
     };
     if explicit {
@@ -301,7 +302,12 @@ fn resolve_with(
     };
     if let Some(path) = &audit_log {
         let tmpdir = (ctx.env)("TMPDIR").map(PathBuf::from);
-        refuse_audit_log_in_writable_root(path, &sandbox_policy, &cwd, tmpdir.as_deref())?;
+        let sandbox_dirs: Vec<PathBuf> =
+            state_dir.iter().flat_map(|state| sandbox_state_dirs(state)).collect();
+        refuse_audit_log_in_writable_root(
+            path,
+            &gather_writes(&sandbox_policy, &cwd, tmpdir.as_deref(), &sandbox_dirs),
+        )?;
     }
 
     let mut patterns = if file.hide_secrets.unwrap_or(true) { HiddenPattern::defaults() } else { Vec::new() };
@@ -447,6 +453,12 @@ fn layer_name(path: &Path, index: usize) -> String {
         .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
         .collect();
     format!("{}-{index}", if cleaned.is_empty() { "dir" } else { &cleaned })
+}
+
+/// The directories under the state directory `state` that sandboxed commands write: the package cache and the
+/// copy-on-write views' upper layers (`uexec_domain::trust` counts them as written by sandboxed commands).
+pub(crate) fn sandbox_state_dirs(state: &Path) -> [PathBuf; 2] {
+    [state.join("sandbox-cache"), state.join("sandbox-overlays")]
 }
 
 /// `<state>/sandbox-cache`, created (mode 0700) and canonical; `None`, with a warning, when it cannot be made.
@@ -606,16 +618,10 @@ fn read_token(path: &Path) -> Result<AuthToken> {
 
 /// A sandboxed command may write beneath every writable root: an audit log there could be truncated or filled
 /// with forged records, or replaced by a symlink that makes the (unsandboxed) server append elsewhere. The check
-/// is [`writable_root_holding`], the same as for the config file and the shell's startup files.
-fn refuse_audit_log_in_writable_root(
-    path: &Path,
-    policy: &SandboxPolicy,
-    cwd: &Path,
-    tmpdir: Option<&Path>,
-) -> Result<()> {
-    let roots: Vec<PathBuf> =
-        policy.writable_roots(cwd, tmpdir, |_| GitEntry::Absent).into_iter().map(|r| r.root).collect();
-    if let Some(found) = writable_root_holding(path, &roots) {
+/// is [`writable_by_sandbox`] over every place sandboxed commands may write (`uexec_domain::trust`), the same as
+/// for the config file and the shell's startup files.
+fn refuse_audit_log_in_writable_root(path: &Path, writes: &SandboxWrites) -> Result<()> {
+    if let Some(found) = writable_by_sandbox(path, writes) {
         bail!(
             "audit log {} lies in the writable root {} ({}), where sandboxed commands could rewrite it; put it \
              outside the writable roots (for example ~/.local/state/uexec/audit.jsonl)",
@@ -1023,14 +1029,16 @@ mod tests {
 
     #[test]
     fn audit_log_flag_wins_and_file_paths_are_relative_to_the_file() {
-        let dir = tempfile::tempdir().unwrap();
+        // Both outside every place sandboxed commands may write (see the test below for those).
+        let dir = tempfile::Builder::new().tempdir_in("/var/tmp").unwrap();
+        let workspace = tempfile::Builder::new().tempdir_in("/var/tmp").unwrap();
         let cfg = loaded(dir.path(), "audit_log = \"audit.jsonl\"\n");
-        // Read-only: no writable root, so the log may sit anywhere (see the test below for workspace-write).
         let args = PolicyArgs { sandbox: Some(SandboxMode::ReadOnly), ..PolicyArgs::default() };
-        let s = resolve_with(&args, None, &ctx(Path::new("/")), Some(&cfg));
-        // The cwd "/" exists everywhere; the audit path resolves against the config file's directory.
+        let s = resolve_with(&args, None, &ctx(workspace.path()), Some(&cfg));
+        // The audit path resolves against the config file's directory, the flag's against the cwd.
         assert_eq!(s.unwrap().audit_log, Some(dir.path().join("audit.jsonl")));
-        let s = resolve_with(&args, Some(Path::new("x.jsonl")), &ctx(dir.path()), Some(&cfg));
+        let in_config_dir = PolicyArgs { cwd: Some(workspace.path().to_path_buf()), ..args.clone() };
+        let s = resolve_with(&in_config_dir, Some(Path::new("x.jsonl")), &ctx(dir.path()), Some(&cfg));
         assert_eq!(s.unwrap().audit_log, Some(dir.path().join("x.jsonl")));
     }
 
@@ -1052,12 +1060,14 @@ mod tests {
             let error = resolve(&inside).unwrap_err().to_string();
             assert!(error.contains("lies in the writable root"), "{inside:?}: {error}");
         }
-        // The allowed twins: outside every root, and any place under read-only.
+        // The allowed twin: outside every root. Under read-only the workspace still counts: what a sandboxed
+        // command wrote there under an earlier workspace-write start is still there (`uexec_domain::trust`).
         let ok = outside.path().join("audit.jsonl");
-        assert_eq!(resolve(&ok).unwrap().audit_log, Some(ok));
+        assert_eq!(resolve(&ok).unwrap().audit_log, Some(ok.clone()));
         let read_only = PolicyArgs { sandbox: Some(SandboxMode::ReadOnly), ..args.clone() };
         let log = workspace.path().join("audit.jsonl");
-        assert!(resolve_with(&read_only, Some(&log), &ctx(Path::new("/")), None).is_ok());
+        assert!(resolve_with(&read_only, Some(&log), &ctx(Path::new("/")), None).is_err());
+        assert!(resolve_with(&read_only, Some(&ok), &ctx(Path::new("/")), None).is_ok());
     }
 
     /// Issue 10, class 7a: a config file a sandboxed command could have written is refused unless explicit.
