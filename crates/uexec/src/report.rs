@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -25,8 +25,7 @@ pub fn sandbox_report(args: &ReportArgs) -> Result<ExitCode> {
     } else {
         sandbox.report(&settings.sandbox_policy)
     };
-    let tmpdir = std::env::var_os("TMPDIR").map(PathBuf::from);
-    let roots = settings.sandbox_policy.writable_roots(&settings.cwd, tmpdir.as_deref(), git_entry);
+    let roots = settings.sandbox_policy.writable_roots(&settings.cwd, settings.tmpdir.as_deref(), git_entry);
     let machine = crate::platform::machine_support();
     let text = if args.json {
         let value = json!({
@@ -196,9 +195,8 @@ pub fn sandbox_profile(args: &ProfileArgs) -> Result<ExitCode> {
             } else {
                 args.command.iter().map(OsString::from).collect()
             };
-            let tmpdir = std::env::var_os("TMPDIR").map(PathBuf::from);
             let launch = uexec_sandbox_macos::SeatbeltSandbox::for_inspection()
-                .launch(&settings.sandbox_policy, &settings.cwd, tmpdir.as_deref(), &argv)
+                .launch(&settings.sandbox_policy, &settings.cwd, settings.tmpdir.as_deref(), &argv)
                 .context("cannot generate the Seatbelt profile")?;
             let mut out = String::new();
             let _ = writeln!(
@@ -254,6 +252,8 @@ fn write_stdout(text: &str) -> Result<()> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     #[test]

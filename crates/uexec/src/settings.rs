@@ -43,6 +43,8 @@ impl ProcessContext {
 pub struct Settings {
     /// The workspace (canonical): commands run here and it is writable under workspace-write.
     pub cwd: PathBuf,
+    /// `$TMPDIR` as the server's commands inherit it (absolute, non-empty), read once here for the whole app.
+    pub tmpdir: Option<PathBuf>,
     /// The sandbox policy.
     pub sandbox_policy: SandboxPolicy,
     /// When to ask a person.
@@ -97,7 +99,7 @@ impl Settings {
             Some((path, required)) => (Some(absolute(&ctx.cwd, &path)), required),
             None => (None, false),
         };
-        let tmpdir = (ctx.env)("TMPDIR").map(PathBuf::from);
+        let tmpdir = tmpdir_of(ctx);
         let cwd = args.cwd.as_deref().map(|p| absolute(&ctx.cwd, p)).unwrap_or_else(|| ctx.cwd.clone());
         let flag_roots: Vec<PathBuf> = args.writable_roots.iter().map(|r| absolute(&ctx.cwd, r)).collect();
         // Checked before the file is read: a planted config is not even parsed.
@@ -124,6 +126,12 @@ impl Settings {
         }
         resolve_with(args, audit_log_flag, ctx, loaded.as_ref())
     }
+}
+
+/// The app's one reading of `$TMPDIR` (the engine reads each command's own, `uexec_engine::place`): absolute and
+/// non-empty, else none.
+fn tmpdir_of(ctx: &ProcessContext) -> Option<PathBuf> {
+    (ctx.env)("TMPDIR").map(PathBuf::from).filter(|t| t.is_absolute())
 }
 
 /// Every directory a sandboxed command of this or an earlier start may have written to, whatever the sandbox
@@ -301,7 +309,7 @@ fn resolve_with(
         _ => None,
     };
     if let Some(path) = &audit_log {
-        let tmpdir = (ctx.env)("TMPDIR").map(PathBuf::from);
+        let tmpdir = tmpdir_of(ctx);
         let sandbox_dirs: Vec<PathBuf> =
             state_dir.iter().flat_map(|state| sandbox_state_dirs(state)).collect();
         refuse_audit_log_in_writable_root(
@@ -341,6 +349,7 @@ fn resolve_with(
 
     Ok(Settings {
         cwd,
+        tmpdir: tmpdir_of(ctx),
         sandbox_policy,
         approval_policy,
         allow_degraded_sandbox,
