@@ -134,6 +134,8 @@
 #![deny(unsafe_code)]
 
 mod api;
+mod approve;
+mod attempt;
 mod collect;
 mod config;
 mod engine;
@@ -142,6 +144,7 @@ mod known_safe;
 mod login;
 mod outside;
 mod placement;
+mod retry;
 mod screen;
 mod session;
 mod store;
