@@ -60,7 +60,9 @@ mod extras;
 mod paths;
 mod profile;
 mod sandbox;
+mod spelling;
 
+pub use extras::{Extras, MACOS_SECRETS, extend_launch};
 pub use paths::{PathResolver, RealFs};
 pub use profile::{SANDBOX_EXEC, SeatbeltLaunch, build_launch};
 pub use sandbox::SeatbeltSandbox;
