@@ -6,6 +6,7 @@
 
 mod adapter;
 mod canonical;
+mod extras;
 mod fake_fs;
 mod golden;
 mod planted;
