@@ -57,12 +57,14 @@
 #![forbid(unsafe_code)]
 
 mod extras;
+mod nested;
 mod paths;
 mod profile;
 mod sandbox;
 mod spelling;
 
 pub use extras::{Extras, MACOS_SECRETS, extend_launch};
+pub use nested::nested_sandbox_hint;
 pub use paths::{PathResolver, RealFs};
 pub use profile::{SANDBOX_EXEC, SeatbeltLaunch, build_launch};
 pub use sandbox::SeatbeltSandbox;
