@@ -138,7 +138,21 @@ impl SeatbeltSandbox {
 
     /// The report for `policy`; with a `launch`, its details count the actual roots.
     fn build_report(&self, policy: &SandboxPolicy, launch: Option<&SeatbeltLaunch>) -> ProtectionReport {
-        report(policy, self.unavailable_reason(), launch)
+        let mut report = report(policy, self.unavailable_reason(), launch);
+        report.protections.push(if self.keychain {
+            protection(
+                "keychain",
+                ProtectionStatus::NotRequested,
+                "reachable: the person opted in (macos_keychain = true)".to_owned(),
+            )
+        } else {
+            enforced(
+                "keychain",
+                "com.apple.SecurityServer denied: stored passwords and tokens stay out of reach".to_owned(),
+                self.unavailable_reason(),
+            )
+        });
+        report
     }
 }
 
@@ -164,15 +178,6 @@ impl Sandbox for SeatbeltSandbox {
         let SandboxRequest { mut spawn, workspace, policy, tmpdir, allow_degraded: _ } = request;
         let launch = self.launch(&policy, &workspace, tmpdir.as_deref(), &spawn.argv)?;
         let mut report = self.build_report(&policy, Some(&launch));
-        report.protections.push(enforced(
-            "keychain",
-            if self.keychain {
-                "reachable: the person opted in (macos_keychain = true)".to_owned()
-            } else {
-                "com.apple.SecurityServer denied: stored passwords and tokens stay out of reach".to_owned()
-            },
-            self.unavailable_reason(),
-        ));
         if !self.hidden.is_empty() {
             let hidden: Vec<String> = launch
                 .params
@@ -339,10 +344,11 @@ fn report(
         unavailable,
     ));
 
-    let mut services = count_global_names(BASE_PROFILE);
-    if network {
-        services += count_global_names(NETWORK_PROFILE);
-    }
+    let services = match launch {
+        Some(launch) => count_global_names(&launch.profile),
+        None if network => count_global_names(BASE_PROFILE) + count_global_names(NETWORK_PROFILE),
+        None => count_global_names(BASE_PROFILE),
+    };
     protections.push(enforced(
         "system_services",
         format!("mach-lookup limited to {services} services; sysctl reads to an allow-list"),

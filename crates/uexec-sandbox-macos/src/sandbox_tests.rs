@@ -33,9 +33,14 @@ fn on_macos_every_protection_is_enforced() {
             ("network", ProtectionStatus::Enforced),
             ("process", ProtectionStatus::Enforced),
             ("system_services", ProtectionStatus::Enforced),
+            ("keychain", ProtectionStatus::Enforced),
         ]
     );
     assert!(!report.is_degraded());
+    // The twin: the person's opt-in shows as not requested, not as enforced.
+    let open = available().with_keychain(true).report(&SandboxPolicy::default());
+    let keychain = open.protections.iter().find(|p| p.name == "keychain").unwrap();
+    assert_eq!(keychain.status, ProtectionStatus::NotRequested, "{keychain:?}");
 }
 
 #[test]

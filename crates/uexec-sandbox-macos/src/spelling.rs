@@ -13,7 +13,8 @@
 //! expression built here, passed as a `-D` parameter like every path, while rules that *grant* keep matching
 //! the canonical spelling only (a variant spelling of a writable root is refused: that fails closed).
 //!
-//! The expression folds ASCII letters (`[Gg][Ii][Tt]`) and escapes every other ASCII metacharacter; a run of
+//! The expression folds ASCII letters (`[Gg][Ii][Tt]`), writes the ERE metacharacters as one-character bracket
+//! expressions (`[.]`) or escaped (`\^`, `\[`, `\]`, `\\`), and leaves other punctuation as it is; a run of
 //! non-ASCII bytes becomes `[^/]+`, because APFS also ignores Unicode case and normalisation (`é` precomposed
 //! or decomposed), which byte classes cannot express: the expression then denies a little more than the path
 //! (names that differ only in their non-ASCII characters), never less. The result is pure ASCII.
@@ -80,12 +81,17 @@ fn fold(bytes: &[u8]) -> String {
             out.push(c.to_ascii_uppercase());
             out.push(c.to_ascii_lowercase());
             out.push(']');
-        } else if c.is_ascii_alphanumeric()
-            || matches!(c, '/' | '-' | '_' | ' ' | ',' | '=' | '@' | '%' | '~' | ':')
-        {
+        } else if matches!(c, '.' | '*' | '+' | '?' | '(' | ')' | '{' | '}' | '|' | '$') {
+            // A one-character bracket expression is literal in every regex dialect.
+            out.push('[');
             out.push(c);
-        } else if c.is_ascii_graphic() {
+            out.push(']');
+        } else if matches!(c, '^' | '[' | ']' | '\\') {
             out.push('\\');
+            out.push(c);
+        } else if c.is_ascii_graphic() || c == ' ' {
+            // Other punctuation is literal as it is: a backslash before it (`\<`, `\>`) would be a word
+            // boundary in some dialects.
             out.push(c);
         } else {
             // Controls (a newline in a name): any one character, which only widens the match.
@@ -150,10 +156,11 @@ mod tests {
 
     #[test]
     fn metacharacters_are_escaped_and_non_ascii_runs_widen_only() {
-        let re = any_spelling(Path::new("/w/a.b(c)*[d]$|e\\f+g?{1}^h"), false);
+        let re = any_spelling(Path::new("/w/a.b(c)*[d]$|e\\f+g?{1}^h<i>#j"), false);
         assert!(re.is_ascii());
-        assert!(matches(&re, "/w/a.b(c)*[d]$|e\\f+g?{1}^h"));
-        assert!(!matches(&re, "/w/aXb(c)*[d]$|e\\f+g?{1}^h"), "the dot is literal");
+        assert!(matches(&re, "/w/a.b(c)*[d]$|e\\f+g?{1}^h<i>#j"), "{re}");
+        assert!(!re.contains("\\<") && !re.contains("\\>"), "no word-boundary escapes: {re}");
+        assert!(!matches(&re, "/w/aXb(c)*[d]$|e\\f+g?{1}^h<i>#j"), "the dot is literal");
         assert!(!matches(&re, "/w/a.bc"));
         let path = PathBuf::from(OsStr::from_bytes(b"/Users/Jos\xc3\xa9/.netrc"));
         let re = any_spelling(&path, false);

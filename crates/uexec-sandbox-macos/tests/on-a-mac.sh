@@ -112,8 +112,11 @@ if have script && [ -t 0 ]; then
         report skip "another tab: could not start a second PTY"
     fi
     must_pass "a PTY the command opens itself (script)" -- script -q /dev/null sh -c 'tty >/dev/null'
-    (cd "$WS" && HOME="$FAKE_HOME" "$UEXEC" run -- sh -c 'test -t 0 && stty size >/dev/null') \
-        && report pass "its own terminal: isatty and stty size" || report fail "its own terminal: isatty and stty size"
+    if (cd "$WS" && HOME="$FAKE_HOME" "$UEXEC" run -- sh -c 'test -t 0 && stty size >/dev/null && printf "" >/dev/tty'); then
+        report pass "its own terminal: isatty, stty size, a write to /dev/tty"
+    else
+        report fail "its own terminal: isatty, stty size, a write to /dev/tty"
+    fi
 else
     report skip "terminals: run this script in a terminal (stdin is not a TTY)"
 fi
