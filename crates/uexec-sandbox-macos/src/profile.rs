@@ -426,7 +426,7 @@ fn render_profile(policy: &SandboxPolicy, shape: &[usize], ancestors: usize) -> 
         }
         out.push_str(")\n(deny network-bind");
         for name in &read_only {
-            let _ = write!(out, "\n  (local unix-socket (regex (param \"{}\")))", any_param(name));
+            let _ = write!(out, "\n  (local unix-socket (path-regex (param \"{}\")))", any_param(name));
         }
         out.push_str(")\n");
     }

@@ -356,9 +356,12 @@ fn eval_filter(filter: &Sexp, request: &Request, params: &[(String, OsString)]) 
     let path = || request.path.as_deref().ok_or_else(|| format!("{head} on a request without a path"));
     let name = || request.name.as_deref().ok_or_else(|| format!("{head} on a request without a name"));
     match (head.as_str(), args) {
-        ("literal" | "path", [arg]) => Ok(path()? == string_arg(arg, params)?.as_path()),
+        ("literal" | "path" | "path-literal", [arg]) => Ok(path()? == string_arg(arg, params)?.as_path()),
         ("subpath", [arg]) => Ok(path()?.starts_with(string_arg(arg, params)?)),
-        ("regex", [arg]) => regex_matches(&regex_arg(arg, params)?, &path()?.to_string_lossy()),
+        // `path-regex` is the spelling Claude Code's sandbox runtime uses inside `unix-socket`.
+        ("regex" | "path-regex", [arg]) => {
+            regex_matches(&regex_arg(arg, params)?, &path()?.to_string_lossy())
+        }
         ("vnode-type", [Sexp::Atom(kind)]) => {
             let default = if path()?.starts_with("/dev/") { "CHARACTER-DEVICE" } else { "REGULAR-FILE" };
             Ok(request.vnode.as_deref().unwrap_or(default) == kind)
