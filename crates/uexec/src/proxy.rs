@@ -199,7 +199,12 @@ pub fn prepare(
 ) -> anyhow::Result<(SandboxSetup, Option<Pending>)> {
     let copy_on_write =
         settings.copy_on_write_base.clone().map(|layers| (layers, settings.copy_on_write.clone()));
-    let mut setup = SandboxSetup { hidden: settings.hidden.clone(), proxy: None, copy_on_write };
+    let mut setup = SandboxSetup {
+        hidden: settings.hidden.clone(),
+        keychain: settings.macos_keychain,
+        proxy: None,
+        copy_on_write,
+    };
     let NetworkPolicy::Proxied(rules) = &settings.network else {
         return Ok((setup, None));
     };

@@ -185,6 +185,9 @@ pub fn git_entry(root: &Path) -> GitEntry {
     }
 }
 
+/// The port shown for the proxy in `uexec sandbox-profile` (a server binds its own when it starts).
+const PROXY_PORT_PLACEHOLDER: u16 = 0;
+
 /// `uexec sandbox-profile`.
 pub fn sandbox_profile(args: &ProfileArgs) -> Result<ExitCode> {
     let settings = Settings::resolve(&args.policy, None, &ProcessContext::current()?)?;
@@ -195,7 +198,17 @@ pub fn sandbox_profile(args: &ProfileArgs) -> Result<ExitCode> {
             } else {
                 args.command.iter().map(OsString::from).collect()
             };
-            let launch = uexec_sandbox_macos::SeatbeltSandbox::for_inspection()
+            // The profile that runs: the hidden locations, the keychain choice and, in allowlist mode, the
+            // proxy's network part (its port is chosen when a server starts; 0 stands for it here).
+            let proxied = matches!(settings.network, uexec_domain::network::NetworkPolicy::Proxied(_))
+                && !settings.sandbox_policy.is_unrestricted();
+            let mut sandbox = uexec_sandbox_macos::SeatbeltSandbox::for_inspection()
+                .with_hidden(settings.hidden.clone())
+                .with_keychain(settings.macos_keychain);
+            if proxied {
+                sandbox = sandbox.with_proxy_port(PROXY_PORT_PLACEHOLDER);
+            }
+            let launch = sandbox
                 .launch(&settings.sandbox_policy, &settings.cwd, settings.tmpdir.as_deref(), &argv)
                 .context("cannot generate the Seatbelt profile")?;
             let mut out = String::new();
@@ -210,6 +223,13 @@ pub fn sandbox_profile(args: &ProfileArgs) -> Result<ExitCode> {
                 out,
                 ";; Paths are this machine's; on macOS they are canonical (/tmp is /private/tmp)."
             );
+            if proxied {
+                let _ = writeln!(
+                    out,
+                    ";; Domain-allowlist mode: port {PROXY_PORT_PLACEHOLDER} stands for the proxy's port, which a \
+                     server chooses when it starts."
+                );
+            }
             out.push_str(&launch.profile);
             if !launch.profile.ends_with('\n') {
                 out.push('\n');

@@ -68,6 +68,8 @@ pub struct Settings {
     pub config_file: Option<PathBuf>,
     /// The secret locations sandboxed commands cannot read.
     pub hidden: HiddenPaths,
+    /// macOS: sandboxed commands may ask the keychain (`macos_keychain = true`; default false).
+    pub macos_keychain: bool,
     /// The network of sandboxed commands: off, on, or through the proxy (`sandbox_policy`'s network access is
     /// true for the last two).
     pub network: NetworkPolicy,
@@ -346,6 +348,7 @@ fn resolve_with(
         _ => None,
     };
     let hidden = HiddenPaths { home, patterns };
+    let macos_keychain = file.macos_keychain.unwrap_or(false);
 
     Ok(Settings {
         cwd,
@@ -361,6 +364,7 @@ fn resolve_with(
         audit_log,
         config_file: loaded.map(|l| l.path.clone()),
         hidden,
+        macos_keychain,
         network: network_policy,
         state_dir,
         sandbox_cache,
