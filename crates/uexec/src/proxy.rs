@@ -558,7 +558,7 @@ async fn forward_plain(
             upstream_write.shutdown().await
         };
         let receive = async {
-            tokio::io::copy(&mut upstream_read, &mut client_write).await?;
+            relay_response(&mut upstream_read, &mut client_write).await?;
             client_write.shutdown().await
         };
         tokio::pin!(send, receive);
@@ -581,6 +581,66 @@ async fn forward_plain(
         }
     })
     .await;
+    Ok(())
+}
+
+/// Relay the upstream's answer to a plain request until the upstream closes: interim (`1xx`) heads as they are,
+/// the final head with `Connection: close` (and without the upstream's `Connection`, `Keep-Alive` and
+/// `Proxy-Connection`), so that the client does not send another request on this connection (it would be dropped
+/// unanswered: see [`forward_plain`]); then the rest as it comes. An answer that does not start with an HTTP/1
+/// head is relayed untouched.
+async fn relay_response<R, W>(from: &mut R, to: &mut W) -> std::io::Result<()>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut from = tokio::io::BufReader::new(from);
+    loop {
+        let mut head: Vec<Vec<u8>> = Vec::new();
+        let mut size = 0;
+        loop {
+            let mut line = Vec::new();
+            let n = (&mut from).take((MAX_HEAD - size) as u64 + 1).read_until(b'\n', &mut line).await?;
+            size += n;
+            let ended = line.ends_with(b"\n");
+            let blank = line == b"\r\n" || line == b"\n";
+            if !ended || size > MAX_HEAD || (head.is_empty() && !line.starts_with(b"HTTP/1.")) {
+                // Not a head this proxy reads: what was read and the rest go as they are.
+                for part in head.iter().chain(std::iter::once(&line)) {
+                    to.write_all(part).await?;
+                }
+                tokio::io::copy_buf(&mut from, to).await?;
+                return Ok(());
+            }
+            if blank {
+                break;
+            }
+            head.push(line);
+        }
+        let status = head[0].get(9..12).and_then(|code| std::str::from_utf8(code).ok()?.parse::<u16>().ok());
+        let interim = status.is_some_and(|code| (100..200).contains(&code) && code != 101);
+        let mut out = Vec::with_capacity(size + 32);
+        for line in &head {
+            let name = line.split(|b| *b == b':').next().unwrap_or_default().to_ascii_lowercase();
+            let hop = [&b"connection"[..], b"keep-alive", b"proxy-connection"].contains(&name.as_slice());
+            if !interim && hop {
+                continue;
+            }
+            out.extend_from_slice(
+                line.strip_suffix(b"\r\n").or_else(|| line.strip_suffix(b"\n")).unwrap_or(line),
+            );
+            out.extend_from_slice(b"\r\n");
+        }
+        if !interim {
+            out.extend_from_slice(b"Connection: close\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        to.write_all(&out).await?;
+        if !interim {
+            break;
+        }
+    }
+    tokio::io::copy_buf(&mut from, to).await?;
     Ok(())
 }
 
@@ -875,6 +935,32 @@ mod tests {
         assert!(send_body(Body::Length(4), &mut from, &mut Vec::new()).await.is_err());
     }
 
+    #[tokio::test]
+    async fn the_final_response_head_says_the_connection_closes() {
+        let relay = |upstream: &'static str| async move {
+            let mut out = Vec::new();
+            relay_response(&mut upstream.as_bytes(), &mut out).await.unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(
+            relay(
+                "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\n\
+                 Content-Length: 2\r\n\r\nhiHTTP/1.1 200 OK\r\n\r\n"
+            )
+            .await,
+            "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n\
+             hiHTTP/1.1 200 OK\r\n\r\n"
+        );
+        assert_eq!(
+            relay("HTTP/1.0 204 No\nProxy-Connection: x\n\n").await,
+            "HTTP/1.0 204 No\r\nConnection: close\r\n\r\n"
+        );
+        // Not an HTTP/1 head: untouched.
+        for raw in ["SSH-2.0-x\r\n\r\nrest", "", "HTTP/1.1 200 OK\r\nno end", "HTTP/2 200\r\n\r\n"] {
+            assert_eq!(relay(raw).await, raw);
+        }
+    }
+
     #[test]
     fn refusals_are_listed_per_call_and_capped() {
         let refusals = Refusals::default();
@@ -1026,8 +1112,13 @@ mod tests {
                 .await;
                 assert!(answer.starts_with("HTTP/1.1 403 Forbidden"), "{pattern} {denied}: {answer}");
                 assert!(answer.contains(&format!("127.0.0.1:{upstream} refused")), "{answer}");
-                let answer =
-                    exchange(proxy, &format!("GET http://{denied}:{upstream}/ HTTP/1.1\r\n\r\n")).await;
+                let answer = exchange(
+                    proxy,
+                    &format!(
+                        "GET http://{denied}:{upstream}/ HTTP/1.1\r\nHost: 127.0.0.2:{upstream}\r\n\r\n"
+                    ),
+                )
+                .await;
                 assert!(answer.starts_with("HTTP/1.1 403 Forbidden"), "{pattern} {denied}: {answer}");
                 assert_eq!(refusals.since(0), vec![format!("127.0.0.1:{upstream}")]);
 
@@ -1113,6 +1204,7 @@ mod tests {
             served.lock().unwrap().clear();
             let answer = exchange(proxy, &format!("{first}{second}")).await;
             assert_eq!(answer.matches("HTTP/1.1 200 OK").count(), 1, "{first}: {answer}");
+            assert!(answer.contains("\r\nConnection: close\r\n\r\n"), "{answer}");
             let served = served.lock().unwrap().clone();
             assert_eq!(served.len(), 1, "{first}: {served:?}");
             assert!(served[0].starts_with(&format!("hosts=[\"{host}\"]")), "{served:?}");
