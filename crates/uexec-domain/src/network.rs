@@ -36,9 +36,10 @@
 //! - a name is allowed by a name pattern (or `*`), an address by an address pattern (or `*`): allowing
 //!   `10.0.0.5` does not allow a name that resolves to it, and allowing a name allows the addresses it resolves to;
 //! - a name that resolves to any address a deny pattern matches is refused (all of it, not only that address);
-//! - a name is never connected to a loopback, link-local (cloud metadata), multicast, broadcast or unspecified
-//!   address (DNS answers pointing at the host's own services) unless an allow pattern names that address or
-//!   its range (not `*`): a name then reaches nothing its address could not reach written as an address;
+//! - a name is never connected to a loopback, link-local (cloud metadata; also AWS's `fd00:ec2::254` and
+//!   Alibaba's `100.100.100.200`), multicast, broadcast or unspecified address (DNS answers pointing at the
+//!   host's own services) unless an allow pattern names that address or its range (not `*`): a name then
+//!   reaches nothing its address could not reach written as an address;
 //! - a deny list of names cannot stop another name for the same address: `--deny-domain evil.example` does not
 //!   refuse `other.example` that resolves to the same address. Deny the address (or range) to stop every name
 //!   and spelling for it.
@@ -291,23 +292,34 @@ fn identities(ip: IpAddr) -> Vec<IpAddr> {
     all
 }
 
+/// Cloud metadata endpoints outside the link-local ranges: AWS's IPv6 one (`fd00:ec2::254`) and Alibaba Cloud's
+/// (`100.100.100.200`).
+const METADATA: [IpAddr; 2] = [
+    IpAddr::V6(Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)),
+    IpAddr::V4(Ipv4Addr::new(100, 100, 100, 200)),
+];
+
 /// True for an address a name must not lead to unless an allow rule names it: loopback, link-local (cloud
-/// metadata endpoints), unspecified, multicast, broadcast, also when embedded in an IPv6 address.
+/// metadata endpoints, and the [`METADATA`] ones elsewhere), unspecified, multicast, broadcast, also when
+/// embedded in an IPv6 address.
 pub fn is_local(ip: IpAddr) -> bool {
-    identities(ip).into_iter().any(|ip| match ip {
-        IpAddr::V4(v4) => {
-            v4.is_loopback()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_multicast()
-                || v4.is_broadcast()
-        }
-        IpAddr::V6(v6) => {
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (v6.segments()[0] & 0xffc0) == 0xfe80
-        }
+    identities(ip).into_iter().any(|ip| {
+        METADATA.contains(&ip)
+            || match ip {
+                IpAddr::V4(v4) => {
+                    v4.is_loopback()
+                        || v4.is_link_local()
+                        || v4.is_unspecified()
+                        || v4.is_multicast()
+                        || v4.is_broadcast()
+                }
+                IpAddr::V6(v6) => {
+                    v6.is_loopback()
+                        || v6.is_unspecified()
+                        || v6.is_multicast()
+                        || (v6.segments()[0] & 0xffc0) == 0xfe80
+                }
+            }
     })
 }
 
@@ -798,7 +810,9 @@ mod tests {
                 Ok(vec![SocketAddr::new(canonical_ip(ip(local)), 80)])
             );
         }
-        for local in ["64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe", "255.255.255.255"] {
+        for local in
+            ["64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe", "255.255.255.255", "fd00:ec2::254", "100.100.100.200"]
+        {
             assert!(is_local(ip(local)), "{local}");
         }
         for public in ["151.101.0.223", "10.1.2.3", "2a04:4e42::223", "64:ff9b::9765:df"] {
