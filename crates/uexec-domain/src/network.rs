@@ -300,7 +300,7 @@ const METADATA: [IpAddr; 2] = [
 ];
 
 /// True for an address a name must not lead to unless an allow rule names it: loopback, link-local (cloud
-/// metadata endpoints, and the [`METADATA`] ones elsewhere), unspecified, multicast, broadcast, also when
+/// metadata endpoints, and the `METADATA` ones elsewhere), unspecified, multicast, broadcast, also when
 /// embedded in an IPv6 address.
 pub fn is_local(ip: IpAddr) -> bool {
     identities(ip).into_iter().any(|ip| {
