@@ -987,11 +987,15 @@ mod tests {
     /// reads on a connection, pipelined ones too and after `Connection: close`, answering each with
     /// `hosts=[...] body=...` (what it received) and recording the same.
     async fn front_end() -> (u16, Served) {
+        let mut tries = 0;
         let (first, second) = loop {
             let first = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let port = first.local_addr().unwrap().port();
-            if let Ok(second) = TcpListener::bind(("127.0.0.2", port)).await {
-                break (first, second);
+            match TcpListener::bind(("127.0.0.2", port)).await {
+                Ok(second) => break (first, second),
+                // The port is taken on 127.0.0.2: another one (a few tries; 127.0.0.2 itself must work).
+                Err(_) if tries < 20 => tries += 1,
+                Err(e) => panic!("cannot listen on 127.0.0.2: {e}"),
             }
         };
         let port = first.local_addr().unwrap().port();

@@ -241,11 +241,15 @@ type Served = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
 /// answered with `hosts=<the Host values it received>`.
 fn front_end() -> (u16, Served) {
     use std::io::{BufRead, BufReader, Write};
+    let mut tries = 0;
     let (first, second) = loop {
         let first = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = first.local_addr().unwrap().port();
-        if let Ok(second) = std::net::TcpListener::bind(("127.0.0.2", port)) {
-            break (first, second);
+        match std::net::TcpListener::bind(("127.0.0.2", port)) {
+            Ok(second) => break (first, second),
+            // The port is taken on 127.0.0.2: another one (a few tries; 127.0.0.2 itself must work).
+            Err(_) if tries < 20 => tries += 1,
+            Err(e) => panic!("cannot listen on 127.0.0.2: {e}"),
         }
     };
     let port = first.local_addr().unwrap().port();
