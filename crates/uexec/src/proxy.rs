@@ -759,6 +759,10 @@ async fn respond(client: &mut TcpStream, status: u16, body: &str) -> std::io::Re
 
 /// The addresses `name` resolves to (the system's resolver, once).
 async fn resolve(name: &str, port: u16) -> Result<Vec<IpAddr>, String> {
+    #[cfg(test)]
+    if let Some(found) = tests::fake_dns(name) {
+        return Ok(found);
+    }
     let found = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::lookup_host((name, port)))
         .await
         .map_err(|_| format!("resolving {name} timed out"))?
@@ -785,6 +789,24 @@ mod tests {
     use uexec_domain::network::DomainPattern;
 
     use super::*;
+
+    /// Names under `.rebind.test` the tests answer for (the resolver is the system's for every other name):
+    /// each lookup takes the next answer, the last one repeating; and how many lookups there were.
+    static FAKE_DNS: Mutex<Vec<FakeName>> = Mutex::new(Vec::new());
+
+    /// A name, its answers in turn, the lookups so far.
+    type FakeName = (String, Vec<Vec<IpAddr>>, usize);
+
+    pub(super) fn fake_dns(name: &str) -> Option<Vec<IpAddr>> {
+        let mut fakes = FAKE_DNS.lock().unwrap();
+        let (_, answers, lookups) = fakes.iter_mut().find(|(n, _, _)| n == name)?;
+        *lookups += 1;
+        Some(answers.get(*lookups - 1).or(answers.last()).cloned().unwrap_or_default())
+    }
+
+    fn fake_dns_lookups(name: &str) -> usize {
+        FAKE_DNS.lock().unwrap().iter().find(|(n, _, _)| n == name).map_or(0, |(_, _, lookups)| *lookups)
+    }
 
     fn rules(allow: &[&str], deny: &[&str]) -> DomainRules {
         DomainRules {
@@ -980,12 +1002,13 @@ mod tests {
         assert_eq!(Refusals::note(&[]), None);
     }
 
-    /// What the front end served: per request, the `Host` values and the body it received.
+    /// What the front end served: per request, the `Host` values and the body it received, and the address it
+    /// was reached at.
     type Served = Arc<Mutex<Vec<String>>>;
 
     /// A shared front end on `127.0.0.1:P` and `127.0.0.2:P`, as lax as some are: it serves every request it
     /// reads on a connection, pipelined ones too and after `Connection: close`, answering each with
-    /// `hosts=[...] body=...` (what it received) and recording the same.
+    /// `hosts=[...] body=...` (what it received) and recording the same with ` at=ADDRESS`.
     async fn front_end() -> (u16, Served) {
         let mut tries = 0;
         let (first, second) = loop {
@@ -1012,6 +1035,7 @@ mod tests {
     }
 
     async fn serve_requests(stream: TcpStream, served: Served) {
+        let at = stream.local_addr().unwrap().ip();
         let mut reader = tokio::io::BufReader::new(stream);
         loop {
             let mut lines = Vec::new();
@@ -1051,7 +1075,7 @@ mod tests {
                 }
             }
             let answer = format!("hosts={:?} body={}", header("host"), String::from_utf8_lossy(&body));
-            served.lock().unwrap().push(answer.clone());
+            served.lock().unwrap().push(format!("{answer} at={at}"));
             let response = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{answer}", answer.len());
             if reader.get_mut().write_all(response.as_bytes()).await.is_err() {
                 return;
@@ -1142,7 +1166,9 @@ mod tests {
             }
         }
         // Nothing reached the denied address: every request served came through the twin.
-        assert!(served.lock().unwrap().iter().all(|s| s.contains("\"t\"") || s.contains("127.0.0.2")));
+        let served = served.lock().unwrap().clone();
+        assert_eq!(served.len(), 4 * 12 * 2, "{served:?}");
+        assert!(served.iter().all(|s| s.ends_with(" at=127.0.0.2")), "{served:?}");
     }
 
     #[tokio::test]
@@ -1176,6 +1202,38 @@ mod tests {
         let answer = exchange(proxy, &format!("GET http://localhost:{upstream}/ HTTP/1.1\r\n\r\n")).await;
         assert!(answer.starts_with("HTTP/1.1 403 Forbidden"), "{answer}");
         assert!(answer.contains("resolves only to loopback"), "{answer}");
+    }
+
+    #[tokio::test]
+    async fn the_connection_goes_to_the_address_checked_and_a_rebinding_answer_changes_nothing() {
+        let (upstream, served) = front_end().await;
+        let name = "a.rebind.test";
+        let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+        // The first answer is allowed (127.0.0.2, named by an allow rule), every later one is denied (127.0.0.1).
+        FAKE_DNS.lock().unwrap().push((
+            name.to_owned(),
+            vec![vec![ip("127.0.0.2")], vec![ip("127.0.0.1")]],
+            0,
+        ));
+        let allow = [format!("{name}:{upstream}"), format!("127.0.0.2:{upstream}")];
+        let (proxy, _) = start_proxy(rules(&[&allow[0], &allow[1]], &["127.0.0.1"]));
+        let answer =
+            exchange(proxy, &format!("GET http://{name}:{upstream}/ HTTP/1.1\r\nHost: x\r\n\r\n")).await;
+        assert!(answer.ends_with(&format!("hosts=[\"{name}:{upstream}\"] body=")), "{answer}");
+        // One lookup, and the connection went to its answer (a second lookup would have said 127.0.0.1).
+        assert_eq!(fake_dns_lookups(name), 1);
+        assert_eq!(
+            served.lock().unwrap().clone(),
+            vec![format!("hosts=[\"{name}:{upstream}\"] body= at=127.0.0.2")]
+        );
+        // The next request sees the new answer, and is refused for it.
+        let answer = exchange(proxy, &format!("CONNECT {name}:{upstream} HTTP/1.1\r\n\r\n")).await;
+        assert!(
+            answer.starts_with("HTTP/1.1 403 Forbidden") && answer.contains("resolves to 127.0.0.1"),
+            "{answer}"
+        );
+        assert_eq!(fake_dns_lookups(name), 2);
+        assert_eq!(served.lock().unwrap().len(), 1);
     }
 
     #[tokio::test]
@@ -1214,7 +1272,7 @@ mod tests {
             assert!(served[0].starts_with(&format!("hosts=[\"{host}\"]")), "{served:?}");
             assert!(!served[0].contains("forbidden"), "{served:?}");
         }
-        assert_eq!(served.lock().unwrap().clone(), vec![format!("hosts=[\"{host}\"] body=")]);
+        assert_eq!(served.lock().unwrap().clone(), vec![format!("hosts=[\"{host}\"] body= at=127.0.0.2")]);
         // Ambiguous framing is refused before anything is sent.
         served.lock().unwrap().clear();
         let answer = exchange(
