@@ -197,6 +197,14 @@ fn resolve_with(
     let mode = args.sandbox.or(file.sandbox).unwrap_or(SandboxMode::WorkspaceWrite);
     let network_policy = network_policy(args, file.network.as_ref())?;
     let network = network_policy.has_access();
+    if mode == SandboxMode::DangerFullAccess && matches!(network_policy, NetworkPolicy::Proxied(_)) {
+        // Fail closed: without a sandbox nothing keeps commands to the proxy, so the rules would be a wish.
+        bail!(
+            "domain rules (--allow-domain, --deny-domain, [network] allow/deny) cannot be enforced under \
+             --sandbox danger-full-access: commands run without a sandbox and reach the host's network directly; \
+             choose a sandbox (workspace-write, read-only) or drop the rules"
+        );
+    }
 
     if mode != SandboxMode::WorkspaceWrite && !args.writable_roots.is_empty() {
         bail!(
@@ -1003,6 +1011,28 @@ mod tests {
         let args = PolicyArgs { sandbox: Some(SandboxMode::DangerFullAccess), ..PolicyArgs::default() };
         let s = resolve_with(&args, None, &ctx(dir.path()), None).unwrap();
         assert_eq!(s.sandbox_policy, SandboxPolicy::DangerFullAccess);
+        // Domain rules cannot bind unsandboxed commands: refused at start (fail closed), not silently dropped.
+        let with = |network: bool, allow: &[&str], deny: &[&str]| PolicyArgs {
+            sandbox: Some(SandboxMode::DangerFullAccess),
+            network,
+            allow_domains: allow.iter().map(|s| s.to_string()).collect(),
+            deny_domains: deny.iter().map(|s| s.to_string()).collect(),
+            ..PolicyArgs::default()
+        };
+        for args in [with(true, &[], &["198.18.0.9"]), with(false, &["pypi.org"], &[])] {
+            let err = resolve_with(&args, None, &ctx(dir.path()), None).unwrap_err().to_string();
+            assert!(err.contains("cannot be enforced under --sandbox danger-full-access"), "{err}");
+        }
+        let cfg = loaded(
+            dir.path(),
+            "sandbox = \"danger-full-access\"\n[network]\ndeny = [\"x.com\"]\nallow = [\"*\"]\n",
+        );
+        assert!(resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).is_err());
+        // The twins: the same rules in a sandbox, and full access with the plain network switch.
+        let sandboxed =
+            PolicyArgs { sandbox: Some(SandboxMode::WorkspaceWrite), ..with(true, &[], &["198.18.0.9"]) };
+        assert!(resolve_with(&sandboxed, None, &ctx(dir.path()), None).is_ok());
+        assert!(resolve_with(&with(true, &[], &[]), None, &ctx(dir.path()), None).is_ok());
     }
 
     #[test]
