@@ -13,6 +13,7 @@
 //! - symbolic links met on the way are never followed; a link matched at the end is hidden (through its target,
 //!   by the adapter) only for a pattern under the home, which sandboxed commands do not write.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The credential stores hidden by default, relative to the person's home: SSH and GPG keys, cloud and container
@@ -45,9 +46,16 @@ pub const DEFAULT_SECRETS: [&str; 25] = [
     ".local/share/keyrings",
 ];
 
-/// The most entries an expansion visits: a pattern matching "anywhere" in a huge workspace stops there (and the
-/// expansion says it stopped: the sandbox then reports the protection as partial, which fails closed).
-pub const MAX_VISITED: usize = 100_000;
+/// The most directory entries an expansion lists (over every pattern: the workspace is walked once). A
+/// directory the walk does not reach within it, or whose listing it cuts short, is not searched but named in
+/// [`Expansion::unexamined`], which the sandbox hides as a whole: a command that creates files cannot make
+/// later commands fail, only see less of what it filled. Large enough for a monorepo with its `node_modules`
+/// (about 100 ms of a spawn on this budget's worth of entries: see `docs/sandbox.md`).
+pub const MAX_VISITED: usize = 1_000_000;
+
+/// The most directories [`Expansion::unexamined`] names: beyond it, unsearched siblings are named by their parent
+/// (each is one mount in every command).
+pub const MAX_UNEXAMINED: usize = 64;
 
 /// The deepest directory level `**` descends to (below the pattern's base); deeper trees count as truncated.
 pub const MAX_DEPTH: usize = 128;
@@ -194,12 +202,29 @@ pub enum EntryKind {
     Other,
 }
 
+/// A directory's entries as [`DirLister::entries_at_most`] gives them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// Names and kinds.
+    pub entries: Vec<(String, EntryKind)>,
+    /// False when the directory holds more entries than were listed.
+    pub complete: bool,
+}
+
 /// The caller's view of the file system.
 pub trait DirLister {
     /// What `path` is, without following a final link; `None` when it does not exist or cannot be looked at.
     fn kind(&mut self, path: &Path) -> Option<EntryKind>;
     /// The entries of directory `dir` (names and kinds), empty when it cannot be listed.
     fn entries(&mut self, dir: &Path) -> Vec<(String, EntryKind)>;
+    /// At most `limit` entries of `dir`, and whether that is all of them. The default lists the whole directory
+    /// first; a lister for a real file system stops reading at the limit.
+    fn entries_at_most(&mut self, dir: &Path, limit: usize) -> Listing {
+        let mut entries = self.entries(dir);
+        let complete = entries.len() <= limit;
+        entries.truncate(limit);
+        Listing { entries, complete }
+    }
 }
 
 /// The paths a set of patterns names, found by [`expand`].
@@ -207,21 +232,39 @@ pub trait DirLister {
 pub struct Expansion {
     /// Existing paths to hide, each with the pattern that named it, in order of discovery, without duplicates.
     pub paths: Vec<(PathBuf, EntryKind, String)>,
-    /// True when the walk stopped at [`MAX_VISITED`] entries.
+    /// Directories a pattern had to search that were not searched: reached after [`MAX_VISITED`] entries, cut
+    /// short by it, or deeper than [`MAX_DEPTH`]. What they hold is unknown, so they are to be hidden as a whole.
+    /// At most [`MAX_UNEXAMINED`]: beyond that, a parent names its unsearched children.
+    pub unexamined: Vec<PathBuf>,
+    /// True when the unsearched part could not be named within [`MAX_UNEXAMINED`] directories without naming a
+    /// base (the workspace, the home) itself: the sandbox cannot hide it and must fail closed.
     pub truncated: bool,
 }
 
-/// Expand `patterns` against `home` (patterns under `~` are skipped without one) and `workspace`. Nothing below
-/// a directory named `.git` is visited by `**` (it holds no secrets of its own and can be huge).
+/// Expand `patterns` against `home` (patterns under `~` are skipped without one) and `workspace`, listing at
+/// most [`MAX_VISITED`] entries. Nothing below a directory named `.git` is visited by `**` (it holds no secrets
+/// of its own and can be huge; the sandbox keeps commands from moving a hidden entry there).
 pub fn expand(
     patterns: &[HiddenPattern],
     home: Option<&Path>,
     workspace: &Path,
     lister: &mut dyn DirLister,
 ) -> Expansion {
-    let mut walk = Walk { lister, expansion: Expansion::default(), visited: 0 };
-    for pattern in patterns {
-        let base = match pattern.base {
+    expand_within(patterns, home, workspace, lister, MAX_VISITED)
+}
+
+/// [`expand`], listing at most `budget` entries. Each base is walked once for all of its patterns: a directory
+/// is listed once, whatever the number of patterns that search it.
+pub fn expand_within(
+    patterns: &[HiddenPattern],
+    home: Option<&Path>,
+    workspace: &Path,
+    lister: &mut dyn DirLister,
+    budget: usize,
+) -> Expansion {
+    let mut walk = Walk { lister, patterns, expansion: Expansion::default(), visited: 0, budget };
+    for base in [Base::Home, Base::Workspace, Base::Root] {
+        let dir = match base {
             Base::Home => match home {
                 Some(home) => home.to_path_buf(),
                 None => continue,
@@ -229,74 +272,171 @@ pub fn expand(
             Base::Workspace => workspace.to_path_buf(),
             Base::Root => PathBuf::from("/"),
         };
-        walk.step(&base, &pattern.components, pattern, 0);
+        let states: Vec<State> =
+            patterns.iter().enumerate().filter(|(_, p)| p.base == base).map(|(i, _)| (i, 0)).collect();
+        if states.is_empty() {
+            continue;
+        }
+        let before = walk.expansion.unexamined.len();
+        walk.dir(&dir, states, 0);
+        walk.settle(&dir, before);
     }
     walk.expansion
 }
 
+/// A position in one pattern: (index of the pattern, index of the next component to match).
+type State = (usize, usize);
+
 /// The state of one expansion.
 struct Walk<'a> {
     lister: &'a mut dyn DirLister,
+    patterns: &'a [HiddenPattern],
     expansion: Expansion,
     visited: usize,
+    budget: usize,
 }
 
 impl Walk<'_> {
-    /// Match `rest` beneath the directory `dir`.
-    fn step(&mut self, dir: &Path, rest: &[String], pattern: &HiddenPattern, depth: usize) {
-        let Some((first, tail)) = rest.split_first() else {
-            return;
-        };
-        if self.visited >= MAX_VISITED || depth > MAX_DEPTH {
-            self.expansion.truncated = true;
+    /// Match `states` beneath the directory `dir`, `depth` levels below its base.
+    fn dir(&mut self, dir: &Path, states: Vec<State>, depth: usize) {
+        let states = self.closure(states);
+        if states.is_empty() {
             return;
         }
-        if first == "**" {
-            // Zero directories, then every subdirectory (links are not followed).
-            self.step(dir, tail, pattern, depth);
-            for (name, kind) in self.list(dir) {
-                if kind == EntryKind::Dir && name != ".git" {
-                    self.step(&dir.join(&name), rest, pattern, depth + 1);
+        let listed = states.iter().any(|&(p, i)| self.patterns[p].components[i].contains(['*', '?']));
+        // The subdirectories to descend into, with their states, in name order.
+        let mut children: BTreeMap<String, Vec<State>> = BTreeMap::new();
+        if listed {
+            if self.visited >= self.budget {
+                self.expansion.unexamined.push(dir.to_path_buf());
+                return;
+            }
+            let listing = self.lister.entries_at_most(dir, self.budget - self.visited);
+            self.visited = self.visited.saturating_add(listing.entries.len().max(1));
+            if !listing.complete {
+                self.expansion.unexamined.push(dir.to_path_buf());
+                return;
+            }
+            for (name, kind) in listing.entries {
+                let mut next = Vec::new();
+                for &(p, i) in &states {
+                    let component = &self.patterns[p].components[i];
+                    if component == "**" {
+                        if kind == EntryKind::Dir && name != ".git" {
+                            next.push((p, i));
+                        }
+                    } else if component_matches(component, &name) {
+                        self.advance(dir, &name, kind, (p, i + 1), &mut next);
+                    }
+                }
+                if !next.is_empty() {
+                    children.entry(name).or_default().extend(next);
                 }
             }
-            return;
-        }
-        let candidates: Vec<(String, EntryKind)> = if first.contains(['*', '?']) {
-            self.list(dir).into_iter().filter(|(name, _)| component_matches(first, name)).collect()
         } else {
-            self.visited += 1;
-            match self.lister.kind(&dir.join(first)) {
-                Some(kind) => vec![(first.clone(), kind)],
-                None => Vec::new(),
-            }
-        };
-        for (name, kind) in candidates {
-            let path = dir.join(&name);
-            if tail.is_empty() {
-                if kind != EntryKind::Symlink || pattern.base == Base::Home {
-                    self.found(path, kind, pattern);
+            // Literal components only: one lookup each, whatever the size of the directory.
+            for &(p, i) in &states {
+                let name = self.patterns[p].components[i].clone();
+                let Some(kind) = self.lister.kind(&dir.join(&name)) else {
+                    continue;
+                };
+                let mut next = Vec::new();
+                self.advance(dir, &name, kind, (p, i + 1), &mut next);
+                if !next.is_empty() {
+                    children.entry(name).or_default().extend(next);
                 }
-            } else if kind == EntryKind::Dir {
-                self.step(&path, tail, pattern, depth + 1);
             }
+        }
+        // The subdirectories that would be listed but cannot be (the budget is spent, or they lie too deep): many
+        // of them are named by this directory instead (`**` in a directory a command filled with directories).
+        let mut unreached = Vec::new();
+        for (name, next) in children {
+            let path = dir.join(name);
+            if (self.visited >= self.budget || depth >= MAX_DEPTH) && self.lists(next.clone()) {
+                unreached.push(path);
+            } else {
+                self.dir(&path, next, depth + 1);
+            }
+        }
+        if unreached.len() > MAX_UNEXAMINED && depth > 0 {
+            self.expansion.unexamined.push(dir.to_path_buf());
+        } else {
+            self.expansion.unexamined.extend(unreached);
         }
     }
 
-    /// The entries of `dir`, counted against the cap.
-    fn list(&mut self, dir: &Path) -> Vec<(String, EntryKind)> {
-        let entries = self.lister.entries(dir);
-        self.visited = self.visited.saturating_add(entries.len().max(1));
-        if self.visited > MAX_VISITED {
+    /// True when a directory searched with `states` has to be listed (a component with a wildcard).
+    fn lists(&self, states: Vec<State>) -> bool {
+        self.closure(states).iter().any(|&(p, i)| self.patterns[p].components[i].contains(['*', '?']))
+    }
+
+    /// `states` with, after each `**`, the state that matches it against no directory; without duplicates and
+    /// without finished states.
+    fn closure(&self, mut states: Vec<State>) -> Vec<State> {
+        let mut k = 0;
+        while k < states.len() {
+            let (p, i) = states[k];
+            if self.patterns[p].components.get(i).is_some_and(|c| c == "**") && !states.contains(&(p, i + 1))
+            {
+                states.push((p, i + 1));
+            }
+            k += 1;
+        }
+        states.retain(|&(p, i)| i < self.patterns[p].components.len());
+        states.sort_unstable();
+        states.dedup();
+        states
+    }
+
+    /// Entry `name` of `dir` matched the component before `state`: a match when that was the pattern's last,
+    /// otherwise `state` goes on beneath it (a directory; links are not followed).
+    fn advance(&mut self, dir: &Path, name: &str, kind: EntryKind, state: State, next: &mut Vec<State>) {
+        let pattern = &self.patterns[state.0];
+        if state.1 == pattern.components.len() {
+            if kind != EntryKind::Symlink || pattern.base == Base::Home {
+                let path = dir.join(name);
+                if !self.expansion.paths.iter().any(|(p, _, _)| *p == path) {
+                    self.expansion.paths.push((path, kind, pattern.text.clone()));
+                }
+            }
+        } else if kind == EntryKind::Dir {
+            next.push(state);
+        }
+    }
+
+    /// Bring the unsearched directories below `base` (from index `from` on) within [`MAX_UNEXAMINED`]: a
+    /// directory beneath another one named is dropped; if there are still too many, each is named by its
+    /// ancestor just below the base (which hides more than was left unsearched); if there are still too many, or
+    /// one is the base itself, the expansion is truncated.
+    fn settle(&mut self, base: &Path, from: usize) {
+        let mut mine: Vec<PathBuf> = self.expansion.unexamined.split_off(from);
+        let outermost = |list: &mut Vec<PathBuf>| {
+            // Component-wise order puts a directory's descendants right after it.
+            list.sort();
+            list.dedup();
+            let mut kept: Vec<PathBuf> = Vec::with_capacity(list.len());
+            for path in list.drain(..) {
+                if !kept.last().is_some_and(|last| path.starts_with(last)) {
+                    kept.push(path);
+                }
+            }
+            *list = kept;
+        };
+        outermost(&mut mine);
+        let room = MAX_UNEXAMINED.saturating_sub(self.expansion.unexamined.len());
+        if mine.len() > room {
+            let depth = base.components().count() + 1;
+            for path in &mut mine {
+                if path.starts_with(base) && path.components().count() > depth {
+                    *path = path.components().take(depth).collect();
+                }
+            }
+            outermost(&mut mine);
+        }
+        if mine.len() > room || mine.iter().any(|p| base.starts_with(p)) {
             self.expansion.truncated = true;
         }
-        entries
-    }
-
-    /// Record a match.
-    fn found(&mut self, path: PathBuf, kind: EntryKind, pattern: &HiddenPattern) {
-        if !self.expansion.paths.iter().any(|(p, _, _)| *p == path) {
-            self.expansion.paths.push((path, kind, pattern.text.clone()));
-        }
+        self.expansion.unexamined.extend(mine);
     }
 }
 
@@ -405,9 +545,9 @@ mod tests {
             paths(&found),
             vec![
                 "/h/.ssh",
-                "/h/.docker/config.json",
                 "/h/.kube",
                 "/h/.netrc",
+                "/h/.docker/config.json",
                 "/w/.env",
                 "/w/.env.local",
                 "/w/sub/.env"
@@ -419,7 +559,7 @@ mod tests {
     }
 
     #[test]
-    fn a_huge_tree_stops_at_the_cap() {
+    fn an_endless_tree_is_named_in_a_few_unsearched_directories_below_the_base() {
         struct Endless;
         impl DirLister for Endless {
             fn kind(&mut self, _: &Path) -> Option<EntryKind> {
@@ -429,9 +569,116 @@ mod tests {
                 (0..10).map(|i| (format!("d{i}"), EntryKind::Dir)).collect()
             }
         }
-        let found = expand(&[HiddenPattern::parse("secret").unwrap()], None, Path::new("/w"), &mut Endless);
-        assert!(found.truncated);
+        let found = expand_within(
+            &[HiddenPattern::parse("secret").unwrap()],
+            None,
+            Path::new("/w"),
+            &mut Endless,
+            5000,
+        );
         assert!(found.paths.is_empty());
+        assert!(!found.truncated, "{found:?}");
+        assert!(!found.unexamined.is_empty() && found.unexamined.len() <= MAX_UNEXAMINED, "{found:?}");
+        assert!(found.unexamined.iter().all(|p| p.starts_with("/w") && p != Path::new("/w")), "{found:?}");
+    }
+
+    /// `/w/a/.env`, `/w/junk` with `junk` files, `/w/z/.env` and `/w/z/sub/.env`.
+    fn junk_tree(junk: usize) -> Tree {
+        use EntryKind::*;
+        let mut tree = Tree::with(&[
+            ("/w/a", Dir),
+            ("/w/a/.env", Other),
+            ("/w/junk", Dir),
+            ("/w/z", Dir),
+            ("/w/z/.env", Other),
+            ("/w/z/sub", Dir),
+            ("/w/z/sub/.env", Other),
+        ]);
+        for i in 0..junk {
+            tree.0.insert(PathBuf::from(format!("/w/junk/f{i:03}")), Other);
+        }
+        tree
+    }
+
+    #[test]
+    fn what_the_budget_does_not_reach_is_unexamined_and_what_it_searched_is_not() {
+        let patterns = [HiddenPattern::parse(".env*").unwrap()];
+        // Enough budget: everything found, nothing unexamined.
+        let found = expand_within(&patterns, None, Path::new("/w"), &mut junk_tree(50), 1000);
+        assert_eq!(paths(&found), vec!["/w/a/.env", "/w/z/.env", "/w/z/sub/.env"]);
+        assert!(found.unexamined.is_empty() && !found.truncated);
+        // 30 entries: `/w` (3) and `/w/a` (1) are searched, `junk` is cut short, `z` is never reached.
+        let found = expand_within(&patterns, None, Path::new("/w"), &mut junk_tree(50), 30);
+        assert_eq!(paths(&found), vec!["/w/a/.env"]);
+        assert_eq!(found.unexamined, vec![PathBuf::from("/w/junk"), PathBuf::from("/w/z")]);
+        assert!(!found.truncated);
+        // The base itself cut short: unexamined, for the sandbox to refuse (it cannot hide the workspace).
+        let found = expand_within(&patterns, None, Path::new("/w"), &mut junk_tree(0), 2);
+        assert_eq!(found.unexamined, vec![PathBuf::from("/w")]);
+    }
+
+    #[test]
+    fn many_unsearched_siblings_are_named_by_their_parent_but_never_by_the_base() {
+        use EntryKind::*;
+        let mut tree = Tree::with(&[("/w/junk", Dir), ("/w/src", Dir), ("/w/src/.env", Other)]);
+        for i in 0..100 {
+            tree.0.insert(PathBuf::from(format!("/w/junk/d{i:03}")), Dir);
+            tree.0.insert(PathBuf::from(format!("/w/junk/d{i:03}/x")), Other);
+        }
+        let patterns = [HiddenPattern::parse(".env*").unwrap()];
+        // `/w` (2) + `junk` (100) + three of its directories: 97 siblings and `src` left.
+        let found = expand_within(&patterns, None, Path::new("/w"), &mut tree, 105);
+        assert_eq!(found.unexamined, vec![PathBuf::from("/w/junk"), PathBuf::from("/w/src")]);
+        assert!(!found.truncated);
+        // The same directories directly in the base: they cannot be named by the base, so it is truncated.
+        let mut flat = Tree::default();
+        for i in 0..100 {
+            flat.0.insert(PathBuf::from(format!("/w/d{i:03}")), Dir);
+            flat.0.insert(PathBuf::from(format!("/w/d{i:03}/x")), Other);
+        }
+        let found = expand_within(&patterns, None, Path::new("/w"), &mut flat, 101);
+        assert!(found.truncated, "{found:?}");
+    }
+
+    #[test]
+    fn a_tree_deeper_than_the_limit_is_unexamined_below_it() {
+        let mut tree = Tree::default();
+        let mut dir = PathBuf::from("/w");
+        for _ in 0..(MAX_DEPTH + 5) {
+            dir.push("d");
+            tree.0.insert(dir.clone(), EntryKind::Dir);
+        }
+        tree.0.insert(dir.join(".env"), EntryKind::Other);
+        let found = expand(&[HiddenPattern::parse(".env").unwrap()], None, Path::new("/w"), &mut tree);
+        assert!(found.paths.is_empty() && !found.truncated);
+        assert_eq!(found.unexamined.len(), 1);
+        assert_eq!(found.unexamined[0].components().count(), MAX_DEPTH + 3, "{found:?}");
+        assert!(dir.starts_with(&found.unexamined[0]));
+    }
+
+    #[test]
+    fn each_directory_is_listed_once_for_every_pattern() {
+        struct Counting(Tree, BTreeMap<PathBuf, usize>);
+        impl DirLister for Counting {
+            fn kind(&mut self, path: &Path) -> Option<EntryKind> {
+                self.0.kind(path)
+            }
+            fn entries(&mut self, dir: &Path) -> Vec<(String, EntryKind)> {
+                *self.1.entry(dir.to_path_buf()).or_default() += 1;
+                self.0.entries(dir)
+            }
+        }
+        let mut lister = Counting(junk_tree(3), BTreeMap::new());
+        lister.0.0.insert(PathBuf::from("/w/z/key.pem"), EntryKind::Other);
+        let patterns = [
+            HiddenPattern::parse(".env*").unwrap(),
+            HiddenPattern::parse("*.pem").unwrap(),
+            HiddenPattern::parse("z/sub/.env").unwrap(),
+        ];
+        let found = expand(&patterns, None, Path::new("/w"), &mut lister);
+        assert_eq!(paths(&found), vec!["/w/a/.env", "/w/z/.env", "/w/z/key.pem", "/w/z/sub/.env"]);
+        assert!(lister.1.values().all(|n| *n == 1), "{:?}", lister.1);
+        assert_eq!(lister.1.len(), 5);
     }
 
     proptest! {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use uexec_domain::hidden::{DirLister, EntryKind, HiddenPaths, expand};
+use uexec_domain::hidden::{DirLister, EntryKind, HiddenPaths, Listing, expand_within};
 
 use crate::layout::canonicalize;
 
@@ -20,22 +20,54 @@ pub(crate) struct HiddenLayout {
     pub(crate) files: Vec<PathBuf>,
     /// What was named but is not hidden, and why (for the report).
     pub(crate) skipped: Vec<String>,
-    /// The expansion stopped at its cap.
+    /// The directories hidden as a whole because the search did not get through them (canonical; also in
+    /// `dirs`), for the report.
+    pub(crate) unexamined: Vec<PathBuf>,
+    /// Part of what the patterns had to search was neither searched nor hidden (a directory that holds the
+    /// workspace or the cwd, or more than the expansion can name): the protection is partial.
     pub(crate) truncated: bool,
 }
 
 impl HiddenLayout {
-    /// Expand `hidden` for a command whose workspace is `workspace` and whose cwd is `cwd`. A match that is the
-    /// cwd, the workspace or one of their ancestors is skipped (the command would lose its own directory).
-    pub(crate) fn resolve(hidden: &HiddenPaths, workspace: &Path, cwd: &Path) -> HiddenLayout {
+    /// Expand `hidden` for a command whose workspace is `workspace` and whose cwd is `cwd`, listing at most
+    /// `budget` entries. A match that is the cwd, the workspace or one of their ancestors is skipped (the command
+    /// would lose its own directory). A directory the search did not get through is hidden as a whole; one that
+    /// cannot be (it holds the workspace or the cwd) makes the layout truncated.
+    pub(crate) fn resolve(hidden: &HiddenPaths, workspace: &Path, cwd: &Path, budget: usize) -> HiddenLayout {
         let mut layout = HiddenLayout::default();
         if hidden.is_empty() {
             return layout;
         }
-        let expansion = expand(&hidden.patterns, hidden.home.as_deref(), workspace, &mut FsLister::default());
+        let expansion = expand_within(
+            &hidden.patterns,
+            hidden.home.as_deref(),
+            workspace,
+            &mut FsLister::default(),
+            budget,
+        );
         layout.truncated = expansion.truncated;
         let keep: Vec<PathBuf> =
             [workspace, cwd].iter().filter_map(|p| canonicalize(p).ok()).map(|c| c.0).collect();
+        for dir in expansion.unexamined {
+            // Never a link: the walk descends into directories only, and lists nothing through a link.
+            match canonicalize(&dir) {
+                Ok((canonical, meta, _)) if meta.is_dir() => {
+                    if keep.iter().any(|k| k.starts_with(&canonical)) {
+                        layout.truncated = true;
+                        layout.skipped.push(format!(
+                            "{}: not searched (the search budget ran out) and holds the workspace or working \
+                             directory",
+                            dir.display()
+                        ));
+                    } else if !layout.dirs.contains(&canonical) {
+                        layout.unexamined.push(canonical.clone());
+                        layout.dirs.push(canonical);
+                    }
+                }
+                // Gone since it was met (or replaced by a file): nothing of it left to hide.
+                _ => {}
+            }
+        }
         for (path, _, pattern) in expansion.paths {
             // Home matches may be links (`~/.ssh -> dotfiles/ssh`): the target is covered. Workspace matches
             // never are (the expansion drops them).
@@ -61,6 +93,7 @@ impl HiddenLayout {
         let under_hidden = |p: &PathBuf| dirs.iter().any(|d| p != d && p.starts_with(d));
         layout.dirs.retain(|p| !under_hidden(p));
         layout.files.retain(|p| !under_hidden(p));
+        layout.unexamined.retain(|p| !under_hidden(p));
         layout
     }
 
@@ -115,6 +148,38 @@ impl DirLister for FsLister {
         entries.sort_by(|a, b| a.0.cmp(&b.0));
         entries
     }
+
+    fn entries_at_most(&mut self, dir: &Path, limit: usize) -> Listing {
+        let Ok(read) = fs::read_dir(dir) else {
+            return Listing { entries: Vec::new(), complete: true };
+        };
+        let mut entries: Vec<(String, EntryKind)> = Vec::new();
+        let mut complete = true;
+        for entry in read {
+            // An error midway (the directory changed, an I/O error) leaves the rest unknown.
+            let Ok(entry) = entry else {
+                complete = false;
+                break;
+            };
+            if entries.len() == limit {
+                complete = false;
+                break;
+            }
+            // `d_type` from the directory itself: no `lstat` per entry (a file system that does not fill it in
+            // costs one).
+            let Ok(file_type) = entry.file_type() else {
+                continue;
+            };
+            // A name that is not UTF-8 is not matched or searched (patterns are UTF-8): a limit named in
+            // docs/sandbox.md. A command cannot rename a hidden entry or its directories to one (they are mount
+            // points).
+            if let Ok(name) = entry.file_name().into_string() {
+                entries.push((name, kind_of(file_type)));
+            }
+        }
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Listing { entries, complete }
+    }
 }
 
 #[cfg(test)]
@@ -142,7 +207,7 @@ mod tests {
         patterns.push(HiddenPattern::parse(".env*").unwrap());
         patterns.push(HiddenPattern::parse("~/.aws/sso").unwrap());
         let hidden = HiddenPaths { home: Some(home.clone()), patterns };
-        let layout = HiddenLayout::resolve(&hidden, &ws, &ws);
+        let layout = HiddenLayout::resolve(&hidden, &ws, &ws, uexec_domain::hidden::MAX_VISITED);
         assert_eq!(layout.dirs, vec![home.join(".aws"), home.join("dotfiles/ssh")]);
         assert_eq!(layout.files, vec![home.join(".netrc"), ws.join(".env")]);
         assert!(layout.skipped.iter().any(|s| s.contains(".kube")), "{:?}", layout.skipped);
