@@ -192,7 +192,7 @@ pub fn component_matches(pattern: &str, name: &str) -> bool {
 }
 
 /// What a directory entry is, as [`DirLister`] reports it (from `lstat`: links are not followed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum EntryKind {
     /// A directory.
     Dir,
@@ -202,28 +202,17 @@ pub enum EntryKind {
     Other,
 }
 
-/// A directory's entries as [`DirLister::entries_at_most`] gives them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Listing {
-    /// Names and kinds.
-    pub entries: Vec<(String, EntryKind)>,
-    /// False when the directory holds more entries than were listed.
-    pub complete: bool,
-}
-
 /// The caller's view of the file system.
 pub trait DirLister {
     /// What `path` is, without following a final link; `None` when it does not exist or cannot be looked at.
     fn kind(&mut self, path: &Path) -> Option<EntryKind>;
     /// The entries of directory `dir` (names and kinds), empty when it cannot be listed.
     fn entries(&mut self, dir: &Path) -> Vec<(String, EntryKind)>;
-    /// At most `limit` entries of `dir`, and whether that is all of them. The default lists the whole directory
-    /// first; a lister for a real file system stops reading at the limit.
-    fn entries_at_most(&mut self, dir: &Path, limit: usize) -> Listing {
-        let mut entries = self.entries(dir);
-        let complete = entries.len() <= limit;
-        entries.truncate(limit);
-        Listing { entries, complete }
+    /// Call `visit` with each entry of `dir` until it returns false; true when it saw every entry (a directory
+    /// that cannot be listed has none). The default lists the whole directory first; a lister for a real file
+    /// system reads it as it goes, so that a huge directory costs no memory and can be stopped.
+    fn each_entry(&mut self, dir: &Path, visit: &mut dyn FnMut(&str, EntryKind) -> bool) -> bool {
+        self.entries(dir).into_iter().all(|(name, kind)| visit(&name, kind))
     }
 }
 
@@ -298,6 +287,11 @@ struct Walk<'a> {
 
 impl Walk<'_> {
     /// Match `states` beneath the directory `dir`, `depth` levels below its base.
+    ///
+    /// No listing starts once `budget` entries were listed; one that started is read to its end (a directory a
+    /// command filled with files stays searchable, and removable) unless the expansion reaches twice the budget,
+    /// where it stops and the directory is unexamined. Subdirectories met once the budget is spent are not
+    /// searched: up to [`MAX_UNEXAMINED`] are named, more are named by this directory.
     fn dir(&mut self, dir: &Path, states: Vec<State>, depth: usize) {
         let states = self.closure(states);
         if states.is_empty() {
@@ -306,32 +300,51 @@ impl Walk<'_> {
         let listed = states.iter().any(|&(p, i)| self.patterns[p].components[i].contains(['*', '?']));
         // The subdirectories to descend into, with their states, in name order.
         let mut children: BTreeMap<String, Vec<State>> = BTreeMap::new();
+        let mut matches: Vec<(String, EntryKind, usize)> = Vec::new();
+        let mut unreached: Vec<PathBuf> = Vec::new();
+        let mut too_many_unreached = false;
         if listed {
             if self.visited >= self.budget {
                 self.expansion.unexamined.push(dir.to_path_buf());
                 return;
             }
-            let listing = self.lister.entries_at_most(dir, self.budget - self.visited);
-            self.visited = self.visited.saturating_add(listing.entries.len().max(1));
-            if !listing.complete {
-                self.expansion.unexamined.push(dir.to_path_buf());
-                return;
-            }
-            for (name, kind) in listing.entries {
+            let patterns = self.patterns;
+            let (budget, limit) = (self.budget, self.budget.saturating_mul(2));
+            let visited = &mut self.visited;
+            *visited = visited.saturating_add(1);
+            let complete = self.lister.each_entry(dir, &mut |name, kind| {
+                *visited = visited.saturating_add(1);
+                if *visited > limit {
+                    return false;
+                }
                 let mut next = Vec::new();
                 for &(p, i) in &states {
-                    let component = &self.patterns[p].components[i];
+                    let component = &patterns[p].components[i];
                     if component == "**" {
                         if kind == EntryKind::Dir && name != ".git" {
                             next.push((p, i));
                         }
-                    } else if component_matches(component, &name) {
-                        self.advance(dir, &name, kind, (p, i + 1), &mut next);
+                    } else if component_matches(component, name) {
+                        advance(patterns, name, kind, (p, i + 1), &mut next, &mut matches);
                     }
                 }
-                if !next.is_empty() {
-                    children.entry(name).or_default().extend(next);
+                if next.is_empty() {
+                    return true;
                 }
+                if (*visited >= budget || depth >= MAX_DEPTH) && lists(patterns, next.clone()) {
+                    if unreached.len() <= MAX_UNEXAMINED {
+                        unreached.push(dir.join(name));
+                    } else {
+                        too_many_unreached = true;
+                    }
+                    return true;
+                }
+                children.entry(name.to_owned()).or_default().extend(next);
+                true
+            });
+            if !complete {
+                self.expansion.unexamined.push(dir.to_path_buf());
+                return;
             }
         } else {
             // Literal components only: one lookup each, whatever the size of the directory.
@@ -341,67 +354,44 @@ impl Walk<'_> {
                     continue;
                 };
                 let mut next = Vec::new();
-                self.advance(dir, &name, kind, (p, i + 1), &mut next);
+                advance(self.patterns, &name, kind, (p, i + 1), &mut next, &mut matches);
                 if !next.is_empty() {
                     children.entry(name).or_default().extend(next);
                 }
             }
         }
+        matches.sort();
+        for (name, kind, p) in matches {
+            let path = dir.join(name);
+            if !self.expansion.paths.iter().any(|(known, _, _)| *known == path) {
+                self.expansion.paths.push((path, kind, self.patterns[p].text.clone()));
+            }
+        }
         // The subdirectories that would be listed but cannot be (the budget is spent, or they lie too deep): many
         // of them are named by this directory instead (`**` in a directory a command filled with directories).
-        let mut unreached = Vec::new();
         for (name, next) in children {
             let path = dir.join(name);
-            if (self.visited >= self.budget || depth >= MAX_DEPTH) && self.lists(next.clone()) {
+            if (self.visited >= self.budget || depth >= MAX_DEPTH) && lists(self.patterns, next.clone()) {
                 unreached.push(path);
             } else {
                 self.dir(&path, next, depth + 1);
             }
         }
-        if unreached.len() > MAX_UNEXAMINED && depth > 0 {
+        if (too_many_unreached || unreached.len() > MAX_UNEXAMINED) && depth > 0 {
             self.expansion.unexamined.push(dir.to_path_buf());
         } else {
+            if too_many_unreached {
+                // Named by the base, which cannot be hidden: settle() finds the list too long.
+                self.expansion.truncated = true;
+            }
             self.expansion.unexamined.extend(unreached);
         }
     }
 
-    /// True when a directory searched with `states` has to be listed (a component with a wildcard).
-    fn lists(&self, states: Vec<State>) -> bool {
-        self.closure(states).iter().any(|&(p, i)| self.patterns[p].components[i].contains(['*', '?']))
-    }
-
     /// `states` with, after each `**`, the state that matches it against no directory; without duplicates and
     /// without finished states.
-    fn closure(&self, mut states: Vec<State>) -> Vec<State> {
-        let mut k = 0;
-        while k < states.len() {
-            let (p, i) = states[k];
-            if self.patterns[p].components.get(i).is_some_and(|c| c == "**") && !states.contains(&(p, i + 1))
-            {
-                states.push((p, i + 1));
-            }
-            k += 1;
-        }
-        states.retain(|&(p, i)| i < self.patterns[p].components.len());
-        states.sort_unstable();
-        states.dedup();
-        states
-    }
-
-    /// Entry `name` of `dir` matched the component before `state`: a match when that was the pattern's last,
-    /// otherwise `state` goes on beneath it (a directory; links are not followed).
-    fn advance(&mut self, dir: &Path, name: &str, kind: EntryKind, state: State, next: &mut Vec<State>) {
-        let pattern = &self.patterns[state.0];
-        if state.1 == pattern.components.len() {
-            if kind != EntryKind::Symlink || pattern.base == Base::Home {
-                let path = dir.join(name);
-                if !self.expansion.paths.iter().any(|(p, _, _)| *p == path) {
-                    self.expansion.paths.push((path, kind, pattern.text.clone()));
-                }
-            }
-        } else if kind == EntryKind::Dir {
-            next.push(state);
-        }
+    fn closure(&self, states: Vec<State>) -> Vec<State> {
+        closure(self.patterns, states)
     }
 
     /// Bring the unsearched directories below `base` (from index `from` on) within [`MAX_UNEXAMINED`]: a
@@ -437,6 +427,48 @@ impl Walk<'_> {
             self.expansion.truncated = true;
         }
         self.expansion.unexamined.extend(mine);
+    }
+}
+
+/// `states` with, after each `**`, the state that matches it against no directory; without duplicates and
+/// without finished states.
+fn closure(patterns: &[HiddenPattern], mut states: Vec<State>) -> Vec<State> {
+    let mut k = 0;
+    while k < states.len() {
+        let (p, i) = states[k];
+        if patterns[p].components.get(i).is_some_and(|c| c == "**") && !states.contains(&(p, i + 1)) {
+            states.push((p, i + 1));
+        }
+        k += 1;
+    }
+    states.retain(|&(p, i)| i < patterns[p].components.len());
+    states.sort_unstable();
+    states.dedup();
+    states
+}
+
+/// True when a directory searched with `states` has to be listed (a component with a wildcard).
+fn lists(patterns: &[HiddenPattern], states: Vec<State>) -> bool {
+    closure(patterns, states).iter().any(|&(p, i)| patterns[p].components[i].contains(['*', '?']))
+}
+
+/// Entry `name` matched the component before `state`: a match (into `matches`) when that was the pattern's
+/// last, otherwise `state` goes on beneath it (a directory; links are not followed).
+fn advance(
+    patterns: &[HiddenPattern],
+    name: &str,
+    kind: EntryKind,
+    state: State,
+    next: &mut Vec<State>,
+    matches: &mut Vec<(String, EntryKind, usize)>,
+) {
+    let pattern = &patterns[state.0];
+    if state.1 == pattern.components.len() {
+        if kind != EntryKind::Symlink || pattern.base == Base::Home {
+            matches.push((name.to_owned(), kind, state.0));
+        }
+    } else if kind == EntryKind::Dir {
+        next.push(state);
     }
 }
 
@@ -544,9 +576,9 @@ mod tests {
         assert_eq!(
             paths(&found),
             vec![
-                "/h/.ssh",
                 "/h/.kube",
                 "/h/.netrc",
+                "/h/.ssh",
                 "/h/.docker/config.json",
                 "/w/.env",
                 "/w/.env.local",
@@ -607,14 +639,19 @@ mod tests {
         let found = expand_within(&patterns, None, Path::new("/w"), &mut junk_tree(50), 1000);
         assert_eq!(paths(&found), vec!["/w/a/.env", "/w/z/.env", "/w/z/sub/.env"]);
         assert!(found.unexamined.is_empty() && !found.truncated);
-        // 30 entries: `/w` (3) and `/w/a` (1) are searched, `junk` is cut short, `z` is never reached.
+        // A budget of 30 (each directory and each entry count one): `/w` and `/w/a` are searched, `junk` was
+        // started within it and is read to its end (it stays searchable, so it can be removed), `z` comes after.
         let found = expand_within(&patterns, None, Path::new("/w"), &mut junk_tree(50), 30);
         assert_eq!(paths(&found), vec!["/w/a/.env"]);
-        assert_eq!(found.unexamined, vec![PathBuf::from("/w/junk"), PathBuf::from("/w/z")]);
+        assert_eq!(found.unexamined, vec![PathBuf::from("/w/z")]);
         assert!(!found.truncated);
-        // The base itself cut short: unexamined, for the sandbox to refuse (it cannot hide the workspace).
-        let found = expand_within(&patterns, None, Path::new("/w"), &mut junk_tree(0), 2);
+        // A listing that reaches twice the budget is cut short: its directory is unexamined too.
+        let found = expand_within(&patterns, None, Path::new("/w"), &mut junk_tree(100), 30);
+        assert_eq!(found.unexamined, vec![PathBuf::from("/w/junk"), PathBuf::from("/w/z")]);
+        // The base itself cut short: unexamined, and truncated (it cannot be hidden).
+        let found = expand_within(&patterns, None, Path::new("/w"), &mut junk_tree(0), 1);
         assert_eq!(found.unexamined, vec![PathBuf::from("/w")]);
+        assert!(found.truncated);
     }
 
     #[test]
@@ -626,7 +663,7 @@ mod tests {
             tree.0.insert(PathBuf::from(format!("/w/junk/d{i:03}/x")), Other);
         }
         let patterns = [HiddenPattern::parse(".env*").unwrap()];
-        // `/w` (2) + `junk` (100) + three of its directories: 97 siblings and `src` left.
+        // `/w` (3) + `junk` (101) + one of its directories (2): 99 siblings and `src` left.
         let found = expand_within(&patterns, None, Path::new("/w"), &mut tree, 105);
         assert_eq!(found.unexamined, vec![PathBuf::from("/w/junk"), PathBuf::from("/w/src")]);
         assert!(!found.truncated);

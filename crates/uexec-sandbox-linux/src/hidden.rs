@@ -5,9 +5,10 @@
 
 use std::collections::HashMap;
 use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 
-use uexec_domain::hidden::{DirLister, EntryKind, HiddenPaths, Listing, expand_within};
+use uexec_domain::hidden::{DirLister, EntryKind, HiddenPaths, expand_within};
 
 use crate::layout::canonicalize;
 
@@ -97,6 +98,86 @@ impl HiddenLayout {
         layout
     }
 
+    /// Hide the other names of every hidden file that has some (hard links), where a sandboxed command could
+    /// have made them: beneath `roots` (the writable roots), searched by inode (`d_ino`, then `lstat` for the
+    /// device) within `budget` entries. A mount over a file cannot be linked (`EXDEV`), but a link made while
+    /// it was not hidden (before a pattern named it, or by a long-running command when the file appeared)
+    /// reads the same content under a name no pattern matches. Names not found are reported.
+    pub(crate) fn hide_other_names(&mut self, roots: &[&Path], budget: usize) {
+        use std::os::unix::fs::{DirEntryExt, MetadataExt};
+        let mut wanted: Vec<(u64, u64, u64, PathBuf)> = Vec::new();
+        for file in &self.files {
+            if let Ok(meta) = fs::symlink_metadata(file)
+                && meta.is_file()
+                && meta.nlink() > 1
+            {
+                wanted.push((meta.dev(), meta.ino(), meta.nlink() - 1, file.clone()));
+            }
+        }
+        if wanted.is_empty() {
+            return;
+        }
+        let mut found: Vec<PathBuf> = Vec::new();
+        let mut visited = 0usize;
+        let mut cut = false;
+        for root in roots {
+            let Ok(root_meta) = fs::symlink_metadata(root) else {
+                continue;
+            };
+            if !wanted.iter().any(|(dev, ..)| *dev == root_meta.dev()) {
+                continue;
+            }
+            let mut stack = vec![root.to_path_buf()];
+            while let Some(dir) = stack.pop() {
+                let Ok(read) = fs::read_dir(&dir) else {
+                    continue;
+                };
+                for entry in read.filter_map(Result::ok) {
+                    visited += 1;
+                    if visited > budget {
+                        cut = true;
+                        break;
+                    }
+                    let Ok(file_type) = entry.file_type() else {
+                        continue;
+                    };
+                    if file_type.is_dir() {
+                        stack.push(entry.path());
+                    } else if file_type.is_file() && wanted.iter().any(|(_, ino, ..)| *ino == entry.ino()) {
+                        let path = entry.path();
+                        if let Ok(meta) = fs::symlink_metadata(&path)
+                            && wanted.iter().any(|(dev, ino, ..)| (*dev, *ino) == (meta.dev(), meta.ino()))
+                            && !self.files.contains(&path)
+                            && !found.contains(&path)
+                        {
+                            found.push(path);
+                        }
+                    }
+                }
+                if cut {
+                    break;
+                }
+            }
+        }
+        for (dev, ino, others, file) in &wanted {
+            let seen = found
+                .iter()
+                .filter(|p| fs::symlink_metadata(p).is_ok_and(|m| (m.dev(), m.ino()) == (*dev, *ino)))
+                .count() as u64;
+            if seen < *others {
+                self.skipped.push(format!(
+                    "{}: {} other name(s) (hard links) not found in the writable roots{}: they stay readable",
+                    file.display(),
+                    others - seen,
+                    if cut { " (the search for them stopped)" } else { "" }
+                ));
+            }
+        }
+        let dirs = self.dirs.clone();
+        found.retain(|p| !dirs.iter().any(|d| p.starts_with(d)));
+        self.files.extend(found);
+    }
+
     /// Everything hidden, directories first.
     pub(crate) fn all(&self) -> impl Iterator<Item = &PathBuf> {
         self.dirs.iter().chain(&self.files)
@@ -149,22 +230,21 @@ impl DirLister for FsLister {
         entries
     }
 
-    fn entries_at_most(&mut self, dir: &Path, limit: usize) -> Listing {
-        let Ok(read) = fs::read_dir(dir) else {
-            return Listing { entries: Vec::new(), complete: true };
-        };
-        let mut entries: Vec<(String, EntryKind)> = Vec::new();
-        let mut complete = true;
-        for entry in read {
-            // An error midway (the directory changed, an I/O error) leaves the rest unknown.
-            let Ok(entry) = entry else {
-                complete = false;
-                break;
-            };
-            if entries.len() == limit {
-                complete = false;
-                break;
+    fn each_entry(&mut self, dir: &Path, visit: &mut dyn FnMut(&str, EntryKind) -> bool) -> bool {
+        let read = match fs::read_dir(dir) {
+            Ok(read) => read,
+            // Gone (or replaced by a file) since it was met: nothing in it to hide.
+            Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => {
+                return true;
             }
+            // Unreadable to the server (`chmod 000` by a command that owns it): unknown, so hidden as a whole.
+            Err(_) => return false,
+        };
+        for entry in read {
+            // An error midway (an I/O error) leaves the rest unknown.
+            let Ok(entry) = entry else {
+                return false;
+            };
             // `d_type` from the directory itself: no `lstat` per entry (a file system that does not fill it in
             // costs one).
             let Ok(file_type) = entry.file_type() else {
@@ -173,12 +253,14 @@ impl DirLister for FsLister {
             // A name that is not UTF-8 is not matched or searched (patterns are UTF-8): a limit named in
             // docs/sandbox.md. A command cannot rename a hidden entry or its directories to one (they are mount
             // points).
-            if let Ok(name) = entry.file_name().into_string() {
-                entries.push((name, kind_of(file_type)));
+            let name = entry.file_name();
+            if let Some(name) = name.to_str()
+                && !visit(name, kind_of(file_type))
+            {
+                return false;
             }
         }
-        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        Listing { entries, complete }
+        true
     }
 }
 

@@ -260,6 +260,8 @@ impl Sandbox for LinuxSandbox {
         let mut layout = FsLayout::resolve(&policy, &workspace, tmpdir.as_deref())?;
         let budget = self.hidden_budget.unwrap_or(uexec_domain::hidden::MAX_VISITED);
         layout.hidden = HiddenLayout::resolve(&self.hidden, &workspace, &spawn.cwd, budget);
+        let roots = layout.mount_roots().into_iter().map(Path::to_path_buf).collect::<Vec<_>>();
+        layout.hidden.hide_other_names(&roots.iter().map(PathBuf::as_path).collect::<Vec<_>>(), budget);
         let overlays = self.overlays_for(&plan, &mut layout);
 
         let landlock = if plan.landlock_abi > 0 {
