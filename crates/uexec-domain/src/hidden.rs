@@ -167,28 +167,44 @@ impl HiddenPaths {
 }
 
 /// True when `name` matches the component pattern `pattern` (`*` any run, `?` one character, the rest literal).
+/// Runs once per directory entry the search lists, so it allocates nothing: it walks the UTF-8 bytes a character
+/// at a time.
 pub fn component_matches(pattern: &str, name: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
-    let n: Vec<char> = name.chars().collect();
+    let (p, n) = (pattern.as_bytes(), name.as_bytes());
+    // The character at `i` of `bytes`, as a byte slice (both are valid UTF-8, so `i` is on a boundary).
+    let char_at = |bytes: &'_ [u8], i: usize| -> usize {
+        match bytes.get(i) {
+            Some(0xf0..) => 4,
+            Some(0xe0..) => 3,
+            Some(0xc0..) => 2,
+            _ => 1,
+        }
+    };
     // Iterative matcher with one backtracking point (the last `*`): linear in practice, no recursion.
     let (mut pi, mut ni) = (0usize, 0usize);
     let mut star: Option<(usize, usize)> = None;
     while ni < n.len() {
-        if pi < p.len() && (p[pi] == '?' || (p[pi] != '*' && p[pi] == n[ni])) {
+        let n_len = char_at(n, ni);
+        let p_len = char_at(p, pi);
+        if pi < p.len() && p[pi] == b'?' {
             pi += 1;
-            ni += 1;
-        } else if pi < p.len() && p[pi] == '*' {
+            ni += n_len;
+        } else if pi < p.len() && p[pi] != b'*' && p.get(pi..pi + p_len) == n.get(ni..ni + n_len) {
+            pi += p_len;
+            ni += n_len;
+        } else if pi < p.len() && p[pi] == b'*' {
             star = Some((pi, ni));
             pi += 1;
         } else if let Some((sp, sn)) = star {
+            let skipped = sn + char_at(n, sn);
             pi = sp + 1;
-            ni = sn + 1;
-            star = Some((sp, sn + 1));
+            ni = skipped;
+            star = Some((sp, skipped));
         } else {
             return false;
         }
     }
-    p[pi..].iter().all(|c| *c == '*')
+    p.get(pi..).is_some_and(|rest| rest.iter().all(|c| *c == b'*'))
 }
 
 /// What a directory entry is, as [`DirLister`] reports it (from `lstat`: links are not followed).
@@ -545,6 +561,11 @@ mod tests {
         assert!(!component_matches("?.txt", "ab.txt"));
         assert!(component_matches("a*b*c", "aXbYbZc"));
         assert!(!component_matches("a*b*c", "aXbYbZ"));
+        // `?` is one character, not one byte.
+        assert!(component_matches("caf?", "café"));
+        assert!(!component_matches("caf??", "café"));
+        assert!(component_matches("*é*", "aébé"));
+        assert!(!component_matches("é", "e"));
     }
 
     #[test]
@@ -730,6 +751,20 @@ mod tests {
             prop_assert_eq!(component_matches(&format!("{prefix}*"), &name), name.starts_with(&prefix));
             prop_assert_eq!(component_matches(&format!("*{prefix}"), &name), name.ends_with(&prefix));
             prop_assert_eq!(component_matches(&format!("*{prefix}*"), &name), name.contains(&prefix));
+        }
+
+        #[test]
+        fn the_matcher_agrees_with_a_plain_recursive_one(pattern in "[aé*?]{0,6}", name in "[aéb]{0,6}") {
+            fn reference(p: &[char], n: &[char]) -> bool {
+                match p.split_first() {
+                    None => n.is_empty(),
+                    Some(('*', rest)) => (0..=n.len()).any(|k| reference(rest, &n[k..])),
+                    Some(('?', rest)) => !n.is_empty() && reference(rest, &n[1..]),
+                    Some((c, rest)) => n.first() == Some(c) && reference(rest, &n[1..]),
+                }
+            }
+            let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+            prop_assert_eq!(component_matches(&pattern, &name), reference(&p, &n));
         }
 
         #[test]
