@@ -13,6 +13,7 @@
 //! - symbolic links met on the way are never followed; a link matched at the end is hidden (through its target,
 //!   by the adapter) only for a pattern under the home, which sandboxed commands do not write.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The credential stores hidden by default, relative to the person's home: SSH and GPG keys, cloud and container
@@ -45,9 +46,16 @@ pub const DEFAULT_SECRETS: [&str; 25] = [
     ".local/share/keyrings",
 ];
 
-/// The most entries an expansion visits: a pattern matching "anywhere" in a huge workspace stops there (and the
-/// expansion says it stopped: the sandbox then reports the protection as partial, which fails closed).
-pub const MAX_VISITED: usize = 100_000;
+/// The most directory entries an expansion lists (over every pattern: the workspace is walked once). A
+/// directory the walk does not reach within it, or whose listing it cuts short, is not searched but named in
+/// [`Expansion::unexamined`], which the sandbox hides as a whole: a command that creates files cannot make
+/// later commands fail, only see less of what it filled. Large enough for a monorepo with its `node_modules`
+/// (about 100 ms of a spawn on this budget's worth of entries: see `docs/sandbox.md`).
+pub const MAX_VISITED: usize = 1_000_000;
+
+/// The most directories [`Expansion::unexamined`] names: beyond it, unsearched siblings are named by their parent
+/// (each is one mount in every command).
+pub const MAX_UNEXAMINED: usize = 64;
 
 /// The deepest directory level `**` descends to (below the pattern's base); deeper trees count as truncated.
 pub const MAX_DEPTH: usize = 128;
@@ -159,32 +167,48 @@ impl HiddenPaths {
 }
 
 /// True when `name` matches the component pattern `pattern` (`*` any run, `?` one character, the rest literal).
+/// Runs once per directory entry the search lists, so it allocates nothing: it walks the UTF-8 bytes a character
+/// at a time.
 pub fn component_matches(pattern: &str, name: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
-    let n: Vec<char> = name.chars().collect();
+    let (p, n) = (pattern.as_bytes(), name.as_bytes());
+    // The character at `i` of `bytes`, as a byte slice (both are valid UTF-8, so `i` is on a boundary).
+    let char_at = |bytes: &'_ [u8], i: usize| -> usize {
+        match bytes.get(i) {
+            Some(0xf0..) => 4,
+            Some(0xe0..) => 3,
+            Some(0xc0..) => 2,
+            _ => 1,
+        }
+    };
     // Iterative matcher with one backtracking point (the last `*`): linear in practice, no recursion.
     let (mut pi, mut ni) = (0usize, 0usize);
     let mut star: Option<(usize, usize)> = None;
     while ni < n.len() {
-        if pi < p.len() && (p[pi] == '?' || (p[pi] != '*' && p[pi] == n[ni])) {
+        let n_len = char_at(n, ni);
+        let p_len = char_at(p, pi);
+        if pi < p.len() && p[pi] == b'?' {
             pi += 1;
-            ni += 1;
-        } else if pi < p.len() && p[pi] == '*' {
+            ni += n_len;
+        } else if pi < p.len() && p[pi] != b'*' && p.get(pi..pi + p_len) == n.get(ni..ni + n_len) {
+            pi += p_len;
+            ni += n_len;
+        } else if pi < p.len() && p[pi] == b'*' {
             star = Some((pi, ni));
             pi += 1;
         } else if let Some((sp, sn)) = star {
+            let skipped = sn + char_at(n, sn);
             pi = sp + 1;
-            ni = sn + 1;
-            star = Some((sp, sn + 1));
+            ni = skipped;
+            star = Some((sp, skipped));
         } else {
             return false;
         }
     }
-    p[pi..].iter().all(|c| *c == '*')
+    p.get(pi..).is_some_and(|rest| rest.iter().all(|c| *c == b'*'))
 }
 
 /// What a directory entry is, as [`DirLister`] reports it (from `lstat`: links are not followed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum EntryKind {
     /// A directory.
     Dir,
@@ -200,6 +224,12 @@ pub trait DirLister {
     fn kind(&mut self, path: &Path) -> Option<EntryKind>;
     /// The entries of directory `dir` (names and kinds), empty when it cannot be listed.
     fn entries(&mut self, dir: &Path) -> Vec<(String, EntryKind)>;
+    /// Call `visit` with each entry of `dir` until it returns false; true when it saw every entry (a directory
+    /// that cannot be listed has none). The default lists the whole directory first; a lister for a real file
+    /// system reads it as it goes, so that a huge directory costs no memory and can be stopped.
+    fn each_entry(&mut self, dir: &Path, visit: &mut dyn FnMut(&str, EntryKind) -> bool) -> bool {
+        self.entries(dir).into_iter().all(|(name, kind)| visit(&name, kind))
+    }
 }
 
 /// The paths a set of patterns names, found by [`expand`].
@@ -207,21 +237,39 @@ pub trait DirLister {
 pub struct Expansion {
     /// Existing paths to hide, each with the pattern that named it, in order of discovery, without duplicates.
     pub paths: Vec<(PathBuf, EntryKind, String)>,
-    /// True when the walk stopped at [`MAX_VISITED`] entries.
+    /// Directories a pattern had to search that were not searched: reached after [`MAX_VISITED`] entries, cut
+    /// short by it, or deeper than [`MAX_DEPTH`]. What they hold is unknown, so they are to be hidden as a whole.
+    /// At most [`MAX_UNEXAMINED`]: beyond that, a parent names its unsearched children.
+    pub unexamined: Vec<PathBuf>,
+    /// True when the unsearched part could not be named within [`MAX_UNEXAMINED`] directories without naming a
+    /// base (the workspace, the home) itself: the sandbox cannot hide it and must fail closed.
     pub truncated: bool,
 }
 
-/// Expand `patterns` against `home` (patterns under `~` are skipped without one) and `workspace`. Nothing below
-/// a directory named `.git` is visited by `**` (it holds no secrets of its own and can be huge).
+/// Expand `patterns` against `home` (patterns under `~` are skipped without one) and `workspace`, listing at
+/// most [`MAX_VISITED`] entries. Nothing below a directory named `.git` is visited by `**` (it holds no secrets
+/// of its own and can be huge; the sandbox keeps commands from moving a hidden entry there).
 pub fn expand(
     patterns: &[HiddenPattern],
     home: Option<&Path>,
     workspace: &Path,
     lister: &mut dyn DirLister,
 ) -> Expansion {
-    let mut walk = Walk { lister, expansion: Expansion::default(), visited: 0 };
-    for pattern in patterns {
-        let base = match pattern.base {
+    expand_within(patterns, home, workspace, lister, MAX_VISITED)
+}
+
+/// [`expand`], listing at most `budget` entries. Each base is walked once for all of its patterns: a directory
+/// is listed once, whatever the number of patterns that search it.
+pub fn expand_within(
+    patterns: &[HiddenPattern],
+    home: Option<&Path>,
+    workspace: &Path,
+    lister: &mut dyn DirLister,
+    budget: usize,
+) -> Expansion {
+    let mut walk = Walk { lister, patterns, expansion: Expansion::default(), visited: 0, budget };
+    for base in [Base::Home, Base::Workspace, Base::Root] {
+        let dir = match base {
             Base::Home => match home {
                 Some(home) => home.to_path_buf(),
                 None => continue,
@@ -229,74 +277,214 @@ pub fn expand(
             Base::Workspace => workspace.to_path_buf(),
             Base::Root => PathBuf::from("/"),
         };
-        walk.step(&base, &pattern.components, pattern, 0);
+        let states: Vec<State> =
+            patterns.iter().enumerate().filter(|(_, p)| p.base == base).map(|(i, _)| (i, 0)).collect();
+        if states.is_empty() {
+            continue;
+        }
+        let before = walk.expansion.unexamined.len();
+        walk.dir(&dir, states, 0);
+        walk.settle(&dir, before);
     }
     walk.expansion
 }
 
+/// A position in one pattern: (index of the pattern, index of the next component to match).
+type State = (usize, usize);
+
 /// The state of one expansion.
 struct Walk<'a> {
     lister: &'a mut dyn DirLister,
+    patterns: &'a [HiddenPattern],
     expansion: Expansion,
     visited: usize,
+    budget: usize,
 }
 
 impl Walk<'_> {
-    /// Match `rest` beneath the directory `dir`.
-    fn step(&mut self, dir: &Path, rest: &[String], pattern: &HiddenPattern, depth: usize) {
-        let Some((first, tail)) = rest.split_first() else {
-            return;
-        };
-        if self.visited >= MAX_VISITED || depth > MAX_DEPTH {
-            self.expansion.truncated = true;
+    /// Match `states` beneath the directory `dir`, `depth` levels below its base.
+    ///
+    /// No listing starts once `budget` entries were listed; one that started is read to its end (a directory a
+    /// command filled with files stays searchable, and removable) unless the expansion reaches twice the budget,
+    /// where it stops and the directory is unexamined. Subdirectories met once the budget is spent are not
+    /// searched: up to [`MAX_UNEXAMINED`] are named, more are named by this directory.
+    fn dir(&mut self, dir: &Path, states: Vec<State>, depth: usize) {
+        let states = self.closure(states);
+        if states.is_empty() {
             return;
         }
-        if first == "**" {
-            // Zero directories, then every subdirectory (links are not followed).
-            self.step(dir, tail, pattern, depth);
-            for (name, kind) in self.list(dir) {
-                if kind == EntryKind::Dir && name != ".git" {
-                    self.step(&dir.join(&name), rest, pattern, depth + 1);
-                }
+        let listed = states.iter().any(|&(p, i)| self.patterns[p].components[i].contains(['*', '?']));
+        // The subdirectories to descend into, with their states, in name order.
+        let mut children: BTreeMap<String, Vec<State>> = BTreeMap::new();
+        let mut matches: Vec<(String, EntryKind, usize)> = Vec::new();
+        let mut unreached: Vec<PathBuf> = Vec::new();
+        let mut too_many_unreached = false;
+        if listed {
+            if self.visited >= self.budget {
+                self.expansion.unexamined.push(dir.to_path_buf());
+                return;
             }
-            return;
-        }
-        let candidates: Vec<(String, EntryKind)> = if first.contains(['*', '?']) {
-            self.list(dir).into_iter().filter(|(name, _)| component_matches(first, name)).collect()
+            let patterns = self.patterns;
+            let (budget, limit) = (self.budget, self.budget.saturating_mul(2));
+            let visited = &mut self.visited;
+            *visited = visited.saturating_add(1);
+            let complete = self.lister.each_entry(dir, &mut |name, kind| {
+                *visited = visited.saturating_add(1);
+                if *visited > limit {
+                    return false;
+                }
+                let mut next = Vec::new();
+                for &(p, i) in &states {
+                    let component = &patterns[p].components[i];
+                    if component == "**" {
+                        if kind == EntryKind::Dir && name != ".git" {
+                            next.push((p, i));
+                        }
+                    } else if component_matches(component, name) {
+                        advance(patterns, name, kind, (p, i + 1), &mut next, &mut matches);
+                    }
+                }
+                if next.is_empty() {
+                    return true;
+                }
+                if (*visited >= budget || depth >= MAX_DEPTH) && lists(patterns, next.clone()) {
+                    if unreached.len() <= MAX_UNEXAMINED {
+                        unreached.push(dir.join(name));
+                    } else {
+                        too_many_unreached = true;
+                    }
+                    return true;
+                }
+                children.entry(name.to_owned()).or_default().extend(next);
+                true
+            });
+            if !complete {
+                self.expansion.unexamined.push(dir.to_path_buf());
+                return;
+            }
         } else {
-            self.visited += 1;
-            match self.lister.kind(&dir.join(first)) {
-                Some(kind) => vec![(first.clone(), kind)],
-                None => Vec::new(),
-            }
-        };
-        for (name, kind) in candidates {
-            let path = dir.join(&name);
-            if tail.is_empty() {
-                if kind != EntryKind::Symlink || pattern.base == Base::Home {
-                    self.found(path, kind, pattern);
+            // Literal components only: one lookup each, whatever the size of the directory.
+            for &(p, i) in &states {
+                let name = self.patterns[p].components[i].clone();
+                let Some(kind) = self.lister.kind(&dir.join(&name)) else {
+                    continue;
+                };
+                let mut next = Vec::new();
+                advance(self.patterns, &name, kind, (p, i + 1), &mut next, &mut matches);
+                if !next.is_empty() {
+                    children.entry(name).or_default().extend(next);
                 }
-            } else if kind == EntryKind::Dir {
-                self.step(&path, tail, pattern, depth + 1);
             }
+        }
+        matches.sort();
+        for (name, kind, p) in matches {
+            let path = dir.join(name);
+            if !self.expansion.paths.iter().any(|(known, _, _)| *known == path) {
+                self.expansion.paths.push((path, kind, self.patterns[p].text.clone()));
+            }
+        }
+        // The subdirectories that would be listed but cannot be (the budget is spent, or they lie too deep): many
+        // of them are named by this directory instead (`**` in a directory a command filled with directories).
+        for (name, next) in children {
+            let path = dir.join(name);
+            if (self.visited >= self.budget || depth >= MAX_DEPTH) && lists(self.patterns, next.clone()) {
+                unreached.push(path);
+            } else {
+                self.dir(&path, next, depth + 1);
+            }
+        }
+        if (too_many_unreached || unreached.len() > MAX_UNEXAMINED) && depth > 0 {
+            self.expansion.unexamined.push(dir.to_path_buf());
+        } else {
+            if too_many_unreached {
+                // Named by the base, which cannot be hidden: settle() finds the list too long.
+                self.expansion.truncated = true;
+            }
+            self.expansion.unexamined.extend(unreached);
         }
     }
 
-    /// The entries of `dir`, counted against the cap.
-    fn list(&mut self, dir: &Path) -> Vec<(String, EntryKind)> {
-        let entries = self.lister.entries(dir);
-        self.visited = self.visited.saturating_add(entries.len().max(1));
-        if self.visited > MAX_VISITED {
+    /// `states` with, after each `**`, the state that matches it against no directory; without duplicates and
+    /// without finished states.
+    fn closure(&self, states: Vec<State>) -> Vec<State> {
+        closure(self.patterns, states)
+    }
+
+    /// Bring the unsearched directories below `base` (from index `from` on) within [`MAX_UNEXAMINED`]: a
+    /// directory beneath another one named is dropped; if there are still too many, each is named by its
+    /// ancestor just below the base (which hides more than was left unsearched); if there are still too many, or
+    /// one is the base itself, the expansion is truncated.
+    fn settle(&mut self, base: &Path, from: usize) {
+        let mut mine: Vec<PathBuf> = self.expansion.unexamined.split_off(from);
+        let outermost = |list: &mut Vec<PathBuf>| {
+            // Component-wise order puts a directory's descendants right after it.
+            list.sort();
+            list.dedup();
+            let mut kept: Vec<PathBuf> = Vec::with_capacity(list.len());
+            for path in list.drain(..) {
+                if !kept.last().is_some_and(|last| path.starts_with(last)) {
+                    kept.push(path);
+                }
+            }
+            *list = kept;
+        };
+        outermost(&mut mine);
+        let room = MAX_UNEXAMINED.saturating_sub(self.expansion.unexamined.len());
+        if mine.len() > room {
+            let depth = base.components().count() + 1;
+            for path in &mut mine {
+                if path.starts_with(base) && path.components().count() > depth {
+                    *path = path.components().take(depth).collect();
+                }
+            }
+            outermost(&mut mine);
+        }
+        if mine.len() > room || mine.iter().any(|p| base.starts_with(p)) {
             self.expansion.truncated = true;
         }
-        entries
+        self.expansion.unexamined.extend(mine);
     }
+}
 
-    /// Record a match.
-    fn found(&mut self, path: PathBuf, kind: EntryKind, pattern: &HiddenPattern) {
-        if !self.expansion.paths.iter().any(|(p, _, _)| *p == path) {
-            self.expansion.paths.push((path, kind, pattern.text.clone()));
+/// `states` with, after each `**`, the state that matches it against no directory; without duplicates and
+/// without finished states.
+fn closure(patterns: &[HiddenPattern], mut states: Vec<State>) -> Vec<State> {
+    let mut k = 0;
+    while k < states.len() {
+        let (p, i) = states[k];
+        if patterns[p].components.get(i).is_some_and(|c| c == "**") && !states.contains(&(p, i + 1)) {
+            states.push((p, i + 1));
         }
+        k += 1;
+    }
+    states.retain(|&(p, i)| i < patterns[p].components.len());
+    states.sort_unstable();
+    states.dedup();
+    states
+}
+
+/// True when a directory searched with `states` has to be listed (a component with a wildcard).
+fn lists(patterns: &[HiddenPattern], states: Vec<State>) -> bool {
+    closure(patterns, states).iter().any(|&(p, i)| patterns[p].components[i].contains(['*', '?']))
+}
+
+/// Entry `name` matched the component before `state`: a match (into `matches`) when that was the pattern's
+/// last, otherwise `state` goes on beneath it (a directory; links are not followed).
+fn advance(
+    patterns: &[HiddenPattern],
+    name: &str,
+    kind: EntryKind,
+    state: State,
+    next: &mut Vec<State>,
+    matches: &mut Vec<(String, EntryKind, usize)>,
+) {
+    let pattern = &patterns[state.0];
+    if state.1 == pattern.components.len() {
+        if kind != EntryKind::Symlink || pattern.base == Base::Home {
+            matches.push((name.to_owned(), kind, state.0));
+        }
+    } else if kind == EntryKind::Dir {
+        next.push(state);
     }
 }
 
@@ -373,6 +561,11 @@ mod tests {
         assert!(!component_matches("?.txt", "ab.txt"));
         assert!(component_matches("a*b*c", "aXbYbZc"));
         assert!(!component_matches("a*b*c", "aXbYbZ"));
+        // `?` is one character, not one byte.
+        assert!(component_matches("caf?", "café"));
+        assert!(!component_matches("caf??", "café"));
+        assert!(component_matches("*é*", "aébé"));
+        assert!(!component_matches("é", "e"));
     }
 
     #[test]
@@ -404,10 +597,10 @@ mod tests {
         assert_eq!(
             paths(&found),
             vec![
-                "/h/.ssh",
-                "/h/.docker/config.json",
                 "/h/.kube",
                 "/h/.netrc",
+                "/h/.ssh",
+                "/h/.docker/config.json",
                 "/w/.env",
                 "/w/.env.local",
                 "/w/sub/.env"
@@ -419,7 +612,7 @@ mod tests {
     }
 
     #[test]
-    fn a_huge_tree_stops_at_the_cap() {
+    fn an_endless_tree_is_named_in_a_few_unsearched_directories_below_the_base() {
         struct Endless;
         impl DirLister for Endless {
             fn kind(&mut self, _: &Path) -> Option<EntryKind> {
@@ -429,9 +622,121 @@ mod tests {
                 (0..10).map(|i| (format!("d{i}"), EntryKind::Dir)).collect()
             }
         }
-        let found = expand(&[HiddenPattern::parse("secret").unwrap()], None, Path::new("/w"), &mut Endless);
-        assert!(found.truncated);
+        let found = expand_within(
+            &[HiddenPattern::parse("secret").unwrap()],
+            None,
+            Path::new("/w"),
+            &mut Endless,
+            5000,
+        );
         assert!(found.paths.is_empty());
+        assert!(!found.truncated, "{found:?}");
+        assert!(!found.unexamined.is_empty() && found.unexamined.len() <= MAX_UNEXAMINED, "{found:?}");
+        assert!(found.unexamined.iter().all(|p| p.starts_with("/w") && p != Path::new("/w")), "{found:?}");
+    }
+
+    /// `/w/a/.env`, `/w/junk` with `junk` files, `/w/z/.env` and `/w/z/sub/.env`.
+    fn junk_tree(junk: usize) -> Tree {
+        use EntryKind::*;
+        let mut tree = Tree::with(&[
+            ("/w/a", Dir),
+            ("/w/a/.env", Other),
+            ("/w/junk", Dir),
+            ("/w/z", Dir),
+            ("/w/z/.env", Other),
+            ("/w/z/sub", Dir),
+            ("/w/z/sub/.env", Other),
+        ]);
+        for i in 0..junk {
+            tree.0.insert(PathBuf::from(format!("/w/junk/f{i:03}")), Other);
+        }
+        tree
+    }
+
+    #[test]
+    fn what_the_budget_does_not_reach_is_unexamined_and_what_it_searched_is_not() {
+        let patterns = [HiddenPattern::parse(".env*").unwrap()];
+        // Enough budget: everything found, nothing unexamined.
+        let found = expand_within(&patterns, None, Path::new("/w"), &mut junk_tree(50), 1000);
+        assert_eq!(paths(&found), vec!["/w/a/.env", "/w/z/.env", "/w/z/sub/.env"]);
+        assert!(found.unexamined.is_empty() && !found.truncated);
+        // A budget of 30 (each directory and each entry count one): `/w` and `/w/a` are searched, `junk` was
+        // started within it and is read to its end (it stays searchable, so it can be removed), `z` comes after.
+        let found = expand_within(&patterns, None, Path::new("/w"), &mut junk_tree(50), 30);
+        assert_eq!(paths(&found), vec!["/w/a/.env"]);
+        assert_eq!(found.unexamined, vec![PathBuf::from("/w/z")]);
+        assert!(!found.truncated);
+        // A listing that reaches twice the budget is cut short: its directory is unexamined too.
+        let found = expand_within(&patterns, None, Path::new("/w"), &mut junk_tree(100), 30);
+        assert_eq!(found.unexamined, vec![PathBuf::from("/w/junk"), PathBuf::from("/w/z")]);
+        // The base itself cut short: unexamined, and truncated (it cannot be hidden).
+        let found = expand_within(&patterns, None, Path::new("/w"), &mut junk_tree(0), 1);
+        assert_eq!(found.unexamined, vec![PathBuf::from("/w")]);
+        assert!(found.truncated);
+    }
+
+    #[test]
+    fn many_unsearched_siblings_are_named_by_their_parent_but_never_by_the_base() {
+        use EntryKind::*;
+        let mut tree = Tree::with(&[("/w/junk", Dir), ("/w/src", Dir), ("/w/src/.env", Other)]);
+        for i in 0..100 {
+            tree.0.insert(PathBuf::from(format!("/w/junk/d{i:03}")), Dir);
+            tree.0.insert(PathBuf::from(format!("/w/junk/d{i:03}/x")), Other);
+        }
+        let patterns = [HiddenPattern::parse(".env*").unwrap()];
+        // `/w` (3) + `junk` (101) + one of its directories (2): 99 siblings and `src` left.
+        let found = expand_within(&patterns, None, Path::new("/w"), &mut tree, 105);
+        assert_eq!(found.unexamined, vec![PathBuf::from("/w/junk"), PathBuf::from("/w/src")]);
+        assert!(!found.truncated);
+        // The same directories directly in the base: they cannot be named by the base, so it is truncated.
+        let mut flat = Tree::default();
+        for i in 0..100 {
+            flat.0.insert(PathBuf::from(format!("/w/d{i:03}")), Dir);
+            flat.0.insert(PathBuf::from(format!("/w/d{i:03}/x")), Other);
+        }
+        let found = expand_within(&patterns, None, Path::new("/w"), &mut flat, 101);
+        assert!(found.truncated, "{found:?}");
+    }
+
+    #[test]
+    fn a_tree_deeper_than_the_limit_is_unexamined_below_it() {
+        let mut tree = Tree::default();
+        let mut dir = PathBuf::from("/w");
+        for _ in 0..(MAX_DEPTH + 5) {
+            dir.push("d");
+            tree.0.insert(dir.clone(), EntryKind::Dir);
+        }
+        tree.0.insert(dir.join(".env"), EntryKind::Other);
+        let found = expand(&[HiddenPattern::parse(".env").unwrap()], None, Path::new("/w"), &mut tree);
+        assert!(found.paths.is_empty() && !found.truncated);
+        assert_eq!(found.unexamined.len(), 1);
+        assert_eq!(found.unexamined[0].components().count(), MAX_DEPTH + 3, "{found:?}");
+        assert!(dir.starts_with(&found.unexamined[0]));
+    }
+
+    #[test]
+    fn each_directory_is_listed_once_for_every_pattern() {
+        struct Counting(Tree, BTreeMap<PathBuf, usize>);
+        impl DirLister for Counting {
+            fn kind(&mut self, path: &Path) -> Option<EntryKind> {
+                self.0.kind(path)
+            }
+            fn entries(&mut self, dir: &Path) -> Vec<(String, EntryKind)> {
+                *self.1.entry(dir.to_path_buf()).or_default() += 1;
+                self.0.entries(dir)
+            }
+        }
+        let mut lister = Counting(junk_tree(3), BTreeMap::new());
+        lister.0.0.insert(PathBuf::from("/w/z/key.pem"), EntryKind::Other);
+        let patterns = [
+            HiddenPattern::parse(".env*").unwrap(),
+            HiddenPattern::parse("*.pem").unwrap(),
+            HiddenPattern::parse("z/sub/.env").unwrap(),
+        ];
+        let found = expand(&patterns, None, Path::new("/w"), &mut lister);
+        assert_eq!(paths(&found), vec!["/w/a/.env", "/w/z/.env", "/w/z/key.pem", "/w/z/sub/.env"]);
+        assert!(lister.1.values().all(|n| *n == 1), "{:?}", lister.1);
+        assert_eq!(lister.1.len(), 5);
     }
 
     proptest! {
@@ -446,6 +751,20 @@ mod tests {
             prop_assert_eq!(component_matches(&format!("{prefix}*"), &name), name.starts_with(&prefix));
             prop_assert_eq!(component_matches(&format!("*{prefix}"), &name), name.ends_with(&prefix));
             prop_assert_eq!(component_matches(&format!("*{prefix}*"), &name), name.contains(&prefix));
+        }
+
+        #[test]
+        fn the_matcher_agrees_with_a_plain_recursive_one(pattern in "[aé*?]{0,6}", name in "[aéb]{0,6}") {
+            fn reference(p: &[char], n: &[char]) -> bool {
+                match p.split_first() {
+                    None => n.is_empty(),
+                    Some(('*', rest)) => (0..=n.len()).any(|k| reference(rest, &n[k..])),
+                    Some(('?', rest)) => !n.is_empty() && reference(rest, &n[1..]),
+                    Some((c, rest)) => n.first() == Some(c) && reference(rest, &n[1..]),
+                }
+            }
+            let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+            prop_assert_eq!(component_matches(&pattern, &name), reference(&p, &n));
         }
 
         #[test]

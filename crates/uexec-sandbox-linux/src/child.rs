@@ -89,6 +89,9 @@ pub(crate) struct MountPlan {
     /// Mount points to make `nodev` (`/dev/pts`: other terminals cannot be opened by path; the inherited terminal
     /// and `/dev/tty` keep working).
     pub(crate) nodev: Vec<CString>,
+    /// Directories above a hidden entry in a writable place, bound over themselves (after the copy-on-write
+    /// views, before the hidden paths), shallowest first: no command can rename a hidden entry's directories.
+    pub(crate) hidden_pinned: Vec<CString>,
     /// Hidden directories: each gets an empty, read-only tmpfs (after the protected entries).
     pub(crate) hidden_dirs: Vec<CString>,
     /// The sandbox's empty read-only tmpfs (a detached mount made once in the parent), when there are hidden
@@ -389,6 +392,11 @@ fn build_tree(plan: &MountPlan, strict_proc: bool) -> Result<(), ChildSetupFailu
     }
     for (path, overlay) in &plan.copy_on_write {
         let fd = clone_detached(overlay.as_raw_fd())?;
+        attach(fd, path)?;
+    }
+    for path in &plan.hidden_pinned {
+        // As `pinned`, for the directories above a hidden entry (after the views: some lie inside one).
+        let fd = open_tree(path, 0)?;
         attach(fd, path)?;
     }
     hide(plan)?;

@@ -5,9 +5,10 @@
 
 use std::collections::HashMap;
 use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 
-use uexec_domain::hidden::{DirLister, EntryKind, HiddenPaths, expand};
+use uexec_domain::hidden::{DirLister, EntryKind, HiddenPaths, expand_within};
 
 use crate::layout::canonicalize;
 
@@ -20,22 +21,54 @@ pub(crate) struct HiddenLayout {
     pub(crate) files: Vec<PathBuf>,
     /// What was named but is not hidden, and why (for the report).
     pub(crate) skipped: Vec<String>,
-    /// The expansion stopped at its cap.
+    /// The directories hidden as a whole because the search did not get through them (canonical; also in
+    /// `dirs`), for the report.
+    pub(crate) unexamined: Vec<PathBuf>,
+    /// Part of what the patterns had to search was neither searched nor hidden (a directory that holds the
+    /// workspace or the cwd, or more than the expansion can name): the protection is partial.
     pub(crate) truncated: bool,
 }
 
 impl HiddenLayout {
-    /// Expand `hidden` for a command whose workspace is `workspace` and whose cwd is `cwd`. A match that is the
-    /// cwd, the workspace or one of their ancestors is skipped (the command would lose its own directory).
-    pub(crate) fn resolve(hidden: &HiddenPaths, workspace: &Path, cwd: &Path) -> HiddenLayout {
+    /// Expand `hidden` for a command whose workspace is `workspace` and whose cwd is `cwd`, listing at most
+    /// `budget` entries. A match that is the cwd, the workspace or one of their ancestors is skipped (the command
+    /// would lose its own directory). A directory the search did not get through is hidden as a whole; one that
+    /// cannot be (it holds the workspace or the cwd) makes the layout truncated.
+    pub(crate) fn resolve(hidden: &HiddenPaths, workspace: &Path, cwd: &Path, budget: usize) -> HiddenLayout {
         let mut layout = HiddenLayout::default();
         if hidden.is_empty() {
             return layout;
         }
-        let expansion = expand(&hidden.patterns, hidden.home.as_deref(), workspace, &mut FsLister::default());
+        let expansion = expand_within(
+            &hidden.patterns,
+            hidden.home.as_deref(),
+            workspace,
+            &mut FsLister::default(),
+            budget,
+        );
         layout.truncated = expansion.truncated;
         let keep: Vec<PathBuf> =
             [workspace, cwd].iter().filter_map(|p| canonicalize(p).ok()).map(|c| c.0).collect();
+        for dir in expansion.unexamined {
+            // Never a link: the walk descends into directories only, and lists nothing through a link.
+            match canonicalize(&dir) {
+                Ok((canonical, meta, _)) if meta.is_dir() => {
+                    if keep.iter().any(|k| k.starts_with(&canonical)) {
+                        layout.truncated = true;
+                        layout.skipped.push(format!(
+                            "{}: not searched (the search budget ran out) and holds the workspace or working \
+                             directory",
+                            dir.display()
+                        ));
+                    } else if !layout.dirs.contains(&canonical) {
+                        layout.unexamined.push(canonical.clone());
+                        layout.dirs.push(canonical);
+                    }
+                }
+                // Gone since it was met (or replaced by a file): nothing of it left to hide.
+                _ => {}
+            }
+        }
         for (path, _, pattern) in expansion.paths {
             // Home matches may be links (`~/.ssh -> dotfiles/ssh`): the target is covered. Workspace matches
             // never are (the expansion drops them).
@@ -61,7 +94,88 @@ impl HiddenLayout {
         let under_hidden = |p: &PathBuf| dirs.iter().any(|d| p != d && p.starts_with(d));
         layout.dirs.retain(|p| !under_hidden(p));
         layout.files.retain(|p| !under_hidden(p));
+        layout.unexamined.retain(|p| !under_hidden(p));
         layout
+    }
+
+    /// Hide the other names of every hidden file that has some (hard links), where a sandboxed command could
+    /// have made them: beneath `roots` (the writable roots), searched by inode (`d_ino`, then `lstat` for the
+    /// device) within `budget` entries. A mount over a file cannot be linked (`EXDEV`), but a link made while
+    /// it was not hidden (before a pattern named it, or by a long-running command when the file appeared)
+    /// reads the same content under a name no pattern matches. Names not found are reported.
+    pub(crate) fn hide_other_names(&mut self, roots: &[&Path], budget: usize) {
+        use std::os::unix::fs::{DirEntryExt, MetadataExt};
+        let mut wanted: Vec<(u64, u64, u64, PathBuf)> = Vec::new();
+        for file in &self.files {
+            if let Ok(meta) = fs::symlink_metadata(file)
+                && meta.is_file()
+                && meta.nlink() > 1
+            {
+                wanted.push((meta.dev(), meta.ino(), meta.nlink() - 1, file.clone()));
+            }
+        }
+        if wanted.is_empty() {
+            return;
+        }
+        let mut found: Vec<PathBuf> = Vec::new();
+        let mut visited = 0usize;
+        let mut cut = false;
+        for root in roots {
+            let Ok(root_meta) = fs::symlink_metadata(root) else {
+                continue;
+            };
+            if !wanted.iter().any(|(dev, ..)| *dev == root_meta.dev()) {
+                continue;
+            }
+            let mut stack = vec![root.to_path_buf()];
+            while let Some(dir) = stack.pop() {
+                let Ok(read) = fs::read_dir(&dir) else {
+                    continue;
+                };
+                for entry in read.filter_map(Result::ok) {
+                    visited += 1;
+                    if visited > budget {
+                        cut = true;
+                        break;
+                    }
+                    let Ok(file_type) = entry.file_type() else {
+                        continue;
+                    };
+                    if file_type.is_dir() {
+                        stack.push(entry.path());
+                    } else if file_type.is_file() && wanted.iter().any(|(_, ino, ..)| *ino == entry.ino()) {
+                        let path = entry.path();
+                        if let Ok(meta) = fs::symlink_metadata(&path)
+                            && wanted.iter().any(|(dev, ino, ..)| (*dev, *ino) == (meta.dev(), meta.ino()))
+                            && !self.files.contains(&path)
+                            && !found.contains(&path)
+                        {
+                            found.push(path);
+                        }
+                    }
+                }
+                if cut {
+                    break;
+                }
+            }
+        }
+        for (dev, ino, others, file) in &wanted {
+            let seen = found
+                .iter()
+                .filter(|p| fs::symlink_metadata(p).is_ok_and(|m| (m.dev(), m.ino()) == (*dev, *ino)))
+                .count() as u64;
+            if seen < *others {
+                self.skipped.push(format!(
+                    "{}: {} other name(s) (hard links) not found in the writable roots{}: they stay readable",
+                    file.display(),
+                    others - seen,
+                    if cut { " (the search for them stopped)" } else { "" }
+                ));
+            }
+        }
+        let dirs = self.dirs.clone();
+        found.retain(|p| !dirs.iter().any(|d| p.starts_with(d)));
+        self.files.extend(found);
     }
 
     /// Everything hidden, directories first.
@@ -115,6 +229,39 @@ impl DirLister for FsLister {
         entries.sort_by(|a, b| a.0.cmp(&b.0));
         entries
     }
+
+    fn each_entry(&mut self, dir: &Path, visit: &mut dyn FnMut(&str, EntryKind) -> bool) -> bool {
+        let read = match fs::read_dir(dir) {
+            Ok(read) => read,
+            // Gone (or replaced by a file) since it was met: nothing in it to hide.
+            Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => {
+                return true;
+            }
+            // Unreadable to the server (`chmod 000` by a command that owns it): unknown, so hidden as a whole.
+            Err(_) => return false,
+        };
+        for entry in read {
+            // An error midway (an I/O error) leaves the rest unknown.
+            let Ok(entry) = entry else {
+                return false;
+            };
+            // `d_type` from the directory itself: no `lstat` per entry (a file system that does not fill it in
+            // costs one).
+            let Ok(file_type) = entry.file_type() else {
+                continue;
+            };
+            // A name that is not UTF-8 is not matched or searched (patterns are UTF-8): a limit named in
+            // docs/sandbox.md. A command cannot rename a hidden entry or its directories to one (they are mount
+            // points).
+            let name = entry.file_name();
+            if let Some(name) = name.to_str()
+                && !visit(name, kind_of(file_type))
+            {
+                return false;
+            }
+        }
+        true
+    }
 }
 
 #[cfg(test)]
@@ -142,7 +289,7 @@ mod tests {
         patterns.push(HiddenPattern::parse(".env*").unwrap());
         patterns.push(HiddenPattern::parse("~/.aws/sso").unwrap());
         let hidden = HiddenPaths { home: Some(home.clone()), patterns };
-        let layout = HiddenLayout::resolve(&hidden, &ws, &ws);
+        let layout = HiddenLayout::resolve(&hidden, &ws, &ws, uexec_domain::hidden::MAX_VISITED);
         assert_eq!(layout.dirs, vec![home.join(".aws"), home.join("dotfiles/ssh")]);
         assert_eq!(layout.files, vec![home.join(".netrc"), ws.join(".env")]);
         assert!(layout.skipped.iter().any(|s| s.contains(".kube")), "{:?}", layout.skipped);

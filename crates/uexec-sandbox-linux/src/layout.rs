@@ -248,6 +248,44 @@ impl FsLayout {
     }
 }
 
+impl FsLayout {
+    /// The directories to bind-mount over themselves so that no sandboxed command can rename or move a hidden
+    /// entry's directories (`EBUSY`): every directory between the writable mount a hidden entry lies in (a
+    /// mounted writable root or a copy-on-write view, exclusive) and the entry (exclusive), minus those
+    /// [`FsLayout::pinned_dirs`] pins already and those at or beneath a protected entry (read-only already),
+    /// shallowest first. A hidden entry is a mount point itself, and a mount travels with a directory renamed
+    /// above it: without these, one command could `mv config config2` (or `mv app x/.git`, where the search does
+    /// not go) and the next command, whose hidden entries are found by path, would read them under the new name.
+    pub(crate) fn hidden_pinned_dirs(&self) -> Vec<PathBuf> {
+        let mounted = self.mount_roots();
+        let mut outer: Vec<&Path> = if mounted.is_empty() { vec![Path::new("/")] } else { mounted };
+        outer.extend(self.copy_on_write.iter().map(|(dir, _)| dir.as_path()));
+        let already = self.pinned_dirs();
+        let mut pinned = Vec::new();
+        for entry in self.hidden.all() {
+            if !self.is_writable(entry) && !self.copy_on_write.iter().any(|(dir, _)| entry.starts_with(dir)) {
+                // Outside every writable place: read-only, so nothing above it can be renamed.
+                continue;
+            }
+            let Some(mount) = outer
+                .iter()
+                .filter(|mount| entry.starts_with(mount) && entry != *mount)
+                .max_by_key(|mount| depth(mount))
+            else {
+                continue;
+            };
+            for dir in entry.ancestors().skip(1).take_while(|dir| dir != mount) {
+                let read_only = self.protected.iter().any(|p| dir.starts_with(p));
+                if !read_only && !already.iter().any(|p| p == dir) {
+                    push_unique(&mut pinned, dir.to_path_buf());
+                }
+            }
+        }
+        pinned.sort_by_key(|p| (depth(p), p.clone()));
+        pinned
+    }
+}
+
 /// [`canonicalize`] with a memory: the same roots come back as the parents of their protected subpaths. Also
 /// remembers whether each one is a directory (from the same `statx`).
 #[derive(Debug, Default)]
@@ -586,6 +624,37 @@ mod tests {
             ..FsLayout::default()
         };
         assert_eq!(everything.pinned_dirs(), vec![PathBuf::from("/p")]);
+    }
+
+    #[test]
+    fn directories_above_a_hidden_entry_in_a_writable_place_are_pinned() {
+        let mut layout = FsLayout {
+            roots: vec![PathBuf::from("/tmp"), PathBuf::from("/w")],
+            protected: vec![PathBuf::from("/w/.git"), PathBuf::from("/tmp/proj/.git")],
+            copy_on_write: vec![(PathBuf::from("/h/.gradle"), PathBuf::from("/s/upper"))],
+            ..FsLayout::default()
+        };
+        layout.hidden.files = vec![
+            PathBuf::from("/w/config/prod/secret"),
+            PathBuf::from("/w/.env"),
+            PathBuf::from("/tmp/proj/app/.env"),
+            PathBuf::from("/w/.git/x/.env"),
+            PathBuf::from("/h/.netrc"),
+            PathBuf::from("/h/.gradle/keys/k"),
+        ];
+        layout.hidden.dirs = vec![PathBuf::from("/w/deep/junk")];
+        assert_eq!(
+            layout.hidden_pinned_dirs(),
+            vec![
+                // /tmp/proj is pinned for its .git already; nothing at or under /w/.git (read-only).
+                PathBuf::from("/w/config"),
+                PathBuf::from("/w/deep"),
+                PathBuf::from("/h/.gradle/keys"),
+                PathBuf::from("/tmp/proj/app"),
+                PathBuf::from("/w/config/prod"),
+            ]
+        );
+        assert_eq!(layout.pinned_dirs(), vec![PathBuf::from("/tmp/proj")]);
     }
 
     #[test]

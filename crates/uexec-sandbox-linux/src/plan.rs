@@ -309,6 +309,13 @@ impl Plan {
                 } else {
                     hidden.all().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
                 };
+                if !hidden.unexamined.is_empty() {
+                    text.push_str(&format!(
+                        " (the search for the configured patterns did not get through {}: hidden as a whole; \
+                         remove what filled them, or narrow the pattern: `config/.env*` rather than `.env*`)",
+                        paths(&hidden.unexamined)
+                    ));
+                }
                 if !hidden.skipped.is_empty() {
                     text.push_str(&format!(" (not hidden: {})", hidden.skipped.join("; ")));
                 }
@@ -320,9 +327,11 @@ impl Plan {
                 "hidden_paths",
                 ProtectionStatus::Partial,
                 format!(
-                    "{what}; the search for the configured patterns stopped after {} entries, so matches beyond \
-                     stay readable: narrow the pattern (`config/.env*` rather than `.env*`)",
-                    uexec_domain::hidden::MAX_VISITED
+                    "{what}; the search for the configured patterns did not get through a directory that holds \
+                     the workspace or working directory (or through more than {} directories), so matches \
+                     there stay readable: remove what filled it, or narrow the pattern (`config/.env*` rather \
+                     than `.env*`)",
+                    uexec_domain::hidden::MAX_UNEXAMINED
                 ),
             );
         }
@@ -620,6 +629,13 @@ mod tests {
         let report = plan.report(Some(&layout));
         assert_eq!(status(&report, "hidden_paths"), ProtectionStatus::Enforced);
         assert!(!report.is_degraded());
+        // A directory the search did not get through is hidden as a whole: still enforced, and named.
+        layout.hidden.dirs.push(std::path::PathBuf::from("/w/junk"));
+        layout.hidden.unexamined.push(std::path::PathBuf::from("/w/junk"));
+        let report = plan.report(Some(&layout));
+        assert_eq!(status(&report, "hidden_paths"), ProtectionStatus::Enforced);
+        let detail = &report.protections.iter().find(|p| p.name == "hidden_paths").unwrap().detail;
+        assert!(detail.contains("did not get through /w/junk: hidden as a whole"), "{detail}");
         layout.hidden.truncated = true;
         let report = plan.report(Some(&layout));
         assert_eq!(status(&report, "hidden_paths"), ProtectionStatus::Partial);

@@ -49,6 +49,9 @@ pub struct LinuxSandbox {
     templates: Templates,
     /// The directories commands see copy-on-write under `workspace-write` (see [`LinuxSandbox::with_copy_on_write`]).
     copy_on_write: Option<CopyOnWrite>,
+    /// The most entries the search for hidden locations lists per command (`None`:
+    /// [`uexec_domain::hidden::MAX_VISITED`]).
+    hidden_budget: Option<usize>,
 }
 
 /// See [`LinuxSandbox::with_pid_namespace`].
@@ -73,6 +76,14 @@ impl LinuxSandbox {
     #[must_use]
     pub fn with_hidden(mut self, hidden: HiddenPaths) -> Self {
         self.hidden = hidden;
+        self
+    }
+
+    /// This sandbox, listing at most `budget` entries per command when it searches for hidden locations (instead
+    /// of [`uexec_domain::hidden::MAX_VISITED`]). What the search does not get through is hidden as a whole.
+    #[must_use]
+    pub fn with_hidden_search_budget(mut self, budget: usize) -> Self {
+        self.hidden_budget = Some(budget);
         self
     }
 
@@ -247,7 +258,10 @@ impl Sandbox for LinuxSandbox {
         }
         let mut plan = self.plan(&policy);
         let mut layout = FsLayout::resolve(&policy, &workspace, tmpdir.as_deref())?;
-        layout.hidden = HiddenLayout::resolve(&self.hidden, &workspace, &spawn.cwd);
+        let budget = self.hidden_budget.unwrap_or(uexec_domain::hidden::MAX_VISITED);
+        layout.hidden = HiddenLayout::resolve(&self.hidden, &workspace, &spawn.cwd, budget);
+        let roots = layout.mount_roots().into_iter().map(Path::to_path_buf).collect::<Vec<_>>();
+        layout.hidden.hide_other_names(&roots.iter().map(PathBuf::as_path).collect::<Vec<_>>(), budget);
         let overlays = self.overlays_for(&plan, &mut layout);
 
         let landlock = if plan.landlock_abi > 0 {
@@ -406,6 +420,7 @@ fn mount_plan(mode: MountMode, layout: &FsLayout, cwd: &Path) -> Result<MountPla
         pinned: layout.pinned_dirs().iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
         protected: layout.protected.iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
         nodev: if dev_pts_is_a_mount() { vec![c"/dev/pts".to_owned()] } else { Vec::new() },
+        hidden_pinned: layout.hidden_pinned_dirs().iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
         hidden_dirs: layout.hidden.dirs.iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
         hidden_files: layout.hidden.files.iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
         empty_dir: None,

@@ -51,6 +51,8 @@ struct Key {
     protected: Vec<CString>,
     /// `MountPlan::nodev`.
     nodev: Vec<CString>,
+    /// `MountPlan::hidden_pinned`.
+    hidden_pinned: Vec<CString>,
     /// `MountPlan::hidden_dirs`.
     hidden_dirs: Vec<CString>,
     /// `MountPlan::hidden_files`.
@@ -70,6 +72,7 @@ impl Key {
             pinned: plan.pinned.clone(),
             protected: plan.protected.clone(),
             nodev: plan.nodev.clone(),
+            hidden_pinned: plan.hidden_pinned.clone(),
             hidden_dirs: plan.hidden_dirs.clone(),
             hidden_files: plan.hidden_files.clone(),
             proc: (plan.proc_hidepid, plan.procfs.is_some()),
@@ -85,6 +88,7 @@ impl Key {
             .chain(&self.pinned)
             .chain(&self.protected)
             .chain(&self.copy_on_write)
+            .chain(&self.hidden_pinned)
             .chain(&self.hidden_dirs)
             .chain(&self.hidden_files)
     }

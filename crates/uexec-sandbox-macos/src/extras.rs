@@ -159,7 +159,10 @@ pub fn resolve_hidden(hidden: &HiddenPaths, workspace: &Path) -> Vec<PathBuf> {
     }
     let keep = fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
     let mut out: Vec<PathBuf> = Vec::new();
-    for (path, _, _) in expand(&hidden.patterns, hidden.home.as_deref(), workspace, &mut FsLister).paths {
+    let expansion = expand(&hidden.patterns, hidden.home.as_deref(), workspace, &mut FsLister);
+    // A directory the search did not get through (its budget, its depth) is denied as a whole, as on Linux.
+    let unexamined = expansion.unexamined.into_iter();
+    for path in expansion.paths.into_iter().map(|(path, _, _)| path).chain(unexamined) {
         if let Ok(canonical) = fs::canonicalize(&path)
             && !keep.starts_with(&canonical)
             && !out.contains(&canonical)
@@ -225,7 +228,8 @@ mod tests {
         let mut patterns = HiddenPattern::defaults();
         patterns.push(HiddenPattern::parse(".env*").unwrap());
         let hidden = resolve_hidden(&HiddenPaths { home: Some(home.clone()), patterns }, &ws);
-        assert_eq!(hidden, vec![home.join(".ssh"), home.join(".netrc"), ws.join(".env")]);
+        // The search names what it finds in one directory in name order.
+        assert_eq!(hidden, vec![home.join(".netrc"), home.join(".ssh"), ws.join(".env")]);
 
         let policy = SandboxPolicy::ReadOnly { network_access: true };
         let argv = vec![OsString::from("cat"), OsString::from("x")];
@@ -243,7 +247,7 @@ mod tests {
         assert_eq!(launch.argv[2], OsString::from(launch.profile.as_str()));
         let dash = launch.argv.iter().position(|a| a == "--").unwrap();
         assert_eq!(&launch.argv[dash + 1..], &argv[..]);
-        let mut expected = OsString::from("-DHIDDEN_1=");
+        let mut expected = OsString::from("-DHIDDEN_0=");
         expected.push(home.join(".netrc"));
         assert!(launch.argv[..dash].contains(&expected));
         // The twin: without extras, the open network part stays and nothing is denied.
