@@ -152,8 +152,10 @@ fn make_program(path: &Path, marker: &Path) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// A fresh directory outside every place a sandboxed command may ever write (`/var/tmp`: not `/tmp`, which
+/// counts whatever today's policy, `uexec_domain::trust`).
 fn canonical_tempdir() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new().prefix("uexec-known-safe-").tempdir_in("/var/tmp").unwrap();
     let path = std::fs::canonicalize(dir.path()).unwrap();
     (dir, path)
 }
@@ -485,19 +487,35 @@ fn a_planted_tmp_git_is_not_known_safe() {
                 assert_eq!(asked.kinds(), vec![ApprovalKind::Run], "{layout}");
                 assert!(!marker.exists(), "{layout}: the planted fsmonitor ran");
             }
-            // The twin: /tmp out of reach, the person's /tmp/.git directory is used and its program runs.
+            // Excluding /tmp from today's writable roots does not make it trusted: what an earlier command
+            // planted there is still there (`uexec_domain::trust`).
             let _ = std::fs::remove_file("/tmp/.git");
             let _ = std::fs::remove_dir_all("/tmp/.git");
             Command::new("cp").args(["-a", "/tmp/real/.git", "/tmp/.git"]).status().unwrap();
             let marker = mnt_ws.join("marker");
             make_program(Path::new("/tmp/planted.sh"), &marker);
+            let asked = Asked::new(Some(ReviewDecision::Denied));
+            let engine = untrusted_engine(&mnt_ws, workspace_only(), &[], Arc::clone(&asked));
+            let error = run_in(&engine, &elsewhere, "git status").await.unwrap_err();
+            assert_eq!(error, ExecError::Rejected);
+            assert_eq!(asked.kinds(), vec![ApprovalKind::Run]);
+            assert!(!marker.exists(), "the planted fsmonitor ran");
+            // The twin: a repository outside every place sandboxed commands write, discovered upward from a
+            // directory below it, runs its program without asking.
+            let (_guard, outside) = canonical_tempdir();
+            let repo = outside.join("repo");
+            make_repo(&repo);
+            std::fs::create_dir_all(repo.join("deep")).unwrap();
+            let program = outside.join("fsmonitor.sh");
+            make_program(&program, &marker);
+            git(&repo, &["config", "core.fsmonitor", program.to_str().unwrap()]);
             let nobody = Asked::new(None);
             let engine = untrusted_engine(&mnt_ws, workspace_only(), &[], Arc::clone(&nobody));
-            let response = run_in(&engine, &elsewhere, "git status").await.unwrap();
+            let response = run_in(&engine, &repo.join("deep"), "git status").await.unwrap();
             assert!(nobody.kinds().is_empty(), "{response:?}");
             assert!(
                 marker.exists(),
-                "git should have discovered /tmp/.git and run its fsmonitor: {response:?}"
+                "git should have discovered the repository and run its fsmonitor: {response:?}"
             );
         });
     });
