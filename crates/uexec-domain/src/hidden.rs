@@ -12,6 +12,15 @@
 //!   workspace or file system (`~`, `/`, `**`, `*`) are refused;
 //! - symbolic links met on the way are never followed; a link matched at the end is hidden (through its target,
 //!   by the adapter) only for a pattern under the home, which sandboxed commands do not write.
+//!
+//! An exact location is an absolute path taken literally (no wildcard, `..` kept as written): what the server's
+//! own environment names (`$CARGO_HOME/credentials.toml`, the socket of `$SSH_AUTH_SOCK`, see
+//! [`crate::hidden_env`]) and the server's own state (its audit log, its snapshots). Exact locations are never
+//! parsed from text, so no path is refused for looking like a pattern. The caller resolves their links once,
+//! when it makes them (a link a sandboxed command plants later chooses nothing).
+//!
+//! A hidden location never shrinks for the command's sake: a command whose working directory or workspace lies
+//! in one is refused ([`check_directories`]), on every platform.
 
 use std::path::{Path, PathBuf};
 
@@ -61,6 +70,9 @@ pub enum Base {
     Workspace,
     /// The file system root (`/...`).
     Root,
+    /// An exact absolute path from the server's environment or state ([`HiddenPattern::exact`]): its
+    /// components are literal; links are not followed (the caller resolved them when it made the pattern).
+    Exact,
 }
 
 /// One parsed pattern.
@@ -129,6 +141,29 @@ impl HiddenPattern {
         Ok(HiddenPattern { base, components, text: text.to_owned() })
     }
 
+    /// The exact location `path` (absolute, not `/`), reported as `text` (what named it: `$CARGO_HOME/...`, "the
+    /// audit log"). `None` for a relative path, `/`, or a component that is not UTF-8 (such a location is
+    /// named by the caller's report instead).
+    pub fn exact(path: &Path, text: impl Into<String>) -> Option<HiddenPattern> {
+        use std::path::Component;
+        if !path.is_absolute() {
+            return None;
+        }
+        let mut components = Vec::new();
+        for component in path.components() {
+            match component {
+                Component::RootDir | Component::CurDir => {}
+                Component::ParentDir => components.push("..".to_owned()),
+                Component::Normal(name) => components.push(name.to_str()?.to_owned()),
+                Component::Prefix(_) => return None,
+            }
+        }
+        if components.is_empty() {
+            return None;
+        }
+        Some(HiddenPattern { base: Base::Exact, components, text: text.into() })
+    }
+
     /// The default patterns ([`DEFAULT_SECRETS`] under the home).
     pub fn defaults() -> Vec<HiddenPattern> {
         DEFAULT_SECRETS
@@ -147,8 +182,12 @@ impl HiddenPattern {
 pub struct HiddenPaths {
     /// The person's home, if known.
     pub home: Option<PathBuf>,
-    /// The patterns: usually [`HiddenPattern::defaults`] plus the configured ones.
+    /// The patterns: usually [`HiddenPattern::defaults`] plus the configured ones, the exact locations the
+    /// server's environment names and the server's own state.
     pub patterns: Vec<HiddenPattern>,
+    /// Secrets left reachable on purpose, for the report (an agent socket whose variable the environment
+    /// policy passes: `SSH_AUTH_SOCK=/run/user/1000/ssh-agent.socket, passed on purpose`).
+    pub reachable: Vec<String>,
 }
 
 impl HiddenPaths {
@@ -227,7 +266,7 @@ pub fn expand(
                 None => continue,
             },
             Base::Workspace => workspace.to_path_buf(),
-            Base::Root => PathBuf::from("/"),
+            Base::Root | Base::Exact => PathBuf::from("/"),
         };
         walk.step(&base, &pattern.components, pattern, 0);
     }
@@ -251,7 +290,8 @@ impl Walk<'_> {
             self.expansion.truncated = true;
             return;
         }
-        if first == "**" {
+        let literal = pattern.base == Base::Exact;
+        if first == "**" && !literal {
             // Zero directories, then every subdirectory (links are not followed).
             self.step(dir, tail, pattern, depth);
             for (name, kind) in self.list(dir) {
@@ -261,7 +301,7 @@ impl Walk<'_> {
             }
             return;
         }
-        let candidates: Vec<(String, EntryKind)> = if first.contains(['*', '?']) {
+        let candidates: Vec<(String, EntryKind)> = if !literal && first.contains(['*', '?']) {
             self.list(dir).into_iter().filter(|(name, _)| component_matches(first, name)).collect()
         } else {
             self.visited += 1;
@@ -298,6 +338,68 @@ impl Walk<'_> {
             self.expansion.paths.push((path, kind, pattern.text.clone()));
         }
     }
+}
+
+/// Which of a command's directories lies in a hidden location.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DirectoryRole {
+    /// Where the command starts (`workdir`).
+    WorkingDirectory,
+    /// The server's workspace (`--cd`), the directory the policy's "cwd" writable root stands for.
+    Workspace,
+}
+
+impl DirectoryRole {
+    /// How the role reads in a sentence.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DirectoryRole::WorkingDirectory => "working directory",
+            DirectoryRole::Workspace => "workspace",
+        }
+    }
+}
+
+/// A command refused because one of its directories lies in (or is) a hidden location: the location stays
+/// hidden, and nothing runs (a command there would see an empty directory, or fail to start).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the {} {} lies in the hidden secret location {} ({}), which sandboxed commands cannot see",
+    .role.as_str(), .directory.display(), .hidden.display(), .pattern
+)]
+pub struct InHiddenLocation {
+    /// Which directory.
+    pub role: DirectoryRole,
+    /// The directory (canonical).
+    pub directory: PathBuf,
+    /// The hidden location holding it (canonical).
+    pub hidden: PathBuf,
+    /// What named the location (the pattern's text: `~/.ssh`, `$CARGO_HOME/credentials.toml`, "the audit log").
+    pub pattern: String,
+}
+
+/// The one rule, on every platform, for a command whose directories meet the hidden locations: `hidden` are the
+/// locations to hide (canonical, each with the text of what named it), `cwd` and `workspace` canonical. A
+/// location that is or contains the working directory or the workspace is never dropped to let the command see
+/// its directory: the command is refused (the working directory is named first). A location inside them is
+/// hidden as usual. A writable root that lies in a hidden location stays hidden with it (the adapter covers the
+/// location after making roots writable).
+pub fn check_directories(
+    hidden: &[(PathBuf, String)],
+    workspace: &Path,
+    cwd: &Path,
+) -> Result<(), InHiddenLocation> {
+    for (role, directory) in [(DirectoryRole::WorkingDirectory, cwd), (DirectoryRole::Workspace, workspace)] {
+        if let Some((location, pattern)) = hidden.iter().find(|(location, _)| directory.starts_with(location))
+        {
+            return Err(InHiddenLocation {
+                role,
+                directory: directory.to_path_buf(),
+                hidden: location.clone(),
+                pattern: pattern.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -416,6 +518,60 @@ mod tests {
         // Without a home, the home patterns are skipped.
         let found = expand(&patterns, None, Path::new("/w"), &mut tree);
         assert_eq!(paths(&found), vec!["/w/.env", "/w/.env.local", "/w/sub/.env"]);
+    }
+
+    #[test]
+    fn exact_locations_are_literal_and_follow_no_link() {
+        use EntryKind::*;
+        let mut tree = Tree::with(&[
+            ("/o", Dir),
+            ("/o/c*", Dir),
+            ("/o/c*/credentials.toml", Other),
+            ("/o/cx", Dir),
+            ("/o/cx/credentials.toml", Other),
+            ("/o/kube", Symlink),
+        ]);
+        let star = HiddenPattern::exact(Path::new("/o/c*/credentials.toml"), "$CARGO_HOME/credentials.toml")
+            .unwrap();
+        let link = HiddenPattern::exact(Path::new("/o/kube"), "$KUBECONFIG").unwrap();
+        let found = expand(&[star, link], None, Path::new("/w"), &mut tree);
+        // `*` is a character here, not a wildcard: the twin `/o/cx` is not hidden; a link is not followed (the
+        // caller resolved the location when it made it: a link planted later chooses nothing).
+        assert_eq!(paths(&found), vec!["/o/c*/credentials.toml"]);
+        assert_eq!(found.paths[0].2, "$CARGO_HOME/credentials.toml");
+        // `..` is kept as written (the caller resolves it), never refused as a pattern would be.
+        assert_eq!(HiddenPattern::exact(Path::new("/a/../b"), "x").unwrap().components, ["a", "..", "b"]);
+        for bad in ["/", "relative/path", ""] {
+            assert!(HiddenPattern::exact(Path::new(bad), "x").is_none(), "{bad:?}");
+        }
+    }
+
+    /// Issue 22, class 4: a hidden location never shrinks to let a command see its own directory.
+    #[test]
+    fn a_directory_in_a_hidden_location_refuses_the_command() {
+        let hidden = vec![
+            (PathBuf::from("/h/.ssh"), "~/.ssh".to_owned()),
+            (PathBuf::from("/h/.aws"), "~/.aws".to_owned()),
+        ];
+        let check = |ws: &str, cwd: &str| check_directories(&hidden, Path::new(ws), Path::new(cwd));
+        for (ws, cwd, role, at) in [
+            ("/w", "/h/.ssh", DirectoryRole::WorkingDirectory, "/h/.ssh"),
+            ("/w", "/h/.aws/sso/cache", DirectoryRole::WorkingDirectory, "/h/.aws"),
+            ("/h/.ssh", "/w", DirectoryRole::Workspace, "/h/.ssh"),
+            ("/h/.ssh/x", "/h/.ssh/x", DirectoryRole::WorkingDirectory, "/h/.ssh"),
+        ] {
+            let error = check(ws, cwd).unwrap_err();
+            assert_eq!((error.role, error.hidden.as_path()), (role, Path::new(at)), "{ws} {cwd}");
+            let text = error.to_string();
+            assert!(
+                text.contains(role.as_str()) && text.contains(at) && text.contains("hidden secret location"),
+                "{text}"
+            );
+        }
+        // The twins: beside a hidden location, or holding one (it is hidden inside them as usual).
+        for (ws, cwd) in [("/w", "/h/.sshx"), ("/h", "/h"), ("/", "/h/src")] {
+            assert!(check(ws, cwd).is_ok(), "{ws} {cwd}");
+        }
     }
 
     #[test]

@@ -599,7 +599,7 @@ impl Inner {
         let captured = parse_capture(&output, nonce).map_err(|e| e.to_string())?;
         log_startup_output(key, &captured.startup_output);
         let own = env.iter().rev().find(|(name, _)| name == key.shell.loader_var()).map(|(_, v)| v);
-        Ok(render_bash(&captured, &started_with, &pinned, own))
+        Ok(render_bash(&captured, &started_with, &pinned, own, &self.config.env_policy))
     }
 
     /// `base` with the snapshot for `placement` as its shell's loader (`BASH_ENV`), when the command replays

@@ -247,7 +247,7 @@ impl Sandbox for LinuxSandbox {
         }
         let mut plan = self.plan(&policy);
         let mut layout = FsLayout::resolve(&policy, &workspace, tmpdir.as_deref())?;
-        layout.hidden = HiddenLayout::resolve(&self.hidden, &workspace, &spawn.cwd);
+        layout.hidden = HiddenLayout::resolve(&self.hidden, &workspace, &spawn.cwd)?;
         let overlays = self.overlays_for(&plan, &mut layout);
 
         let landlock = if plan.landlock_abi > 0 {
@@ -503,6 +503,7 @@ mod tests {
         let hidden = || HiddenPaths {
             home: Some(home.clone()),
             patterns: vec![HiddenPattern::parse("~/.ssh").unwrap(), HiddenPattern::parse("~/.aws").unwrap()],
+            reachable: Vec::new(),
         };
         // A detached copy made in this process's mount namespace cannot be copied from the child's new one
         // (EINVAL), as a kernel before 6.15 refuses the real shared tmpfs: the child falls back to a tmpfs of its

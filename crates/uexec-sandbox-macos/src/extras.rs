@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use uexec_domain::hidden::{DirLister, EntryKind, HiddenPaths, expand};
+use uexec_domain::hidden::{DirLister, EntryKind, HiddenPaths, check_directories, expand};
+use uexec_ports::SandboxError;
 
 use crate::profile::{NETWORK_PROFILE, SeatbeltLaunch};
 
@@ -63,23 +64,34 @@ pub fn extend_launch(
     launch
 }
 
-/// The canonical paths `hidden` names for a command in `workspace` (links under the home are resolved to their
-/// targets; Seatbelt matches resolved paths). A path containing the workspace is left out.
-pub fn resolve_hidden(hidden: &HiddenPaths, workspace: &Path) -> Vec<PathBuf> {
+/// The canonical paths `hidden` names for a command whose workspace is `workspace` and whose working directory
+/// is `cwd` (links under the home and exact locations are resolved to their targets; Seatbelt matches resolved
+/// paths). A location that is or holds the workspace or the working directory refuses the command, as on Linux
+/// (`uexec_domain::hidden::check_directories`).
+///
+/// # Errors
+/// [`SandboxError::InHiddenLocation`].
+pub fn resolve_hidden(
+    hidden: &HiddenPaths,
+    workspace: &Path,
+    cwd: &Path,
+) -> Result<Vec<PathBuf>, SandboxError> {
     if hidden.is_empty() {
-        return Vec::new();
+        return Ok(Vec::new());
     }
-    let keep = fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
-    let mut out: Vec<PathBuf> = Vec::new();
-    for (path, _, _) in expand(&hidden.patterns, hidden.home.as_deref(), workspace, &mut FsLister).paths {
+    let mut found: Vec<(PathBuf, String)> = Vec::new();
+    for (path, _, pattern) in expand(&hidden.patterns, hidden.home.as_deref(), workspace, &mut FsLister).paths
+    {
         if let Ok(canonical) = fs::canonicalize(&path)
-            && !keep.starts_with(&canonical)
-            && !out.contains(&canonical)
+            && !found.iter().any(|(p, _)| *p == canonical)
         {
-            out.push(canonical);
+            found.push((canonical, pattern));
         }
     }
-    out
+    let canonical_of = |p: &Path| fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    check_directories(&found, &canonical_of(workspace), &canonical_of(cwd))
+        .map_err(SandboxError::InHiddenLocation)?;
+    Ok(found.into_iter().map(|(path, _)| path).collect())
 }
 
 /// The real file system, read without following links.
@@ -136,8 +148,15 @@ mod tests {
         fs::write(ws.join(".env"), "x").unwrap();
         let mut patterns = HiddenPattern::defaults();
         patterns.push(HiddenPattern::parse(".env*").unwrap());
-        let hidden = resolve_hidden(&HiddenPaths { home: Some(home.clone()), patterns }, &ws);
+        let paths = HiddenPaths { home: Some(home.clone()), patterns, reachable: Vec::new() };
+        let hidden = resolve_hidden(&paths, &ws, &ws).unwrap();
         assert_eq!(hidden, vec![home.join(".ssh"), home.join(".netrc"), ws.join(".env")]);
+        // Issue 22, class 4: a working directory or workspace in a hidden location refuses the command, as on
+        // Linux; the twin above (beside the locations) is not refused.
+        for (workspace, cwd) in [(&ws, &home.join(".ssh")), (&home.join(".ssh"), &ws)] {
+            let error = resolve_hidden(&paths, workspace, cwd).unwrap_err();
+            assert!(matches!(error, SandboxError::InHiddenLocation(_)), "{error}");
+        }
 
         let policy = SandboxPolicy::ReadOnly { network_access: true };
         let argv = vec![OsString::from("cat"), OsString::from("x")];

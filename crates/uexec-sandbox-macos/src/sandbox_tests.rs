@@ -130,6 +130,7 @@ fn with_a_proxy_port_a_networked_command_gets_the_proxy_only_and_hidden_paths_ar
     let hidden = HiddenPaths {
         home: Some(cwd.join("home")),
         patterns: uexec_domain::hidden::HiddenPattern::defaults(),
+        reachable: Vec::new(),
     };
     let sandbox = available().with_proxy_port(40001).with_hidden(hidden);
     let prepared = sandbox.prepare(request(true)).unwrap();

@@ -12,6 +12,7 @@ use anyhow::{Context, Result, bail};
 use uexec_domain::GitEntry;
 use uexec_domain::env::{EnvInherit, EnvPolicy};
 use uexec_domain::hidden::{HiddenPaths, HiddenPattern};
+use uexec_domain::hidden_env::environment_secrets;
 use uexec_domain::limits::Limits;
 use uexec_domain::network::{DomainPattern, DomainRules, NetworkPolicy};
 use uexec_domain::rules::{CommandRules, PrefixRule};
@@ -28,13 +29,15 @@ pub struct ProcessContext {
     pub cwd: PathBuf,
     /// Looks up an environment variable.
     pub env: fn(&str) -> Option<OsString>,
+    /// The whole environment (for the secrets it points at: `uexec_domain::hidden_env`).
+    pub vars: fn() -> Vec<(OsString, OsString)>,
 }
 
 impl ProcessContext {
     /// The real process: `std::env::current_dir()` and `std::env::var_os`.
     pub fn current() -> Result<Self> {
         let cwd = std::env::current_dir().context("cannot determine the current directory")?;
-        Ok(ProcessContext { cwd, env: |name| std::env::var_os(name) })
+        Ok(ProcessContext { cwd, env: |name| std::env::var_os(name), vars: || std::env::vars_os().collect() })
     }
 }
 
@@ -304,7 +307,8 @@ fn resolve_with(
         refuse_audit_log_in_writable_root(path, &sandbox_policy, &cwd, tmpdir.as_deref())?;
     }
 
-    let mut patterns = if file.hide_secrets.unwrap_or(true) { HiddenPattern::defaults() } else { Vec::new() };
+    let hide_defaults = file.hide_secrets.unwrap_or(true);
+    let mut patterns = if hide_defaults { HiddenPattern::defaults() } else { Vec::new() };
     if let Some(loaded) = loaded {
         for glob in &file.hidden_paths {
             let pattern = HiddenPattern::parse(glob.get_ref())
@@ -331,7 +335,16 @@ fn resolve_with(
         (SandboxMode::WorkspaceWrite, Some(state)) => Some(state.join("sandbox-overlays")),
         _ => None,
     };
-    let hidden = HiddenPaths { home, patterns };
+    let mut hidden = HiddenPaths { home, patterns, reachable: Vec::new() };
+    if hide_defaults {
+        // The server's own environment, read once here where the other locations are worked out.
+        let found = environment_secrets(&(ctx.vars)(), hidden.home.as_deref(), &ctx.cwd, &env_policy);
+        for location in found.hidden {
+            hide_exact(&mut hidden, &location.path, &location.text);
+        }
+        hidden.reachable = found.reachable;
+    }
+    hide_own_state(&mut hidden, &own_state(state_dir.as_deref(), audit_log.as_deref(), None));
 
     Ok(Settings {
         cwd,
@@ -398,6 +411,104 @@ fn network_policy(args: &PolicyArgs, file: Option<&config::NetworkConfig>) -> Re
         Some(config::NetworkConfig::Switch(true)) => NetworkPolicy::On,
         _ => NetworkPolicy::Off,
     })
+}
+
+/// The server's own state: every place it writes that holds other sessions' data or its credentials, which
+/// sandboxed commands must not read (one HTTP client's commands would read another's command lines): the audit
+/// log and its rotated copies, the snapshots of commands that run outside the sandbox (`<state>/snapshots/host`:
+/// what a login shell outside the sandbox saw), the copy-on-write layers of every slot
+/// (`<state>/sandbox-overlays`; a command sees its own view through the overlay, never the layers), and the
+/// bearer token file of `--listen`. Not listed, because sandboxed commands use
+/// them: `<state>/sandbox-cache` (a writable root) and `<state>/snapshots/sandboxed` (sourced by sandboxed
+/// shells; it holds no secret-named variable, `uexec_domain::snapshot::render_bash`).
+pub fn own_state(
+    state_dir: Option<&Path>,
+    audit_log: Option<&Path>,
+    token_file: Option<&Path>,
+) -> Vec<OwnState> {
+    let mut out = Vec::new();
+    if let Some(log) = audit_log {
+        out.push(OwnState { path: log.to_path_buf(), what: "the audit log", rotated: true });
+    }
+    if let Some(state) = state_dir {
+        let snapshots = state.join("snapshots").join("host");
+        out.push(OwnState { path: snapshots, what: "the snapshots of unsandboxed shells", rotated: false });
+        let layers = state.join("sandbox-overlays");
+        out.push(OwnState { path: layers, what: "the copy-on-write layers", rotated: false });
+    }
+    if let Some(token) = token_file {
+        out.push(OwnState { path: token.to_path_buf(), what: "the auth token file", rotated: false });
+    }
+    out
+}
+
+/// One place of the server's own state ([`own_state`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnState {
+    /// The path (a file or a directory).
+    pub path: PathBuf,
+    /// What it is, for the report.
+    pub what: &'static str,
+    /// Its rotated copies (`<name>.*` beside it: `audit.jsonl.1`, `audit.jsonl.2.gz`) are hidden too.
+    pub rotated: bool,
+}
+
+/// Hide every place of `state` from sandboxed commands.
+pub fn hide_own_state(hidden: &mut HiddenPaths, state: &[OwnState]) {
+    for place in state {
+        hide_exact(hidden, &place.path, place.what);
+        if !place.rotated {
+            continue;
+        }
+        // The copies a rotation leaves beside the file: a glob on its (resolved) name, when the path can be
+        // written as one (no wildcard or `..` of its own).
+        let resolved = resolved_once(&place.path);
+        let text = format!("{}.*", resolved.display());
+        let plain = resolved.to_str().is_some_and(|p| !p.contains(['*', '?']) && !p.contains("/../"));
+        match HiddenPattern::parse(&text) {
+            Ok(pattern) if plain && !hidden.patterns.contains(&pattern) => hidden.patterns.push(pattern),
+            _ => {}
+        }
+    }
+}
+
+/// Hide `path` exactly (named `what` in the report), resolved once now: links on the way and at the end are
+/// followed here, so a link a sandboxed command plants later chooses nothing. When the path differs from what
+/// it resolves to, both are hidden; a path that does not exist yet is kept with its existing directories
+/// resolved (it is hidden once it appears).
+pub fn hide_exact(hidden: &mut HiddenPaths, path: &Path, what: &str) {
+    let mut paths = vec![path.to_path_buf()];
+    paths.push(resolved_once(path));
+    paths.dedup();
+    for path in paths {
+        match HiddenPattern::exact(&path, what) {
+            Some(pattern) if !hidden.patterns.contains(&pattern) => hidden.patterns.push(pattern),
+            Some(_) => {}
+            None => {
+                tracing::warn!(path = %path.display(), "{what} cannot be hidden: its path is not absolute UTF-8")
+            }
+        }
+    }
+}
+
+/// `path` with every link resolved: `canonicalize` when it exists, else its nearest existing ancestor
+/// canonicalized with the rest appended.
+fn resolved_once(path: &Path) -> PathBuf {
+    if let Ok(canonical) = std::fs::canonicalize(path) {
+        return canonical;
+    }
+    let mut rest = Vec::new();
+    let mut at = path;
+    while let Some(parent) = at.parent() {
+        if let Some(name) = at.file_name() {
+            rest.push(name.to_os_string());
+        }
+        if let Ok(canonical) = std::fs::canonicalize(parent) {
+            return rest.iter().rev().fold(canonical, |acc, name| acc.join(name));
+        }
+        at = parent;
+    }
+    path.to_path_buf()
 }
 
 /// `$XDG_STATE_HOME/uexec` (when absolute), else `$HOME/.local/state/uexec`.
@@ -689,7 +800,11 @@ mod tests {
     use uexec_domain::rules::RuleDecision;
 
     fn ctx(cwd: &Path) -> ProcessContext {
-        ProcessContext { cwd: cwd.to_path_buf(), env: |name| (name == "SHELL").then(|| "/bin/zsh".into()) }
+        ProcessContext {
+            cwd: cwd.to_path_buf(),
+            env: |name| (name == "SHELL").then(|| "/bin/zsh".into()),
+            vars: Vec::new,
+        }
     }
 
     #[test]
@@ -767,6 +882,7 @@ mod tests {
                     _ => None,
                 }
             },
+            vars: Vec::new,
         };
         let cfg = loaded(dir.path(), "copy_on_write = [\"~/.gradle\", \"/opt/m2\", \"~/.gradle\"]\n");
         let s = resolve_with(&PolicyArgs::default(), None, &ctx(true), Some(&cfg)).unwrap();
@@ -801,6 +917,7 @@ mod tests {
         ProcessContext {
             cwd: cwd.to_path_buf(),
             env: |name| (name == AUTH_TOKEN_FILE_ENV).then(|| "env-token".into()),
+            vars: Vec::new,
         }
     }
 

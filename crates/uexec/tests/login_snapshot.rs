@@ -23,13 +23,17 @@ fn runs(counter: &Path) -> usize {
     std::fs::read_to_string(counter).map(|s| s.lines().count()).unwrap_or(0)
 }
 
+/// The snapshot files of both placements (`snapshots/sandboxed`, `snapshots/host`).
 fn snapshot_files(state: &Path) -> Vec<PathBuf> {
-    match std::fs::read_dir(state.join("uexec/snapshots")) {
-        Ok(entries) => {
-            entries.map(|e| e.unwrap().path()).filter(|p| !p.to_string_lossy().contains(".partial")).collect()
+    let mut files = Vec::new();
+    for place in ["sandboxed", "host"] {
+        if let Ok(entries) = std::fs::read_dir(state.join("uexec/snapshots").join(place)) {
+            files.extend(
+                entries.map(|e| e.unwrap().path()).filter(|p| !p.to_string_lossy().contains(".partial")),
+            );
         }
-        Err(_) => Vec::new(),
     }
+    files
 }
 
 /// With HOME and the state directory outside every writable root, the profile runs once for many commands;
