@@ -45,6 +45,13 @@ pub fn extend_launch(
             let _ = write!(profile, "\n  (subpath (param \"{}\"))", hidden_param(i));
         }
         profile.push_str(")\n");
+        // Connecting to a unix socket is a network operation to Seatbelt, not a read: a hidden agent socket
+        // (`SSH_AUTH_SOCK`) stays unreachable with the network on as well.
+        profile.push_str("(deny network-outbound");
+        for i in 0..hidden.len() {
+            let _ = write!(profile, "\n  (remote unix-socket (subpath (param \"{}\")))", hidden_param(i));
+        }
+        profile.push_str(")\n");
     }
     let first_param = 3;
     let end_of_params = first_param + launch.params.len();
@@ -166,6 +173,11 @@ mod tests {
         assert!(!launch.profile.contains("(allow network*)"), "{}", launch.profile);
         assert!(launch.profile.contains("(deny file-read* file-write*\n  (subpath (param \"HIDDEN_0\"))"));
         assert!(launch.profile.contains("(subpath (param \"HIDDEN_2\"))"));
+        assert!(
+            launch
+                .profile
+                .contains("(deny network-outbound\n  (remote unix-socket (subpath (param \"HIDDEN_0\")))")
+        );
         // No path in the text.
         assert!(!launch.profile.contains(base.to_str().unwrap()));
         assert_eq!(launch.argv[2], OsString::from(launch.profile.as_str()));

@@ -500,8 +500,9 @@ fn resolved_once(path: &Path) -> PathBuf {
     let mut rest = Vec::new();
     let mut at = path;
     while let Some(parent) = at.parent() {
-        if let Some(name) = at.file_name() {
-            rest.push(name.to_os_string());
+        // The last component as written (`..` included: dropping it would name another file).
+        if let Some(last) = at.components().next_back() {
+            rest.push(last.as_os_str().to_os_string());
         }
         if let Ok(canonical) = std::fs::canonicalize(parent) {
             return rest.iter().rev().fold(canonical, |acc, name| acc.join(name));
@@ -859,6 +860,63 @@ mod tests {
         let cfg = loaded(dir.path(), "hidden_paths = [\"../up\"]\n");
         let err = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap_err();
         assert!(err.to_string().contains("hidden_paths"), "{err}");
+    }
+
+    /// Issue 22, class 4: the server's environment is read once for the secrets it points at, and the server's
+    /// own state joins the hidden locations whatever `hide_secrets` says.
+    #[test]
+    fn hidden_locations_include_the_environment_s_secrets_and_the_server_s_own_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ProcessContext {
+            cwd: dir.path().to_path_buf(),
+            env: |name| match name {
+                "HOME" => Some("/home/me".into()),
+                "XDG_STATE_HOME" => Some("/proc/uexec-no-state".into()),
+                _ => None,
+            },
+            vars: || {
+                vec![
+                    ("CARGO_HOME".into(), "/opt/c*rgo".into()),
+                    ("SSH_AUTH_SOCK".into(), "/tmp/ssh-x/agent.1".into()),
+                ]
+            },
+        };
+        let exact = |s: &Settings| -> Vec<String> {
+            s.hidden
+                .patterns
+                .iter()
+                .filter(|p| p.base == uexec_domain::hidden::Base::Exact)
+                .map(|p| format!("/{}", p.components.join("/")))
+                .collect()
+        };
+        let log = dir.path().join("a/../audit.jsonl");
+        let read_only = PolicyArgs { sandbox: Some(SandboxMode::ReadOnly), ..PolicyArgs::default() };
+        let s = resolve_with(&read_only, Some(&log), &ctx, None).unwrap();
+        let hidden = exact(&s);
+        for expected in [
+            "/opt/c*rgo/credentials.toml",
+            "/tmp/ssh-x/agent.1",
+            "/proc/uexec-no-state/uexec/snapshots/host",
+            "/proc/uexec-no-state/uexec/sandbox-overlays",
+        ] {
+            assert!(hidden.contains(&expected.to_owned()), "{expected}: {hidden:?}");
+        }
+        assert!(
+            hidden.iter().any(|p| p.ends_with("/a/../audit.jsonl")),
+            "the audit log as given: {hidden:?}"
+        );
+        assert!(s.hidden.reachable.is_empty());
+        // Passed on purpose: the socket is not hidden and the report will say so.
+        let passed = PolicyArgs { pass_env: vec!["SSH_AUTH_SOCK".into()], ..read_only.clone() };
+        let s = resolve_with(&passed, Some(&log), &ctx, None).unwrap();
+        assert!(!exact(&s).contains(&"/tmp/ssh-x/agent.1".to_owned()));
+        assert!(s.hidden.reachable.iter().any(|r| r.contains("SSH_AUTH_SOCK")), "{:?}", s.hidden.reachable);
+        // hide_secrets = false: the person's secrets are not hidden, the server's own state still is.
+        let cfg = loaded(dir.path(), "hide_secrets = false\n");
+        let s = resolve_with(&read_only, Some(&log), &ctx, Some(&cfg)).unwrap();
+        let hidden = exact(&s);
+        assert!(!hidden.iter().any(|p| p.contains("rgo") || p.contains("ssh-x")), "{hidden:?}");
+        assert!(hidden.iter().any(|p| p.ends_with("snapshots/host")), "{hidden:?}");
     }
 
     #[test]
