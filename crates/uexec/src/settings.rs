@@ -335,6 +335,14 @@ fn resolve_with(
         (SandboxMode::WorkspaceWrite, Some(state)) => Some(state.join("sandbox-overlays")),
         _ => None,
     };
+    if let Some(base) = &copy_on_write_base {
+        // Made now (as the sandbox would on first use), so that it exists, and is hidden, before the first
+        // command: a command started before another sandbox made its slot must not read that slot's layers.
+        use std::os::unix::fs::DirBuilderExt;
+        if let Err(error) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(base) {
+            tracing::debug!(dir = %base.display(), %error, "the copy-on-write layers' directory cannot be made");
+        }
+    }
     let mut hidden = HiddenPaths { home, patterns, reachable: Vec::new() };
     if hide_defaults {
         // The server's own environment, read once here where the other locations are worked out.

@@ -306,7 +306,7 @@ fn the_audit_log_and_the_state_directory_are_hidden_from_sandboxed_commands() {
     assert!(output(&first).contains("FIRST-COMMAND-LINE-MARKER"));
     let probe = format!(
         "cat {0}/audit.jsonl {0}/audit.jsonl.1 2>&1 | grep -c MARKER; cat {0}/audit.jsonl.1; \
-         ls -A {1}/uexec/snapshots/host {1}/uexec/sandbox-overlays 2>&1; cat {0}/notes.txt",
+         ls -AR {1}/uexec/snapshots/host {1}/uexec/sandbox-overlays 2>&1; cat {0}/notes.txt",
         logs.display(),
         state.display()
     );
@@ -321,4 +321,7 @@ fn the_audit_log_and_the_state_directory_are_hidden_from_sandboxed_commands() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert!(state.join("uexec/snapshots/host").is_dir());
+    // The copy-on-write layers: the twin outside holds the slot's lock and upper layer; inside none is listed.
+    assert!(state.join("uexec/sandbox-overlays/0/lock").exists());
+    assert!(!out.contains("lock") && !out.contains("upper"), "{out}");
 }
