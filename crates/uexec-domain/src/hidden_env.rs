@@ -14,7 +14,7 @@
 //! ([`EnvironmentSecrets::reachable`]). A passed socket inside a hidden credential store stays hidden with it.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use crate::env::{AGENT_VARIABLES, EnvPolicy, is_secret_name};
 use crate::hidden::DEFAULT_SECRETS;
@@ -139,13 +139,17 @@ pub fn environment_secrets(
         }
     }
     // Files named by variables whose names look like secrets (`*_CREDENTIALS`, `*_KEY_FILE`, `*_TOKEN_FILE`): a
-    // value that is one absolute path.
+    // value that is one absolute path, at least two levels deep (`/usr` or `/etc` named by a `*_KEY_DIR` would
+    // take the system away from every command).
     for (name, value) in env {
         let name = name.to_string_lossy();
         let text = value.to_string_lossy();
+        let deep =
+            PathBuf::from(value).components().filter(|c| matches!(c, Component::Normal(_))).count() >= 2;
         if is_secret_name(&name)
             && !AGENT_VARIABLES.iter().any(|agent| name.eq_ignore_ascii_case(agent))
             && text.starts_with('/')
+            && deep
             && !text.contains(':')
             && !text.contains('\n')
         {
@@ -271,6 +275,8 @@ mod tests {
             ("API_TOKEN", "abc/def"),
             ("MY_KEYS", "/a:/b"),
             ("CONFIG_FILE", "/etc/app.conf"),
+            ("APT_KEY_DIR", "/usr"),
+            ("SIGNING_KEY_DIR", "/etc/"),
         ]);
         let found = paths(&environment_secrets(&vars, None, Path::new("/"), &EnvPolicy::default()));
         assert_eq!(found, vec!["/etc/restic/pw".to_owned(), "/h/age.txt".to_owned()]);
