@@ -346,7 +346,13 @@ fn resolve_with(
     let mut hidden = HiddenPaths { home, patterns, reachable: Vec::new() };
     if hide_defaults {
         // The server's own environment, read once here where the other locations are worked out.
-        let found = environment_secrets(&(ctx.vars)(), hidden.home.as_deref(), &ctx.cwd, &env_policy);
+        let mut vars = (ctx.vars)();
+        // gpg-agent, podman and the systemd user agents use the runtime directory even when the variable is unset.
+        if !vars.iter().any(|(name, value)| name == "XDG_RUNTIME_DIR" && !value.is_empty()) {
+            let uid = rustix::process::getuid().as_raw();
+            vars.push(("XDG_RUNTIME_DIR".into(), format!("/run/user/{uid}").into()));
+        }
+        let found = environment_secrets(&vars, hidden.home.as_deref(), &ctx.cwd, &env_policy);
         for location in found.hidden {
             hide_exact(&mut hidden, &location.path, &location.text);
         }
@@ -861,7 +867,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cfg = loaded(dir.path(), "hidden_paths = [\".env*\", \"~/.config/tool/token\"]\n");
         let s = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap();
-        assert_eq!(s.hidden.patterns.len(), uexec_domain::hidden::DEFAULT_SECRETS.len() + 2);
+        // Beside the exact locations the environment names (the runtime directory's agents, here).
+        let patterns = |s: &Settings| {
+            s.hidden.patterns.iter().filter(|p| p.base != uexec_domain::hidden::Base::Exact).count()
+        };
+        assert_eq!(patterns(&s), uexec_domain::hidden::DEFAULT_SECRETS.len() + 2);
+        let uid = rustix::process::getuid().as_raw();
+        let gnupg = format!("/run/user/{uid}/gnupg");
+        let exact: Vec<String> =
+            s.hidden.patterns.iter().map(|p| format!("/{}", p.components.join("/"))).collect();
+        assert!(exact.contains(&gnupg), "without XDG_RUNTIME_DIR, the default runtime directory: {exact:?}");
         let cfg = loaded(dir.path(), "hide_secrets = false\nhidden_paths = [\"x\"]\n");
         let s = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap();
         assert_eq!(s.hidden.patterns.len(), 1);
