@@ -7,6 +7,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 /// Problems found in the tree, one line each.
+/// The variable's name as a quoted string literal (spelled in two halves, so this file does not hold it).
+const TMPDIR_LITERAL: &str = concat!("\"TMP", "DIR\"");
+
+/// The source files that read `$TMPDIR`: the engine's, from each command's environment, and the app's, once at
+/// start.
+const TMPDIR_READERS: [&str; 2] = ["crates/uexec-engine/src/placement.rs", "crates/uexec/src/settings.rs"];
+
 pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
     let mut problems = Vec::new();
     let mut files = Vec::new();
@@ -24,6 +31,15 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
         for (n, line) in text.lines().enumerate() {
             if stub_macros.iter().any(|m| line.contains(m)) {
                 problems.push(format!("{rel}:{}: stub left in the code", n + 1));
+            }
+            // "Could a sandboxed command have written this?" has one answer (`uexec_domain::trust`), and
+            // `$TMPDIR`, one of its facts, is read in one place per layer.
+            if is_module && line.contains(TMPDIR_LITERAL) && !TMPDIR_READERS.contains(&rel.as_str()) {
+                problems.push(format!(
+                    "{rel}:{}: `$TMPDIR` is read only in {} (one fact of uexec_domain::trust)",
+                    n + 1,
+                    TMPDIR_READERS.join(" and ")
+                ));
             }
         }
     }
@@ -76,8 +92,14 @@ mod tests {
         let src = dir.join("crates/demo/src");
         fs::create_dir_all(&src).unwrap();
         fs::write(src.join("lib.rs"), format!("fn f() {{ {}\"x\") }}\n", concat!("todo", "!("))).unwrap();
+        let reads = format!("//! Reads it.\nfn g() {{ std::env::var_os({TMPDIR_LITERAL}); }}\n");
+        fs::write(src.join("tmp.rs"), reads).unwrap();
         let problems = check(&dir).unwrap();
         fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(problems.len(), 2, "{problems:#?}");
+        assert_eq!(problems.len(), 3, "{problems:#?}");
+        assert!(
+            problems.iter().any(|p| p.contains("tmp.rs:2") && p.contains("is read only in")),
+            "{problems:#?}"
+        );
     }
 }

@@ -43,6 +43,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
 
 use crate::command::commands_in_order;
+use crate::trust::SandboxWrites;
 
 /// What `dir/.git` is, seen without following it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -62,15 +63,27 @@ pub trait FsView {
     /// `path` (absolute) with every symlink resolved as far as it exists, the part that does not exist appended
     /// as written; `None` when it cannot be resolved (a loop, an error other than "not found").
     fn resolve(&self, path: &Path) -> Option<PathBuf>;
+    /// Every place the lookup of `path` (absolute) passes through, the final location last (see
+    /// [`crate::trust`]); `None` when it cannot be looked up. The default is the path as given and as
+    /// resolved, for views that know no more.
+    fn lookup(&self, path: &Path) -> Option<Vec<PathBuf>> {
+        let resolved = self.resolve(path)?;
+        Some(vec![path.to_path_buf(), resolved])
+    }
     /// What `dir/.git` is (lstat: a symlink is reported, not followed).
     fn dot_git(&self, dir: &Path) -> DotGit;
+    /// Whether `path` names something a `PATH` search would run (an existing entry that is not a directory).
+    /// The default knows nothing: no program is found through `PATH`.
+    fn is_program(&self, _path: &Path) -> bool {
+        false
+    }
 }
 
 /// Everything the rule needs about one command besides its argv.
 #[derive(Debug, Clone, Copy)]
 pub struct KnownSafeContext<'a> {
-    /// The directories sandboxed commands may write (absolute, as the policy names them).
-    pub writable_roots: &'a [PathBuf],
+    /// Where sandboxed commands may have written (gathered once per call, [`crate::trust`]).
+    pub writes: &'a SandboxWrites,
     /// The command's working directory (absolute).
     pub cwd: &'a Path,
     /// The command's environment, exactly as it will be spawned.
@@ -140,16 +153,40 @@ pub fn check_known_safe(
         return Err(NotKnownSafe::NotReadOnly);
     }
     let commands = commands_in_order(argv).ok_or(NotKnownSafe::NotReadOnly)?;
+    check_commands(&commands, ctx, fs)
+}
+
+/// Whether anything `argv` runs could have been chosen by a file a sandboxed command wrote, whatever its words
+/// (the analysis of [`check_known_safe`] without the read-only test): for a command placed outside the sandbox
+/// (an escalation, a retry after a denial, a command a prefix approval admits). `Ok` when nothing was found.
+/// A script that does not split into plain commands is judged by its environment and its shell only: what it
+/// runs cannot be read from its words, which the person reads in the question.
+pub fn check_planted(
+    argv: &[String],
+    ctx: &KnownSafeContext<'_>,
+    fs: &dyn FsView,
+) -> Result<(), NotKnownSafe> {
+    let commands = commands_in_order(argv)
+        .unwrap_or_else(|| argv.first().map(|a| vec![vec![a.clone()]]).unwrap_or_default());
+    check_commands(&commands, ctx, fs)
+}
+
+fn check_commands(
+    commands: &[Vec<String>],
+    ctx: &KnownSafeContext<'_>,
+    fs: &dyn FsView,
+) -> Result<(), NotKnownSafe> {
     let changes_directory = commands.iter().any(|c| c.first().is_some_and(|p| p == "cd"));
-    let checker = Checker::new(ctx, fs, changes_directory);
-    if checker.roots.is_empty() {
+    let checker = Checker { ctx, fs, changes_directory };
+    if ctx.writes.roots().is_empty() {
         return Ok(());
     }
     checker.check_env_loading()?;
     let mut cd_seen = false;
-    for command in &commands {
+    for command in commands {
         let Some(program) = command.first() else { continue };
         let name = program.rsplit('/').next().unwrap_or(program);
+        checker.check_program(program)?;
         match name {
             "cd" => cd_seen = true,
             "zsh" => checker.check_zsh()?,
@@ -163,59 +200,145 @@ pub fn check_known_safe(
     Ok(())
 }
 
+/// The variables that make every program load code, or every shell source a file, with their list separators
+/// and whether their entries are directories (whose entries matter) rather than files.
+const LOADER_VARS: [(&str, &[char], bool); 4] = [
+    ("LD_PRELOAD", &[' ', ':'], false),
+    ("LD_LIBRARY_PATH", &[':', ';'], true),
+    ("LD_AUDIT", &[':'], false),
+    ("GCONV_PATH", &[':'], true),
+];
+
+/// Shell builtins and keywords: found by no `PATH` search.
+const SHELL_BUILTINS: [&str; 30] = [
+    "cd", "echo", "printf", "test", "[", "true", "false", "pwd", "export", "unset", "set", "read", "type",
+    "exit", "return", "shift", "wait", "umask", "ulimit", "alias", "unalias", "hash", "getopts", "local",
+    "declare", "readonly", "trap", "times", ":", "let",
+];
+
+/// The environment for a command placed outside the sandbox: every `PATH` directory and every loader or
+/// startup entry (`LD_PRELOAD`, `LD_LIBRARY_PATH`, `LD_AUDIT`, `GCONV_PATH`, `BASH_ENV`, `ENV`) that a sandboxed
+/// command could have written is removed (an unresolvable one too: fails closed), so the programs it finds are
+/// the ones outside every writable root (an active `.venv/bin` or `node_modules/.bin` is not searched). Returns
+/// the environment and one line per removed entry, for the question and the report.
+pub fn without_plantable_entries(
+    env: &[(OsString, OsString)],
+    cwd: &Path,
+    writes: &SandboxWrites,
+    fs: &dyn FsView,
+) -> (Vec<(OsString, OsString)>, Vec<String>) {
+    let mut removed = Vec::new();
+    if writes.roots().is_empty() {
+        return (env.to_vec(), removed);
+    }
+    let plantable = |entry: &str, directory: bool| -> Option<String> {
+        let path = absolute(cwd, Path::new(entry));
+        let Some(lookup) = fs.lookup(&path) else { return Some("it cannot be resolved".to_owned()) };
+        let found = if directory { writes.holding_entries(&lookup) } else { writes.holding(&lookup) };
+        found.map(|f| f.describe())
+    };
+    let mut out = Vec::with_capacity(env.len());
+    for (name, value) in env {
+        let Some(key) = name.to_str() else {
+            out.push((name.clone(), value.clone()));
+            continue;
+        };
+        let list: Option<(&[char], bool)> = match key {
+            "PATH" => Some((&[':'], true)),
+            "BASH_ENV" | "ENV" => Some((&[], false)),
+            _ => LOADER_VARS.iter().find(|(n, _, _)| *n == key).map(|(_, sep, dir)| (*sep, *dir)),
+        };
+        let Some((separators, directory)) = list else {
+            out.push((name.clone(), value.clone()));
+            continue;
+        };
+        let text = value.to_string_lossy();
+        let entries: Vec<&str> = if separators.is_empty() {
+            vec![&*text]
+        } else {
+            text.split(|c| separators.contains(&c)).collect()
+        };
+        let mut kept: Vec<&str> = Vec::new();
+        for entry in entries {
+            // An empty PATH entry is the working directory; a bare LD_PRELOAD name is searched in the library
+            // path, which is judged as LD_LIBRARY_PATH.
+            if entry.is_empty() && key != "PATH" {
+                continue;
+            }
+            if key == "LD_PRELOAD" && !entry.contains('/') {
+                kept.push(entry);
+                continue;
+            }
+            let looked_up = if entry.is_empty() { "." } else { entry };
+            match plantable(looked_up, directory) {
+                Some(why) => removed.push(format!("{key} entry {} ({why})", shown(Path::new(looked_up)))),
+                None => kept.push(entry),
+            }
+        }
+        if kept.is_empty() && key != "PATH" {
+            continue;
+        }
+        let joiner = separators.first().map(|c| c.to_string()).unwrap_or_default();
+        out.push((name.clone(), OsString::from(kept.join(&joiner))));
+    }
+    (out, removed)
+}
+
 struct Checker<'a> {
     ctx: &'a KnownSafeContext<'a>,
     fs: &'a dyn FsView,
-    /// The writable roots, resolved (an unresolvable root is kept as written).
-    roots: Vec<PathBuf>,
     /// The script runs `cd`: a relative path the environment names (`PATH=bin`, `BASH_ENV=env.sh`) may then
     /// be looked up from a directory this rule did not look at.
     changes_directory: bool,
 }
 
 impl<'a> Checker<'a> {
-    fn new(ctx: &'a KnownSafeContext<'a>, fs: &'a dyn FsView, changes_directory: bool) -> Self {
-        let roots = ctx
-            .writable_roots
-            .iter()
-            .map(|root| {
-                let absolute = absolute(ctx.cwd, root);
-                fs.resolve(&absolute).unwrap_or(absolute)
-            })
-            .collect();
-        Checker { ctx, fs, roots, changes_directory }
-    }
-
     fn var(&self, name: &str) -> Option<&'a OsStr> {
         self.ctx.env.iter().rev().find(|(key, _)| key == name).map(|(_, value)| value.as_os_str())
     }
 
-    fn resolve(&self, what: &str, path: &Path) -> Result<PathBuf, NotKnownSafe> {
+    fn absolute(&self, what: &str, path: &Path) -> Result<PathBuf, NotKnownSafe> {
         if self.changes_directory && !path.is_absolute() {
             return Err(NotKnownSafe::Unresolved {
                 what: format!("{what} (relative, and the script changes directory)"),
                 path: path.to_path_buf(),
             });
         }
-        let absolute = absolute(self.ctx.cwd, path);
-        self.fs
-            .resolve(&absolute)
-            .ok_or_else(|| NotKnownSafe::Unresolved { what: what.to_owned(), path: absolute })
+        Ok(absolute(self.ctx.cwd, path))
     }
 
-    /// `path` must not lie in a writable root.
-    fn outside(&self, what: &str, path: &Path) -> Result<PathBuf, NotKnownSafe> {
-        let resolved = self.resolve(what, path)?;
-        if self.roots.iter().any(|root| resolved.starts_with(root)) {
-            return Err(NotKnownSafe::Writable { what: what.to_owned(), path: resolved });
+    /// The lookup of `path` (every place it passes through, the resolved location last).
+    fn lookup(&self, what: &str, path: &Path) -> Result<Vec<PathBuf>, NotKnownSafe> {
+        let absolute = self.absolute(what, path)?;
+        match self.fs.lookup(&absolute) {
+            Some(lookup) if !lookup.is_empty() => Ok(lookup),
+            _ => Err(NotKnownSafe::Unresolved { what: what.to_owned(), path: absolute }),
         }
-        Ok(resolved)
+    }
+
+    /// The file `path` must not be one a sandboxed command could have written or redirected.
+    fn outside(&self, what: &str, path: &Path) -> Result<PathBuf, NotKnownSafe> {
+        let lookup = self.lookup(what, path)?;
+        if let Some(found) = self.ctx.writes.holding(&lookup) {
+            return Err(NotKnownSafe::Writable { what: what.to_owned(), path: found.location });
+        }
+        Ok(lookup.last().cloned().unwrap_or_default())
+    }
+
+    /// The directory `dir` must not have entries a sandboxed command could have written: not a root, not in
+    /// one, not reached through one.
+    fn entries_outside(&self, what: &str, dir: &Path) -> Result<PathBuf, NotKnownSafe> {
+        let lookup = self.lookup(what, dir)?;
+        if let Some(found) = self.ctx.writes.holding_entries(&lookup) {
+            return Err(NotKnownSafe::Writable { what: what.to_owned(), path: found.location });
+        }
+        Ok(lookup.last().cloned().unwrap_or_default())
     }
 
     /// `dir` must not lie in a writable root, nor contain one.
     fn tree_outside(&self, what: &str, dir: &Path) -> Result<(), NotKnownSafe> {
-        let resolved = self.outside(what, dir)?;
-        if self.roots.iter().any(|root| root.starts_with(&resolved)) {
+        let resolved = self.entries_outside(what, dir)?;
+        if self.ctx.writes.contained_in(&resolved).is_some() {
             return Err(NotKnownSafe::Writable {
                 what: format!("{what} (it contains a writable root)"),
                 path: resolved,
@@ -231,27 +354,50 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// The program a command runs, found as the shell finds it: by its path when it names one, else in the
+    /// first `PATH` directory that has it (builtins are not searched).
+    fn check_program(&self, program: &str) -> Result<(), NotKnownSafe> {
+        if program.contains('/') {
+            return self.outside(&format!("the program {program}"), Path::new(program)).map(drop);
+        }
+        if SHELL_BUILTINS.contains(&program) || program.is_empty() {
+            return Ok(());
+        }
+        let Some(path) = self.var("PATH") else { return Ok(()) };
+        for dir in split_list(path, &[':']) {
+            let dir = if dir.is_empty() { ".".to_owned() } else { dir };
+            let candidate = self.absolute("a PATH directory", Path::new(&dir))?.join(program);
+            if self.fs.is_program(&candidate) {
+                return self
+                    .outside(&format!("the program {program} found through PATH"), &candidate)
+                    .map(drop);
+            }
+        }
+        Ok(())
+    }
+
     /// `PATH` and the variables that make every program load or source a file.
     fn check_env_loading(&self) -> Result<(), NotKnownSafe> {
         if let Some(path) = self.var("PATH") {
             // An empty entry is the working directory.
             for dir in split_list(path, &[':']) {
-                self.outside("a PATH directory", Path::new(dir.as_str()))?;
+                let dir = if dir.is_empty() { ".".to_owned() } else { dir };
+                self.entries_outside("a PATH directory", Path::new(dir.as_str()))?;
             }
         }
-        for (name, separators) in [
-            ("LD_PRELOAD", &[' ', ':'][..]),
-            ("LD_LIBRARY_PATH", &[':', ';']),
-            ("LD_AUDIT", &[':']),
-            ("GCONV_PATH", &[':']),
-        ] {
+        for (name, separators, directory) in LOADER_VARS {
             if let Some(value) = self.var(name).filter(|v| !v.is_empty()) {
                 for entry in split_list(value, separators) {
                     // A bare LD_PRELOAD name is searched in the library path, not relative to the cwd.
-                    if name == "LD_PRELOAD" && !entry.contains('/') {
+                    if entry.is_empty() || (name == "LD_PRELOAD" && !entry.contains('/')) {
                         continue;
                     }
-                    self.outside(&format!("a {name} entry"), Path::new(entry.as_str()))?;
+                    let what = format!("a {name} entry");
+                    if directory {
+                        self.entries_outside(&what, Path::new(entry.as_str()))?;
+                    } else {
+                        self.outside(&what, Path::new(entry.as_str()))?;
+                    }
                 }
             }
         }
@@ -275,19 +421,20 @@ impl<'a> Checker<'a> {
             return Err(NotKnownSafe::GitInlineConfig);
         }
         for (name, what) in [
-            ("GIT_EXEC_PATH", "git's program directory (GIT_EXEC_PATH)"),
             ("GIT_CONFIG_GLOBAL", "the global git config (GIT_CONFIG_GLOBAL)"),
             ("GIT_CONFIG_SYSTEM", "the system git config (GIT_CONFIG_SYSTEM)"),
             ("GIT_CONFIG", "the git config file (GIT_CONFIG)"),
         ] {
             self.check_path_var(name, what)?;
         }
+        if let Some(dir) = set("GIT_EXEC_PATH") {
+            self.entries_outside("git's program directory (GIT_EXEC_PATH)", Path::new(dir))?;
+        }
         // A diff program the environment names (`git diff` runs it): by path, or found through PATH.
         if let Some(program) = set("GIT_EXTERNAL_DIFF").and_then(|v| v.to_str())
             && let Some(first) = program.split_whitespace().next()
-            && first.contains('/')
         {
-            self.outside("the external diff program (GIT_EXTERNAL_DIFF)", Path::new(first))?;
+            self.check_program(first)?;
         }
         for (name, what) in [
             ("GIT_DIR", "the git directory (GIT_DIR)"),
@@ -312,7 +459,8 @@ impl<'a> Checker<'a> {
             self.outside("the system git config", Path::new("/etc/gitconfig"))?;
         }
         // Discovery: git looks for `.git` in the working directory, then in each parent.
-        let cwd = self.outside("the working directory (git discovers a repository from it)", self.ctx.cwd)?;
+        let cwd =
+            self.entries_outside("the working directory (git discovers a repository from it)", self.ctx.cwd)?;
         for dir in cwd.ancestors() {
             let dot_git = dir.join(".git");
             match self.fs.dot_git(dir) {

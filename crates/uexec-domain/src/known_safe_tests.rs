@@ -71,6 +71,14 @@ fn env(vars: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
 
 const BASE_ENV: [(&str, &str); 2] = [("PATH", "/usr/bin:/bin"), ("HOME", "/home/u")];
 
+/// The roots as given and as `fs` resolves them (what `SandboxWrites::gather` does with the host's realpath).
+fn writes_of(fs: &FakeFs, roots: &[PathBuf]) -> SandboxWrites {
+    let mut all = roots.to_vec();
+    all.extend(roots.iter().filter_map(|r| fs.resolve(r)));
+    all.dedup();
+    SandboxWrites::from_roots(all)
+}
+
 fn roots(list: &[&str]) -> Vec<PathBuf> {
     list.iter().map(PathBuf::from).collect()
 }
@@ -90,8 +98,8 @@ fn check_in(
 ) -> Result<(), NotKnownSafe> {
     let mut environment = env(&BASE_ENV);
     environment.extend(env(vars));
-    let roots = roots(writable);
-    let ctx = KnownSafeContext { writable_roots: &roots, cwd: Path::new(cwd), env: &environment };
+    let writes = writes_of(fs, &roots(writable));
+    let ctx = KnownSafeContext { writes: &writes, cwd: Path::new(cwd), env: &environment };
     check_known_safe(argv, &ctx, fs)
 }
 
@@ -335,7 +343,8 @@ proptest! {
             fs.git.insert(repo.clone(), DotGit::Directory);
         }
         let environment = env(&[("PATH", "/usr/bin")]);
-        let ctx = KnownSafeContext { writable_roots: &writable, cwd: &cwd, env: &environment };
+        let writes = writes_of(&fs, &writable);
+        let ctx = KnownSafeContext { writes: &writes, cwd: &cwd, env: &environment };
         let result = check_known_safe(&argv(&["git", "status"]), &ctx, &fs);
         let cwd_writable = writable.iter().any(|r| cwd.starts_with(r));
         if cwd_writable {
@@ -373,7 +382,8 @@ proptest! {
         let writable: Vec<PathBuf> = root_parts.iter().map(|p| join(p)).collect();
         let path = dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(":");
         let environment = env(&[("PATH", &path)]);
-        let ctx = KnownSafeContext { writable_roots: &writable, cwd: Path::new("/srv"), env: &environment };
+        let writes = writes_of(&FakeFs::default(), &writable);
+        let ctx = KnownSafeContext { writes: &writes, cwd: Path::new("/srv"), env: &environment };
         let result = check_known_safe(&argv(&["ls", "-la"]), &ctx, &FakeFs::default());
         let reachable = dirs.iter().any(|d| writable.iter().any(|r| d.starts_with(r)));
         prop_assert_eq!(result.is_ok(), !reachable, "{:?}", result);

@@ -81,6 +81,7 @@ mod session;
 pub mod snapshot;
 pub mod startup;
 pub mod truncate;
+pub mod trust;
 
 pub use exit::ExitStatus;
 pub use policy::{

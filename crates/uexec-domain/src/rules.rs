@@ -179,11 +179,321 @@ pub fn session_prefix_offer(prefix: &[String], argv: &[String]) -> Option<Vec<St
     if is_interpreter(program) && prefix[1..].iter().all(|w| w.starts_with('-')) {
         return None;
     }
+    // A prefix that itself runs other code (`git -c x`, `npm exec`, `find -exec`), or that stops before
+    // naming what a runner or git runs (`uv run`, `git`), approves more than it shows.
+    if runs_other_code(prefix).is_some() || (program == "git" && prefix.len() < 2) {
+        return None;
+    }
     let commands = match shell_script(argv) {
         Some(_) => trusted_shell_script(argv).and_then(parse_plain_script)?,
         None => vec![argv.to_vec()],
     };
     commands.iter().any(|command| command.starts_with(prefix)).then(|| prefix.to_vec())
+}
+
+/// Programs that run another program named in their arguments once past a subcommand (`uv run X`,
+/// `npm exec X`): a prefix that stops at that subcommand approves any program.
+const RUNNERS: &[(&str, &[&str])] = &[
+    ("uv", &["run", "tool"]),
+    ("uvx", &[]),
+    ("pipx", &["run"]),
+    ("poetry", &["run"]),
+    ("pdm", &["run"]),
+    ("hatch", &["run"]),
+    ("pipenv", &["run"]),
+    ("rye", &["run"]),
+    ("conda", &["run"]),
+    ("mamba", &["run"]),
+    ("npm", &["exec", "x", "run", "run-script", "create", "init"]),
+    ("pnpm", &["exec", "dlx", "run", "create"]),
+    ("yarn", &["exec", "dlx", "run", "create"]),
+    ("bun", &["x", "run", "create"]),
+    ("cargo", &["run", "install"]),
+    ("go", &["run", "generate", "tool"]),
+    ("bundle", &["exec"]),
+    ("nix", &["run", "shell", "develop"]),
+    ("nix-shell", &[]),
+    ("direnv", &["exec"]),
+    ("pyenv", &["exec"]),
+    ("rbenv", &["exec"]),
+    ("dotnet", &["run", "exec"]),
+    ("mise", &["exec", "x", "run"]),
+];
+
+/// git's built-in commands: anything else after `git` is an alias (config) or a `git-<name>` program found on
+/// `PATH`, either of which runs anything. Left out on purpose: the built-ins that run a program their arguments
+/// or config name (`bisect run`, `submodule foreach`, `filter-branch`, `difftool`, `mergetool`, `rebase -x`
+/// is caught by its option, `send-email`, `instaweb`).
+const GIT_BUILTINS: &[&str] = &[
+    "add",
+    "am",
+    "annotate",
+    "apply",
+    "archive",
+    "blame",
+    "branch",
+    "bundle",
+    "cat-file",
+    "check-ignore",
+    "checkout",
+    "cherry",
+    "cherry-pick",
+    "clean",
+    "clone",
+    "commit",
+    "config",
+    "count-objects",
+    "describe",
+    "diff",
+    "diff-files",
+    "diff-index",
+    "diff-tree",
+    "fetch",
+    "for-each-ref",
+    "format-patch",
+    "fsck",
+    "gc",
+    "grep",
+    "hash-object",
+    "init",
+    "log",
+    "ls-files",
+    "ls-remote",
+    "ls-tree",
+    "merge",
+    "merge-base",
+    "mv",
+    "notes",
+    "pull",
+    "push",
+    "range-diff",
+    "rebase",
+    "reflog",
+    "remote",
+    "repack",
+    "replace",
+    "reset",
+    "restore",
+    "rev-list",
+    "rev-parse",
+    "revert",
+    "rm",
+    "shortlog",
+    "show",
+    "show-branch",
+    "show-ref",
+    "sparse-checkout",
+    "stash",
+    "status",
+    "switch",
+    "symbolic-ref",
+    "tag",
+    "update-index",
+    "update-ref",
+    "verify-commit",
+    "verify-tag",
+    "version",
+    "whatchanged",
+    "worktree",
+    "write-tree",
+];
+
+/// Options, per program, that make it run a program or code its arguments (or a file they name) choose:
+/// `(program, long options (a word equal to one, or starting with it and `=`), short option letters (alone or
+/// in a cluster `-xvf`))`.
+const CODE_OPTIONS: &[(&str, &[&str], &[char])] = &[
+    (
+        "git",
+        &[
+            "--exec",
+            "--upload-pack",
+            "--receive-pack",
+            "--extcmd",
+            "--tool",
+            "--template",
+            "--config",
+            "--open-files-in-pager",
+            "--ext-diff",
+            "--textconv",
+            "--exec-path",
+            "--config-env",
+            "--git-dir",
+            "--work-tree",
+            "--run",
+            "--filter",
+            "--separate-git-dir",
+            "--reference",
+            "--gpg-sign",
+        ],
+        &['x', 'O'],
+    ),
+    (
+        "find",
+        &["-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls", "-delete"],
+        &[],
+    ),
+    (
+        "tar",
+        &[
+            "--to-command",
+            "--use-compress-program",
+            "--checkpoint-action",
+            "--info-script",
+            "--new-volume-script",
+            "--rsh-command",
+            "--rmt-command",
+            "--index-file",
+        ],
+        &['I', 'F'],
+    ),
+    ("rsync", &["--rsh", "--rsync-path", "--config", "--daemon"], &['e']),
+    ("scp", &[], &['o', 'S', 'F', 'D']),
+    ("sftp", &[], &['o', 'S', 'F', 'D', 'b']),
+    ("make", &["--file", "--makefile", "--eval", "--directory", "--include-dir"], &['f', 'E', 'C', 'I']),
+    ("gmake", &["--file", "--makefile", "--eval", "--directory", "--include-dir"], &['f', 'E', 'C', 'I']),
+    ("cargo", &["--config", "--manifest-path", "-Z"], &['Z']),
+    (
+        "npm",
+        &["--call", "--script-shell", "--node-options", "--userconfig", "--globalconfig", "--prefix"],
+        &['c'],
+    ),
+    ("pnpm", &["--shell-emulator", "--config", "--dir"], &['c', 'C']),
+    ("yarn", &["--cwd"], &[]),
+    ("go", &["-exec", "-toolexec", "-modfile", "-overlay"], &[]),
+    ("zip", &["--unzip-command", "-TT"], &[]),
+    ("man", &["--pager", "--html", "--preprocessor"], &['P', 'H', 'p']),
+    ("less", &["--lesskey-file"], &[]),
+    ("curl", &["--config"], &['K']),
+    ("wget", &["--execute", "--config"], &['e']),
+    ("pytest", &["-p", "--confcutdir", "--rootdir", "-c", "--override-ini"], &['p', 'c', 'o']),
+];
+
+/// Why `command` (one plain command's argv) runs code that its words do not name as a program, when it does:
+/// a runner or interpreter told to run something (`uv run`, `npm exec`, `python -c`), git with options before
+/// its subcommand (`git -c alias.x='!sh' x`) or a subcommand that is not built in (an alias, a `git-<name>` on
+/// `PATH`), or an option that runs a program (`find -exec`, `tar --to-command`, `rsync -e`, `cargo --config`,
+/// `make -f`, a `make` variable such as `SHELL=`). A prefix approval never covers such a command.
+pub fn runs_other_code(command: &[String]) -> Option<String> {
+    let program = command.first()?;
+    let name = program.rsplit('/').next().unwrap_or(program);
+    let args = &command[1..];
+    if RUNS_ANYTHING.contains(&name) || is_editor(name) {
+        return Some(format!("{name} runs whatever its arguments say"));
+    }
+    if is_interpreter(name) && args.iter().all(|a| a.starts_with('-')) {
+        return Some(format!("{name} with only options runs the code they give"));
+    }
+    if let Some(at) = runner_program(command) {
+        return match command.get(at..).filter(|rest| !rest.is_empty()) {
+            // What it runs is named: judged as that program's own command.
+            Some(rest) if command[1..at].iter().all(|a| !a.starts_with('-') || a == "--") => {
+                runs_other_code(rest)
+            }
+            Some(_) => Some(format!("{name} options before the program it runs can choose what runs")),
+            None => Some(format!("{name} runs the program its arguments name")),
+        };
+    }
+    if name == "git" {
+        match args.first() {
+            Some(sub) if sub.starts_with('-') => {
+                return Some(
+                    "git options before the subcommand (-c, -C, --exec-path, ...) can run any program".into(),
+                );
+            }
+            Some(sub) if !GIT_BUILTINS.contains(&sub.as_str()) => {
+                return Some(format!(
+                    "git {sub} is not a built-in git command (an alias or a git-{sub} program runs)"
+                ));
+            }
+            _ => {}
+        }
+    }
+    // `git clone -u <program>` (upload-pack), `git clone -c core.hooksPath=...` (its checkout runs the hooks).
+    if name == "git"
+        && matches!(args.first().map(String::as_str), Some("clone" | "ls-remote" | "fetch" | "pull"))
+        && args.iter().any(|a| a == "-u" || a == "-c" || a.starts_with("-u") || a.starts_with("-c"))
+    {
+        return Some("git clone/fetch -u or -c can choose a program or hooks that run".into());
+    }
+    if matches!(name, "make" | "gmake") && args.iter().any(|a| a.contains('=')) {
+        return Some(format!(
+            "{name} variables set on the command line (SHELL=, MAKEFLAGS=) choose what runs"
+        ));
+    }
+    let (_, long, short) = CODE_OPTIONS.iter().find(|(p, _, _)| *p == name)?;
+    args.iter()
+        .find(|arg| {
+            let long_hit = long.iter().any(|opt| {
+                arg.as_str() == *opt || arg.strip_prefix(opt).is_some_and(|rest| rest.starts_with('='))
+            });
+            let cluster = arg.strip_prefix('-').filter(|rest| {
+                !rest.starts_with('-') && rest.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+            });
+            let short_hit = cluster.is_some_and(|letters| {
+                letters.chars().take_while(char::is_ascii_alphanumeric).any(|c| short.contains(&c))
+            });
+            long_hit || short_hit
+        })
+        .map(|arg| format!("{name} {arg} runs a program or code its arguments choose"))
+}
+
+/// Where the program that a runner runs is named in `command` (`uv run pytest`: 2), when `command` is a runner
+/// told to run one (`uv run`, `npm exec`, `uvx`); the length of `command` when it names none.
+fn runner_program(command: &[String]) -> Option<usize> {
+    let program = command.first()?;
+    let name = program.rsplit('/').next().unwrap_or(program);
+    let (_, subcommands) = RUNNERS.iter().find(|(runner, _)| *runner == name)?;
+    let word = |from: usize| command[from..].iter().position(|a| !a.starts_with('-')).map(|i| from + i);
+    match word(1) {
+        Some(i) if subcommands.is_empty() => Some(i),
+        Some(i) if subcommands.contains(&command[i].as_str()) => word(i + 1).or(Some(command.len())),
+        None if subcommands.is_empty() => Some(command.len()),
+        _ => None,
+    }
+}
+
+/// Editors run commands of their own (`vim -c '!sh'`, `:!`): a prefix of one approves anything.
+fn is_editor(name: &str) -> bool {
+    matches!(name, "vi" | "vim" | "nvim" | "view" | "ex" | "emacs" | "emacsclient" | "nano" | "ed" | "code")
+}
+
+/// Whether an approved `prefix` covers `command` (one plain command): it starts with the prefix, and runs no
+/// code the prefix does not name ([`runs_other_code`]).
+pub fn prefix_covers(prefix: &[String], command: &[String]) -> bool {
+    // A runner's program must be named by the prefix itself: `npm` does not cover `npm exec anything`.
+    let names_the_program = runner_program(command).is_none_or(|at| at < prefix.len());
+    !prefix.is_empty()
+        && command.starts_with(prefix)
+        && names_the_program
+        && runs_other_code(command).is_none()
+}
+
+/// Whether `argv` is admitted by the prefixes a person approved, with the configured `rules` still in force:
+/// the prefixes count as `allow` rules beside them (a longer configured `ask` or `forbid` still decides), and
+/// every plain command of the script must be covered by one of the prefixes ([`prefix_covers`]) or allowed by a
+/// configured rule. A script the splitter refuses, or a shell named by an untrusted path, is never admitted.
+pub fn approved_prefixes_admit(rules: &CommandRules, prefixes: &[Vec<String>], argv: &[String]) -> bool {
+    if prefixes.is_empty() {
+        return false;
+    }
+    let commands = match shell_script(argv) {
+        Some(_) => match trusted_shell_script(argv).and_then(parse_plain_script) {
+            Some(commands) => commands,
+            None => return false,
+        },
+        None => vec![argv.to_vec()],
+    };
+    let mut merged = rules.clone();
+    merged.rules.extend(
+        prefixes.iter().map(|prefix| PrefixRule { prefix: prefix.clone(), decision: RuleDecision::Allow }),
+    );
+    if merged.evaluate(argv) != Some(RuleDecision::Allow) {
+        return false;
+    }
+    commands.iter().all(|command| {
+        prefixes.iter().any(|p| prefix_covers(p, command))
+            || rules.evaluate_one(command) == Some(RuleDecision::Allow)
+    })
 }
 
 fn loose_words(script: &str) -> Vec<&str> {
@@ -348,5 +658,71 @@ mod tests {
         // A script the splitter refuses, or a shell that is not a system shell: no offer.
         assert_eq!(offer("git", &bash("git pull $(curl x)")), None);
         assert_eq!(offer("ls", &argv(&["/tmp/x/bash", "-lc", "ls"])), None);
+    }
+
+    #[test]
+    fn prefixes_never_cover_forms_that_run_other_code() {
+        let words = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+        let bash = |s: &str| argv(&["bash", "-lc", s]);
+        // Each (prefix, a command it must not cover, the covered twin).
+        for (prefix, denied, allowed) in [
+            ("git status", "git status --exec=x", "git status --short"),
+            ("find", "find . -exec sh -c x ;", "find . -name x"),
+            ("find .", "find . -execdir rm {} +", "find . -type f"),
+            ("tar", "tar --to-command=sh -xf a.tar", "tar -xf a.tar"),
+            ("tar", "tar -xIsh -f a.tar", "tar -tzf a.tar"),
+            ("rsync", "rsync -e sh a b", "rsync -a a b"),
+            ("rsync", "rsync -avze sh a b", "rsync -avz a b"),
+            ("rsync", "rsync --rsh=sh a b", "rsync --delete a b"),
+            ("npm", "npm exec evil", "npm ci"),
+            ("pnpm", "pnpm dlx evil", "pnpm install"),
+            ("cargo", "cargo --config build.rustc-wrapper=x build", "cargo build"),
+            ("cargo build", "cargo build --config x", "cargo build --release"),
+            ("make", "make SHELL=/tmp/x all", "make all"),
+            ("make", "make -f /tmp/evil.mk", "make test"),
+            ("git rebase", "git rebase -x sh main", "git rebase main"),
+            ("git grep", "git grep -O x", "git grep x"),
+            ("git clone", "git clone -u sh u", "git clone u"),
+            ("git log", "git log --ext-diff -p", "git log -p"),
+            ("scp", "scp -oProxyCommand=x a b:", "scp a b:"),
+            ("go test", "go test -exec x ./...", "go test ./..."),
+            ("uv run pytest", "uv run pytest -p evil", "uv run pytest -q"),
+        ] {
+            let prefix = words(prefix);
+            assert!(!prefix_covers(&prefix, &words(denied)), "{prefix:?} covered {denied}");
+            assert!(prefix_covers(&prefix, &words(allowed)), "{prefix:?} did not cover {allowed}");
+            let approved = std::slice::from_ref(&prefix);
+            let rules = CommandRules::default();
+            assert!(!approved_prefixes_admit(&rules, approved, &bash(denied)), "{denied}");
+            assert!(approved_prefixes_admit(&rules, approved, &bash(allowed)), "{allowed}");
+        }
+        // Prefixes that run anything, or stop before naming what runs, are never offered.
+        for (prefix, command) in [
+            ("git", "git -c alias.x=!sh x"),
+            ("git", "git status"),
+            ("git -c", "git -c a=b status"),
+            ("git foo", "git foo"),
+            ("uv run", "uv run x"),
+            ("npm exec", "npm exec x"),
+            ("cargo run", "cargo run"),
+            ("vim", "vim -c x"),
+            ("find -exec", "find -exec x ;"),
+        ] {
+            assert_eq!(session_prefix_offer(&words(prefix), &bash(command)), None, "{prefix}");
+        }
+        assert_eq!(
+            session_prefix_offer(&words("git status"), &bash("git status")),
+            Some(words("git status"))
+        );
+        // A script: every command must be covered; an unparsed one never is.
+        let approved = [words("git status"), words("ls")];
+        let rules = CommandRules::default();
+        assert!(approved_prefixes_admit(&rules, &approved, &bash("git status && ls -la")));
+        assert!(!approved_prefixes_admit(&rules, &approved, &bash("git status && rm x")));
+        assert!(!approved_prefixes_admit(&rules, &approved, &bash("git status $(x)")));
+        assert!(!approved_prefixes_admit(&rules, &approved, &argv(&["/tmp/bash", "-lc", "ls"])));
+        // A configured ask rule longer than the prefix still asks.
+        let asking = CommandRules { rules: vec![rule(&["git", "status", "--porcelain"], RuleDecision::Ask)] };
+        assert!(!approved_prefixes_admit(&asking, &approved, &bash("git status --porcelain")));
     }
 }

@@ -11,7 +11,8 @@
 //! - without anybody's approval, for a command admitted because it is known-safe (`ls` under `untrusted`).
 //!
 //! The rule ([`shell_start`]): when any startup file the shell could read lies in a possible writable root
-//! ([`possible_writable_roots`]; the caller does the path I/O on the files of [`startup_files`]), a command
+//! (`crate::trust`, the one answer to "could a sandboxed command have written this?"; the caller does the
+//! path I/O on the files of [`startup_files`]), a command
 //! that may run outside the sandbox or that is known-safe starts its shell **without login** (`-c`, not
 //! `-lc`), with `BASH_ENV` and `ENV` removed from its environment and, for zsh (which reads `$ZDOTDIR/.zshenv`
 //! even without login), `ZDOTDIR` pointed at `/dev/null` ([`guard_env`]). "May run outside the sandbox" is
@@ -20,9 +21,9 @@
 //! outside the sandbox (`untrusted`, `on-failure`).
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use crate::policy::{ApprovalPolicy, SandboxPermissions, SandboxPolicy};
+use crate::policy::{ApprovalPolicy, SandboxPermissions};
 
 /// Startup files, relative to `$HOME`, that bash or sh may read: as a login shell (`.bash_profile`,
 /// `.bash_login`, `.profile`) or from one of those (`.bashrc`, commonly sourced by `.bash_profile`).
@@ -53,28 +54,6 @@ pub fn startup_files(var: impl Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
     }
     files.extend(STARTUP_FILE_VARS.iter().filter_map(|name| absolute(name)));
     files
-}
-
-/// Every directory a sandboxed command of this server (or of an earlier start with the default settings) may
-/// have written to, whatever the sandbox mode: the policy's configured roots, the workspace `cwd`, `/tmp` and
-/// `tmpdir`. Conservative on purpose: a file written under workspace-write yesterday is still there today.
-pub fn possible_writable_roots(policy: &SandboxPolicy, cwd: &Path, tmpdir: Option<&Path>) -> Vec<PathBuf> {
-    let mut roots: Vec<PathBuf> = match policy {
-        SandboxPolicy::WorkspaceWrite { writable_roots, .. } => writable_roots.clone(),
-        _ => Vec::new(),
-    };
-    roots.push(cwd.to_path_buf());
-    roots.push(PathBuf::from("/tmp"));
-    if let Some(tmpdir) = tmpdir.filter(|t| t.is_absolute()) {
-        roots.push(tmpdir.to_path_buf());
-    }
-    let mut unique: Vec<PathBuf> = Vec::new();
-    for root in roots {
-        if !unique.contains(&root) {
-            unique.push(root);
-        }
-    }
-    unique
 }
 
 /// Everything the start decision depends on.
@@ -234,19 +213,5 @@ mod tests {
         assert_eq!(bash, vec![("ZDOTDIR".into(), "/tmp/z".into()), ("PATH".into(), "/bin".into())]);
         let zsh = guard_env(env, "zsh");
         assert_eq!(zsh, vec![("PATH".into(), "/bin".into()), ("ZDOTDIR".into(), "/dev/null".into())]);
-    }
-
-    #[test]
-    fn possible_roots_ignore_the_mode_and_the_exclusions() {
-        let policy = SandboxPolicy::WorkspaceWrite {
-            writable_roots: vec!["/cache".into()],
-            network_access: false,
-            exclude_slash_tmp: true,
-            exclude_tmpdir_env_var: true,
-        };
-        let roots = possible_writable_roots(&policy, Path::new("/w"), Some(Path::new("/t")));
-        assert_eq!(roots, vec![PathBuf::from("/cache"), "/w".into(), "/tmp".into(), "/t".into()]);
-        let roots = possible_writable_roots(&SandboxPolicy::DangerFullAccess, Path::new("/tmp"), None);
-        assert_eq!(roots, vec![PathBuf::from("/tmp")]);
     }
 }

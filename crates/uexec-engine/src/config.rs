@@ -70,6 +70,9 @@ pub struct EngineConfig {
     /// uv, yarn, pnpm, go and XDG cache variables pointing into it when it is one of the policy's writable
     /// roots (the app adds it under `workspace-write`). `None` (the default): no cache variables.
     pub sandbox_cache: Option<PathBuf>,
+    /// Directories beyond the policy's roots that the sandbox adapter lets sandboxed commands write (the copy-on-
+    /// write views' upper layers): counted as written by sandboxed commands (`uexec_domain::trust`).
+    pub sandbox_written_dirs: Vec<PathBuf>,
 }
 
 impl EngineConfig {
@@ -92,6 +95,13 @@ impl EngineConfig {
             apply_patch_program: None,
             snapshot_dir: None,
             sandbox_cache: None,
+            sandbox_written_dirs: Vec::new(),
         }
+    }
+
+    /// The sandbox's own directories that sandboxed commands write: its package cache and
+    /// [`EngineConfig::sandbox_written_dirs`].
+    pub fn sandbox_dirs(&self) -> Vec<PathBuf> {
+        self.sandbox_cache.iter().chain(&self.sandbox_written_dirs).cloned().collect()
     }
 }

@@ -1,5 +1,5 @@
-//! The facts behind the known-safe rule (`uexec_domain::known_safe`): which directories sandboxed commands can
-//! write, and what the file system says about the paths that choose what a command runs.
+//! The facts behind the known-safe rule and the planted-program analysis (`uexec_domain::known_safe`): what the
+//! file system says about the paths that choose what a command runs.
 //!
 //! This is the engine's only file-system access besides checking the working directory: `realpath`-style
 //! resolution, `lstat` of `.git` entries and `readlink`; never a file's contents. It runs on a blocking thread
@@ -11,10 +11,12 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use uexec_domain::GitEntry;
-use uexec_domain::SandboxPolicy;
 use uexec_domain::command::is_known_safe_command;
-use uexec_domain::known_safe::{DotGit, FsView, KnownSafeContext, NotKnownSafe, check_known_safe};
+use uexec_domain::known_safe::{
+    DotGit, FsView, KnownSafeContext, NotKnownSafe, check_known_safe, check_planted,
+    without_plantable_entries,
+};
+use uexec_domain::trust::SandboxWrites;
 
 /// How long gathering the facts may take before the command counts as not known safe.
 pub(crate) const KNOWN_SAFE_DEADLINE: Duration = Duration::from_secs(5);
@@ -22,63 +24,107 @@ pub(crate) const KNOWN_SAFE_DEADLINE: Duration = Duration::from_secs(5);
 /// How many symlinks or path components one resolution follows before it fails (closed).
 const MAX_RESOLVE_STEPS: usize = 64;
 
-/// The directories sandboxed commands of `policy` may write, as the policy names them: the writable roots
-/// (workspace, configured roots, `/tmp`, `$TMPDIR`), plus `/dev/shm` with `/tmp` (the Linux sandbox adds it).
-/// Empty for `read-only`, and for `danger-full-access`, where no command is confined: every command that can
-/// write was approved by a person to run without a sandbox, so nothing it plants grants more than it had.
-pub(crate) fn writable_dirs(policy: &SandboxPolicy, workspace: &Path, tmpdir: Option<&Path>) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> =
-        policy.writable_roots(workspace, tmpdir, |_| GitEntry::Absent).into_iter().map(|r| r.root).collect();
-    if dirs.iter().any(|d| d == Path::new("/tmp")) {
-        dirs.push(PathBuf::from("/dev/shm"));
-    }
-    dirs
+/// Which analysis of `uexec_domain::known_safe` to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Analysis {
+    /// Read-only words, and nothing planted ([`check_known_safe`]).
+    KnownSafe,
+    /// Nothing planted, whatever the words ([`check_planted`]): for a command placed outside the sandbox.
+    Planted,
 }
 
-/// Whether `argv` is known safe (`Ok`): its words are read-only and nothing it runs could have been chosen by a
-/// file in `writable` (see `uexec_domain::known_safe`). Fails closed: an error or a missed deadline is "no".
-pub(crate) async fn known_safe_verdict(
+/// The verdict of `analysis` on `argv` run in `cwd` with `env`, given where sandboxed commands may have written
+/// (`writes`). Fails closed: an error or a missed deadline is "no".
+pub(crate) async fn verdict(
+    analysis: Analysis,
     argv: &[String],
     cwd: &Path,
     env: &[(OsString, OsString)],
-    writable: Vec<PathBuf>,
+    writes: &SandboxWrites,
 ) -> Result<(), NotKnownSafe> {
-    if !is_known_safe_command(argv) {
+    if analysis == Analysis::KnownSafe && !is_known_safe_command(argv) {
         return Err(NotKnownSafe::NotReadOnly);
     }
-    let (argv, cwd, env) = (argv.to_vec(), cwd.to_path_buf(), env.to_vec());
+    let (argv, cwd, env, writes) = (argv.to_vec(), cwd.to_path_buf(), env.to_vec(), writes.clone());
     let check = tokio::task::spawn_blocking(move || {
-        let ctx = KnownSafeContext { writable_roots: &writable, cwd: &cwd, env: &env };
-        check_known_safe(&argv, &ctx, &HostFs)
+        let ctx = KnownSafeContext { writes: &writes, cwd: &cwd, env: &env };
+        match analysis {
+            Analysis::KnownSafe => check_known_safe(&argv, &ctx, &HostFs),
+            Analysis::Planted => check_planted(&argv, &ctx, &HostFs),
+        }
     });
     let unresolved = |what: String| NotKnownSafe::Unresolved { what, path: PathBuf::from(".") };
     match tokio::time::timeout(KNOWN_SAFE_DEADLINE, check).await {
         Ok(Ok(verdict)) => {
-            if let Err(reason) = &verdict {
-                tracing::info!(%reason, "a read-only command is not known safe");
+            if let Err(reason) = &verdict
+                && *reason != NotKnownSafe::NotReadOnly
+            {
+                tracing::info!(%reason, ?analysis, "something the command runs could have been planted");
             }
             verdict
         }
         Ok(Err(error)) => {
-            tracing::warn!(%error, "checking whether a command is known safe failed; it is not");
+            tracing::warn!(%error, "checking what a command runs failed; it counts as planted");
             Err(unresolved(format!("the file-system checks failed: {error}")))
         }
         Err(_) => {
-            tracing::warn!(
-                "checking whether a command is known safe took longer than {KNOWN_SAFE_DEADLINE:?}; it is not"
-            );
+            tracing::warn!("checking what a command runs took longer than {KNOWN_SAFE_DEADLINE:?}");
             Err(unresolved(format!("the file-system checks took longer than {KNOWN_SAFE_DEADLINE:?}")))
         }
     }
 }
 
-/// The host's file system, as the known-safe rule sees it.
+/// `env` for a command placed outside the sandbox ([`without_plantable_entries`]: no `PATH` directory or
+/// loader entry that a sandboxed command could have written), with one line per removed entry. On a missed
+/// deadline every `PATH` and loader variable is replaced by the system's (fails closed).
+pub(crate) async fn outside_env(
+    cwd: &Path,
+    env: &[(OsString, OsString)],
+    writes: &SandboxWrites,
+) -> (Vec<(OsString, OsString)>, Vec<String>) {
+    let (cwd2, env2, writes) = (cwd.to_path_buf(), env.to_vec(), writes.clone());
+    let work = tokio::task::spawn_blocking(move || without_plantable_entries(&env2, &cwd2, &writes, &HostFs));
+    match tokio::time::timeout(KNOWN_SAFE_DEADLINE, work).await {
+        Ok(Ok(result)) => result,
+        _ => {
+            tracing::warn!(
+                "checking the environment of a command outside the sandbox failed; it gets the system's"
+            );
+            let loaders =
+                ["PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "GCONV_PATH", "BASH_ENV", "ENV"];
+            let mut out: Vec<(OsString, OsString)> =
+                env.iter().filter(|(name, _)| !loaders.iter().any(|l| name == l)).cloned().collect();
+            out.push((OsString::from("PATH"), OsString::from(SYSTEM_PATH)));
+            (
+                out,
+                vec![format!(
+                    "PATH and the loader variables (replaced by PATH={SYSTEM_PATH}: the checks failed)"
+                )],
+            )
+        }
+    }
+}
+
+/// The `PATH` of a command outside the sandbox whose environment could not be checked.
+const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// The host's file system, as the rule sees it.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct HostFs;
 
 impl FsView for HostFs {
     fn resolve(&self, path: &Path) -> Option<PathBuf> {
         resolve(path, 0)
+    }
+
+    fn lookup(&self, path: &Path) -> Option<Vec<PathBuf>> {
+        if !path.is_absolute() {
+            return None;
+        }
+        let mut places = crate::trust::lookup_locations(path);
+        // The final place, as the resolver sees it (a missing tail appended, a dangling link followed).
+        places.push(resolve(path, 0)?);
+        Some(places)
     }
 
     fn dot_git(&self, dir: &Path) -> DotGit {
@@ -90,6 +136,11 @@ impl FsView for HostFs {
             // Anything unexpected is something the rule does not follow.
             Err(_) => DotGit::Other,
         }
+    }
+
+    fn is_program(&self, path: &Path) -> bool {
+        // `stat` follows links as exec does; nothing is opened.
+        std::fs::metadata(path).is_ok_and(|meta| !meta.is_dir())
     }
 }
 
@@ -163,21 +214,5 @@ mod tests {
         assert_eq!(HostFs.dot_git(&dir.join("l")), DotGit::Symlink);
         assert_eq!(HostFs.dot_git(&dir.join("none")), DotGit::Absent);
         std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    #[test]
-    fn writable_dirs_follow_the_policy() {
-        let ws = Path::new("/w");
-        let dirs = writable_dirs(&SandboxPolicy::default(), ws, Some(Path::new("/var/t")));
-        assert_eq!(dirs, ["/w", "/tmp", "/var/t", "/dev/shm"].map(PathBuf::from));
-        assert!(writable_dirs(&SandboxPolicy::ReadOnly { network_access: false }, ws, None).is_empty());
-        assert!(writable_dirs(&SandboxPolicy::DangerFullAccess, ws, None).is_empty());
-        let no_tmp = SandboxPolicy::WorkspaceWrite {
-            writable_roots: vec![PathBuf::from("/data")],
-            network_access: false,
-            exclude_slash_tmp: true,
-            exclude_tmpdir_env_var: true,
-        };
-        assert_eq!(writable_dirs(&no_tmp, ws, Some(Path::new("/var/t"))), ["/data", "/w"].map(PathBuf::from));
     }
 }

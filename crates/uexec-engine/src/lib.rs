@@ -134,13 +134,17 @@
 #![deny(unsafe_code)]
 
 mod api;
+mod approve;
+mod attempt;
 mod collect;
 mod config;
 mod engine;
 mod error;
 mod known_safe;
 mod login;
+mod outside;
 mod placement;
+mod retry;
 mod screen;
 mod session;
 mod store;
@@ -152,4 +156,4 @@ pub use config::{EngineConfig, EngineDeps};
 pub use engine::Engine;
 pub use error::ExecError;
 pub use placement::{Placement, SandboxContext, place};
-pub use trust::{InWritableRoot, writable_root_holding};
+pub use trust::{gather_writes, writable_by_sandbox};

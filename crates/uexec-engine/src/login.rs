@@ -8,7 +8,7 @@
 //! time). What the startup files print goes to the server log.
 //!
 //! The snapshot files live in the directory the app names (`EngineConfig::snapshot_dir`), which must lie
-//! outside every possible writable root ([`writable_root_holding`]): otherwise snapshots are off and commands
+//! outside every place sandboxed commands may write (`crate::trust`): otherwise snapshots are off and commands
 //! start login shells as before. Snapshots of commands placed outside the sandbox go to `<dir>/host`, which the
 //! app hides from sandboxed commands (a login shell outside the sandbox may have read what they cannot: its
 //! state is not theirs to read), and is made when the engine starts, before any command, so that it is hidden
@@ -27,12 +27,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use uexec_domain::snapshot::{SnapshotShell, snapshot_inputs};
-use uexec_domain::startup::possible_writable_roots;
+use uexec_domain::EscapeReason;
+use uexec_domain::snapshot::{
+    SnapshotShell, capture_script, end_marker, parse_capture, render_bash, snapshot_inputs,
+};
+use uexec_domain::trust::SandboxWrites;
+use uexec_ports::process::{IoMode, SpawnRequest};
 
 use crate::config::EngineConfig;
-use crate::placement::tmpdir_of;
-use crate::trust::writable_root_holding;
+use crate::engine::Orchestrator;
+use crate::placement::Placement;
+use crate::trust::{shell_in_writable_root, writable_by_sandbox};
 
 /// How long a capture (the login shell with its startup files) may take before commands keep starting login
 /// shells for this fingerprint.
@@ -75,13 +80,11 @@ pub(crate) struct Snapshots {
 }
 
 impl Snapshots {
-    /// Snapshots in `config.snapshot_dir`, or off when it is unset or lies in a possible writable root of the
-    /// commands' environment `env`.
-    pub(crate) fn new(config: &EngineConfig, env: &[(OsString, OsString)]) -> Snapshots {
+    /// Snapshots in `config.snapshot_dir`, or off when it is unset or lies where sandboxed commands of the
+    /// commands' environment may write (`writes`).
+    pub(crate) fn new(config: &EngineConfig, writes: &SandboxWrites) -> Snapshots {
         let dir = config.snapshot_dir.as_ref().and_then(|dir| {
-            let tmpdir = tmpdir_of(env);
-            let roots = possible_writable_roots(&config.sandbox_policy, &config.cwd, tmpdir.as_deref());
-            match writable_root_holding(dir, &roots) {
+            match writable_by_sandbox(dir, writes) {
                 Some(found) => {
                     tracing::warn!(
                         dir = %dir.display(),
@@ -217,4 +220,145 @@ pub(crate) fn log_startup_output(key: &SnapshotKey, output: &[u8]) {
         output = %shown.escape_debug(),
         "the login shell's startup files printed (kept out of commands' output)"
     );
+}
+/// Capturing and replaying the snapshot for one command (the engine's side of this module).
+impl Orchestrator {
+    /// Whether a `login: true` command of `shell` with `env`, placed at `placement`, starts without login, its
+    /// login environment replayed from a snapshot (`crate::login`): bash, snapshots on, a command that runs in
+    /// the sandbox or under `danger-full-access` (an escalation keeps its login shell), and a shell no
+    /// sandboxed command could have written (capturing a snapshot runs the shell). Called after the approval:
+    /// capturing is running the shell, so nothing is captured for a command nobody approved.
+    pub(crate) async fn login_snapshot(
+        &self,
+        shell: &str,
+        env: &[(OsString, OsString)],
+        placement: Placement,
+        writes: &SandboxWrites,
+    ) -> Option<SnapshotShell> {
+        let kind = SnapshotShell::of(shell)?;
+        if !self.snapshots.enabled() || placement == Placement::Unsandboxed(EscapeReason::ApprovedEscalation)
+        {
+            return None;
+        }
+        if let Some(found) = shell_in_writable_root(shell, env, writes) {
+            tracing::info!(
+                shell,
+                "no login snapshot: the shell could have been written by a sandboxed command ({})",
+                found.describe()
+            );
+            return None;
+        }
+        self.snapshot_file(kind, shell, env, placement).await.map(|_| kind)
+    }
+
+    /// The snapshot file of `shell` for commands placed at `placement`, captured under that placement when
+    /// missing or stale.
+    pub(crate) async fn snapshot_file(
+        &self,
+        kind: SnapshotShell,
+        shell: &str,
+        env: &[(OsString, OsString)],
+        placement: Placement,
+    ) -> Option<PathBuf> {
+        let key = SnapshotKey {
+            shell: kind,
+            shell_path: shell.to_owned(),
+            sandboxed: placement == Placement::Sandboxed,
+        };
+        self.snapshots.get(&key, env, || self.capture_snapshot(&key, env, placement)).await
+    }
+
+    /// Run the login shell with the capture script under `placement` and render the snapshot file's text.
+    pub(crate) async fn capture_snapshot(
+        &self,
+        key: &SnapshotKey,
+        env: &[(OsString, OsString)],
+        placement: Placement,
+    ) -> Result<Vec<u8>, String> {
+        let nonce = self.store.next_random();
+        let base = SpawnRequest {
+            argv: vec![
+                OsString::from(&key.shell_path),
+                OsString::from("-lc"),
+                OsString::from(capture_script(key.shell, nonce)),
+            ],
+            cwd: self.config.cwd.clone(),
+            env: env.to_vec(),
+            mode: IoMode::Pipes,
+            setup: Vec::new(),
+            pid_scope: Default::default(),
+        };
+        let mut started_with = Vec::new();
+        let (mut process, _) = self
+            .place_and_spawn(placement, base, |spawn| started_with.clone_from(&spawn.env))
+            .map_err(|e| e.to_string())?;
+        // What the placement set (the sandbox's variables, its package caches) it sets again for every command.
+        let last = |env: &[(OsString, OsString)], name: &OsString| {
+            env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone())
+        };
+        let mut pinned: Vec<OsString> = started_with
+            .iter()
+            .map(|(name, _)| name)
+            .filter(|name| last(&started_with, name) != last(env, name))
+            .cloned()
+            .collect();
+        pinned.dedup();
+        let end = end_marker(nonce);
+        let mut output = Vec::new();
+        let read = async {
+            loop {
+                match process.output.next_chunk().await {
+                    Ok(Some(chunk)) => {
+                        let from = output.len().saturating_sub(end.len());
+                        output.extend_from_slice(&chunk);
+                        if output[from..].windows(end.len()).any(|w| w == end.as_slice()) {
+                            return Ok(());
+                        }
+                        if output.len() > CAPTURE_MAX_BYTES {
+                            return Err(format!(
+                                "the login shell printed more than {CAPTURE_MAX_BYTES} bytes"
+                            ));
+                        }
+                    }
+                    Ok(None) => return Ok(()),
+                    Err(error) => return Err(error.to_string()),
+                }
+            }
+        };
+        let read = tokio::time::timeout(CAPTURE_DEADLINE, read).await;
+        // Nothing the startup files started outlives the capture.
+        let _ = process.control.kill_tree().await;
+        match read {
+            Ok(result) => result?,
+            Err(_) => return Err(format!("the login shell took longer than {CAPTURE_DEADLINE:?}")),
+        }
+        let captured = parse_capture(&output, nonce).map_err(|e| e.to_string())?;
+        log_startup_output(key, &captured.startup_output);
+        let own = env.iter().rev().find(|(name, _)| name == key.shell.loader_var()).map(|(_, v)| v);
+        Ok(render_bash(&captured, &started_with, &pinned, own, &self.config.env_policy))
+    }
+
+    /// `base` with the snapshot for `placement` as its shell's loader (`BASH_ENV`), when the command replays
+    /// one (`snapshot`). A snapshot that cannot be had at this point (an unsandboxed retry whose capture
+    /// failed) leaves the command without its login environment, logged.
+    pub(crate) async fn with_snapshot(
+        &self,
+        snapshot: Option<SnapshotShell>,
+        shell: &str,
+        placement: Placement,
+        mut base: SpawnRequest,
+    ) -> SpawnRequest {
+        let Some(kind) = snapshot else { return base };
+        match self.snapshot_file(kind, shell, &base.env, placement).await {
+            Some(path) => {
+                base.env.retain(|(name, _)| name != kind.loader_var());
+                base.env.push((OsString::from(kind.loader_var()), path.into_os_string()));
+            }
+            None => tracing::warn!(
+                ?placement,
+                "no login snapshot for this placement: the command runs without its login environment"
+            ),
+        }
+        base
+    }
 }

@@ -1,59 +1,72 @@
-//! Which paths a sandboxed command could have written or redirected, and what that means for how a command's
-//! shell starts (the I/O half of `uexec_domain::startup`).
+//! The I/O half of `uexec_domain::trust`: the facts behind "could a sandboxed command have written or chosen
+//! this?", gathered once per call, and the lookups of the paths asked about.
 //!
-//! [`writable_root_holding`] is the one check of "could a sandboxed command have planted this": the engine
-//! uses it for the shell's startup files, the `uexec` binary for its config file and its audit log.
+//! [`gather_writes`] names every directory sandboxed commands may have written (the domain's list, each root
+//! also in its canonical form); [`writable_by_sandbox`] looks a path up (`readlink` only, never an open) and asks
+//! the domain. The engine asks for the shell's startup files, the login snapshot's directory and shell, the
+//! known-safe rule and every command it places outside the sandbox; the `uexec` binary for its config file,
+//! audit log, token file and patch program.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
 use uexec_domain::SandboxPermissions;
+use uexec_domain::SandboxPolicy;
 use uexec_domain::command::is_known_safe_command;
-use uexec_domain::startup::{ShellStart, StartInput, possible_writable_roots, shell_start, startup_files};
+use uexec_domain::startup::{ShellStart, StartInput, shell_start, startup_files};
+use uexec_domain::trust::{InWritableRoot, SandboxWrites, WritableFacts};
 
 use crate::config::EngineConfig;
 
-/// Where a path meets a writable root: the root, and the place strictly inside it that the path's lookup
-/// passes through (the path itself, a symlink on the way, or a directory above it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InWritableRoot {
-    /// The writable root.
-    pub root: PathBuf,
-    /// The place inside it.
-    pub location: PathBuf,
+/// Every directory sandboxed commands may have written under `policy` with `workspace`, `$TMPDIR` = `tmpdir`
+/// and the sandbox's own directories `sandbox_dirs`, each root also in its canonical form.
+pub fn gather_writes(
+    policy: &SandboxPolicy,
+    workspace: &Path,
+    tmpdir: Option<&Path>,
+    sandbox_dirs: &[PathBuf],
+) -> SandboxWrites {
+    let facts = WritableFacts { policy, workspace, tmpdir, sandbox_dirs };
+    SandboxWrites::gather(&facts, |dir| std::fs::canonicalize(dir).ok())
 }
 
-impl InWritableRoot {
-    /// A sentence fragment for error messages.
-    pub fn describe(&self) -> String {
-        format!(
-            "its lookup passes through {}, which lies in the writable root {}",
-            self.location.display(),
-            self.root.display()
-        )
+/// [`gather_writes`] for a command of this engine with environment `env` (its `$TMPDIR`, read here once).
+pub(crate) fn writes_for(config: &EngineConfig, env: &[(OsString, OsString)]) -> SandboxWrites {
+    let tmpdir = crate::placement::tmpdir_of(env);
+    gather_writes(&config.sandbox_policy, &config.cwd, tmpdir.as_deref(), &config.sandbox_dirs())
+}
+
+/// Where the lookup of the absolute `path` meets a root of `writes`, if it does: every place the lookup passes
+/// through is compared (each component as it is reached, so a symlink or a directory inside a root counts even
+/// when it points elsewhere; each symlink's target; the final location). Only `readlink(2)` is called: no file
+/// is opened, so a planted FIFO or device cannot block the caller.
+pub fn writable_by_sandbox(path: &Path, writes: &SandboxWrites) -> Option<InWritableRoot> {
+    writes.holding(&lookup_locations(path))
+}
+
+/// The shell a command starts, when a sandboxed command could have written it: named by a path, that path's
+/// lookup; named bare, the first `PATH` directory of `env` that has it (a `PATH` directory in a writable root
+/// holds what a sandboxed command put there).
+pub(crate) fn shell_in_writable_root(
+    shell: &str,
+    env: &[(OsString, OsString)],
+    writes: &SandboxWrites,
+) -> Option<InWritableRoot> {
+    if shell.contains('/') {
+        return writable_by_sandbox(Path::new(shell), writes);
     }
+    let path = env.iter().rev().find(|(n, _)| n == "PATH").map(|(_, v)| v.clone())?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(shell))
+        .find(|candidate| candidate.is_absolute() && std::fs::metadata(candidate).is_ok_and(|m| !m.is_dir()))
+        .and_then(|found| writable_by_sandbox(&found, writes))
 }
 
-/// The writable root (of `roots`) that `path` lies in, if any.
-///
-/// Every place the lookup of the absolute `path` passes through is compared with every root, in both the
-/// root's given and its canonical form: each component as it is reached (so a symlink or a directory inside a
-/// root counts even when it points elsewhere), each symlink's target, and the final location. A place strictly
-/// inside a root is writable by sandboxed commands; the root itself is not (its entry lives in its parent).
-/// Only `readlink(2)` and `realpath(3)`-like lookups are made: no file is opened, so a planted FIFO or device
-/// cannot block the caller.
-pub fn writable_root_holding(path: &Path, roots: &[PathBuf]) -> Option<InWritableRoot> {
-    let roots: Vec<PathBuf> = roots
-        .iter()
-        .flat_map(|root| [root.clone(), std::fs::canonicalize(root).unwrap_or_else(|_| root.clone())])
-        .collect();
-    lookup_locations(path).into_iter().find_map(|location| {
-        roots
-            .iter()
-            .find(|root| location != **root && location.starts_with(root))
-            .map(|root| InWritableRoot { root: root.clone(), location: location.clone() })
-    })
+/// The repository a command in `cwd` works in, as git discovers it: the nearest directory at or above `cwd`
+/// with a `.git` entry (`lstat`, not followed). A prefix approval holds for this repository only.
+pub(crate) fn repository_of(cwd: &Path) -> Option<PathBuf> {
+    cwd.ancestors().find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok()).map(Path::to_path_buf)
 }
 
 /// One step of a path lookup.
@@ -110,18 +123,17 @@ pub(crate) fn lookup_locations(path: &Path) -> Vec<PathBuf> {
 }
 
 /// How the shell of a command with environment `env` starts under `config` (the rule of
-/// `uexec_domain::startup`): the startup files are checked against the possible writable roots.
+/// `uexec_domain::startup`): the startup files are checked against `writes`.
 pub(crate) fn decide_shell_start(
     config: &EngineConfig,
+    writes: &SandboxWrites,
     argv: &[String],
     login_requested: bool,
     permissions: SandboxPermissions,
     env: &[(OsString, OsString)],
 ) -> ShellStart {
     let var = |name: &str| env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
-    let tmpdir = crate::placement::tmpdir_of(env);
-    let roots = possible_writable_roots(&config.sandbox_policy, &config.cwd, tmpdir.as_deref());
-    let writable = startup_files(var).into_iter().find_map(|file| writable_root_holding(&file, &roots));
+    let writable = startup_files(var).into_iter().find_map(|file| writable_by_sandbox(&file, writes));
     if let Some(found) = &writable {
         tracing::debug!(root = %found.root.display(), location = %found.location.display(), "startup files writable");
     }
@@ -156,11 +168,12 @@ mod tests {
         let bound = (MAX_SYMLINK_HOPS + 1) * (base.components().count() + 1);
         assert!(lookup_locations(&base.join("loop")).len() <= bound, "a symlink loop ends");
         let root = base.join("a");
+        let writes = SandboxWrites::from_roots(vec![root.clone()]);
         assert_eq!(
-            writable_root_holding(&base.join("abs/f"), std::slice::from_ref(&root)),
+            writable_by_sandbox(&base.join("abs/f"), &writes),
             Some(InWritableRoot { root: root.clone(), location: base.join("a/f") })
         );
-        assert_eq!(writable_root_holding(&root, std::slice::from_ref(&root)), None, "a root is not inside");
+        assert_eq!(writable_by_sandbox(&root, &writes), None, "a root is not inside");
         std::fs::remove_dir_all(&base).unwrap();
     }
 

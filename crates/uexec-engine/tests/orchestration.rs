@@ -456,18 +456,36 @@ async fn untrusted_asks_for_git_where_sandboxed_commands_can_write_its_repositor
             "{reason}"
         );
     }
+    // Outside every place a sandboxed command may ever have written (whatever today's mode: files written
+    // under workspace-write yesterday are still there), git runs without asking; in the workspace it asks even
+    // under read-only.
+    let outside = PathBuf::from(format!("/var/tmp/uexec-orchestration-git-{}", std::process::id()));
+    std::fs::create_dir_all(&outside).unwrap();
     for cmd in ["git status", "ls && git log -n 1"] {
         let mut cfg = config(ApprovalPolicy::Untrusted, SandboxPolicy::ReadOnly { network_access: false });
         cfg.cwd = tmp.clone();
-        let engine = engine(
+        let outside_engine = engine(
             cfg,
             spawner(vec![Script::exits("", 0)], Arc::default()),
             sandbox_ok(Arc::default()),
             approver_never(),
             Events::default(),
         );
-        engine.exec_command(exec(cmd)).await.unwrap();
+        let request = ExecCommandRequest { workdir: Some(outside.clone()), ..exec(cmd) };
+        outside_engine.exec_command(request).await.unwrap();
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let mut cfg = config(ApprovalPolicy::Untrusted, SandboxPolicy::ReadOnly { network_access: false });
+        cfg.cwd = tmp.clone();
+        let in_workspace = engine(
+            cfg,
+            no_spawn(),
+            sandbox_never(),
+            approver(ReviewDecision::Denied, 1, Arc::clone(&asked)),
+            Events::default(),
+        );
+        assert_eq!(in_workspace.exec_command(exec(cmd)).await.unwrap_err(), ExecError::Rejected, "{cmd}");
     }
+    std::fs::remove_dir_all(&outside).unwrap();
     // A PATH directory in a writable root makes even `ls` ask: a sandboxed command could plant `ls` there.
     let asked = Arc::new(Mutex::new(Vec::new()));
     let mut cfg = config(ApprovalPolicy::Untrusted, SANDBOXED());
@@ -2016,4 +2034,182 @@ async fn an_unsandboxed_spawn_is_not_retried_on_a_setup_failure() {
     );
     assert!(engine.exec_command(exec("ls")).await.is_err());
     assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
+/// A fresh directory outside every place sandboxed commands may write (`/var/tmp` is none of them).
+fn outside_dir(name: &str) -> PathBuf {
+    let dir = PathBuf::from(format!("/var/tmp/uexec-orch-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::canonicalize(dir).unwrap()
+}
+
+/// A prefix approval covers the prefix in the working directory and repository where it was given: the same
+/// prefix in another repository (one a sandboxed command could have set up under `/tmp`) asks again, and so does
+/// a form of the prefix that runs other code. Its twin, the same command in the same place, runs unasked.
+#[tokio::test(start_paused = true)]
+async fn a_prefix_approval_holds_only_where_it_was_given_and_never_for_code_running_forms() {
+    let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap();
+    let other = tmp.join(format!("uexec-orch-other-repo-{}", std::process::id()));
+    std::fs::create_dir_all(other.join(".git")).unwrap();
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::new(Spawned::default());
+    let engine = engine(
+        config(ApprovalPolicy::OnRequest, SANDBOXED()),
+        spawner(vec![Script::exits("", 0)], Arc::clone(&record)),
+        sandbox_ok(Arc::default()),
+        approver(ReviewDecision::ApprovedPrefixForSession, 4, Arc::clone(&asked)),
+        Events::default(),
+    );
+    let escalated = |cmd: &str, prefix: Option<&[&str]>, workdir: Option<&PathBuf>| ExecCommandRequest {
+        sandbox_permissions: SandboxPermissions::RequireEscalated,
+        prefix_rule: prefix.map(|p| p.iter().map(|w| (*w).to_owned()).collect()),
+        workdir: workdir.cloned(),
+        ..exec(cmd)
+    };
+    engine.exec_command(escalated("git status", Some(&["git", "status"]), None)).await.unwrap();
+    // The twin: the same place, a longer form: covered.
+    engine.exec_command(escalated("git status --short", None, None)).await.unwrap();
+    assert_eq!(asked.lock().unwrap().len(), 1);
+    // Another repository: asked.
+    engine.exec_command(escalated("git status", None, Some(&other))).await.unwrap();
+    assert_eq!(asked.lock().unwrap().len(), 2);
+    assert_eq!(asked.lock().unwrap()[1].cwd, other);
+    // A form that runs other code: asked, and a bare `git` is never offered.
+    engine.exec_command(escalated("git status --exec=x", None, None)).await.unwrap();
+    engine.exec_command(escalated("git -c alias.x=!sh x", Some(&["git"]), None)).await.unwrap();
+    let asked = asked.lock().unwrap();
+    assert_eq!(asked.len(), 4);
+    assert_eq!(asked[3].prefix_offer, None);
+    std::fs::remove_dir_all(&other).unwrap();
+}
+
+/// A command placed outside the sandbox gets no PATH directory a sandboxed command could have written (an active
+/// `.venv/bin` in the workspace), and the question says so; a program named by a path in a writable root is
+/// named in the question. The twin, a PATH outside every writable root, is left as it is and says nothing.
+#[tokio::test(start_paused = true)]
+async fn an_escalation_drops_plantable_path_entries_and_names_a_plantable_program() {
+    let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap();
+    let venv = tmp.join(format!("uexec-orch-venv-{}", std::process::id()));
+    std::fs::create_dir_all(venv.join("bin")).unwrap();
+    std::fs::write(venv.join("bin/git"), "#!/bin/sh\n").unwrap();
+    let safe = outside_dir("safe-bin");
+    let path = format!("{}:{}:/usr/bin:/bin", venv.join("bin").display(), safe.display());
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::new(Spawned::default());
+    let mut cfg = config(ApprovalPolicy::OnRequest, SANDBOXED());
+    cfg.base_env.push((OsString::from("PATH"), OsString::from(&path)));
+    let escalating = engine(
+        cfg,
+        spawner(vec![Script::exits("", 0)], Arc::clone(&record)),
+        sandbox_never(),
+        approver(ReviewDecision::Approved, 2, Arc::clone(&asked)),
+        Events::default(),
+    );
+    let escalated = |cmd: &str| ExecCommandRequest {
+        sandbox_permissions: SandboxPermissions::RequireEscalated,
+        workdir: Some(safe.clone()),
+        ..exec(cmd)
+    };
+    escalating.exec_command(escalated("git status --short")).await.unwrap();
+    let spawned_path = |n: usize| {
+        let requests = record.requests.lock().unwrap();
+        requests[n].env.iter().rev().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap()
+    };
+    assert_eq!(spawned_path(0), OsString::from(format!("{}:/usr/bin:/bin", safe.display())));
+    let reason = asked.lock().unwrap()[0].reason.clone().unwrap();
+    assert!(
+        reason.contains("Left out of its environment") && reason.contains(&venv.display().to_string()),
+        "{reason}"
+    );
+    // A program named by its path in a writable root is named in the question.
+    escalating.exec_command(escalated(&format!("{}/bin/git status", venv.display()))).await.unwrap();
+    let reason = asked.lock().unwrap()[1].reason.clone().unwrap();
+    assert!(
+        reason.contains("Beware: the program") && reason.contains("can be written by sandboxed"),
+        "{reason}"
+    );
+
+    // The twin: nothing plantable on PATH, nothing left out, nothing to beware of.
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::new(Spawned::default());
+    let mut cfg = config(ApprovalPolicy::OnRequest, SANDBOXED());
+    let clean = format!("{}:/usr/bin:/bin", safe.display());
+    cfg.base_env.push((OsString::from("PATH"), OsString::from(&clean)));
+    let twin = engine(
+        cfg,
+        spawner(vec![Script::exits("", 0)], Arc::clone(&record)),
+        sandbox_never(),
+        approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
+        Events::default(),
+    );
+    twin.exec_command(escalated("ls")).await.unwrap();
+    let requests = record.requests.lock().unwrap();
+    let path = requests[0].env.iter().rev().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap();
+    assert_eq!(path, OsString::from(&clean));
+    let reason = asked.lock().unwrap()[0].reason.clone().unwrap_or_default();
+    assert!(!reason.contains("Left out") && !reason.contains("Beware"), "{reason}");
+    std::fs::remove_dir_all(&venv).unwrap();
+    std::fs::remove_dir_all(&safe).unwrap();
+}
+
+/// Capturing a login snapshot runs the shell: nothing is spawned before the person approves (a denied command
+/// with snapshots on spawns nothing, not even the capture), and a shell a sandboxed command could have written
+/// is never captured. The twin: an approved command with a trusted shell is captured after the approval.
+#[tokio::test(start_paused = true)]
+async fn no_login_snapshot_before_the_approval_nor_for_a_planted_shell() {
+    let state = outside_dir("snapshots");
+    let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap();
+    let planted = tmp.join(format!("uexec-orch-bash-{}", std::process::id()));
+    std::fs::create_dir_all(&planted).unwrap();
+    std::fs::write(planted.join("bash"), "#!/bin/sh\n").unwrap();
+    let planted_shell = planted.join("bash").display().to_string();
+    let with_snapshots = || {
+        let mut cfg = config(ApprovalPolicy::Untrusted, SANDBOXED());
+        cfg.snapshot_dir = Some(state.clone());
+        cfg
+    };
+    // Denied: nothing at all is spawned.
+    let denied = engine(
+        with_snapshots(),
+        no_spawn(),
+        sandbox_never(),
+        approver(ReviewDecision::Denied, 1, Arc::default()),
+        Events::default(),
+    );
+    let request = ExecCommandRequest { shell: Some(planted_shell.clone()), ..exec("touch x") };
+    assert_eq!(denied.exec_command(request.clone()).await.unwrap_err(), ExecError::Rejected);
+    // Approved with the planted shell: the command itself runs (a login shell), no capture first.
+    let record = Arc::new(Spawned::default());
+    let approved = engine(
+        with_snapshots(),
+        spawner(vec![Script::exits("", 0)], Arc::clone(&record)),
+        sandbox_ok(Arc::default()),
+        approver(ReviewDecision::Approved, 1, Arc::default()),
+        Events::default(),
+    );
+    approved.exec_command(request).await.unwrap();
+    {
+        let requests = record.requests.lock().unwrap();
+        assert_eq!(requests.len(), 1, "no capture for a planted shell");
+        assert_eq!(requests[0].argv[1], OsString::from("-lc"));
+    }
+    // The twin: a system shell is captured, after the approval, before the command.
+    let record = Arc::new(Spawned::default());
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let trusted = engine(
+        with_snapshots(),
+        spawner(vec![Script::exits("", 0)], Arc::clone(&record)),
+        sandbox_ok(Arc::default()),
+        approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
+        Events::default(),
+    );
+    let _ =
+        trusted.exec_command(ExecCommandRequest { shell: Some("/bin/bash".into()), ..exec("touch x") }).await;
+    let requests = record.requests.lock().unwrap();
+    assert!(requests.len() >= 2, "the capture, then the command: {requests:?}");
+    assert_eq!(asked.lock().unwrap()[0].command[1], "-lc", "the person approves the login shell");
+    drop(requests);
+    std::fs::remove_dir_all(&planted).unwrap();
+    let _ = std::fs::remove_dir_all(&state);
 }

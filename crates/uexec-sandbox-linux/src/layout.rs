@@ -54,8 +54,9 @@ pub(crate) struct FsLayout {
 const WRITABLE_FILES: [&str; 2] = ["/dev/null", "/dev/tty"];
 
 /// POSIX shared memory (`shm_open`, `sem_open`: Python's `multiprocessing` locks and queues, many test runners).
-/// A tmpfs as shared as `/tmp`, so it is writable exactly when `/tmp` is.
-const SHM_DIR: &str = "/dev/shm";
+/// A tmpfs as shared as `/tmp`, so it is writable exactly when `/tmp` is; `uexec_domain::trust` counts it among
+/// the places sandboxed commands write.
+const SHM_DIR: &str = uexec_domain::trust::SHARED_MEMORY_DIR;
 
 impl FsLayout {
     /// Work out the layout of `policy` for a command in `cwd` with `$TMPDIR` = `tmpdir`.

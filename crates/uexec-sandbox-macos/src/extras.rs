@@ -1,71 +1,164 @@
-//! What the app adds to a generated profile: hidden secret locations (`deny file-read*` on each, passed as
-//! `HIDDEN_i` parameters like every path) and, in domain-allowlist mode, a network part that reaches only the
-//! uexec proxy's port on localhost.
+//! What the app adds to a generated profile: hidden secret locations (`deny file-read* file-write*` on each,
+//! under every spelling, passed as `HIDDEN_i` / `HIDDEN_i_ANY` parameters like every path), the keychain when
+//! the person opts in, and, in domain-allowlist mode, a network part that reaches only the uexec proxy's port
+//! and loopback.
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use uexec_domain::hidden::{DirLister, EntryKind, HiddenPaths, check_directories, expand};
+use uexec_domain::hidden::{DirLister, EntryKind, HiddenPaths, HiddenPattern, check_directories, expand};
 use uexec_ports::SandboxError;
 
-use crate::profile::{NETWORK_PROFILE, SeatbeltLaunch};
+use crate::profile::{NETWORK_PROFILE, SeatbeltLaunch, ancestors_in_roots, any_param};
+use crate::spelling::any_spelling;
 
-/// The network part for allowlist mode: only TCP to the proxy on localhost (`PORT` is replaced by the number).
-pub const PROXY_PROFILE: &str = "; --- Network through the uexec proxy only ------------------------------------------------------------\n\
-; Domain-allowlist mode: the only network operation is a TCP connection to the proxy uexec serves on this\n\
-; port of localhost; every other address, UDP and DNS included, stays refused by (deny default).\n\
-(allow network-outbound (remote tcp \"localhost:PORT\"))\n";
+/// The network part for allowlist mode (`PORT` is replaced by the proxy's port).
+pub const PROXY_PROFILE: &str = include_str!("seatbelt_proxy.sbpl");
+
+/// The keychain, for a person who opts in (`macos_keychain = true`).
+pub const KEYCHAIN_PROFILE: &str = "\n; --- The keychain (the person opted in: macos_keychain = true) ------------------------------------------\n\
+; securityd hands out stored passwords and tokens to whoever asks (git credential-osxkeychain get, security\n\
+; find-generic-password -w), without a prompt for items the person's tools created.\n\
+(allow mach-lookup\n  (global-name \"com.apple.SecurityServer\")\n  (global-name \"com.apple.securityd.xpc\"))\n";
+
+/// The macOS secret stores hidden with the defaults (`uexec_domain::hidden::DEFAULT_SECRETS`), under the home:
+/// the keychains (the legacy login keychain and the data-protection keychain's files), every browser's cookie
+/// and password stores (Safari's cookies are plain files; Chromium-family and Firefox profiles hold cookies,
+/// saved logins and session tokens), Mail and Messages data.
+pub const MACOS_SECRETS: [&str; 15] = [
+    "~/Library/Keychains",
+    "~/Library/Cookies",
+    "~/Library/Safari",
+    "~/Library/Containers/com.apple.Safari",
+    "~/Library/Application Support/Google/Chrome",
+    "~/Library/Application Support/Chromium",
+    "~/Library/Application Support/BraveSoftware",
+    "~/Library/Application Support/Microsoft Edge",
+    "~/Library/Application Support/Vivaldi",
+    "~/Library/Application Support/Arc",
+    "~/Library/Application Support/Firefox",
+    "~/Library/Mail",
+    "~/Library/Containers/com.apple.mail",
+    "~/Library/Messages",
+    "~/Library/Group Containers/group.com.apple.notes",
+];
+
+/// `hidden` with [`MACOS_SECRETS`] added when it holds every default pattern (`hide_secrets` is on): the
+/// macOS stores join the defaults and leave with them.
+pub fn with_macos_secrets(hidden: &HiddenPaths) -> HiddenPaths {
+    let defaults = HiddenPattern::defaults();
+    if defaults.is_empty() || !defaults.iter().all(|d| hidden.patterns.contains(d)) {
+        return hidden.clone();
+    }
+    let mut out = hidden.clone();
+    for text in MACOS_SECRETS {
+        if let Ok(pattern) = HiddenPattern::parse(text)
+            && !out.patterns.contains(&pattern)
+        {
+            out.patterns.push(pattern);
+        }
+    }
+    out
+}
 
 /// The name of hidden path `i`'s parameter.
 pub fn hidden_param(i: usize) -> String {
     format!("HIDDEN_{i}")
 }
 
-/// Add `hidden` (canonical paths) and, when `proxy_port` is set and the profile enables the network, the
-/// proxy-only network part to `launch`. Paths only travel as parameters.
-pub fn extend_launch(
-    mut launch: SeatbeltLaunch,
-    hidden: &[PathBuf],
-    proxy_port: Option<u16>,
-) -> SeatbeltLaunch {
+/// The name of the `k`-th ancestor of a hidden path that lies in a writable root.
+fn hidden_ancestor_param(k: usize) -> String {
+    format!("HIDDEN_ANCESTOR_{k}")
+}
+
+/// What [`extend_launch`] adds.
+#[derive(Debug, Clone, Default)]
+pub struct Extras<'a> {
+    /// Canonical hidden paths.
+    pub hidden: &'a [PathBuf],
+    /// Domain-allowlist mode: the proxy's port.
+    pub proxy_port: Option<u16>,
+    /// The person opted in to the keychain.
+    pub keychain: bool,
+}
+
+/// Add `extras` to `launch`: the proxy-only network part in place of the open one (when the profile enables the
+/// network), the keychain, and last the hidden locations. Paths only travel as parameters.
+pub fn extend_launch(mut launch: SeatbeltLaunch, extras: &Extras<'_>) -> SeatbeltLaunch {
+    let hidden = extras.hidden;
     let mut profile = launch.profile.clone();
-    if let Some(port) = proxy_port
+    if let Some(port) = extras.proxy_port
         && profile.contains(NETWORK_PROFILE)
     {
         profile = profile.replace(NETWORK_PROFILE, &PROXY_PROFILE.replace("PORT", &port.to_string()));
     }
+    if extras.keychain {
+        profile.push_str(KEYCHAIN_PROFILE);
+    }
+    let ancestors = ancestors_in_roots(hidden, &launch.writable_roots());
     if !hidden.is_empty() {
         profile.push_str(
-            "\n; --- Hidden secret locations (canonical paths, passed as -D parameters) ------------------------------\n\
-             ; Last rule wins: these override the reads everywhere allowed above.\n(deny file-read* file-write*",
+            "\n; --- Hidden secret locations (canonical paths and every spelling, passed as -D parameters) ----------\n\
+             ; Last rule wins: these override the reads everywhere allowed above. /.vol/<volume>/<inode> opens a file\n\
+             ; by number, so it is closed too.\n(deny file-read* file-write*",
         );
         for i in 0..hidden.len() {
-            let _ = write!(profile, "\n  (subpath (param \"{}\"))", hidden_param(i));
+            let name = hidden_param(i);
+            let _ = write!(
+                profile,
+                "\n  (subpath (param \"{name}\"))\n  (regex (param \"{}\"))",
+                any_param(&name)
+            );
         }
-        profile.push_str(")\n");
+        profile.push_str("\n  (regex #\"^/\\.[Vv][Oo][Ll]/\"))\n");
         // Connecting to a unix socket is a network operation to Seatbelt, not a read: a hidden agent socket
         // (`SSH_AUTH_SOCK`) stays unreachable with the network on as well.
         profile.push_str("(deny network-outbound");
         for i in 0..hidden.len() {
-            let _ = write!(profile, "\n  (remote unix-socket (subpath (param \"{}\")))", hidden_param(i));
+            let name = hidden_param(i);
+            let _ = write!(
+                profile,
+                "\n  (remote unix-socket (subpath (param \"{name}\")))\n  (remote unix-socket (path-regex (param \"{}\")))",
+                any_param(&name)
+            );
         }
         profile.push_str(")\n");
+        if !ancestors.is_empty() {
+            profile.push_str(
+                "; No directory above a hidden location that lies in a writable root can be renamed or removed (a\n\
+                 ; renamed parent would carry it to a path no rule names).\n(deny file-write-unlink",
+            );
+            for k in 0..ancestors.len() {
+                let _ = write!(profile, "\n  (regex (param \"{}\"))", hidden_ancestor_param(k));
+            }
+            profile.push_str(")\n");
+        }
+    }
+    let mut added: Vec<(String, OsString)> = Vec::new();
+    for (i, path) in hidden.iter().enumerate() {
+        added.push((hidden_param(i), path.clone().into_os_string()));
+    }
+    for (i, path) in hidden.iter().enumerate() {
+        added.push((any_param(&hidden_param(i)), OsString::from(any_spelling(path, true))));
+    }
+    for (k, ancestor) in ancestors.iter().enumerate() {
+        added.push((hidden_ancestor_param(k), OsString::from(any_spelling(ancestor, false))));
     }
     let first_param = 3;
     let end_of_params = first_param + launch.params.len();
-    let mut argv: Vec<OsString> = Vec::with_capacity(launch.argv.len() + hidden.len());
+    let mut argv: Vec<OsString> = Vec::with_capacity(launch.argv.len() + added.len());
     argv.extend(launch.argv[..2].iter().cloned());
     argv.push(OsString::from(profile.as_str()));
     argv.extend(launch.argv[first_param..end_of_params].iter().cloned());
-    for (i, path) in hidden.iter().enumerate() {
-        let mut arg = OsString::from(format!("-D{}=", hidden_param(i)));
-        arg.push(path.as_os_str());
+    for (name, value) in &added {
+        let mut arg = OsString::from(format!("-D{name}="));
+        arg.push(value);
         argv.push(arg);
-        launch.params.push((hidden_param(i), path.clone().into_os_string()));
     }
     argv.extend(launch.argv[end_of_params..].iter().cloned());
+    launch.params.extend(added);
     launch.profile = profile;
     launch.argv = argv;
     launch
@@ -168,10 +261,13 @@ mod tests {
         let policy = SandboxPolicy::ReadOnly { network_access: true };
         let argv = vec![OsString::from("cat"), OsString::from("x")];
         let launch = build_launch(&policy, &ws, None, &argv, &crate::RealFs).unwrap();
-        let launch = extend_launch(launch, &hidden, Some(41234));
-        assert!(launch.profile.contains("(allow network-outbound (remote tcp \"localhost:41234\"))"));
-        assert!(!launch.profile.contains("(allow network*)"), "{}", launch.profile);
+        let launch =
+            extend_launch(launch, &Extras { hidden: &hidden, proxy_port: Some(41234), keychain: false });
+        assert!(launch.profile.contains("(allow network-outbound (remote ip \"localhost:41234\"))"));
+        assert!(!launch.profile.contains("(remote ip \"*:*\")"), "{}", launch.profile);
+        assert!(!launch.profile.contains("mDNSResponder\")))"), "no DNS in allowlist mode");
         assert!(launch.profile.contains("(deny file-read* file-write*\n  (subpath (param \"HIDDEN_0\"))"));
+        assert!(launch.profile.contains("(regex (param \"HIDDEN_0_ANY\"))"));
         assert!(launch.profile.contains("(subpath (param \"HIDDEN_2\"))"));
         assert!(
             launch
@@ -188,8 +284,8 @@ mod tests {
         assert!(launch.argv[..dash].contains(&expected));
         // The twin: without extras, the open network part stays and nothing is denied.
         let plain = build_launch(&policy, &ws, None, &argv, &crate::RealFs).unwrap();
-        let same = extend_launch(plain.clone(), &[], None);
+        let same = extend_launch(plain.clone(), &Extras::default());
         assert_eq!(same, plain);
-        assert!(plain.profile.contains("(allow network*)"));
+        assert!(plain.profile.contains("(allow network-outbound (remote ip \"*:*\"))"));
     }
 }

@@ -45,9 +45,14 @@
 //! assert!(launch.profile.contains("(param \"WRITABLE_ROOT_0\")"));
 //! assert!(!launch.profile.contains(&*workspace.path().to_string_lossy()));
 //! assert_eq!(launch.argv[launch.argv.len() - 2..], argv[..]);
-//! // The workspace is the one writable root; its `.git` and `.uexec` stay read-only.
+//! // The workspace is the one writable root; it has no `.git` or `.uexec` yet, so nothing in it is read-only
+//! // (`git init` works) and the report says so; once `.git` exists, it is.
 //! assert_eq!(launch.writable_root_count(), 1);
-//! assert_eq!(launch.read_only_subpath_count(), 2);
+//! assert_eq!(launch.read_only_subpath_count(), 0);
+//! assert_eq!(launch.absent.len(), 2);
+//! std::fs::create_dir(workspace.path().join(".git"))?;
+//! let launch = SeatbeltSandbox::for_inspection().launch(&policy, workspace.path(), None, &argv)?;
+//! assert_eq!(launch.read_only_subpath_count(), 1);
 //!
 //! // The enforcing adapter refuses where `sandbox-exec` cannot run, instead of running unsandboxed.
 //! assert_eq!(SeatbeltSandbox::default().unavailable_reason().is_none(), cfg!(target_os = "macos"));
@@ -57,10 +62,14 @@
 #![forbid(unsafe_code)]
 
 mod extras;
+mod nested;
 mod paths;
 mod profile;
 mod sandbox;
+mod spelling;
 
+pub use extras::{Extras, MACOS_SECRETS, extend_launch};
+pub use nested::nested_sandbox_hint;
 pub use paths::{PathResolver, RealFs};
 pub use profile::{SANDBOX_EXEC, SeatbeltLaunch, build_launch};
 pub use sandbox::SeatbeltSandbox;

@@ -38,6 +38,12 @@ pub trait PathResolver: Send + Sync + std::fmt::Debug {
 
     /// True when `path` itself is a regular file (`lstat`: a symlink is not).
     fn is_regular_file(&self, path: &Path) -> bool;
+
+    /// True when something exists at `path` itself (`lstat`: a dangling symlink exists). By default: a symlink
+    /// or a path that canonicalises.
+    fn entry_exists(&self, path: &Path) -> bool {
+        self.symlink_target(path).is_some() || self.canonicalize(path).is_ok()
+    }
 }
 
 /// The real filesystem, through `std::fs`.
@@ -88,6 +94,10 @@ impl PathResolver for RealFs {
 
     fn is_regular_file(&self, path: &Path) -> bool {
         std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_file())
+    }
+
+    fn entry_exists(&self, path: &Path) -> bool {
+        std::fs::symlink_metadata(path).is_ok()
     }
 }
 

@@ -1,24 +1,31 @@
 //! Seatbelt profile generation: from a sandbox policy to the profile text, its `-D` parameters and the
 //! `sandbox-exec` command line. Pure apart from the [`PathResolver`] it is given, and identical on every OS.
 //!
-//! How the profile is put together, in order:
-//! 1. the base profile (`seatbelt_base.sbpl`): deny by default; process, terminal, system-information and
-//!    system-service allowances every command needs; reads everywhere;
-//! 2. the writable roots: one `(allow file-write* ...)` whose alternatives are `WRITABLE_ROOT_i` minus its
-//!    read-only subpaths `WRITABLE_ROOT_i_RO_j`; nothing for `read-only`;
-//! 3. the network part (`seatbelt_network.sbpl`), only when the policy enables network access.
+//! How the profile is put together, in order (Seatbelt applies the *last* rule that matches an operation, so
+//! every denial comes after the allowances it overrides):
+//! 1. the base profile (`seatbelt_base.sbpl`): deny by default; process, terminal, system-information,
+//!    system-service and IPC allowances every command needs; reads everywhere;
+//! 2. the writable roots: one `(allow file-write* ...)` listing `WRITABLE_ROOT_i`, and Unix sockets (bind and
+//!    connect) beneath them; nothing for `read-only`;
+//! 3. the network part (`seatbelt_network.sbpl`), only when the policy enables network access;
+//! 4. the denials (`seatbelt_denials.sbpl`, then generated): the person's own servers' sockets; every read-only
+//!    entry `WRITABLE_ROOT_i_RO_j`, under its canonical spelling and under every spelling the kernel may report
+//!    (`WRITABLE_ROOT_i_RO_j_ANY`, a regular expression: firmlinks, case; see `spelling`); and no unlink or
+//!    rename of the directories above them that lie in a writable root (`PROTECTED_ANCESTOR_k`).
 //!
 //! Invariants:
 //! - A path never appears in the profile text. The text depends only on the policy's mode, its network switch
-//!   and how many roots and read-only subpaths there are; paths travel as `-DNAME=value` arguments, so quotes,
-//!   parentheses, newlines or non-UTF-8 bytes in a path cannot change the policy.
+//!   and how many roots, read-only entries and ancestors there are; paths travel as `-DNAME=value` arguments,
+//!   so quotes, parentheses, newlines or non-UTF-8 bytes in a path cannot change the policy.
 //! - Every path is canonical (`/tmp` is `/private/tmp`, symlinks are resolved), because Seatbelt matches the
-//!   paths the kernel resolved.
-//! - A path under any read-only subpath is never writable, even through another writable root that contains
-//!   it (nested roots).
-//! - A read-only subpath never freezes more than itself: it is a root's `.git` or `.uexec` (a symlink there is
-//!   protected as the link, never its target), or a gitdir that is no writable root, contains none and lies in
-//!   the root its `.git` belongs to (`uexec_domain::gitdir::gitdir_protection`).
+//!   paths the kernel resolved; rules that deny also match every other spelling of it.
+//! - A path under any read-only entry is never writable, even through another writable root that contains it
+//!   (nested roots), and no directory above one can be renamed or removed from inside a writable root (a
+//!   renamed parent would carry the entry to a path no rule names: `mv ws w2; echo > w2/.git/hooks/x; mv w2 ws`).
+//! - A read-only entry never freezes more than itself: it is a root's `.git` or `.uexec` that exists (a symlink
+//!   there is protected as the link, never its target; an absent one is not protected, as on Linux, so `git
+//!   init` works), or a gitdir that is no writable root, contains none and lies in the root its `.git` belongs
+//!   to (`uexec_domain::gitdir::gitdir_protection`).
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -28,9 +35,10 @@ use uexec_domain::SandboxPolicy;
 use uexec_ports::SandboxError;
 
 use uexec_domain::gitdir::GitFileProblem;
-use uexec_domain::{GitEntry, PROTECTED_SUBDIRS};
+use uexec_domain::{GitEntry, PROTECTED_SUBDIRS, WritableRoot};
 
 use crate::paths::{PathResolver, canonical_existing, protected_gitdir};
+use crate::spelling::any_spelling;
 
 /// The program that applies a profile and execs the command. An absolute path, so `PATH` cannot substitute it.
 pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
@@ -41,6 +49,9 @@ pub(crate) const BASE_PROFILE: &str = include_str!("seatbelt_base.sbpl");
 /// The part appended when the policy enables network access.
 pub(crate) const NETWORK_PROFILE: &str = include_str!("seatbelt_network.sbpl");
 
+/// The fixed denials appended after the network part.
+pub(crate) const DENIALS_PROFILE: &str = include_str!("seatbelt_denials.sbpl");
+
 /// The width of the section header lines, as in the data files.
 const HEADER_WIDTH: usize = 109;
 
@@ -50,7 +61,9 @@ pub struct SeatbeltLaunch {
     /// The SBPL profile text (what `-p` receives).
     pub profile: String,
     /// The profile's parameters, in the order they appear on the command line: `WRITABLE_ROOT_0`,
-    /// `WRITABLE_ROOT_0_RO_0`, ..., `WRITABLE_ROOT_1`, ... Values are canonical paths, byte for byte.
+    /// `WRITABLE_ROOT_0_RO_0`, ..., `WRITABLE_ROOT_1`, ... (canonical paths, byte for byte), then
+    /// `WRITABLE_ROOT_i_RO_j_ANY` and `PROTECTED_ANCESTOR_k` (ASCII regular expressions matching every spelling
+    /// of an entry and of a directory above one), then what the app adds (`HIDDEN_i`, ...).
     pub params: Vec<(String, OsString)>,
     /// The whole command line: `/usr/bin/sandbox-exec -p <profile> -DNAME=value ... -- <original argv>`.
     pub argv: Vec<OsString>,
@@ -58,19 +71,46 @@ pub struct SeatbeltLaunch {
     /// targets, gitdirs that are or contain a writable root or lie outside their own root, unreadable `.git`
     /// files (`docs/sandbox.md`, P4).
     pub ignored: Vec<String>,
+    /// The `.git` and `.uexec` entries of the writable roots that do not exist, so are not protected (as on
+    /// Linux: `git init` must work in a fresh workspace), for the report.
+    pub absent: Vec<PathBuf>,
 }
 
 impl SeatbeltLaunch {
     /// How many writable roots the profile grants.
     pub fn writable_root_count(&self) -> usize {
-        self.params.iter().filter(|(name, _)| !name.contains("_RO_")).count()
+        self.params.iter().filter(|(name, _)| is_root_param(name)).count()
     }
 
     /// How many read-only subpaths the profile carves out of the writable roots.
     pub fn read_only_subpath_count(&self) -> usize {
-        self.params.len() - self.writable_root_count()
+        self.params.iter().filter(|(name, _)| is_read_only_param(name)).count()
+    }
+
+    /// The writable roots (canonical), in order.
+    pub fn writable_roots(&self) -> Vec<PathBuf> {
+        self.params.iter().filter(|(name, _)| is_root_param(name)).map(|(_, v)| PathBuf::from(v)).collect()
     }
 }
+
+/// `WRITABLE_ROOT_<digits>`.
+fn is_root_param(name: &str) -> bool {
+    name.strip_prefix("WRITABLE_ROOT_").is_some_and(all_digits)
+}
+
+/// `WRITABLE_ROOT_<digits>_RO_<digits>`.
+fn is_read_only_param(name: &str) -> bool {
+    name.strip_prefix("WRITABLE_ROOT_")
+        .and_then(|rest| rest.split_once("_RO_"))
+        .is_some_and(|(i, j)| all_digits(i) && all_digits(j))
+}
+
+fn all_digits(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The roots, what was not followed (for the report) and the absent entries.
+type Layout = (Vec<ProfileRoot>, Vec<String>, Vec<PathBuf>);
 
 /// A writable root as the profile sees it: canonical, with every read-only spelling inside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,16 +142,25 @@ pub fn build_launch(
     if argv.is_empty() {
         return Err(SandboxError::EmptyCommand);
     }
-    let (roots, ignored) = profile_roots(policy, cwd, tmpdir, resolver)?;
+    let (roots, ignored, absent) = profile_roots(policy, cwd, tmpdir, resolver)?;
     let shape: Vec<usize> = roots.iter().map(|r| r.read_only.len()).collect();
-    let profile = render_profile(policy, &shape);
+    let canonical_roots: Vec<PathBuf> = roots.iter().map(|r| r.root.clone()).collect();
+    let entries: Vec<PathBuf> = roots.iter().flat_map(|r| r.read_only.iter().cloned()).collect();
+    let ancestors = ancestors_in_roots(&entries, &canonical_roots);
+    let profile = render_profile(policy, &shape, ancestors.len());
 
     let mut params = Vec::new();
+    let mut spellings = Vec::new();
     for (i, root) in roots.into_iter().enumerate() {
         params.push((root_param(i), root.root.into_os_string()));
         for (j, ro) in root.read_only.into_iter().enumerate() {
+            spellings.push((any_param(&read_only_param(i, j)), OsString::from(any_spelling(&ro, true))));
             params.push((read_only_param(i, j), ro.into_os_string()));
         }
+    }
+    params.extend(spellings);
+    for (k, ancestor) in ancestors.iter().enumerate() {
+        params.push((ancestor_param(k), OsString::from(any_spelling(ancestor, false))));
     }
 
     let mut full = Vec::with_capacity(4 + params.len() + argv.len());
@@ -125,7 +174,7 @@ pub fn build_launch(
     }
     full.push(OsString::from("--"));
     full.extend(argv.iter().cloned());
-    Ok(SeatbeltLaunch { profile, params, argv: full, ignored })
+    Ok(SeatbeltLaunch { profile, params, argv: full, ignored, absent })
 }
 
 /// The name of root `i`'s parameter.
@@ -138,21 +187,71 @@ fn read_only_param(i: usize, j: usize) -> String {
     format!("WRITABLE_ROOT_{i}_RO_{j}")
 }
 
+/// The name of the every-spelling expression of the parameter `name`.
+pub(crate) fn any_param(name: &str) -> String {
+    format!("{name}_ANY")
+}
+
+/// The name of the `k`-th protected ancestor's parameter.
+fn ancestor_param(k: usize) -> String {
+    format!("PROTECTED_ANCESTOR_{k}")
+}
+
+/// Every directory above one of `entries` (canonical) that is a writable root or lies in one, deduplicated, in
+/// order: renaming or removing any of them from inside the sandbox would move an entry to a path no rule names
+/// (Claude Code's sandbox runtime denies `file-write-unlink` on every ancestor of a protected path for the same
+/// reason: `generateMoveBlockingRules` in `src/sandbox/macos-sandbox-utils.ts`).
+pub(crate) fn ancestors_in_roots(entries: &[PathBuf], roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for entry in entries {
+        for ancestor in entry.ancestors().skip(1) {
+            if roots.iter().any(|root| ancestor.starts_with(root)) && !out.iter().any(|a| a == ancestor) {
+                out.push(ancestor.to_path_buf());
+            }
+        }
+    }
+    out
+}
+
+/// The per-user cache directory (`confstr(_CS_DARWIN_USER_CACHE_DIR)`, `/private/var/folders/xx/yyy/C`), the
+/// sibling of the per-user temporary directory `$TMPDIR` (`.../T`), when `tmpdir` (canonical) has that shape.
+/// Swift, `clang -fmodules` and `xcodebuild` write their module caches there (the Codex CLI makes
+/// `DARWIN_USER_CACHE_DIR` writable in `seatbelt_network_policy.sbpl`; Claude Code's sandbox runtime makes the
+/// parent of `$TMPDIR` writable, `getTmpdirParentIfMacOSPattern`).
+pub(crate) fn user_cache_dir(tmpdir: &Path) -> Option<PathBuf> {
+    let parts: Vec<&std::ffi::OsStr> = tmpdir.iter().collect();
+    match parts.as_slice() {
+        [root, private, var, folders, _, _, t]
+            if *root == "/"
+                && *private == "private"
+                && *var == "var"
+                && *folders == "folders"
+                && *t == "T" =>
+        {
+            tmpdir.parent().map(|parent| parent.join("C"))
+        }
+        _ => None,
+    }
+}
+
 /// The policy's writable roots, canonical and deduplicated, each with every read-only subpath (of any root)
-/// that lies inside it; and what a protected entry named but is not protected, and why (for the report).
+/// that lies inside it; what a protected entry named but is not protected, and why (for the report); and the
+/// `.git` and `.uexec` entries that do not exist.
 ///
 /// The read-only subpaths follow `docs/sandbox.md` (P1-P4), as the Linux adapter does: `.git` and `.uexec` of
-/// each root protect themselves, spelled with the root's canonical path and their own name (a symlink is never
-/// followed, so `ln -s /tmp/ws /tmp/.git` protects the link, not the workspace), whether or not they exist; the
-/// gitdir a `.git` file names is protected only as [`protected_gitdir`] allows.
+/// each root protect themselves when they exist, spelled with the root's canonical path and their own name (a
+/// symlink is never followed, so `ln -s /tmp/ws /tmp/.git` protects the link, not the workspace); the gitdir a
+/// `.git` file names is protected only as [`protected_gitdir`] allows. Under `workspace-write` the per-user
+/// cache directory next to `$TMPDIR` is one more root when it exists ([`user_cache_dir`]).
 fn profile_roots(
     policy: &SandboxPolicy,
     cwd: &Path,
     tmpdir: Option<&Path>,
     resolver: &dyn PathResolver,
-) -> Result<(Vec<ProfileRoot>, Vec<String>), SandboxError> {
+) -> Result<Layout, SandboxError> {
     let mut ignored: Vec<String> = Vec::new();
-    let writable = policy.writable_roots(cwd, tmpdir, |root| {
+    let mut absent: Vec<PathBuf> = Vec::new();
+    let mut writable = policy.writable_roots(cwd, tmpdir, |root| {
         let Ok(root) = resolver.canonicalize(root) else {
             // The root is refused below with the reason.
             return GitEntry::Absent;
@@ -164,6 +263,15 @@ fn profile_roots(
         }
         entry
     });
+    if matches!(policy, SandboxPolicy::WorkspaceWrite { .. })
+        && let Some(cache) = tmpdir
+            .and_then(|t| resolver.canonicalize(t).ok())
+            .and_then(|t| user_cache_dir(&t))
+            .filter(|c| resolver.canonicalize(c).is_ok_and(|r| r == *c))
+    {
+        let read_only_subpaths = PROTECTED_SUBDIRS.iter().map(|name| cache.join(name)).collect();
+        writable.push(WritableRoot { root: cache, read_only_subpaths });
+    }
     let mut spelled: Vec<(PathBuf, PathBuf)> = Vec::with_capacity(writable.len());
     let mut roots: Vec<PathBuf> = Vec::new();
     for root in &writable {
@@ -178,6 +286,12 @@ fn profile_roots(
         let entries: Vec<PathBuf> = PROTECTED_SUBDIRS.iter().map(|name| root.root.join(name)).collect();
         for name in PROTECTED_SUBDIRS {
             let entry = owner.join(name);
+            if !resolver.entry_exists(&entry) {
+                if !absent.contains(&entry) {
+                    absent.push(entry);
+                }
+                continue;
+            }
             if let Some(target) = resolver.symlink_target(&entry) {
                 push_unique(
                     &mut ignored,
@@ -203,6 +317,8 @@ fn profile_roots(
             }
         }
     }
+    // An entry that exists under one spelling of a root exists under all: drop it from the absent list.
+    absent.retain(|a| !read_only.contains(a));
     let roots = roots
         .into_iter()
         .map(|root| {
@@ -210,7 +326,7 @@ fn profile_roots(
             ProfileRoot { root, read_only: inside }
         })
         .collect();
-    Ok((roots, ignored))
+    Ok((roots, ignored, absent))
 }
 
 /// Push `text` unless present.
@@ -220,11 +336,13 @@ fn push_unique(list: &mut Vec<String>, text: String) {
     }
 }
 
-/// The profile text for `policy` with `shape[i]` read-only subpaths in root `i`. Takes no path: the text
-/// cannot depend on one.
-fn render_profile(policy: &SandboxPolicy, shape: &[usize]) -> String {
+/// The profile text for `policy` with `shape[i]` read-only subpaths in root `i` and `ancestors` protected
+/// ancestors. Takes no path: the text cannot depend on one.
+fn render_profile(policy: &SandboxPolicy, shape: &[usize], ancestors: usize) -> String {
     let network = policy.has_network_access();
-    let mut out = String::with_capacity(BASE_PROFILE.len() + NETWORK_PROFILE.len() + 200 * shape.len() + 400);
+    let mut out = String::with_capacity(
+        BASE_PROFILE.len() + NETWORK_PROFILE.len() + DENIALS_PROFILE.len() + 400 * shape.len() + 800,
+    );
     out.push_str(BASE_PROFILE);
     if !out.ends_with('\n') {
         out.push('\n');
@@ -239,27 +357,39 @@ fn render_profile(policy: &SandboxPolicy, shape: &[usize]) -> String {
     let _ = writeln!(out, "{title}{}", "-".repeat(HEADER_WIDTH.saturating_sub(title.len())));
     if shape.is_empty() {
         out.push_str(
-            "; No writable roots: beyond the null device and terminals above, nothing is writable.\n",
+            "; No writable roots: beyond the null device and terminals above, nothing is writable, and no Unix\n\
+             ; socket can be created or connected to.\n",
         );
     } else {
         out.push_str(
-            "; Writes only under the writable roots (canonical paths, passed as -D parameters), minus their\n\
-             ; read-only subpaths (.git, the gitdir a .git file names, .uexec).\n",
+            "; Writes only under the writable roots (canonical paths, passed as -D parameters); their read-only\n\
+             ; entries are denied at the end (last rule wins).\n(allow file-write*",
         );
-        out.push_str("(allow file-write*");
-        for (i, &read_only) in shape.iter().enumerate() {
-            if read_only == 0 {
-                let _ = write!(out, "\n  (subpath (param \"{}\"))", root_param(i));
-            } else {
-                let _ = write!(out, "\n  (require-all\n    (subpath (param \"{}\"))", root_param(i));
-                for j in 0..read_only {
-                    let _ =
-                        write!(out, "\n    (require-not (subpath (param \"{}\")))", read_only_param(i, j));
-                }
-                out.push(')');
-            }
+        for i in 0..shape.len() {
+            let _ = write!(out, "\n  (subpath (param \"{}\"))", root_param(i));
         }
         out.push_str(")\n");
+        out.push_str(
+            "; Unix sockets beneath the writable roots, where a command creates its own (tmux -S, Python's\n\
+             ; multiprocessing.Manager, git's fsmonitor daemon, test servers): socket(AF_UNIX), bind and connect.\n\
+             ; Both peers use these three rules for allowed socket paths (the Codex CLI's unix_socket_policy in\n\
+             ; codex-rs/sandboxing/src/seatbelt.rs; Claude Code's sandbox runtime, allowUnixSockets).\n\
+             (allow system-socket (socket-domain AF_UNIX))\n",
+        );
+        for i in 0..shape.len() {
+            let _ = writeln!(
+                out,
+                "(allow network-bind (local unix-socket (subpath (param \"{}\"))))",
+                root_param(i)
+            );
+        }
+        for i in 0..shape.len() {
+            let _ = writeln!(
+                out,
+                "(allow network-outbound (remote unix-socket (subpath (param \"{}\"))))",
+                root_param(i)
+            );
+        }
     }
     out.push('\n');
     if network {
@@ -269,9 +399,48 @@ fn render_profile(policy: &SandboxPolicy, shape: &[usize]) -> String {
         }
     } else {
         out.push_str(
-            "; Network access disabled: no network rule, so (deny default) refuses every network operation,\n\
-             ; connections to local Unix sockets included.\n",
+            "; Network access disabled: no network rule, so (deny default) refuses every IP socket and every Unix\n\
+             ; socket outside the writable roots, DNS included.\n",
         );
+    }
+    out.push('\n');
+    out.push_str(DENIALS_PROFILE);
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    let read_only: Vec<String> = shape
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &count)| (0..count).map(move |j| read_only_param(i, j)))
+        .collect();
+    if !read_only.is_empty() {
+        out.push_str(
+            "\n; --- Read-only entries of the writable roots --------------------------------------------------------\n\
+             ; .git, the gitdir a .git file names, .uexec: no write of any kind, under the canonical spelling and\n\
+             ; under every spelling the kernel may report (firmlinks, case), and no socket bound inside them.\n\
+             (deny file-write*",
+        );
+        for name in &read_only {
+            let _ =
+                write!(out, "\n  (subpath (param \"{name}\"))\n  (regex (param \"{}\"))", any_param(name));
+        }
+        out.push_str(")\n(deny network-bind");
+        for name in &read_only {
+            let _ = write!(out, "\n  (local unix-socket (path-regex (param \"{}\")))", any_param(name));
+        }
+        out.push_str(")\n");
+    }
+    if ancestors > 0 {
+        out.push_str(
+            "; No directory above a read-only entry that lies in a writable root can be renamed or removed: a\n\
+             ; renamed parent would carry the entry to a path no rule names (mv ws w2; write w2/.git/hooks/x;\n\
+             ; mv w2 ws). Claude Code's sandbox runtime denies file-write-unlink on ancestors for this reason.\n\
+             (deny file-write-unlink",
+        );
+        for k in 0..ancestors {
+            let _ = write!(out, "\n  (regex (param \"{}\"))", ancestor_param(k));
+        }
+        out.push_str(")\n");
     }
     out
 }

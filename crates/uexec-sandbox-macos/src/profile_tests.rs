@@ -60,27 +60,40 @@ fn argv() -> Vec<OsString> {
     vec![OsString::from("true")]
 }
 
+/// The path parameters (roots and read-only entries), without the every-spelling expressions.
 fn params(launch: &SeatbeltLaunch) -> Vec<(String, String)> {
-    launch.params.iter().map(|(n, v)| (n.clone(), v.to_string_lossy().into_owned())).collect()
+    launch
+        .params
+        .iter()
+        .filter(|(n, _)| is_root_param(n) || is_read_only_param(n))
+        .map(|(n, v)| (n.clone(), v.to_string_lossy().into_owned()))
+        .collect()
 }
 
 #[test]
 fn no_roots_means_no_write_rule() {
-    let text = render_profile(&SandboxPolicy::ReadOnly { network_access: false }, &[]);
+    let text = render_profile(&SandboxPolicy::ReadOnly { network_access: false }, &[], 0);
     assert!(text.starts_with(BASE_PROFILE));
     assert!(!text.contains("(allow file-write*"));
     assert!(!text.contains("(allow network"));
+    assert!(!text.contains("(allow system-socket"), "no Unix socket without a writable root");
 }
 
 #[test]
 fn roots_render_as_alternatives_with_their_exclusions() {
-    let text = render_profile(&workspace(&[], true), &[2, 0]);
-    let expected = "(allow file-write*\n  (require-all\n    (subpath (param \"WRITABLE_ROOT_0\"))\n    \
-                    (require-not (subpath (param \"WRITABLE_ROOT_0_RO_0\")))\n    \
-                    (require-not (subpath (param \"WRITABLE_ROOT_0_RO_1\"))))\n  \
-                    (subpath (param \"WRITABLE_ROOT_1\")))\n";
-    assert!(text.contains(expected), "{text}");
-    assert!(text.ends_with(NETWORK_PROFILE));
+    let text = render_profile(&workspace(&[], true), &[2, 0], 1);
+    let allow = "(allow file-write*\n  (subpath (param \"WRITABLE_ROOT_0\"))\n  (subpath (param \"WRITABLE_ROOT_1\")))\n";
+    assert!(text.contains(allow), "{text}");
+    // The exclusions come last, after the network part and the fixed denials: the last rule wins.
+    let deny = "(deny file-write*\n  (subpath (param \"WRITABLE_ROOT_0_RO_0\"))\n  \
+                (regex (param \"WRITABLE_ROOT_0_RO_0_ANY\"))\n  (subpath (param \"WRITABLE_ROOT_0_RO_1\"))\n  \
+                (regex (param \"WRITABLE_ROOT_0_RO_1_ANY\")))\n";
+    let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle} missing in {text}"));
+    assert!(at(allow) < at(NETWORK_PROFILE) && at(NETWORK_PROFILE) < at(DENIALS_PROFILE));
+    assert!(at(DENIALS_PROFILE) < at(deny) && at(deny) < at("(regex (param \"PROTECTED_ANCESTOR_0\"))"));
+    assert!(
+        text.contains("(allow network-outbound (remote unix-socket (subpath (param \"WRITABLE_ROOT_1\"))))")
+    );
 }
 
 #[test]

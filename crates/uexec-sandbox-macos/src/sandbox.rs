@@ -14,7 +14,7 @@ use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
 use uexec_ports::process::PidScope;
 use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 
-use crate::extras::{extend_launch, resolve_hidden};
+use crate::extras::{Extras, extend_launch, resolve_hidden, with_macos_secrets};
 use crate::paths::{PathResolver, RealFs};
 use crate::profile::{BASE_PROFILE, NETWORK_PROFILE, SANDBOX_EXEC, SeatbeltLaunch, build_launch};
 
@@ -55,6 +55,7 @@ pub struct SeatbeltSandbox {
     generate_only: bool,
     hidden: HiddenPaths,
     proxy_port: Option<u16>,
+    keychain: bool,
 }
 
 impl Default for SeatbeltSandbox {
@@ -67,6 +68,7 @@ impl Default for SeatbeltSandbox {
             generate_only: false,
             hidden: HiddenPaths::default(),
             proxy_port: None,
+            keychain: false,
         }
     }
 }
@@ -84,10 +86,20 @@ impl SeatbeltSandbox {
         SeatbeltSandbox { resolver, ..self }
     }
 
-    /// The same adapter hiding `hidden` from every command (`deny file-read*` on each match).
+    /// The same adapter hiding `hidden` from every command (`deny file-read*` on each match, under every
+    /// spelling). When `hidden` holds the default secret locations, the macOS secret stores join them
+    /// (`~/Library/Keychains`, browser cookie and password stores, Mail and Messages).
     #[must_use]
     pub fn with_hidden(self, hidden: HiddenPaths) -> Self {
-        SeatbeltSandbox { hidden, ..self }
+        SeatbeltSandbox { hidden: with_macos_secrets(&hidden), ..self }
+    }
+
+    /// The same adapter letting commands reach the keychain (`com.apple.SecurityServer`) when `allow` is true:
+    /// what the person opts in to with `macos_keychain = true`. Off by default, because the keychain gives out
+    /// stored tokens without a prompt (`git credential-osxkeychain get`).
+    #[must_use]
+    pub fn with_keychain(self, allow: bool) -> Self {
+        SeatbeltSandbox { keychain: allow, ..self }
     }
 
     /// The same adapter in domain-allowlist mode: a policy with network access reaches only TCP `port` on
@@ -130,12 +142,29 @@ impl SeatbeltSandbox {
     ) -> Result<SeatbeltLaunch, SandboxError> {
         let hidden = resolve_hidden(&self.hidden, workspace, cwd)?;
         let launch = build_launch(policy, workspace, tmpdir, argv, &*self.resolver)?;
-        Ok(extend_launch(launch, &hidden, self.proxy_port))
+        Ok(extend_launch(
+            launch,
+            &Extras { hidden: &hidden, proxy_port: self.proxy_port, keychain: self.keychain },
+        ))
     }
 
     /// The report for `policy`; with a `launch`, its details count the actual roots.
     fn build_report(&self, policy: &SandboxPolicy, launch: Option<&SeatbeltLaunch>) -> ProtectionReport {
-        report(policy, self.unavailable_reason(), launch)
+        let mut report = report(policy, self.unavailable_reason(), launch);
+        report.protections.push(if self.keychain {
+            protection(
+                "keychain",
+                ProtectionStatus::NotRequested,
+                "reachable: the person opted in (macos_keychain = true)".to_owned(),
+            )
+        } else {
+            enforced(
+                "keychain",
+                "com.apple.SecurityServer denied: stored passwords and tokens stay out of reach".to_owned(),
+                self.unavailable_reason(),
+            )
+        });
+        report
     }
 }
 
@@ -185,7 +214,8 @@ impl Sandbox for SeatbeltSandbox {
                 "network",
                 format!(
                     "only TCP to uexec's proxy on localhost:{port}, which applies the domain allowlist and \
-                     resolves names itself; every other address, UDP and DNS denied"
+                     resolves names itself, and loopback (the host's: services on 127.0.0.1 are reachable); \
+                     every other address, UDP and DNS denied; Unix sockets only beneath the writable roots"
                 ),
                 self.unavailable_reason(),
             );
@@ -198,6 +228,7 @@ impl Sandbox for SeatbeltSandbox {
             spawn.env.extend(
                 uexec_domain::network::proxy_env(port).into_iter().map(|(k, v)| (k.into(), v.into())),
             );
+            spawn.env = ipv4_loopback_env(std::mem::take(&mut spawn.env));
         }
         // Every sandboxed command shares the process adapter's sandbox PID namespace, where there is one.
         spawn.pid_scope = PidScope::Sandbox;
@@ -209,7 +240,46 @@ impl Sandbox for SeatbeltSandbox {
 /// `UEXEC_SANDBOX_NETWORK_DISABLED=1` when `network` is false. Inherited values of these names are replaced, so
 /// a command never sees a stale claim.
 pub(crate) fn sandbox_env(env: Vec<(OsString, OsString)>, network: bool) -> Vec<(OsString, OsString)> {
-    uexec_domain::env::with_sandbox_vars(env, SandboxKind::MacosSeatbelt, network)
+    macos_locale(uexec_domain::env::with_sandbox_vars(env, SandboxKind::MacosSeatbelt, network))
+}
+
+/// The locale uexec forces (`C.UTF-8`, `uexec_domain::env::FORCED_ENV`) exists on macOS only from macOS 15;
+/// on 13 and 14 bash, perl and Ruby warn or refuse. `en_US.UTF-8` exists on every macOS and is the same UTF-8
+/// character type with C-like collation for what uexec forces it for; other values are the person's own.
+pub(crate) const MACOS_UTF8_LOCALE: &str = "en_US.UTF-8";
+
+/// `env` with every `LANG`, `LC_CTYPE`, `LC_ALL` of `C.UTF-8` replaced by [`MACOS_UTF8_LOCALE`].
+pub(crate) fn macos_locale(env: Vec<(OsString, OsString)>) -> Vec<(OsString, OsString)> {
+    env.into_iter()
+        .map(|(name, value)| {
+            let forced = ["LANG", "LC_CTYPE", "LC_ALL"].iter().any(|n| name == *n);
+            if forced && (value == "C.UTF-8" || value == "C.utf8") {
+                (name, OsString::from(MACOS_UTF8_LOCALE))
+            } else {
+                (name, value)
+            }
+        })
+        .collect()
+}
+
+/// `env` telling dual-stack runtimes to use IPv4 sockets, so their connection to the proxy on 127.0.0.1 is
+/// `127.0.0.1`, which Seatbelt's `localhost` matches, not `::ffff:127.0.0.1`, which it does not and SBPL cannot
+/// name (openai/codex#42925): the JVM (`-Djava.net.preferIPv4Stack=true`, appended to the person's
+/// `JAVA_TOOL_OPTIONS`) and .NET (`DOTNET_SYSTEM_NET_DISABLEIPV6=1`). In allowlist mode nothing but loopback is
+/// reachable, so no IPv6 address is lost.
+pub(crate) fn ipv4_loopback_env(mut env: Vec<(OsString, OsString)>) -> Vec<(OsString, OsString)> {
+    const PREFER: &str = "-Djava.net.preferIPv4Stack=true";
+    match env.iter_mut().find(|(name, _)| name == "JAVA_TOOL_OPTIONS") {
+        Some((_, value)) if !value.to_string_lossy().contains(PREFER) => {
+            value.push(" ");
+            value.push(PREFER);
+        }
+        Some(_) => {}
+        None => env.push(("JAVA_TOOL_OPTIONS".into(), PREFER.into())),
+    }
+    env.retain(|(name, _)| name != "DOTNET_SYSTEM_NET_DISABLEIPV6");
+    env.push(("DOTNET_SYSTEM_NET_DISABLEIPV6".into(), "1".into()));
+    env
 }
 
 /// What the profile for `policy` enforces. `unavailable` is why `sandbox-exec` cannot run here (every
@@ -240,19 +310,25 @@ fn report(
         (SandboxPolicy::WorkspaceWrite { .. }, Some(launch)) => {
             let mut text = format!(
                 "reads everywhere; writes only under {} writable roots minus {} read-only subpaths (.git, \
-                 gitdir, .uexec), plus /dev/null and terminals",
+                 gitdir, .uexec: under every spelling, and the directories above them cannot be renamed), plus \
+                 /dev/null and the command's own terminal",
                 launch.writable_root_count(),
                 launch.read_only_subpath_count()
             );
+            if !launch.absent.is_empty() {
+                let absent: Vec<String> = launch.absent.iter().map(|p| p.display().to_string()).collect();
+                text.push_str(&format!(" (absent, so not protected: {})", absent.join(", ")));
+            }
             if !launch.ignored.is_empty() {
                 text.push_str(&format!(" (not followed: {})", launch.ignored.join("; ")));
             }
             text
         }
         (SandboxPolicy::WorkspaceWrite { .. }, None) => "reads everywhere; writes only under the writable roots \
-             (configured roots, cwd, /tmp, $TMPDIR) minus .git, gitdir and .uexec, plus /dev/null and terminals"
+             (configured roots, cwd, /tmp, $TMPDIR, the per-user cache directory) minus .git, gitdir and .uexec, \
+             plus /dev/null and the command's own terminal"
             .to_owned(),
-        _ => "reads everywhere; no writes except /dev/null and terminals".to_owned(),
+        _ => "reads everywhere; no writes except /dev/null and the command's own terminal".to_owned(),
     };
     protections.push(enforced("filesystem", filesystem, unavailable));
 
@@ -260,24 +336,34 @@ fn report(
         protection(
             "network",
             ProtectionStatus::NotRequested,
-            "network access allowed by the policy".to_owned(),
+            "network access allowed by the policy (IP and DNS; Unix sockets only beneath the writable roots, \
+             never the person's tmux, screen, ssh or gpg agents, editors or Docker)"
+                .to_owned(),
         )
     } else {
-        enforced("network", "every network operation denied, Unix sockets included".to_owned(), unavailable)
+        enforced(
+            "network",
+            "every IP socket and DNS denied; Unix sockets only beneath the writable roots, never the person's \
+             tmux, screen, ssh or gpg agents, editors or Docker"
+                .to_owned(),
+            unavailable,
+        )
     });
 
     protections.push(enforced(
         "process",
-        "exec and fork allowed; signals and direct process-info only within the sandbox (ps still lists every \
-         process through sysmond); no task ports of other processes (no debugger attach)"
+        "exec and fork allowed; signals and process-info only within this command's own sandbox (its process \
+         tree: another command of the same server cannot be signalled, unlike Linux); ps, pgrep and top list \
+         nothing; no task ports of other processes (no debugger attach)"
             .to_owned(),
         unavailable,
     ));
 
-    let mut services = count_global_names(BASE_PROFILE);
-    if network {
-        services += count_global_names(NETWORK_PROFILE);
-    }
+    let services = match launch {
+        Some(launch) => count_global_names(&launch.profile),
+        None if network => count_global_names(BASE_PROFILE) + count_global_names(NETWORK_PROFILE),
+        None => count_global_names(BASE_PROFILE),
+    };
     protections.push(enforced(
         "system_services",
         format!("mach-lookup limited to {services} services; sysctl reads to an allow-list"),

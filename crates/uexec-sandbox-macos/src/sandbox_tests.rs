@@ -33,9 +33,14 @@ fn on_macos_every_protection_is_enforced() {
             ("network", ProtectionStatus::Enforced),
             ("process", ProtectionStatus::Enforced),
             ("system_services", ProtectionStatus::Enforced),
+            ("keychain", ProtectionStatus::Enforced),
         ]
     );
     assert!(!report.is_degraded());
+    // The twin: the person's opt-in shows as not requested, not as enforced.
+    let open = available().with_keychain(true).report(&SandboxPolicy::default());
+    let keychain = open.protections.iter().find(|p| p.name == "keychain").unwrap();
+    assert_eq!(keychain.status, ProtectionStatus::NotRequested, "{keychain:?}");
 }
 
 #[test]
@@ -101,11 +106,45 @@ fn prepare_wraps_the_command_and_counts_the_roots() {
         ]
     );
     let filesystem = prepared.report.protections.iter().find(|p| p.name == "filesystem").unwrap();
+    // The temporary workspace has no .git and no .uexec: nothing to protect, and the report says so.
     assert!(
-        filesystem.detail.contains("under 1 writable roots minus 2 read-only subpaths"),
+        filesystem.detail.contains("under 1 writable roots minus 0 read-only subpaths")
+            && filesystem.detail.contains("(absent, so not protected: ")
+            && filesystem.detail.contains("/.git, "),
         "{}",
         filesystem.detail
     );
+    // The twin: once .git exists it is protected.
+    std::fs::create_dir(cwd.join(".git")).unwrap();
+    let again = available().prepare(SandboxRequest { ..request_in(&cwd) }).unwrap();
+    let filesystem = again.report.protections.iter().find(|p| p.name == "filesystem").unwrap();
+    assert!(
+        filesystem.detail.contains("under 1 writable roots minus 1 read-only subpaths"),
+        "{}",
+        filesystem.detail
+    );
+}
+
+fn request_in(cwd: &Path) -> SandboxRequest {
+    SandboxRequest {
+        spawn: SpawnRequest {
+            argv: vec!["ls".into()],
+            cwd: cwd.to_path_buf(),
+            env: Vec::new(),
+            mode: IoMode::Pipes,
+            setup: Vec::new(),
+            pid_scope: Default::default(),
+        },
+        workspace: cwd.to_path_buf(),
+        policy: SandboxPolicy::WorkspaceWrite {
+            writable_roots: Vec::new(),
+            network_access: false,
+            exclude_slash_tmp: true,
+            exclude_tmpdir_env_var: true,
+        },
+        tmpdir: None,
+        allow_degraded: false,
+    }
 }
 
 #[test]
@@ -135,8 +174,8 @@ fn with_a_proxy_port_a_networked_command_gets_the_proxy_only_and_hidden_paths_ar
     let sandbox = available().with_proxy_port(40001).with_hidden(hidden);
     let prepared = sandbox.prepare(request(true)).unwrap();
     let profile = prepared.spawn.argv[2].to_string_lossy().into_owned();
-    assert!(profile.contains("(allow network-outbound (remote tcp \"localhost:40001\"))"), "{profile}");
-    assert!(!profile.contains("(allow network*)"), "{profile}");
+    assert!(profile.contains("(allow network-outbound (remote ip \"localhost:40001\"))"), "{profile}");
+    assert!(!profile.contains("(remote ip \"*:*\")"), "{profile}");
     let env: Vec<(String, String)> = prepared
         .spawn
         .env
@@ -144,6 +183,9 @@ fn with_a_proxy_port_a_networked_command_gets_the_proxy_only_and_hidden_paths_ar
         .map(|(k, v)| (k.to_string_lossy().into_owned(), v.to_string_lossy().into_owned()))
         .collect();
     assert!(env.contains(&("HTTPS_PROXY".into(), "http://127.0.0.1:40001".into())), "{env:?}");
+    // Dual-stack runtimes are told to use IPv4, so they reach the proxy as 127.0.0.1.
+    assert!(env.contains(&("JAVA_TOOL_OPTIONS".into(), "-Djava.net.preferIPv4Stack=true".into())), "{env:?}");
+    assert!(env.contains(&("DOTNET_SYSTEM_NET_DISABLEIPV6".into(), "1".into())), "{env:?}");
     assert_eq!(env.iter().filter(|(k, _)| k == "HTTPS_PROXY").count(), 1);
     let network = prepared.report.protections.iter().find(|p| p.name == "network").unwrap();
     assert!(network.detail.contains("localhost:40001"), "{network:?}");
@@ -153,6 +195,7 @@ fn with_a_proxy_port_a_networked_command_gets_the_proxy_only_and_hidden_paths_ar
     let offline = sandbox.prepare(request(false)).unwrap();
     assert!(!offline.spawn.argv[2].to_string_lossy().contains("40001"));
     assert!(!offline.spawn.env.iter().any(|(_, v)| v.to_string_lossy().contains("40001")));
+    assert!(!offline.spawn.env.iter().any(|(k, _)| k == "JAVA_TOOL_OPTIONS"));
 }
 
 #[test]
@@ -184,4 +227,77 @@ fn prepare_on_an_unavailable_host_refuses_unless_inspecting() {
     assert_eq!(prepared.spawn.argv[0], OsString::from(SANDBOX_EXEC));
     assert!(prepared.report.protections.iter().all(|p| p.status != ProtectionStatus::Enforced));
     assert_eq!(prepared.spawn.env, [(OsString::from(ENV_SANDBOX), OsString::from("macos-seatbelt"))]);
+}
+
+#[test]
+fn the_forced_c_utf8_locale_becomes_one_every_macos_has_and_the_persons_own_stays() {
+    let env: Vec<(OsString, OsString)> = vec![
+        ("LANG".into(), "C.UTF-8".into()),
+        ("LC_CTYPE".into(), "C.UTF-8".into()),
+        ("LC_ALL".into(), "C.UTF-8".into()),
+        ("LC_MESSAGES".into(), "C.UTF-8".into()),
+        ("MY_VAR".into(), "C.UTF-8".into()),
+    ];
+    let out = sandbox_env(env, true);
+    for name in ["LANG", "LC_CTYPE", "LC_ALL"] {
+        assert!(out.contains(&(name.into(), MACOS_UTF8_LOCALE.into())), "{name}: {out:?}");
+    }
+    // The twin: other variables and other values are the person's.
+    assert!(out.contains(&("MY_VAR".into(), "C.UTF-8".into())));
+    assert!(out.contains(&("LC_MESSAGES".into(), "C.UTF-8".into())));
+    let own = sandbox_env(vec![("LANG".into(), "fr_FR.UTF-8".into())], true);
+    assert!(own.contains(&("LANG".into(), "fr_FR.UTF-8".into())));
+}
+
+#[test]
+fn the_ipv4_preference_is_appended_to_the_persons_java_options_once() {
+    let env = ipv4_loopback_env(vec![
+        ("JAVA_TOOL_OPTIONS".into(), "-Xmx2g".into()),
+        ("DOTNET_SYSTEM_NET_DISABLEIPV6".into(), "0".into()),
+    ]);
+    assert!(env.contains(&("JAVA_TOOL_OPTIONS".into(), "-Xmx2g -Djava.net.preferIPv4Stack=true".into())));
+    assert_eq!(env.iter().filter(|(k, _)| k == "DOTNET_SYSTEM_NET_DISABLEIPV6").count(), 1);
+    assert!(env.contains(&("DOTNET_SYSTEM_NET_DISABLEIPV6".into(), "1".into())));
+    let twice = ipv4_loopback_env(env.clone());
+    assert_eq!(twice.iter().filter(|(k, _)| k == "JAVA_TOOL_OPTIONS").count(), 1);
+    assert!(twice.contains(&("JAVA_TOOL_OPTIONS".into(), "-Xmx2g -Djava.net.preferIPv4Stack=true".into())));
+}
+
+#[test]
+fn the_macos_secret_stores_join_the_defaults_and_leave_with_them() {
+    use uexec_domain::hidden::HiddenPattern;
+    let with = with_macos_secrets(&HiddenPaths {
+        home: Some("/Users/dev".into()),
+        patterns: HiddenPattern::defaults(),
+        reachable: Vec::new(),
+    });
+    for text in [
+        "~/Library/Keychains",
+        "~/Library/Cookies",
+        "~/Library/Application Support/Google/Chrome",
+        "~/Library/Mail",
+        "~/Library/Messages",
+    ] {
+        assert!(with.patterns.iter().any(|p| p.text == text), "{text}");
+    }
+    // hide_secrets = false with one pattern of the person's: only that pattern.
+    let own = HiddenPaths {
+        home: Some("/Users/dev".into()),
+        patterns: vec![HiddenPattern::parse(".env").unwrap()],
+        reachable: Vec::new(),
+    };
+    assert_eq!(with_macos_secrets(&own), own);
+}
+
+#[test]
+fn the_keychain_is_out_unless_the_person_opts_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = std::fs::canonicalize(dir.path()).unwrap();
+    for network in [false, true] {
+        let policy = SandboxPolicy::ReadOnly { network_access: network };
+        let closed = available().launch(&policy, &cwd, None, &["true".into()]).unwrap();
+        assert!(!closed.profile.contains("com.apple.SecurityServer\")\n"), "network {network}");
+        let open = available().with_keychain(true).launch(&policy, &cwd, None, &["true".into()]).unwrap();
+        assert!(open.profile.contains("(global-name \"com.apple.SecurityServer\")"), "network {network}");
+    }
 }

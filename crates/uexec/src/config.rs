@@ -15,6 +15,7 @@
 //! audit_log = "/var/log/uexec.jsonl"    # like --audit-log
 //! hide_secrets = true                   # the default: ~/.ssh, ~/.aws, ~/.netrc, ... unreadable when sandboxed
 //! hidden_paths = [".env*"]              # more unreadable paths: `~/x`, `/abs`, or workspace globs (* ? **)
+//! macos_keychain = false                # the default: sandboxed commands cannot ask the keychain (macOS)
 //! copy_on_write = ["~/.gradle", "~/.m2"] # more directories sandboxed commands see copy-on-write (Linux; cargo's
 //!                                       # home always is): `~/x` or `/abs`
 //!
@@ -91,6 +92,8 @@ pub struct ConfigFile {
     /// `hidden_paths`.
     #[serde(default)]
     pub hidden_paths: Vec<Spanned<String>>,
+    /// `macos_keychain`.
+    pub macos_keychain: Option<bool>,
     /// `copy_on_write`.
     #[serde(default)]
     pub copy_on_write: Vec<Spanned<String>>,

@@ -201,6 +201,8 @@ pub fn engine_config(settings: &Settings) -> EngineConfig {
     config.report_protections = settings.report_protections;
     config.snapshot_dir = settings.state_dir.as_ref().map(|dir| dir.join("snapshots"));
     config.sandbox_cache = settings.sandbox_cache.clone();
+    config.sandbox_written_dirs =
+        settings.state_dir.iter().flat_map(|s| settings::sandbox_state_dirs(s)).collect();
     // `apply_patch` calls run as this binary's `apply-patch` subcommand.
     config.apply_patch_program = std::env::current_exe()
         .ok()

@@ -21,6 +21,9 @@ pub fn sandbox() -> Arc<dyn Sandbox> {
 pub struct SandboxSetup {
     /// The secret locations commands cannot read.
     pub hidden: HiddenPaths,
+    /// macOS: commands may ask the keychain (`macos_keychain = true`).
+    #[cfg_attr(not(target_os = "macos"), allow(dead_code))]
+    pub keychain: bool,
     /// Domain-allowlist mode: where commands reach the proxy.
     pub proxy: Option<ProxyRoute>,
     /// The directories `workspace-write` commands see copy-on-write, as `(name, path)`, and the directory of
@@ -129,7 +132,9 @@ fn sandbox_in(setup: &SandboxSetup) -> Arc<dyn Sandbox> {
     let _ = &setup.copy_on_write;
     #[cfg(target_os = "macos")]
     {
-        let sandbox = uexec_sandbox_macos::SeatbeltSandbox::default().with_hidden(setup.hidden.clone());
+        let sandbox = uexec_sandbox_macos::SeatbeltSandbox::default()
+            .with_hidden(setup.hidden.clone())
+            .with_keychain(setup.keychain);
         match &setup.proxy {
             Some(ProxyRoute::Port(port)) => Arc::new(sandbox.with_proxy_port(*port)),
             None => Arc::new(sandbox),

@@ -4,16 +4,29 @@
 //! namespace, where the listener was created; on macOS on the host's loopback, the only address the Seatbelt
 //! profile lets them reach). Per connection it reads one request head (at most [`MAX_HEAD`] bytes):
 //! - `CONNECT host:port` (TLS and any other tunnel): checked, then `200` and the bytes relayed both ways;
-//! - an absolute-form request (`GET http://host/path HTTP/1.1`, plain HTTP): checked, rewritten to origin form
-//!   with `Connection: close` and without `Proxy-*` headers, sent on, and the bytes relayed both ways;
-//! - anything else: `400`.
+//! - an absolute-form request (`GET http://host/path HTTP/1.1`, plain HTTP): checked, then forwarded as one
+//!   request: the head in origin form with one `Host` header naming the host and port of the request line (every
+//!   `Host` the command wrote is dropped: RFC 9112 3.2.2, so a shared front end serves the host the rule allowed),
+//!   `Connection: close`, no `Proxy-*` or other hop-by-hop headers, and exactly the body the head declares
+//!   (`Content-Length` or `chunked`, re-framed). Nothing the client sends after that body is forwarded: a second
+//!   request on the connection was not checked, so it never reaches this upstream (the connection is closed
+//!   after the response, and the client sends it again on a new connection, which is checked);
+//! - anything else: `400` (also userinfo in the request target, an IPv6 address without brackets, control
+//!   characters, folded or malformed header lines, ambiguous framing).
 //!
-//! The check is `uexec_domain::network::DomainRules::decide` on the host as written. A refused host gets a `403`
-//! whose body names it and the setting that allows it, an audit record (`network_refused`), and an entry in
-//! [`Refusals`], from which each tool call's response lists the hosts refused while it ran. The proxy resolves
-//! names itself (commands have no DNS) and does not connect a name to a loopback, link-local, multicast or
-//! unspecified address (DNS answers pointing at the host's own services or a cloud metadata endpoint); an
-//! allowed IP literal is connected as written.
+//! The decision is `uexec_domain::network`'s, made twice and acted on exactly: `DomainRules::decide_host` on the
+//! host in its canonical form (every spelling of an address is that address: `0xc6120009`, `[::ffff:c612:9]`),
+//! then, for a name resolved by the proxy itself (commands have no DNS; the name in its canonical form, which no
+//! resolver reads as a number), `DomainRules::connectable` on the addresses found: one a deny rule matches
+//! refuses the request, local ones are dropped unless an allow rule names them. The proxy connects to those
+//! socket addresses and nothing else (never resolving again, so a DNS answer that changes in between changes
+//! nothing). A refused host gets a `403` whose body names it, why, and the setting that allows it, an audit
+//! record (`network_refused`), and an entry in [`Refusals`], from which each tool call's response lists the
+//! hosts refused while it ran.
+//!
+//! Inside a `CONNECT` tunnel the proxy sees only bytes: the rule decides which address and port are reached, not
+//! which virtual host answers there (a TLS client may send any SNI and `Host` to the allowed host's address: a
+//! shared front end then serves whatever it hosts there).
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -22,9 +35,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use uexec_domain::network::{DomainRules, Host, NetworkPolicy, Verdict, refusal_text};
+use uexec_domain::network::{DomainRules, Host, NetworkPolicy, Verdict, parse_port, refusal_text};
 
 use crate::audit::AuditLog;
 use crate::platform::SandboxSetup;
@@ -41,6 +54,16 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How many connections the proxy serves at once (each holds two descriptors of the server).
 const MAX_CONNECTIONS: usize = 256;
+
+/// How long, after a plain request's response, the proxy still reads (and drops) what the client sends before it
+/// closes the connection, so that the close does not reset the connection before the client read the response.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// The most the proxy reads (and drops) while it lingers.
+const LINGER_BYTES: usize = 1024 * 1024;
+
+/// The longest chunk-size line of a chunked request body.
+const MAX_CHUNK_LINE: usize = 4096;
 
 /// How many refusals are remembered for tool responses.
 const MAX_REMEMBERED: usize = 256;
@@ -199,7 +222,12 @@ pub fn prepare(
 ) -> anyhow::Result<(SandboxSetup, Option<Pending>)> {
     let copy_on_write =
         settings.copy_on_write_base.clone().map(|layers| (layers, settings.copy_on_write.clone()));
-    let mut setup = SandboxSetup { hidden: settings.hidden.clone(), proxy: None, copy_on_write };
+    let mut setup = SandboxSetup {
+        hidden: settings.hidden.clone(),
+        keychain: settings.macos_keychain,
+        proxy: None,
+        copy_on_write,
+    };
     let NetworkPolicy::Proxied(rules) = &settings.network else {
         return Ok((setup, None));
     };
@@ -264,22 +292,49 @@ pub async fn serve(listener: std::net::TcpListener, proxy: Arc<Proxy>) {
 struct Request {
     /// `CONNECT` or not.
     connect: bool,
-    /// The host as written (brackets kept for IPv6).
-    host: String,
+    /// The host, canonical.
+    host: Host,
     /// The port.
     port: u16,
-    /// For a plain request: the head to send upstream (origin form, `Connection: close`, no `Proxy-*`).
+    /// For a plain request: the head to send upstream (origin form, the one `Host`, canonical framing,
+    /// `Connection: close`, no hop-by-hop headers).
     forward: Vec<u8>,
+    /// For a plain request: the body the head declares.
+    body: Body,
+}
+
+/// The body of a plain request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Body {
+    /// None (neither `Content-Length` nor `Transfer-Encoding`).
+    Empty,
+    /// `Content-Length` bytes.
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
 }
 
 /// Why a head is not a proxy request (the `400` body).
 #[derive(Debug, PartialEq, Eq)]
 struct BadRequest(String);
 
+/// Headers never forwarded: hop-by-hop ones (RFC 9110 7.6.1), `Host` (the proxy writes its own) and the framing
+/// (written again, canonical).
+const DROPPED: &[&str] =
+    &["host", "connection", "keep-alive", "te", "trailer", "upgrade", "transfer-encoding", "content-length"];
+
+/// True for a byte of a header name (an RFC 9110 token).
+fn token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
 /// Parse a request head (without the final empty line).
 fn parse_head(head: &str) -> Result<Request, BadRequest> {
     let mut lines = head.split("\r\n");
     let first = lines.next().unwrap_or_default();
+    if !first.bytes().all(|b| (0x21..0x7f).contains(&b) || b == b' ') {
+        return Err(BadRequest(format!("malformed request line {first:?}")));
+    }
     let mut parts = first.split(' ');
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -291,17 +346,24 @@ fn parse_head(head: &str) -> Result<Request, BadRequest> {
     }
     if method.eq_ignore_ascii_case("CONNECT") {
         let (host, port) = split_authority(target, None)?;
-        return Ok(Request { connect: true, host, port, forward: Vec::new() });
+        return Ok(Request { connect: true, host, port, forward: Vec::new(), body: Body::Empty });
     }
-    let Some(rest) = target.strip_prefix("http://").or_else(|| target.strip_prefix("HTTP://")) else {
+    let Some(rest) =
+        target.get(..7).filter(|scheme| scheme.eq_ignore_ascii_case("http://")).map(|_| &target[7..])
+    else {
         return Err(BadRequest(format!(
             "this is uexec's network proxy: send CONNECT host:port or an absolute http:// URL, not {target:?}"
         )));
     };
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, path) = rest.split_at(end);
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    if authority.contains('@') {
+        return Err(BadRequest(format!(
+            "userinfo in the request target {target:?} is not accepted (send credentials in a header)"
+        )));
+    }
     let (host, port) = split_authority(authority, Some(80))?;
+    let path = path.split('#').next().unwrap_or_default();
     let path = if path.is_empty() {
         "/".to_owned()
     } else if path.starts_with('?') {
@@ -309,40 +371,100 @@ fn parse_head(head: &str) -> Result<Request, BadRequest> {
     } else {
         path.to_owned()
     };
-    let mut forward = format!("{method} {path} {version}\r\n");
+    let mut headers: Vec<(&str, &str)> = Vec::new();
     for line in lines {
-        let name = line.split(':').next().unwrap_or_default().trim().to_ascii_lowercase();
-        if name.starts_with("proxy-") || name == "connection" || name == "keep-alive" {
+        let malformed = || BadRequest(format!("malformed header line {line:?}"));
+        let (name, value) = line.split_once(':').ok_or_else(malformed)?;
+        if name.is_empty() || !name.bytes().all(token_byte) {
+            // Also a folded line (leading whitespace) and whitespace before the colon.
+            return Err(malformed());
+        }
+        if value.chars().any(|c| c.is_ascii_control() && c != '\t') {
+            return Err(malformed());
+        }
+        headers.push((name, value.trim_matches([' ', '\t'])));
+    }
+    let body = framing(&headers)?;
+    let hop_by_hop: Vec<String> = headers
+        .iter()
+        .filter(|(name, _)| name.eq_ignore_ascii_case("connection"))
+        .flat_map(|(_, value)| value.split(','))
+        .map(|token| token.trim().to_ascii_lowercase())
+        .collect();
+    let host_header = if port == 80 { host.to_string() } else { host.authority(port) };
+    let mut forward = format!("{method} {path} {version}\r\nHost: {host_header}\r\n");
+    for (name, value) in &headers {
+        let lower = name.to_ascii_lowercase();
+        if lower.starts_with("proxy-") || DROPPED.contains(&lower.as_str()) || hop_by_hop.contains(&lower) {
             continue;
         }
-        forward.push_str(line);
-        forward.push_str("\r\n");
+        forward.push_str(&format!("{name}: {value}\r\n"));
+    }
+    match body {
+        Body::Empty => {}
+        Body::Length(n) => forward.push_str(&format!("Content-Length: {n}\r\n")),
+        Body::Chunked => forward.push_str("Transfer-Encoding: chunked\r\n"),
     }
     forward.push_str("Connection: close\r\n\r\n");
-    Ok(Request { connect: false, host, port, forward: forward.into_bytes() })
+    Ok(Request { connect: false, host, port, forward: forward.into_bytes(), body })
 }
 
-/// `host:port` (`[v6]:port`); `default` when the port is absent.
-fn split_authority(text: &str, default: Option<u16>) -> Result<(String, u16), BadRequest> {
+/// The body a request's headers declare: one `Content-Length` value (repeated identically at most), or
+/// `Transfer-Encoding: chunked` alone; anything else (both, other codings, differing lengths) is refused, so the
+/// upstream cannot read the body differently from the proxy.
+fn framing(headers: &[(&str, &str)]) -> Result<Body, BadRequest> {
+    let values = |wanted: &str| -> Vec<String> {
+        headers
+            .iter()
+            .filter(|(name, _)| name.eq_ignore_ascii_case(wanted))
+            .flat_map(|(_, value)| value.split(','))
+            .map(|v| v.trim().to_ascii_lowercase())
+            .collect()
+    };
+    let codings = values("transfer-encoding");
+    let lengths = values("content-length");
+    match (codings.as_slice(), lengths.as_slice()) {
+        ([], []) => Ok(Body::Empty),
+        ([only], []) if only == "chunked" => Ok(Body::Chunked),
+        ([], [first, ..]) => {
+            let valid = !first.is_empty() && first.len() <= 18 && first.bytes().all(|b| b.is_ascii_digit());
+            match first.parse::<u64>() {
+                Ok(n) if valid && lengths.iter().all(|l| l == first) => Ok(Body::Length(n)),
+                _ => Err(BadRequest(format!("bad Content-Length {lengths:?}"))),
+            }
+        }
+        (_, []) => Err(BadRequest(format!("unsupported Transfer-Encoding {codings:?} (only chunked)"))),
+        _ => Err(BadRequest("both Transfer-Encoding and Content-Length".to_owned())),
+    }
+}
+
+/// `host:port` (`[v6]:port`), the host canonical; `default` when the port is absent. An IPv6 address needs its
+/// brackets (`::1:443` would be ambiguous).
+fn split_authority(text: &str, default: Option<u16>) -> Result<(Host, u16), BadRequest> {
     let bad = || BadRequest(format!("bad host and port {text:?}"));
     let (host, port) = if text.starts_with('[') {
         match text.rsplit_once("]:") {
-            Some((host, port)) => (format!("{host}]"), Some(port)),
-            None => (text.to_owned(), None),
+            Some((host, port)) => (&text[..host.len() + 1], Some(port)),
+            None => (text, None),
         }
     } else {
         match text.rsplit_once(':') {
-            Some((host, port)) => (host.to_owned(), Some(port)),
-            None => (text.to_owned(), None),
+            Some((host, port)) => (host, Some(port)),
+            None => (text, None),
         }
     };
     let port = match port {
-        Some(port) => port.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(bad)?,
+        Some(port) => parse_port(port).ok_or_else(bad)?,
         None => default.ok_or_else(bad)?,
     };
-    if host.is_empty() {
+    if host.contains(':') && !host.starts_with('[') {
         return Err(bad());
     }
+    let host = Host::parse(host).ok_or_else(|| {
+        BadRequest(format!(
+            "bad host {host:?}: not an ASCII host name or IP address (no userinfo, zone id or percent-encoding)"
+        ))
+    })?;
     Ok((host, port))
 }
 
@@ -358,50 +480,247 @@ async fn handle(mut client: TcpStream, proxy: &Proxy) -> std::io::Result<()> {
         Ok(request) => request,
         Err(BadRequest(why)) => return respond(&mut client, 400, &format!("uexec: {why}\n")).await,
     };
-    let verdict = proxy.rules.decide(&request.host, request.port);
-    let verdict = proxy.settle(&request.host, request.port, verdict).await;
+    let (host, port) = (&request.host, request.port);
+    let verdict = proxy.rules.decide_host(host, port);
+    let verdict = proxy.settle(&host.to_string(), port, verdict).await;
     if verdict != Verdict::Allowed {
-        let target = format!("{}:{}", normal_host(&request.host), request.port);
-        proxy.refusals.record(target.clone());
-        if let Some(audit) = &proxy.audit
-            && let serde_json::Value::Object(record) = json!({
-                "event": "network_refused",
-                "host": normal_host(&request.host),
-                "port": request.port,
-                "reason": match &verdict {
-                    Verdict::Denied(pattern) => format!("deny pattern {pattern}"),
-                    Verdict::Invalid => "invalid host".to_owned(),
-                    _ => "not on the allowlist".to_owned(),
-                },
-            })
-        {
-            audit.record(record);
-        }
-        tracing::info!(target = %target, "network proxy refused a connection");
-        return respond(&mut client, 403, &refusal_text(&request.host, request.port, &verdict)).await;
+        return refuse(&mut client, proxy, host, port, &verdict).await;
     }
-    let mut upstream = match connect(&request.host, request.port).await {
+    let resolved = match host {
+        Host::Ip(ip) => vec![*ip],
+        Host::Name(name) => match resolve(name, port).await {
+            Ok(found) => found,
+            Err(why) => return respond(&mut client, 502, &format!("uexec: {why}\n")).await,
+        },
+    };
+    let addresses = match proxy.rules.connectable(host, port, &resolved) {
+        Ok(addresses) => addresses,
+        Err(verdict) => return refuse(&mut client, proxy, host, port, &verdict).await,
+    };
+    let mut upstream = match connect(host, &addresses).await {
         Ok(stream) => stream,
         Err(why) => return respond(&mut client, 502, &format!("uexec: {why}\n")).await,
     };
-    if request.connect {
-        client.write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n").await?;
-    } else {
-        upstream.write_all(&request.forward).await?;
+    if !request.connect {
+        return forward_plain(&mut client, &mut upstream, &request, rest).await;
     }
+    client.write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n").await?;
     upstream.write_all(&rest).await?;
     tokio::io::copy_bidirectional(&mut client, &mut upstream).await?;
     Ok(())
 }
 
+/// Refuse `host:port` for `verdict`: a `403` naming it, an audit record, an entry in the refusals.
+async fn refuse(
+    client: &mut TcpStream,
+    proxy: &Proxy,
+    host: &Host,
+    port: u16,
+    verdict: &Verdict,
+) -> std::io::Result<()> {
+    let target = host.authority(port);
+    proxy.refusals.record(target.clone());
+    if let Some(audit) = &proxy.audit
+        && let serde_json::Value::Object(record) = json!({
+            "event": "network_refused",
+            "host": host.to_string(),
+            "port": port,
+            "reason": match verdict {
+                Verdict::Denied(pattern) => format!("deny pattern {pattern}"),
+                Verdict::DeniedAddress { pattern, address } => {
+                    format!("resolves to {}, deny pattern {pattern}", Host::Ip(*address))
+                }
+                Verdict::LocalOnly => "resolves only to local addresses".to_owned(),
+                Verdict::Invalid => "invalid host".to_owned(),
+                Verdict::NotAllowed | Verdict::Allowed => "not on the allowlist".to_owned(),
+            },
+        })
+    {
+        audit.record(record);
+    }
+    tracing::info!(target = %target, "network proxy refused a connection");
+    respond(client, 403, &refusal_text(&host.to_string(), port, verdict)).await
+}
+
+/// Forward one plain request: its head, exactly the body it declares (while the response is relayed, for
+/// `Expect: 100-continue`), then the response until the upstream closes. What the client sends after the body is
+/// never forwarded: it is read and dropped (when the client closes its side, so does the proxy towards the
+/// upstream, as for a tunnel), and after the response for at most [`LINGER`] before the connection closes.
+async fn forward_plain(
+    client: &mut TcpStream,
+    upstream: &mut TcpStream,
+    request: &Request,
+    rest: Vec<u8>,
+) -> std::io::Result<()> {
+    let (client_read, mut client_write) = client.split();
+    let (mut upstream_read, mut upstream_write) = upstream.split();
+    let mut body = tokio::io::BufReader::new(std::io::Cursor::new(rest).chain(client_read));
+    {
+        let send = async {
+            upstream_write.write_all(&request.forward).await?;
+            send_body(request.body, &mut body, &mut upstream_write).await?;
+            tokio::io::copy(&mut body, &mut tokio::io::sink()).await?;
+            upstream_write.shutdown().await
+        };
+        let receive = async {
+            relay_response(&mut upstream_read, &mut client_write).await?;
+            client_write.shutdown().await
+        };
+        tokio::pin!(send, receive);
+        tokio::select! {
+            received = &mut receive => received?,
+            sent = &mut send => {
+                sent?;
+                receive.await?;
+            }
+        }
+    }
+    let _ = tokio::time::timeout(LINGER, async {
+        let mut sink = [0u8; 4096];
+        let mut total = 0;
+        while total < LINGER_BYTES {
+            match body.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await;
+    Ok(())
+}
+
+/// Relay the upstream's answer to a plain request until the upstream closes: interim (`1xx`) heads as they are,
+/// the final head with `Connection: close` (and without the upstream's `Connection`, `Keep-Alive` and
+/// `Proxy-Connection`), so that the client does not send another request on this connection (it would be dropped
+/// unanswered: see [`forward_plain`]); then the rest as it comes. An answer that does not start with an HTTP/1
+/// head is relayed untouched.
+async fn relay_response<R, W>(from: &mut R, to: &mut W) -> std::io::Result<()>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut from = tokio::io::BufReader::new(from);
+    loop {
+        let mut head: Vec<Vec<u8>> = Vec::new();
+        let mut size = 0;
+        loop {
+            let mut line = Vec::new();
+            let n = (&mut from).take((MAX_HEAD - size) as u64 + 1).read_until(b'\n', &mut line).await?;
+            size += n;
+            let ended = line.ends_with(b"\n");
+            let blank = line == b"\r\n" || line == b"\n";
+            if !ended || size > MAX_HEAD || (head.is_empty() && !line.starts_with(b"HTTP/1.")) {
+                // Not a head this proxy reads: what was read and the rest go as they are.
+                for part in head.iter().chain(std::iter::once(&line)) {
+                    to.write_all(part).await?;
+                }
+                tokio::io::copy_buf(&mut from, to).await?;
+                return Ok(());
+            }
+            if blank {
+                break;
+            }
+            head.push(line);
+        }
+        let status = head[0].get(9..12).and_then(|code| std::str::from_utf8(code).ok()?.parse::<u16>().ok());
+        let interim = status.is_some_and(|code| (100..200).contains(&code) && code != 101);
+        let mut out = Vec::with_capacity(size + 32);
+        for line in &head {
+            let name = line.split(|b| *b == b':').next().unwrap_or_default().to_ascii_lowercase();
+            let hop = [&b"connection"[..], b"keep-alive", b"proxy-connection"].contains(&name.as_slice());
+            if !interim && hop {
+                continue;
+            }
+            out.extend_from_slice(
+                line.strip_suffix(b"\r\n").or_else(|| line.strip_suffix(b"\n")).unwrap_or(line),
+            );
+            out.extend_from_slice(b"\r\n");
+        }
+        if !interim {
+            out.extend_from_slice(b"Connection: close\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        to.write_all(&out).await?;
+        if !interim {
+            break;
+        }
+    }
+    tokio::io::copy_buf(&mut from, to).await?;
+    Ok(())
+}
+
+/// Copy the request body `kind` from `from` to `to`: `Content-Length` bytes exactly, or a chunked body re-framed
+/// (sizes in lower-case hex, extensions and trailers dropped). Ends with an error (and the request is dropped)
+/// when the client's body ends early or is not valid chunked encoding.
+async fn send_body<R, W>(kind: Body, from: &mut R, to: &mut W) -> std::io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let invalid =
+        |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("request body: {what}"));
+    match kind {
+        Body::Empty => Ok(()),
+        Body::Length(n) => copy_exact(from, to, n).await,
+        Body::Chunked => loop {
+            let line = read_line(from, MAX_CHUNK_LINE).await?;
+            let size = line.split(|b| *b == b';').next().unwrap_or_default();
+            let size = size.strip_suffix(b" ").unwrap_or(size);
+            if size.is_empty() || size.len() > 15 || !size.iter().all(u8::is_ascii_hexdigit) {
+                return Err(invalid("bad chunk size"));
+            }
+            let size = std::str::from_utf8(size)
+                .ok()
+                .and_then(|text| u64::from_str_radix(text, 16).ok())
+                .ok_or_else(|| invalid("bad chunk size"))?;
+            if size == 0 {
+                let mut trailers = 0;
+                while !read_line(from, MAX_HEAD).await?.is_empty() {
+                    trailers += 1;
+                    if trailers > 100 {
+                        return Err(invalid("too many trailer lines"));
+                    }
+                }
+                return to.write_all(b"0\r\n\r\n").await;
+            }
+            to.write_all(format!("{size:x}\r\n").as_bytes()).await?;
+            copy_exact(from, to, size).await?;
+            if !read_line(from, 0).await?.is_empty() {
+                return Err(invalid("chunk data longer than its size"));
+            }
+            to.write_all(b"\r\n").await?;
+        },
+    }
+}
+
+/// Copy exactly `n` bytes.
+async fn copy_exact<R, W>(from: &mut R, to: &mut W, n: u64) -> std::io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let copied = tokio::io::copy_buf(&mut from.take(n), to).await?;
+    if copied == n {
+        Ok(())
+    } else {
+        Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "request body shorter than declared"))
+    }
+}
+
+/// One line ending in CRLF, of at most `limit` bytes before it, without the CRLF; an error for a longer line,
+/// a bare CR or LF, or the end of the stream.
+async fn read_line<R: AsyncBufRead + Unpin>(from: &mut R, limit: usize) -> std::io::Result<Vec<u8>> {
+    let mut line = Vec::new();
+    from.take(limit as u64 + 2).read_until(b'\n', &mut line).await?;
+    match line.strip_suffix(b"\r\n") {
+        Some(text) if !text.contains(&b'\r') && !text.contains(&b'\n') => Ok(text.to_vec()),
+        _ => Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "request body: malformed line")),
+    }
+}
+
 /// The host as the rules normalise it (for records and notes).
 fn normal_host(host: &str) -> String {
-    match Host::parse(host) {
-        Some(Host::Name(name)) => name,
-        Some(Host::Ip(IpAddr::V6(ip))) => format!("[{ip}]"),
-        Some(Host::Ip(ip)) => ip.to_string(),
-        None => host.to_owned(),
-    }
+    Host::parse(host).map_or_else(|| host.to_owned(), |h| h.to_string())
 }
 
 /// Read up to the end of the head: the head text and the bytes already read after it. `None` when the
@@ -443,48 +762,23 @@ async fn respond(client: &mut TcpStream, status: u16, body: &str) -> std::io::Re
     client.shutdown().await
 }
 
-/// True for an address a name must not lead to.
-fn forbidden(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            v4.is_loopback()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_multicast()
-                || v4.is_broadcast()
-        }
-        IpAddr::V6(v6) => {
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (v6.segments()[0] & 0xffc0) == 0xfe80
-                || v6.to_ipv4_mapped().is_some_and(|v4| forbidden(IpAddr::V4(v4)))
-        }
+/// The addresses `name` resolves to (the system's resolver, once).
+async fn resolve(name: &str, port: u16) -> Result<Vec<IpAddr>, String> {
+    #[cfg(test)]
+    if let Some(found) = tests::fake_dns(name) {
+        return Ok(found);
     }
+    let found = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::lookup_host((name, port)))
+        .await
+        .map_err(|_| format!("resolving {name} timed out"))?
+        .map_err(|e| format!("cannot resolve {name}: {e}"))?;
+    Ok(found.map(|addr| addr.ip()).collect())
 }
 
-/// Resolve and connect (each address in turn).
-async fn connect(host: &str, port: u16) -> Result<TcpStream, String> {
-    let addrs: Vec<SocketAddr> = match Host::parse(host) {
-        Some(Host::Ip(ip)) => vec![SocketAddr::new(ip, port)],
-        _ => {
-            let found = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::lookup_host((host, port)))
-                .await
-                .map_err(|_| format!("resolving {host} timed out"))?
-                .map_err(|e| format!("cannot resolve {host}: {e}"))?;
-            let all: Vec<SocketAddr> = found.collect();
-            let usable: Vec<SocketAddr> = all.iter().copied().filter(|a| !forbidden(a.ip())).collect();
-            if usable.is_empty() && !all.is_empty() {
-                return Err(format!(
-                    "{host} resolves only to local, link-local or multicast addresses, which the proxy does not \
-                     connect a name to"
-                ));
-            }
-            usable
-        }
-    };
+/// Connect to each of `addresses` in turn (the ones the rules checked, nothing else).
+async fn connect(host: &Host, addresses: &[SocketAddr]) -> Result<TcpStream, String> {
     let mut last = format!("{host} has no address");
-    for addr in addrs {
+    for addr in addresses {
         match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
             Ok(Ok(stream)) => return Ok(stream),
             Ok(Err(e)) => last = format!("cannot connect to {host} ({addr}): {e}"),
@@ -501,47 +795,196 @@ mod tests {
 
     use super::*;
 
+    /// Names under `.rebind.test` the tests answer for (the resolver is the system's for every other name):
+    /// each lookup takes the next answer, the last one repeating; and how many lookups there were.
+    static FAKE_DNS: Mutex<Vec<FakeName>> = Mutex::new(Vec::new());
+
+    /// A name, its answers in turn, the lookups so far.
+    type FakeName = (String, Vec<Vec<IpAddr>>, usize);
+
+    pub(super) fn fake_dns(name: &str) -> Option<Vec<IpAddr>> {
+        let mut fakes = FAKE_DNS.lock().unwrap();
+        let (_, answers, lookups) = fakes.iter_mut().find(|(n, _, _)| n == name)?;
+        *lookups += 1;
+        Some(answers.get(*lookups - 1).or(answers.last()).cloned().unwrap_or_default())
+    }
+
+    fn fake_dns_lookups(name: &str) -> usize {
+        FAKE_DNS.lock().unwrap().iter().find(|(n, _, _)| n == name).map_or(0, |(_, _, lookups)| *lookups)
+    }
+
+    fn rules(allow: &[&str], deny: &[&str]) -> DomainRules {
+        DomainRules {
+            allow: allow.iter().map(|p| DomainPattern::parse(p).unwrap()).collect(),
+            deny: deny.iter().map(|p| DomainPattern::parse(p).unwrap()).collect(),
+        }
+    }
+
+    fn forward_of(head: &str) -> String {
+        String::from_utf8(parse_head(head).unwrap().forward).unwrap()
+    }
+
     #[test]
     fn connect_and_absolute_form_heads_parse() {
         let r = parse_head("CONNECT pypi.org:443 HTTP/1.1\r\nHost: pypi.org:443").unwrap();
-        assert_eq!((r.connect, r.host.as_str(), r.port), (true, "pypi.org", 443));
+        assert_eq!((r.connect, r.host.to_string(), r.port), (true, "pypi.org".to_owned(), 443));
         let r = parse_head("CONNECT [::1]:8443 HTTP/1.1").unwrap();
-        assert_eq!((r.host.as_str(), r.port), ("[::1]", 8443));
+        assert_eq!((r.host.to_string(), r.port), ("[::1]".to_owned(), 8443));
+        let r = parse_head("CONNECT 0xc6120009:443 HTTP/1.1").unwrap();
+        assert_eq!(r.host.to_string(), "198.18.0.9");
         let r = parse_head(
-            "GET http://user@example.com/a?b=1 HTTP/1.1\r\nHost: example.com\r\nProxy-Connection: keep-alive\r\n\
-             Connection: keep-alive\r\nProxy-Authorization: x\r\nAccept: */*",
+            "GET HTTP://Example.COM./a?b=1#frag HTTP/1.1\r\nHost: example.com\r\nProxy-Connection: keep-alive\r\n\
+             Connection: keep-alive, X-Hop\r\nX-Hop: 1\r\nProxy-Authorization: x\r\nAccept: */*",
         )
         .unwrap();
-        assert_eq!((r.connect, r.host.as_str(), r.port), (false, "example.com", 80));
+        assert_eq!(
+            (r.connect, r.host.to_string(), r.port, r.body),
+            (false, "example.com".to_owned(), 80, Body::Empty)
+        );
         assert_eq!(
             String::from_utf8(r.forward).unwrap(),
             "GET /a?b=1 HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\nConnection: close\r\n\r\n"
         );
         let r = parse_head("GET http://example.com:8080?q HTTP/1.0").unwrap();
         assert_eq!(r.port, 8080);
-        assert!(String::from_utf8(r.forward).unwrap().starts_with("GET /?q HTTP/1.0\r\n"));
+        assert!(
+            String::from_utf8(r.forward)
+                .unwrap()
+                .starts_with("GET /?q HTTP/1.0\r\nHost: example.com:8080\r\n")
+        );
         for bad in [
             "GET /path HTTP/1.1",
             "CONNECT pypi.org HTTP/1.1",
             "CONNECT :443 HTTP/1.1",
             "GET",
             "CONNECT a:0 HTTP/1.1",
+            "CONNECT a:+443 HTTP/1.1",
+            "CONNECT ::1:443 HTTP/1.1",
+            "CONNECT [fe80::1%25eth0]:443 HTTP/1.1",
+            "CONNECT %31%32%37.0.0.1:443 HTTP/1.1",
+            "CONNECT user@pypi.org:443 HTTP/1.1",
             "GET https://x/ HTTP/1.1",
             "GET http://x/ HTTP/2",
+            "GET http://user@example.com/ HTTP/1.1",
+            "GET http://allowed.test@forbidden.test/ HTTP/1.1",
+            "GET http://forbidden.test\\@allowed.test/ HTTP/1.1",
+            "GET http://ex%61mple.com/ HTTP/1.1",
+            "GET http://[::ffff:127.0.0.1%lo]/ HTTP/1.1",
+            "GET http://a.com/x\nHost:b.com HTTP/1.1",
+            "GET\thttp://a.com/ HTTP/1.1",
         ] {
-            assert!(parse_head(bad).is_err(), "{bad}");
+            assert!(parse_head(bad).is_err(), "{bad:?}");
         }
     }
 
     #[test]
-    fn names_never_lead_to_local_addresses() {
-        for local in
-            ["127.0.0.1", "0.0.0.0", "169.254.169.254", "::1", "fe80::1", "::ffff:127.0.0.1", "224.0.0.1"]
-        {
-            assert!(forbidden(local.parse().unwrap()), "{local}");
+    fn the_host_header_names_the_host_the_rule_checked() {
+        // RFC 9112 3.2.2: a proxy replaces whatever Host the client wrote with the request line's authority.
+        for extra in [
+            "Host: forbidden.test",
+            "Host: forbidden.test\r\nHost: other.test",
+            "Host: user@forbidden.test",
+            "HOST:forbidden.test",
+            "X-Before: 1\r\nhost: forbidden.test:80",
+        ] {
+            let forward = forward_of(&format!("GET http://allowed.test/ HTTP/1.1\r\n{extra}\r\nAccept: */*"));
+            assert!(forward.starts_with("GET / HTTP/1.1\r\nHost: allowed.test\r\n"), "{forward}");
+            assert!(!forward.to_ascii_lowercase().contains("forbidden"), "{forward}");
+            assert_eq!(forward.to_ascii_lowercase().matches("\r\nhost:").count(), 1, "{forward}");
         }
-        for public in ["151.101.0.223", "10.1.2.3", "2a04:4e42::223"] {
-            assert!(!forbidden(public.parse().unwrap()), "{public}");
+        // No Host at all (HTTP/1.0): one is added.
+        assert!(
+            forward_of("GET http://[::1]:8080/ HTTP/1.0")
+                .starts_with("GET / HTTP/1.0\r\nHost: [::1]:8080\r\n")
+        );
+        // Lines a server could read as another header are refused, not forwarded.
+        for bad in [
+            "X-A: 1\r\n Host: forbidden.test",
+            "X-A: 1\r\n\tHost: forbidden.test",
+            "Host : forbidden.test",
+            "X-A: 1\nHost: forbidden.test",
+            "X-A: 1\rHost: forbidden.test",
+            "Host\u{0}: forbidden.test",
+            "no colon here",
+            ": empty name",
+        ] {
+            let head = format!("GET http://allowed.test/ HTTP/1.1\r\n{bad}");
+            assert!(parse_head(&head).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_body_is_framed_once_and_unambiguously() {
+        let head = |headers: &str| format!("POST http://a.test/ HTTP/1.1\r\n{headers}");
+        assert_eq!(parse_head(&head("Content-Length: 5")).unwrap().body, Body::Length(5));
+        assert_eq!(
+            parse_head(&head("Content-Length: 5\r\nContent-Length: 5")).unwrap().body,
+            Body::Length(5)
+        );
+        assert_eq!(parse_head(&head("Transfer-Encoding: Chunked")).unwrap().body, Body::Chunked);
+        assert!(forward_of(&head("Content-Length: 007")).contains("\r\nContent-Length: 7\r\n"));
+        for bad in [
+            "Content-Length: 5\r\nTransfer-Encoding: chunked",
+            "Content-Length: 5\r\nContent-Length: 6",
+            "Content-Length: 5, 6",
+            "Content-Length: -1",
+            "Content-Length: +5",
+            "Content-Length: 0x5",
+            "Content-Length: ",
+            "Transfer-Encoding: gzip, chunked",
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked",
+            "Transfer-Encoding: identity",
+        ] {
+            assert!(parse_head(&head(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn chunked_bodies_are_reframed_and_end_at_the_last_chunk() {
+        let mut out = Vec::new();
+        let mut from: &[u8] =
+            b"5;ext=1\r\nhello\r\nA \r\n0123456789\r\n0\r\nX-Trailer: 1\r\n\r\nGET / HTTP/1.1\r\n\r\n";
+        send_body(Body::Chunked, &mut from, &mut out).await.unwrap();
+        assert_eq!(out, b"5\r\nhello\r\na\r\n0123456789\r\n0\r\n\r\n");
+        assert_eq!(from, b"GET / HTTP/1.1\r\n\r\n");
+        for bad in [
+            &b"5\r\nhelloX\r\n0\r\n\r\n"[..],
+            b"5\nhello\r\n0\r\n\r\n",
+            b"-5\r\nhello\r\n0\r\n\r\n",
+            b"ffffffffffffffffff\r\n",
+            b"5\r\nhel",
+            b"\r\n",
+        ] {
+            let mut from = bad;
+            assert!(send_body(Body::Chunked, &mut from, &mut Vec::new()).await.is_err(), "{bad:?}");
+        }
+        let mut from: &[u8] = b"abc";
+        assert!(send_body(Body::Length(4), &mut from, &mut Vec::new()).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn the_final_response_head_says_the_connection_closes() {
+        let relay = |upstream: &'static str| async move {
+            let mut out = Vec::new();
+            relay_response(&mut upstream.as_bytes(), &mut out).await.unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(
+            relay(
+                "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\n\
+                 Content-Length: 2\r\n\r\nhiHTTP/1.1 200 OK\r\n\r\n"
+            )
+            .await,
+            "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n\
+             hiHTTP/1.1 200 OK\r\n\r\n"
+        );
+        assert_eq!(
+            relay("HTTP/1.0 204 No\nProxy-Connection: x\n\n").await,
+            "HTTP/1.0 204 No\r\nConnection: close\r\n\r\n"
+        );
+        // Not an HTTP/1 head: untouched.
+        for raw in ["SSH-2.0-x\r\n\r\nrest", "", "HTTP/1.1 200 OK\r\nno end", "HTTP/2 200\r\n\r\n"] {
+            assert_eq!(relay(raw).await, raw);
         }
     }
 
@@ -564,37 +1007,285 @@ mod tests {
         assert_eq!(Refusals::note(&[]), None);
     }
 
-    #[tokio::test]
-    async fn a_refused_host_gets_a_403_naming_it_and_an_allowed_one_is_tunnelled() {
-        // An upstream on the host's loopback, allowed as an IP literal (names never lead to loopback).
-        let upstream = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let upstream_port = upstream.local_addr().unwrap().port();
-        tokio::spawn(async move {
-            let (mut s, _) = upstream.accept().await.unwrap();
-            s.write_all(b"hello from upstream").await.unwrap();
-        });
-        let rules = DomainRules {
-            allow: vec![DomainPattern::parse(&format!("127.0.0.1:{upstream_port}")).unwrap()],
-            deny: vec![],
+    /// What the front end served: per request, the `Host` values and the body it received, and the address it
+    /// was reached at.
+    type Served = Arc<Mutex<Vec<String>>>;
+
+    /// A shared front end on `127.0.0.1:P` and `127.0.0.2:P`, as lax as some are: it serves every request it
+    /// reads on a connection, pipelined ones too and after `Connection: close`, answering each with
+    /// `hosts=[...] body=...` (what it received) and recording the same with ` at=ADDRESS`.
+    async fn front_end() -> (u16, Served) {
+        let mut tries = 0;
+        let (first, second) = loop {
+            let first = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = first.local_addr().unwrap().port();
+            match TcpListener::bind(("127.0.0.2", port)).await {
+                Ok(second) => break (first, second),
+                // The port is taken on 127.0.0.2: another one (a few tries; 127.0.0.2 itself must work).
+                Err(_) if tries < 20 => tries += 1,
+                Err(e) => panic!("cannot listen on 127.0.0.2: {e}"),
+            }
         };
+        let port = first.local_addr().unwrap().port();
+        let served: Served = Arc::default();
+        for listener in [first, second] {
+            let served = served.clone();
+            tokio::spawn(async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    tokio::spawn(serve_requests(stream, served.clone()));
+                }
+            });
+        }
+        (port, served)
+    }
+
+    async fn serve_requests(stream: TcpStream, served: Served) {
+        let at = stream.local_addr().unwrap().ip();
+        let mut reader = tokio::io::BufReader::new(stream);
+        loop {
+            let mut lines = Vec::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
+                    return;
+                }
+                if line == "\r\n" {
+                    break;
+                }
+                lines.push(line.trim_end().to_owned());
+            }
+            let header = |name: &str| -> Vec<String> {
+                lines
+                    .iter()
+                    .filter_map(|l| l.split_once(':'))
+                    .filter(|(n, _)| n.trim().eq_ignore_ascii_case(name))
+                    .map(|(_, v)| v.trim().to_owned())
+                    .collect()
+            };
+            let mut body = Vec::new();
+            if let Some(n) = header("content-length").first() {
+                body.resize(n.parse().unwrap(), 0);
+                reader.read_exact(&mut body).await.unwrap();
+            } else if !header("transfer-encoding").is_empty() {
+                loop {
+                    let mut size = String::new();
+                    reader.read_line(&mut size).await.unwrap();
+                    let size = usize::from_str_radix(size.trim(), 16).unwrap();
+                    let mut chunk = vec![0; size + 2];
+                    reader.read_exact(&mut chunk).await.unwrap();
+                    if size == 0 {
+                        break;
+                    }
+                    body.extend_from_slice(&chunk[..size]);
+                }
+            }
+            let answer = format!("hosts={:?} body={}", header("host"), String::from_utf8_lossy(&body));
+            served.lock().unwrap().push(format!("{answer} at={at}"));
+            let response = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{answer}", answer.len());
+            if reader.get_mut().write_all(response.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// A proxy for `rules` on loopback: its port and refusals.
+    fn start_proxy(rules: DomainRules) -> (u16, Arc<Refusals>) {
         let proxy = Arc::new(Proxy::new(rules, None, None));
         let refusals = proxy.refusals.clone();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         tokio::spawn(serve(listener, proxy));
+        (port, refusals)
+    }
 
-        let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-        c.write_all(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n").await.unwrap();
-        let mut answer = String::new();
-        c.read_to_string(&mut answer).await.unwrap();
+    /// Send `bytes` to the proxy, close the sending side, and read everything until the proxy closes.
+    async fn exchange(proxy: u16, bytes: &str) -> String {
+        let run = async {
+            let mut c = TcpStream::connect(("127.0.0.1", proxy)).await.unwrap();
+            c.write_all(bytes.as_bytes()).await.unwrap();
+            c.shutdown().await.unwrap();
+            let mut answer = Vec::new();
+            c.read_to_end(&mut answer).await.unwrap();
+            String::from_utf8_lossy(&answer).into_owned()
+        };
+        tokio::time::timeout(Duration::from_secs(20), run)
+            .await
+            .unwrap_or_else(|_| panic!("no answer in time to {bytes:?}"))
+    }
+
+    /// Every spelling of 127.0.0.1 a resolver or the kernel reads as that address, as a `printf` pattern for the
+    /// last byte (the twin, 127.0.0.2, is the same spelling with 2).
+    fn spellings(last: u8) -> Vec<String> {
+        vec![
+            format!("127.0.0.{last}"),
+            format!("127.0.0.{last}."),
+            format!("0x7f00000{last}"),
+            format!("0X7F00000{last}"),
+            format!("0x7f.0.0.0x{last}"),
+            format!("0177.0.0.0{last}"),
+            format!("{}", 0x7f00_0000_u32 + u32::from(last)),
+            format!("127.{last}"),
+            format!("127.0.{last}"),
+            format!("[::ffff:127.0.0.{last}]"),
+            format!("[::ffff:7f00:{last}]"),
+            format!("[0:0:0:0:0:FFFF:7F00:000{last}]"),
+        ]
+    }
+
+    #[tokio::test]
+    async fn a_denied_address_is_refused_in_every_spelling_and_its_twin_is_reached() {
+        let (upstream, served) = front_end().await;
+        for pattern in ["127.0.0.1", "0x7f000001", "[::ffff:7f00:1]", "127.0.0.0/31"] {
+            let (proxy, refusals) = start_proxy(rules(&["*"], &[pattern]));
+            for (denied, twin) in spellings(1).into_iter().zip(spellings(2)) {
+                let answer = exchange(
+                    proxy,
+                    &format!("CONNECT {denied}:{upstream} HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n"),
+                )
+                .await;
+                assert!(answer.starts_with("HTTP/1.1 403 Forbidden"), "{pattern} {denied}: {answer}");
+                assert!(answer.contains(&format!("127.0.0.1:{upstream} refused")), "{answer}");
+                let answer = exchange(
+                    proxy,
+                    &format!(
+                        "GET http://{denied}:{upstream}/ HTTP/1.1\r\nHost: 127.0.0.2:{upstream}\r\n\r\n"
+                    ),
+                )
+                .await;
+                assert!(answer.starts_with("HTTP/1.1 403 Forbidden"), "{pattern} {denied}: {answer}");
+                assert_eq!(refusals.since(0), vec![format!("127.0.0.1:{upstream}")]);
+
+                let answer = exchange(
+                    proxy,
+                    &format!("CONNECT {twin}:{upstream} HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n"),
+                )
+                .await;
+                assert!(answer.starts_with("HTTP/1.1 200 Connection Established"), "{twin}: {answer}");
+                assert!(answer.ends_with("hosts=[\"t\"] body="), "{twin}: {answer}");
+                let answer =
+                    exchange(proxy, &format!("GET http://{twin}:{upstream}/ HTTP/1.1\r\n\r\n")).await;
+                assert!(
+                    answer.ends_with(&format!("hosts=[\"127.0.0.2:{upstream}\"] body=")),
+                    "{twin}: {answer}"
+                );
+            }
+        }
+        // Nothing reached the denied address: every request served came through the twin.
+        let served = served.lock().unwrap().clone();
+        assert_eq!(served.len(), 4 * 12 * 2, "{served:?}");
+        assert!(served.iter().all(|s| s.ends_with(" at=127.0.0.2")), "{served:?}");
+    }
+
+    #[tokio::test]
+    async fn a_name_resolving_to_a_denied_address_is_refused_and_otherwise_reached() {
+        let (upstream, _served) = front_end().await;
+        let allowed = [format!("localhost:{upstream}"), format!("127.0.0.1:{upstream}")];
+        let allowed: Vec<&str> = allowed.iter().map(String::as_str).collect();
+        // `localhost` resolves to 127.0.0.1 (from /etc/hosts): denied in any spelling, the name is refused.
+        let (proxy, refusals) = start_proxy(rules(&allowed, &["2130706433"]));
+        for name in ["localhost", "LocalHost.", "LOCALHOST"] {
+            let answer = exchange(proxy, &format!("GET http://{name}:{upstream}/ HTTP/1.1\r\n\r\n")).await;
+            assert!(answer.starts_with("HTTP/1.1 403 Forbidden"), "{name}: {answer}");
+            assert!(
+                answer.contains("resolves to 127.0.0.1") && answer.contains("deny pattern 127.0.0.1"),
+                "{answer}"
+            );
+            let answer = exchange(proxy, &format!("CONNECT {name}:{upstream} HTTP/1.1\r\n\r\n")).await;
+            assert!(answer.starts_with("HTTP/1.1 403 Forbidden"), "{name}: {answer}");
+        }
+        assert_eq!(refusals.since(0), vec![format!("localhost:{upstream}")]);
+        // The twin: the same rules denying 127.0.0.2 instead; the name reaches the front end, named as itself.
+        let (proxy, _) = start_proxy(rules(&allowed, &["127.0.0.2"]));
+        let answer = exchange(
+            proxy,
+            &format!("GET http://LocalHost.:{upstream}/ HTTP/1.1\r\nHost: forbidden.test\r\n\r\n"),
+        )
+        .await;
+        assert!(answer.ends_with(&format!("hosts=[\"localhost:{upstream}\"] body=")), "{answer}");
+        // A name leads to a local address only when an allow rule names that address.
+        let (proxy, _) = start_proxy(rules(&[&format!("localhost:{upstream}")], &[]));
+        let answer = exchange(proxy, &format!("GET http://localhost:{upstream}/ HTTP/1.1\r\n\r\n")).await;
         assert!(answer.starts_with("HTTP/1.1 403 Forbidden"), "{answer}");
-        assert!(answer.contains("--allow-domain example.com"), "{answer}");
-        assert_eq!(refusals.since(0), vec!["example.com:443".to_owned()]);
+        assert!(answer.contains("resolves only to loopback"), "{answer}");
+    }
 
-        let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-        c.write_all(format!("CONNECT 127.0.0.1:{upstream_port} HTTP/1.1\r\n\r\n").as_bytes()).await.unwrap();
-        let mut answer = String::new();
-        c.read_to_string(&mut answer).await.unwrap();
-        assert_eq!(answer, "HTTP/1.1 200 Connection Established\r\n\r\nhello from upstream");
+    #[tokio::test]
+    async fn the_connection_goes_to_the_address_checked_and_a_rebinding_answer_changes_nothing() {
+        let (upstream, served) = front_end().await;
+        let name = "a.rebind.test";
+        let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+        // The first answer is allowed (127.0.0.2, named by an allow rule), every later one is denied (127.0.0.1).
+        FAKE_DNS.lock().unwrap().push((
+            name.to_owned(),
+            vec![vec![ip("127.0.0.2")], vec![ip("127.0.0.1")]],
+            0,
+        ));
+        let allow = [format!("{name}:{upstream}"), format!("127.0.0.2:{upstream}")];
+        let (proxy, _) = start_proxy(rules(&[&allow[0], &allow[1]], &["127.0.0.1"]));
+        let answer =
+            exchange(proxy, &format!("GET http://{name}:{upstream}/ HTTP/1.1\r\nHost: x\r\n\r\n")).await;
+        assert!(answer.ends_with(&format!("hosts=[\"{name}:{upstream}\"] body=")), "{answer}");
+        // One lookup, and the connection went to its answer (a second lookup would have said 127.0.0.1).
+        assert_eq!(fake_dns_lookups(name), 1);
+        assert_eq!(
+            served.lock().unwrap().clone(),
+            vec![format!("hosts=[\"{name}:{upstream}\"] body= at=127.0.0.2")]
+        );
+        // The next request sees the new answer, and is refused for it.
+        let answer = exchange(proxy, &format!("CONNECT {name}:{upstream} HTTP/1.1\r\n\r\n")).await;
+        assert!(
+            answer.starts_with("HTTP/1.1 403 Forbidden") && answer.contains("resolves to 127.0.0.1"),
+            "{answer}"
+        );
+        assert_eq!(fake_dns_lookups(name), 2);
+        assert_eq!(served.lock().unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_upstream_gets_the_host_the_rule_allowed_and_one_request_only() {
+        let (upstream, served) = front_end().await;
+        let (proxy, _) = start_proxy(rules(&[&format!("127.0.0.2:{upstream}")], &[]));
+        let target = format!("http://127.0.0.2:{upstream}");
+        let host = format!("127.0.0.2:{upstream}");
+        // The Host the command wrote (one, several, with userinfo) is replaced by the request line's.
+        for headers in
+            ["Host: forbidden.test", "Host: forbidden.test\r\nHost: x.test", "Host: u@forbidden.test", ""]
+        {
+            let answer = exchange(
+                proxy,
+                &format!("GET {target}/ HTTP/1.1\r\n{headers}\r\n\r\n").replace("\r\n\r\n\r\n", "\r\n\r\n"),
+            )
+            .await;
+            assert!(answer.starts_with("HTTP/1.1 200 OK"), "{headers}: {answer}");
+            assert!(answer.ends_with(&format!("hosts=[\"{host}\"] body=")), "{headers}: {answer}");
+        }
+        // A second request on the connection (pipelined, or smuggled after the declared body) never reaches the
+        // upstream the first was checked for.
+        let second = "GET http://127.0.0.1/ HTTP/1.1\r\nHost: forbidden.test\r\n\r\n";
+        for first in [
+            format!("GET {target}/ HTTP/1.1\r\nHost: a\r\n\r\n"),
+            format!("POST {target}/ HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"),
+            format!("POST {target}/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"),
+            format!("GET {target}/ HTTP/1.1\r\nContent-Length: 0\r\n\r\n"),
+        ] {
+            served.lock().unwrap().clear();
+            let answer = exchange(proxy, &format!("{first}{second}")).await;
+            assert_eq!(answer.matches("HTTP/1.1 200 OK").count(), 1, "{first}: {answer}");
+            assert!(answer.contains("\r\nConnection: close\r\n\r\n"), "{answer}");
+            let served = served.lock().unwrap().clone();
+            assert_eq!(served.len(), 1, "{first}: {served:?}");
+            assert!(served[0].starts_with(&format!("hosts=[\"{host}\"]")), "{served:?}");
+            assert!(!served[0].contains("forbidden"), "{served:?}");
+        }
+        assert_eq!(served.lock().unwrap().clone(), vec![format!("hosts=[\"{host}\"] body= at=127.0.0.2")]);
+        // Ambiguous framing is refused before anything is sent.
+        served.lock().unwrap().clear();
+        let answer = exchange(
+            proxy,
+            &format!("POST {target}/ HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n{second}"),
+        )
+        .await;
+        assert!(answer.starts_with("HTTP/1.1 400 Bad Request"), "{answer}");
+        assert!(served.lock().unwrap().is_empty());
     }
 }

@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -25,8 +25,7 @@ pub fn sandbox_report(args: &ReportArgs) -> Result<ExitCode> {
     } else {
         sandbox.report(&settings.sandbox_policy)
     };
-    let tmpdir = std::env::var_os("TMPDIR").map(PathBuf::from);
-    let roots = settings.sandbox_policy.writable_roots(&settings.cwd, tmpdir.as_deref(), git_entry);
+    let roots = settings.sandbox_policy.writable_roots(&settings.cwd, settings.tmpdir.as_deref(), git_entry);
     let machine = crate::platform::machine_support();
     let text = if args.json {
         let value = json!({
@@ -186,6 +185,9 @@ pub fn git_entry(root: &Path) -> GitEntry {
     }
 }
 
+/// The port shown for the proxy in `uexec sandbox-profile` (a server binds its own when it starts).
+const PROXY_PORT_PLACEHOLDER: u16 = 0;
+
 /// `uexec sandbox-profile`.
 pub fn sandbox_profile(args: &ProfileArgs) -> Result<ExitCode> {
     let settings = Settings::resolve(&args.policy, None, &ProcessContext::current()?)?;
@@ -196,9 +198,18 @@ pub fn sandbox_profile(args: &ProfileArgs) -> Result<ExitCode> {
             } else {
                 args.command.iter().map(OsString::from).collect()
             };
-            let tmpdir = std::env::var_os("TMPDIR").map(PathBuf::from);
-            let launch = uexec_sandbox_macos::SeatbeltSandbox::for_inspection()
-                .launch(&settings.sandbox_policy, &settings.cwd, tmpdir.as_deref(), &argv)
+            // The profile that runs: the hidden locations, the keychain choice and, in allowlist mode, the
+            // proxy's network part (its port is chosen when a server starts; 0 stands for it here).
+            let proxied = matches!(settings.network, uexec_domain::network::NetworkPolicy::Proxied(_))
+                && !settings.sandbox_policy.is_unrestricted();
+            let mut sandbox = uexec_sandbox_macos::SeatbeltSandbox::for_inspection()
+                .with_hidden(settings.hidden.clone())
+                .with_keychain(settings.macos_keychain);
+            if proxied {
+                sandbox = sandbox.with_proxy_port(PROXY_PORT_PLACEHOLDER);
+            }
+            let launch = sandbox
+                .launch(&settings.sandbox_policy, &settings.cwd, settings.tmpdir.as_deref(), &argv)
                 .context("cannot generate the Seatbelt profile")?;
             let mut out = String::new();
             let _ = writeln!(
@@ -212,6 +223,13 @@ pub fn sandbox_profile(args: &ProfileArgs) -> Result<ExitCode> {
                 out,
                 ";; Paths are this machine's; on macOS they are canonical (/tmp is /private/tmp)."
             );
+            if proxied {
+                let _ = writeln!(
+                    out,
+                    ";; Domain-allowlist mode: port {PROXY_PORT_PLACEHOLDER} stands for the proxy's port, which a \
+                     server chooses when it starts."
+                );
+            }
             out.push_str(&launch.profile);
             if !launch.profile.ends_with('\n') {
                 out.push('\n');
@@ -254,6 +272,8 @@ fn write_stdout(text: &str) -> Result<()> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     #[test]

@@ -9,15 +9,15 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use uexec_domain::GitEntry;
 use uexec_domain::env::{EnvInherit, EnvPolicy};
 use uexec_domain::hidden::{HiddenPaths, HiddenPattern};
 use uexec_domain::hidden_env::environment_secrets;
 use uexec_domain::limits::Limits;
 use uexec_domain::network::{DomainPattern, DomainRules, NetworkPolicy};
 use uexec_domain::rules::{CommandRules, PrefixRule};
+use uexec_domain::trust::SandboxWrites;
 use uexec_domain::{ApprovalPolicy, SandboxPolicy};
-use uexec_engine::writable_root_holding;
+use uexec_engine::{gather_writes, writable_by_sandbox};
 
 use crate::cli::{ApprovalArg, PolicyArgs, SandboxMode, ServeArgs};
 use crate::config::{self, InheritSpec, LoadedConfig, ServerSection};
@@ -46,6 +46,8 @@ impl ProcessContext {
 pub struct Settings {
     /// The workspace (canonical): commands run here and it is writable under workspace-write.
     pub cwd: PathBuf,
+    /// `$TMPDIR` as the server's commands inherit it (absolute, non-empty), read once here for the whole app.
+    pub tmpdir: Option<PathBuf>,
     /// The sandbox policy.
     pub sandbox_policy: SandboxPolicy,
     /// When to ask a person.
@@ -69,6 +71,8 @@ pub struct Settings {
     pub config_file: Option<PathBuf>,
     /// The secret locations sandboxed commands cannot read.
     pub hidden: HiddenPaths,
+    /// macOS: sandboxed commands may ask the keychain (`macos_keychain = true`; default false).
+    pub macos_keychain: bool,
     /// The network of sandboxed commands: off, on, or through the proxy (`sandbox_policy`'s network access is
     /// true for the last two).
     pub network: NetworkPolicy,
@@ -100,7 +104,7 @@ impl Settings {
             Some((path, required)) => (Some(absolute(&ctx.cwd, &path)), required),
             None => (None, false),
         };
-        let tmpdir = (ctx.env)("TMPDIR").map(PathBuf::from);
+        let tmpdir = tmpdir_of(ctx);
         let cwd = args.cwd.as_deref().map(|p| absolute(&ctx.cwd, p)).unwrap_or_else(|| ctx.cwd.clone());
         let flag_roots: Vec<PathBuf> = args.writable_roots.iter().map(|r| absolute(&ctx.cwd, r)).collect();
         // Checked before the file is read: a planted config is not even parsed.
@@ -129,26 +133,33 @@ impl Settings {
     }
 }
 
+/// The app's one reading of `$TMPDIR` (the engine reads each command's own, `uexec_engine::place`): absolute and
+/// non-empty, else none.
+fn tmpdir_of(ctx: &ProcessContext) -> Option<PathBuf> {
+    (ctx.env)("TMPDIR").map(PathBuf::from).filter(|t| t.is_absolute())
+}
+
 /// Every directory a sandboxed command of this or an earlier start may have written to, whatever the sandbox
-/// mode: `extra` roots, the workspace `cwd`, `/tmp` and `tmpdir` (`uexec_domain::startup::possible_writable_roots`).
-fn possible_writable_roots(extra: &[PathBuf], cwd: &Path, tmpdir: Option<&Path>) -> Vec<PathBuf> {
+/// mode: `extra` roots, the workspace `cwd`, `/tmp`, `/dev/shm` and `tmpdir` (`uexec_domain::trust`), before
+/// the policy is known.
+fn possible_writable_roots(extra: &[PathBuf], cwd: &Path, tmpdir: Option<&Path>) -> SandboxWrites {
     let policy = SandboxPolicy::WorkspaceWrite {
         writable_roots: extra.to_vec(),
         network_access: false,
         exclude_slash_tmp: false,
         exclude_tmpdir_env_var: false,
     };
-    uexec_domain::startup::possible_writable_roots(&policy, cwd, tmpdir)
+    gather_writes(&policy, cwd, tmpdir, &[])
 }
 
 /// Refuse a config file a sandboxed command could have written (issue 10, class 7a): one inside a writable
 /// root, a symlink into one, or one reached through a symlink or directory that lies in one. An explicit
 /// `--config` is the person's own choice: it is read, and the exception is reported on stderr.
-fn check_config_location(path: &Path, explicit: bool, roots: &[PathBuf]) -> Result<()> {
+fn check_config_location(path: &Path, explicit: bool, writes: &SandboxWrites) -> Result<()> {
     if std::fs::symlink_metadata(path).is_err() {
         return Ok(());
     }
-    let Some(found) = writable_root_holding(path, roots) else {
+    let Some(found) = writable_by_sandbox(path, writes) else {
         return Ok(());
     };
     if explicit {
@@ -189,6 +200,14 @@ fn resolve_with(
     let mode = args.sandbox.or(file.sandbox).unwrap_or(SandboxMode::WorkspaceWrite);
     let network_policy = network_policy(args, file.network.as_ref())?;
     let network = network_policy.has_access();
+    if mode == SandboxMode::DangerFullAccess && matches!(network_policy, NetworkPolicy::Proxied(_)) {
+        // Fail closed: without a sandbox nothing keeps commands to the proxy, so the rules would be a wish.
+        bail!(
+            "domain rules (--allow-domain, --deny-domain, [network] allow/deny) cannot be enforced under \
+             --sandbox danger-full-access: commands run without a sandbox and reach the host's network directly; \
+             choose a sandbox (workspace-write, read-only) or drop the rules"
+        );
+    }
 
     if mode != SandboxMode::WorkspaceWrite && !args.writable_roots.is_empty() {
         bail!(
@@ -303,8 +322,13 @@ fn resolve_with(
         _ => None,
     };
     if let Some(path) = &audit_log {
-        let tmpdir = (ctx.env)("TMPDIR").map(PathBuf::from);
-        refuse_audit_log_in_writable_root(path, &sandbox_policy, &cwd, tmpdir.as_deref())?;
+        let tmpdir = tmpdir_of(ctx);
+        let sandbox_dirs: Vec<PathBuf> =
+            state_dir.iter().flat_map(|state| sandbox_state_dirs(state)).collect();
+        refuse_audit_log_in_writable_root(
+            path,
+            &gather_writes(&sandbox_policy, &cwd, tmpdir.as_deref(), &sandbox_dirs),
+        )?;
     }
 
     let hide_defaults = file.hide_secrets.unwrap_or(true);
@@ -359,9 +383,11 @@ fn resolve_with(
         hidden.reachable = found.reachable;
     }
     hide_own_state(&mut hidden, &own_state(state_dir.as_deref(), audit_log.as_deref(), None));
+    let macos_keychain = file.macos_keychain.unwrap_or(false);
 
     Ok(Settings {
         cwd,
+        tmpdir: tmpdir_of(ctx),
         sandbox_policy,
         approval_policy,
         allow_degraded_sandbox,
@@ -373,6 +399,7 @@ fn resolve_with(
         audit_log,
         config_file: loaded.map(|l| l.path.clone()),
         hidden,
+        macos_keychain,
         network: network_policy,
         state_dir,
         sandbox_cache,
@@ -575,6 +602,12 @@ fn layer_name(path: &Path, index: usize) -> String {
     format!("{}-{index}", if cleaned.is_empty() { "dir" } else { &cleaned })
 }
 
+/// The directories under the state directory `state` that sandboxed commands write: the package cache and the
+/// copy-on-write views' upper layers (`uexec_domain::trust` counts them as written by sandboxed commands).
+pub(crate) fn sandbox_state_dirs(state: &Path) -> [PathBuf; 2] {
+    [state.join("sandbox-cache"), state.join("sandbox-overlays")]
+}
+
 /// `<state>/sandbox-cache`, created (mode 0700) and canonical; `None`, with a warning, when it cannot be made.
 fn sandbox_cache_root(state: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
@@ -732,16 +765,10 @@ fn read_token(path: &Path) -> Result<AuthToken> {
 
 /// A sandboxed command may write beneath every writable root: an audit log there could be truncated or filled
 /// with forged records, or replaced by a symlink that makes the (unsandboxed) server append elsewhere. The check
-/// is [`writable_root_holding`], the same as for the config file and the shell's startup files.
-fn refuse_audit_log_in_writable_root(
-    path: &Path,
-    policy: &SandboxPolicy,
-    cwd: &Path,
-    tmpdir: Option<&Path>,
-) -> Result<()> {
-    let roots: Vec<PathBuf> =
-        policy.writable_roots(cwd, tmpdir, |_| GitEntry::Absent).into_iter().map(|r| r.root).collect();
-    if let Some(found) = writable_root_holding(path, &roots) {
+/// is [`writable_by_sandbox`] over every place sandboxed commands may write (`uexec_domain::trust`), the same as
+/// for the config file and the shell's startup files.
+fn refuse_audit_log_in_writable_root(path: &Path, writes: &SandboxWrites) -> Result<()> {
+    if let Some(found) = writable_by_sandbox(path, writes) {
         bail!(
             "audit log {} lies in the writable root {} ({}), where sandboxed commands could rewrite it; put it \
              outside the writable roots (for example ~/.local/state/uexec/audit.jsonl)",
@@ -1182,6 +1209,28 @@ mod tests {
         let args = PolicyArgs { sandbox: Some(SandboxMode::DangerFullAccess), ..PolicyArgs::default() };
         let s = resolve_with(&args, None, &ctx(dir.path()), None).unwrap();
         assert_eq!(s.sandbox_policy, SandboxPolicy::DangerFullAccess);
+        // Domain rules cannot bind unsandboxed commands: refused at start (fail closed), not silently dropped.
+        let with = |network: bool, allow: &[&str], deny: &[&str]| PolicyArgs {
+            sandbox: Some(SandboxMode::DangerFullAccess),
+            network,
+            allow_domains: allow.iter().map(|s| s.to_string()).collect(),
+            deny_domains: deny.iter().map(|s| s.to_string()).collect(),
+            ..PolicyArgs::default()
+        };
+        for args in [with(true, &[], &["198.18.0.9"]), with(false, &["pypi.org"], &[])] {
+            let err = resolve_with(&args, None, &ctx(dir.path()), None).unwrap_err().to_string();
+            assert!(err.contains("cannot be enforced under --sandbox danger-full-access"), "{err}");
+        }
+        let cfg = loaded(
+            dir.path(),
+            "sandbox = \"danger-full-access\"\n[network]\ndeny = [\"x.com\"]\nallow = [\"*\"]\n",
+        );
+        assert!(resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).is_err());
+        // The twins: the same rules in a sandbox, and full access with the plain network switch.
+        let sandboxed =
+            PolicyArgs { sandbox: Some(SandboxMode::WorkspaceWrite), ..with(true, &[], &["198.18.0.9"]) };
+        assert!(resolve_with(&sandboxed, None, &ctx(dir.path()), None).is_ok());
+        assert!(resolve_with(&with(true, &[], &[]), None, &ctx(dir.path()), None).is_ok());
     }
 
     #[test]
@@ -1221,14 +1270,16 @@ mod tests {
 
     #[test]
     fn audit_log_flag_wins_and_file_paths_are_relative_to_the_file() {
-        let dir = tempfile::tempdir().unwrap();
+        // Both outside every place sandboxed commands may write (see the test below for those).
+        let dir = tempfile::Builder::new().tempdir_in("/var/tmp").unwrap();
+        let workspace = tempfile::Builder::new().tempdir_in("/var/tmp").unwrap();
         let cfg = loaded(dir.path(), "audit_log = \"audit.jsonl\"\n");
-        // Read-only: no writable root, so the log may sit anywhere (see the test below for workspace-write).
         let args = PolicyArgs { sandbox: Some(SandboxMode::ReadOnly), ..PolicyArgs::default() };
-        let s = resolve_with(&args, None, &ctx(Path::new("/")), Some(&cfg));
-        // The cwd "/" exists everywhere; the audit path resolves against the config file's directory.
+        let s = resolve_with(&args, None, &ctx(workspace.path()), Some(&cfg));
+        // The audit path resolves against the config file's directory, the flag's against the cwd.
         assert_eq!(s.unwrap().audit_log, Some(dir.path().join("audit.jsonl")));
-        let s = resolve_with(&args, Some(Path::new("x.jsonl")), &ctx(dir.path()), Some(&cfg));
+        let in_config_dir = PolicyArgs { cwd: Some(workspace.path().to_path_buf()), ..args.clone() };
+        let s = resolve_with(&in_config_dir, Some(Path::new("x.jsonl")), &ctx(dir.path()), Some(&cfg));
         assert_eq!(s.unwrap().audit_log, Some(dir.path().join("x.jsonl")));
     }
 
@@ -1250,12 +1301,14 @@ mod tests {
             let error = resolve(&inside).unwrap_err().to_string();
             assert!(error.contains("lies in the writable root"), "{inside:?}: {error}");
         }
-        // The allowed twins: outside every root, and any place under read-only.
+        // The allowed twin: outside every root. Under read-only the workspace still counts: what a sandboxed
+        // command wrote there under an earlier workspace-write start is still there (`uexec_domain::trust`).
         let ok = outside.path().join("audit.jsonl");
-        assert_eq!(resolve(&ok).unwrap().audit_log, Some(ok));
+        assert_eq!(resolve(&ok).unwrap().audit_log, Some(ok.clone()));
         let read_only = PolicyArgs { sandbox: Some(SandboxMode::ReadOnly), ..args.clone() };
         let log = workspace.path().join("audit.jsonl");
-        assert!(resolve_with(&read_only, Some(&log), &ctx(Path::new("/")), None).is_ok());
+        assert!(resolve_with(&read_only, Some(&log), &ctx(Path::new("/")), None).is_err());
+        assert!(resolve_with(&read_only, Some(&ok), &ctx(Path::new("/")), None).is_ok());
     }
 
     /// Issue 10, class 7a: a config file a sandboxed command could have written is refused unless explicit.

@@ -233,3 +233,121 @@ fn under_on_request_a_person_can_allow_a_refused_domain_for_the_session() {
     assert!(!printed(&listed).contains("response 403"), "{listed:?}");
     assert_eq!(server.elicitations.len(), 2);
 }
+
+/// What a test front end served: the `Host` values of each request.
+type Served = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// A front end on the host's `127.0.0.1:P` and `127.0.0.2:P` (one port): each connection gets one request
+/// answered with `hosts=<the Host values it received>`.
+fn front_end() -> (u16, Served) {
+    use std::io::{BufRead, BufReader, Write};
+    let mut tries = 0;
+    let (first, second) = loop {
+        let first = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = first.local_addr().unwrap().port();
+        match std::net::TcpListener::bind(("127.0.0.2", port)) {
+            Ok(second) => break (first, second),
+            // The port is taken on 127.0.0.2: another one (a few tries; 127.0.0.2 itself must work).
+            Err(_) if tries < 20 => tries += 1,
+            Err(e) => panic!("cannot listen on 127.0.0.2: {e}"),
+        }
+    };
+    let port = first.local_addr().unwrap().port();
+    let served = Served::default();
+    for listener in [first, second] {
+        let served = served.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut hosts = Vec::new();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some((name, value)) = line.split_once(':')
+                        && name.eq_ignore_ascii_case("host")
+                    {
+                        hosts.push(value.trim().to_owned());
+                    }
+                }
+                let answer = format!("hosts={}", hosts.join(","));
+                served.lock().unwrap().push(answer.clone());
+                let _ = write!(stream, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{answer}", answer.len());
+            }
+        });
+    }
+    (port, served)
+}
+
+/// Raw requests to the proxy (`$HTTP_PROXY`) for 127.0.0.1 and 127.0.0.2 in the spellings a resolver reads as
+/// them: for each, a `CONNECT` carrying a request and a plain request with a forged `Host`; then a direct
+/// connection that ignores the proxy.
+const SPELLINGS: &str = r#"
+import os, socket, sys
+proxy = int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1])
+port = int(sys.argv[1])
+def ask(text):
+    s = socket.create_connection(("127.0.0.1", proxy), timeout=30)
+    s.sendall(text.encode())
+    s.shutdown(socket.SHUT_WR)
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            return data.decode(errors="replace").splitlines()
+        data += chunk
+for last in (1, 2):
+    for host in [f"0x7f00000{last}", str(0x7f000000 + last), f"0177.0.0.0{last}", f"127.{last}",
+                 f"[::ffff:127.0.0.{last}]", f"[::ffff:7f00:{last}]", f"127.0.0.{last}."]:
+        connect = ask(f"CONNECT {host}:{port} HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\nHost: tunnel\r\n\r\n")
+        plain = ask(f"GET http://{host}:{port}/ HTTP/1.1\r\nHost: forbidden.test\r\n\r\n")
+        print(f"{last} {host} connect={connect[0]} | plain={plain[0]} | {plain[-1]}")
+try:
+    socket.create_connection(("127.0.0.2", port), timeout=10)
+    print("direct connected")
+except OSError as e:
+    print(f"direct errno {e.errno}")
+"#;
+
+/// Issue 22, class 6: `--network --deny-domain ADDRESS` is enforced for every sandboxed command, whatever its
+/// environment: the command is in the proxy's loopback-only namespace, and the proxy refuses the address in
+/// every spelling (`0x7f000001`, `2130706433`, `0177.0.0.01`, `127.1`, `[::ffff:7f00:1]`, a trailing dot) while
+/// the twin address in the same spellings is reached, with the `Host` header the rule checked.
+#[test]
+fn network_with_a_deny_list_refuses_every_spelling_of_the_address_and_only_the_proxy_leads_out() {
+    let ws = Workspace::new();
+    let (port, served) = front_end();
+    let port_text = port.to_string();
+    let out = uexec_command(
+        &ws,
+        &["run", "--network", "--deny-domain", "127.0.0.1", "--", "python3", "-c", SPELLINGS, &port_text],
+    )
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.iter().filter(|l| l.starts_with("1 ")).count(), 7, "{stdout} {stderr}");
+    assert_eq!(lines.iter().filter(|l| l.starts_with("2 ")).count(), 7, "{stdout} {stderr}");
+    for line in &lines {
+        if line.starts_with("1 ") {
+            assert!(line.contains("connect=HTTP/1.1 403 Forbidden | plain=HTTP/1.1 403 Forbidden"), "{line}");
+            assert!(line.contains(&format!("127.0.0.1:{port} refused: the host matches the deny")), "{line}");
+        } else if line.starts_with("2 ") {
+            assert!(
+                line.contains("connect=HTTP/1.1 200 Connection Established | plain=HTTP/1.1 200 OK"),
+                "{line}"
+            );
+            assert!(line.ends_with(&format!("| hosts=127.0.0.2:{port}")), "{line}");
+        }
+    }
+    // Outside the proxy there is no way to the host: the namespace's own loopback has nothing on the port.
+    assert!(stdout.contains("direct errno 111"), "{stdout}");
+    assert!(stderr.contains(&format!("[uexec] Network: refused 127.0.0.1:{port}")), "{stderr}");
+    let served = served.lock().unwrap().clone();
+    assert_eq!(served.iter().filter(|s| *s == "hosts=tunnel").count(), 7, "{served:?}");
+    assert_eq!(served.iter().filter(|s| **s == format!("hosts=127.0.0.2:{port}")).count(), 7, "{served:?}");
+    assert_eq!(served.len(), 14, "{served:?}");
+}

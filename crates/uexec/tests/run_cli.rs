@@ -509,6 +509,50 @@ fn sandbox_profile_for_macos_on_any_platform() {
     assert!(text.contains("/usr/bin/sandbox-exec -p <profile>") && text.contains("-- make test"), "{text}");
 }
 
+/// Issue 28: `sandbox-profile` prints the profile that runs, hidden locations and the allowlist mode's network
+/// part included (it showed the open network part and no hidden rule), and the keychain choice.
+#[test]
+fn sandbox_profile_for_macos_prints_the_hidden_locations_and_the_allowlist_network_part() {
+    let ws = Workspace::new();
+    std::fs::create_dir_all(ws.path().join(".ssh")).unwrap();
+    let allowlist = uexec_command(
+        &ws,
+        &[
+            "sandbox-profile",
+            "--platform",
+            "macos",
+            "--allow-domain",
+            "pypi.org",
+            "--",
+            "pip",
+            "install",
+            "x",
+        ],
+    )
+    .output()
+    .unwrap();
+    let text = String::from_utf8_lossy(&allowlist.stdout);
+    assert!(allowlist.status.success(), "{}", String::from_utf8_lossy(&allowlist.stderr));
+    assert!(text.contains("(allow network-outbound (remote ip \"localhost:0\"))"), "{text}");
+    assert!(!text.contains("(remote ip \"*:*\")"), "{text}");
+    assert!(text.contains("(regex (param \"HIDDEN_0_ANY\"))"), "{text}");
+    let ssh = std::fs::canonicalize(ws.path().join(".ssh")).unwrap();
+    assert!(text.contains(&format!("HIDDEN_0={}", ssh.display())), "{text}");
+    assert!(!text.contains("com.apple.SecurityServer\")"), "{text}");
+    // The twins: the open network part with --network, and the keychain when the config opts in.
+    std::fs::write(ws.path().join("uexec.toml"), "macos_keychain = true\n").unwrap();
+    let open = uexec_command(
+        &ws,
+        &["sandbox-profile", "--platform", "macos", "--network", "--config", "uexec.toml", "--", "true"],
+    )
+    .output()
+    .unwrap();
+    let text = String::from_utf8_lossy(&open.stdout);
+    assert!(open.status.success(), "{}", String::from_utf8_lossy(&open.stderr));
+    assert!(text.contains("(allow network-outbound (remote ip \"*:*\"))"), "{text}");
+    assert!(text.contains("(global-name \"com.apple.SecurityServer\")"), "{text}");
+}
+
 #[test]
 fn invalid_config_names_key_and_line() {
     let ws = Workspace::new();

@@ -11,7 +11,7 @@ use uexec_sandbox_macos::{RealFs, build_launch};
 use crate::fake_fs::FakeFs;
 
 fn params(launch: &uexec_sandbox_macos::SeatbeltLaunch) -> Vec<(String, PathBuf)> {
-    launch.params.iter().map(|(n, v)| (n.clone(), PathBuf::from(v))).collect()
+    crate::path_params(launch).into_iter().map(|(n, v)| (n, PathBuf::from(v))).collect()
 }
 
 fn argv() -> Vec<OsString> {

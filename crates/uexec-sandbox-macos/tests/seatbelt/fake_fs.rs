@@ -77,7 +77,15 @@ impl FakeFs {
     }
 
     fn exists(&self, path: &Path) -> bool {
-        self.everything_exists || path == Path::new("/") || self.dirs.contains(path)
+        self.everything_exists
+            || path == Path::new("/")
+            || self.dirs.contains(path)
+            || self.files.contains(path)
+            || (path.ends_with(".git")
+                && path
+                    .parent()
+                    .and_then(|root| self.git.get(root))
+                    .is_some_and(|(entry, problem)| *entry != GitEntry::Absent || problem.is_some()))
     }
 }
 

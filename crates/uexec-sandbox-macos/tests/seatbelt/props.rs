@@ -178,5 +178,16 @@ proptest! {
             let allowed = sexpr::allows(&forms, "file-write-create", &probe, &launch.params).unwrap();
             prop_assert_eq!(allowed, writable(&probe), "{:?}", probe);
         }
+        // Every read-only entry is denied under the upper-case spelling of its own name too (a
+        // case-insensitive volume), whatever bytes the name holds.
+        for root in &roots {
+            for ro in root.read_only_subpaths.iter().filter(|ro| read_only.contains(ro)) {
+                let Some(name) = ro.file_name() else { continue };
+                let upper = OsStr::from_bytes(&name.as_bytes().to_ascii_uppercase()).to_owned();
+                let variant = ro.with_file_name(upper).join("config");
+                let allowed = sexpr::allows(&forms, "file-write-create", &variant, &launch.params).unwrap();
+                prop_assert!(!allowed, "{:?} is writable", variant);
+            }
+        }
     }
 }

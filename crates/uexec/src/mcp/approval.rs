@@ -261,7 +261,13 @@ fn choices(request: &ApprovalRequest) -> Vec<(&'static str, String)> {
         let prefix = display_command(prefix);
         choices.push((
             APPROVE_PREFIX_FOR_SESSION,
-            format!("Approve for this session every command starting with `{prefix}`"),
+            // What the prefix admits (`uexec_domain::rules::prefix_offer_text`): this directory and repository
+            // only, never a form that runs another program.
+            format!(
+                "Approve for this session every command starting with `{prefix}` in {} (this directory and \
+                 repository only; not forms that run other programs, such as -c, --exec or --config)",
+                uexec_domain::question::escape_path(&request.cwd)
+            ),
         ));
     }
     choices.push((DENY, "Deny".to_owned()));

@@ -90,9 +90,8 @@ fn instructions(settings: &Settings) -> String {
             "read-only: commands can read files but not write them".to_owned()
         }
         uexec_domain::SandboxPolicy::WorkspaceWrite { .. } => {
-            let tmpdir = std::env::var_os("TMPDIR").map(std::path::PathBuf::from);
             let roots: Vec<String> = policy
-                .writable_roots(&settings.cwd, tmpdir.as_deref(), crate::report::git_entry)
+                .writable_roots(&settings.cwd, settings.tmpdir.as_deref(), crate::report::git_entry)
                 .iter()
                 .map(|r| r.root.display().to_string())
                 .collect();

@@ -1,0 +1,246 @@
+//! The approval stage of `exec_command`: what a person decides, and what is remembered of it.
+//!
+//! A call is bypassed (the policy or a rule says so, or it is known safe), covered by what a person approved
+//! earlier (a session approval of this command, or a prefix approved for this directory and repository, each
+//! only with the planted reason the person was shown: `crate::outside`), or asked. The retry after a denial
+//! (`crate::retry`) asks through [`Orchestrator::ask_decision`] too, so every decision and every remembered
+//! approval passes here.
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::{MutexGuard, PoisonError};
+
+use uexec_domain::approval::{ApprovalInput, ApprovalKey, AskReason, Requirement, initial_requirement};
+use uexec_domain::known_safe::NotKnownSafe;
+use uexec_domain::rules::{approved_prefixes_admit, session_prefix_offer};
+use uexec_domain::trust::SandboxWrites;
+use uexec_domain::{ApprovalPolicy, ReviewDecision, SandboxPermissions, SessionId};
+use uexec_ports::{ApprovalKind, ApprovalRequest, ExecEvent};
+
+use crate::engine::{Call, Orchestrator};
+use crate::error::ExecError;
+use crate::known_safe::{Analysis, verdict};
+use crate::outside::OutsideRun;
+use crate::trust::repository_of;
+
+/// A prefix a person approved for the session: it admits commands with the same sandbox permissions, run in
+/// the same working directory and repository, with the same planted reason (if any) as when it was shown.
+#[derive(Debug, Clone)]
+pub(crate) struct PrefixApproval {
+    permissions: SandboxPermissions,
+    prefix: Vec<String>,
+    cwd: PathBuf,
+    repository: Option<PathBuf>,
+    planted: Option<String>,
+}
+
+/// The outcome of the approval step.
+#[derive(Debug)]
+pub(crate) struct Approval {
+    /// A person approved this call's command just now.
+    pub(crate) by_person: bool,
+    /// Set when the command's words are read-only but something it runs could have been planted by a sandboxed
+    /// command (a writable repository's config, a `PATH` directory), saying what: a denial may be that planted
+    /// program asking to be let out, so no earlier approval covers a retry outside the sandbox. Only worked out
+    /// under `untrusted` here; under `on-failure` at the retry.
+    pub(crate) plantable: Option<NotKnownSafe>,
+    /// The command was approved to run outside the sandbox.
+    pub(crate) escalate: bool,
+    pub(crate) key: ApprovalKey,
+}
+
+/// What could have been planted, when `verdict` says a command with read-only words is not known safe.
+fn plantable_reason(verdict: &Result<(), NotKnownSafe>) -> Option<NotKnownSafe> {
+    match verdict {
+        Err(why) if *why != NotKnownSafe::NotReadOnly => Some(why.clone()),
+        _ => None,
+    }
+}
+
+impl Orchestrator {
+    fn approvals(&self) -> MutexGuard<'_, HashSet<(ApprovalKey, Option<String>)>> {
+        self.approvals.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether a person approved `key` for the session while shown the planted reason `planted`.
+    pub(crate) fn is_remembered(&self, key: &ApprovalKey, planted: Option<&str>) -> bool {
+        self.approvals().contains(&(key.clone(), planted.map(str::to_owned)))
+    }
+
+    /// Whether a prefix a person approved for the session admits `argv` run in `cwd` with `permissions` and
+    /// the planted reason `planted`: approved for those permissions, in that working directory and repository
+    /// (a prefix given in the workspace says nothing about another repository), with the same planted reason,
+    /// and covering every command of the script (`uexec_domain::rules::approved_prefixes_admit`: never a form
+    /// that runs other code, and a longer configured `ask` rule still asks).
+    fn prefix_admits(
+        &self,
+        argv: &[String],
+        cwd: &Path,
+        permissions: SandboxPermissions,
+        planted: Option<&str>,
+    ) -> bool {
+        let approved: Vec<PrefixApproval> = {
+            let prefixes = self.prefixes.lock().unwrap_or_else(PoisonError::into_inner);
+            prefixes
+                .iter()
+                .filter(|p| p.permissions == permissions && p.cwd == cwd && p.planted.as_deref() == planted)
+                .cloned()
+                .collect()
+        };
+        if approved.is_empty() {
+            return false;
+        }
+        let repository = repository_of(cwd);
+        let matching: Vec<Vec<String>> =
+            approved.into_iter().filter(|p| p.repository == repository).map(|p| p.prefix).collect();
+        approved_prefixes_admit(&self.config.rules, &matching, argv)
+    }
+
+    /// Ask a person; remembers "approved for session" (with the planted reason the question showed).
+    pub(crate) async fn ask(
+        &self,
+        request: ApprovalRequest,
+        key: &ApprovalKey,
+        planted: Option<String>,
+    ) -> Result<(), ExecError> {
+        match self.ask_decision(request, key, planted).await {
+            Ok(decision) if decision.is_approved() => Ok(()),
+            Ok(_) => Err(ExecError::Rejected),
+            Err(text) => Err(ExecError::ApprovalUnavailable(text)),
+        }
+    }
+
+    /// Ask a person and return the decision (or why none could be had); remembers "approved for session".
+    pub(crate) async fn ask_decision(
+        &self,
+        request: ApprovalRequest,
+        key: &ApprovalKey,
+        planted: Option<String>,
+    ) -> Result<ReviewDecision, String> {
+        let call_id = request.call_id.clone();
+        let prefix_offer = request.prefix_offer.clone();
+        let cwd = request.cwd.clone();
+        self.deps.events.emit(ExecEvent::ApprovalRequested { request: request.clone() });
+        let answer = self.deps.approver.request_approval(request).await;
+        match answer {
+            Ok(decision) => {
+                self.deps.events.emit(ExecEvent::ApprovalDecided {
+                    call_id,
+                    decision: Some(decision),
+                    error: None,
+                });
+                if decision == ReviewDecision::ApprovedForSession {
+                    self.approvals().insert((key.clone(), planted.clone()));
+                }
+                if decision == ReviewDecision::ApprovedPrefixForSession
+                    && let Some(prefix) = prefix_offer
+                {
+                    tracing::info!(?prefix, cwd = %cwd.display(), "a person approved a command prefix for the session");
+                    let repository = repository_of(&cwd);
+                    self.prefixes.lock().unwrap_or_else(PoisonError::into_inner).push(PrefixApproval {
+                        permissions: key.permissions,
+                        prefix,
+                        cwd,
+                        repository,
+                        planted,
+                    });
+                }
+                Ok(decision)
+            }
+            Err(err) => {
+                let text = err.to_string();
+                self.deps.events.emit(ExecEvent::ApprovalDecided {
+                    call_id,
+                    decision: None,
+                    error: Some(text.clone()),
+                });
+                Err(text)
+            }
+        }
+    }
+
+    /// Whether `argv` run in `cwd` with `env` is known safe (`Ok`): read-only words, and nothing it runs chosen
+    /// by a file that a sandboxed command can write (`uexec_domain::known_safe`, over `writes`).
+    pub(crate) async fn known_safe(
+        &self,
+        argv: &[String],
+        cwd: &Path,
+        env: &[(OsString, OsString)],
+        writes: &SandboxWrites,
+    ) -> Result<(), NotKnownSafe> {
+        verdict(Analysis::KnownSafe, argv, cwd, env, writes).await
+    }
+
+    /// The approval stage: bypass, remembered (a session approval or an approved prefix, each only for what the
+    /// person was shown), or a question. `call.outside` is the checked form of an escalation (`crate::outside`).
+    pub(crate) async fn approve(&self, call: &Call, id: SessionId) -> Result<Approval, ExecError> {
+        let Call { call_id, argv, cwd, env, writes, .. } = call;
+        let (tty, permissions, outside) = (call.tty, call.permissions, call.outside.as_ref());
+        let (justification, prefix_rule) = (call.justification.as_deref(), call.prefix_rule.as_deref());
+        let policy = self.config.approval_policy;
+        let key = ApprovalKey::new(argv, cwd, tty, permissions);
+        // Only `untrusted` consults it (and it costs a few file-system lookups).
+        let verdict = match policy {
+            ApprovalPolicy::Untrusted => self.known_safe(argv, cwd, env, writes).await,
+            _ => Err(NotKnownSafe::NotReadOnly),
+        };
+        let plantable = plantable_reason(&verdict);
+        let input = ApprovalInput {
+            policy,
+            permissions,
+            known_safe: verdict.is_ok(),
+            rule: self.config.rules.evaluate(argv),
+        };
+        let reason = match initial_requirement(&input) {
+            Requirement::Skip => {
+                return Ok(Approval { by_person: false, escalate: false, plantable, key });
+            }
+            Requirement::Forbidden(text) => return Err(ExecError::Forbidden(text)),
+            Requirement::EscalationNotAllowed => return Err(ExecError::EscalationNotAllowed(policy)),
+            Requirement::Ask(reason) => reason,
+        };
+        let escalate = permissions == SandboxPermissions::RequireEscalated;
+        // What the person must have been shown for an earlier approval to cover this run outside the sandbox.
+        let planted = outside.and_then(OutsideRun::planted_text);
+        if self.is_remembered(&key, planted.as_deref())
+            || self.prefix_admits(argv, cwd, permissions, planted.as_deref())
+        {
+            return Ok(Approval { by_person: false, escalate, plantable, key });
+        }
+        if policy == ApprovalPolicy::Never {
+            return Err(ExecError::Forbidden(format!(
+                "the command needs approval ({}) but the approval policy is `never`; use approval policy \
+                 `on-request` to be asked",
+                reason.default_question()
+            )));
+        }
+        let kind = if escalate { ApprovalKind::Escalation } else { ApprovalKind::Run };
+        // The caller's justification is the question for an escalation only (spec: `justification`); for a run
+        // that a command rule or the untrusted policy sends to a person, the engine's reason stays what is shown.
+        let mut question = match (justification, &verdict) {
+            (Some(text), _) if escalate => text.to_owned(),
+            // Read-only words, but something it runs could have been planted: say what.
+            (_, Err(why)) if reason == AskReason::Untrusted && *why != NotKnownSafe::NotReadOnly => format!(
+                "this read-only command could run a program chosen by a file that sandboxed commands can write: \
+                 {why} (approval policy untrusted); run it?"
+            ),
+            _ => reason.default_question().to_owned(),
+        };
+        if let Some(warning) = outside.map(OutsideRun::warning).filter(|w| !w.is_empty()) {
+            question = format!("{question}\n{warning}");
+        }
+        let request = ApprovalRequest {
+            call_id: call_id.to_owned(),
+            session_id: id,
+            command: argv.to_vec(),
+            cwd: cwd.to_path_buf(),
+            kind,
+            reason: Some(question),
+            prefix_offer: prefix_rule.and_then(|prefix| session_prefix_offer(prefix, argv)),
+            denial: None,
+        };
+        self.ask(request, &key, planted).await?;
+        Ok(Approval { by_person: true, escalate, plantable, key })
+    }
+}

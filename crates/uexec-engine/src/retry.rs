@@ -1,0 +1,121 @@
+//! Stage 6 of `exec_command`: the early-exit grace, and the retry outside the sandbox after a denial.
+//!
+//! A sandboxed command that ends within the grace with output that looks like a sandbox denial
+//! (`uexec_domain::denial`) may run again outside the sandbox when the approval policy retries (`on-failure`,
+//! `untrusted`). Leaving the sandbox is a decision about this command: it needs a person's approval of this very
+//! command (its run question said a retry may follow) or a session approval of it, and nothing planted (the
+//! retry is checked like an escalation, `crate::outside`); otherwise a person is asked, shown the denial and told
+//! the retry has full access. When nobody approves, the sandboxed run's output comes back with a note.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use uexec_domain::approval::{RetryDecision, no_retry_note, retry_after_denial, retry_question};
+use uexec_domain::denial::denial_evidence;
+use uexec_domain::limits::EARLY_EXIT_GRACE_MS;
+use uexec_domain::{EscapeReason, ReviewDecision};
+use uexec_ports::{ApprovalKind, ApprovalRequest};
+
+use crate::approve::Approval;
+use crate::engine::{Attempt, Call, Orchestrator, Reservation, Run};
+use crate::error::ExecError;
+use crate::outside::OutsideRun;
+use crate::placement::Placement;
+
+impl Orchestrator {
+    /// The grace after the first attempt, and the retry outside the sandbox when a denial is seen and the
+    /// retry is approved (see the module documentation). Returns the attempt whose output the call returns.
+    pub(crate) async fn grace_and_retry(
+        &self,
+        call: &Call,
+        approval: &Approval,
+        run: &Run,
+        reservation: &mut Reservation<'_>,
+        attempt: Attempt,
+        window: Duration,
+    ) -> Result<Attempt, ExecError> {
+        let policy = self.config.approval_policy;
+        if run.placement != Placement::Sandboxed
+            || retry_after_denial(policy, false, false) == RetryDecision::NoRetry
+        {
+            return Ok(attempt);
+        }
+        let session = &attempt.session;
+        let grace_end = (session.started + Duration::from_millis(EARLY_EXIT_GRACE_MS)).min(attempt.deadline);
+        if !session.wait_finished(grace_end).await {
+            return Ok(attempt);
+        }
+        let exit_code = session.snapshot().exit_code.unwrap_or(-1);
+        let Some(evidence) = denial_evidence(exit_code, &session.peek_output()) else { return Ok(attempt) };
+        // A retry runs outside the sandbox: checked like an escalation. An approval given before covers it only
+        // when nothing could have been planted and its environment is the one the person approved.
+        let spawned: Vec<String> = run.base.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        let check = OutsideRun::check(&spawned, &run.base.cwd, &run.base.env, &call.writes).await;
+        let plantable = approval.plantable.clone().or_else(|| check.planted.clone());
+        let clean = plantable.is_none() && check.removed.is_empty();
+        let decision = retry_after_denial(
+            policy,
+            approval.by_person && clean,
+            clean && self.is_remembered(&approval.key, None),
+        );
+        if decision == RetryDecision::NoRetry {
+            return Ok(attempt);
+        }
+        tracing::info!(session_id = %run.spec.id, exit_code, "sandbox denial detected within the grace");
+        if decision == RetryDecision::AskThenRetry {
+            let mut reason = match &plantable {
+                Some(why) => format!(
+                    "{} Beware: {why}, so the denial may come from a program planted there.",
+                    retry_question(&evidence)
+                ),
+                None => retry_question(&evidence),
+            };
+            if !check.removed.is_empty() {
+                reason.push_str(&format!(
+                    " Left out of its environment because sandboxed commands can write them: {}.",
+                    check.removed.join("; ")
+                ));
+            }
+            let request = ApprovalRequest {
+                call_id: call.call_id.clone(),
+                session_id: run.spec.id,
+                command: run.spec.command.clone(),
+                cwd: run.spec.cwd.clone(),
+                kind: ApprovalKind::RetryWithoutSandbox,
+                reason: Some(reason),
+                denial: Some(evidence.clone()),
+                prefix_offer: None,
+            };
+            let shown = plantable.as_ref().map(ToString::to_string);
+            let note = match self.ask_decision(request, &approval.key, shown).await {
+                Ok(answer) if answer.is_approved() => None,
+                // "Stop the task": the call fails as a rejection.
+                Ok(ReviewDecision::Abort) => {
+                    reservation.remove(session);
+                    return Err(ExecError::Rejected);
+                }
+                // The command ran: its output is returned, with what happened to the retry.
+                Ok(_) => Some(no_retry_note(&evidence, "a person declined to run it without the sandbox")),
+                Err(text) => Some(no_retry_note(&evidence, &text)),
+            };
+            if note.is_some() {
+                return Ok(Attempt { note, ..attempt });
+            }
+        }
+        let Attempt { session, guard, .. } = attempt;
+        reservation.detached(&session);
+        drop(guard);
+        let outside = Placement::Unsandboxed(EscapeReason::RetryAfterDenial);
+        let mut base = run.base.clone();
+        base.env = check.env;
+        let retry_spawn = self.with_snapshot(run.snapshot, &call.shell, outside, base).await;
+        let session = self.start_attempt(&run.spec, outside, retry_spawn)?;
+        let guard = Arc::clone(&session.call_lock).lock_owned().await;
+        if let Err(error) = reservation.stored(&session) {
+            session.terminate().await;
+            return Err(error);
+        }
+        let deadline = session.started + window;
+        Ok(Attempt { session, guard, deadline, note: None })
+    }
+}
