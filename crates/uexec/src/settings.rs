@@ -916,9 +916,10 @@ mod tests {
     /// own state joins the hidden locations whatever `hide_secrets` says.
     #[test]
     fn hidden_locations_include_the_environment_s_secrets_and_the_server_s_own_state() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::Builder::new().tempdir_in("/var/tmp").unwrap();
+        std::fs::create_dir_all(dir.path().join("ws")).unwrap();
         let ctx = ProcessContext {
-            cwd: dir.path().to_path_buf(),
+            cwd: dir.path().join("ws"),
             env: |name| match name {
                 "HOME" => Some("/home/me".into()),
                 "XDG_STATE_HOME" => Some("/proc/uexec-no-state".into()),
@@ -939,7 +940,7 @@ mod tests {
                 .map(|p| format!("/{}", p.components.join("/")))
                 .collect()
         };
-        let log = dir.path().join("a/../audit.jsonl");
+        let log = dir.path().join("logs/a/../audit.jsonl");
         let read_only = PolicyArgs { sandbox: Some(SandboxMode::ReadOnly), ..PolicyArgs::default() };
         let s = resolve_with(&read_only, Some(&log), &ctx, None).unwrap();
         let hidden = exact(&s);
