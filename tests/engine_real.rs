@@ -613,8 +613,10 @@ async fn the_login_snapshot_is_captured_once_and_replayed_into_every_command() {
         })
         .collect();
     assert!(argvs.iter().all(|argv| argv[1] == "-c"), "{argvs:?}");
-    assert_eq!(std::fs::read_dir(&state).unwrap().count(), 1);
+    // Outside the sandbox: under `host` (hidden from sandboxed commands by the app).
+    assert_eq!(std::fs::read_dir(state.join("host")).unwrap().count(), 1);
+    assert!(!state.join("sandboxed").exists());
     engine.shutdown().await;
     drop(engine);
-    assert_eq!(std::fs::read_dir(&state).unwrap().count(), 0, "the engine removes its snapshots");
+    assert_eq!(std::fs::read_dir(state.join("host")).unwrap().count(), 0, "the engine removes its snapshots");
 }

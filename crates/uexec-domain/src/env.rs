@@ -52,6 +52,14 @@ pub const SECRET_NAME_PATTERNS: [&str; 8] =
 /// short to match anywhere without hitting `PATH` or `OLDPWD` (`GITHUB_PAT`, `MYSQL_PWD`, `NPM_AUTH`).
 pub const SECRET_NAME_SUFFIXES: [&str; 3] = ["_PAT", "_PWD", "_AUTH"];
 
+/// Variables (exact names, matched case-insensitively) dropped with [`SECRET_NAME_PATTERNS`] although their
+/// names do not look like secrets: they lead to the person's agents (ssh-agent, gpg-agent, gnome-keyring), which
+/// sign and decrypt with keys the hidden locations keep out of reach. Their sockets are hidden as well
+/// ([`crate::hidden_env`]); naming one in [`EnvPolicy::pass_through`] passes the variable and leaves its socket
+/// reachable.
+pub const AGENT_VARIABLES: [&str; 4] =
+    ["SSH_AUTH_SOCK", "SSH_AGENT_PID", "GPG_AGENT_INFO", "GNOME_KEYRING_CONTROL"];
+
 /// Which variables of the server's environment a command inherits.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -95,11 +103,32 @@ impl Default for EnvPolicy {
     }
 }
 
-/// True when `name` looks like it holds a secret.
+/// True when `name` looks like it holds a secret, or leads to an agent that holds keys ([`AGENT_VARIABLES`]).
 pub fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     SECRET_NAME_PATTERNS.iter().any(|pattern| upper.contains(pattern))
         || SECRET_NAME_SUFFIXES.iter().any(|suffix| upper.ends_with(suffix))
+        || AGENT_VARIABLES.iter().any(|agent| upper == *agent)
+}
+
+impl EnvPolicy {
+    /// True when an inherited variable `name` reaches commands under this policy (`inherit`, then the secret
+    /// filter with its `pass_through`). What the login snapshot restores and which agent sockets stay reachable
+    /// follow the same answer.
+    pub fn keeps(&self, name: &str) -> bool {
+        let inherit = match &self.inherit {
+            EnvInherit::All => true,
+            EnvInherit::None => false,
+            EnvInherit::Only(names) => names.iter().any(|n| n == name),
+        };
+        inherit && !self.drops_secret(name)
+    }
+
+    /// True when the secret filter drops `name` (whatever `inherit` says): `exclude_secrets` is on, the name
+    /// looks like a secret and `pass_through` does not name it.
+    pub fn drops_secret(&self, name: &str) -> bool {
+        self.exclude_secrets && is_secret_name(name) && !self.pass_through.iter().any(|n| n == name)
+    }
 }
 
 /// The environment of a command: `inherited` filtered by `policy`, then `policy.set`, then [`FORCED_ENV`]; later
@@ -130,16 +159,7 @@ fn policy_env(
 ) -> BTreeMap<OsString, OsString> {
     let mut env: BTreeMap<OsString, OsString> = BTreeMap::new();
     for (name, value) in inherited {
-        let name_text = name.to_string_lossy();
-        let inherit = match &policy.inherit {
-            EnvInherit::All => true,
-            EnvInherit::None => false,
-            EnvInherit::Only(names) => names.iter().any(|n| *n == name_text),
-        };
-        let dropped = policy.exclude_secrets
-            && is_secret_name(&name_text)
-            && !policy.pass_through.iter().any(|n| *n == name_text);
-        if inherit && !dropped {
+        if policy.keeps(&name.to_string_lossy()) {
             env.insert(name, value);
         }
     }
@@ -248,9 +268,16 @@ mod tests {
         );
         assert!(!is_secret_name("PATH"));
         assert!(is_secret_name("GITHUB_PAT") && is_secret_name("mysql_pwd") && is_secret_name("NPM_AUTH"));
-        for plain in ["PWD", "OLDPWD", "XDG_DATA_DIRS", "GIT_AUTHOR_NAME", "SSH_AUTH_SOCK", "PATHEXT", "HOME"]
+        for plain in
+            ["PWD", "OLDPWD", "XDG_DATA_DIRS", "GIT_AUTHOR_NAME", "SSH_CONNECTION", "SSH_ASKPASS", "HOME"]
         {
             assert!(!is_secret_name(plain), "{plain}");
+        }
+        // Issue 22, class 4: the agents' variables are secrets too.
+        for agent in
+            ["SSH_AUTH_SOCK", "ssh_auth_sock", "SSH_AGENT_PID", "GPG_AGENT_INFO", "GNOME_KEYRING_CONTROL"]
+        {
+            assert!(is_secret_name(agent), "{agent}");
         }
     }
 

@@ -12,6 +12,15 @@
 //!   workspace or file system (`~`, `/`, `**`, `*`) are refused;
 //! - symbolic links met on the way are never followed; a link matched at the end is hidden (through its target,
 //!   by the adapter) only for a pattern under the home, which sandboxed commands do not write.
+//!
+//! An exact location is an absolute path taken literally (no wildcard, `..` kept as written): what the server's
+//! own environment names (`$CARGO_HOME/credentials.toml`, the socket of `$SSH_AUTH_SOCK`, see
+//! [`crate::hidden_env`]) and the server's own state (its audit log, its snapshots). Exact locations are never
+//! parsed from text, so no path is refused for looking like a pattern. The caller resolves their links once,
+//! when it makes them (a link a sandboxed command plants later chooses nothing).
+//!
+//! A hidden location never shrinks for the command's sake: a command whose working directory or workspace lies
+//! in one is refused ([`check_directories`]), on every platform.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -69,6 +78,9 @@ pub enum Base {
     Workspace,
     /// The file system root (`/...`).
     Root,
+    /// An exact absolute path from the server's environment or state ([`HiddenPattern::exact`]): its
+    /// components are literal; links are not followed (the caller resolved them when it made the pattern).
+    Exact,
 }
 
 /// One parsed pattern.
@@ -137,6 +149,29 @@ impl HiddenPattern {
         Ok(HiddenPattern { base, components, text: text.to_owned() })
     }
 
+    /// The exact location `path` (absolute, not `/`), reported as `text` (what named it: `$CARGO_HOME/...`, "the
+    /// audit log"). `None` for a relative path, `/`, or a component that is not UTF-8 (such a location is
+    /// named by the caller's report instead).
+    pub fn exact(path: &Path, text: impl Into<String>) -> Option<HiddenPattern> {
+        use std::path::Component;
+        if !path.is_absolute() {
+            return None;
+        }
+        let mut components = Vec::new();
+        for component in path.components() {
+            match component {
+                Component::RootDir | Component::CurDir => {}
+                Component::ParentDir => components.push("..".to_owned()),
+                Component::Normal(name) => components.push(name.to_str()?.to_owned()),
+                Component::Prefix(_) => return None,
+            }
+        }
+        if components.is_empty() {
+            return None;
+        }
+        Some(HiddenPattern { base: Base::Exact, components, text: text.into() })
+    }
+
     /// The default patterns ([`DEFAULT_SECRETS`] under the home).
     pub fn defaults() -> Vec<HiddenPattern> {
         DEFAULT_SECRETS
@@ -155,8 +190,12 @@ impl HiddenPattern {
 pub struct HiddenPaths {
     /// The person's home, if known.
     pub home: Option<PathBuf>,
-    /// The patterns: usually [`HiddenPattern::defaults`] plus the configured ones.
+    /// The patterns: usually [`HiddenPattern::defaults`] plus the configured ones, the exact locations the
+    /// server's environment names and the server's own state.
     pub patterns: Vec<HiddenPattern>,
+    /// Secrets left reachable on purpose, for the report (an agent socket whose variable the environment
+    /// policy passes: `SSH_AUTH_SOCK=/run/user/1000/ssh-agent.socket, passed on purpose`).
+    pub reachable: Vec<String>,
 }
 
 impl HiddenPaths {
@@ -268,14 +307,14 @@ pub fn expand_within(
     budget: usize,
 ) -> Expansion {
     let mut walk = Walk { lister, patterns, expansion: Expansion::default(), visited: 0, budget };
-    for base in [Base::Home, Base::Workspace, Base::Root] {
+    for base in [Base::Home, Base::Workspace, Base::Root, Base::Exact] {
         let dir = match base {
             Base::Home => match home {
                 Some(home) => home.to_path_buf(),
                 None => continue,
             },
             Base::Workspace => workspace.to_path_buf(),
-            Base::Root => PathBuf::from("/"),
+            Base::Root | Base::Exact => PathBuf::from("/"),
         };
         let states: Vec<State> =
             patterns.iter().enumerate().filter(|(_, p)| p.base == base).map(|(i, _)| (i, 0)).collect();
@@ -313,7 +352,7 @@ impl Walk<'_> {
         if states.is_empty() {
             return;
         }
-        let listed = states.iter().any(|&(p, i)| self.patterns[p].components[i].contains(['*', '?']));
+        let listed = states.iter().any(|&(p, i)| is_wild(self.patterns, (p, i)));
         // The subdirectories to descend into, with their states, in name order.
         let mut children: BTreeMap<String, Vec<State>> = BTreeMap::new();
         let mut matches: Vec<(String, EntryKind, usize)> = Vec::new();
@@ -335,12 +374,11 @@ impl Walk<'_> {
                 }
                 let mut next = Vec::new();
                 for &(p, i) in &states {
-                    let component = &patterns[p].components[i];
-                    if component == "**" {
+                    if is_globstar(patterns, (p, i)) {
                         if kind == EntryKind::Dir && name != ".git" {
                             next.push((p, i));
                         }
-                    } else if component_matches(component, name) {
+                    } else if matches_component(patterns, (p, i), name) {
                         advance(patterns, name, kind, (p, i + 1), &mut next, &mut matches);
                     }
                 }
@@ -452,7 +490,8 @@ fn closure(patterns: &[HiddenPattern], mut states: Vec<State>) -> Vec<State> {
     let mut k = 0;
     while k < states.len() {
         let (p, i) = states[k];
-        if patterns[p].components.get(i).is_some_and(|c| c == "**") && !states.contains(&(p, i + 1)) {
+        if i < patterns[p].components.len() && is_globstar(patterns, (p, i)) && !states.contains(&(p, i + 1))
+        {
             states.push((p, i + 1));
         }
         k += 1;
@@ -465,7 +504,26 @@ fn closure(patterns: &[HiddenPattern], mut states: Vec<State>) -> Vec<State> {
 
 /// True when a directory searched with `states` has to be listed (a component with a wildcard).
 fn lists(patterns: &[HiddenPattern], states: Vec<State>) -> bool {
-    closure(patterns, states).iter().any(|&(p, i)| patterns[p].components[i].contains(['*', '?']))
+    closure(patterns, states).iter().any(|&state| is_wild(patterns, state))
+}
+
+/// The component at `state` has a wildcard (never in an exact location, whose components are literal).
+fn is_wild(patterns: &[HiddenPattern], (p, i): State) -> bool {
+    patterns[p].base != Base::Exact && patterns[p].components[i].contains(['*', '?'])
+}
+
+/// The component at `state` is `**` (never in an exact location).
+fn is_globstar(patterns: &[HiddenPattern], (p, i): State) -> bool {
+    patterns[p].base != Base::Exact && patterns[p].components[i] == "**"
+}
+
+/// Whether the entry `name` matches the component at `state`: by glob, or literally in an exact location.
+fn matches_component(patterns: &[HiddenPattern], (p, i): State, name: &str) -> bool {
+    let component = &patterns[p].components[i];
+    match patterns[p].base {
+        Base::Exact => component == name,
+        _ => component_matches(component, name),
+    }
 }
 
 /// Entry `name` matched the component before `state`: a match (into `matches`) when that was the pattern's
@@ -486,6 +544,68 @@ fn advance(
     } else if kind == EntryKind::Dir {
         next.push(state);
     }
+}
+
+/// Which of a command's directories lies in a hidden location.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DirectoryRole {
+    /// Where the command starts (`workdir`).
+    WorkingDirectory,
+    /// The server's workspace (`--cd`), the directory the policy's "cwd" writable root stands for.
+    Workspace,
+}
+
+impl DirectoryRole {
+    /// How the role reads in a sentence.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DirectoryRole::WorkingDirectory => "working directory",
+            DirectoryRole::Workspace => "workspace",
+        }
+    }
+}
+
+/// A command refused because one of its directories lies in (or is) a hidden location: the location stays
+/// hidden, and nothing runs (a command there would see an empty directory, or fail to start).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the {} {} lies in the hidden secret location {} ({}), which sandboxed commands cannot see",
+    .role.as_str(), .directory.display(), .hidden.display(), .pattern
+)]
+pub struct InHiddenLocation {
+    /// Which directory.
+    pub role: DirectoryRole,
+    /// The directory (canonical).
+    pub directory: PathBuf,
+    /// The hidden location holding it (canonical).
+    pub hidden: PathBuf,
+    /// What named the location (the pattern's text: `~/.ssh`, `$CARGO_HOME/credentials.toml`, "the audit log").
+    pub pattern: String,
+}
+
+/// The one rule, on every platform, for a command whose directories meet the hidden locations: `hidden` are the
+/// locations to hide (canonical, each with the text of what named it), `cwd` and `workspace` canonical. A
+/// location that is or contains the working directory or the workspace is never dropped to let the command see
+/// its directory: the command is refused (the working directory is named first). A location inside them is
+/// hidden as usual. A writable root that lies in a hidden location stays hidden with it (the adapter covers the
+/// location after making roots writable).
+pub fn check_directories(
+    hidden: &[(PathBuf, String)],
+    workspace: &Path,
+    cwd: &Path,
+) -> Result<(), InHiddenLocation> {
+    for (role, directory) in [(DirectoryRole::WorkingDirectory, cwd), (DirectoryRole::Workspace, workspace)] {
+        if let Some((location, pattern)) = hidden.iter().find(|(location, _)| directory.starts_with(location))
+        {
+            return Err(InHiddenLocation {
+                role,
+                directory: directory.to_path_buf(),
+                hidden: location.clone(),
+                pattern: pattern.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -609,6 +729,60 @@ mod tests {
         // Without a home, the home patterns are skipped.
         let found = expand(&patterns, None, Path::new("/w"), &mut tree);
         assert_eq!(paths(&found), vec!["/w/.env", "/w/.env.local", "/w/sub/.env"]);
+    }
+
+    #[test]
+    fn exact_locations_are_literal_and_follow_no_link() {
+        use EntryKind::*;
+        let mut tree = Tree::with(&[
+            ("/o", Dir),
+            ("/o/c*", Dir),
+            ("/o/c*/credentials.toml", Other),
+            ("/o/cx", Dir),
+            ("/o/cx/credentials.toml", Other),
+            ("/o/kube", Symlink),
+        ]);
+        let star = HiddenPattern::exact(Path::new("/o/c*/credentials.toml"), "$CARGO_HOME/credentials.toml")
+            .unwrap();
+        let link = HiddenPattern::exact(Path::new("/o/kube"), "$KUBECONFIG").unwrap();
+        let found = expand(&[star, link], None, Path::new("/w"), &mut tree);
+        // `*` is a character here, not a wildcard: the twin `/o/cx` is not hidden; a link is not followed (the
+        // caller resolved the location when it made it: a link planted later chooses nothing).
+        assert_eq!(paths(&found), vec!["/o/c*/credentials.toml"]);
+        assert_eq!(found.paths[0].2, "$CARGO_HOME/credentials.toml");
+        // `..` is kept as written (the caller resolves it), never refused as a pattern would be.
+        assert_eq!(HiddenPattern::exact(Path::new("/a/../b"), "x").unwrap().components, ["a", "..", "b"]);
+        for bad in ["/", "relative/path", ""] {
+            assert!(HiddenPattern::exact(Path::new(bad), "x").is_none(), "{bad:?}");
+        }
+    }
+
+    /// Issue 22, class 4: a hidden location never shrinks to let a command see its own directory.
+    #[test]
+    fn a_directory_in_a_hidden_location_refuses_the_command() {
+        let hidden = vec![
+            (PathBuf::from("/h/.ssh"), "~/.ssh".to_owned()),
+            (PathBuf::from("/h/.aws"), "~/.aws".to_owned()),
+        ];
+        let check = |ws: &str, cwd: &str| check_directories(&hidden, Path::new(ws), Path::new(cwd));
+        for (ws, cwd, role, at) in [
+            ("/w", "/h/.ssh", DirectoryRole::WorkingDirectory, "/h/.ssh"),
+            ("/w", "/h/.aws/sso/cache", DirectoryRole::WorkingDirectory, "/h/.aws"),
+            ("/h/.ssh", "/w", DirectoryRole::Workspace, "/h/.ssh"),
+            ("/h/.ssh/x", "/h/.ssh/x", DirectoryRole::WorkingDirectory, "/h/.ssh"),
+        ] {
+            let error = check(ws, cwd).unwrap_err();
+            assert_eq!((error.role, error.hidden.as_path()), (role, Path::new(at)), "{ws} {cwd}");
+            let text = error.to_string();
+            assert!(
+                text.contains(role.as_str()) && text.contains(at) && text.contains("hidden secret location"),
+                "{text}"
+            );
+        }
+        // The twins: beside a hidden location, or holding one (it is hidden inside them as usual).
+        for (ws, cwd) in [("/w", "/h/.sshx"), ("/h", "/h"), ("/", "/h/src")] {
+            assert!(check(ws, cwd).is_ok(), "{ws} {cwd}");
+        }
     }
 
     #[test]

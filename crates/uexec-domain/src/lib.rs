@@ -65,6 +65,7 @@ pub mod escape;
 mod exit;
 pub mod gitdir;
 pub mod hidden;
+pub mod hidden_env;
 pub mod ids;
 pub mod known_safe;
 pub mod limits;

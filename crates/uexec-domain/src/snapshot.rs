@@ -21,6 +21,7 @@ use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 
+use crate::env::EnvPolicy;
 use crate::startup::startup_files;
 
 /// A shell whose login environment can be captured and replayed.
@@ -269,13 +270,21 @@ fn replayed_options(options: &str, baseline: &str) -> Vec<String> {
 /// startup files changed relative to `started_with` (the environment the capture started with), except the
 /// `pinned` ones: variables the command's placement sets (the sandbox's own, its package caches), which the
 /// placement sets again for every command and a startup file must not override.
+///
+/// The environment policy's secret filter applies to what is restored ([`EnvPolicy::drops_secret`]): a
+/// variable whose name looks like a secret (`SVC_API_KEY`, `SSH_AUTH_SOCK`) that the startup files export is
+/// not written to the file unless the policy passes it on purpose, so no such value reaches a command, nor the
+/// disk where sandboxed commands could read it. (Functions and aliases are shell code and are kept as they
+/// are: a secret spelled out in one is not recognised.)
 pub fn render_bash(
     captured: &Captured,
     started_with: &[(OsString, OsString)],
     pinned: &[OsString],
     command_bash_env: Option<&OsString>,
+    policy: &EnvPolicy,
 ) -> Vec<u8> {
     let replayed = |name: &OsString| replayed(name.as_bytes()) && !pinned.contains(name);
+    let restored = |name: &OsString| replayed(name) && !policy.drops_secret(&name.to_string_lossy());
     let before = |name: &OsString| started_with.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v);
     let mut out: Vec<u8> = Vec::new();
     out.extend_from_slice(
@@ -307,7 +316,7 @@ pub fn render_bash(
         }
     }
     for (name, value) in &captured.env {
-        if replayed(name) && before(name) != Some(value) {
+        if restored(name) && before(name) != Some(value) {
             out.extend_from_slice(b"export ");
             out.extend_from_slice(name.as_bytes());
             out.push(b'=');
@@ -419,7 +428,8 @@ mod tests {
         .unwrap();
         let started =
             os(&[("KEEP", "same"), ("CHANGED", "old"), ("GONE", "x"), ("UEXEC_SESSION_TOKEN", "t")]);
-        let text = String::from_utf8(render_bash(&captured, &started, &[], None)).unwrap();
+        let text =
+            String::from_utf8(render_bash(&captured, &started, &[], None, &EnvPolicy::default())).unwrap();
         assert!(text.contains("export CHANGED='new'\n"), "{text}");
         assert!(text.contains("export ADDED='it'\\''s'\n"), "{text}");
         assert!(text.contains("unset GONE\n"), "{text}");
@@ -427,11 +437,37 @@ mod tests {
         for absent in ["KEEP", "UEXEC_SESSION_TOKEN", "SHLVL", "BAD-NAME", "expand_aliases"] {
             assert!(!text.contains(absent), "{absent} in {text}");
         }
-        let restored = render_bash(&captured, &started, &[], Some(&OsString::from("/home/me/.env")));
+        let restored = render_bash(
+            &captured,
+            &started,
+            &[],
+            Some(&OsString::from("/home/me/.env")),
+            &EnvPolicy::default(),
+        );
         assert!(String::from_utf8(restored).unwrap().starts_with(
             "# uexec login snapshot: the state a login bash had after its startup files, sourced through \
              BASH_ENV.\nexport BASH_ENV='/home/me/.env'\n"
         ));
+    }
+
+    /// Issue 22, class 4: the secret filter applies to what a snapshot restores.
+    #[test]
+    fn secret_named_variables_the_startup_files_export_are_not_restored_unless_passed() {
+        let env = [("SVC_API_KEY", "sk-live"), ("SSH_AUTH_SOCK", "/tmp/a.sock"), ("EDITOR", "vi")];
+        let captured = parse_capture(&output(5, "", &env, "", ""), 5).unwrap();
+        let text =
+            |policy: &EnvPolicy| String::from_utf8(render_bash(&captured, &[], &[], None, policy)).unwrap();
+        let filtered = text(&EnvPolicy::default());
+        assert!(!filtered.contains("sk-live") && !filtered.contains("SVC_API_KEY"), "{filtered}");
+        assert!(!filtered.contains("/tmp/a.sock"), "{filtered}");
+        // The twin: a plain variable is restored.
+        assert!(filtered.contains("export EDITOR='vi'\n"), "{filtered}");
+        // Passed on purpose (or with the filter off), it is restored like any other.
+        let passed = EnvPolicy { pass_through: vec!["SVC_API_KEY".into()], ..EnvPolicy::default() };
+        assert!(text(&passed).contains("export SVC_API_KEY='sk-live'\n"));
+        assert!(!text(&passed).contains("/tmp/a.sock"));
+        let off = EnvPolicy { exclude_secrets: false, ..EnvPolicy::default() };
+        assert!(text(&off).contains("export SSH_AUTH_SOCK='/tmp/a.sock'\n"));
     }
 
     #[test]
@@ -440,7 +476,8 @@ mod tests {
         let captured = parse_capture(&out, 4).unwrap();
         let started = os(&[("npm_config_cache", "/sandbox/npm"), ("UEXEC_SANDBOX", "linux")]);
         let pinned = [OsString::from("npm_config_cache"), OsString::from("UEXEC_SANDBOX")];
-        let text = String::from_utf8(render_bash(&captured, &started, &pinned, None)).unwrap();
+        let text = String::from_utf8(render_bash(&captured, &started, &pinned, None, &EnvPolicy::default()))
+            .unwrap();
         assert!(!text.contains("npm_config_cache") && !text.contains("UEXEC_SANDBOX"), "{text}");
         assert!(text.contains("export OTHER='x'\n"), "{text}");
     }
@@ -448,7 +485,7 @@ mod tests {
     #[test]
     fn options_skip_interactive_and_fixed_ones_and_aliases_turn_expansion_on() {
         let captured = parse_capture(&output(3, "", &[], "", "alias ll='ls -l'\n"), 3).unwrap();
-        let text = String::from_utf8(render_bash(&captured, &[], &[], None)).unwrap();
+        let text = String::from_utf8(render_bash(&captured, &[], &[], None, &EnvPolicy::default())).unwrap();
         assert!(text.contains("shopt -s extglob 2>/dev/null\n"), "{text}");
         assert!(text.contains("set -o braceexpand 2>/dev/null\n"), "{text}");
         let options =

@@ -9,8 +9,13 @@
 //!
 //! The snapshot files live in the directory the app names (`EngineConfig::snapshot_dir`), which must lie
 //! outside every place sandboxed commands may write (`crate::trust`): otherwise snapshots are off and commands
-//! start login shells as before. The directory is created mode 0700; each file is written under a fresh name
-//! and renamed into place, and the files this server wrote are removed when the engine is dropped.
+//! start login shells as before. Snapshots of commands placed outside the sandbox go to `<dir>/host`, which the
+//! app hides from sandboxed commands (a login shell outside the sandbox may have read what they cannot: its
+//! state is not theirs to read), and is made when the engine starts, before any command, so that it is hidden
+//! from the first one; those of sandboxed commands go to `<dir>/sandboxed`, which their shells must read. Neither
+//! holds a variable the environment policy keeps from commands (`uexec_domain::snapshot::render_bash`). The
+//! directories are created mode 0700; each file is written under a fresh name and renamed into place, and the
+//! files this server wrote are removed when the engine is dropped.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -91,6 +96,14 @@ impl Snapshots {
                 None => Some(dir.clone()),
             }
         });
+        // Made now, so that it exists (and is hidden) before the first command.
+        let dir = dir.and_then(|dir| match place_dir(&dir, false) {
+            Ok(_) => Some(dir),
+            Err(error) => {
+                tracing::warn!(%error, dir = %dir.display(), "login snapshots are off: the directory cannot be made");
+                None
+            }
+        });
         Snapshots {
             dir,
             entries: tokio::sync::Mutex::new(HashMap::new()),
@@ -148,7 +161,8 @@ impl Snapshots {
     }
 
     fn write(&self, dir: &Path, key: &SnapshotKey, text: &[u8]) -> std::io::Result<PathBuf> {
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        let dir = place_dir(dir, key.sandboxed)?;
+        let dir = dir.as_path();
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let place = if key.sandboxed { "sandboxed" } else { "host" };
         let name = format!("bash-{place}-{}-{n}.sh", std::process::id());
@@ -169,6 +183,14 @@ impl Drop for Snapshots {
             let _ = std::fs::remove_file(path);
         }
     }
+}
+
+/// The directory of the snapshots for one placement under `dir`, created (mode 0700) when missing:
+/// `<dir>/sandboxed` or `<dir>/host`.
+fn place_dir(dir: &Path, sandboxed: bool) -> std::io::Result<PathBuf> {
+    let place = dir.join(if sandboxed { "sandboxed" } else { "host" });
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&place)?;
+    Ok(place)
 }
 
 /// The identity of every input: a `stat` each, made inline like the startup-file lookups of `crate::trust`
@@ -313,7 +335,7 @@ impl Orchestrator {
         let captured = parse_capture(&output, nonce).map_err(|e| e.to_string())?;
         log_startup_output(key, &captured.startup_output);
         let own = env.iter().rev().find(|(name, _)| name == key.shell.loader_var()).map(|(_, v)| v);
-        Ok(render_bash(&captured, &started_with, &pinned, own))
+        Ok(render_bash(&captured, &started_with, &pinned, own, &self.config.env_policy))
     }
 
     /// `base` with the snapshot for `placement` as its shell's loader (`BASH_ENV`), when the command replays

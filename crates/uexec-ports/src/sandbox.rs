@@ -62,6 +62,10 @@ pub enum SandboxError {
     /// The command line is empty.
     #[error("missing command line: argv is empty")]
     EmptyCommand,
+    /// The command's working directory or workspace lies in a hidden secret location, which stays hidden
+    /// (`uexec_domain::hidden::check_directories`, the same rule on every platform).
+    #[error("{0}")]
+    InHiddenLocation(uexec_domain::hidden::InHiddenLocation),
     /// The policy names more separate writable roots than the mechanism can hold.
     #[error("{count} separate writable roots; at most {max} are supported")]
     TooManyWritableRoots {

@@ -38,8 +38,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         tmpdir: None,
         allow_degraded: false,
     };
-    let glob = LinuxSandbox::default()
-        .with_hidden(HiddenPaths { home: None, patterns: vec![HiddenPattern::parse(".env*")?] });
+    let glob = LinuxSandbox::default().with_hidden(HiddenPaths {
+        home: None,
+        patterns: vec![HiddenPattern::parse(".env*")?],
+        reachable: Vec::new(),
+    });
     let plain = LinuxSandbox::default();
     for (name, sandbox) in [("no hidden paths", &plain), ("hidden_paths = [\".env*\"]", &glob)] {
         let mut times: Vec<Duration> = Vec::new();

@@ -8,7 +8,8 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use uexec_domain::hidden::{DirLister, EntryKind, HiddenPaths, expand_within};
+use uexec_domain::hidden::{DirLister, EntryKind, HiddenPaths, check_directories, expand_within};
+use uexec_ports::SandboxError;
 
 use crate::layout::canonicalize;
 
@@ -27,18 +28,27 @@ pub(crate) struct HiddenLayout {
     /// Part of what the patterns had to search was neither searched nor hidden (a directory that holds the
     /// workspace or the cwd, or more than the expansion can name): the protection is partial.
     pub(crate) truncated: bool,
+    /// Secrets left reachable on purpose (`HiddenPaths::reachable`), for the report.
+    pub(crate) reachable: Vec<String>,
 }
 
 impl HiddenLayout {
     /// Expand `hidden` for a command whose workspace is `workspace` and whose cwd is `cwd`, listing at most
-    /// `budget` entries. A match that is the cwd, the workspace or one of their ancestors is skipped (the command
-    /// would lose its own directory). A directory the search did not get through is hidden as a whole; one that
-    /// cannot be (it holds the workspace or the cwd) makes the layout truncated.
-    pub(crate) fn resolve(hidden: &HiddenPaths, workspace: &Path, cwd: &Path, budget: usize) -> HiddenLayout {
+    /// `budget` entries. A location that is or holds the cwd or the workspace is not dropped to let the command
+    /// see its directory: the command is refused (`uexec_domain::hidden::check_directories`). A directory the
+    /// search did not get through is hidden as a whole; one that cannot be (it holds the workspace or the cwd)
+    /// makes the layout truncated.
+    pub(crate) fn resolve(
+        hidden: &HiddenPaths,
+        workspace: &Path,
+        cwd: &Path,
+        budget: usize,
+    ) -> Result<HiddenLayout, SandboxError> {
         let mut layout = HiddenLayout::default();
         if hidden.is_empty() {
-            return layout;
+            return Ok(layout);
         }
+        layout.reachable.clone_from(&hidden.reachable);
         let expansion = expand_within(
             &hidden.patterns,
             hidden.home.as_deref(),
@@ -69,25 +79,23 @@ impl HiddenLayout {
                 _ => {}
             }
         }
+        let mut found: Vec<(PathBuf, String)> = Vec::new();
         for (path, _, pattern) in expansion.paths {
-            // Home matches may be links (`~/.ssh -> dotfiles/ssh`): the target is covered. Workspace matches
-            // never are (the expansion drops them).
+            // Home matches may be links (`~/.ssh -> dotfiles/ssh`): the target is covered. Workspace and exact
+            // ones never are (the expansion drops them).
             let Ok((canonical, meta, _)) = canonicalize(&path) else {
                 layout.skipped.push(format!("{} ({pattern}): does not resolve", path.display()));
                 continue;
             };
-            if keep.iter().any(|k| k.starts_with(&canonical)) {
-                layout.skipped.push(format!(
-                    "{} ({pattern}): contains the workspace or working directory",
-                    path.display()
-                ));
-                continue;
-            }
             let list = if meta.is_dir() { &mut layout.dirs } else { &mut layout.files };
             if !list.contains(&canonical) {
-                list.push(canonical);
+                list.push(canonical.clone());
+                found.push((canonical, pattern));
             }
         }
+        let canonical_of = |p: &Path| canonicalize(p).map(|c| c.0).unwrap_or_else(|_| p.to_path_buf());
+        check_directories(&found, &canonical_of(workspace), &canonical_of(cwd))
+            .map_err(SandboxError::InHiddenLocation)?;
         layout.dirs.sort_by_key(|p| p.components().count());
         // A location beneath a hidden directory is hidden already (and its mount point would be gone).
         let dirs = layout.dirs.clone();
@@ -95,7 +103,7 @@ impl HiddenLayout {
         layout.dirs.retain(|p| !under_hidden(p));
         layout.files.retain(|p| !under_hidden(p));
         layout.unexamined.retain(|p| !under_hidden(p));
-        layout
+        Ok(layout)
     }
 
     /// Hide the other names of every hidden file that has some (hard links), where a sandboxed command could
@@ -272,7 +280,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn resolves_home_links_and_skips_what_holds_the_workspace() {
+    fn resolves_home_links_and_refuses_a_workspace_or_cwd_inside_a_hidden_location() {
         let tmp = tempfile::tempdir().unwrap();
         let base = fs::canonicalize(tmp.path()).unwrap();
         let home = base.join("home");
@@ -281,18 +289,27 @@ mod tests {
         fs::create_dir_all(home.join(".aws/sso")).unwrap();
         std::os::unix::fs::symlink("dotfiles/ssh", home.join(".ssh")).unwrap();
         fs::write(home.join(".netrc"), "machine x password y\n").unwrap();
-        let ws = home.join(".kube/project");
+        let ws = home.join("project");
         fs::create_dir_all(&ws).unwrap();
         fs::write(ws.join(".env"), "K=V\n").unwrap();
         fs::write(ws.join("env"), "K=V\n").unwrap();
+        let in_kube = home.join(".kube/project");
+        fs::create_dir_all(&in_kube).unwrap();
         let mut patterns = HiddenPattern::defaults();
         patterns.push(HiddenPattern::parse(".env*").unwrap());
         patterns.push(HiddenPattern::parse("~/.aws/sso").unwrap());
-        let hidden = HiddenPaths { home: Some(home.clone()), patterns };
-        let layout = HiddenLayout::resolve(&hidden, &ws, &ws, uexec_domain::hidden::MAX_VISITED);
-        assert_eq!(layout.dirs, vec![home.join(".aws"), home.join("dotfiles/ssh")]);
+        let hidden = HiddenPaths { home: Some(home.clone()), patterns, reachable: Vec::new() };
+        let layout = HiddenLayout::resolve(&hidden, &ws, &ws, uexec_domain::hidden::MAX_VISITED).unwrap();
+        assert_eq!(layout.dirs, vec![home.join(".aws"), home.join(".kube"), home.join("dotfiles/ssh")]);
         assert_eq!(layout.files, vec![home.join(".netrc"), ws.join(".env")]);
-        assert!(layout.skipped.iter().any(|s| s.contains(".kube")), "{:?}", layout.skipped);
         assert!(!layout.truncated);
+        // A workspace or cwd inside a hidden location (through the link too) refuses the command.
+        for (workspace, cwd) in
+            [(&in_kube, &in_kube), (&ws, &home.join(".ssh")), (&ws, &home.join(".aws/sso"))]
+        {
+            let error = HiddenLayout::resolve(&hidden, workspace, cwd, uexec_domain::hidden::MAX_VISITED)
+                .unwrap_err();
+            assert!(matches!(error, SandboxError::InHiddenLocation(_)), "{error}");
+        }
     }
 }

@@ -319,6 +319,9 @@ impl Plan {
                 if !hidden.skipped.is_empty() {
                     text.push_str(&format!(" (not hidden: {})", hidden.skipped.join("; ")));
                 }
+                if !hidden.reachable.is_empty() {
+                    text.push_str(&format!(" (reachable on purpose: {})", hidden.reachable.join("; ")));
+                }
                 text
             }
         };

@@ -259,7 +259,7 @@ impl Sandbox for LinuxSandbox {
         let mut plan = self.plan(&policy);
         let mut layout = FsLayout::resolve(&policy, &workspace, tmpdir.as_deref())?;
         let budget = self.hidden_budget.unwrap_or(uexec_domain::hidden::MAX_VISITED);
-        layout.hidden = HiddenLayout::resolve(&self.hidden, &workspace, &spawn.cwd, budget);
+        layout.hidden = HiddenLayout::resolve(&self.hidden, &workspace, &spawn.cwd, budget)?;
         let roots = layout.mount_roots().into_iter().map(Path::to_path_buf).collect::<Vec<_>>();
         layout.hidden.hide_other_names(&roots.iter().map(PathBuf::as_path).collect::<Vec<_>>(), budget);
         let overlays = self.overlays_for(&plan, &mut layout);
@@ -518,6 +518,7 @@ mod tests {
         let hidden = || HiddenPaths {
             home: Some(home.clone()),
             patterns: vec![HiddenPattern::parse("~/.ssh").unwrap(), HiddenPattern::parse("~/.aws").unwrap()],
+            reachable: Vec::new(),
         };
         // A detached copy made in this process's mount namespace cannot be copied from the child's new one
         // (EINVAL), as a kernel before 6.15 refuses the real shared tmpfs: the child falls back to a tmpfs of its

@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use uexec_domain::hidden::{DirLister, EntryKind, HiddenPaths, HiddenPattern, expand};
+use uexec_domain::hidden::{DirLister, EntryKind, HiddenPaths, HiddenPattern, check_directories, expand};
+use uexec_ports::SandboxError;
 
 use crate::profile::{NETWORK_PROFILE, SeatbeltLaunch, ancestors_in_roots, any_param};
 use crate::spelling::any_spelling;
@@ -112,6 +113,18 @@ pub fn extend_launch(mut launch: SeatbeltLaunch, extras: &Extras<'_>) -> Seatbel
             );
         }
         profile.push_str("\n  (regex #\"^/\\.[Vv][Oo][Ll]/\"))\n");
+        // Connecting to a unix socket is a network operation to Seatbelt, not a read: a hidden agent socket
+        // (`SSH_AUTH_SOCK`) stays unreachable with the network on as well.
+        profile.push_str("(deny network-outbound");
+        for i in 0..hidden.len() {
+            let name = hidden_param(i);
+            let _ = write!(
+                profile,
+                "\n  (remote unix-socket (subpath (param \"{name}\")))\n  (remote unix-socket (path-regex (param \"{}\")))",
+                any_param(&name)
+            );
+        }
+        profile.push_str(")\n");
         if !ancestors.is_empty() {
             profile.push_str(
                 "; No directory above a hidden location that lies in a writable root can be renamed or removed (a\n\
@@ -151,26 +164,42 @@ pub fn extend_launch(mut launch: SeatbeltLaunch, extras: &Extras<'_>) -> Seatbel
     launch
 }
 
-/// The canonical paths `hidden` names for a command in `workspace` (links under the home are resolved to their
-/// targets; Seatbelt matches resolved paths). A path containing the workspace is left out.
-pub fn resolve_hidden(hidden: &HiddenPaths, workspace: &Path) -> Vec<PathBuf> {
+/// The canonical paths `hidden` names for a command whose workspace is `workspace` and whose working directory
+/// is `cwd` (links under the home and exact locations are resolved to their targets; Seatbelt matches resolved
+/// paths). A location that is or holds the workspace or the working directory refuses the command, as on Linux
+/// (`uexec_domain::hidden::check_directories`).
+///
+/// # Errors
+/// [`SandboxError::InHiddenLocation`].
+pub fn resolve_hidden(
+    hidden: &HiddenPaths,
+    workspace: &Path,
+    cwd: &Path,
+) -> Result<Vec<PathBuf>, SandboxError> {
     if hidden.is_empty() {
-        return Vec::new();
+        return Ok(Vec::new());
     }
-    let keep = fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
-    let mut out: Vec<PathBuf> = Vec::new();
+    let mut found: Vec<(PathBuf, String)> = Vec::new();
     let expansion = expand(&hidden.patterns, hidden.home.as_deref(), workspace, &mut FsLister);
-    // A directory the search did not get through (its budget, its depth) is denied as a whole, as on Linux.
-    let unexamined = expansion.unexamined.into_iter();
-    for path in expansion.paths.into_iter().map(|(path, _, _)| path).chain(unexamined) {
+    // A directory the search did not get through (its budget, its depth) is denied as a whole, as on Linux; one
+    // that holds the workspace or the cwd refuses the command below (fails closed).
+    let unexamined = expansion
+        .unexamined
+        .into_iter()
+        .map(|dir| (dir, "a directory the search did not get through".to_owned()));
+    for (path, pattern) in
+        expansion.paths.into_iter().map(|(path, _, pattern)| (path, pattern)).chain(unexamined)
+    {
         if let Ok(canonical) = fs::canonicalize(&path)
-            && !keep.starts_with(&canonical)
-            && !out.contains(&canonical)
+            && !found.iter().any(|(p, _)| *p == canonical)
         {
-            out.push(canonical);
+            found.push((canonical, pattern));
         }
     }
-    out
+    let canonical_of = |p: &Path| fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    check_directories(&found, &canonical_of(workspace), &canonical_of(cwd))
+        .map_err(SandboxError::InHiddenLocation)?;
+    Ok(found.into_iter().map(|(path, _)| path).collect())
 }
 
 /// The real file system, read without following links.
@@ -227,9 +256,16 @@ mod tests {
         fs::write(ws.join(".env"), "x").unwrap();
         let mut patterns = HiddenPattern::defaults();
         patterns.push(HiddenPattern::parse(".env*").unwrap());
-        let hidden = resolve_hidden(&HiddenPaths { home: Some(home.clone()), patterns }, &ws);
+        let paths = HiddenPaths { home: Some(home.clone()), patterns, reachable: Vec::new() };
+        let hidden = resolve_hidden(&paths, &ws, &ws).unwrap();
         // The search names what it finds in one directory in name order.
         assert_eq!(hidden, vec![home.join(".netrc"), home.join(".ssh"), ws.join(".env")]);
+        // Issue 22, class 4: a working directory or workspace in a hidden location refuses the command, as on
+        // Linux; the twin above (beside the locations) is not refused.
+        for (workspace, cwd) in [(&ws, &home.join(".ssh")), (&home.join(".ssh"), &ws)] {
+            let error = resolve_hidden(&paths, workspace, cwd).unwrap_err();
+            assert!(matches!(error, SandboxError::InHiddenLocation(_)), "{error}");
+        }
 
         let policy = SandboxPolicy::ReadOnly { network_access: true };
         let argv = vec![OsString::from("cat"), OsString::from("x")];
@@ -242,6 +278,11 @@ mod tests {
         assert!(launch.profile.contains("(deny file-read* file-write*\n  (subpath (param \"HIDDEN_0\"))"));
         assert!(launch.profile.contains("(regex (param \"HIDDEN_0_ANY\"))"));
         assert!(launch.profile.contains("(subpath (param \"HIDDEN_2\"))"));
+        assert!(
+            launch
+                .profile
+                .contains("(deny network-outbound\n  (remote unix-socket (subpath (param \"HIDDEN_0\")))")
+        );
         // No path in the text.
         assert!(!launch.profile.contains(base.to_str().unwrap()));
         assert_eq!(launch.argv[2], OsString::from(launch.profile.as_str()));

@@ -120,7 +120,7 @@ impl SeatbeltSandbox {
     /// The profile and command line for a command, without the host check (what `prepare` would return).
     ///
     /// # Errors
-    /// As [`build_launch`].
+    /// As [`build_launch`], and [`SandboxError::InHiddenLocation`] for a workspace in a hidden location.
     pub fn launch(
         &self,
         policy: &SandboxPolicy,
@@ -128,8 +128,20 @@ impl SeatbeltSandbox {
         tmpdir: Option<&Path>,
         argv: &[OsString],
     ) -> Result<SeatbeltLaunch, SandboxError> {
-        let launch = build_launch(policy, cwd, tmpdir, argv, &*self.resolver)?;
-        let hidden = resolve_hidden(&self.hidden, cwd);
+        self.launch_in(policy, cwd, cwd, tmpdir, argv)
+    }
+
+    /// [`SeatbeltSandbox::launch`] for a command of the workspace `workspace` that starts in `cwd`.
+    fn launch_in(
+        &self,
+        policy: &SandboxPolicy,
+        workspace: &Path,
+        cwd: &Path,
+        tmpdir: Option<&Path>,
+        argv: &[OsString],
+    ) -> Result<SeatbeltLaunch, SandboxError> {
+        let hidden = resolve_hidden(&self.hidden, workspace, cwd)?;
+        let launch = build_launch(policy, workspace, tmpdir, argv, &*self.resolver)?;
         Ok(extend_launch(
             launch,
             &Extras { hidden: &hidden, proxy_port: self.proxy_port, keychain: self.keychain },
@@ -176,7 +188,7 @@ impl Sandbox for SeatbeltSandbox {
         // Seatbelt enforces the whole profile or refuses to start the command: there is no partial mode for
         // `allow_degraded` to accept.
         let SandboxRequest { mut spawn, workspace, policy, tmpdir, allow_degraded: _ } = request;
-        let launch = self.launch(&policy, &workspace, tmpdir.as_deref(), &spawn.argv)?;
+        let launch = self.launch_in(&policy, &workspace, &spawn.cwd, tmpdir.as_deref(), &spawn.argv)?;
         let mut report = self.build_report(&policy, Some(&launch));
         if !self.hidden.is_empty() {
             let hidden: Vec<String> = launch
@@ -185,7 +197,10 @@ impl Sandbox for SeatbeltSandbox {
                 .filter(|(name, _)| name.starts_with("HIDDEN_"))
                 .map(|(_, path)| PathBuf::from(path).display().to_string())
                 .collect();
-            let what = if hidden.is_empty() { "none present".to_owned() } else { hidden.join(", ") };
+            let mut what = if hidden.is_empty() { "none present".to_owned() } else { hidden.join(", ") };
+            if !self.hidden.reachable.is_empty() {
+                what.push_str(&format!(" (reachable on purpose: {})", self.hidden.reachable.join("; ")));
+            }
             report.protections.push(enforced(
                 "hidden_paths",
                 format!("deny file-read* and file-write* on {what}"),

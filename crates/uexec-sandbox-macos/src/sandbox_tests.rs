@@ -169,6 +169,7 @@ fn with_a_proxy_port_a_networked_command_gets_the_proxy_only_and_hidden_paths_ar
     let hidden = HiddenPaths {
         home: Some(cwd.join("home")),
         patterns: uexec_domain::hidden::HiddenPattern::defaults(),
+        reachable: Vec::new(),
     };
     let sandbox = available().with_proxy_port(40001).with_hidden(hidden);
     let prepared = sandbox.prepare(request(true)).unwrap();
@@ -268,6 +269,7 @@ fn the_macos_secret_stores_join_the_defaults_and_leave_with_them() {
     let with = with_macos_secrets(&HiddenPaths {
         home: Some("/Users/dev".into()),
         patterns: HiddenPattern::defaults(),
+        reachable: Vec::new(),
     });
     for text in [
         "~/Library/Keychains",
@@ -282,6 +284,7 @@ fn the_macos_secret_stores_join_the_defaults_and_leave_with_them() {
     let own = HiddenPaths {
         home: Some("/Users/dev".into()),
         patterns: vec![HiddenPattern::parse(".env").unwrap()],
+        reachable: Vec::new(),
     };
     assert_eq!(with_macos_secrets(&own), own);
 }

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use uexec_domain::env::{EnvInherit, EnvPolicy};
 use uexec_domain::hidden::{HiddenPaths, HiddenPattern};
+use uexec_domain::hidden_env::environment_secrets;
 use uexec_domain::limits::Limits;
 use uexec_domain::network::{DomainPattern, DomainRules, NetworkPolicy};
 use uexec_domain::rules::{CommandRules, PrefixRule};
@@ -28,13 +29,15 @@ pub struct ProcessContext {
     pub cwd: PathBuf,
     /// Looks up an environment variable.
     pub env: fn(&str) -> Option<OsString>,
+    /// The whole environment (for the secrets it points at: `uexec_domain::hidden_env`).
+    pub vars: fn() -> Vec<(OsString, OsString)>,
 }
 
 impl ProcessContext {
     /// The real process: `std::env::current_dir()` and `std::env::var_os`.
     pub fn current() -> Result<Self> {
         let cwd = std::env::current_dir().context("cannot determine the current directory")?;
-        Ok(ProcessContext { cwd, env: |name| std::env::var_os(name) })
+        Ok(ProcessContext { cwd, env: |name| std::env::var_os(name), vars: || std::env::vars_os().collect() })
     }
 }
 
@@ -328,7 +331,8 @@ fn resolve_with(
         )?;
     }
 
-    let mut patterns = if file.hide_secrets.unwrap_or(true) { HiddenPattern::defaults() } else { Vec::new() };
+    let hide_defaults = file.hide_secrets.unwrap_or(true);
+    let mut patterns = if hide_defaults { HiddenPattern::defaults() } else { Vec::new() };
     if let Some(loaded) = loaded {
         for glob in &file.hidden_paths {
             let pattern = HiddenPattern::parse(glob.get_ref())
@@ -355,7 +359,30 @@ fn resolve_with(
         (SandboxMode::WorkspaceWrite, Some(state)) => Some(state.join("sandbox-overlays")),
         _ => None,
     };
-    let hidden = HiddenPaths { home, patterns };
+    if let Some(base) = &copy_on_write_base {
+        // Made now (as the sandbox would on first use), so that it exists, and is hidden, before the first
+        // command: a command started before another sandbox made its slot must not read that slot's layers.
+        use std::os::unix::fs::DirBuilderExt;
+        if let Err(error) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(base) {
+            tracing::debug!(dir = %base.display(), %error, "the copy-on-write layers' directory cannot be made");
+        }
+    }
+    let mut hidden = HiddenPaths { home, patterns, reachable: Vec::new() };
+    if hide_defaults {
+        // The server's own environment, read once here where the other locations are worked out.
+        let mut vars = (ctx.vars)();
+        // gpg-agent, podman and the systemd user agents use the runtime directory even when the variable is unset.
+        if !vars.iter().any(|(name, value)| name == "XDG_RUNTIME_DIR" && !value.is_empty()) {
+            let uid = rustix::process::getuid().as_raw();
+            vars.push(("XDG_RUNTIME_DIR".into(), format!("/run/user/{uid}").into()));
+        }
+        let found = environment_secrets(&vars, hidden.home.as_deref(), &ctx.cwd, &env_policy);
+        for location in found.hidden {
+            hide_exact(&mut hidden, &location.path, &location.text);
+        }
+        hidden.reachable = found.reachable;
+    }
+    hide_own_state(&mut hidden, &own_state(state_dir.as_deref(), audit_log.as_deref(), None));
     let macos_keychain = file.macos_keychain.unwrap_or(false);
 
     Ok(Settings {
@@ -425,6 +452,105 @@ fn network_policy(args: &PolicyArgs, file: Option<&config::NetworkConfig>) -> Re
         Some(config::NetworkConfig::Switch(true)) => NetworkPolicy::On,
         _ => NetworkPolicy::Off,
     })
+}
+
+/// The server's own state: every place it writes that holds other sessions' data or its credentials, which
+/// sandboxed commands must not read (one HTTP client's commands would read another's command lines): the audit
+/// log and its rotated copies, the snapshots of commands that run outside the sandbox (`<state>/snapshots/host`:
+/// what a login shell outside the sandbox saw), the copy-on-write layers of every slot
+/// (`<state>/sandbox-overlays`; a command sees its own view through the overlay, never the layers), and the
+/// bearer token file of `--listen`. Not listed, because sandboxed commands use
+/// them: `<state>/sandbox-cache` (a writable root) and `<state>/snapshots/sandboxed` (sourced by sandboxed
+/// shells; it holds no secret-named variable, `uexec_domain::snapshot::render_bash`).
+pub fn own_state(
+    state_dir: Option<&Path>,
+    audit_log: Option<&Path>,
+    token_file: Option<&Path>,
+) -> Vec<OwnState> {
+    let mut out = Vec::new();
+    if let Some(log) = audit_log {
+        out.push(OwnState { path: log.to_path_buf(), what: "the audit log", rotated: true });
+    }
+    if let Some(state) = state_dir {
+        let snapshots = state.join("snapshots").join("host");
+        out.push(OwnState { path: snapshots, what: "the snapshots of unsandboxed shells", rotated: false });
+        let layers = state.join("sandbox-overlays");
+        out.push(OwnState { path: layers, what: "the copy-on-write layers", rotated: false });
+    }
+    if let Some(token) = token_file {
+        out.push(OwnState { path: token.to_path_buf(), what: "the auth token file", rotated: false });
+    }
+    out
+}
+
+/// One place of the server's own state ([`own_state`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnState {
+    /// The path (a file or a directory).
+    pub path: PathBuf,
+    /// What it is, for the report.
+    pub what: &'static str,
+    /// Its rotated copies (`<name>.*` beside it: `audit.jsonl.1`, `audit.jsonl.2.gz`) are hidden too.
+    pub rotated: bool,
+}
+
+/// Hide every place of `state` from sandboxed commands.
+pub fn hide_own_state(hidden: &mut HiddenPaths, state: &[OwnState]) {
+    for place in state {
+        hide_exact(hidden, &place.path, place.what);
+        if !place.rotated {
+            continue;
+        }
+        // The copies a rotation leaves beside the file: a glob on its (resolved) name, when the path can be
+        // written as one (no wildcard or `..` of its own).
+        let resolved = resolved_once(&place.path);
+        let text = format!("{}.*", resolved.display());
+        let plain = resolved.to_str().is_some_and(|p| !p.contains(['*', '?']) && !p.contains("/../"));
+        match HiddenPattern::parse(&text) {
+            Ok(pattern) if plain && !hidden.patterns.contains(&pattern) => hidden.patterns.push(pattern),
+            _ => {}
+        }
+    }
+}
+
+/// Hide `path` exactly (named `what` in the report), resolved once now: links on the way and at the end are
+/// followed here, so a link a sandboxed command plants later chooses nothing. When the path differs from what
+/// it resolves to, both are hidden; a path that does not exist yet is kept with its existing directories
+/// resolved (it is hidden once it appears).
+pub fn hide_exact(hidden: &mut HiddenPaths, path: &Path, what: &str) {
+    let mut paths = vec![path.to_path_buf()];
+    paths.push(resolved_once(path));
+    paths.dedup();
+    for path in paths {
+        match HiddenPattern::exact(&path, what) {
+            Some(pattern) if !hidden.patterns.contains(&pattern) => hidden.patterns.push(pattern),
+            Some(_) => {}
+            None => {
+                tracing::warn!(path = %path.display(), "{what} cannot be hidden: its path is not absolute UTF-8")
+            }
+        }
+    }
+}
+
+/// `path` with every link resolved: `canonicalize` when it exists, else its nearest existing ancestor
+/// canonicalized with the rest appended.
+fn resolved_once(path: &Path) -> PathBuf {
+    if let Ok(canonical) = std::fs::canonicalize(path) {
+        return canonical;
+    }
+    let mut rest = Vec::new();
+    let mut at = path;
+    while let Some(parent) = at.parent() {
+        // The last component as written (`..` included: dropping it would name another file).
+        if let Some(last) = at.components().next_back() {
+            rest.push(last.as_os_str().to_os_string());
+        }
+        if let Ok(canonical) = std::fs::canonicalize(parent) {
+            return rest.iter().rev().fold(canonical, |acc, name| acc.join(name));
+        }
+        at = parent;
+    }
+    path.to_path_buf()
 }
 
 /// `$XDG_STATE_HOME/uexec` (when absolute), else `$HOME/.local/state/uexec`.
@@ -716,7 +842,11 @@ mod tests {
     use uexec_domain::rules::RuleDecision;
 
     fn ctx(cwd: &Path) -> ProcessContext {
-        ProcessContext { cwd: cwd.to_path_buf(), env: |name| (name == "SHELL").then(|| "/bin/zsh".into()) }
+        ProcessContext {
+            cwd: cwd.to_path_buf(),
+            env: |name| (name == "SHELL").then(|| "/bin/zsh".into()),
+            vars: Vec::new,
+        }
     }
 
     #[test]
@@ -764,13 +894,80 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cfg = loaded(dir.path(), "hidden_paths = [\".env*\", \"~/.config/tool/token\"]\n");
         let s = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap();
-        assert_eq!(s.hidden.patterns.len(), uexec_domain::hidden::DEFAULT_SECRETS.len() + 2);
+        // Beside the exact locations the environment names (the runtime directory's agents, here).
+        let patterns = |s: &Settings| {
+            s.hidden.patterns.iter().filter(|p| p.base != uexec_domain::hidden::Base::Exact).count()
+        };
+        assert_eq!(patterns(&s), uexec_domain::hidden::DEFAULT_SECRETS.len() + 2);
+        let uid = rustix::process::getuid().as_raw();
+        let gnupg = format!("/run/user/{uid}/gnupg");
+        let exact: Vec<String> =
+            s.hidden.patterns.iter().map(|p| format!("/{}", p.components.join("/"))).collect();
+        assert!(exact.contains(&gnupg), "without XDG_RUNTIME_DIR, the default runtime directory: {exact:?}");
         let cfg = loaded(dir.path(), "hide_secrets = false\nhidden_paths = [\"x\"]\n");
         let s = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap();
         assert_eq!(s.hidden.patterns.len(), 1);
         let cfg = loaded(dir.path(), "hidden_paths = [\"../up\"]\n");
         let err = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap_err();
         assert!(err.to_string().contains("hidden_paths"), "{err}");
+    }
+
+    /// Issue 22, class 4: the server's environment is read once for the secrets it points at, and the server's
+    /// own state joins the hidden locations whatever `hide_secrets` says.
+    #[test]
+    fn hidden_locations_include_the_environment_s_secrets_and_the_server_s_own_state() {
+        let dir = tempfile::Builder::new().tempdir_in("/var/tmp").unwrap();
+        std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+        let ctx = ProcessContext {
+            cwd: dir.path().join("ws"),
+            env: |name| match name {
+                "HOME" => Some("/home/me".into()),
+                "XDG_STATE_HOME" => Some("/proc/uexec-no-state".into()),
+                _ => None,
+            },
+            vars: || {
+                vec![
+                    ("CARGO_HOME".into(), "/opt/c*rgo".into()),
+                    ("SSH_AUTH_SOCK".into(), "/tmp/ssh-x/agent.1".into()),
+                ]
+            },
+        };
+        let exact = |s: &Settings| -> Vec<String> {
+            s.hidden
+                .patterns
+                .iter()
+                .filter(|p| p.base == uexec_domain::hidden::Base::Exact)
+                .map(|p| format!("/{}", p.components.join("/")))
+                .collect()
+        };
+        let log = dir.path().join("logs/a/../audit.jsonl");
+        let read_only = PolicyArgs { sandbox: Some(SandboxMode::ReadOnly), ..PolicyArgs::default() };
+        let s = resolve_with(&read_only, Some(&log), &ctx, None).unwrap();
+        let hidden = exact(&s);
+        for expected in [
+            "/opt/c*rgo/credentials.toml",
+            "/tmp/ssh-x/agent.1",
+            "/proc/uexec-no-state/uexec/snapshots/host",
+            "/proc/uexec-no-state/uexec/sandbox-overlays",
+        ] {
+            assert!(hidden.contains(&expected.to_owned()), "{expected}: {hidden:?}");
+        }
+        assert!(
+            hidden.iter().any(|p| p.ends_with("/a/../audit.jsonl")),
+            "the audit log as given: {hidden:?}"
+        );
+        assert!(s.hidden.reachable.is_empty());
+        // Passed on purpose: the socket is not hidden and the report will say so.
+        let passed = PolicyArgs { pass_env: vec!["SSH_AUTH_SOCK".into()], ..read_only.clone() };
+        let s = resolve_with(&passed, Some(&log), &ctx, None).unwrap();
+        assert!(!exact(&s).contains(&"/tmp/ssh-x/agent.1".to_owned()));
+        assert!(s.hidden.reachable.iter().any(|r| r.contains("SSH_AUTH_SOCK")), "{:?}", s.hidden.reachable);
+        // hide_secrets = false: the person's secrets are not hidden, the server's own state still is.
+        let cfg = loaded(dir.path(), "hide_secrets = false\n");
+        let s = resolve_with(&read_only, Some(&log), &ctx, Some(&cfg)).unwrap();
+        let hidden = exact(&s);
+        assert!(!hidden.iter().any(|p| p.contains("rgo") || p.contains("ssh-x")), "{hidden:?}");
+        assert!(hidden.iter().any(|p| p.ends_with("snapshots/host")), "{hidden:?}");
     }
 
     #[test]
@@ -794,6 +991,7 @@ mod tests {
                     _ => None,
                 }
             },
+            vars: Vec::new,
         };
         let cfg = loaded(dir.path(), "copy_on_write = [\"~/.gradle\", \"/opt/m2\", \"~/.gradle\"]\n");
         let s = resolve_with(&PolicyArgs::default(), None, &ctx(true), Some(&cfg)).unwrap();
@@ -828,6 +1026,7 @@ mod tests {
         ProcessContext {
             cwd: cwd.to_path_buf(),
             env: |name| (name == AUTH_TOKEN_FILE_ENV).then(|| "env-token".into()),
+            vars: Vec::new,
         }
     }
 

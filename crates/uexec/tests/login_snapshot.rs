@@ -23,13 +23,17 @@ fn runs(counter: &Path) -> usize {
     std::fs::read_to_string(counter).map(|s| s.lines().count()).unwrap_or(0)
 }
 
+/// The snapshot files of both placements (`snapshots/sandboxed`, `snapshots/host`).
 fn snapshot_files(state: &Path) -> Vec<PathBuf> {
-    match std::fs::read_dir(state.join("uexec/snapshots")) {
-        Ok(entries) => {
-            entries.map(|e| e.unwrap().path()).filter(|p| !p.to_string_lossy().contains(".partial")).collect()
+    let mut files = Vec::new();
+    for place in ["sandboxed", "host"] {
+        if let Ok(entries) = std::fs::read_dir(state.join("uexec/snapshots").join(place)) {
+            files.extend(
+                entries.map(|e| e.unwrap().path()).filter(|p| !p.to_string_lossy().contains(".partial")),
+            );
         }
-        Err(_) => Vec::new(),
     }
+    files
 }
 
 /// With HOME and the state directory outside every writable root, the profile runs once for many commands;
@@ -134,4 +138,46 @@ fn writable_startup_files_or_state_never_reach_a_command_outside_the_sandbox() {
     }
     assert_eq!(runs(&counter), 2, "without a safe state directory every command starts a login shell");
     assert!(snapshot_files(&inside).is_empty());
+}
+
+/// Issue 22, class 4: a secret-named variable the startup files export (`SVC_API_KEY`) is not restored by the
+/// snapshot, and its value is on no file a sandboxed command can read: not in the sandbox's snapshot, and the
+/// snapshots of unsandboxed shells are hidden. The twin: a plain variable of the same profile is restored.
+#[test]
+fn a_secret_the_startup_files_export_is_neither_restored_nor_stored_where_sandboxed_commands_read() {
+    let ws = Workspace::new();
+    let home = ws.outside.path().join("home");
+    let state = ws.outside.path().join("state");
+    std::fs::create_dir(&home).unwrap();
+    let counter = ws.path().join("profile-runs");
+    let extra = "export SVC_API_KEY=sk-live-0123456789\nexport SSH_AUTH_SOCK=/nonexistent/agent.sock\n";
+    std::fs::write(home.join(".profile"), profile(&counter, extra)).unwrap();
+    let env = [("HOME", home.to_str().unwrap()), ("XDG_STATE_HOME", state.to_str().unwrap())];
+    let mut server = McpServer::start_with_env(&ws, &[], &env);
+    server.initialize(true);
+    let probe = format!(
+        "echo \"[$SNAP_VAR] key=[$SVC_API_KEY] sock=[$SSH_AUTH_SOCK]\"; \
+         grep -rl sk-live {0} 2>/dev/null | grep -v profile; ls -A {0}/uexec/snapshots/host; echo done",
+        state.display()
+    );
+    let r = server.call("exec_command", json!({ "cmd": probe }));
+    let out = output(&r);
+    assert!(out.contains("[from-profile] key=[] sock=[]"), "{out}");
+    assert!(out.contains("done") && !out.contains("sk-live") && !out.contains(".sh"), "{out}");
+    let files = snapshot_files(&state);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(!text.contains("sk-live") && !text.contains("SVC_API_KEY"), "{}: {text}", files[0].display());
+    assert!(text.contains("SNAP_VAR"), "the twin is restored: {text}");
+    // What lies among the snapshots of unsandboxed shells (a login shell outside the sandbox may have read what
+    // sandboxed commands cannot) is hidden from them; the twin outside reads it.
+    let host = state.join("uexec/snapshots/host");
+    std::fs::write(host.join("bash-host-1-0.sh"), "export READ_OUTSIDE=HOST-ONLY\n").unwrap();
+    let r = server.call("exec_command", json!({ "cmd": probe }));
+    let out = output(&r);
+    assert!(
+        !out.contains("bash-host") && out.contains("done"),
+        "a sandboxed command listed the host snapshots: {out}"
+    );
+    assert!(std::fs::read_to_string(host.join("bash-host-1-0.sh")).unwrap().contains("HOST-ONLY"));
 }

@@ -154,13 +154,20 @@ pub(crate) fn main() {
     let shared = LinuxSandbox::default()
         .with_pid_namespace(std::os::fd::AsFd::as_fd(&own_namespace))
         .expect("the bench's PID namespace");
-    let hiding = LinuxSandbox::default()
-        .with_hidden(HiddenPaths { home: Some(home.clone()), patterns: HiddenPattern::defaults() });
+    let hiding = LinuxSandbox::default().with_hidden(HiddenPaths {
+        home: Some(home.clone()),
+        patterns: HiddenPattern::defaults(),
+        reachable: Vec::new(),
+    });
     // What `uexec mcp` runs by default: the server-wide sandbox hiding the default secret locations.
     let shared_hiding = LinuxSandbox::default()
         .with_pid_namespace(std::os::fd::AsFd::as_fd(&own_namespace))
         .expect("the bench's PID namespace")
-        .with_hidden(HiddenPaths { home: Some(home.clone()), patterns: HiddenPattern::defaults() });
+        .with_hidden(HiddenPaths {
+            home: Some(home.clone()),
+            patterns: HiddenPattern::defaults(),
+            reachable: Vec::new(),
+        });
     let request = || SandboxRequest {
         spawn: SpawnRequest {
             argv: vec!["/bin/true".into()],

@@ -57,7 +57,11 @@ impl Fixture {
 
     /// A sandbox hiding the default secrets of the fake home, with or without the copy-on-write view.
     fn sandbox(&self, copy_on_write: bool) -> LinuxSandbox {
-        let hidden = HiddenPaths { home: Some(self.home.clone()), patterns: HiddenPattern::defaults() };
+        let hidden = HiddenPaths {
+            home: Some(self.home.clone()),
+            patterns: HiddenPattern::defaults(),
+            reachable: Vec::new(),
+        };
         let sandbox = LinuxSandbox::default().with_hidden(hidden);
         if !copy_on_write {
             return sandbox;

@@ -63,7 +63,11 @@ fn default_secrets_and_workspace_globs_are_unreadable_and_their_twins_are_not() 
     let home = fixture(&s);
     let mut patterns = HiddenPattern::defaults();
     patterns.push(HiddenPattern::parse(".env*").unwrap());
-    let sandbox = LinuxSandbox::default().with_hidden(HiddenPaths { home: Some(home.clone()), patterns });
+    let sandbox = LinuxSandbox::default().with_hidden(HiddenPaths {
+        home: Some(home.clone()),
+        patterns,
+        reachable: Vec::new(),
+    });
 
     let mut script = String::new();
     let mut denied = Vec::new();
@@ -117,8 +121,11 @@ fn default_secrets_and_workspace_globs_are_unreadable_and_their_twins_are_not() 
 fn a_hidden_file_fails_with_eacces_and_a_hidden_directory_is_empty() {
     let s = Scratch::new();
     let home = fixture(&s);
-    let sandbox = LinuxSandbox::default()
-        .with_hidden(HiddenPaths { home: Some(home.clone()), patterns: HiddenPattern::defaults() });
+    let sandbox = LinuxSandbox::default().with_hidden(HiddenPaths {
+        home: Some(home.clone()),
+        patterns: HiddenPattern::defaults(),
+        reachable: Vec::new(),
+    });
     let code = format!(
         r#"
 import os
@@ -173,7 +180,11 @@ fn every_hidden_directory_in_a_writable_root_is_empty_read_only_and_pinned() {
         }
     }
     let patterns = dirs.iter().map(|d| HiddenPattern::parse(&format!("~/{d}")).unwrap()).collect();
-    let sandbox = LinuxSandbox::default().with_hidden(HiddenPaths { home: Some(home.clone()), patterns });
+    let sandbox = LinuxSandbox::default().with_hidden(HiddenPaths {
+        home: Some(home.clone()),
+        patterns,
+        reachable: Vec::new(),
+    });
     let prepared =
         sandbox.prepare(request(workspace_only(vec![], false), &["bash", "-c", &script], &s.ws)).unwrap();
     let out = run(&prepared);
@@ -218,7 +229,7 @@ fn run_long(prepared: &uexec_ports::SandboxedSpawn) -> crate::common::Probe {
 /// A sandbox hiding the workspace patterns `patterns` (no home).
 fn hiding(patterns: &[&str]) -> LinuxSandbox {
     let patterns = patterns.iter().map(|p| HiddenPattern::parse(p).unwrap()).collect();
-    LinuxSandbox::default().with_hidden(HiddenPaths { home: None, patterns })
+    LinuxSandbox::default().with_hidden(HiddenPaths { home: None, patterns, reachable: Vec::new() })
 }
 
 /// `cat` each of `paths` (relative to the cwd) and say `read P` or `fail P`.

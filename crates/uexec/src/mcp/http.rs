@@ -497,17 +497,10 @@ pub async fn serve(
     id_seed: Option<u64>,
 ) -> Result<StopReason> {
     // Sandboxed commands may read everything but the hidden paths: the token file (and what a symlink to it, as a
-    // Kubernetes Secret volume has, resolves to) joins them.
+    // Kubernetes Secret volume has, resolves to) joins the server's own state there (`settings::own_state`).
     let mut settings = settings.clone();
-    if let Some(file) = &server.token_file {
-        let mut paths = vec![file.clone()];
-        paths.extend(std::fs::canonicalize(file).ok().filter(|c| c != file));
-        for path in paths {
-            let pattern = uexec_domain::hidden::HiddenPattern::parse(&path.to_string_lossy())
-                .with_context(|| format!("cannot hide the auth token file {}", path.display()))?;
-            settings.hidden.patterns.push(pattern);
-        }
-    }
+    let token = crate::settings::own_state(None, None, server.token_file.as_deref());
+    crate::settings::hide_own_state(&mut settings.hidden, &token);
     let settings = &settings;
     // The proxy of the domain-allowlist mode is the server's, shared by its clients: nobody is asked about a
     // domain (each client has its own approver), and its refusals are counted in the metrics but not noted in
