@@ -104,7 +104,7 @@ fn run_mcp(args: &cli::McpArgs) -> Result<ExitCode> {
     let ctx = ProcessContext::current()?;
     let settings = Settings::resolve(&args.policy, args.audit_log.as_deref(), &ctx)?;
     let sinks = event_sink(&settings)?;
-    if let Some(server) = ServerSettings::resolve(&args.serve, &settings.server, &settings.limits, &ctx)? {
+    if let Some(server) = ServerSettings::resolve(&args.serve, &settings, &ctx)? {
         tracing::info!(
             cwd = %settings.cwd.display(),
             sandbox = settings.sandbox_policy.mode_str(),

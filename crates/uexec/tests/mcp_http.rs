@@ -27,9 +27,14 @@ const PROTOCOL: &str = "2025-11-25";
 struct Server {
     child: Child,
     addr: SocketAddr,
+    /// The token clients send (the given one, or the one the server generated).
     token: Option<String>,
+    /// Where the server generated its token, if it did.
+    generated: Option<PathBuf>,
     stderr: Arc<Mutex<String>>,
     _dir: tempfile::TempDir,
+    /// Outside the workspace and `/tmp` (no possible writable root): token files, the runtime directory.
+    outside: tempfile::TempDir,
 }
 
 impl Drop for Server {
@@ -43,6 +48,11 @@ fn workspace() -> tempfile::TempDir {
     tempfile::Builder::new().prefix("uexec-http-").tempdir_in("/tmp").unwrap()
 }
 
+/// A directory in no possible writable root of the servers here (not in `/tmp`, not in a workspace).
+fn outside() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("uexec-http-outside-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
 /// The command line of a server in `dir` (HOME and the config directory inside it: no user config, no profile).
 fn uexec(dir: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_uexec"));
@@ -54,6 +64,8 @@ fn uexec(dir: &Path, args: &[&str]) -> Command {
         .env("XDG_CONFIG_HOME", dir.join(".no-config"))
         .env("SHELL", "/bin/bash")
         .env_remove("UEXEC_AUTH_TOKEN_FILE")
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("XDG_STATE_HOME")
         .env_remove("TMPDIR")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -62,7 +74,7 @@ fn uexec(dir: &Path, args: &[&str]) -> Command {
 }
 
 fn token_file(dir: &Path, token: &str) -> PathBuf {
-    // Outside the workspace: the file is the server's, not the commands'.
+    // Outside the workspace and /tmp: the file is the server's, not the commands'.
     let path = dir.join("token");
     std::fs::write(&path, format!("{token}\n")).unwrap();
     path
@@ -72,25 +84,39 @@ fn start(args: &[&str], token: Option<&str>) -> Server {
     start_with(args, token, &[])
 }
 
+/// The runtime directory of a server whose outside directory is `outside` (a generated token goes there).
+fn runtime_dir(outside: &Path) -> PathBuf {
+    outside.join("run")
+}
+
 fn start_with(args: &[&str], token: Option<&str>, env: &[(&str, &str)]) -> Server {
     let dir = workspace();
+    let outside = outside();
     let mut all = vec!["--listen", "127.0.0.1:0"];
     let file;
     if let Some(token) = token {
-        file = token_file(dir.path(), token);
+        file = token_file(outside.path(), token);
         all.extend(["--auth-token-file", file.to_str().unwrap()]);
     }
     all.extend(args);
-    let mut child = uexec(dir.path(), &all).envs(env.iter().copied()).spawn().unwrap();
+    let mut child = uexec(dir.path(), &all)
+        .env("XDG_RUNTIME_DIR", runtime_dir(outside.path()))
+        .envs(env.iter().copied())
+        .spawn()
+        .unwrap();
     let stderr = child.stderr.take().unwrap();
     let mut lines = BufReader::new(stderr).lines();
     let mut before = String::new();
+    let mut generated = None;
     let addr = loop {
         let Some(Ok(line)) = lines.next() else {
             panic!("uexec mcp --listen ended before listening; stderr:\n{before}");
         };
         if let Some(rest) = line.split("listening on http://").nth(1) {
             break rest.trim_end_matches("/mcp").parse::<SocketAddr>().unwrap();
+        }
+        if let Some(rest) = line.split("generated a bearer token for this server in ").nth(1) {
+            generated = Some(PathBuf::from(rest.split(" (mode 0600").next().unwrap()));
         }
         before.push_str(&line);
         before.push('\n');
@@ -104,7 +130,11 @@ fn start_with(args: &[&str], token: Option<&str>, env: &[(&str, &str)]) -> Serve
             log.push('\n');
         }
     });
-    Server { child, addr, token: token.map(str::to_owned), stderr: log, _dir: dir }
+    let token = match (&generated, token) {
+        (Some(file), _) => Some(std::fs::read_to_string(file).unwrap().trim().to_owned()),
+        (None, token) => token.map(str::to_owned),
+    };
+    Server { child, addr, token, generated, stderr: log, _dir: dir, outside }
 }
 
 /// One HTTP response, its body read to the end.
@@ -349,16 +379,169 @@ async fn requests_without_the_right_token_get_a_bare_401() {
 async fn sandboxed_commands_cannot_read_the_token_file() {
     let server = start(&[], Some(TOKEN));
     let mut client = Client::connect(&server).await;
-    // The token file is in the server's directory (here also the workspace); its neighbour stays readable.
+    // The token file is in the server's directory outside the workspace; its neighbour stays readable.
+    let outside = server.outside.path().display();
+    std::fs::write(server.outside.path().join("beside"), "neighbour\n").unwrap();
     let (error, text) = client
         .call(
             "exec_command",
-            json!({"cmd": "echo neighbour > beside; cat beside; cat token; ls", "login": false}),
+            json!({"cmd": format!("cat {outside}/beside; cat {outside}/token; ls {outside}"), "login": false}),
         )
         .await;
     assert!(!error, "{text}");
     assert!(output_of(&text).starts_with("neighbour\n"), "{text}");
     assert!(!text.contains(TOKEN), "a command read the token: {text}");
+}
+
+/// What `curl` prints for an MCP `initialize` POSTed to `addr` with `headers`: the HTTP status, then the body.
+fn curl_initialize(addr: SocketAddr, headers: &[String]) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": PROTOCOL, "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "sandboxed", "version": "0"}}});
+    let mut cmd = format!(
+        "curl -sS --max-time 20 -o /dev/stdout -w '\\nstatus=%{{http_code}}\\n' -X POST \
+         -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' --data '{init}'"
+    );
+    for header in headers {
+        cmd.push_str(&format!(" -H '{header}'"));
+    }
+    cmd.push_str(&format!(" http://{addr}/mcp"));
+    cmd
+}
+
+/// Issue 22, class 3: with the network on and no token file, a sandboxed command could connect to its own
+/// server's listener as a new client (declaring elicitation) and approve its own questions. A token is now
+/// always required: one is generated into a private file that sandboxed commands cannot read.
+#[tokio::test]
+async fn a_sandboxed_command_cannot_become_a_client_of_its_own_server() {
+    let server = start(&["--network"], None);
+    let generated = server.generated.clone().expect("a generated token file is announced");
+    let token = server.token.clone().unwrap();
+    // The person reads it: a file of its own, mode 0600, in a directory only its owner may enter.
+    use std::os::unix::fs::PermissionsExt;
+    assert!(generated.starts_with(runtime_dir(server.outside.path())), "{generated:?}");
+    assert_eq!(std::fs::metadata(&generated).unwrap().permissions().mode() & 0o777, 0o600);
+    let dir_mode = std::fs::metadata(generated.parent().unwrap()).unwrap().permissions().mode();
+    assert_eq!(dir_mode & 0o777, 0o700);
+    assert!(token.len() >= 32, "{token}");
+
+    // The person's client, with the token, is served.
+    let mut person = Client::connect(&server).await;
+    // A sandboxed command cannot read the token file, nor list its directory; the person's other files beside the
+    // runtime directory stay readable (the denied read is the token's, not every read).
+    std::fs::write(server.outside.path().join("beside"), "neighbour\n").unwrap();
+    let probe = format!(
+        "cat {}/beside; cat {} && echo READ-THE-TOKEN; echo entries=$(ls -A {} 2>/dev/null | wc -l)",
+        server.outside.path().display(),
+        generated.display(),
+        generated.parent().unwrap().display()
+    );
+    let (error, text) = person.call("exec_command", json!({"cmd": probe, "login": false})).await;
+    assert!(!error, "{text}");
+    assert!(output_of(&text).starts_with("neighbour\n"), "{text}");
+    assert!(!text.contains(&token) && !text.contains("READ-THE-TOKEN"), "{text}");
+    assert!(output_of(&text).contains("entries=0\n"), "the command listed the token directory: {text}");
+    assert!(std::fs::read_dir(generated.parent().unwrap()).unwrap().count() >= 1, "the person lists it");
+
+    // A sandboxed command reaches the listener (the network is on) but cannot start an MCP session without the
+    // token: a bare 401. Its twin, handed the token by the test, gets 200: the 401 is the token, not the network.
+    let (error, text) =
+        person.call("exec_command", json!({"cmd": curl_initialize(server.addr, &[]), "login": false})).await;
+    assert!(!error, "{text}");
+    assert!(
+        output_of(&text).contains("status=401"),
+        "a sandboxed command was served without a token: {text}"
+    );
+    assert!(!output_of(&text).contains("protocolVersion"), "{text}");
+    let with_token = [format!("authorization: Bearer {token}")];
+    let (error, text) = person
+        .call("exec_command", json!({"cmd": curl_initialize(server.addr, &with_token), "login": false}))
+        .await;
+    assert!(!error, "{text}");
+    assert!(output_of(&text).contains("status=200"), "{text}");
+    assert_eq!(metric(&server, "uexec_http_unauthorized_total").await, 1.0);
+}
+
+/// No command of any uexec reads the token of another uexec's listener: the generated tokens' directory is
+/// hidden in every sandbox that shares it (here `uexec run`'s), and so is the file `$UEXEC_AUTH_TOKEN_FILE` names.
+#[tokio::test]
+async fn the_commands_of_another_uexec_cannot_read_a_listeners_token() {
+    let server = start(&[], None);
+    let generated = server.generated.clone().unwrap();
+    let token = server.token.clone().unwrap();
+    let named = token_file(&server.outside.path().join("run"), "named-token-0123456789abcdef");
+    std::fs::write(server.outside.path().join("beside"), "neighbour\n").unwrap();
+    let probe = format!(
+        "cat {}/beside; cat {}; cat {}; true",
+        server.outside.path().display(),
+        generated.display(),
+        named.display()
+    );
+    let other = workspace();
+    let output = Command::new(env!("CARGO_BIN_EXE_uexec"))
+        .args(["run", "--network", "--", "bash", "-c", &probe])
+        .current_dir(other.path())
+        .env("HOME", other.path())
+        .env("XDG_CONFIG_HOME", other.path().join(".no-config"))
+        .env("XDG_RUNTIME_DIR", runtime_dir(server.outside.path()))
+        .env("UEXEC_AUTH_TOKEN_FILE", &named)
+        .env_remove("TMPDIR")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.starts_with("neighbour\n"), "{output:?}");
+    assert!(!stdout.contains(&token) && !stdout.contains("named-token"), "{stdout}");
+    // The person reads both.
+    assert_eq!(std::fs::read_to_string(&generated).unwrap().trim(), token);
+    assert!(std::fs::read_to_string(&named).unwrap().contains("named-token"));
+}
+
+/// A token file named through `..` is read, enforced and hidden where it leads (it used to be refused with a
+/// message about hidden-path patterns); one inside a writable root is refused at start.
+#[tokio::test]
+async fn a_token_file_named_through_dot_dot_works_and_one_in_a_writable_root_is_refused() {
+    let holder = outside();
+    std::fs::create_dir(holder.path().join("sub")).unwrap();
+    let file = token_file(holder.path(), TOKEN);
+    let through = holder.path().join("sub/../token");
+    let through = through.to_str().unwrap();
+    let server = start(&["--auth-token-file", through], None);
+    let mut client = connect_as(Client { token: Some(TOKEN.to_owned()), ..Client::of(&server) }).await;
+    std::fs::write(holder.path().join("beside"), "neighbour\n").unwrap();
+    let probe = format!("cat {0}/beside; cat {1}; cat {0}/token; true", holder.path().display(), through);
+    let (error, text) = client.call("exec_command", json!({"cmd": probe, "login": false})).await;
+    assert!(!error, "{text}");
+    assert!(output_of(&text).starts_with("neighbour\n"), "{text}");
+    assert!(!text.contains(TOKEN), "{text}");
+    // Without the token: 401.
+    let reply = send(server.addr, "GET", "/metrics", &[], Bytes::new()).await;
+    assert_eq!(reply.status, 401);
+    drop(file);
+
+    // In the workspace (a writable root), the same file is refused before anything listens.
+    let dir = workspace();
+    let inside = token_file(dir.path(), TOKEN);
+    let output =
+        uexec(dir.path(), &["--listen", "127.0.0.1:0", "--auth-token-file", inside.to_str().unwrap()])
+            .output()
+            .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("refusing the auth token file") && !stderr.contains("listening on"), "{stderr}");
+}
+
+/// [`Client::connect`] for a client whose token is already set.
+async fn connect_as(mut client: Client) -> Client {
+    let reply = client
+        .post(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    client.session = Some(reply.headers.get("mcp-session-id").unwrap().to_str().unwrap().to_owned());
+    let reply = client.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    assert_eq!(reply.status, 202, "{}", reply.body);
+    client
 }
 
 #[test]
@@ -371,21 +554,21 @@ fn a_non_loopback_address_needs_a_token() {
         assert!(stderr.contains("refusing to listen") && stderr.contains("--auth-token-file"), "{stderr}");
     }
     // A token too short to be secret is refused too.
-    let short = token_file(dir.path(), "short");
+    let holder = outside();
+    let short = token_file(holder.path(), "short");
     let output = uexec(dir.path(), &["--listen", "0.0.0.0:0", "--auth-token-file", short.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("at least 16"));
     // The allowed twin: the same address with a token, named by the environment variable, serves.
-    let holder = workspace();
     let file = token_file(holder.path(), TOKEN);
     let server = start_with(&[], None, &[("UEXEC_AUTH_TOKEN_FILE", file.to_str().unwrap())]);
     // `start_with` listens on 127.0.0.1: the token from the environment is enforced there as well.
     let reply = send(server.addr, "GET", "/metrics", &[], Bytes::new()).await_blocking();
     assert_eq!(reply.status, 401);
     let mut any =
-        uexec(holder.path(), &["--listen", "0.0.0.0:0"]).env("UEXEC_AUTH_TOKEN_FILE", &file).spawn().unwrap();
+        uexec(dir.path(), &["--listen", "0.0.0.0:0"]).env("UEXEC_AUTH_TOKEN_FILE", &file).spawn().unwrap();
     let lines = BufReader::new(any.stderr.take().unwrap()).lines();
     let mut seen = String::new();
     for line in lines.map_while(Result::ok) {

@@ -2,9 +2,12 @@
 //! operability endpoints a cluster expects.
 //!
 //! Routes: `/mcp` (MCP), `/metrics` (Prometheus text), `/healthz` (the process serves), `/readyz` (it accepts
-//! new clients: 503 once draining). When a bearer token is configured every request but `/healthz` and `/readyz`
-//! must carry `Authorization: Bearer TOKEN` (compared in constant time); anything else gets a bare 401. The
-//! probes stay open because a kubelet probe cannot read a Secret, and they say nothing but "ok".
+//! new clients: 503 once draining). Every request but `/healthz` and `/readyz` must carry `Authorization: Bearer
+//! TOKEN` (compared in constant time); anything else gets a bare 401. There is always a token: one the person
+//! gave in a file, or one generated at start into a private file (`settings::generated_token_dirs`), hidden like
+//! the given one from every sandboxed command, so that no command of this or another uexec server can become a
+//! client and approve its own questions. The probes stay open because a kubelet probe cannot read a Secret, and
+//! they say nothing but "ok".
 //!
 //! Clients: each MCP session (an `initialize` handshake, named by its `Mcp-Session-Id`) gets its own engine,
 //! approver and handler, built by the service factory: its sessions are invisible to every other client. The
@@ -59,7 +62,7 @@ use super::approval::McpApprover;
 use super::server::{ExecObserver, UexecServer};
 use super::tools;
 use crate::metrics::{ClientEvents, Metrics};
-use crate::settings::{AuthToken, ServerSettings, Settings};
+use crate::settings::{AuthToken, ServerSettings, Settings, TokenOrigin};
 
 /// The MCP endpoint.
 pub const MCP_PATH: &str = "/mcp";
@@ -328,7 +331,7 @@ struct Router {
     fleet: Arc<Fleet>,
     mcp: StreamableHttpService<HttpClient, LocalSessionManager>,
     sessions: Arc<LocalSessionManager>,
-    token: Option<AuthToken>,
+    token: AuthToken,
     /// The proxy's refusals (domain-allowlist mode), for `uexec_network_refused_total`.
     refusals: Option<Arc<crate::proxy::Refusals>>,
 }
@@ -384,9 +387,7 @@ impl Router {
             }
             _ => {}
         }
-        if let Some(token) = &self.token
-            && !authorized(token, request.headers())
-        {
+        if !authorized(&self.token, request.headers()) {
             self.fleet.metrics.unauthorized();
             let mut response = Response::new(Full::new(Bytes::new()).boxed());
             *response.status_mut() = StatusCode::UNAUTHORIZED;
@@ -496,15 +497,16 @@ pub async fn serve(
     audit: Option<Arc<crate::audit::AuditLog>>,
     id_seed: Option<u64>,
 ) -> Result<StopReason> {
-    // Sandboxed commands may read everything but the hidden paths: the token file (and what a symlink to it, as a
-    // Kubernetes Secret volume has, resolves to) joins them.
+    // Sandboxed commands may read everything but the hidden paths: the token file (the file a link or `..` in its
+    // path leads to, and the path as written) joins them; a generated token's directory is hidden already
+    // (`Settings::token_dirs`, in every uexec), and is named again here.
     let mut settings = settings.clone();
-    if let Some(file) = &server.token_file {
-        let mut paths = vec![file.clone()];
-        paths.extend(std::fs::canonicalize(file).ok().filter(|c| c != file));
-        for path in paths {
-            let pattern = uexec_domain::hidden::HiddenPattern::parse(&path.to_string_lossy())
-                .with_context(|| format!("cannot hide the auth token file {}", path.display()))?;
+    let hidden_location = match &server.token_origin {
+        TokenOrigin::File(file) => file,
+        TokenOrigin::Generated(dir) => dir,
+    };
+    for pattern in crate::settings::literal_patterns(hidden_location) {
+        if !settings.hidden.patterns.contains(&pattern) {
             settings.hidden.patterns.push(pattern);
         }
     }
@@ -549,11 +551,9 @@ pub async fn serve(
     let mut http_config = StreamableHttpServerConfig::default()
         .with_cancellation_token(stop.child_token())
         .with_max_request_body_bytes(super::transport::MAX_LINE_BYTES);
-    if server.token.is_some() {
-        // Behind a Service the Host header is a cluster name; DNS rebinding needs a browser, which cannot add the
-        // bearer token. Without a token the default (loopback names only) stays.
-        http_config = http_config.disable_allowed_hosts();
-    }
+    // Behind a Service the Host header is a cluster name; DNS rebinding needs a browser, which cannot add the
+    // bearer token every request needs.
+    http_config = http_config.disable_allowed_hosts();
     let factory_fleet = Arc::clone(&fleet);
     let factory_blueprint = Arc::clone(&blueprint);
     let mcp = StreamableHttpService::new(
@@ -575,7 +575,13 @@ pub async fn serve(
         .await
         .with_context(|| format!("cannot listen on {}", server.listen))?;
     let local = listener.local_addr().context("the listening socket has no address")?;
-    announce(local, server.token.is_some());
+    let generated = match &server.token_origin {
+        TokenOrigin::Generated(dir) => {
+            Some(crate::settings::write_generated_token(dir, local, &server.token)?)
+        }
+        TokenOrigin::File(_) => None,
+    };
+    announce(local, generated.as_deref());
 
     let reaper = tokio::spawn(reap(Arc::clone(&fleet), Arc::clone(&router.sessions), stop.clone()));
     let mut connections = tokio::task::JoinSet::new();
@@ -627,15 +633,27 @@ pub async fn serve(
     while kills.join_next().await.is_some() {}
     let _ = reaper.await;
     connections.shutdown().await;
+    if let Some(file) = &generated {
+        // The token dies with the server.
+        let _ = std::fs::remove_file(file);
+    }
     tracing::info!("every session killed; exiting");
     Ok(reason)
 }
 
-/// Say where the server listens (on stderr: tests and operators read it; stdout carries nothing here).
-fn announce(local: SocketAddr, token: bool) {
-    tracing::info!(address = %local, auth = token, "serving MCP over Streamable HTTP");
+/// Say where the server listens, and where a generated token is (on stderr: tests and operators read it; stdout
+/// carries nothing here). The token itself is never printed: a log can be readable where the token file is not.
+fn announce(local: SocketAddr, generated: Option<&std::path::Path>) {
+    tracing::info!(address = %local, "serving MCP over Streamable HTTP");
     #[allow(clippy::print_stderr)]
     {
+        if let Some(file) = generated {
+            eprintln!(
+                "uexec: generated a bearer token for this server in {} (mode 0600, removed at exit): every request \
+                 needs Authorization: Bearer <its content>",
+                file.display()
+            );
+        }
         eprintln!("uexec: listening on http://{local}{MCP_PATH}");
     }
 }
