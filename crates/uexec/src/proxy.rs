@@ -14,6 +14,10 @@
 //! names itself (commands have no DNS) and does not connect a name to a loopback, link-local, multicast or
 //! unspecified address (DNS answers pointing at the host's own services or a cloud metadata endpoint); an
 //! allowed IP literal is connected as written.
+//!
+//! Connections are bounded ([`ConnectionLimits`]): a proxy serves its quota at once (more wait in its listen
+//! queue), under a bound it may share with the other proxies of a server (one per HTTP client); a head must
+//! arrive within [`HEAD_TIMEOUT`], and a tunnel without a byte either way for [`IDLE_TIMEOUT`] is closed.
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};

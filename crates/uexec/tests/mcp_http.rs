@@ -1,7 +1,10 @@
 //! `uexec mcp --listen`: the Streamable HTTP server's guarantees, driven over real TCP with a small HTTP/1.1
-//! client: bearer-token auth (401 with no detail), the refusal to listen beyond loopback without a token, client
-//! isolation, the disconnect grace (resume within it, sessions killed after it), limits, malformed bodies, the
-//! operability endpoints and JSON logs, and the SIGTERM drain.
+//! client: bearer-token auth (401 with no detail), a token always (generated into a private file when none is
+//! given, unreadable by the sandboxed commands of this or another uexec, so none can become a client), the
+//! refusal to listen beyond loopback without a token file, client isolation (sessions, processes, and in the
+//! allowlist mode loopback listeners and proxy quotas), connections without the token and the descriptor limit,
+//! the disconnect grace (resume within it, sessions killed after it), limits, malformed bodies, the operability
+//! endpoints and JSON logs, and the SIGTERM drain.
 //!
 //! The end-to-end behaviour through the official clients is in python_mcp_client.rs and real_clients.rs.
 
@@ -762,7 +765,8 @@ async fn one_clients_commands_holding_proxy_connections_do_not_stop_another_clie
         seen.push_str(output_of(&text));
     }
     // More than its proxy's quota (126 here), and more than the 256 one proxy shared by every client served.
-    let held: usize = seen.split("holding ").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+    let held: usize =
+        seen.split("holding ").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
     assert!(held > 200, "{seen}");
     // The denied twin: A's own further request waits behind its quota (its proxy serves no more of A's).
     let (error, text) = a

@@ -17,7 +17,10 @@
 //!
 //! Limits: a client's live sessions are capped by its engine's `max_sessions` (the least recently used is pruned
 //! beyond, as over stdio); the live sessions of all clients by `sessions_total` (`exec_command` is refused
-//! beyond, with a tool error that says so); new clients by `max_clients` (503).
+//! beyond, with a tool error that says so); new clients by `max_clients` (503). What others can make the server
+//! hold has shares of the descriptor limit (`crate::fdlimit::FdBudget`): connections that have not presented the
+//! token pass the gate of [`super::gate`]; in the domain-allowlist mode each client has a proxy (and a network
+//! namespace) of its own, whose quota is below the bound all clients' proxies share.
 //!
 //! Disconnects: a client is connected while one of its HTTP requests or streams is open. When the last one
 //! closes its grace starts; a request with its session id within the grace resumes it (its sessions untouched),
