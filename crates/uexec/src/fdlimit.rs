@@ -141,7 +141,7 @@ impl FdBudget {
 
     /// About how many sessions the rest of the limit holds.
     pub fn sessions_room(&self) -> u64 {
-        self.limit.saturating_sub(BASE) * 5 / 8 / FDS_PER_SESSION
+        self.limit.saturating_sub(BASE) / 8 * 5 / FDS_PER_SESSION
     }
 }
 
@@ -159,7 +159,8 @@ mod tests {
             assert!(b.preauth_per_peer >= 1 && b.proxy_per_client >= 1, "{b:?}");
             if limit >= 1024 {
                 let others = b.preauth_total as u64 + 2 * b.proxy_total as u64;
-                assert!(others <= (limit - BASE) * 3 / 8, "{b:?}");
+                assert!(others <= (limit - BASE) / 8 * 3, "{b:?}");
+                assert!(b.sessions_room() >= (limit - BASE) / 8 * 5 / FDS_PER_SESSION, "{b:?}");
             }
         }
         let b = FdBudget::for_limit(1024);
