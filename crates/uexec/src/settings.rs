@@ -529,8 +529,9 @@ pub fn generated_token_dirs(
 }
 
 /// Hidden-path patterns that name exactly `path` (its components taken literally, never refused): for the
-/// canonical path when it resolves (the file a link or a `..` leads to), and for the path as written when it
-/// has no `..` (a file that does not exist yet, or a link the canonical path does not cover).
+/// canonical path (the file a link or a `..` leads to; for a path that does not exist yet, its nearest existing
+/// ancestor's canonical path and the rest, since the hidden-path walk follows no link on the way), and for the
+/// path as written when it has no `..`.
 pub fn literal_patterns(path: &Path) -> Vec<HiddenPattern> {
     let pattern = |path: &Path| -> Option<HiddenPattern> {
         let mut components = Vec::new();
@@ -548,7 +549,7 @@ pub fn literal_patterns(path: &Path) -> Vec<HiddenPattern> {
         })
     };
     let mut patterns: Vec<HiddenPattern> = Vec::new();
-    for candidate in [std::fs::canonicalize(path).ok(), Some(path.to_path_buf())].into_iter().flatten() {
+    for candidate in [canonical_prefix(path), Some(path.to_path_buf())].into_iter().flatten() {
         if let Some(p) = pattern(&candidate)
             && !patterns.iter().any(|q| q.components == p.components)
         {
@@ -556,6 +557,25 @@ pub fn literal_patterns(path: &Path) -> Vec<HiddenPattern> {
         }
     }
     patterns
+}
+
+/// `path` canonical, or its nearest existing ancestor canonical followed by the components that do not exist yet
+/// (`None` when one of those is `..`, or nothing resolves).
+fn canonical_prefix(path: &Path) -> Option<PathBuf> {
+    let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(canonical) = std::fs::canonicalize(at) {
+            return Some(rest.iter().rev().fold(canonical, |dir, name| dir.join(name)));
+        }
+        match (at.parent(), at.components().next_back()) {
+            (Some(parent), Some(std::path::Component::Normal(name))) => {
+                rest.push(name);
+                at = parent;
+            }
+            _ => return None,
+        }
+    }
 }
 
 /// Where the server's bearer token comes from.
@@ -1072,6 +1092,14 @@ mod tests {
             let settings = ServerSettings::resolve(&serve(outside.clone()), &base, &ctx).unwrap().unwrap();
             assert_eq!(settings.token.as_bytes(), body.trim().as_bytes(), "{outside:?}");
         }
+        // A path that does not exist yet, below a link, is hidden below the link's target too.
+        std::os::unix::fs::symlink(dir.path().join("sub"), dir.path().join("link")).unwrap();
+        let hidden: Vec<PathBuf> = literal_patterns(&dir.path().join("link/later/token"))
+            .iter()
+            .map(|p| PathBuf::from("/").join(p.components.join("/")))
+            .collect();
+        let sub = std::fs::canonicalize(dir.path().join("sub")).unwrap();
+        assert_eq!(hidden, [sub.join("later/token"), dir.path().join("link/later/token")]);
         // A `..` path is hidden where it leads.
         let canonical = std::fs::canonicalize(dir.path().join("token")).unwrap();
         let patterns = literal_patterns(&dir.path().join("sub/../token"));
