@@ -532,6 +532,11 @@ async fn serve_connection(
                 return;
             }
             () = ticket.closer().cancelled(), if waiting => {
+                // (Made room for a newcomer as it presented the token: it stays.)
+                if ticket.passed() {
+                    waiting = false;
+                    continue;
+                }
                 tracing::debug!(%peer, "connection without the token closed to make room");
                 return;
             }
