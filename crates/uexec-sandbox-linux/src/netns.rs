@@ -1,5 +1,6 @@
-//! The network namespace of domain-allowlist mode: made once per server, with only loopback up, and a TCP
-//! listener on `127.0.0.1` inside it that the app serves as its proxy (from outside the sandbox).
+//! The network namespace of domain-allowlist mode: made once per server (the app makes one per client of a
+//! server with several), with only loopback up, and a TCP listener on `127.0.0.1` inside it that the app serves
+//! as its proxy (from outside the sandbox).
 //!
 //! How: a short-lived helper thread calls `unshare(CLONE_NEWNET)` (a namespace change of that thread only),
 //! brings `lo` up, binds the listener (a socket belongs to the namespace it was created in, whoever accepts on
@@ -34,7 +35,7 @@ pub enum ProxyNamespaceError {
     },
 }
 
-/// The proxy's network namespace and port, shared by every proxied command of one server.
+/// The proxy's network namespace and port, shared by every proxied command of one server (or one client).
 #[derive(Debug, Clone)]
 pub struct ProxyNamespace {
     /// `/proc/thread-self/ns/net` of the helper thread.

@@ -36,9 +36,12 @@ Client configuration (e.g. an mcpServers entry): command \"uexec\", args [\"mcp\
 Network service (MCP Streamable HTTP at /mcp, plus /healthz, /readyz and Prometheus /metrics):
   uexec mcp --listen 127.0.0.1:8080
   uexec mcp --listen 0.0.0.0:8080 --auth-token-file /run/secrets/uexec/token --log-format json
-Every request but /healthz and /readyz needs `Authorization: Bearer TOKEN` when a token is configured
-(--auth-token-file, else the file named by $UEXEC_AUTH_TOKEN_FILE, else [server] auth_token_file); without a token
-only a loopback address is accepted. Each MCP session gets its own sessions, invisible to other clients.";
+Every request but /healthz and /readyz needs `Authorization: Bearer TOKEN`. The token is read from
+--auth-token-file, else the file named by $UEXEC_AUTH_TOKEN_FILE, else [server] auth_token_file (refused inside a
+writable root); without one, a loopback server generates a token into a private file
+($XDG_RUNTIME_DIR/uexec/listen-tokens, else ~/.local/state/uexec/listen-tokens) and says where; other addresses
+need a file. The token file is hidden from sandboxed commands. Each MCP session gets its own sessions, invisible to other
+clients.";
 
 const RUN_AFTER_HELP: &str = "\
 When stdin is a terminal the command gets its own pseudo-terminal, relayed to yours in raw mode (restored on
@@ -219,7 +222,8 @@ pub struct ServeArgs {
     /// Serve MCP over Streamable HTTP on ADDR (e.g. 127.0.0.1:8080) instead of stdio.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
-    /// The file holding the bearer token every request must carry (default: $UEXEC_AUTH_TOKEN_FILE).
+    /// The file holding the bearer token every request must carry (default: $UEXEC_AUTH_TOKEN_FILE; without
+    /// one a loopback server generates a token into a private file and prints where).
     #[arg(long, value_name = "FILE", requires = "listen")]
     pub auth_token_file: Option<PathBuf>,
     /// MCP clients held at once [default: 64].

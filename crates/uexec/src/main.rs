@@ -5,6 +5,7 @@ mod apply_patch;
 mod audit;
 mod cli;
 mod config;
+mod fdlimit;
 #[cfg(any(test, fuzzing))]
 mod fuzz_bodies;
 mod mcp;
@@ -35,6 +36,12 @@ fn main() -> ExitCode {
     limit_malloc_arenas();
     let cli = Cli::parse();
     init_logging(cli.log_format);
+    if matches!(cli.command, Command::Mcp(_)) {
+        // A server holds descriptors for sessions and connections: all the hard limit allows (its commands get
+        // the original limit back).
+        let raised = fdlimit::raise();
+        tracing::debug!(before = raised.before, now = raised.now, "descriptor limit");
+    }
     if matches!(cli.command, Command::Mcp(_) | Command::Run(_)) {
         // Before any thread exists: make this process own every descendant, so that no command escapes its
         // session, even when uexec itself is killed. `uexec run` without a terminal spawns from this thread and
@@ -104,7 +111,7 @@ fn run_mcp(args: &cli::McpArgs) -> Result<ExitCode> {
     let ctx = ProcessContext::current()?;
     let settings = Settings::resolve(&args.policy, args.audit_log.as_deref(), &ctx)?;
     let sinks = event_sink(&settings)?;
-    if let Some(server) = ServerSettings::resolve(&args.serve, &settings.server, &settings.limits, &ctx)? {
+    if let Some(server) = ServerSettings::resolve(&args.serve, &settings, &ctx)? {
         tracing::info!(
             cwd = %settings.cwd.display(),
             sandbox = settings.sandbox_policy.mode_str(),

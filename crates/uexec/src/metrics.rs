@@ -41,6 +41,7 @@ pub struct Metrics {
     output_bytes: AtomicU64,
     network_refused: AtomicU64,
     unauthorized: AtomicU64,
+    connections_dropped: AtomicU64,
 }
 
 impl Metrics {
@@ -83,6 +84,12 @@ impl Metrics {
     /// A request without the right bearer token was refused.
     pub fn unauthorized(&self) {
         self.unauthorized.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many HTTP connections were closed before they presented the token (to make room, or at their
+    /// deadline), so far.
+    pub fn set_connections_dropped(&self, total: u64) {
+        self.connections_dropped.store(total, Ordering::Relaxed);
     }
 
     /// How many connections the network proxy has refused so far (to domains the policy does not allow).
@@ -191,6 +198,12 @@ impl Metrics {
             "uexec_http_unauthorized_total",
             "HTTP requests refused for a missing or wrong bearer token.",
             load(&self.unauthorized),
+        );
+        counter(
+            &mut out,
+            "uexec_http_connections_dropped_total",
+            "HTTP connections closed before presenting the token (to make room for newer ones, or at their deadline).",
+            load(&self.connections_dropped),
         );
         out
     }

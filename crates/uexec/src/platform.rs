@@ -81,7 +81,7 @@ pub fn client_spawner_and_sandbox(setup: &SandboxSetup) -> (Arc<dyn ProcessSpawn
         sandbox_in(setup, spawner.sandbox_pid_namespace().map_err(|e| std::io::Error::other(e.to_string())));
     #[cfg(not(target_os = "linux"))]
     let sandbox = sandbox_in(setup);
-    (Arc::new(spawner), sandbox)
+    (crate::fdlimit::restore_in_children(Arc::new(spawner)), sandbox)
 }
 
 /// The sandbox of this platform with `setup`, whose commands run in the sandbox PID namespace `namespace`
@@ -190,8 +190,9 @@ pub fn machine_support() -> Vec<(String, String)> {
 
 /// The process spawner (PTY or pipes): uexec-pty's Linux fast path on Linux, its portable POSIX core elsewhere
 /// (on macOS composed with the Seatbelt sandbox above; input-wait detection reports itself unavailable there).
+/// Its commands get the descriptor limit uexec started with (`fdlimit`).
 pub fn spawner() -> Arc<dyn ProcessSpawner> {
-    Arc::new(uexec_pty::PtySpawner::default())
+    crate::fdlimit::restore_in_children(Arc::new(uexec_pty::PtySpawner::default()))
 }
 
 /// The sandbox of a platform uexec has no sandbox for: every `prepare` fails with

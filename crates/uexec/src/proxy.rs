@@ -50,10 +50,31 @@ pub const MAX_HEAD: usize = 64 * 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long a client may take to send its request head.
-const HEAD_TIMEOUT: Duration = Duration::from_secs(60);
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How many connections the proxy serves at once (each holds two descriptors of the server).
-const MAX_CONNECTIONS: usize = 256;
+/// How long a tunnel (or a forwarded request) may stay without a byte in either direction, and how long a write
+/// to a peer that does not read may wait.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How many connections one proxy serves at once, and how many all the proxies of a server serve together (each
+/// connection holds two descriptors of the server: the command's and the upstream one). A server with several
+/// clients gives each client a proxy with a quota below the shared bound, so one client's commands cannot hold
+/// every connection (`crate::fdlimit::FdBudget`).
+#[derive(Debug, Clone)]
+pub struct ConnectionLimits {
+    /// Connections of this proxy at once; more wait in its listen queue.
+    pub per_proxy: usize,
+    /// The bound shared with the server's other proxies, if any.
+    pub shared: Option<Arc<tokio::sync::Semaphore>>,
+}
+
+impl ConnectionLimits {
+    /// The limits of a proxy that is the process's only one: the proxies' share of the descriptor limit.
+    pub fn solo() -> Self {
+        let budget = crate::fdlimit::FdBudget::for_limit(crate::fdlimit::current());
+        ConnectionLimits { per_proxy: budget.proxy_total, shared: None }
+    }
+}
 
 /// How long, after a plain request's response, the proxy still reads (and drops) what the client sends before it
 /// closes the connection, so that the close does not reset the connection before the client read the response.
@@ -194,11 +215,12 @@ impl Proxy {
     }
 }
 
-/// The proxy of one uexec process, made but not yet served.
+/// A proxy (of one uexec process, or of one client of a server), made but not yet served.
 #[derive(Debug)]
 pub struct Pending {
     listener: std::net::TcpListener,
     proxy: Arc<Proxy>,
+    limits: ConnectionLimits,
 }
 
 impl Pending {
@@ -207,9 +229,16 @@ impl Pending {
         self.proxy.refusals.clone()
     }
 
-    /// Serve the listener on the current runtime until it stops.
-    pub fn spawn(self) {
-        tokio::spawn(serve(self.listener, self.proxy));
+    /// The same proxy with `limits` on its connections (default: [`ConnectionLimits::solo`]).
+    pub fn with_limits(mut self, limits: ConnectionLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Serve the listener on the current runtime until it stops, or until the returned task is aborted (which
+    /// ends every connection it serves).
+    pub fn spawn(self) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(serve(self.listener, self.proxy, self.limits))
     }
 }
 
@@ -237,7 +266,7 @@ pub fn prepare(
     let (route, listener) = crate::platform::proxy_route(describe(rules))?;
     let proxy = Arc::new(Proxy::new(rules.clone(), audit, asker));
     setup.proxy = Some(route);
-    Ok((setup, Some(Pending { listener, proxy })))
+    Ok((setup, Some(Pending { listener, proxy, limits: ConnectionLimits::solo() })))
 }
 
 /// The rules in words: `pypi.org, *.npmjs.org (denied: x.com)`.
@@ -252,9 +281,9 @@ pub fn describe(rules: &DomainRules) -> String {
     }
 }
 
-/// Serve `listener` until the runtime stops. Each connection is served on its own task; errors end only that
-/// connection.
-pub async fn serve(listener: std::net::TcpListener, proxy: Arc<Proxy>) {
+/// Serve `listener` until the runtime stops or the task is aborted. Each connection is served on its own task,
+/// owned by this one (aborting it ends them all); errors end only that connection.
+pub async fn serve(listener: std::net::TcpListener, proxy: Arc<Proxy>, limits: ConnectionLimits) {
     let listener = match listener.set_nonblocking(true).and_then(|()| TcpListener::from_std(listener)) {
         Ok(listener) => listener,
         Err(e) => {
@@ -262,18 +291,27 @@ pub async fn serve(listener: std::net::TcpListener, proxy: Arc<Proxy>) {
             return;
         }
     };
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let own = Arc::new(tokio::sync::Semaphore::new(limits.per_proxy.max(1)));
+    let mut connections = tokio::task::JoinSet::new();
     loop {
-        // At most MAX_CONNECTIONS at once: more wait in the listen queue instead of using up the server's
-        // descriptors.
-        let Ok(slot) = slots.clone().acquire_owned().await else {
+        // At most `per_proxy` at once (and what the shared bound leaves): more wait in the listen queue instead of
+        // using up the server's descriptors.
+        let Ok(slot) = own.clone().acquire_owned().await else {
             return;
         };
+        let shared = match &limits.shared {
+            Some(shared) => match shared.clone().acquire_owned().await {
+                Ok(permit) => Some(permit),
+                Err(_) => return,
+            },
+            None => None,
+        };
+        while connections.try_join_next().is_some() {}
         match listener.accept().await {
             Ok((stream, _)) => {
                 let proxy = proxy.clone();
-                tokio::spawn(async move {
-                    let _slot = slot;
+                connections.spawn(async move {
+                    let _slots = (slot, shared);
                     if let Err(e) = handle(stream, &proxy).await {
                         tracing::debug!("proxy connection ended: {e}");
                     }
@@ -506,7 +544,40 @@ async fn handle(mut client: TcpStream, proxy: &Proxy) -> std::io::Result<()> {
     }
     client.write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n").await?;
     upstream.write_all(&rest).await?;
-    tokio::io::copy_bidirectional(&mut client, &mut upstream).await?;
+    relay(&mut client, &mut upstream, IDLE_TIMEOUT).await
+}
+
+/// Copy bytes both ways until both sides have ended, or until nothing moved for `idle` (a write that waits as
+/// long counts as nothing moving): an idle tunnel does not hold the server's descriptors forever.
+async fn relay(a: &mut TcpStream, b: &mut TcpStream, idle: Duration) -> std::io::Result<()> {
+    let (mut a_read, mut a_write) = a.split();
+    let (mut b_read, mut b_write) = b.split();
+    let (mut a_buf, mut b_buf) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
+    let (mut a_open, mut b_open) = (true, true);
+    let timed_out = || std::io::Error::new(std::io::ErrorKind::TimedOut, "the tunnel was idle too long");
+    while a_open || b_open {
+        tokio::select! {
+            read = a_read.read(&mut a_buf), if a_open => {
+                let n = read?;
+                if n == 0 {
+                    a_open = false;
+                    let _ = b_write.shutdown().await;
+                } else {
+                    tokio::time::timeout(idle, b_write.write_all(&a_buf[..n])).await.map_err(|_| timed_out())??;
+                }
+            }
+            read = b_read.read(&mut b_buf), if b_open => {
+                let n = read?;
+                if n == 0 {
+                    b_open = false;
+                    let _ = a_write.shutdown().await;
+                } else {
+                    tokio::time::timeout(idle, a_write.write_all(&b_buf[..n])).await.map_err(|_| timed_out())??;
+                }
+            }
+            () = tokio::time::sleep(idle) => return Err(timed_out()),
+        }
+    }
     Ok(())
 }
 
@@ -1094,7 +1165,7 @@ mod tests {
         let refusals = proxy.refusals.clone();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        tokio::spawn(serve(listener, proxy));
+        tokio::spawn(serve(listener, proxy, ConnectionLimits { per_proxy: 4, shared: None }));
         (port, refusals)
     }
 
@@ -1287,5 +1358,82 @@ mod tests {
         .await;
         assert!(answer.starts_with("HTTP/1.1 400 Bad Request"), "{answer}");
         assert!(served.lock().unwrap().is_empty());
+    }
+    /// A proxy for nothing (every host refused at once), serving with `limits`, and its port.
+    fn refusing_proxy(limits: ConnectionLimits) -> u16 {
+        let rules =
+            DomainRules { allow: vec![DomainPattern::parse("allowed.invalid").unwrap()], deny: vec![] };
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(serve(listener, Arc::new(Proxy::new(rules, None, None)), limits));
+        port
+    }
+
+    /// Send a CONNECT to a refused host on a new connection: the answer's first line, or `None` when none came
+    /// within `wait`.
+    async fn ask(port: u16, wait: Duration) -> Option<String> {
+        let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        c.write_all(b"CONNECT refused.invalid:443 HTTP/1.1\r\n\r\n").await.unwrap();
+        let mut answer = String::new();
+        match tokio::time::timeout(wait, c.read_to_string(&mut answer)).await {
+            Ok(_) => Some(answer.lines().next().unwrap_or_default().to_owned()),
+            Err(_) => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_proxy_at_its_quota_serves_no_more_but_leaves_the_shared_bound_to_the_others() {
+        let shared = Arc::new(tokio::sync::Semaphore::new(3));
+        let limits = ConnectionLimits { per_proxy: 2, shared: Some(shared) };
+        let (x, y) = (refusing_proxy(limits.clone()), refusing_proxy(limits));
+        // X's commands hold two connections without a request head.
+        let held: Vec<TcpStream> = hold(x, 2).await;
+        // X's third waits for its quota; Y is served meanwhile.
+        let waiting = tokio::spawn(ask(x, Duration::from_secs(60)));
+        // (Several of Y's, one after the other: time enough for X's third to be served, were it not held back.)
+        for _ in 0..5 {
+            let answer = ask(y, Duration::from_secs(60)).await;
+            assert_eq!(answer.as_deref(), Some("HTTP/1.1 403 Forbidden"));
+        }
+        assert!(!waiting.is_finished(), "X's third connection was served beyond its quota");
+        // Once X lets one go, its third is served.
+        drop(held);
+        assert_eq!(waiting.await.unwrap().as_deref(), Some("HTTP/1.1 403 Forbidden"));
+    }
+
+    async fn hold(port: u16, n: usize) -> Vec<TcpStream> {
+        let mut held = Vec::new();
+        for _ in 0..n {
+            held.push(TcpStream::connect(("127.0.0.1", port)).await.unwrap());
+        }
+        held
+    }
+
+    #[tokio::test]
+    async fn an_idle_tunnel_is_closed_and_a_busy_one_is_not() {
+        async fn pair() -> (TcpStream, TcpStream) {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let near = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+            let (far, _) = listener.accept().await.unwrap();
+            (near, far)
+        }
+        let idle = Duration::from_secs(2);
+        // Busy: a byte every 100 ms for longer than the idle bound, then both ends close.
+        let ((mut a, mut a_far), (mut b, mut b_far)) = (pair().await, pair().await);
+        let relayed = tokio::spawn(async move { relay(&mut a_far, &mut b_far, idle).await });
+        for _ in 0..40 {
+            a.write_all(b"x").await.unwrap();
+            let mut byte = [0u8; 1];
+            b.read_exact(&mut byte).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(!relayed.is_finished(), "a busy tunnel was closed");
+        drop((a, b));
+        assert!(relayed.await.unwrap().is_ok());
+        // Idle: nothing moves, and the relay ends by itself.
+        let ((_a, mut a_far), (_b, mut b_far)) = (pair().await, pair().await);
+        let ended = tokio::time::timeout(Duration::from_secs(60), relay(&mut a_far, &mut b_far, idle)).await;
+        let error = ended.expect("the idle tunnel stayed open").unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
     }
 }

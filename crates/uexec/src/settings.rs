@@ -79,6 +79,9 @@ pub struct Settings {
     /// The server's own state (`$XDG_STATE_HOME/uexec`, else `~/.local/state/uexec`): login snapshots live under
     /// it. The engine uses it only when it lies outside every writable root.
     pub state_dir: Option<PathBuf>,
+    /// Where a listening server started without a token file keeps the token it generates, in order of
+    /// preference ([`generated_token_dirs`]); hidden from every sandboxed command.
+    pub token_dirs: Vec<PathBuf>,
     /// The sandbox's package-cache directory (`<state_dir>/sandbox-cache`, created mode 0700) under
     /// workspace-write: one of the policy's writable roots, named to sandboxed commands' package managers by
     /// `uexec_domain::caches`. `None` in the other modes, or when it cannot be created.
@@ -340,6 +343,21 @@ fn resolve_with(
             patterns.push(pattern);
         }
     }
+    // The bearer tokens of listening servers are hidden from every sandboxed command of every uexec that shares
+    // where they are kept (the generated tokens' directory, the file the environment or the config names), not
+    // only from their own server's: no sandboxed command reaches any uexec listener as a client.
+    let token_dirs = generated_token_dirs(&ctx.env, state_dir.as_deref());
+    for dir in &token_dirs {
+        patterns.extend(literal_patterns(dir));
+    }
+    if let Some(file) = (ctx.env)(AUTH_TOKEN_FILE_ENV).filter(|v| !v.is_empty()) {
+        patterns.extend(literal_patterns(&absolute(&ctx.cwd, Path::new(&file))));
+    }
+    if let (Some(server), Some(loaded)) = (&file.server, loaded)
+        && let Some(token) = &server.auth_token_file
+    {
+        patterns.extend(literal_patterns(&absolute(loaded.base_dir(), token)));
+    }
     let home = (ctx.env)("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
     let mut copy_on_write = Vec::new();
     if let Some(cargo) = cargo_home(&ctx.env) {
@@ -402,6 +420,7 @@ fn resolve_with(
         macos_keychain,
         network: network_policy,
         state_dir,
+        token_dirs,
         sandbox_cache,
         copy_on_write,
         copy_on_write_base,
@@ -651,15 +670,83 @@ impl std::fmt::Debug for AuthToken {
     }
 }
 
+/// Where the bearer tokens uexec generates for listening servers started without a token file may be kept, in
+/// order: `$XDG_RUNTIME_DIR/uexec/listen-tokens` (when absolute: the person's private runtime directory, gone at
+/// logout), then `<state_dir>/listen-tokens`. Each is made mode 0700 when used, each file mode 0600, and every
+/// uexec that shares them hides them from its sandboxed commands.
+pub fn generated_token_dirs(
+    get_env: &dyn Fn(&str) -> Option<OsString>,
+    state_dir: Option<&Path>,
+) -> Vec<PathBuf> {
+    let runtime = get_env("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|p| p.is_absolute());
+    runtime
+        .map(|dir| dir.join("uexec"))
+        .into_iter()
+        .chain(state_dir.map(Path::to_path_buf))
+        .map(|dir| dir.join("listen-tokens"))
+        .collect()
+}
+
+/// Hidden-path patterns that name exactly `path` (its components taken literally, never refused): for the
+/// canonical path (the file a link or a `..` leads to; for a path that does not exist yet, its nearest existing
+/// ancestor's canonical path and the rest, since the hidden-path walk follows no link on the way), and for the
+/// path as written when it has no `..`.
+pub fn literal_patterns(path: &Path) -> Vec<HiddenPattern> {
+    // Exact locations (`HiddenPattern::exact`): literal components, so a `*` or `?` in a path names itself.
+    let pattern = |path: &Path| -> Option<HiddenPattern> {
+        if path.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+            return None;
+        }
+        HiddenPattern::exact(path, path.display().to_string())
+    };
+    let mut patterns: Vec<HiddenPattern> = Vec::new();
+    for candidate in [canonical_prefix(path), Some(path.to_path_buf())].into_iter().flatten() {
+        if let Some(p) = pattern(&candidate)
+            && !patterns.iter().any(|q| q.components == p.components)
+        {
+            patterns.push(p);
+        }
+    }
+    patterns
+}
+
+/// `path` canonical, or its nearest existing ancestor canonical followed by the components that do not exist yet
+/// (`None` when one of those is `..`, or nothing resolves).
+fn canonical_prefix(path: &Path) -> Option<PathBuf> {
+    let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(canonical) = std::fs::canonicalize(at) {
+            return Some(rest.iter().rev().fold(canonical, |dir, name| dir.join(name)));
+        }
+        match (at.parent(), at.components().next_back()) {
+            (Some(parent), Some(std::path::Component::Normal(name))) => {
+                rest.push(name);
+                at = parent;
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// Where the server's bearer token comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenOrigin {
+    /// A file the person named (`--auth-token-file`, `$UEXEC_AUTH_TOKEN_FILE`, `[server] auth_token_file`).
+    File(PathBuf),
+    /// Generated at start; written (mode 0600) into this directory once the server knows its address.
+    Generated(PathBuf),
+}
+
 /// The validated settings of `uexec mcp --listen`.
 #[derive(Debug, Clone)]
 pub struct ServerSettings {
     /// Where to listen.
     pub listen: std::net::SocketAddr,
-    /// The bearer token every request must carry; `None` only on a loopback address.
-    pub token: Option<AuthToken>,
-    /// The file the token was read from (hidden from sandboxed commands).
-    pub token_file: Option<PathBuf>,
+    /// The bearer token every request but the probes must carry: there is always one.
+    pub token: AuthToken,
+    /// Where it comes from (the file is hidden from sandboxed commands).
+    pub token_origin: TokenOrigin,
     /// MCP clients held at once.
     pub max_clients: usize,
     /// Live sessions per client (the engine's `max_sessions`), after the memory bound.
@@ -673,15 +760,15 @@ pub struct ServerSettings {
 }
 
 impl ServerSettings {
-    /// Resolve the flags over the config's `[server]` section over the defaults; `None` without `--listen`
-    /// (stdio). `limits` are the resolved limits (their output buffer size turns memory bounds into session caps).
+    /// Resolve the flags over the config's `[server]` section (in `settings`) over the defaults; `None` without
+    /// `--listen` (stdio). The limits of `settings` turn memory bounds into session caps.
     pub fn resolve(
         args: &ServeArgs,
-        file: &ServerSection,
-        limits: &Limits,
+        settings: &Settings,
         ctx: &ProcessContext,
     ) -> Result<Option<ServerSettings>> {
         let Some(listen) = args.listen else { return Ok(None) };
+        let (file, limits) = (&settings.server, &settings.limits);
         let token_file = match &args.auth_token_file {
             Some(path) => Some(absolute(&ctx.cwd, path)),
             None => match (ctx.env)(AUTH_TOKEN_FILE_ENV).filter(|v| !v.is_empty()) {
@@ -689,14 +776,6 @@ impl ServerSettings {
                 None => file.auth_token_file.clone(),
             },
         };
-        let token = token_file.as_deref().map(read_token).transpose()?;
-        if token.is_none() && !listen.ip().is_loopback() {
-            bail!(
-                "refusing to listen on {listen} without a bearer token: anyone who can reach it could run \
-                 commands. Give a token file with --auth-token-file FILE (or ${AUTH_TOKEN_FILE_ENV}, or [server] \
-                 auth_token_file), or listen on a loopback address (127.0.0.1 or [::1])"
-            );
-        }
         let buffer = limits.output_buffer_bytes.max(1);
         let pick = |flag: Option<usize>, key: Option<usize>, default: usize| flag.or(key).unwrap_or(default);
         let max_clients = pick(args.max_clients, file.max_clients, 64);
@@ -728,13 +807,40 @@ impl ServerSettings {
                 bail!("{what}");
             }
         }
+        // The token last: a start refused for its limits generates nothing.
+        let roots = server_file_roots(settings);
+        let (token, token_origin) = match token_file {
+            Some(path) => {
+                if let Some(found) = writable_by_sandbox(&path, &roots) {
+                    bail!(
+                        "refusing the auth token file {}: {}, where a sandboxed command could read it (after moving \
+                         the directory above it) or replace it with a token of its own; keep it outside the \
+                         workspace, /tmp, $TMPDIR and every writable root, or leave the token out on a loopback \
+                         address and uexec generates one",
+                        path.display(),
+                        found.describe()
+                    );
+                }
+                (read_token(&path)?, TokenOrigin::File(path))
+            }
+            None => {
+                if !listen.ip().is_loopback() {
+                    bail!(
+                        "refusing to listen on {listen} without a bearer token file: give one with \
+                         --auth-token-file FILE (or ${AUTH_TOKEN_FILE_ENV}, or [server] auth_token_file); only on a \
+                         loopback address (127.0.0.1 or [::1]) does uexec generate a token itself"
+                    );
+                }
+                (generate_token()?, TokenOrigin::Generated(generated_token_home(settings, &roots)?))
+            }
+        };
         let secs = |flag: Option<u64>, key: Option<u64>, default: u64| {
             std::time::Duration::from_secs(flag.or(key).unwrap_or(default))
         };
         Ok(Some(ServerSettings {
             listen,
             token,
-            token_file,
+            token_origin,
             max_clients,
             sessions_per_client,
             sessions_total,
@@ -742,6 +848,92 @@ impl ServerSettings {
             shutdown_deadline: secs(args.shutdown_deadline_secs, file.shutdown_deadline_secs, 20),
         }))
     }
+}
+
+/// Every directory a sandboxed command of this or an earlier start may have written to (`uexec_domain::trust`:
+/// the policy's roots, the workspace, `/tmp`, `/dev/shm`, `$TMPDIR`, the sandbox's own directories).
+fn server_file_roots(settings: &Settings) -> SandboxWrites {
+    let sandbox_dirs: Vec<PathBuf> =
+        settings.state_dir.iter().flat_map(|state| sandbox_state_dirs(state)).collect();
+    gather_writes(&settings.sandbox_policy, &settings.cwd, settings.tmpdir.as_deref(), &sandbox_dirs)
+}
+
+/// A fresh bearer token: 32 bytes from the system's random source, in hex.
+fn generate_token() -> Result<AuthToken> {
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut random| random.read_exact(&mut bytes))
+        .context("cannot read /dev/urandom to generate a bearer token")?;
+    Ok(AuthToken(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>().into_bytes()))
+}
+
+/// The directory a generated token goes to: the first of [`Settings::token_dirs`] outside every possible
+/// writable root, created mode 0700 and canonical (refused when someone else owns it).
+fn generated_token_home(settings: &Settings, roots: &SandboxWrites) -> Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let mut refused = Vec::new();
+    for dir in &settings.token_dirs {
+        if let Some(found) = writable_by_sandbox(dir, roots) {
+            refused.push(format!("{}: {}", dir.display(), found.describe()));
+            continue;
+        }
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("cannot create {} for a generated bearer token", dir.display()))?;
+        let canonical =
+            std::fs::canonicalize(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
+        if let Some(found) = writable_by_sandbox(&canonical, roots) {
+            refused.push(format!("{}: {}", canonical.display(), found.describe()));
+            continue;
+        }
+        let meta = std::fs::metadata(&canonical)?;
+        if meta.uid() != rustix::process::geteuid().as_raw() {
+            bail!(
+                "{} belongs to another user: it cannot hold a generated bearer token; give a token file with                  --auth-token-file FILE",
+                canonical.display()
+            );
+        }
+        if meta.mode() & 0o077 != 0 {
+            std::fs::set_permissions(&canonical, std::fs::Permissions::from_mode(0o700))
+                .with_context(|| format!("cannot make {} private (mode 0700)", canonical.display()))?;
+        }
+        return Ok(canonical);
+    }
+    let tried = if refused.is_empty() {
+        "no runtime or state directory is known ($XDG_RUNTIME_DIR, $XDG_STATE_HOME, $HOME)".to_owned()
+    } else {
+        format!("sandboxed commands could reach every place it could be kept ({})", refused.join("; "))
+    };
+    bail!(
+        "cannot generate a bearer token for --listen: {tried}. Give a token file outside every writable root with \
+         --auth-token-file FILE, or set $XDG_RUNTIME_DIR or $XDG_STATE_HOME to a private directory outside them"
+    )
+}
+
+/// Write a generated `token` for the server listening on `local` into `dir` (mode 0600, replacing the file of
+/// an earlier server on the same address): the file's path.
+pub fn write_generated_token(dir: &Path, local: std::net::SocketAddr, token: &AuthToken) -> Result<PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(format!("{}-{}.token", local.ip(), local.port()));
+    let partial = dir.join(format!(".{}-{}.token.{}", local.ip(), local.port(), std::process::id()));
+    let _ = std::fs::remove_file(&partial);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&partial)
+        .with_context(|| format!("cannot create {}", partial.display()))?;
+    let mut content = token.as_bytes().to_vec();
+    content.push(b'\n');
+    file.write_all(&content)
+        .and_then(|()| file.sync_all())
+        .with_context(|| format!("cannot write {}", partial.display()))?;
+    std::fs::rename(&partial, &path).with_context(|| format!("cannot create {}", path.display()))?;
+    Ok(path)
 }
 
 /// Read a bearer token file: its content without surrounding whitespace, at least [`MIN_TOKEN_BYTES`] long.
@@ -1030,32 +1222,180 @@ mod tests {
         }
     }
 
+    /// A workspace, and a directory outside it and outside `/tmp` (no possible writable root) for token files.
+    fn server_dirs() -> (tempfile::TempDir, tempfile::TempDir) {
+        let workspace = tempfile::Builder::new().prefix("uexec-ws-").tempdir_in("/tmp").unwrap();
+        let outside = tempfile::Builder::new().prefix("uexec-settings-").tempdir_in("/var/tmp").unwrap();
+        (workspace, outside)
+    }
+
+    /// The settings of a server whose workspace is `workspace`, started in `ctx`, keeping generated tokens in
+    /// `token_dirs` and with `file` as its `[server]` section.
+    fn server_base(
+        workspace: &Path,
+        ctx: &ProcessContext,
+        token_dirs: &[PathBuf],
+        file: ServerSection,
+    ) -> Settings {
+        let args = PolicyArgs { cwd: Some(workspace.to_path_buf()), ..PolicyArgs::default() };
+        let mut settings = resolve_with(&args, None, ctx, None).unwrap();
+        settings.token_dirs = token_dirs.to_vec();
+        settings.server = file;
+        settings
+    }
+
     #[test]
     fn the_token_comes_from_the_flag_then_the_environment_then_the_config() {
-        let dir = tempfile::tempdir().unwrap();
+        let (workspace, dir) = server_dirs();
         for name in ["flag-token", "env-token", "config-token"] {
             std::fs::write(dir.path().join(name), format!("  {name}-0123456789abcdef\n")).unwrap();
         }
-        let limits = Limits::default();
         let file = ServerSection {
             auth_token_file: Some(dir.path().join("config-token")),
             ..ServerSection::default()
         };
         let listen = Some("0.0.0.0:8080".parse().unwrap());
         let token = |args: &ServeArgs, ctx: &ProcessContext| {
-            let settings = ServerSettings::resolve(args, &file, &limits, ctx).unwrap().unwrap();
-            String::from_utf8(settings.token.unwrap().as_bytes().to_vec()).unwrap()
+            let base = server_base(workspace.path(), ctx, &[], file.clone());
+            let settings = ServerSettings::resolve(args, &base, ctx).unwrap().unwrap();
+            assert!(matches!(settings.token_origin, TokenOrigin::File(_)));
+            String::from_utf8(settings.token.as_bytes().to_vec()).unwrap()
         };
         let flag = ServeArgs { listen, auth_token_file: Some("flag-token".into()), ..ServeArgs::default() };
         assert_eq!(token(&flag, &env_token_ctx(dir.path())), "flag-token-0123456789abcdef");
         let no_flag = ServeArgs { listen, ..ServeArgs::default() };
         assert_eq!(token(&no_flag, &env_token_ctx(dir.path())), "env-token-0123456789abcdef");
         assert_eq!(token(&no_flag, &ctx(dir.path())), "config-token-0123456789abcdef");
+        let base = server_base(workspace.path(), &ctx(dir.path()), &[], file.clone());
         assert!(
-            !format!("{:?}", ServerSettings::resolve(&no_flag, &file, &limits, &ctx(dir.path())).unwrap())
+            !format!("{:?}", ServerSettings::resolve(&no_flag, &base, &ctx(dir.path())).unwrap())
                 .contains("config-token-0123456789abcdef"),
             "Debug never shows the token"
         );
+    }
+
+    #[test]
+    fn a_token_file_a_sandboxed_command_could_reach_is_refused_and_dot_dot_paths_work() {
+        let (workspace, dir) = server_dirs();
+        let body = "0123456789abcdef0123456789abcdef\n";
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("token"), body).unwrap();
+        std::fs::write(workspace.path().join("token"), body).unwrap();
+        let in_tmp = tempfile::Builder::new().prefix("uexec-tok-").tempdir_in("/tmp").unwrap();
+        std::fs::write(in_tmp.path().join("token"), body).unwrap();
+        let ctx = ctx(dir.path());
+        let base = server_base(workspace.path(), &ctx, &[], ServerSection::default());
+        let serve = |file: PathBuf| ServeArgs {
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            auth_token_file: Some(file),
+            ..ServeArgs::default()
+        };
+        for reachable in [
+            workspace.path().join("token"),
+            in_tmp.path().join("token"),
+            // Through `..` from outside into the workspace: the lookup is followed, not the text.
+            dir.path()
+                .join("sub/../../../..")
+                .join(workspace.path().strip_prefix("/").unwrap())
+                .join("token"),
+        ] {
+            let error = ServerSettings::resolve(&serve(reachable.clone()), &base, &ctx).unwrap_err();
+            assert!(error.to_string().contains("refusing the auth token file"), "{reachable:?}: {error}");
+        }
+        // The allowed twins: outside every writable root, also through `..`.
+        for outside in [dir.path().join("token"), dir.path().join("sub/../token"), "sub/../token".into()] {
+            let settings = ServerSettings::resolve(&serve(outside.clone()), &base, &ctx).unwrap().unwrap();
+            assert_eq!(settings.token.as_bytes(), body.trim().as_bytes(), "{outside:?}");
+        }
+        // A path that does not exist yet, below a link, is hidden below the link's target too.
+        std::os::unix::fs::symlink(dir.path().join("sub"), dir.path().join("link")).unwrap();
+        let hidden: Vec<PathBuf> = literal_patterns(&dir.path().join("link/later/token"))
+            .iter()
+            .map(|p| PathBuf::from("/").join(p.components.join("/")))
+            .collect();
+        let sub = std::fs::canonicalize(dir.path().join("sub")).unwrap();
+        assert_eq!(hidden, [sub.join("later/token"), dir.path().join("link/later/token")]);
+        // A `..` path is hidden where it leads.
+        let canonical = std::fs::canonicalize(dir.path().join("token")).unwrap();
+        let patterns = literal_patterns(&dir.path().join("sub/../token"));
+        assert_eq!(patterns.len(), 1, "{patterns:?}");
+        assert_eq!(PathBuf::from("/").join(patterns[0].components.join("/")), canonical);
+        // Literal: a `*` or `?` in a token path names itself.
+        assert_eq!(patterns[0].base, uexec_domain::hidden::Base::Exact);
+    }
+
+    #[test]
+    fn without_a_token_file_a_loopback_server_generates_a_private_token() {
+        let (workspace, dir) = server_dirs();
+        let none = ServerSection::default();
+        let ctx = ctx(dir.path());
+        let tokens = dir.path().join("run/uexec/listen-tokens");
+        let base = server_base(workspace.path(), &ctx, std::slice::from_ref(&tokens), none.clone());
+        let serve = |addr: &str| ServeArgs { listen: Some(addr.parse().unwrap()), ..ServeArgs::default() };
+        assert!(ServerSettings::resolve(&ServeArgs::default(), &base, &ctx).unwrap().is_none());
+        let mut seen = Vec::new();
+        for loopback in ["127.0.0.1:0", "[::1]:8080"] {
+            let settings = ServerSettings::resolve(&serve(loopback), &base, &ctx).unwrap().unwrap();
+            let canonical = std::fs::canonicalize(&tokens).unwrap();
+            assert_eq!(settings.token_origin, TokenOrigin::Generated(canonical.clone()));
+            let token = settings.token.as_bytes().to_vec();
+            assert!(token.len() == 64 && token.iter().all(u8::is_ascii_hexdigit), "{token:?}");
+            assert!(!seen.contains(&token), "every start gets a fresh token");
+            seen.push(token);
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(std::fs::metadata(&canonical).unwrap().permissions().mode() & 0o777, 0o700);
+            let written = write_generated_token(&canonical, settings.listen, &settings.token).unwrap();
+            let meta = std::fs::metadata(&written).unwrap();
+            assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{written:?}");
+            assert_eq!(std::fs::read(&written).unwrap().trim_ascii(), settings.token.as_bytes());
+        }
+        // A directory someone else may enter is made private again.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ServerSettings::resolve(&serve("127.0.0.1:0"), &base, &ctx).unwrap().unwrap();
+        assert_eq!(std::fs::metadata(&tokens).unwrap().permissions().mode() & 0o777, 0o700);
+        // Beyond loopback a token file is required.
+        for open in ["0.0.0.0:8080", "[::]:8080", "10.0.0.1:8080"] {
+            let error = ServerSettings::resolve(&serve(open), &base, &ctx).unwrap_err();
+            assert!(error.to_string().contains("refusing to listen"), "{error}");
+        }
+        std::fs::write(dir.path().join("short"), "abc\n").unwrap();
+        let short = ServeArgs { auth_token_file: Some("short".into()), ..serve("127.0.0.1:0") };
+        assert!(ServerSettings::resolve(&short, &base, &ctx).is_err());
+        // Never kept where sandboxed commands write: the next place is taken, or none.
+        let in_workspace = workspace.path().join("tokens");
+        let base = server_base(workspace.path(), &ctx, &[in_workspace.clone(), tokens.clone()], none.clone());
+        let settings = ServerSettings::resolve(&serve("127.0.0.1:0"), &base, &ctx).unwrap().unwrap();
+        assert_eq!(settings.token_origin, TokenOrigin::Generated(std::fs::canonicalize(&tokens).unwrap()));
+        assert!(!in_workspace.exists());
+        let base = server_base(workspace.path(), &ctx, &[in_workspace, "/tmp/uexec-tokens-x".into()], none);
+        let error = ServerSettings::resolve(&serve("127.0.0.1:0"), &base, &ctx).unwrap_err();
+        assert!(error.to_string().contains("cannot generate a bearer token"), "{error}");
+    }
+
+    #[test]
+    fn every_uexec_hides_the_tokens_of_listening_servers() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ProcessContext {
+            cwd: dir.path().to_path_buf(),
+            env: |name| match name {
+                "XDG_RUNTIME_DIR" => Some("/run/user/4242".into()),
+                "XDG_STATE_HOME" => Some("/var/lib/someone/state".into()),
+                AUTH_TOKEN_FILE_ENV => Some("/etc/uexec/../uexec-token".into()),
+                _ => None,
+            },
+            vars: Vec::new,
+        };
+        let cfg = loaded(dir.path(), "hide_secrets = false\n[server]\nauth_token_file = \"/srv/tok\"\n");
+        let s = resolve_with(&PolicyArgs::default(), None, &ctx, Some(&cfg)).unwrap();
+        let dirs = ["/run/user/4242/uexec/listen-tokens", "/var/lib/someone/state/uexec/listen-tokens"];
+        assert_eq!(s.token_dirs, dirs.map(PathBuf::from));
+        let hidden: Vec<String> =
+            s.hidden.patterns.iter().map(|p| format!("/{}", p.components.join("/"))).collect();
+        // The `..` path does not resolve here: hidden where it leads once it does (canonical), not as written.
+        assert_eq!(hidden[..3], [dirs[0], dirs[1], "/srv/tok"], "{hidden:?}");
+        // Then the server's own state (`own_state`), hidden whatever `hide_secrets` says.
+        assert!(hidden[3..].iter().all(|p| p.starts_with("/var/lib/someone/state/uexec/")), "{hidden:?}");
     }
 
     #[test]
@@ -1072,48 +1412,25 @@ mod tests {
     }
 
     #[test]
-    fn without_a_token_only_loopback_addresses_are_served() {
-        let dir = tempfile::tempdir().unwrap();
-        let limits = Limits::default();
-        let none = ServerSection::default();
-        let serve = |addr: &str| ServeArgs { listen: Some(addr.parse().unwrap()), ..ServeArgs::default() };
-        assert!(
-            ServerSettings::resolve(&ServeArgs::default(), &none, &limits, &ctx(dir.path()))
-                .unwrap()
-                .is_none()
-        );
-        for loopback in ["127.0.0.1:0", "[::1]:8080"] {
-            let settings =
-                ServerSettings::resolve(&serve(loopback), &none, &limits, &ctx(dir.path())).unwrap();
-            assert!(settings.unwrap().token.is_none());
-        }
-        for open in ["0.0.0.0:8080", "[::]:8080", "10.0.0.1:8080"] {
-            let error = ServerSettings::resolve(&serve(open), &none, &limits, &ctx(dir.path())).unwrap_err();
-            assert!(error.to_string().contains("refusing to listen"), "{error}");
-        }
-        std::fs::write(dir.path().join("short"), "abc\n").unwrap();
-        let short = ServeArgs { auth_token_file: Some("short".into()), ..serve("127.0.0.1:0") };
-        assert!(ServerSettings::resolve(&short, &none, &limits, &ctx(dir.path())).is_err());
-    }
-
-    #[test]
     fn memory_bounds_cap_sessions_and_flags_override_the_config() {
-        let dir = tempfile::tempdir().unwrap();
-        let limits = Limits { output_buffer_bytes: 1024 * 1024, ..Limits::default() };
+        let (workspace, dir) = server_dirs();
         let file = ServerSection {
             max_sessions_total: Some(100),
             memory_per_client: Some(3 * 1024 * 1024 + 5),
             client_grace_secs: Some(7),
             ..ServerSection::default()
         };
+        let ctx = ctx(dir.path());
+        let mut base = server_base(workspace.path(), &ctx, &[dir.path().join("tokens")], file);
+        base.limits = Limits { output_buffer_bytes: 1024 * 1024, ..Limits::default() };
         let args = ServeArgs { listen: Some("127.0.0.1:0".parse().unwrap()), ..ServeArgs::default() };
-        let s = ServerSettings::resolve(&args, &file, &limits, &ctx(dir.path())).unwrap().unwrap();
+        let s = ServerSettings::resolve(&args, &base, &ctx).unwrap().unwrap();
         assert_eq!((s.sessions_per_client, s.sessions_total, s.client_grace.as_secs()), (3, 100, 7));
         let args = ServeArgs { max_sessions_total: Some(9), memory_total: Some(4 * 1024 * 1024), ..args };
-        let s = ServerSettings::resolve(&args, &file, &limits, &ctx(dir.path())).unwrap().unwrap();
+        let s = ServerSettings::resolve(&args, &base, &ctx).unwrap().unwrap();
         assert_eq!(s.sessions_total, 4, "the memory bound is the tighter one");
         let none = ServeArgs { memory_per_client: Some(1000), ..args };
-        assert!(ServerSettings::resolve(&none, &file, &limits, &ctx(dir.path())).is_err());
+        assert!(ServerSettings::resolve(&none, &base, &ctx).is_err());
     }
 
     #[test]

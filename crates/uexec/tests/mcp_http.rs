@@ -1,7 +1,10 @@
 //! `uexec mcp --listen`: the Streamable HTTP server's guarantees, driven over real TCP with a small HTTP/1.1
-//! client: bearer-token auth (401 with no detail), the refusal to listen beyond loopback without a token, client
-//! isolation, the disconnect grace (resume within it, sessions killed after it), limits, malformed bodies, the
-//! operability endpoints and JSON logs, and the SIGTERM drain.
+//! client: bearer-token auth (401 with no detail), a token always (generated into a private file when none is
+//! given, unreadable by the sandboxed commands of this or another uexec, so none can become a client), the
+//! refusal to listen beyond loopback without a token file, client isolation (sessions, processes, and in the
+//! allowlist mode loopback listeners and proxy quotas), connections without the token and the descriptor limit,
+//! the disconnect grace (resume within it, sessions killed after it), limits, malformed bodies, the operability
+//! endpoints and JSON logs, and the SIGTERM drain.
 //!
 //! The end-to-end behaviour through the official clients is in python_mcp_client.rs and real_clients.rs.
 
@@ -27,9 +30,14 @@ const PROTOCOL: &str = "2025-11-25";
 struct Server {
     child: Child,
     addr: SocketAddr,
+    /// The token clients send (the given one, or the one the server generated).
     token: Option<String>,
+    /// Where the server generated its token, if it did.
+    generated: Option<PathBuf>,
     stderr: Arc<Mutex<String>>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
+    /// Outside the workspace and `/tmp` (no possible writable root): token files, the runtime directory.
+    outside: tempfile::TempDir,
 }
 
 impl Drop for Server {
@@ -43,9 +51,26 @@ fn workspace() -> tempfile::TempDir {
     tempfile::Builder::new().prefix("uexec-http-").tempdir_in("/tmp").unwrap()
 }
 
+/// A directory in no possible writable root of the servers here (not in `/tmp`, not in a workspace).
+fn outside() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("uexec-http-outside-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
 /// The command line of a server in `dir` (HOME and the config directory inside it: no user config, no profile).
 fn uexec(dir: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_uexec"));
+    uexec_via(&[], dir, args)
+}
+
+/// [`uexec`] run by `wrapper` (a program that execs the rest of its command line, e.g. `prlimit ... --`).
+fn uexec_via(wrapper: &[&str], dir: &Path, args: &[&str]) -> Command {
+    let mut command = match wrapper.split_first() {
+        Some((program, rest)) => {
+            let mut command = Command::new(program);
+            command.args(rest).arg(env!("CARGO_BIN_EXE_uexec"));
+            command
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_uexec")),
+    };
     command
         .arg("mcp")
         .args(args)
@@ -54,6 +79,8 @@ fn uexec(dir: &Path, args: &[&str]) -> Command {
         .env("XDG_CONFIG_HOME", dir.join(".no-config"))
         .env("SHELL", "/bin/bash")
         .env_remove("UEXEC_AUTH_TOKEN_FILE")
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("XDG_STATE_HOME")
         .env_remove("TMPDIR")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -62,7 +89,7 @@ fn uexec(dir: &Path, args: &[&str]) -> Command {
 }
 
 fn token_file(dir: &Path, token: &str) -> PathBuf {
-    // Outside the workspace: the file is the server's, not the commands'.
+    // Outside the workspace and /tmp: the file is the server's, not the commands'.
     let path = dir.join("token");
     std::fs::write(&path, format!("{token}\n")).unwrap();
     path
@@ -72,25 +99,43 @@ fn start(args: &[&str], token: Option<&str>) -> Server {
     start_with(args, token, &[])
 }
 
+/// The runtime directory of a server whose outside directory is `outside` (a generated token goes there).
+fn runtime_dir(outside: &Path) -> PathBuf {
+    outside.join("run")
+}
+
 fn start_with(args: &[&str], token: Option<&str>, env: &[(&str, &str)]) -> Server {
+    start_via(&[], args, token, env)
+}
+
+fn start_via(wrapper: &[&str], args: &[&str], token: Option<&str>, env: &[(&str, &str)]) -> Server {
     let dir = workspace();
+    let outside = outside();
     let mut all = vec!["--listen", "127.0.0.1:0"];
     let file;
     if let Some(token) = token {
-        file = token_file(dir.path(), token);
+        file = token_file(outside.path(), token);
         all.extend(["--auth-token-file", file.to_str().unwrap()]);
     }
     all.extend(args);
-    let mut child = uexec(dir.path(), &all).envs(env.iter().copied()).spawn().unwrap();
+    let mut child = uexec_via(wrapper, dir.path(), &all)
+        .env("XDG_RUNTIME_DIR", runtime_dir(outside.path()))
+        .envs(env.iter().copied())
+        .spawn()
+        .unwrap();
     let stderr = child.stderr.take().unwrap();
     let mut lines = BufReader::new(stderr).lines();
     let mut before = String::new();
+    let mut generated = None;
     let addr = loop {
         let Some(Ok(line)) = lines.next() else {
             panic!("uexec mcp --listen ended before listening; stderr:\n{before}");
         };
         if let Some(rest) = line.split("listening on http://").nth(1) {
             break rest.trim_end_matches("/mcp").parse::<SocketAddr>().unwrap();
+        }
+        if let Some(rest) = line.split("generated a bearer token for this server in ").nth(1) {
+            generated = Some(PathBuf::from(rest.split(" (mode 0600").next().unwrap()));
         }
         before.push_str(&line);
         before.push('\n');
@@ -104,10 +149,15 @@ fn start_with(args: &[&str], token: Option<&str>, env: &[(&str, &str)]) -> Serve
             log.push('\n');
         }
     });
-    Server { child, addr, token: token.map(str::to_owned), stderr: log, _dir: dir }
+    let token = match (&generated, token) {
+        (Some(file), _) => Some(std::fs::read_to_string(file).unwrap().trim().to_owned()),
+        (None, token) => token.map(str::to_owned),
+    };
+    Server { child, addr, token, generated, stderr: log, dir, outside }
 }
 
 /// One HTTP response, its body read to the end.
+#[derive(Debug)]
 struct Reply {
     status: u16,
     headers: http::HeaderMap,
@@ -145,18 +195,34 @@ async fn send(
     headers: &[(&str, String)],
     body: impl Into<Bytes>,
 ) -> Reply {
-    let stream = TcpStream::connect(addr).await.unwrap();
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
+    try_send(addr, method, path, headers, body).await.unwrap()
+}
+
+/// [`send`], or why no answer came.
+async fn try_send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: impl Into<Bytes>,
+) -> Result<Reply, String> {
+    let stream = TcpStream::connect(addr).await.map_err(|e| format!("connect: {e}"))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
     tokio::spawn(connection);
     let mut request = http::Request::builder().method(method).uri(path).header("host", addr.to_string());
     for (name, value) in headers {
         request = request.header(*name, value);
     }
-    let response = sender.send_request(request.body(Full::new(body.into())).unwrap()).await.unwrap();
+    let response = sender
+        .send_request(request.body(Full::new(body.into())).unwrap())
+        .await
+        .map_err(|e| format!("request: {e}"))?;
     let status = response.status().as_u16();
     let headers = response.headers().clone();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    Reply { status, headers, body: String::from_utf8_lossy(&body).into_owned() }
+    let body = response.into_body().collect().await.map_err(|e| format!("body: {e}"))?.to_bytes();
+    Ok(Reply { status, headers, body: String::from_utf8_lossy(&body).into_owned() })
 }
 
 /// An MCP client over HTTP: its session id after `initialize`.
@@ -349,16 +415,384 @@ async fn requests_without_the_right_token_get_a_bare_401() {
 async fn sandboxed_commands_cannot_read_the_token_file() {
     let server = start(&[], Some(TOKEN));
     let mut client = Client::connect(&server).await;
-    // The token file is in the server's directory (here also the workspace); its neighbour stays readable.
+    // The token file is in the server's directory outside the workspace; its neighbour stays readable.
+    let outside = server.outside.path().display();
+    std::fs::write(server.outside.path().join("beside"), "neighbour\n").unwrap();
     let (error, text) = client
         .call(
             "exec_command",
-            json!({"cmd": "echo neighbour > beside; cat beside; cat token; ls", "login": false}),
+            json!({"cmd": format!("cat {outside}/beside; cat {outside}/token; ls {outside}"), "login": false}),
         )
         .await;
     assert!(!error, "{text}");
     assert!(output_of(&text).starts_with("neighbour\n"), "{text}");
     assert!(!text.contains(TOKEN), "a command read the token: {text}");
+}
+
+/// What `curl` prints for an MCP `initialize` POSTed to `addr` with `headers`: the HTTP status, then the body.
+fn curl_initialize(addr: SocketAddr, headers: &[String]) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": PROTOCOL, "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "sandboxed", "version": "0"}}});
+    let mut cmd = format!(
+        "curl -sS --max-time 20 -o /dev/stdout -w '\\nstatus=%{{http_code}}\\n' -X POST \
+         -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' --data '{init}'"
+    );
+    for header in headers {
+        cmd.push_str(&format!(" -H '{header}'"));
+    }
+    cmd.push_str(&format!(" http://{addr}/mcp"));
+    cmd
+}
+
+/// Issue 22, class 3: with the network on and no token file, a sandboxed command could connect to its own
+/// server's listener as a new client (declaring elicitation) and approve its own questions. A token is now
+/// always required: one is generated into a private file that sandboxed commands cannot read.
+#[tokio::test]
+async fn a_sandboxed_command_cannot_become_a_client_of_its_own_server() {
+    let server = start(&["--network"], None);
+    let generated = server.generated.clone().expect("a generated token file is announced");
+    let token = server.token.clone().unwrap();
+    // The person reads it: a file of its own, mode 0600, in a directory only its owner may enter.
+    use std::os::unix::fs::PermissionsExt;
+    assert!(generated.starts_with(runtime_dir(server.outside.path())), "{generated:?}");
+    assert_eq!(std::fs::metadata(&generated).unwrap().permissions().mode() & 0o777, 0o600);
+    let dir_mode = std::fs::metadata(generated.parent().unwrap()).unwrap().permissions().mode();
+    assert_eq!(dir_mode & 0o777, 0o700);
+    assert!(token.len() >= 32, "{token}");
+
+    // The person's client, with the token, is served.
+    let mut person = Client::connect(&server).await;
+    // A sandboxed command cannot read the token file, nor list its directory; the person's other files beside the
+    // runtime directory stay readable (the denied read is the token's, not every read).
+    std::fs::write(server.outside.path().join("beside"), "neighbour\n").unwrap();
+    let probe = format!(
+        "cat {}/beside; cat {} && echo READ-THE-TOKEN; echo entries=$(ls -A {} 2>/dev/null | wc -l)",
+        server.outside.path().display(),
+        generated.display(),
+        generated.parent().unwrap().display()
+    );
+    let (error, text) = person.call("exec_command", json!({"cmd": probe, "login": false})).await;
+    assert!(!error, "{text}");
+    assert!(output_of(&text).starts_with("neighbour\n"), "{text}");
+    assert!(!text.contains(&token) && !text.contains("READ-THE-TOKEN"), "{text}");
+    assert!(output_of(&text).contains("entries=0\n"), "the command listed the token directory: {text}");
+    assert!(std::fs::read_dir(generated.parent().unwrap()).unwrap().count() >= 1, "the person lists it");
+
+    // A sandboxed command reaches the listener (the network is on) but cannot start an MCP session without the
+    // token: a bare 401. Its twin, handed the token by the test, gets 200: the 401 is the token, not the network.
+    let (error, text) =
+        person.call("exec_command", json!({"cmd": curl_initialize(server.addr, &[]), "login": false})).await;
+    assert!(!error, "{text}");
+    assert!(
+        output_of(&text).contains("status=401"),
+        "a sandboxed command was served without a token: {text}"
+    );
+    assert!(!output_of(&text).contains("protocolVersion"), "{text}");
+    let with_token = [format!("authorization: Bearer {token}")];
+    let (error, text) = person
+        .call("exec_command", json!({"cmd": curl_initialize(server.addr, &with_token), "login": false}))
+        .await;
+    assert!(!error, "{text}");
+    assert!(output_of(&text).contains("status=200"), "{text}");
+    assert_eq!(metric(&server, "uexec_http_unauthorized_total").await, 1.0);
+}
+
+/// No command of any uexec reads the token of another uexec's listener: the generated tokens' directory is
+/// hidden in every sandbox that shares it (here `uexec run`'s), and so is the file `$UEXEC_AUTH_TOKEN_FILE` names.
+#[tokio::test]
+async fn the_commands_of_another_uexec_cannot_read_a_listeners_token() {
+    let server = start(&[], None);
+    let generated = server.generated.clone().unwrap();
+    let token = server.token.clone().unwrap();
+    let named = token_file(&server.outside.path().join("run"), "named-token-0123456789abcdef");
+    std::fs::write(server.outside.path().join("beside"), "neighbour\n").unwrap();
+    let probe = format!(
+        "cat {}/beside; cat {}; cat {}; true",
+        server.outside.path().display(),
+        generated.display(),
+        named.display()
+    );
+    let other = workspace();
+    let output = Command::new(env!("CARGO_BIN_EXE_uexec"))
+        .args(["run", "--network", "--", "bash", "-c", &probe])
+        .current_dir(other.path())
+        .env("HOME", other.path())
+        .env("XDG_CONFIG_HOME", other.path().join(".no-config"))
+        .env("XDG_RUNTIME_DIR", runtime_dir(server.outside.path()))
+        .env("UEXEC_AUTH_TOKEN_FILE", &named)
+        .env_remove("TMPDIR")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.starts_with("neighbour\n"), "{output:?}");
+    assert!(!stdout.contains(&token) && !stdout.contains("named-token"), "{stdout}");
+    // The person reads both.
+    assert_eq!(std::fs::read_to_string(&generated).unwrap().trim(), token);
+    assert!(std::fs::read_to_string(&named).unwrap().contains("named-token"));
+}
+
+/// A token file named through `..` is read, enforced and hidden where it leads (it used to be refused with a
+/// message about hidden-path patterns); one inside a writable root is refused at start.
+#[tokio::test]
+async fn a_token_file_named_through_dot_dot_works_and_one_in_a_writable_root_is_refused() {
+    let holder = outside();
+    std::fs::create_dir(holder.path().join("sub")).unwrap();
+    let file = token_file(holder.path(), TOKEN);
+    let through = holder.path().join("sub/../token");
+    let through = through.to_str().unwrap();
+    let server = start(&["--auth-token-file", through], None);
+    let mut client = connect_as(Client { token: Some(TOKEN.to_owned()), ..Client::of(&server) }).await;
+    std::fs::write(holder.path().join("beside"), "neighbour\n").unwrap();
+    let probe = format!("cat {0}/beside; cat {1}; cat {0}/token; true", holder.path().display(), through);
+    let (error, text) = client.call("exec_command", json!({"cmd": probe, "login": false})).await;
+    assert!(!error, "{text}");
+    assert!(output_of(&text).starts_with("neighbour\n"), "{text}");
+    assert!(!text.contains(TOKEN), "{text}");
+    // Without the token: 401.
+    let reply = send(server.addr, "GET", "/metrics", &[], Bytes::new()).await;
+    assert_eq!(reply.status, 401);
+    drop(file);
+
+    // In the workspace (a writable root), the same file is refused before anything listens.
+    let dir = workspace();
+    let inside = token_file(dir.path(), TOKEN);
+    let output =
+        uexec(dir.path(), &["--listen", "127.0.0.1:0", "--auth-token-file", inside.to_str().unwrap()])
+            .output()
+            .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("refusing the auth token file") && !stderr.contains("listening on"), "{stderr}");
+}
+
+/// Issue 22, class 5: 1100 idle TCP connections without a token used to take every descriptor of a server whose
+/// limit is 1024, and an authorised client got no answer. Connections without the token now hold a bounded share
+/// of the descriptors (the oldest beyond it is closed to make room): an authorised client from the same address
+/// is served at once, long before the idle ones would time out, while they are closed.
+#[tokio::test]
+async fn idle_connections_without_the_token_do_not_keep_an_authorised_client_out() {
+    let server = start_via(&["prlimit", "--nofile=1024:1024", "--"], &[], Some(TOKEN), &[]);
+    let pid = server.child.id();
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let files = limits.lines().find(|l| l.starts_with("Max open files")).unwrap().to_owned();
+    assert!(files.split_whitespace().filter(|w| *w == "1024").count() == 2, "{files}");
+    let mut idle = Vec::new();
+    for n in 0..1100 {
+        let Ok(mut stream) = std::net::TcpStream::connect_timeout(&server.addr, Duration::from_secs(2))
+        else {
+            continue;
+        };
+        // Half send nothing, half an unfinished request head (a slow client).
+        if n % 2 == 1 {
+            use std::io::Write;
+            let _ = stream.write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\n");
+        }
+        idle.push(stream);
+    }
+    let flooded = Instant::now();
+    // The authorised client is answered, well before the idle connections' own deadline could have freed room.
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let headers = Client::of(&server).headers();
+    let answered = loop {
+        let attempt = tokio::time::timeout(
+            Duration::from_secs(2),
+            try_send(server.addr, "POST", "/mcp", &headers, init.to_string()),
+        )
+        .await;
+        if let Ok(Ok(reply)) = attempt {
+            break reply;
+        }
+        assert!(
+            flooded.elapsed() < Duration::from_secs(8),
+            "no answer for the authorised client: {attempt:?}"
+        );
+    };
+    assert_eq!(answered.status, 200, "{}", answered.body);
+    let mut client = Client::connect(&server).await;
+    let (error, text) = client.call("exec_command", json!({"cmd": "echo served", "login": false})).await;
+    assert!(!error && output_of(&text) == "served\n", "{text}");
+    // The twin: the idle connections themselves were closed to make room, and the server holds few descriptors.
+    let dropped = metric(&server, "uexec_http_connections_dropped_total").await;
+    assert!(dropped >= 900.0, "{dropped}");
+    let open = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+    assert!(open < 512, "{open} descriptors open");
+    let closed = idle
+        .iter_mut()
+        .filter_map(|stream| {
+            use std::io::Read;
+            stream.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+            // Closed: the end of the stream, or a reset for one whose unfinished head the server never read.
+            let read = stream.read(&mut [0u8; 1]);
+            let reset = read.as_ref().is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset);
+            (matches!(read, Ok(0)) || reset).then_some(())
+        })
+        .count();
+    assert!(closed >= 900, "{closed} of {} idle connections were closed", idle.len());
+}
+
+/// The server raises its soft descriptor limit to the hard one at start (a soft limit of 1024 let idle
+/// connections take every descriptor); the commands it runs get the original soft limit back.
+#[tokio::test]
+async fn the_server_raises_its_descriptor_limit_and_commands_keep_the_original() {
+    let server = start_via(&["prlimit", "--nofile=1024:4096", "--"], &[], Some(TOKEN), &[]);
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.child.id())).unwrap();
+    let files: Vec<String> = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(files[3..5], ["4096", "4096"], "{files:?}");
+    let mut client = Client::connect(&server).await;
+    let (error, text) =
+        client.call("exec_command", json!({"cmd": "ulimit -Sn; ulimit -Hn", "login": false})).await;
+    assert!(!error, "{text}");
+    assert_eq!(output_of(&text), "1024\n4096\n", "{text}");
+}
+
+/// Issue 22, class 5: in the domain-allowlist mode the clients shared the proxy's network namespace, so client B's
+/// command read what client A's command served on 127.0.0.1. Each client now has a network namespace (and a proxy)
+/// of its own: A's own second command reaches it, B's finds nothing there.
+#[tokio::test]
+async fn a_clients_loopback_listener_is_unreachable_from_another_clients_commands() {
+    let server = start(&["--allow-domain", "example.invalid"], Some(TOKEN));
+    let mut a = Client::connect(&server).await;
+    let mut b = Client::connect(&server).await;
+    std::fs::write(server.dir.path().join("served.txt"), "data-of-a\n").unwrap();
+    let (error, text) = a
+        .call(
+            "exec_command",
+            json!({"cmd": "exec python3 -m http.server 7777 --bind 127.0.0.1", "login": false, "yield_time_ms": 250}),
+        )
+        .await;
+    assert!(!error && text.contains("Process running with session ID"), "{text}");
+    // A's second command, in another session, waits (with a deadline) until the listener answers.
+    let fetch = "for i in $(seq 100); do curl --noproxy '*' -sS --max-time 5 http://127.0.0.1:7777/served.txt \
+                 && exit 0; sleep 0.1; done; echo unreachable";
+    let (error, text) =
+        a.call("exec_command", json!({"cmd": fetch, "login": false, "yield_time_ms": 30000})).await;
+    assert!(!error && output_of(&text).contains("data-of-a"), "A cannot reach its own listener: {text}");
+    // B's command: the same address is nothing in its namespace.
+    let probe = "curl --noproxy '*' -sS --max-time 5 http://127.0.0.1:7777/served.txt; echo rc=$?";
+    let (error, text) =
+        b.call("exec_command", json!({"cmd": probe, "login": false, "yield_time_ms": 30000})).await;
+    assert!(!error, "{text}");
+    assert!(!output_of(&text).contains("data-of-a"), "B read A's listener: {text}");
+    assert!(output_of(&text).contains("rc=7"), "{text}");
+}
+
+/// A Python script that connects to the command's proxy: up to `holders` CONNECT tunnels to `target` held open
+/// (as many as connect), or one plain GET of `http://target/` whose answer (or `timeout`) it prints.
+fn proxy_script(target: &str, holders: usize, timeout_secs: u32) -> String {
+    format!(
+        r#"
+import os, socket, sys, time
+port = int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1])
+if {holders}:
+    held = []
+    for i in range({holders}):
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=1)
+        except OSError:
+            break  # the proxy's listen queue is full too
+        s.sendall(b"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n")
+        held.append(s)
+    print("holding", len(held), flush=True)
+    time.sleep(3600)
+s = socket.create_connection(("127.0.0.1", port), timeout={timeout_secs})
+s.sendall(b"GET http://{target}/ HTTP/1.1\r\nHost: {target}\r\n\r\n")
+data = b""
+try:
+    while True:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+except socket.timeout:
+    print("timeout")
+print(data.decode(errors="replace"))
+"#
+    )
+}
+
+/// Issue 22, class 5: 256 idle connections from one client's command filled the shared proxy and client B's
+/// requests hung. Each client's proxy has its own quota (below the bound all proxies share): A's command holding
+/// more than its quota stops only A's further requests; B's proxied request is answered.
+#[tokio::test]
+async fn one_clients_commands_holding_proxy_connections_do_not_stop_another_clients_request() {
+    let upstream = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let target = upstream.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut stream, _)) = upstream.accept().await {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            // A forwarded GET arrives at once; a tunnel stays silent and is held.
+            let mut first = [0u8; 3];
+            match tokio::time::timeout(Duration::from_millis(200), stream.read_exact(&mut first)).await {
+                Ok(Ok(_)) if &first == b"GET" => {
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\nConnection: close\r\n\r\nupstream-ok\n")
+                        .await;
+                }
+                _ => held.push(stream),
+            }
+        }
+    });
+    // 4096 descriptors: each client's proxy serves 126 connections at once, all proxies together 504.
+    let server =
+        start_via(&["prlimit", "--nofile=4096:4096", "--"], &["--allow-domain", &target], Some(TOKEN), &[]);
+    let mut a = Client::connect(&server).await;
+    let mut b = Client::connect(&server).await;
+    std::fs::write(server.dir.path().join("hold.py"), proxy_script(&target, 300, 5)).unwrap();
+    std::fs::write(server.dir.path().join("get.py"), proxy_script(&target, 0, 5)).unwrap();
+    std::fs::write(server.dir.path().join("get_b.py"), proxy_script(&target, 0, 30)).unwrap();
+    let (error, mut text) = a
+        .call("exec_command", json!({"cmd": "python3 hold.py", "login": false, "yield_time_ms": 1000}))
+        .await;
+    assert!(!error, "{text}");
+    let holder = session_of(&text);
+    let mut seen = output_of(&text).to_owned();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !seen.contains("holding ") {
+        assert!(Instant::now() < deadline, "the holder never held its connections: {seen}");
+        (_, text) =
+            a.call("write_stdin", json!({"session_id": holder, "chars": "", "yield_time_ms": 1000})).await;
+        assert!(text.contains(&format!("session ID {holder}")), "the holder ended: {seen}{text}");
+        seen.push_str(output_of(&text));
+    }
+    // More than its proxy's quota (126 here), and more than the 256 one proxy shared by every client served.
+    let held: usize =
+        seen.split("holding ").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+    assert!(held > 200, "{seen}");
+    // The denied twin: A's own further request waits behind its quota (its proxy serves no more of A's).
+    let (error, text) = a
+        .call("exec_command", json!({"cmd": "python3 get.py", "login": false, "yield_time_ms": 30000}))
+        .await;
+    assert!(!error, "{text}");
+    assert!(output_of(&text).contains("timeout") && !output_of(&text).contains("upstream-ok"), "{text}");
+    // B's request is answered.
+    let (error, text) = b
+        .call("exec_command", json!({"cmd": "python3 get_b.py", "login": false, "yield_time_ms": 30000}))
+        .await;
+    assert!(!error, "{text}");
+    assert!(output_of(&text).contains("upstream-ok"), "B's proxied request did not get through: {text}");
+}
+
+/// [`Client::connect`] for a client whose token is already set.
+async fn connect_as(mut client: Client) -> Client {
+    let reply = client
+        .post(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    client.session = Some(reply.headers.get("mcp-session-id").unwrap().to_str().unwrap().to_owned());
+    let reply = client.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    assert_eq!(reply.status, 202, "{}", reply.body);
+    client
 }
 
 #[test]
@@ -371,21 +805,21 @@ fn a_non_loopback_address_needs_a_token() {
         assert!(stderr.contains("refusing to listen") && stderr.contains("--auth-token-file"), "{stderr}");
     }
     // A token too short to be secret is refused too.
-    let short = token_file(dir.path(), "short");
+    let holder = outside();
+    let short = token_file(holder.path(), "short");
     let output = uexec(dir.path(), &["--listen", "0.0.0.0:0", "--auth-token-file", short.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("at least 16"));
     // The allowed twin: the same address with a token, named by the environment variable, serves.
-    let holder = workspace();
     let file = token_file(holder.path(), TOKEN);
     let server = start_with(&[], None, &[("UEXEC_AUTH_TOKEN_FILE", file.to_str().unwrap())]);
     // `start_with` listens on 127.0.0.1: the token from the environment is enforced there as well.
     let reply = send(server.addr, "GET", "/metrics", &[], Bytes::new()).await_blocking();
     assert_eq!(reply.status, 401);
     let mut any =
-        uexec(holder.path(), &["--listen", "0.0.0.0:0"]).env("UEXEC_AUTH_TOKEN_FILE", &file).spawn().unwrap();
+        uexec(dir.path(), &["--listen", "0.0.0.0:0"]).env("UEXEC_AUTH_TOKEN_FILE", &file).spawn().unwrap();
     let lines = BufReader::new(any.stderr.take().unwrap()).lines();
     let mut seen = String::new();
     for line in lines.map_while(Result::ok) {

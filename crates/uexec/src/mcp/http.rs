@@ -2,9 +2,12 @@
 //! operability endpoints a cluster expects.
 //!
 //! Routes: `/mcp` (MCP), `/metrics` (Prometheus text), `/healthz` (the process serves), `/readyz` (it accepts
-//! new clients: 503 once draining). When a bearer token is configured every request but `/healthz` and `/readyz`
-//! must carry `Authorization: Bearer TOKEN` (compared in constant time); anything else gets a bare 401. The
-//! probes stay open because a kubelet probe cannot read a Secret, and they say nothing but "ok".
+//! new clients: 503 once draining). Every request but `/healthz` and `/readyz` must carry `Authorization: Bearer
+//! TOKEN` (compared in constant time); anything else gets a bare 401. There is always a token: one the person
+//! gave in a file, or one generated at start into a private file (`settings::generated_token_dirs`), hidden like
+//! the given one from every sandboxed command, so that no command of this or another uexec server can become a
+//! client and approve its own questions. The probes stay open because a kubelet probe cannot read a Secret, and
+//! they say nothing but "ok".
 //!
 //! Clients: each MCP session (an `initialize` handshake, named by its `Mcp-Session-Id`) gets its own engine,
 //! approver and handler, built by the service factory: its sessions are invisible to every other client. The
@@ -14,7 +17,10 @@
 //!
 //! Limits: a client's live sessions are capped by its engine's `max_sessions` (the least recently used is pruned
 //! beyond, as over stdio); the live sessions of all clients by `sessions_total` (`exec_command` is refused
-//! beyond, with a tool error that says so); new clients by `max_clients` (503).
+//! beyond, with a tool error that says so); new clients by `max_clients` (503). What others can make the server
+//! hold has shares of the descriptor limit (`crate::fdlimit::FdBudget`): connections that have not presented the
+//! token pass the gate of [`super::gate`]; in the domain-allowlist mode each client has a proxy (and a network
+//! namespace) of its own, whose quota is below the bound all clients' proxies share.
 //!
 //! Disconnects: a client is connected while one of its HTTP requests or streams is open. When the last one
 //! closes its grace starts; a request with its session id within the grace resumes it (its sessions untouched),
@@ -56,10 +62,11 @@ use uexec_ports::EventSink;
 
 use super::StopReason;
 use super::approval::McpApprover;
+use super::gate::{self, Gate, Ticket};
 use super::server::{ExecObserver, UexecServer};
 use super::tools;
 use crate::metrics::{ClientEvents, Metrics};
-use crate::settings::{AuthToken, ServerSettings, Settings};
+use crate::settings::{AuthToken, ServerSettings, Settings, TokenOrigin};
 
 /// The MCP endpoint.
 pub const MCP_PATH: &str = "/mcp";
@@ -74,14 +81,18 @@ struct Blueprint {
     config: EngineConfig,
     settings: Settings,
     instructions: String,
-    /// What each client's sandbox is made from (each client has a spawner and a sandbox of its own).
-    setup: crate::platform::SandboxSetup,
     events: Arc<dyn EventSink>,
+    /// Where the proxies record refusals.
+    audit: Option<Arc<crate::audit::AuditLog>>,
+    /// The connections of every client's proxy together (domain-allowlist mode), and each one's quota.
+    proxy_limits: crate::proxy::ConnectionLimits,
 }
 
 /// What the server shares between its clients, its routes and its reaper.
 struct Fleet {
     metrics: Arc<Metrics>,
+    /// The refusals of each live client's proxy, and how many the proxies of ended clients had.
+    refusals: Mutex<(HashMap<u64, Arc<crate::proxy::Refusals>>, u64)>,
     limits: ServerSettings,
     /// Every live client's engine, by an internal client number.
     engines: Mutex<HashMap<u64, Engine>>,
@@ -112,6 +123,12 @@ impl Fleet {
 
     fn client_count(&self) -> usize {
         lock(&self.engines).len()
+    }
+
+    /// Connections the proxies of every client (live or ended) refused.
+    fn network_refused(&self) -> u64 {
+        let refusals = lock(&self.refusals);
+        refusals.0.values().map(|r| r.mark()).sum::<u64>() + refusals.1
     }
 
     /// Admit one `exec_command`, or say why not.
@@ -222,15 +239,25 @@ impl Drop for CallGuard {
 }
 
 /// Ends a client's state when its handler is dropped (its MCP session closed, expired or the server stopped):
-/// every one of its sessions is killed.
+/// every one of its sessions is killed, and its proxy (with every connection it serves) stops.
 struct ClientLease {
     id: u64,
     engine: Engine,
     fleet: Arc<Fleet>,
+    proxy: Option<tokio::task::AbortHandle>,
 }
 
 impl Drop for ClientLease {
     fn drop(&mut self) {
+        if let Some(proxy) = &self.proxy {
+            proxy.abort();
+        }
+        {
+            let mut refusals = lock(&self.fleet.refusals);
+            if let Some(ended) = refusals.0.remove(&self.id) {
+                refusals.1 += ended.mark();
+            }
+        }
         lock(&self.fleet.engines).remove(&self.id);
         self.fleet.metrics.client_closed();
         let engine = self.engine.clone();
@@ -264,27 +291,44 @@ struct HttpClient {
 }
 
 impl HttpClient {
-    fn new(blueprint: &Blueprint, fleet: &Arc<Fleet>) -> Self {
+    /// A new client: its approver, its engine with a spawner and a sandbox of its own (its own PID namespace),
+    /// and in the domain-allowlist mode its own proxy in its own network namespace, so that what one client's
+    /// commands listen on, or how many proxied connections they hold, reaches no other client's commands.
+    fn new(blueprint: &Blueprint, fleet: &Arc<Fleet>) -> std::io::Result<Self> {
         let id = fleet.next_client.fetch_add(1, Ordering::Relaxed);
         let events = Arc::new(ClientEvents::new(Arc::clone(&fleet.metrics), Arc::clone(&blueprint.events)));
         let approver = Arc::new(McpApprover::new(
             blueprint.settings.approval_policy,
             blueprint.settings.sandbox_policy.clone(),
         ));
-        let (spawner, sandbox) = crate::platform::client_spawner_and_sandbox(&blueprint.setup);
+        // The client's proxy asks the client's person about a domain off the allowlist (under on-request), as
+        // over stdio, and its refusals are noted in the client's own responses.
+        let asker = Some(approver.clone() as Arc<dyn crate::proxy::DomainAsker>);
+        let (setup, proxy) = crate::proxy::prepare(&blueprint.settings, blueprint.audit.clone(), asker)
+            .map_err(|e| {
+                tracing::error!("cannot make a new client's proxy: {e:#}");
+                std::io::Error::other(format!("{e:#}"))
+            })?;
+        let refusals = proxy.as_ref().map(crate::proxy::Pending::refusals);
+        let proxy = proxy.map(|p| p.with_limits(blueprint.proxy_limits.clone()).spawn().abort_handle());
+        let (spawner, sandbox) = crate::platform::client_spawner_and_sandbox(&setup);
         let engine = Engine::new(
             blueprint.config.clone(),
             EngineDeps { spawner, sandbox, approver: approver.clone(), events: events.clone() },
         );
+        if let Some(refusals) = &refusals {
+            lock(&fleet.refusals).0.insert(id, Arc::clone(refusals));
+        }
         lock(&fleet.engines).insert(id, engine.clone());
         fleet.metrics.client_opened();
-        let inner =
-            UexecServer::new(engine.clone(), approver, blueprint.instructions.clone()).with_observer(events);
-        HttpClient {
+        let inner = UexecServer::new(engine.clone(), approver, blueprint.instructions.clone())
+            .with_observer(events)
+            .with_refusals(refusals);
+        Ok(HttpClient {
             inner,
             fleet: Arc::clone(fleet),
-            _lease: Arc::new(ClientLease { id, engine, fleet: Arc::clone(fleet) }),
-        }
+            _lease: Arc::new(ClientLease { id, engine, fleet: Arc::clone(fleet), proxy }),
+        })
     }
 }
 
@@ -328,9 +372,9 @@ struct Router {
     fleet: Arc<Fleet>,
     mcp: StreamableHttpService<HttpClient, LocalSessionManager>,
     sessions: Arc<LocalSessionManager>,
-    token: Option<AuthToken>,
-    /// The proxy's refusals (domain-allowlist mode), for `uexec_network_refused_total`.
-    refusals: Option<Arc<crate::proxy::Refusals>>,
+    token: AuthToken,
+    /// Connections that have not presented the token, for `uexec_http_connections_dropped_total`.
+    gate: Arc<Gate>,
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response<HttpBody> {
@@ -371,7 +415,7 @@ fn authorized(token: &AuthToken, headers: &http::HeaderMap) -> bool {
 }
 
 impl Router {
-    async fn route(&self, request: Request<Incoming>) -> Response<HttpBody> {
+    async fn route(&self, request: Request<Incoming>, ticket: &Ticket) -> Response<HttpBody> {
         let path = request.uri().path();
         match (path, request.method()) {
             ("/healthz", &Method::GET) => return text(StatusCode::OK, "ok\n"),
@@ -384,9 +428,7 @@ impl Router {
             }
             _ => {}
         }
-        if let Some(token) = &self.token
-            && !authorized(token, request.headers())
-        {
+        if !authorized(&self.token, request.headers()) {
             self.fleet.metrics.unauthorized();
             let mut response = Response::new(Full::new(Bytes::new()).boxed());
             *response.status_mut() = StatusCode::UNAUTHORIZED;
@@ -395,11 +437,11 @@ impl Router {
                 .insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
             return response;
         }
+        ticket.pass();
         match path {
             "/metrics" if request.method() == Method::GET => {
-                if let Some(refusals) = &self.refusals {
-                    self.fleet.metrics.set_network_refused(refusals.mark());
-                }
+                self.fleet.metrics.set_network_refused(self.fleet.network_refused());
+                self.fleet.metrics.set_connections_dropped(self.gate.dropped());
                 let mut response = Response::new(Full::new(Bytes::from(self.fleet.metrics.render())).boxed());
                 response.headers_mut().insert(
                     header::CONTENT_TYPE,
@@ -457,6 +499,59 @@ impl Router {
     }
 }
 
+/// Serve one HTTP connection. Until one of its requests carries the token it is subject to `ticket`'s gate: closed
+/// to make room for newer connections, or at [`gate::WAITING_DEADLINE`].
+async fn serve_connection(
+    router: Arc<Router>,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    ticket: Arc<Ticket>,
+) {
+    let in_service = Arc::clone(&ticket);
+    let service = hyper::service::service_fn(move |request| {
+        let router = Arc::clone(&router);
+        let ticket = Arc::clone(&in_service);
+        async move { Ok::<_, Infallible>(router.route(request, &ticket).await) }
+    });
+    let io = TokioIo::new(stream);
+    // A timer gives hyper its 30 s limit on reading a request's headers (slow clients that have the token; those
+    // without it have the gate's shorter deadline).
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.timer(TokioTimer::new());
+    let connection = builder.serve_connection(io, service);
+    tokio::pin!(connection);
+    let deadline = tokio::time::sleep(gate::WAITING_DEADLINE);
+    tokio::pin!(deadline);
+    let mut waiting = true;
+    loop {
+        tokio::select! {
+            result = &mut connection => {
+                if let Err(e) = result {
+                    tracing::debug!(%peer, "connection ended: {e}");
+                }
+                return;
+            }
+            () = ticket.closer().cancelled(), if waiting => {
+                // (Made room for a newcomer as it presented the token: it stays.)
+                if ticket.passed() {
+                    waiting = false;
+                    continue;
+                }
+                tracing::debug!(%peer, "connection without the token closed to make room");
+                return;
+            }
+            () = &mut deadline, if waiting => {
+                if !ticket.passed() {
+                    ticket.expire();
+                    tracing::debug!(%peer, "connection closed: no token within its deadline");
+                    return;
+                }
+                waiting = false;
+            }
+        }
+    }
+}
+
 /// Close the MCP sessions of clients whose grace ran out, until `stop`.
 async fn reap(fleet: Arc<Fleet>, sessions: Arc<LocalSessionManager>, stop: CancellationToken) {
     let grace = fleet.limits.client_grace;
@@ -496,20 +591,39 @@ pub async fn serve(
     audit: Option<Arc<crate::audit::AuditLog>>,
     id_seed: Option<u64>,
 ) -> Result<StopReason> {
-    // Sandboxed commands may read everything but the hidden paths: the token file (and what a symlink to it, as a
-    // Kubernetes Secret volume has, resolves to) joins the server's own state there (`settings::own_state`).
+    // Sandboxed commands may read everything but the hidden paths: the token file (the file a link or `..` in its
+    // path leads to, and the path as written) joins the server's own state there (`settings::own_state`); a
+    // generated token's directory is hidden already (`Settings::token_dirs`, in every uexec), and is named again.
     let mut settings = settings.clone();
-    let token = crate::settings::own_state(None, None, server.token_file.as_deref());
+    let hidden_location = match &server.token_origin {
+        TokenOrigin::File(file) => file,
+        TokenOrigin::Generated(dir) => dir,
+    };
+    let token = crate::settings::own_state(None, None, Some(hidden_location));
     crate::settings::hide_own_state(&mut settings.hidden, &token);
-    let settings = &settings;
-    // The proxy of the domain-allowlist mode is the server's, shared by its clients: nobody is asked about a
-    // domain (each client has its own approver), and its refusals are counted in the metrics but not noted in
-    // responses (they could name hosts another client's command tried).
-    let (setup, proxy) = crate::proxy::prepare(settings, audit, None)?;
-    let refusals = proxy.as_ref().map(crate::proxy::Pending::refusals);
-    if let Some(proxy) = proxy {
-        proxy.spawn();
+    for pattern in crate::settings::literal_patterns(hidden_location) {
+        if !settings.hidden.patterns.contains(&pattern) {
+            settings.hidden.patterns.push(pattern);
+        }
     }
+    let settings = &settings;
+    // The descriptors others can make the server hold: connections without the token (`mcp::gate`) and proxied
+    // connections (each client's proxy has a quota below the bound all proxies share) get bounded shares; the
+    // rest is for sessions and clients.
+    let budget = crate::fdlimit::FdBudget::for_limit(crate::fdlimit::current());
+    if budget.sessions_room() < server.sessions_total as u64 {
+        tracing::warn!(
+            limit = budget.limit,
+            sessions_total = server.sessions_total,
+            "the descriptor limit holds about {} sessions, fewer than --max-sessions-total; raise the hard limit \
+             (ulimit -Hn, LimitNOFILE=) to serve them all",
+            budget.sessions_room()
+        );
+    }
+    let proxy_limits = crate::proxy::ConnectionLimits {
+        per_proxy: budget.proxy_per_client,
+        shared: Some(Arc::new(tokio::sync::Semaphore::new(budget.proxy_total))),
+    };
     let mut config = crate::engine_config(settings);
     config.id_seed = id_seed;
     config.limits.max_sessions = server.sessions_per_client;
@@ -518,12 +632,14 @@ pub async fn serve(
         config,
         settings: settings.clone(),
         instructions: super::instructions(settings),
-        setup,
         events,
+        audit,
+        proxy_limits,
     });
     let (calls, _) = watch::channel(0);
     let fleet = Arc::new(Fleet {
         metrics: Arc::new(Metrics::default()),
+        refusals: Mutex::new((HashMap::new(), 0)),
         limits: server.clone(),
         engines: Mutex::new(HashMap::new()),
         next_client: AtomicU64::new(1),
@@ -542,24 +658,23 @@ pub async fn serve(
     let mut http_config = StreamableHttpServerConfig::default()
         .with_cancellation_token(stop.child_token())
         .with_max_request_body_bytes(super::transport::MAX_LINE_BYTES);
-    if server.token.is_some() {
-        // Behind a Service the Host header is a cluster name; DNS rebinding needs a browser, which cannot add the
-        // bearer token. Without a token the default (loopback names only) stays.
-        http_config = http_config.disable_allowed_hosts();
-    }
+    // Behind a Service the Host header is a cluster name; DNS rebinding needs a browser, which cannot add the
+    // bearer token every request needs.
+    http_config = http_config.disable_allowed_hosts();
     let factory_fleet = Arc::clone(&fleet);
     let factory_blueprint = Arc::clone(&blueprint);
     let mcp = StreamableHttpService::new(
-        move || Ok(HttpClient::new(&factory_blueprint, &factory_fleet)),
+        move || HttpClient::new(&factory_blueprint, &factory_fleet),
         Arc::clone(&sessions),
         http_config,
     );
+    let gate = Gate::new(budget.preauth_per_peer, budget.preauth_total);
     let router = Arc::new(Router {
         fleet: Arc::clone(&fleet),
         mcp,
         sessions: Arc::clone(&sessions),
         token: server.token.clone(),
-        refusals,
+        gate: Arc::clone(&gate),
     });
 
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
@@ -568,29 +683,26 @@ pub async fn serve(
         .await
         .with_context(|| format!("cannot listen on {}", server.listen))?;
     let local = listener.local_addr().context("the listening socket has no address")?;
-    announce(local, server.token.is_some());
+    let generated = match &server.token_origin {
+        TokenOrigin::Generated(dir) => {
+            Some(crate::settings::write_generated_token(dir, local, &server.token)?)
+        }
+        TokenOrigin::File(_) => None,
+    };
+    announce(local, generated.as_deref());
 
     let reaper = tokio::spawn(reap(Arc::clone(&fleet), Arc::clone(&router.sessions), stop.clone()));
     let mut connections = tokio::task::JoinSet::new();
     let reason = loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let router = Arc::clone(&router);
-                    connections.spawn(async move {
-                        let service = hyper::service::service_fn(move |request| {
-                            let router = Arc::clone(&router);
-                            async move { Ok::<_, Infallible>(router.route(request).await) }
-                        });
-                        let io = TokioIo::new(stream);
-                        // A timer gives hyper its 30 s limit on reading a request's headers (slow clients).
-                        let mut builder = hyper::server::conn::http1::Builder::new();
-                        builder.timer(TokioTimer::new());
-                        if let Err(e) = builder.serve_connection(io, service).await {
-                            tracing::debug!(%peer, "connection ended: {e}");
-                        }
-                    });
-                }
+                Ok((stream, peer)) => match gate.admit(peer.ip(), Instant::now()) {
+                    Some(ticket) => {
+                        connections.spawn(serve_connection(Arc::clone(&router), stream, peer, Arc::new(ticket)));
+                    }
+                    // Every connection it could replace just arrived: this one is closed at once.
+                    None => drop(stream),
+                },
                 Err(e) => {
                     tracing::warn!("accept failed: {e}");
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -620,15 +732,27 @@ pub async fn serve(
     while kills.join_next().await.is_some() {}
     let _ = reaper.await;
     connections.shutdown().await;
+    if let Some(file) = &generated {
+        // The token dies with the server.
+        let _ = std::fs::remove_file(file);
+    }
     tracing::info!("every session killed; exiting");
     Ok(reason)
 }
 
-/// Say where the server listens (on stderr: tests and operators read it; stdout carries nothing here).
-fn announce(local: SocketAddr, token: bool) {
-    tracing::info!(address = %local, auth = token, "serving MCP over Streamable HTTP");
+/// Say where the server listens, and where a generated token is (on stderr: tests and operators read it; stdout
+/// carries nothing here). The token itself is never printed: a log can be readable where the token file is not.
+fn announce(local: SocketAddr, generated: Option<&std::path::Path>) {
+    tracing::info!(address = %local, "serving MCP over Streamable HTTP");
     #[allow(clippy::print_stderr)]
     {
+        if let Some(file) = generated {
+            eprintln!(
+                "uexec: generated a bearer token for this server in {} (mode 0600, removed at exit): every request \
+                 needs Authorization: Bearer <its content>",
+                file.display()
+            );
+        }
         eprintln!("uexec: listening on http://{local}{MCP_PATH}");
     }
 }

@@ -5,6 +5,7 @@
 //! SIGHUP. Then every session's process tree is killed (`Engine::shutdown`) before the process exits.
 
 pub mod approval;
+pub mod gate;
 pub mod http;
 pub mod server;
 pub mod tools;
