@@ -2263,3 +2263,40 @@ async fn a_failed_sandboxed_command_gets_the_sandboxs_hint_and_no_other_does() {
     );
     assert_eq!(outside.exec_command(exec("swift build")).await.unwrap().warning, None);
 }
+
+/// `make test` outside the sandbox runs the workspace's Makefile, which a sandboxed command may have rewritten
+/// since the person approved it: no prefix is offered and no earlier approval covers it. The twin, the same in a
+/// directory out of every sandbox's reach, is covered by the prefix the person approved.
+#[tokio::test(start_paused = true)]
+async fn no_approval_covers_a_runner_of_writable_project_files_outside_the_sandbox() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let engine = engine(
+        config(ApprovalPolicy::OnRequest, SANDBOXED()),
+        spawner(vec![Script::exits("", 0)], Arc::default()),
+        sandbox_ok(Arc::default()),
+        approver(ReviewDecision::ApprovedPrefixForSession, 3, Arc::clone(&asked)),
+        Events::default(),
+    );
+    let escalated = |workdir: Option<PathBuf>| ExecCommandRequest {
+        sandbox_permissions: SandboxPermissions::RequireEscalated,
+        prefix_rule: Some(vec!["make".into(), "test".into()]),
+        workdir,
+        ..exec("make test")
+    };
+    engine.exec_command(escalated(None)).await.unwrap();
+    engine.exec_command(escalated(None)).await.unwrap();
+    {
+        let asked = asked.lock().unwrap();
+        assert_eq!(asked.len(), 2, "asked every time in the workspace");
+        assert!(asked.iter().all(|q| q.prefix_offer.is_none()), "{asked:?}");
+        let reason = asked[0].reason.clone().unwrap();
+        assert!(reason.contains("Makefile") && reason.contains("may differ from what was approved"), "{reason}");
+    }
+    let outside = outside_dir("make");
+    engine.exec_command(escalated(Some(outside.clone()))).await.unwrap();
+    engine.exec_command(escalated(Some(outside.clone()))).await.unwrap();
+    let asked = asked.lock().unwrap();
+    assert_eq!(asked.len(), 3, "the twin is asked once, then covered");
+    assert_eq!(asked[2].prefix_offer, Some(vec!["make".to_owned(), "test".to_owned()]));
+    std::fs::remove_dir_all(&outside).unwrap();
+}
