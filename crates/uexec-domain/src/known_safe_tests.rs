@@ -408,7 +408,7 @@ fn runners_of_writable_project_files_and_writable_programs_are_writable_code() {
         ("npm test", "/home/u/ws/app"),
         ("cargo build --release", "/tmp/x"),
         ("python3 -m pytest -q", "/home/u/ws"),
-        ("./build.sh", "/srv"),
+        ("./build.sh", "/home/u/ws"),
         ("/tmp/tool --run", "/srv"),
     ] {
         let error = planted(script, cwd).unwrap_err();
