@@ -115,6 +115,24 @@ pub enum NotKnownSafe {
     GitEntryNotADirectory(PathBuf),
     /// `GIT_CONFIG_PARAMETERS` or `GIT_CONFIG_COUNT` is set.
     GitInlineConfig,
+    /// The command runs code a sandboxed command can write, whose content may differ at every run: a program
+    /// named by (or found at) a path in a writable root, or a build or test runner that runs the project files
+    /// of a working directory in one (a `Makefile`, `package.json` scripts, build scripts, tests). No earlier
+    /// approval covers such a run outside the sandbox: what it runs now is not what was approved.
+    WritableCode {
+        /// What runs (`the program ./build.sh`, `make's Makefile and recipes`).
+        what: String,
+        /// Where it lies (the program, or the working directory).
+        path: PathBuf,
+    },
+}
+
+impl NotKnownSafe {
+    /// Whether an approval of the same command given before can cover it: never for
+    /// [`NotKnownSafe::WritableCode`], whose content may have changed since.
+    pub fn is_coverable(&self) -> bool {
+        !matches!(self, NotKnownSafe::WritableCode { .. })
+    }
 }
 
 impl std::fmt::Display for NotKnownSafe {
@@ -134,6 +152,11 @@ impl std::fmt::Display for NotKnownSafe {
             NotKnownSafe::GitInlineConfig => {
                 write!(f, "GIT_CONFIG_PARAMETERS or GIT_CONFIG_COUNT is set")
             }
+            NotKnownSafe::WritableCode { what, path } => write!(
+                f,
+                "{what} ({}) can be written by sandboxed commands, and may differ from what was approved",
+                shown(path)
+            ),
         }
     }
 }
@@ -168,7 +191,46 @@ pub fn check_planted(
 ) -> Result<(), NotKnownSafe> {
     let commands = commands_in_order(argv)
         .unwrap_or_else(|| argv.first().map(|a| vec![vec![a.clone()]]).unwrap_or_default());
-    check_commands(&commands, ctx, fs)
+    check_commands(&commands, ctx, fs)?;
+    // A build or test runner runs the project files of its working directory.
+    let checker = Checker { ctx, fs, changes_directory: false };
+    for command in &commands {
+        if let Some(what) = project_runner(command) {
+            let lookup = checker.lookup(what, ctx.cwd)?;
+            if let Some(found) = ctx.writes.holding_entries(&lookup) {
+                return Err(NotKnownSafe::WritableCode { what: what.to_owned(), path: found.location });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What a build or test runner runs from its working directory (`make`: its Makefile), when `command` is one.
+fn project_runner(command: &[String]) -> Option<&'static str> {
+    let program = command.first()?;
+    let name = program.rsplit('/').next().unwrap_or(program);
+    let sub = command.get(1).map(String::as_str).unwrap_or_default();
+    let tests = "the tests and conftest.py files of the working directory";
+    Some(match name {
+        "make" | "gmake" | "bmake" => "make's Makefile and recipes in the working directory",
+        "just" => "the justfile of the working directory",
+        "rake" => "the Rakefile of the working directory",
+        "gradle" | "gradlew" | "mvn" | "mvnw" | "ant" | "sbt" => "the build files of the working directory",
+        "npm" | "pnpm" | "yarn" | "bun"
+            if !matches!(sub, "view" | "info" | "ls" | "list" | "whoami" | "config" | "-v" | "--version") =>
+        {
+            "the package.json scripts of the working directory"
+        }
+        "cargo" if !matches!(sub, "--version" | "-V" | "search" | "tree" | "metadata") => {
+            "the build scripts and code of the working directory's crate"
+        }
+        "go" if matches!(sub, "run" | "test" | "generate" | "build" | "install" | "vet") => {
+            "the code of the working directory's module"
+        }
+        "pytest" | "tox" | "nox" => tests,
+        "python" | "python3" if command.get(2).is_some_and(|m| m == "pytest") => tests,
+        _ => return None,
+    })
 }
 
 fn check_commands(
@@ -357,8 +419,13 @@ impl<'a> Checker<'a> {
     /// The program a command runs, found as the shell finds it: by its path when it names one, else in the
     /// first `PATH` directory that has it (builtins are not searched).
     fn check_program(&self, program: &str) -> Result<(), NotKnownSafe> {
+        // A program's content is a sandboxed command's choice at every run.
+        let as_code = |error: NotKnownSafe| match error {
+            NotKnownSafe::Writable { what, path } => NotKnownSafe::WritableCode { what, path },
+            other => other,
+        };
         if program.contains('/') {
-            return self.outside(&format!("the program {program}"), Path::new(program)).map(drop);
+            return self.outside(&format!("the program {program}"), Path::new(program)).map(drop).map_err(as_code);
         }
         if SHELL_BUILTINS.contains(&program) || program.is_empty() {
             return Ok(());
@@ -370,7 +437,8 @@ impl<'a> Checker<'a> {
             if self.fs.is_program(&candidate) {
                 return self
                     .outside(&format!("the program {program} found through PATH"), &candidate)
-                    .map(drop);
+                    .map(drop)
+                    .map_err(as_code);
             }
         }
         Ok(())

@@ -389,3 +389,35 @@ proptest! {
         prop_assert_eq!(result.is_ok(), !reachable, "{:?}", result);
     }
 }
+
+/// Outside the sandbox, a build or test runner in a writable working directory, and a program named by a
+/// path in a writable root, run code a sandboxed command can rewrite between runs: never coverable by an earlier
+/// approval. The twins: the same runner in a directory out of reach, and a read-only use of the runner.
+#[test]
+fn runners_of_writable_project_files_and_writable_programs_are_writable_code() {
+    let fs = repo_fs();
+    let planted = |script: &str, cwd: &str| {
+        let mut environment = env(&BASE_ENV);
+        environment.extend(env(&[]));
+        let writes = writes_of(&fs, &roots(&["/home/u/ws", "/tmp"]));
+        let ctx = KnownSafeContext { writes: &writes, cwd: Path::new(cwd), env: &environment };
+        check_planted(&bash(script), &ctx, &fs)
+    };
+    for (script, cwd) in [
+        ("make test", "/home/u/ws"),
+        ("npm test", "/home/u/ws/app"),
+        ("cargo build --release", "/tmp/x"),
+        ("python3 -m pytest -q", "/home/u/ws"),
+        ("./build.sh", "/home/u/ws"),
+        ("/tmp/tool --run", "/srv"),
+    ] {
+        let error = planted(script, cwd).unwrap_err();
+        assert!(matches!(error, NotKnownSafe::WritableCode { .. }) && !error.is_coverable(), "{script}: {error}");
+        assert!(error.to_string().contains("may differ from what was approved"), "{error}");
+    }
+    for (script, cwd) in [("make test", "/srv"), ("npm view left-pad", "/home/u/ws"), ("ls", "/home/u/ws")] {
+        assert_eq!(planted(script, cwd), Ok(()), "{script} in {cwd}");
+    }
+    // The person can still be shown other reasons, and those stay coverable.
+    assert!(NotKnownSafe::GitAfterCd.is_coverable());
+}

@@ -203,8 +203,11 @@ impl Orchestrator {
         let escalate = permissions == SandboxPermissions::RequireEscalated;
         // What the person must have been shown for an earlier approval to cover this run outside the sandbox.
         let planted = outside.and_then(OutsideRun::planted_text);
-        if self.is_remembered(&key, planted.as_deref())
-            || self.prefix_admits(argv, cwd, permissions, planted.as_deref())
+        // Code a sandboxed command can write runs: what runs now may not be what was approved (`WritableCode`).
+        let coverable = outside.and_then(|o| o.planted.as_ref()).is_none_or(NotKnownSafe::is_coverable);
+        if coverable
+            && (self.is_remembered(&key, planted.as_deref())
+                || self.prefix_admits(argv, cwd, permissions, planted.as_deref()))
         {
             return Ok(Approval { by_person: false, escalate, plantable, key });
         }
@@ -237,7 +240,7 @@ impl Orchestrator {
             cwd: cwd.to_path_buf(),
             kind,
             reason: Some(question),
-            prefix_offer: prefix_rule.and_then(|prefix| session_prefix_offer(prefix, argv)),
+            prefix_offer: prefix_rule.filter(|_| coverable).and_then(|prefix| session_prefix_offer(prefix, argv)),
             denial: None,
         };
         self.ask(request, &key, planted).await?;

@@ -132,6 +132,8 @@ pub(crate) struct Attempt {
     pub(crate) guard: tokio::sync::OwnedMutexGuard<()>,
     pub(crate) deadline: Instant,
     pub(crate) note: Option<String>,
+    /// The attempt ran in the sandbox (its failure may be the sandbox's: `Sandbox::denial_hint`).
+    pub(crate) sandboxed: bool,
 }
 
 /// What a response says besides the output: when its wall time starts, the live session, the warning, and
@@ -487,7 +489,7 @@ impl Orchestrator {
             session.terminate().await;
             return Err(error);
         }
-        Ok(Attempt { session, guard, deadline, note: None })
+        Ok(Attempt { session, guard, deadline, note: None, sandboxed: placement == Placement::Sandboxed })
     }
 
     /// Stages 7 and 8: collect the window's output, keep a live session (pruning the least recently used) or
@@ -499,9 +501,22 @@ impl Orchestrator {
         max_output_tokens: Option<usize>,
     ) -> Result<ExecResponse, ExecError> {
         let limits = &self.config.limits;
-        let Attempt { session, guard, deadline, note } = attempt;
+        let Attempt { session, guard, deadline, note, sandboxed } = attempt;
         let mark = Mark { at: session.started, output_seq: 0 };
         let collected = collect(&session, mark, deadline).await;
+        // A sandboxed command that failed: what the sandbox knows of such failures (a nested sandbox that
+        // cannot start) joins the note.
+        let hint = match collected.exit_code {
+            Some(code) if code != 0 && sandboxed => {
+                let argv: Vec<OsString> = session.spec.command.iter().map(OsString::from).collect();
+                self.deps.sandbox.denial_hint(&argv, &collected.output.to_bytes())
+            }
+            _ => None,
+        };
+        let note = match (note, hint) {
+            (Some(note), Some(hint)) => Some(format!("{note} {hint}")),
+            (note, hint) => note.or(hint),
+        };
         let (session_id, warning) = if collected.exit_code.is_some() {
             reservation.remove(&session);
             (None, note)

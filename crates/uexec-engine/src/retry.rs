@@ -116,6 +116,6 @@ impl Orchestrator {
             return Err(error);
         }
         let deadline = session.started + window;
-        Ok(Attempt { session, guard, deadline, note: None })
+        Ok(Attempt { session, guard, deadline, note: None, sandboxed: false })
     }
 }

@@ -249,6 +249,7 @@ fn sandbox_report() -> ProtectionReport {
 /// A sandbox that wraps nothing and reports Landlock; counts prepares.
 fn sandbox_ok(prepares: Arc<AtomicUsize>) -> MockSandbox {
     let mut sandbox = MockSandbox::new();
+    sandbox.expect_denial_hint().returning(|_, _| None);
     sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
     sandbox.expect_prepare().returning(move |request| {
         prepares.fetch_add(1, Ordering::SeqCst);
@@ -261,6 +262,7 @@ fn sandbox_ok(prepares: Arc<AtomicUsize>) -> MockSandbox {
 
 fn sandbox_never() -> MockSandbox {
     let mut sandbox = MockSandbox::new();
+    sandbox.expect_denial_hint().returning(|_, _| None);
     sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
     sandbox.expect_prepare().times(0);
     sandbox
@@ -745,6 +747,7 @@ async fn a_caller_that_gives_up_during_approval_releases_the_id() {
 async fn sandbox_prepare_error_fails_the_call_and_spawns_nothing() {
     let events = Events::default();
     let mut sandbox = MockSandbox::new();
+    sandbox.expect_denial_hint().returning(|_, _| None);
     sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
     sandbox.expect_prepare().times(1).returning(|_| {
         Err(SandboxError::Unenforceable {
@@ -774,6 +777,7 @@ async fn the_sandbox_gets_the_policy_tmpdir_and_degradation_setting_and_full_acc
     cfg.report_protections = true;
     cfg.base_env.push((OsString::from("TMPDIR"), OsString::from("/var/tmp/x")));
     let mut sandbox = MockSandbox::new();
+    sandbox.expect_denial_hint().returning(|_, _| None);
     sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
     sandbox
         .expect_prepare()
@@ -1666,6 +1670,7 @@ async fn a_workdir_is_where_the_command_starts_and_the_workspace_stays_the_writa
     let elsewhere = PathBuf::from("/");
     let expected_workspace = workspace.clone();
     let mut sandbox = MockSandbox::new();
+    sandbox.expect_denial_hint().returning(|_, _| None);
     sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
     sandbox
         .expect_prepare()
@@ -1836,6 +1841,7 @@ fn engine_with_record(cfg: EngineConfig, record: &Arc<Spawned>) -> Engine {
 async fn begin_records_the_exact_argv_that_ran() {
     let events = Events::default();
     let mut sandbox = MockSandbox::new();
+    sandbox.expect_denial_hint().returning(|_, _| None);
     sandbox.expect_kind().return_const(SandboxKind::MacosSeatbelt);
     sandbox.expect_prepare().returning(|request| {
         let mut spawn = request.spawn;
@@ -2212,4 +2218,85 @@ async fn no_login_snapshot_before_the_approval_nor_for_a_planted_shell() {
     drop(requests);
     std::fs::remove_dir_all(&planted).unwrap();
     let _ = std::fs::remove_dir_all(&state);
+}
+
+/// A sandboxed command that fails gets what the sandbox knows of such failures (a tool whose own sandbox cannot
+/// start inside it, macOS) in its note; a command that succeeds, or one that ran outside the sandbox, does not.
+#[tokio::test(start_paused = true)]
+async fn a_failed_sandboxed_command_gets_the_sandboxs_hint_and_no_other_does() {
+    let hinting = || {
+        let mut sandbox = MockSandbox::new();
+        sandbox.expect_kind().return_const(SandboxKind::MacosSeatbelt);
+        sandbox.expect_prepare().returning(|request| Ok(SandboxedSpawn { spawn: request.spawn, report: sandbox_report() }));
+        sandbox.expect_denial_hint().returning(|argv, output| {
+            let nested = String::from_utf8_lossy(output).contains("sandbox_apply");
+            (nested && argv.iter().any(|a| a.to_string_lossy().contains("swift")))
+                .then(|| "add --disable-sandbox".to_owned())
+        });
+        sandbox
+    };
+    let failing = Script::exits("sandbox_apply: Operation not permitted\n", 1);
+    let engine = engine(
+        config(ApprovalPolicy::OnRequest, SANDBOXED()),
+        spawner(vec![failing.clone()], Arc::default()),
+        hinting(),
+        approver_never(),
+        Events::default(),
+    );
+    let response = engine.exec_command(exec("swift build")).await.unwrap();
+    assert!(response.warning.as_deref().is_some_and(|w| w.contains("--disable-sandbox")), "{response:?}");
+    // The twins: the same output with exit code 0, and the failure outside the sandbox.
+    let ok = engine(
+        config(ApprovalPolicy::OnRequest, SANDBOXED()),
+        spawner(vec![Script::exits("sandbox_apply: Operation not permitted\n", 0)], Arc::default()),
+        hinting(),
+        approver_never(),
+        Events::default(),
+    );
+    assert_eq!(ok.exec_command(exec("swift build")).await.unwrap().warning, None);
+    let outside = engine(
+        config(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess),
+        spawner(vec![failing], Arc::default()),
+        hinting(),
+        approver_never(),
+        Events::default(),
+    );
+    assert_eq!(outside.exec_command(exec("swift build")).await.unwrap().warning, None);
+}
+
+/// `make test` outside the sandbox runs the workspace's Makefile, which a sandboxed command may have rewritten
+/// since the person approved it: no prefix is offered and no earlier approval covers it. The twin, the same in a
+/// directory out of every sandbox's reach, is covered by the prefix the person approved.
+#[tokio::test(start_paused = true)]
+async fn no_approval_covers_a_runner_of_writable_project_files_outside_the_sandbox() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let engine = engine(
+        config(ApprovalPolicy::OnRequest, SANDBOXED()),
+        spawner(vec![Script::exits("", 0)], Arc::default()),
+        sandbox_ok(Arc::default()),
+        approver(ReviewDecision::ApprovedPrefixForSession, 3, Arc::clone(&asked)),
+        Events::default(),
+    );
+    let escalated = |workdir: Option<PathBuf>| ExecCommandRequest {
+        sandbox_permissions: SandboxPermissions::RequireEscalated,
+        prefix_rule: Some(vec!["make".into(), "test".into()]),
+        workdir,
+        ..exec("make test")
+    };
+    engine.exec_command(escalated(None)).await.unwrap();
+    engine.exec_command(escalated(None)).await.unwrap();
+    {
+        let asked = asked.lock().unwrap();
+        assert_eq!(asked.len(), 2, "asked every time in the workspace");
+        assert!(asked.iter().all(|q| q.prefix_offer.is_none()), "{asked:?}");
+        let reason = asked[0].reason.clone().unwrap();
+        assert!(reason.contains("Makefile") && reason.contains("may differ from what was approved"), "{reason}");
+    }
+    let outside = outside_dir("make");
+    engine.exec_command(escalated(Some(outside.clone()))).await.unwrap();
+    engine.exec_command(escalated(Some(outside.clone()))).await.unwrap();
+    let asked = asked.lock().unwrap();
+    assert_eq!(asked.len(), 3, "the twin is asked once, then covered");
+    assert_eq!(asked[2].prefix_offer, Some(vec!["make".to_owned(), "test".to_owned()]));
+    std::fs::remove_dir_all(&outside).unwrap();
 }

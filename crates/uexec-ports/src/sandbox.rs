@@ -88,4 +88,13 @@ pub trait Sandbox: Send + Sync {
 
     /// Make `request.spawn` run under `request.policy`.
     fn prepare(&self, request: SandboxRequest) -> Result<SandboxedSpawn, SandboxError>;
+
+    /// What it means, when this mechanism knows, that a command it sandboxed (`argv`, as the caller asked for
+    /// it) failed with `output`: one sentence naming the switch that avoids the failure (macOS: a tool whose own
+    /// sandbox cannot start inside Seatbelt, `swift build --disable-sandbox`). `None` (the default): nothing to
+    /// say.
+    fn denial_hint(&self, argv: &[std::ffi::OsString], output: &[u8]) -> Option<String> {
+        let _ = (argv, output);
+        None
+    }
 }

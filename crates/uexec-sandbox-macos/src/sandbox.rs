@@ -234,6 +234,16 @@ impl Sandbox for SeatbeltSandbox {
         spawn.pid_scope = PidScope::Sandbox;
         Ok(SandboxedSpawn { spawn, report })
     }
+
+    /// A tool whose own sandbox cannot start inside Seatbelt (`crate::nested_sandbox_hint`): the script's words
+    /// are the tool's (`bash -lc "swift build"` names `swift`).
+    fn denial_hint(&self, argv: &[std::ffi::OsString], output: &[u8]) -> Option<String> {
+        let words: Vec<std::ffi::OsString> = argv
+            .iter()
+            .flat_map(|arg| arg.to_string_lossy().split_whitespace().map(std::ffi::OsString::from).collect::<Vec<_>>())
+            .collect();
+        crate::nested_sandbox_hint(&words, output).map(str::to_owned)
+    }
 }
 
 /// `env` with the `UEXEC_SANDBOX*` variables of a Seatbelt command: `UEXEC_SANDBOX=macos-seatbelt`, and

@@ -301,3 +301,17 @@ fn the_keychain_is_out_unless_the_person_opts_in() {
         assert!(open.profile.contains("(global-name \"com.apple.SecurityServer\")"), "network {network}");
     }
 }
+
+/// A tool whose own sandbox cannot start inside Seatbelt: the failure names its switch (the script's words name
+/// the tool); any other failure, or the same output from another tool, says nothing more.
+#[test]
+fn a_nested_sandbox_failure_names_the_tools_switch() {
+    let sandbox = SeatbeltSandbox::for_inspection();
+    let argv: Vec<OsString> = ["/bin/bash", "-lc", "swift build -c release"].map(OsString::from).to_vec();
+    let nested = b"sandbox-exec: sandbox_apply: Operation not permitted\n";
+    let hint = sandbox.denial_hint(&argv, nested).unwrap();
+    assert!(hint.contains("--disable-sandbox"), "{hint}");
+    assert_eq!(sandbox.denial_hint(&argv, b"error: no such module 'Foo'\n"), None);
+    let other: Vec<OsString> = ["/bin/bash", "-lc", "make"].map(OsString::from).to_vec();
+    assert!(!sandbox.denial_hint(&other, nested).unwrap().contains("--disable-sandbox"));
+}
