@@ -631,6 +631,7 @@ impl Orchestrator {
         let dropped = collected.output.dropped();
         let truncated =
             collected.output.with_segments(|segments| truncate_segments(segments, max_tokens, dropped));
+        let says_waiting = session.note_waiting(collected.waiting_for_input, !truncated.text.is_empty());
         ExecResponse {
             chunk_id: chunk_id(self.store.next_random()),
             wall_time: started.elapsed(),
@@ -639,6 +640,7 @@ impl Orchestrator {
             original_token_count: truncated.original_token_count,
             output: truncated.text,
             waiting_for_input: collected.waiting_for_input,
+            says_waiting,
             warning,
             protections: (protections && self.reports(&session.protections))
                 .then(|| session.protections.clone()),

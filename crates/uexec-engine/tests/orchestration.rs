@@ -1359,6 +1359,14 @@ async fn a_pty_waiting_for_input_returns_early_and_says_so() {
     assert!(answer.waiting_for_input);
     assert_eq!(answer.output, "1+1\n");
     assert!(answer.wall_time < Duration::from_millis(100), "{:?}", answer.wall_time);
+    // Said once per stretch of waiting: the next prompts of the REPL do not repeat the note (issue 24 §4).
+    assert!(!answer.says_waiting);
+    assert!(answer.to_text().ends_with("\nOutput:\n1+1\n"), "{}", answer.to_text());
+    let again = engine
+        .write_stdin(WriteStdinRequest { yield_time_ms: Some(10_000), ..write(id, "2\n") })
+        .await
+        .unwrap();
+    assert!(again.waiting_for_input && !again.says_waiting, "{}", again.to_text());
     // A busy pipe session never returns early.
     let engine = engine_with(full_access(), vec![Script::runs("")], Events::default());
     let response = engine
@@ -1367,6 +1375,34 @@ async fn a_pty_waiting_for_input_returns_early_and_says_so() {
         .unwrap();
     assert!(!response.waiting_for_input);
     assert!(within(response.wall_time, 1000), "{:?}", response.wall_time);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_program_that_only_waits_answers_with_an_empty_output() {
+    // The Codex scenario `unified_exec_reuses_session_via_stdin`: `/bin/cat` on a terminal prints nothing and
+    // waits; the reference answers with an empty output, and so does uexec (it still returns early).
+    let cat = Script { echo: true, input_state: InputState::WaitingForInput, ..Script::runs("") };
+    let engine = engine_with(full_access(), vec![cat], Events::default());
+    let response = engine
+        .exec_command(ExecCommandRequest { tty: true, yield_time_ms: Some(10_000), ..exec("/bin/cat") })
+        .await
+        .unwrap();
+    assert!(response.waiting_for_input);
+    assert!(response.wall_time < Duration::from_millis(100), "{:?}", response.wall_time);
+    assert_eq!(response.output, "");
+    assert!(response.to_text().ends_with("\nOutput:\n"), "{}", response.to_text());
+    // Its first answer with output is the first that says it waits.
+    let id = response.session_id.unwrap();
+    let answer = engine
+        .write_stdin(WriteStdinRequest { yield_time_ms: Some(10_000), ..write(id, "hello\n") })
+        .await
+        .unwrap();
+    assert_eq!(answer.output, "hello\n");
+    assert!(
+        answer.to_text().ends_with("\nhello\n\n[uexec] Process is waiting for input"),
+        "{}",
+        answer.to_text()
+    );
 }
 
 #[tokio::test(start_paused = true)]
