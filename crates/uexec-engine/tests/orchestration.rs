@@ -1989,6 +1989,57 @@ async fn an_apply_patch_call_runs_as_the_patch_program_under_the_same_approval()
     assert_eq!(record.requests.lock().unwrap()[0].argv[0], OsString::from("/bin/bash"));
 }
 
+/// Issue 24, section 5: the forms models send (`cd x; apply_patch`, a leading `set -e;`) run as the patch
+/// program in the `cd`'s directory; a script that calls apply_patch among other commands gets a typed error
+/// saying apply_patch must be the whole command (the shell would say "command not found"), and spawns nothing.
+#[tokio::test(start_paused = true)]
+async fn apply_patch_after_a_prelude_runs_and_inside_a_longer_script_is_a_clear_error() {
+    let sub = std::env::temp_dir().join(format!("uexec-orch-prelude-{}", std::process::id()));
+    std::fs::create_dir_all(&sub).unwrap();
+    let name = sub.file_name().unwrap().to_str().unwrap().to_owned();
+    let patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch";
+    for cmd in [
+        format!("cd {name}; apply_patch <<'EOF'\n{patch}\nEOF\n"),
+        format!("set -e; cd {name} && apply_patch <<'EOF'\n{patch}\nEOF\n"),
+        format!("set -euo pipefail\ncd {name}\napply_patch <<EOF\n{patch}\nEOF\n"),
+    ] {
+        let record = Arc::new(Spawned::default());
+        let mut cfg = config(ApprovalPolicy::Never, SandboxPolicy::DangerFullAccess);
+        cfg.cwd = std::env::temp_dir();
+        cfg.apply_patch_program = Some(vec![OsString::from("/opt/uexec"), OsString::from("apply-patch")]);
+        let engine = engine_with_record(cfg, &record);
+        engine.exec_command(exec(&cmd)).await.unwrap();
+        let spawned = record.requests.lock().unwrap()[0].clone();
+        assert_eq!(
+            spawned.argv[..3],
+            [OsString::from("/opt/uexec"), "apply-patch".into(), patch.into()],
+            "{cmd}"
+        );
+        assert_eq!(spawned.cwd, sub, "{cmd}");
+    }
+    std::fs::remove_dir(&sub).unwrap();
+    for cmd in [
+        format!("echo start && apply_patch <<'EOF'\n{patch}\nEOF\n"),
+        format!("apply_patch <<'EOF'\n{patch}\nEOF\ngit diff --stat\n"),
+    ] {
+        let record = Arc::new(Spawned::default());
+        let mut cfg = config(ApprovalPolicy::Never, SandboxPolicy::DangerFullAccess);
+        cfg.apply_patch_program = Some(vec![OsString::from("/opt/uexec"), OsString::from("apply-patch")]);
+        let engine = engine_with_record(cfg, &record);
+        let error = engine.exec_command(exec(&cmd)).await.unwrap_err();
+        assert!(matches!(error, ExecError::ApplyPatchNotWholeCommand), "{cmd}: {error}");
+        assert!(error.to_string().contains("apply_patch must be the whole command"), "{error}");
+        assert!(record.requests.lock().unwrap().is_empty(), "{cmd}");
+    }
+    // A script that only mentions apply_patch runs as it is.
+    let record = Arc::new(Spawned::default());
+    let mut cfg = config(ApprovalPolicy::Never, SandboxPolicy::DangerFullAccess);
+    cfg.apply_patch_program = Some(vec![OsString::from("/opt/uexec"), OsString::from("apply-patch")]);
+    let engine = engine_with_record(cfg, &record);
+    engine.exec_command(exec(&format!("echo apply_patch; cat <<'EOF'\n{patch}\nEOF"))).await.unwrap();
+    assert_eq!(record.requests.lock().unwrap()[0].argv[0], OsString::from("/bin/bash"));
+}
+
 /// A spawner whose first `failures` spawns fail with `error`, then runs `script`; counts the spawn calls.
 fn spawner_failing_first(
     failures: usize,
