@@ -48,9 +48,26 @@ pub struct CacheTool {
 }
 
 /// The covered tools.
-pub const CACHE_TOOLS: [CacheTool; 10] = [
+///
+/// Each tool gets only variables it reads: npm reads every `npm_config_*` variable and warns on each it does not
+/// know (`npm warn Unknown env config "store-dir"` on every npm command), so the only `npm_config_*` variable
+/// here is npm's own. pnpm 11 and later read their store from `pnpm_config_store_dir` (and no longer from
+/// `npm_config_store_dir`); pnpm 9 and 10 read it only from `npm_config_store_dir`, or default to
+/// `$PNPM_HOME/store`, so they get a pnpm home of the sandbox's when the person has none.
+pub const CACHE_TOOLS: [CacheTool; 11] = [
     CacheTool { tool: "npm", var: "npm_config_cache", dir: "npm", redirect: Redirect::Always },
-    CacheTool { tool: "pnpm", var: "npm_config_store_dir", dir: "pnpm-store", redirect: Redirect::Always },
+    CacheTool {
+        tool: "pnpm 11 and later (store)",
+        var: "pnpm_config_store_dir",
+        dir: "pnpm-store",
+        redirect: Redirect::Always,
+    },
+    CacheTool {
+        tool: "pnpm 9 and 10 (store, a person without a pnpm home)",
+        var: "PNPM_HOME",
+        dir: "pnpm-home",
+        redirect: Redirect::WhenAbsent { home_default: ".local/share/pnpm" },
+    },
     CacheTool { tool: "yarn", var: "YARN_CACHE_FOLDER", dir: "yarn", redirect: Redirect::Always },
     CacheTool { tool: "pip", var: "PIP_CACHE_DIR", dir: "pip", redirect: Redirect::Always },
     CacheTool { tool: "uv", var: "UV_CACHE_DIR", dir: "uv", redirect: Redirect::Always },
@@ -139,6 +156,29 @@ mod tests {
             let path = value(&env, tool.var).unwrap();
             assert!(Path::new(path).starts_with("/state/cache/"), "{}", tool.tool);
         }
+    }
+
+    #[test]
+    fn npm_is_given_no_variable_it_does_not_read() {
+        // npm reads every `npm_config_*` variable (any case) as its own setting and warns on those it does not
+        // know: the only one set is npm's cache.
+        let env = with_cache_vars(Vec::new(), Path::new("/c"), true, &|_| false);
+        let npm: Vec<_> = env
+            .iter()
+            .filter(|(name, _)| name.to_string_lossy().to_ascii_lowercase().starts_with("npm_config_"))
+            .map(|(name, _)| name.clone())
+            .collect();
+        assert_eq!(npm, vec![OsString::from("npm_config_cache")]);
+        // pnpm still gets its store: the variable pnpm 11 reads, and a pnpm home for pnpm 9-10.
+        assert_eq!(value(&env, "pnpm_config_store_dir"), Some(&OsString::from("/c/pnpm-store")));
+        assert_eq!(value(&env, "PNPM_HOME"), Some(&OsString::from("/c/pnpm-home")));
+        // A person's pnpm home (global packages, pnpm itself) is never replaced.
+        let own = vec![("HOME".into(), "/home/me".into())];
+        let env = with_cache_vars(own, Path::new("/c"), true, &|dir| {
+            dir == Path::new("/home/me/.local/share/pnpm")
+        });
+        assert_eq!(value(&env, "PNPM_HOME"), None);
+        assert_eq!(value(&env, "pnpm_config_store_dir"), Some(&OsString::from("/c/pnpm-store")));
     }
 
     #[test]

@@ -432,6 +432,11 @@ impl DomainPattern {
         matches!(self.kind, PatternKind::Exact(Host::Ip(_)) | PatternKind::Range(..))
             && self.matches(&Host::Ip(canonical_ip(ip)), port)
     }
+
+    /// [`DomainPattern::names_address`] on the pattern's own port, or on any when it has none.
+    fn names_address_on_any_port(&self, ip: IpAddr) -> bool {
+        self.names_address(ip, self.port.unwrap_or(1))
+    }
 }
 
 /// A range pattern `10.0.0.0/8`, `fd00::/8`, `[fd00::]/8`, `::ffff:10.0.0.0/104` (an IPv4-mapped range is the
@@ -519,9 +524,36 @@ fn normal_text(host: &str, port: Option<u16>) -> String {
     }
 }
 
+/// The `NO_PROXY` of a command whose loopback is the host's (macOS): every loopback host, reached directly.
+pub const LOOPBACK_NO_PROXY: &str = "localhost,127.0.0.1,::1";
+
+/// The `NO_PROXY` of a command in the proxy's network namespace (Linux), where loopback is the namespace's own
+/// (the servers the server's sandboxed commands start), and the host's loopback is reached only through the
+/// proxy, by an allow pattern that names the address. Each of `127.0.0.1` and `::1` that an allow pattern names
+/// (the address in any spelling, with a port or not, or a range holding it; never `*`) is left out, so that a
+/// proxy-aware client sends it to the proxy, which connects to the host's service the rule allowed; the others,
+/// and `localhost` (a name pattern never reaches a loopback address: [`DomainRules::connectable`]), stay direct.
+pub fn namespace_no_proxy(rules: &DomainRules) -> String {
+    let named = |ip: IpAddr| rules.allow.iter().any(|p| p.names_address_on_any_port(ip));
+    let mut hosts = vec!["localhost"];
+    if !named(IpAddr::V4(Ipv4Addr::LOCALHOST)) {
+        hosts.push("127.0.0.1");
+    }
+    if !named(IpAddr::V6(Ipv6Addr::LOCALHOST)) {
+        hosts.push("::1");
+    }
+    hosts.join(",")
+}
+
 /// The environment that points a command at the proxy on `127.0.0.1:port`: the usual variables in both cases,
-/// `NO_PROXY` for loopback, and what npm, pip, cargo and yarn read (git and curl read the usual ones).
+/// `NO_PROXY` for loopback ([`LOOPBACK_NO_PROXY`]), and what npm, pip, cargo and yarn read (git and curl read
+/// the usual ones).
 pub fn proxy_env(port: u16) -> Vec<(String, String)> {
+    proxy_env_with(port, LOOPBACK_NO_PROXY)
+}
+
+/// [`proxy_env`] with `no_proxy` as `NO_PROXY` (see [`namespace_no_proxy`]).
+pub fn proxy_env_with(port: u16, no_proxy: &str) -> Vec<(String, String)> {
     let url = format!("http://127.0.0.1:{port}");
     let mut env = Vec::new();
     for name in [
@@ -541,7 +573,7 @@ pub fn proxy_env(port: u16) -> Vec<(String, String)> {
         env.push((name.to_owned(), url.clone()));
     }
     for name in ["NO_PROXY", "no_proxy"] {
-        env.push((name.to_owned(), "localhost,127.0.0.1,::1".to_owned()));
+        env.push((name.to_owned(), no_proxy.to_owned()));
     }
     env
 }
@@ -875,6 +907,25 @@ mod tests {
             assert!(env.iter().any(|(n, v)| n == name && v == "http://127.0.0.1:3128"), "{name}");
         }
         assert!(env.iter().any(|(n, v)| n == "NO_PROXY" && v.contains("localhost")));
+        assert_eq!(proxy_env_names().len(), env.len());
+    }
+
+    #[test]
+    fn an_allowed_loopback_address_goes_through_the_proxy_in_the_namespace() {
+        // Without a rule naming it, loopback is the namespace's own, reached directly.
+        for allow in [&["pypi.org"][..], &["*"], &["localhost:8080"], &["127.0.0.2"], &["10.0.0.0/8"]] {
+            assert_eq!(namespace_no_proxy(&rules(allow, &[])), LOOPBACK_NO_PROXY, "{allow:?}");
+        }
+        // A rule naming the host's 127.0.0.1 (any spelling, a port, a range) sends it to the proxy.
+        for allow in
+            ["127.0.0.1:8080", "127.0.0.1", "0x7f000001:5432", "127.0.0.0/8", "[::ffff:127.0.0.1]:80"]
+        {
+            assert_eq!(namespace_no_proxy(&rules(&[allow], &[])), "localhost,::1", "{allow}");
+        }
+        assert_eq!(namespace_no_proxy(&rules(&["[::1]:3000"], &[])), "localhost,127.0.0.1");
+        assert_eq!(namespace_no_proxy(&rules(&["127.0.0.1:1", "::1"], &[])), "localhost");
+        let env = proxy_env_with(3128, "localhost,::1");
+        assert!(env.iter().any(|(n, v)| n == "no_proxy" && v == "localhost,::1"));
         assert_eq!(proxy_env_names().len(), env.len());
     }
 

@@ -90,6 +90,24 @@ impl ResponseText {
     }
 }
 
+/// Whether a response says [`ResponseText::waiting_for_input`] (spec B4), and what the session remembers after
+/// it. The note costs a model the same tokens on every call of a REPL session, where each answer ends at the
+/// prompt, so it is said once per stretch of waiting: on the first response that returns at a prompt after
+/// output, and again only after a response that ended with the program busy (not waiting) and then a response
+/// that finds it at a prompt after output. A response without output never carries it: a program that only
+/// waits (`cat`) answers with an empty output, as the reference does, and the early return with a session id
+/// says enough.
+///
+/// `said`: the note was said and the program has not been seen busy since. `waiting`: this response returned
+/// because the program waits on its terminal. Returns (say it now, `said` for the next response).
+pub fn waiting_note(said: bool, waiting: bool, has_output: bool) -> (bool, bool) {
+    match (waiting, has_output) {
+        (false, _) => (false, false),
+        (true, false) => (false, said),
+        (true, true) => (!said, true),
+    }
+}
+
 fn one_line(text: &str) -> String {
     text.replace(['\r', '\n'], " ")
 }
@@ -204,6 +222,24 @@ mod tests {
         );
         let newline = ResponseText { output: "done\n".into(), ..empty };
         assert!(newline.render().ends_with("\nOutput:\ndone\n\n[uexec] Process is waiting for input"));
+    }
+
+    #[test]
+    fn the_waiting_note_is_said_once_per_stretch_of_waiting() {
+        // A REPL: the first prompt is noted, the next prompts of the same stretch are not.
+        let (say, said) = waiting_note(false, true, true);
+        assert!(say && said);
+        let (say, said) = waiting_note(said, true, true);
+        assert!(!say && said);
+        // An answer without output (the program read its input and printed nothing) says nothing, and keeps
+        // what was said.
+        assert_eq!(waiting_note(said, true, false), (false, true));
+        assert_eq!(waiting_note(false, true, false), (false, false));
+        // A window that ends with the program busy forgets it; the next prompt after output is noted again.
+        let (say, said) = waiting_note(said, false, true);
+        assert!(!say && !said);
+        assert_eq!(waiting_note(said, false, false), (false, false));
+        assert_eq!(waiting_note(said, true, true), (true, true));
     }
 
     #[test]

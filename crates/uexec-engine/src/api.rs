@@ -79,6 +79,9 @@ pub struct ExecResponse {
     pub output: String,
     /// The call returned early because the terminal's foreground process waits for input (spec B4).
     pub waiting_for_input: bool,
+    /// The text says so (`[uexec] Process is waiting for input`): once per stretch of waiting of a session, see
+    /// [`uexec_domain::response::waiting_note`].
+    pub says_waiting: bool,
     /// Set from the warning threshold on (too many live sessions).
     pub warning: Option<String>,
     /// The protections in force: set in `exec_command` responses when the engine reports them (the full report
@@ -96,7 +99,7 @@ impl ExecResponse {
             session_id: self.session_id,
             original_token_count: Some(self.original_token_count),
             output: self.output.clone(),
-            waiting_for_input: self.waiting_for_input,
+            waiting_for_input: self.says_waiting,
             warning: self.warning.clone(),
             sandbox: self.protections.as_ref().map(ProtectionReport::compact_line),
         }

@@ -316,6 +316,13 @@ impl Orchestrator {
             if uexec_domain::patch::parse_patch(script).is_ok() {
                 return Err(ExecError::BarePatch);
             }
+            // An apply_patch call inside a longer script would get "command not found" from the shell.
+            if uexec_domain::patch::calls_apply_patch(script)
+                && !on_path("apply_patch")
+                && !on_path("applypatch")
+            {
+                return Err(ExecError::ApplyPatchNotWholeCommand);
+            }
             return Ok(None);
         };
         let dir = match &call.workdir {
@@ -646,6 +653,7 @@ impl Orchestrator {
         let dropped = collected.output.dropped();
         let truncated =
             collected.output.with_segments(|segments| truncate_segments(segments, max_tokens, dropped));
+        let says_waiting = session.note_waiting(collected.waiting_for_input, !truncated.text.is_empty());
         ExecResponse {
             chunk_id: chunk_id(self.store.next_random()),
             wall_time: started.elapsed(),
@@ -654,9 +662,21 @@ impl Orchestrator {
             original_token_count: truncated.original_token_count,
             output: truncated.text,
             waiting_for_input: collected.waiting_for_input,
+            says_waiting,
             warning,
             protections: (protections && self.reports(&session.protections))
                 .then(|| session.protections.clone()),
         }
     }
+}
+
+/// Whether an executable file `name` is in a directory of the server's `PATH` (which sandboxed commands get).
+fn on_path(name: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            std::fs::metadata(dir.join(name))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
 }

@@ -61,6 +61,14 @@ pub enum ExecError {
         "invalid input: patch detected without explicit call to apply_patch. Rerun as [\"apply_patch\", \"<patch>\"]"
     )]
     BarePatch,
+    /// The script calls `apply_patch` among other commands, in a form that is not intercepted, and no
+    /// `apply_patch` program is on the `PATH` (the shell would answer "command not found").
+    #[error(
+        "invalid input: apply_patch must be the whole command: `apply_patch <<'EOF'` with the patch as the \
+         heredoc (or `apply_patch '<patch>'`), optionally after `cd <dir> &&` or `;` and `set -e`, and nothing \
+         after it. Run other commands in a call of their own"
+    )]
+    ApplyPatchNotWholeCommand,
     /// A screen was asked of a session without a terminal.
     #[error(
         "invalid input: session {0} has no terminal (it was started with tty=false), so it has no screen"

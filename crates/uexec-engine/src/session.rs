@@ -143,6 +143,9 @@ pub(crate) struct Session {
     changed: watch::Sender<u64>,
     end_emitted: AtomicBool,
     removed: AtomicBool,
+    /// A response said the program waits for input, and none has found it busy since
+    /// ([`uexec_domain::response::waiting_note`]).
+    waiting_said: AtomicBool,
 }
 
 impl std::fmt::Debug for Session {
@@ -189,10 +192,22 @@ impl Session {
             changed,
             end_emitted: AtomicBool::new(false),
             removed: AtomicBool::new(false),
+            waiting_said: AtomicBool::new(false),
         });
         tokio::spawn(read_loop(Arc::clone(&session), process.output));
         tokio::spawn(wait_loop(Arc::clone(&session)));
         session
+    }
+
+    /// Whether this response says that the program waits for input (`waiting`: it returned at a prompt;
+    /// `has_output`: it carries output), remembering it for the
+    /// session's next response (one atomic step, so two responses never both say it).
+    pub(crate) fn note_waiting(&self, waiting: bool, has_output: bool) -> bool {
+        let decide = |said| uexec_domain::response::waiting_note(said, waiting, has_output);
+        match self.waiting_said.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |said| Some(decide(said).1))
+        {
+            Ok(said) | Err(said) => decide(said).0,
+        }
     }
 
     /// Write `bytes` to the process's input, after any input still in flight, waiting at most until `deadline`.

@@ -1363,6 +1363,14 @@ async fn a_pty_waiting_for_input_returns_early_and_says_so() {
     assert!(answer.waiting_for_input);
     assert_eq!(answer.output, "1+1\n");
     assert!(answer.wall_time < Duration::from_millis(100), "{:?}", answer.wall_time);
+    // Said once per stretch of waiting: the next prompts of the REPL do not repeat the note (issue 24 §4).
+    assert!(!answer.says_waiting);
+    assert!(answer.to_text().ends_with("\nOutput:\n1+1\n"), "{}", answer.to_text());
+    let again = engine
+        .write_stdin(WriteStdinRequest { yield_time_ms: Some(10_000), ..write(id, "2\n") })
+        .await
+        .unwrap();
+    assert!(again.waiting_for_input && !again.says_waiting, "{}", again.to_text());
     // A busy pipe session never returns early.
     let engine = engine_with(full_access(), vec![Script::runs("")], Events::default());
     let response = engine
@@ -1371,6 +1379,34 @@ async fn a_pty_waiting_for_input_returns_early_and_says_so() {
         .unwrap();
     assert!(!response.waiting_for_input);
     assert!(within(response.wall_time, 1000), "{:?}", response.wall_time);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_program_that_only_waits_answers_with_an_empty_output() {
+    // The Codex scenario `unified_exec_reuses_session_via_stdin`: `/bin/cat` on a terminal prints nothing and
+    // waits; the reference answers with an empty output, and so does uexec (it still returns early).
+    let cat = Script { echo: true, input_state: InputState::WaitingForInput, ..Script::runs("") };
+    let engine = engine_with(full_access(), vec![cat], Events::default());
+    let response = engine
+        .exec_command(ExecCommandRequest { tty: true, yield_time_ms: Some(10_000), ..exec("/bin/cat") })
+        .await
+        .unwrap();
+    assert!(response.waiting_for_input);
+    assert!(response.wall_time < Duration::from_millis(100), "{:?}", response.wall_time);
+    assert_eq!(response.output, "");
+    assert!(response.to_text().ends_with("\nOutput:\n"), "{}", response.to_text());
+    // Its first answer with output is the first that says it waits.
+    let id = response.session_id.unwrap();
+    let answer = engine
+        .write_stdin(WriteStdinRequest { yield_time_ms: Some(10_000), ..write(id, "hello\n") })
+        .await
+        .unwrap();
+    assert_eq!(answer.output, "hello\n");
+    assert!(
+        answer.to_text().ends_with("\nhello\n\n[uexec] Process is waiting for input"),
+        "{}",
+        answer.to_text()
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -1956,6 +1992,57 @@ async fn an_apply_patch_call_runs_as_the_patch_program_under_the_same_approval()
     let record = Arc::new(Spawned::default());
     let plain = engine_with_record(config(ApprovalPolicy::Never, SandboxPolicy::DangerFullAccess), &record);
     plain.exec_command(exec("apply_patch <<'EOF'\n*** Begin Patch\n*** End Patch\nEOF")).await.unwrap();
+    assert_eq!(record.requests.lock().unwrap()[0].argv[0], OsString::from("/bin/bash"));
+}
+
+/// Issue 24, section 5: the forms models send (`cd x; apply_patch`, a leading `set -e;`) run as the patch
+/// program in the `cd`'s directory; a script that calls apply_patch among other commands gets a typed error
+/// saying apply_patch must be the whole command (the shell would say "command not found"), and spawns nothing.
+#[tokio::test(start_paused = true)]
+async fn apply_patch_after_a_prelude_runs_and_inside_a_longer_script_is_a_clear_error() {
+    let sub = std::env::temp_dir().join(format!("uexec-orch-prelude-{}", std::process::id()));
+    std::fs::create_dir_all(&sub).unwrap();
+    let name = sub.file_name().unwrap().to_str().unwrap().to_owned();
+    let patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch";
+    for cmd in [
+        format!("cd {name}; apply_patch <<'EOF'\n{patch}\nEOF\n"),
+        format!("set -e; cd {name} && apply_patch <<'EOF'\n{patch}\nEOF\n"),
+        format!("set -euo pipefail\ncd {name}\napply_patch <<EOF\n{patch}\nEOF\n"),
+    ] {
+        let record = Arc::new(Spawned::default());
+        let mut cfg = config(ApprovalPolicy::Never, SandboxPolicy::DangerFullAccess);
+        cfg.cwd = std::env::temp_dir();
+        cfg.apply_patch_program = Some(vec![OsString::from("/opt/uexec"), OsString::from("apply-patch")]);
+        let engine = engine_with_record(cfg, &record);
+        engine.exec_command(exec(&cmd)).await.unwrap();
+        let spawned = record.requests.lock().unwrap()[0].clone();
+        assert_eq!(
+            spawned.argv[..3],
+            [OsString::from("/opt/uexec"), "apply-patch".into(), patch.into()],
+            "{cmd}"
+        );
+        assert_eq!(spawned.cwd, sub, "{cmd}");
+    }
+    std::fs::remove_dir(&sub).unwrap();
+    for cmd in [
+        format!("echo start && apply_patch <<'EOF'\n{patch}\nEOF\n"),
+        format!("apply_patch <<'EOF'\n{patch}\nEOF\ngit diff --stat\n"),
+    ] {
+        let record = Arc::new(Spawned::default());
+        let mut cfg = config(ApprovalPolicy::Never, SandboxPolicy::DangerFullAccess);
+        cfg.apply_patch_program = Some(vec![OsString::from("/opt/uexec"), OsString::from("apply-patch")]);
+        let engine = engine_with_record(cfg, &record);
+        let error = engine.exec_command(exec(&cmd)).await.unwrap_err();
+        assert!(matches!(error, ExecError::ApplyPatchNotWholeCommand), "{cmd}: {error}");
+        assert!(error.to_string().contains("apply_patch must be the whole command"), "{error}");
+        assert!(record.requests.lock().unwrap().is_empty(), "{cmd}");
+    }
+    // A script that only mentions apply_patch runs as it is.
+    let record = Arc::new(Spawned::default());
+    let mut cfg = config(ApprovalPolicy::Never, SandboxPolicy::DangerFullAccess);
+    cfg.apply_patch_program = Some(vec![OsString::from("/opt/uexec"), OsString::from("apply-patch")]);
+    let engine = engine_with_record(cfg, &record);
+    engine.exec_command(exec(&format!("echo apply_patch; cat <<'EOF'\n{patch}\nEOF"))).await.unwrap();
     assert_eq!(record.requests.lock().unwrap()[0].argv[0], OsString::from("/bin/bash"));
 }
 

@@ -44,6 +44,8 @@ pub struct ProxyNamespace {
     port: u16,
     /// What the proxy lets through, for the report (`pypi.org, *.npmjs.org; denied: ...`).
     rules: String,
+    /// The commands' `NO_PROXY` (`uexec_domain::network::namespace_no_proxy`).
+    no_proxy: String,
 }
 
 impl ProxyNamespace {
@@ -62,7 +64,8 @@ impl ProxyNamespace {
             .local_addr()
             .map_err(|source| ProxyNamespaceError::Step { stage: "reading the listener's address", source })?
             .port();
-        Ok((ProxyNamespace { ns: Arc::new(ns), port, rules }, listener))
+        let no_proxy = uexec_domain::network::LOOPBACK_NO_PROXY.to_owned();
+        Ok((ProxyNamespace { ns: Arc::new(ns), port, rules, no_proxy }, listener))
     }
 
     /// The proxy's port on `127.0.0.1` inside the namespace.
@@ -73,6 +76,18 @@ impl ProxyNamespace {
     /// What the proxy lets through, in words.
     pub fn rules(&self) -> &str {
         &self.rules
+    }
+
+    /// Give commands `no_proxy` as `NO_PROXY` (the loopback hosts they reach directly, in the namespace; see
+    /// `uexec_domain::network::namespace_no_proxy`). Without it, every loopback host.
+    pub fn with_no_proxy(mut self, no_proxy: String) -> Self {
+        self.no_proxy = no_proxy;
+        self
+    }
+
+    /// The commands' `NO_PROXY`.
+    pub fn no_proxy(&self) -> &str {
+        &self.no_proxy
     }
 
     /// The namespace descriptor (kept alive by the hook that enters it).

@@ -346,11 +346,13 @@ impl Sandbox for LinuxSandbox {
         tracing::debug!(report = %report, requires_fork, "sandbox prepared");
         spawn.setup.push(Arc::new(hook));
         spawn.env = sandbox_env(std::mem::take(&mut spawn.env), !plan.network_off);
-        if let Some((port, _)) = &plan.proxy {
+        if let (Some((port, _)), Some(proxy)) = (&plan.proxy, &self.proxy) {
             let names = uexec_domain::network::proxy_env_names();
             spawn.env.retain(|(name, _)| !names.iter().any(|n| name == n.as_str()));
             spawn.env.extend(
-                uexec_domain::network::proxy_env(*port).into_iter().map(|(k, v)| (k.into(), v.into())),
+                uexec_domain::network::proxy_env_with(*port, proxy.no_proxy())
+                    .into_iter()
+                    .map(|(k, v)| (k.into(), v.into())),
             );
         }
         // Every sandboxed command shares the process adapter's sandbox PID namespace, where there is one.

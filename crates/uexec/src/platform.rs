@@ -43,16 +43,18 @@ pub enum ProxyRoute {
 }
 
 /// Make the proxy's route and its listening socket (the caller serves it). `rules` describes what the proxy
-/// allows, for the protection report.
-pub fn proxy_route(rules: String) -> anyhow::Result<(ProxyRoute, std::net::TcpListener)> {
+/// allows, for the protection report; `no_proxy` is the commands' `NO_PROXY` in the proxy's namespace (Linux:
+/// `uexec_domain::network::namespace_no_proxy`; elsewhere loopback is the host's and every loopback host is
+/// reached directly).
+pub fn proxy_route(rules: String, no_proxy: String) -> anyhow::Result<(ProxyRoute, std::net::TcpListener)> {
     #[cfg(target_os = "linux")]
     {
         let (ns, listener) = uexec_sandbox_linux::ProxyNamespace::create(rules)?;
-        Ok((ProxyRoute::Namespace(ns), listener))
+        Ok((ProxyRoute::Namespace(ns.with_no_proxy(no_proxy)), listener))
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = rules;
+        let _ = (rules, no_proxy);
         let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
         let port = listener.local_addr()?.port();
         Ok((ProxyRoute::Port(port), listener))

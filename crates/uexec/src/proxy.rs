@@ -263,7 +263,8 @@ pub fn prepare(
     if settings.sandbox_policy.is_unrestricted() {
         return Ok((setup, None));
     }
-    let (route, listener) = crate::platform::proxy_route(describe(rules))?;
+    let no_proxy = uexec_domain::network::namespace_no_proxy(rules);
+    let (route, listener) = crate::platform::proxy_route(describe(rules), no_proxy)?;
     let proxy = Arc::new(Proxy::new(rules.clone(), audit, asker));
     setup.proxy = Some(route);
     Ok((setup, Some(Pending { listener, proxy, limits: ConnectionLimits::solo() })))

@@ -175,3 +175,34 @@ fn uexec_run_takes_the_direct_form() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(!escaped.exists());
 }
+
+/// Issue 24, section 5: the forms models send with a prelude (`cd x;`, `set -e;`) apply the patch in that
+/// directory; one inside a longer script gets a clear error instead of the shell's "command not found", and
+/// changes nothing.
+#[test]
+fn a_prelude_of_cd_and_set_applies_and_a_longer_script_is_told_why_not() {
+    let ws = Workspace::new();
+    fs::create_dir_all(ws.path().join("sub")).unwrap();
+    let mut server = McpServer::start_initialized(&ws, &[], false);
+    let r = apply(
+        &mut server,
+        "cd sub; apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: a.txt\n+a\n*** End Patch\nEOF\n",
+    );
+    assert_eq!(output(&r), "Success. Updated the following files:\nA a.txt\n", "{r}");
+    assert_eq!(fs::read_to_string(ws.path().join("sub/a.txt")).unwrap(), "a\n");
+    let r = apply(
+        &mut server,
+        "set -euo pipefail\ncd sub && apply_patch <<EOF\n*** Begin Patch\n*** Add File: b.txt\n+b\n*** End Patch\nEOF\n",
+    );
+    assert_eq!(output(&r), "Success. Updated the following files:\nA b.txt\n", "{r}");
+    assert!(ws.path().join("sub/b.txt").is_file());
+
+    let r = server.call(
+        "exec_command",
+        json!({ "cmd": "cd sub && apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: c.txt\n+c\n*** End Patch\nEOF\ngit status" }),
+    );
+    assert!(is_error(&r), "{r}");
+    assert!(text(&r).contains("apply_patch must be the whole command"), "{r}");
+    assert!(!text(&r).contains("command not found"), "{r}");
+    assert!(!ws.path().join("sub/c.txt").exists());
+}

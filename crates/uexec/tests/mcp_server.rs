@@ -560,3 +560,45 @@ fn a_call_cancelled_while_its_approval_is_pending_never_runs() {
     assert_eq!(exit_code(&r), Some(0), "{r}");
     assert!(ws.path().join("approved.txt").exists());
 }
+
+/// Issue 24, section 4: through the real server and a real PTY, a REPL's answers say that it waits for input
+/// once per stretch of waiting, not on every call; `/bin/cat` that only waits answers with an empty output
+/// (Codex's `unified_exec_reuses_session_via_stdin`), and still returns early.
+#[test]
+fn the_waiting_note_is_said_once_and_a_program_that_only_waits_answers_empty() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &["--sandbox", "danger-full-access"], false);
+    let note = "[uexec] Process is waiting for input";
+    let r =
+        server.call("exec_command", json!({ "cmd": "python3 -q -i", "tty": true, "yield_time_ms": 20_000 }));
+    let id = session_id(&r);
+    // Poll until the prompt has come (a slow start may end the first window with nothing yet).
+    let mut first = text(&r);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !first.contains(">>> ") {
+        assert!(std::time::Instant::now() < deadline, "no prompt: {first}");
+        first = text(
+            &server.call("write_stdin", json!({ "session_id": id, "chars": "", "yield_time_ms": 5_000 })),
+        );
+    }
+    assert!(first.ends_with(&format!(">>> \n{note}")), "{first}");
+    for (input, answer) in [("1+1\n", "2\r\n>>> "), ("3*3\n", "9\r\n>>> ")] {
+        let r =
+            server.call("write_stdin", json!({ "session_id": id, "chars": input, "yield_time_ms": 20_000 }));
+        let t = text(&r);
+        assert!(t.ends_with(answer), "{t:?}");
+        assert!(!t.contains(note), "{t}");
+    }
+    server.call("close_session", json!({ "session_id": id }));
+
+    let r = server.call("exec_command", json!({ "cmd": "/bin/cat", "tty": true, "yield_time_ms": 20_000 }));
+    let t = text(&r);
+    assert!(t.ends_with("\nOutput:\n"), "{t}");
+    assert!(t.contains("Process running with session ID"), "{t}");
+    let wall: f64 = t.split("Wall time: ").nth(1).and_then(|w| w.split(' ').next()).unwrap().parse().unwrap();
+    assert!(wall < 15.0, "returned early: {t}");
+    let id = session_id(&r);
+    let r =
+        server.call("write_stdin", json!({ "session_id": id, "chars": "hello\n", "yield_time_ms": 20_000 }));
+    assert!(text(&r).ends_with(&format!("hello\r\nhello\r\n\n{note}")), "{}", text(&r));
+}

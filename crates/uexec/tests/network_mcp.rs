@@ -351,3 +351,33 @@ fn network_with_a_deny_list_refuses_every_spelling_of_the_address_and_only_the_p
     assert_eq!(served.iter().filter(|s| **s == format!("hosts=127.0.0.2:{port}")).count(), 7, "{served:?}");
     assert_eq!(served.len(), 14, "{served:?}");
 }
+
+/// Issue 24, section 5: an allowed literal `127.0.0.1:PORT` is the host's service, reached through the proxy
+/// with the client's defaults (no `--noproxy ''`): the rule takes `127.0.0.1` out of `NO_PROXY`, while
+/// `localhost` stays the namespace's own loopback (nothing listens there). The twin `127.0.0.2:PORT`, not
+/// allowed, gets the proxy's 403.
+#[test]
+fn an_allowed_loopback_address_is_the_hosts_and_reached_with_the_clients_defaults() {
+    let ws = Workspace::new();
+    let (port, served) = front_end();
+    let script = format!(
+        "echo \"no_proxy=$NO_PROXY\"; \
+         echo \"curl=$(curl -s http://127.0.0.1:{port}/)\"; \
+         echo \"twin=$(curl -s -o /dev/null -w '%{{http_code}}' http://127.0.0.2:{port}/)\"; \
+         python3 -c 'import urllib.request; print(\"python=\" + urllib.request.urlopen(\"http://127.0.0.1:{port}/\", timeout=30).read().decode())'; \
+         curl -s -o /dev/null http://localhost:{port}/; echo \"localhost=$?\""
+    );
+    let allow = format!("127.0.0.1:{port}");
+    let out =
+        uexec_command(&ws, &["run", "--allow-domain", &allow, "--", "sh", "-c", &script]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("no_proxy=localhost,::1\n"), "{stdout} {stderr}");
+    assert!(stdout.contains(&format!("curl=hosts=127.0.0.1:{port}\n")), "{stdout} {stderr}");
+    assert!(stdout.contains(&format!("python=hosts=127.0.0.1:{port}\n")), "{stdout} {stderr}");
+    assert!(stdout.contains("twin=403\n"), "{stdout} {stderr}");
+    // curl exit 7: connection refused on the namespace's own loopback.
+    assert!(stdout.contains("localhost=7\n"), "{stdout} {stderr}");
+    let served = served.lock().unwrap().clone();
+    assert_eq!(served, vec![format!("hosts=127.0.0.1:{port}"); 2], "{served:?}");
+}

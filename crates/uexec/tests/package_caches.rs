@@ -33,10 +33,14 @@ fn package_caches_are_the_sandboxes_own_and_the_persons_stay_read_only() {
 
     let r = server.call(
         "exec_command",
-        json!({ "cmd": "npm config get cache; python3 -m pip cache dir; echo \"[$PROFILE_RAN]\"; echo \"$CARGO_HOME\"" }),
+        json!({ "cmd": "npm config get cache 2>&1; python3 -m pip cache dir; echo \"[$PROFILE_RAN]\"; echo \"$CARGO_HOME\"; echo \"pnpm:$pnpm_config_store_dir\"" }),
     );
     let out = output(&r);
     assert!(out.contains("[1]"), "the login environment was loaded: {out}");
+    // npm is given no variable it does not know (it warned `Unknown env config "store-dir"` on every command,
+    // for pnpm's store); pnpm gets the variable pnpm 11 reads.
+    assert!(!out.contains("npm warn"), "{out}");
+    assert!(out.contains(&format!("pnpm:{}\n", cache.join("pnpm-store").display())), "{out}");
     assert_eq!(exit_code(&r), Some(0), "{r}");
     assert!(out.contains(&format!("{}\n", cache.join("npm").display())), "{out}");
     assert!(out.contains(&format!("{}\n", cache.join("pip").display())), "{out}");

@@ -24,7 +24,7 @@ mod parse;
 mod seek;
 
 pub use apply::{FileOp, PatchError, PatchOutcome, apply_patch};
-pub use invocation::{PatchInvocation, shell_invocation};
+pub use invocation::{PatchInvocation, calls_apply_patch, shell_invocation};
 pub use parse::{ParseError, parse_patch, render_patch};
 pub use seek::seek_sequence;
 

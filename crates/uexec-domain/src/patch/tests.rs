@@ -161,6 +161,32 @@ fn lenient_parsing() {
 }
 
 #[test]
+fn a_script_that_calls_apply_patch_among_other_commands_is_told_apart() {
+    let patch = "*** Begin Patch\n*** Add File: foo\n+hi\n*** End Patch";
+    for script in [
+        format!("echo x && apply_patch <<'EOF'\n{patch}\nEOF"),
+        format!("apply_patch <<'EOF'\n{patch}\nEOF\ngit diff"),
+        format!("cd $HOME && apply_patch <<'EOF'\n{patch}\nEOF"),
+        format!("if true; then apply_patch '{patch}'; fi"),
+        format!("(cd x && applypatch <<EOF\n{patch}\nEOF\n)"),
+        "ls | apply_patch".to_owned(),
+    ] {
+        let with_patch = if script.contains("Begin Patch") { script } else { format!("{script} # {patch}") };
+        assert!(calls_apply_patch(&with_patch), "{with_patch:?}");
+        assert_eq!(shell_invocation(&with_patch), None, "{with_patch:?}");
+    }
+    for script in [
+        "echo apply_patch".to_owned(),
+        format!("cat > notes <<'EOF'\n{patch}\nEOF"),
+        format!("apply_patchy '{patch}'"),
+        format!("git apply_patch '{patch}'"),
+        "apply_patch".to_owned(),
+    ] {
+        assert!(!calls_apply_patch(&script), "{script:?}");
+    }
+}
+
+#[test]
 fn shell_forms_are_recognised() {
     let patch = "*** Begin Patch\n*** Add File: foo\n+hi\n*** End Patch";
     let found = |script: &str| shell_invocation(script);
@@ -180,8 +206,17 @@ fn shell_forms_are_recognised() {
     assert_eq!(found(&format!("cd \"a b\" && apply_patch <<'EOF'\n{patch}\nEOF")), expect(Some("a b")));
     assert_eq!(found(&format!("apply_patch '{patch}'")), expect(None));
     assert_eq!(found(&format!("apply_patch \"{patch}\"\n")), expect(None));
+    // The preludes models send: `cd` and `set` commands before the call, with `&&`, `;` or a newline.
+    assert_eq!(found(&format!("cd foo; apply_patch <<'EOF'\n{patch}\nEOF")), expect(Some("foo")));
+    assert_eq!(found(&format!("cd foo\napply_patch <<'EOF'\n{patch}\nEOF")), expect(Some("foo")));
+    assert_eq!(found(&format!("set -e; cd foo && apply_patch <<'EOF'\n{patch}\nEOF")), expect(Some("foo")));
+    assert_eq!(found(&format!("set -euo pipefail\napply_patch <<'EOF'\n{patch}\nEOF")), expect(None));
+    assert_eq!(found(&format!("cd a && cd 'b c'; apply_patch '{patch}'")), expect(Some("a/b c")));
+    assert_eq!(found(&format!("cd a; cd /abs && apply_patch '{patch}'")), expect(Some("/abs")));
     for not in [
-        format!("cd foo; apply_patch <<'EOF'\n{patch}\nEOF"),
+        format!("set -e x; apply_patch <<'EOF'\n{patch}\nEOF"),
+        format!("set $X; apply_patch <<'EOF'\n{patch}\nEOF"),
+        format!("cd foo & apply_patch <<'EOF'\n{patch}\nEOF"),
         format!("cd foo || apply_patch <<'EOF'\n{patch}\nEOF"),
         format!("cd foo bar && apply_patch <<'EOF'\n{patch}\nEOF"),
         format!("cd $HOME && apply_patch <<'EOF'\n{patch}\nEOF"),

@@ -455,6 +455,7 @@ mod tests {
                 original_token_count: approx_token_count(output.len()),
                 output: output.clone(),
                 waiting_for_input: false,
+                says_waiting: false,
                 warning: None,
                 protections: None,
             };
