@@ -275,6 +275,31 @@ pub fn protected_git_entries(kind: GitDirKind) -> &'static [GitDirEntry] {
     }
 }
 
+/// The protected entries in words, for the protection report and `uexec sandbox-report`: which stay read-only
+/// in a repository's and a linked worktree's git directory, and which of them can be created when absent.
+pub fn protected_git_entries_text() -> String {
+    let names = |kind| protected_git_entries(kind).iter().map(|e| e.name).collect::<Vec<_>>().join(", ");
+    let creatable: Vec<&str> = REPOSITORY_ENTRIES
+        .iter()
+        .chain(LINKED_WORKTREE_ENTRIES.iter())
+        .filter(|e| e.when_absent == WhenAbsent::NotPrevented)
+        .map(|e| e.name)
+        .fold(Vec::new(), |mut all, name| {
+            if !all.contains(&name) {
+                all.push(name);
+            }
+            all
+        });
+    format!(
+        "only {} (and {} of worktrees/<id>; modules/<name> like a repository) stay read-only, the rest (index, \
+         objects, refs, logs, HEAD) is writable; an absent one gets an empty placeholder first, except {}, which \
+         can then be created",
+        names(GitDirKind::Repository),
+        names(GitDirKind::LinkedWorktree),
+        creatable.join(", ")
+    )
+}
+
 /// The most git directories (a repository, its linked worktrees' and submodules' git dirs) looked into below one
 /// writable root's git directory; beyond it the whole git directory stays read-only.
 pub const MAX_GIT_DIRS: usize = 64;
@@ -389,6 +414,11 @@ mod tests {
         // `commondir` has no inert placeholder: its presence alone redirects git.
         let commondir = protected_git_entries(GitDirKind::Repository).iter().find(|e| e.name == "commondir");
         assert_eq!(commondir.map(|e| e.when_absent), Some(WhenAbsent::NotPrevented));
+        let text = protected_git_entries_text();
+        assert!(
+            text.contains("hooks") && text.contains("except objects/info/http-alternates, commondir"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub fn sandbox_report(args: &ReportArgs) -> Result<ExitCode> {
             "approval_policy": settings.approval_policy.as_str(),
             "allow_degraded_sandbox": settings.allow_degraded_sandbox,
             "writable_roots": roots,
+            "git_directory_protection": git_directory_protection(),
             "report": report,
             "enforced": verdict(&settings, &report) == Verdict::Enforced,
             "verdict": verdict(&settings, &report).as_str(),
@@ -118,8 +119,7 @@ fn human_report(
         SandboxPolicy::WorkspaceWrite { .. } => {
             let _ = writeln!(out, "\nWritable (for commands run in the workspace):");
             for root in roots {
-                let ro: Vec<String> =
-                    root.read_only_subpaths.iter().map(|p| p.display().to_string()).collect();
+                let ro: Vec<String> = root.read_only_subpaths.iter().map(|p| read_only_text(p)).collect();
                 let _ = writeln!(out, "  {}  (read-only inside: {})", root.root.display(), ro.join(", "));
             }
             let _ = writeln!(out, "  /dev/null");
@@ -169,6 +169,33 @@ fn weak_protections(report: &ProtectionReport) -> String {
         .map(|p| format!("{}: {}", p.name, p.status))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// What stays read-only in a git directory listed among `read_only_subpaths`: on Linux only what git runs or
+/// reads as configuration; elsewhere the whole directory.
+fn git_directory_protection() -> String {
+    #[cfg(target_os = "linux")]
+    {
+        uexec_domain::gitdir::protected_git_entries_text()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        "the whole git directory stays read-only".to_owned()
+    }
+}
+
+/// A read-only subpath in words: on Linux a git directory is writable but for what git runs or reads as
+/// configuration (`uexec_domain::gitdir::protected_git_entries`); a `.git` file or symlink and `.uexec` are
+/// read-only whole.
+fn read_only_text(path: &Path) -> String {
+    if cfg!(target_os = "linux") && !path.ends_with(".uexec") {
+        return format!(
+            "{} (a file or symlink whole; as a git directory {})",
+            path.display(),
+            git_directory_protection()
+        );
+    }
+    path.display().to_string()
 }
 
 /// What a root's `.git` entry is (a directory, a `gitdir:` file, or nothing), read the way this platform's sandbox
