@@ -195,3 +195,47 @@ fn a_linked_worktree_commits_and_its_admin_files_stay_read_only() {
     assert!(twin.ok(), "{twin:?}");
     assert_eq!(Scratch::read(&admin.join("commondir")), "../..\n");
 }
+
+#[test]
+fn a_submodule_commits_and_its_git_dir_configuration_stays_read_only() {
+    let s = Scratch::new();
+    let upstream = s.outside.join("lib");
+    repository(&upstream);
+    repository(&s.ws);
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(&s.ws)
+        .args(["-c", "protocol.file.allow=always", "submodule", "add", "-q"])
+        .arg(&upstream)
+        .arg("lib")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    git(&s.ws, &["commit", "-q", "-m", "add lib"]);
+    let module = s.ws.join(".git/modules/lib");
+    assert!(module.join("HEAD").is_file());
+    let sub = s.ws.join("lib");
+    git(&sub, &["config", "user.name", "Sandboxed"]);
+    git(&sub, &["config", "user.email", "s@example.invalid"]);
+    let commit =
+        bash(policy(), &s.ws, "cd lib && echo s > s.txt && git add s.txt && git commit -q -m in-sub");
+    assert!(commit.ok(), "{commit:?}");
+    assert!(git(&sub, &["log", "--format=%s"]).contains("in-sub"));
+    let config_before = fs::read(module.join("config")).unwrap();
+    for attack in [
+        "echo '[core] fsmonitor = evil' >> .git/modules/lib/config",
+        "touch .git/modules/lib/hooks/post-checkout",
+        "echo '* filter=evil' > .git/modules/lib/info/attributes",
+        "mv .git/modules/lib/hooks .git/modules/lib/hooks-away",
+        "cd lib && git config core.fsmonitor evil",
+    ] {
+        let probe = bash(policy(), &s.ws, attack);
+        assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
+    }
+    // The twin: the rest of the submodule's git dir is writable. (Its work tree's `.git` file is a nested entry
+    // of the workspace, not protected: see docs/sandbox.md.)
+    let twin = bash(policy(), &s.ws, "touch .git/modules/lib/ORIG_HEAD.test && mkdir .git/modules/lib/x");
+    assert!(twin.ok(), "{twin:?}");
+    assert_eq!(fs::read(module.join("config")).unwrap(), config_before);
+    assert!(!module.join("hooks/post-checkout").exists() && !module.join("hooks-away").exists());
+}
