@@ -597,6 +597,32 @@ mod tests {
     }
 
     #[test]
+    fn a_git_directory_is_protected_entry_by_entry_and_its_directories_are_pinned() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        let git = base.join(".git");
+        fs::create_dir_all(git.join("objects/info")).unwrap();
+        fs::create_dir_all(git.join("refs/heads")).unwrap();
+        fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        fs::write(git.join("config"), "[core]\n").unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
+        assert!(!layout.protected.contains(&git), "{:?}", layout.protected);
+        for entry in ["config", "config.worktree", "hooks", "info", "objects/info/alternates"] {
+            assert!(layout.protected.contains(&git.join(entry)), "{entry}: {:?}", layout.protected);
+        }
+        assert!(layout.absent.contains(&git.join("commondir")), "{:?}", layout.absent);
+        assert!(
+            layout.protected.contains(&base.join(".uexec")) || layout.absent.contains(&base.join(".uexec"))
+        );
+        assert_eq!(layout.pinned_dirs(), vec![git.clone(), git.join("objects"), git.join("objects/info")]);
+        // A `.git` directory git could not use (no objects/) stays read-only as a whole.
+        fs::remove_dir_all(git.join("objects")).unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
+        assert!(layout.protected.contains(&git), "{:?}", layout.protected);
+        assert!(layout.ignored.iter().any(|n| n.contains("read-only as a whole")), "{:?}", layout.ignored);
+    }
+
+    #[test]
     fn git_files_that_are_not_small_regular_files_are_not_read() {
         let tmp = tempfile::tempdir().unwrap();
         let base = fs::canonicalize(tmp.path()).unwrap();
