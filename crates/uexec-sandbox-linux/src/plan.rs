@@ -260,7 +260,7 @@ impl Plan {
         };
         let what = match layout {
             None => format!(
-                "over .uexec and a .git file or symlink in each writable root, and inside each git directory (a \
+                ".uexec and a .git file or symlink in each writable root, and inside each git directory (a \
                  root's .git, the gitdir its .git file names, the git dirs of their linked worktrees and \
                  submodules) over what git runs or reads as configuration: {}",
                 uexec_domain::gitdir::protected_git_entries_text()

@@ -119,10 +119,16 @@ fn human_report(
         SandboxPolicy::WorkspaceWrite { .. } => {
             let _ = writeln!(out, "\nWritable (for commands run in the workspace):");
             for root in roots {
-                let ro: Vec<String> = root.read_only_subpaths.iter().map(|p| read_only_text(p)).collect();
+                let ro: Vec<String> =
+                    root.read_only_subpaths.iter().map(|p| p.display().to_string()).collect();
                 let _ = writeln!(out, "  {}  (read-only inside: {})", root.root.display(), ro.join(", "));
             }
             let _ = writeln!(out, "  /dev/null");
+            let _ = writeln!(
+                out,
+                "  (.git and a gitdir: a file or symlink whole; as a git directory {})",
+                git_directory_protection()
+            );
         }
         SandboxPolicy::ReadOnly { .. } => {
             let _ = writeln!(out, "\nWritable: nothing but /dev/null and the terminal");
@@ -182,20 +188,6 @@ fn git_directory_protection() -> String {
     {
         "the whole git directory stays read-only".to_owned()
     }
-}
-
-/// A read-only subpath in words: on Linux a git directory is writable but for what git runs or reads as
-/// configuration (`uexec_domain::gitdir::protected_git_entries`); a `.git` file or symlink and `.uexec` are
-/// read-only whole.
-fn read_only_text(path: &Path) -> String {
-    if cfg!(target_os = "linux") && !path.ends_with(".uexec") {
-        return format!(
-            "{} (a file or symlink whole; as a git directory {})",
-            path.display(),
-            git_directory_protection()
-        );
-    }
-    path.display().to_string()
 }
 
 /// What a root's `.git` entry is (a directory, a `gitdir:` file, or nothing), read the way this platform's sandbox
