@@ -168,6 +168,150 @@ pub fn normalize_lexically(path: &Path) -> PathBuf {
     out
 }
 
+/// What kind of git directory a protected set is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GitDirKind {
+    /// A repository's own git directory: `.git`, the gitdir a `.git` file names, `.git/modules/<name>`.
+    Repository,
+    /// A linked worktree's administrative directory, `<common>/worktrees/<id>` (its config, hooks and info come
+    /// from the common dir).
+    LinkedWorktree,
+}
+
+/// What the sandbox does about a protected git entry that does not exist yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenAbsent {
+    /// Create an empty directory and protect it: git reads an empty `hooks/` or `info/` as none.
+    EmptyDir,
+    /// Create an empty file and protect it: git reads an empty `config`, `config.worktree` or `alternates` as
+    /// none.
+    EmptyFile,
+    /// No inert placeholder exists (git treats the mere presence of `commondir` as a redirection, and dies on an
+    /// empty one): protected when present only, and its absence is reported.
+    NotPrevented,
+}
+
+/// One entry of a git directory that stays read-only while the rest of it is writable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GitDirEntry {
+    /// Its path relative to the git directory.
+    pub name: &'static str,
+    /// What is done when it is absent.
+    pub when_absent: WhenAbsent,
+    /// Why git makes it dangerous (for the docs and the report).
+    pub reason: &'static str,
+}
+
+/// Inside a repository's git directory: everything git executes or takes configuration from.
+const REPOSITORY_ENTRIES: [GitDirEntry; 9] = [
+    GitDirEntry {
+        name: "config",
+        when_absent: WhenAbsent::EmptyFile,
+        reason: "configuration: core.hooksPath, core.fsmonitor, core.sshCommand, aliases, filters, include.path",
+    },
+    GitDirEntry {
+        name: "config.worktree",
+        when_absent: WhenAbsent::EmptyFile,
+        reason: "configuration read with extensions.worktreeConfig",
+    },
+    GitDirEntry { name: "hooks", when_absent: WhenAbsent::EmptyDir, reason: "hooks git runs" },
+    GitDirEntry {
+        name: "info",
+        when_absent: WhenAbsent::EmptyDir,
+        reason: "info/attributes picks filter, diff and merge drivers; info/exclude, grafts, sparse-checkout",
+    },
+    GitDirEntry {
+        name: "objects/info/alternates",
+        when_absent: WhenAbsent::EmptyFile,
+        reason: "points git at other object stores",
+    },
+    GitDirEntry {
+        name: "objects/info/http-alternates",
+        when_absent: WhenAbsent::NotPrevented,
+        reason: "points dumb-HTTP fetches at other object stores",
+    },
+    GitDirEntry {
+        name: "commondir",
+        when_absent: WhenAbsent::NotPrevented,
+        reason: "redirects the common dir, whose config and hooks git then uses",
+    },
+    GitDirEntry {
+        name: "remotes",
+        when_absent: WhenAbsent::NotPrevented,
+        reason: "legacy remote configuration",
+    },
+    GitDirEntry {
+        name: "branches",
+        when_absent: WhenAbsent::NotPrevented,
+        reason: "legacy remote configuration",
+    },
+];
+
+/// Inside a linked worktree's administrative directory.
+const LINKED_WORKTREE_ENTRIES: [GitDirEntry; 3] = [
+    GitDirEntry {
+        name: "config.worktree",
+        when_absent: WhenAbsent::EmptyFile,
+        reason: "configuration read with extensions.worktreeConfig",
+    },
+    GitDirEntry {
+        name: "commondir",
+        when_absent: WhenAbsent::NotPrevented,
+        reason: "names the common dir, whose config and hooks git uses",
+    },
+    GitDirEntry {
+        name: "gitdir",
+        when_absent: WhenAbsent::NotPrevented,
+        reason: "names the worktree's .git file, which `git worktree repair` rewrites",
+    },
+];
+
+/// The entries of a git directory of `kind` that stay read-only; everything else in it (index, objects, refs,
+/// logs, HEAD, the state of a merge or rebase) is writable, so that git works in a sandboxed command.
+pub fn protected_git_entries(kind: GitDirKind) -> &'static [GitDirEntry] {
+    match kind {
+        GitDirKind::Repository => &REPOSITORY_ENTRIES,
+        GitDirKind::LinkedWorktree => &LINKED_WORKTREE_ENTRIES,
+    }
+}
+
+/// The protected entries in words, for the protection report and `uexec sandbox-report`: which stay read-only
+/// in a repository's and a linked worktree's git directory, and which of them can be created when absent.
+pub fn protected_git_entries_text() -> String {
+    let names = |kind| protected_git_entries(kind).iter().map(|e| e.name).collect::<Vec<_>>().join(", ");
+    let creatable: Vec<&str> = REPOSITORY_ENTRIES
+        .iter()
+        .chain(LINKED_WORKTREE_ENTRIES.iter())
+        .filter(|e| e.when_absent == WhenAbsent::NotPrevented)
+        .map(|e| e.name)
+        .fold(Vec::new(), |mut all, name| {
+            if !all.contains(&name) {
+                all.push(name);
+            }
+            all
+        });
+    format!(
+        "only {} (and {} of worktrees/<id>; modules/<name> like a repository) stay read-only, the rest (index, \
+         objects, refs, logs, HEAD) is writable; an absent one gets an empty placeholder first, except {}, which \
+         can then be created",
+        names(GitDirKind::Repository),
+        names(GitDirKind::LinkedWorktree),
+        creatable.join(", ")
+    )
+}
+
+/// The most git directories (a repository, its linked worktrees' and submodules' git dirs) looked into below one
+/// writable root's git directory; beyond it the whole git directory stays read-only.
+pub const MAX_GIT_DIRS: usize = 64;
+
+/// The most directory entries read while looking for submodule git dirs under `modules/` of one root; beyond it
+/// the whole git directory stays read-only.
+pub const MAX_GIT_DIR_ENTRIES: usize = 4096;
+
+/// How deep submodule names (`modules/a/b/c`) are followed under `modules/`; deeper ones make the whole git
+/// directory read-only.
+pub const MAX_MODULE_NAME_DEPTH: usize = 8;
+
 /// The number of normal components of `path`.
 fn depth(path: &Path) -> usize {
     path.components().filter(|c| matches!(c, Component::Normal(_))).count()
@@ -242,6 +386,38 @@ mod tests {
         assert_eq!(
             gitdir_protection(&p("/work/main/.git/worktrees/ws"), &owner, &roots),
             Err(UnprotectedGitdir::ReadOnlyAnyway)
+        );
+    }
+
+    #[test]
+    fn configuration_and_hooks_are_protected_and_only_inert_placeholders_are_made() {
+        let names = |kind| protected_git_entries(kind).iter().map(|e| e.name).collect::<Vec<_>>();
+        for name in ["config", "config.worktree", "hooks", "info", "objects/info/alternates", "commondir"] {
+            assert!(names(GitDirKind::Repository).contains(&name), "{name}");
+        }
+        for name in ["config.worktree", "commondir", "gitdir"] {
+            assert!(names(GitDirKind::LinkedWorktree).contains(&name), "{name}");
+        }
+        // What git writes in everyday work is never protected.
+        for kind in [GitDirKind::Repository, GitDirKind::LinkedWorktree] {
+            for name in
+                ["index", "HEAD", "objects", "refs", "logs", "ORIG_HEAD", "packed-refs", "rebase-merge"]
+            {
+                assert!(
+                    !names(kind)
+                        .iter()
+                        .any(|n| n == &name || n.starts_with(&format!("{name}/")) && name != "objects"),
+                    "{name}"
+                );
+            }
+        }
+        // `commondir` has no inert placeholder: its presence alone redirects git.
+        let commondir = protected_git_entries(GitDirKind::Repository).iter().find(|e| e.name == "commondir");
+        assert_eq!(commondir.map(|e| e.when_absent), Some(WhenAbsent::NotPrevented));
+        let text = protected_git_entries_text();
+        assert!(
+            text.contains("hooks") && text.contains("except objects/info/http-alternates, commondir"),
+            "{text}"
         );
     }
 

@@ -77,7 +77,10 @@ impl ReviewDecision {
 pub struct WritableRoot {
     /// The writable directory (absolute).
     pub root: PathBuf,
-    /// Paths under `root` that stay read-only (`.git`, the gitdir a `.git` file points to, `.uexec`).
+    /// Paths under `root` that stay read-only (`.git`, the gitdir a `.git` file points to, `.uexec`). The macOS
+    /// profile keeps each whole; the Linux sandbox keeps a git directory writable but for
+    /// [`crate::gitdir::protected_git_entries`] (what git runs or reads as configuration), so
+    /// [`WritableRoot::is_path_writable`] is the stricter, whole-directory answer.
     pub read_only_subpaths: Vec<PathBuf>,
 }
 

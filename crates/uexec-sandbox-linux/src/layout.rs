@@ -14,8 +14,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use uexec_domain::gitdir::{
-    GitFileProblem, MAX_GIT_FILE_BYTES, UnprotectedGitdir, gitdir_protection, normalize_lexically,
-    parse_git_file,
+    GitDirKind, GitFileProblem, MAX_GIT_FILE_BYTES, UnprotectedGitdir, gitdir_protection,
+    normalize_lexically, parse_git_file,
 };
 use uexec_domain::{GitEntry, PROTECTED_SUBDIRS};
 use uexec_domain::{SandboxPolicy, WritableRoot};
@@ -162,6 +162,11 @@ impl FsLayout {
         if !self.is_writable(&entry) {
             return Ok(());
         }
+        if meta.is_dir() && entry.file_name() == Some(std::ffi::OsStr::new(".git")) {
+            // A git directory: writable but for what git executes or takes configuration from.
+            self.add_git_dir_contents(&entry, GitDirKind::Repository);
+            return Ok(());
+        }
         if meta.file_type().is_symlink() {
             let target = fs::read_link(&entry).map_or_else(|e| format!("<{e}>"), |t| t.display().to_string());
             push_unique_text(
@@ -200,8 +205,32 @@ impl FsLayout {
             }
         });
         match verdict {
-            Ok(()) => push_unique(&mut self.protected, lexical),
+            Ok(()) => {
+                // A linked worktree's administrative directory has a `commondir`; a submodule's or a separate
+                // git directory is a repository's own.
+                let kind = if fs::symlink_metadata(lexical.join("commondir")).is_ok() {
+                    GitDirKind::LinkedWorktree
+                } else {
+                    GitDirKind::Repository
+                };
+                self.add_git_dir_contents(&lexical, kind);
+            }
             Err(why) => push_unique_text(&mut self.ignored, format!("gitdir {}: {why}", gitdir.display())),
+        }
+    }
+
+    /// Record the protected entries of the git directory `gitdir` (a real directory in a writable root), those of
+    /// the git directories below it, and what is absent or not looked into (see `crate::gitdirs`).
+    fn add_git_dir_contents(&mut self, gitdir: &Path, kind: GitDirKind) {
+        let found = crate::gitdirs::protect(gitdir, kind);
+        for path in found.protected {
+            push_unique(&mut self.protected, path);
+        }
+        for path in found.absent {
+            push_unique(&mut self.absent, path);
+        }
+        for note in found.notes {
+            push_unique_text(&mut self.ignored, note);
         }
     }
 
@@ -565,6 +594,32 @@ mod tests {
             assert_eq!(layout.protected, vec![ws.join(".git")], "{content}");
             assert!(layout.ignored.iter().any(|n| n.contains(why)), "{content}: {:?}", layout.ignored);
         }
+    }
+
+    #[test]
+    fn a_git_directory_is_protected_entry_by_entry_and_its_directories_are_pinned() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        let git = base.join(".git");
+        fs::create_dir_all(git.join("objects/info")).unwrap();
+        fs::create_dir_all(git.join("refs/heads")).unwrap();
+        fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        fs::write(git.join("config"), "[core]\n").unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
+        assert!(!layout.protected.contains(&git), "{:?}", layout.protected);
+        for entry in ["config", "config.worktree", "hooks", "info", "objects/info/alternates"] {
+            assert!(layout.protected.contains(&git.join(entry)), "{entry}: {:?}", layout.protected);
+        }
+        assert!(layout.absent.contains(&git.join("commondir")), "{:?}", layout.absent);
+        assert!(
+            layout.protected.contains(&base.join(".uexec")) || layout.absent.contains(&base.join(".uexec"))
+        );
+        assert_eq!(layout.pinned_dirs(), vec![git.clone(), git.join("objects"), git.join("objects/info")]);
+        // A `.git` directory git could not use (no objects/) stays read-only as a whole.
+        fs::remove_dir_all(git.join("objects")).unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
+        assert!(layout.protected.contains(&git), "{:?}", layout.protected);
+        assert!(layout.ignored.iter().any(|n| n.contains("read-only as a whole")), "{:?}", layout.ignored);
     }
 
     #[test]

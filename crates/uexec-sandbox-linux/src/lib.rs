@@ -102,6 +102,7 @@
 
 mod child;
 mod copy_on_write;
+mod gitdirs;
 mod hidden;
 mod landlock_rules;
 mod layout;

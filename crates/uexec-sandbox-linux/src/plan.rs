@@ -259,12 +259,21 @@ impl Plan {
             );
         };
         let what = match layout {
-            None => "over .git, the gitdir a .git file names and .uexec in each writable root".to_owned(),
+            None => format!(
+                ".uexec and a .git file or symlink in each writable root, and inside each git directory (a \
+                 root's .git, the gitdir its .git file names, the git dirs of their linked worktrees and \
+                 submodules) over what git runs or reads as configuration: {}",
+                uexec_domain::gitdir::protected_git_entries_text()
+            ),
             Some(layout) => {
                 let mut text = if layout.protected.is_empty() {
                     "none present".to_owned()
                 } else {
-                    paths(&layout.protected)
+                    format!(
+                        "{} (in a git directory {})",
+                        paths(&layout.protected),
+                        uexec_domain::gitdir::protected_git_entries_text()
+                    )
                 };
                 if !layout.absent.is_empty() {
                     text.push_str(&format!(" (absent, so not protected: {})", paths(&layout.absent)));
@@ -280,7 +289,7 @@ impl Plan {
             ProtectionStatus::Enforced,
             format!(
                 "read-only bind mounts in a private mount namespace ({}) over {what}: they cannot be written, \
-                 renamed or removed (EROFS/EBUSY), absent ones can be created",
+                 renamed or removed (EROFS/EBUSY), absent ones without a placeholder can be created",
                 mode_text(mode)
             ),
         )

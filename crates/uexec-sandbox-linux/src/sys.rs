@@ -200,6 +200,62 @@ pub(crate) fn open_file_no_symlinks(path: &std::ffi::CStr) -> std::io::Result<st
     open_no_symlinks(path, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW)
 }
 
+/// Create the empty directory (`mkdirat`, mode 0755) or file (`openat` with `O_CREAT | O_EXCL | O_NOFOLLOW`, mode
+/// 0644) `name` in `dir`, owned like `dir` (best effort); `EEXIST` is success (something is there to protect).
+pub(crate) fn create_empty_at(
+    dir: &std::os::fd::OwnedFd,
+    name: &std::ffi::CStr,
+    directory: bool,
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let dirfd = dir.as_raw_fd() as isize as usize;
+    let name_ptr = name.as_ptr() as usize;
+    let result = if directory {
+        // SAFETY: mkdirat on a live directory descriptor and a NUL-terminated name.
+        unsafe { syscall(libc::SYS_mkdirat, [dirfd, name_ptr, 0o755, 0, 0, 0]) }
+    } else {
+        let flags =
+            (libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC) as usize;
+        // SAFETY: openat on a live directory descriptor and a NUL-terminated name; the descriptor is closed below.
+        unsafe { syscall(libc::SYS_openat, [dirfd, name_ptr, flags, 0o644, 0, 0]) }.inspect(|fd| {
+            // SAFETY: closing the descriptor just opened.
+            let _ = unsafe { syscall(libc::SYS_close, [*fd, 0, 0, 0, 0, 0]) };
+        })
+    };
+    match result {
+        Ok(_) => {}
+        Err(libc::EEXIST) => return Ok(()),
+        Err(errno) => return Err(std::io::Error::from_raw_os_error(errno)),
+    }
+    // SAFETY: an all-zero `stat` is a valid value for the kernel to overwrite.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatat with AT_EMPTY_PATH on a live descriptor into a local buffer.
+    let owner = unsafe {
+        syscall(
+            libc::SYS_newfstatat,
+            [dirfd, c"".as_ptr() as usize, &raw mut stat as usize, libc::AT_EMPTY_PATH as usize, 0, 0],
+        )
+    };
+    if owner.is_ok() {
+        // SAFETY: fchownat on a live descriptor and a NUL-terminated name, not following a symlink. Best effort:
+        // an unprivileged server owns what it creates already.
+        let _ = unsafe {
+            syscall(
+                libc::SYS_fchownat,
+                [
+                    dirfd,
+                    name_ptr,
+                    stat.st_uid as usize,
+                    stat.st_gid as usize,
+                    libc::AT_SYMLINK_NOFOLLOW as usize,
+                    0,
+                ],
+            )
+        };
+    }
+    Ok(())
+}
+
 /// `openat2(AT_FDCWD, path, {flags | O_CLOEXEC, RESOLVE_NO_SYMLINKS})`.
 fn open_no_symlinks(path: &std::ffi::CStr, flags: i32) -> std::io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::FromRawFd;

@@ -38,6 +38,7 @@ pub fn sandbox_report(args: &ReportArgs) -> Result<ExitCode> {
             "approval_policy": settings.approval_policy.as_str(),
             "allow_degraded_sandbox": settings.allow_degraded_sandbox,
             "writable_roots": roots,
+            "git_directory_protection": git_directory_protection(),
             "report": report,
             "enforced": verdict(&settings, &report) == Verdict::Enforced,
             "verdict": verdict(&settings, &report).as_str(),
@@ -123,6 +124,11 @@ fn human_report(
                 let _ = writeln!(out, "  {}  (read-only inside: {})", root.root.display(), ro.join(", "));
             }
             let _ = writeln!(out, "  /dev/null");
+            let _ = writeln!(
+                out,
+                "  (.git and a gitdir: a file or symlink whole; as a git directory {})",
+                git_directory_protection()
+            );
         }
         SandboxPolicy::ReadOnly { .. } => {
             let _ = writeln!(out, "\nWritable: nothing but /dev/null and the terminal");
@@ -169,6 +175,19 @@ fn weak_protections(report: &ProtectionReport) -> String {
         .map(|p| format!("{}: {}", p.name, p.status))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// What stays read-only in a git directory listed among `read_only_subpaths`: on Linux only what git runs or
+/// reads as configuration; elsewhere the whole directory.
+fn git_directory_protection() -> String {
+    #[cfg(target_os = "linux")]
+    {
+        uexec_domain::gitdir::protected_git_entries_text()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        "the whole git directory stays read-only".to_owned()
+    }
 }
 
 /// What a root's `.git` entry is (a directory, a `gitdir:` file, or nothing), read the way this platform's sandbox

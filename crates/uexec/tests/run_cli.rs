@@ -480,6 +480,8 @@ fn sandbox_report_text_and_json() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("linux-landlock-seccomp") && text.contains("workspace-write"), "{text}");
     assert!(text.contains("Protections:") && text.contains("Verdict:"), "{text}");
+    // A git directory is writable but for what git runs or reads as configuration (issue 25).
+    assert!(text.contains("as a git directory only config, config.worktree, hooks, info"), "{text}");
 
     let out = uexec_command(&ws, &["sandbox-report", "--json", "--sandbox", "read-only", "--network"])
         .output()
@@ -491,6 +493,7 @@ fn sandbox_report_text_and_json() {
     assert_eq!(json["mechanism"], "linux-landlock-seccomp");
     assert!(json["report"]["protections"].as_array().is_some_and(|p| !p.is_empty()), "{json}");
     assert!(json["verdict"].is_string());
+    assert!(json["git_directory_protection"].as_str().is_some_and(|t| t.contains("hooks")), "{json}");
 }
 
 #[test]

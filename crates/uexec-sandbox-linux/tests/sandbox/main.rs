@@ -8,6 +8,7 @@ mod common;
 mod copy_on_write;
 mod degraded;
 mod filesystem;
+mod git;
 mod hidden;
 mod network;
 mod planted;

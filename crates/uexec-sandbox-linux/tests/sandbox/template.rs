@@ -287,3 +287,30 @@ fn the_per_command_sandbox_enters_a_template_only_in_the_pid_namespace_its_proc_
     let (dollar, ps) = identity.split_once(' ').unwrap_or_default();
     assert_eq!(dollar.strip_prefix("dollar="), ps.strip_prefix("ps="), "{probe:?}");
 }
+
+#[test]
+fn a_template_keeps_git_hooks_protected_when_they_are_removed_and_made_again_outside() {
+    let s = Scratch::new();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git").arg("-C").arg(&s.ws).args(args).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    git(&["init", "-q"]);
+    let server = Server::new();
+    server.run(&s.ws, "true");
+    let template = server.resident(&s.ws);
+    let (namespace, _) = server.run(&s.ws, "true");
+    assert_eq!(namespace, template.namespace, "the template is in use");
+    // Outside the sandbox the hooks directory goes away; the next command's placeholder is a new directory, which
+    // the template's mount does not cover.
+    fs::remove_dir_all(s.ws.join(".git/hooks")).unwrap();
+    let script = "touch .git/hooks/post-checkout; touch .git/index.test && echo wrote-git";
+    for _ in 0..3 {
+        let (namespace, probe) = server.run(&s.ws, script);
+        assert_ne!(namespace, template.namespace, "{probe:?}");
+        assert!(denied(&probe.stderr), "{probe:?}");
+        assert!(!s.ws.join(".git/hooks/post-checkout").exists(), "{probe:?}");
+        // The twin: the rest of the git directory is writable.
+        assert!(probe.stdout.contains("wrote-git"), "{probe:?}");
+    }
+}

@@ -1,0 +1,248 @@
+//! What stays read-only inside a writable git directory (the I/O side of `uexec_domain::gitdir`'s
+//! [`protected_git_entries`]): the git directories below one (linked worktrees' and submodules' git dirs), the
+//! entries to bind read-only in each, and the inert placeholders created where one is absent, so that the kernel
+//! refuses its creation (a mount needs something to cover).
+//!
+//! Everything else in a git directory stays writable, so that `git add`, `commit`, `checkout -b`, `stash`,
+//! `rebase` and the like work in a sandboxed command. Nothing here follows a symbolic link: a git directory or a
+//! directory on the way that is a link is not looked into (the link itself is protected when it is a protected
+//! entry). When the search goes beyond its budget, or a placeholder cannot be made, the whole git directory stays
+//! read-only (fails closed), and the report says why.
+
+use std::ffi::CString;
+use std::fs;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use uexec_domain::gitdir::{
+    GitDirKind, MAX_GIT_DIR_ENTRIES, MAX_GIT_DIRS, MAX_MODULE_NAME_DEPTH, WhenAbsent, protected_git_entries,
+};
+
+/// What to do about one writable git directory.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct GitDirProtection {
+    /// Entries to bind read-only (existing, placeholders included).
+    pub(crate) protected: Vec<PathBuf>,
+    /// Protected entries that are absent and whose creation is not prevented.
+    pub(crate) absent: Vec<PathBuf>,
+    /// What was not looked into, or why the whole git directory stays read-only (for the report).
+    pub(crate) notes: Vec<String>,
+}
+
+/// The protection of the git directory `gitdir` (a real directory reached without a symlink, inside a writable
+/// root): its protected entries and those of the git directories below it.
+pub(crate) fn protect(gitdir: &Path, kind: GitDirKind) -> GitDirProtection {
+    let mut out = GitDirProtection::default();
+    let dirs = match git_dirs_below(gitdir, kind, &mut out.notes) {
+        Ok(dirs) => dirs,
+        Err(why) => return whole(gitdir, why),
+    };
+    for (dir, kind) in &dirs {
+        if *kind == GitDirKind::Repository
+            && !fs::symlink_metadata(dir.join("objects")).is_ok_and(|m| m.is_dir())
+        {
+            // Not a repository git can use (nor one whose placeholders could all be made): frozen whole.
+            return whole(gitdir, format!("{}: no objects directory", dir.display()));
+        }
+    }
+    for (dir, kind) in &dirs {
+        for entry in protected_git_entries(*kind) {
+            let path = dir.join(entry.name);
+            match fs::symlink_metadata(&path) {
+                Ok(meta) => {
+                    if meta.file_type().is_symlink() {
+                        out.notes.push(format!(
+                            "{}: a symlink (only the link is protected, its target is not)",
+                            path.display()
+                        ));
+                    }
+                    out.protected.push(path);
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => match entry.when_absent {
+                    WhenAbsent::NotPrevented => out.absent.push(path),
+                    placeholder => match create_placeholder(&path, placeholder == WhenAbsent::EmptyDir) {
+                        Ok(()) => out.protected.push(path),
+                        Err(e) => {
+                            return whole(
+                                gitdir,
+                                format!("cannot create the placeholder {}: {e}", path.display()),
+                            );
+                        }
+                    },
+                },
+                Err(e) => return whole(gitdir, format!("cannot inspect {}: {e}", path.display())),
+            }
+        }
+    }
+    out
+}
+
+/// The whole of `gitdir` read-only, and why.
+fn whole(gitdir: &Path, why: String) -> GitDirProtection {
+    GitDirProtection {
+        protected: vec![gitdir.to_path_buf()],
+        absent: Vec::new(),
+        notes: vec![format!("{}: read-only as a whole ({why})", gitdir.display())],
+    }
+}
+
+/// `gitdir` and the git directories below it: `worktrees/<id>` (linked worktrees) and every `modules/<name>`
+/// (submodules, whose names may hold slashes) with a `HEAD` file, recursively. Symlinks are never followed.
+fn git_dirs_below(
+    gitdir: &Path,
+    kind: GitDirKind,
+    notes: &mut Vec<String>,
+) -> Result<Vec<(PathBuf, GitDirKind)>, String> {
+    let mut found = vec![(gitdir.to_path_buf(), kind)];
+    let mut entries_read = 0usize;
+    let mut next = 0;
+    while next < found.len() {
+        let (dir, kind) = found[next].clone();
+        next += 1;
+        if kind == GitDirKind::LinkedWorktree {
+            continue;
+        }
+        for child in subdirs(&dir.join("worktrees"), &mut entries_read, notes)? {
+            found.push((child, GitDirKind::LinkedWorktree));
+        }
+        // Submodule names may hold slashes: walk `modules/` down to a directory with a HEAD file.
+        let mut walk = vec![(dir.join("modules"), 0usize)];
+        while let Some((below, depth)) = walk.pop() {
+            for child in subdirs(&below, &mut entries_read, notes)? {
+                if fs::symlink_metadata(child.join("HEAD")).is_ok_and(|m| m.is_file()) {
+                    found.push((child, GitDirKind::Repository));
+                } else if depth + 1 < MAX_MODULE_NAME_DEPTH {
+                    walk.push((child, depth + 1));
+                } else {
+                    return Err(format!(
+                        "submodule names deeper than {MAX_MODULE_NAME_DEPTH} under {}",
+                        dir.display()
+                    ));
+                }
+            }
+        }
+        if found.len() > MAX_GIT_DIRS {
+            return Err(format!("more than {MAX_GIT_DIRS} linked worktree and submodule git directories"));
+        }
+    }
+    Ok(found)
+}
+
+/// The real subdirectories of `dir` (none when it does not exist); a symlink among them is noted, not followed.
+fn subdirs(dir: &Path, entries_read: &mut usize, notes: &mut Vec<String>) -> Result<Vec<PathBuf>, String> {
+    let listing = match fs::read_dir(dir) {
+        Ok(listing) => listing,
+        Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) => {
+            return Ok(Vec::new());
+        }
+        Err(e) => return Err(format!("cannot list {}: {e}", dir.display())),
+    };
+    let mut out = Vec::new();
+    for entry in listing {
+        *entries_read += 1;
+        if *entries_read > MAX_GIT_DIR_ENTRIES {
+            return Err(format!("more than {MAX_GIT_DIR_ENTRIES} entries under worktrees/ and modules/"));
+        }
+        let entry = entry.map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+        match entry.file_type() {
+            Ok(kind) if kind.is_dir() => out.push(entry.path()),
+            Ok(kind) if kind.is_symlink() => notes.push(format!(
+                "{}: a symlink (not looked into; protected entries behind it are not)",
+                entry.path().display()
+            )),
+            _ => {}
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Create the empty directory or file `path` (absent) in its parent, opened without following any symlink, with
+/// the parent's owner: an inert placeholder for a mount to cover. Its parent (`objects/info`) is created the same
+/// way when absent. An entry that appears meanwhile (`EEXIST`) is fine: whatever it is gets protected.
+fn create_placeholder(path: &Path, directory: bool) -> io::Result<()> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    };
+    let dir = match open_dir(parent) {
+        Ok(dir) => dir,
+        Err(e) if e.kind() == io::ErrorKind::NotFound && parent.ends_with("objects/info") => {
+            create_placeholder(parent, true)?;
+            open_dir(parent)?
+        }
+        Err(e) => return Err(e),
+    };
+    let name = CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    crate::sys::create_empty_at(&dir, &name, directory)
+}
+
+/// `parent` as a directory descriptor, opened without following a symlink.
+fn open_dir(parent: &Path) -> io::Result<OwnedFd> {
+    let c = CString::new(parent.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    crate::sys::open_dir_no_symlinks(&c)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn git_dir(path: &Path) {
+        fs::create_dir_all(path.join("objects/info")).unwrap();
+        fs::create_dir_all(path.join("refs")).unwrap();
+        fs::write(path.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        fs::write(path.join("config"), "[core]\n").unwrap();
+    }
+
+    #[test]
+    fn protects_configuration_creates_inert_placeholders_and_leaves_the_rest_writable() {
+        let tmp = tempfile::tempdir().unwrap();
+        let g = fs::canonicalize(tmp.path()).unwrap().join(".git");
+        git_dir(&g);
+        git_dir(&g.join("modules/lib/inner"));
+        fs::create_dir_all(g.join("worktrees/wt")).unwrap();
+        fs::write(g.join("worktrees/wt/commondir"), "../..\n").unwrap();
+        fs::write(g.join("worktrees/wt/gitdir"), "/w/wt/.git\n").unwrap();
+        std::os::unix::fs::symlink("/etc", g.join("worktrees/link")).unwrap();
+        let p = protect(&g, GitDirKind::Repository);
+        for entry in [
+            "config",
+            "config.worktree",
+            "hooks",
+            "info",
+            "objects/info/alternates",
+            "worktrees/wt/config.worktree",
+            "worktrees/wt/commondir",
+            "worktrees/wt/gitdir",
+            "modules/lib/inner/config",
+            "modules/lib/inner/hooks",
+        ] {
+            assert!(p.protected.contains(&g.join(entry)), "{entry}: {p:?}");
+        }
+        assert!(p.absent.contains(&g.join("commondir")), "{p:?}");
+        assert!(!p.protected.iter().any(|e| e == &g || e.ends_with("index") || e.ends_with("refs")));
+        // The placeholders are empty, so git reads them as nothing.
+        assert!(fs::read_dir(g.join("hooks")).unwrap().next().is_none());
+        assert_eq!(fs::read(g.join("config.worktree")).unwrap(), b"");
+        assert_eq!(fs::read(g.join("objects/info/alternates")).unwrap(), b"");
+        assert!(!g.join("commondir").exists());
+        assert!(p.notes.iter().any(|n| n.contains("worktrees/link")), "{:?}", p.notes);
+        // Protecting again finds the same entries and creates nothing new.
+        assert_eq!(protect(&g, GitDirKind::Repository).protected, p.protected);
+    }
+
+    #[test]
+    fn beyond_the_budget_the_whole_git_directory_stays_read_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let g = fs::canonicalize(tmp.path()).unwrap().join(".git");
+        git_dir(&g);
+        let deep: PathBuf = (0..MAX_MODULE_NAME_DEPTH + 1).map(|i| format!("d{i}")).collect();
+        fs::create_dir_all(g.join("modules").join(deep)).unwrap();
+        let p = protect(&g, GitDirKind::Repository);
+        assert_eq!(p.protected, vec![g.clone()]);
+        assert!(p.notes[0].contains("read-only as a whole"), "{:?}", p.notes);
+    }
+}

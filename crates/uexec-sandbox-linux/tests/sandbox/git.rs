@@ -1,0 +1,241 @@
+//! Git in a sandboxed command (issue 25): everyday git works in a repository inside a writable root, while what
+//! git executes or takes configuration from (config, config.worktree, hooks/, info/, objects/info/alternates)
+//! cannot be written nor created, also when absent, through a symlink or after a rename. Each denied probe has an
+//! allowed twin; the repositories are made and checked by a real git outside the sandbox.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use uexec_domain::SandboxPolicy;
+
+use crate::common::{Scratch, bash, denied, workspace_only};
+
+/// Run git outside the sandbox in `dir`; its stdout.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git").arg("-C").arg(dir).args(args).output().expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A repository at `dir` with one commit on `main` and an identity in its config.
+fn repository(dir: &Path) {
+    fs::create_dir_all(dir).unwrap();
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["config", "user.name", "Sandboxed"]);
+    git(dir, &["config", "user.email", "s@example.invalid"]);
+    git(dir, &["config", "commit.gpgsign", "false"]);
+    fs::write(dir.join("a.txt"), "one\n").unwrap();
+    git(dir, &["add", "a.txt"]);
+    git(dir, &["commit", "-q", "-m", "one"]);
+}
+
+fn policy() -> SandboxPolicy {
+    workspace_only(vec![], false)
+}
+
+/// True when a failed probe failed because the sandbox refused a write (or a rename of a mount point).
+fn refused(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    denied(&lower) || lower.contains("busy") || lower.contains("could not lock config file")
+}
+
+#[test]
+fn everyday_git_works_in_a_sandboxed_command() {
+    let s = Scratch::new();
+    repository(&s.ws);
+    let steps = [
+        "echo two >> a.txt && git add a.txt && git commit -q -m two",
+        "git commit -q --amend -m two-amended",
+        "git branch topic && git tag v1 && git notes add -m noted HEAD",
+        "git checkout -q -b feature && echo f > f.txt && git add f.txt && git commit -q -m feature",
+        "git switch -q main && echo m > m.txt && git add m.txt && git commit -q -m main-side",
+        "git merge -q --no-edit feature",
+        "git reset -q --hard HEAD~1",
+        "echo dirty >> a.txt && git stash -q && git stash pop -q && git checkout -q -- a.txt",
+        "git switch -q feature && git rebase -q main",
+        "git switch -q main && git cherry-pick feature",
+    ];
+    for step in steps {
+        let probe = bash(policy(), &s.ws, step);
+        assert!(probe.ok(), "{step}: {probe:?}");
+    }
+    // The history is the real repository's, seen by git outside the sandbox.
+    let log = git(&s.ws, &["log", "--format=%s", "--all"]);
+    for subject in ["one", "two-amended", "feature", "main-side"] {
+        assert!(log.lines().any(|l| l == subject), "{subject}: {log}");
+    }
+    assert_eq!(git(&s.ws, &["tag"]).trim(), "v1");
+    assert!(git(&s.ws, &["notes", "list"]).lines().count() == 1);
+    assert_eq!(git(&s.ws, &["status", "--porcelain", "--untracked-files=no"]).trim(), "");
+    // The denied twin: the same sandbox refuses git's own configuration.
+    let config = bash(policy(), &s.ws, "git config core.fsmonitor 'touch pwned'");
+    assert!(!config.ok() && refused(&config.text()), "{config:?}");
+    assert!(!git(&s.ws, &["config", "--list", "--local"]).contains("fsmonitor"));
+}
+
+/// Attacks on what git runs or reads as configuration, each with an allowed twin writing beside it.
+const ATTACKS: [(&str, &str); 9] = [
+    ("echo '[core] fsmonitor = evil' >> .git/config", "echo 'a description' >> .git/description"),
+    (
+        "printf '[core]\\n' > .git/config.new && mv .git/config.new .git/config",
+        "touch .git/new && mv .git/new .git/new2",
+    ),
+    ("touch .git/hooks/post-checkout", "touch .git/hooks-nearby"),
+    ("echo '[core]' > .git/config.worktree", "echo x > .git/ORIG_HEAD.test"),
+    ("echo '* filter=evil' > .git/info/attributes", "echo '* -text' > .gitattributes"),
+    ("echo /tmp/evil/objects > .git/objects/info/alternates", "touch .git/objects/info/other"),
+    ("rm -rf .git/hooks", "mkdir -p .git/rr-cache && rm -r .git/rr-cache"),
+    ("ln -s ../../evil .git/hooks/pre-commit", "ln -s a.txt link-in-tree"),
+    ("mv .git/hooks .git/hooks-away", "mkdir .git/x && mv .git/x .git/y"),
+];
+
+/// Run every attack and its twin in `repo`, then check nothing git reads changed.
+fn attacks_fail_and_twins_succeed(repo: &Path, hooks_before: usize) {
+    let config_before = fs::read(repo.join(".git/config")).unwrap();
+    for (attack, twin) in ATTACKS {
+        let allowed = bash(policy(), repo, twin);
+        assert!(allowed.ok(), "{twin}: {allowed:?}");
+        let probe = bash(policy(), repo, attack);
+        assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
+    }
+    assert_eq!(fs::read(repo.join(".git/config")).unwrap(), config_before);
+    assert_eq!(fs::read_dir(repo.join(".git/hooks")).unwrap().count(), hooks_before);
+    for inert in [".git/config.worktree", ".git/objects/info/alternates"] {
+        assert_eq!(fs::read(repo.join(inert)).unwrap(), b"", "{inert}");
+    }
+    assert!(!repo.join(".git/info/attributes").exists());
+    assert!(!repo.join(".git/hooks-away").exists());
+}
+
+#[test]
+fn git_configuration_and_hooks_cannot_be_written_when_present() {
+    let s = Scratch::new();
+    repository(&s.ws);
+    fs::write(s.ws.join(".git/hooks/pre-push"), "#!/bin/sh\n").unwrap();
+    let hooks = fs::read_dir(s.ws.join(".git/hooks")).unwrap().count();
+    attacks_fail_and_twins_succeed(&s.ws, hooks);
+}
+
+#[test]
+fn absent_hooks_config_worktree_info_and_alternates_cannot_be_created() {
+    let s = Scratch::new();
+    repository(&s.ws);
+    for absent in ["hooks", "info"] {
+        fs::remove_dir_all(s.ws.join(".git").join(absent)).unwrap();
+    }
+    assert!(
+        !s.ws.join(".git/config.worktree").exists() && !s.ws.join(".git/objects/info/alternates").exists()
+    );
+    let create = bash(policy(), &s.ws, "mkdir -p .git/hooks && touch .git/hooks/post-checkout");
+    assert!(!create.ok() && refused(&create.text()), "{create:?}");
+    assert!(!s.ws.join(".git/hooks/post-checkout").exists());
+    // The empty placeholders the sandbox made are what git reads as none: everyday git still works.
+    let commit = bash(policy(), &s.ws, "echo b > b.txt && git add b.txt && git commit -q -m b && git status");
+    assert!(commit.ok(), "{commit:?}");
+    attacks_fail_and_twins_succeed(&s.ws, 0);
+}
+
+#[test]
+fn protected_git_entries_hold_through_symlinks_and_renames() {
+    let s = Scratch::new();
+    repository(&s.ws);
+    let base = s.base.clone();
+    // The workspace's parent is writable too, so a command could try to move the repository aside.
+    let wide = || workspace_only(vec![base.clone()], false);
+    for (attack, twin) in [
+        ("ln -s .git/hooks h && touch h/post-checkout", "ln -s .git/refs r && ls r/heads"),
+        ("ln -s ws/.git ../g && echo x >> ../g/config", "ln -s ws/.git ../g2 && touch ../g2/newfile"),
+        ("ln -s ws/.git/info ../i && echo '* diff=evil' > ../i/attributes", "ln -s ws ../w && touch ../w/t"),
+        ("mv .git .git-away", "touch .git/x && mv .git/x .git/y"),
+        ("mv .git/objects/info .git/objects/info-away", "touch .git/objects/info/y"),
+        ("mv .git/objects .git/objects-away", "mkdir .git/z && mv .git/z .git/z2"),
+        ("mv ../ws ../ws-away && touch ../ws-away/.git/hooks/post-checkout", "mkdir ../d && mv ../d ../e"),
+    ] {
+        let allowed = bash(wide(), &s.ws, twin);
+        assert!(allowed.ok(), "{twin}: {allowed:?}");
+        let probe = bash(wide(), &s.ws, attack);
+        assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
+    }
+    assert!(!s.ws.join(".git/hooks/post-checkout").exists() && !s.ws.join(".git/info/attributes").exists());
+    assert!(!s.ws.join(".git-away").exists() && !s.base.join("ws-away").exists());
+    assert!(!git(&s.ws, &["config", "--list", "--local"]).contains("=x"));
+    let log = bash(wide(), &s.ws, "git log --oneline");
+    assert!(log.ok() && log.stdout.contains("one"), "{log:?}");
+}
+
+#[test]
+fn a_linked_worktree_commits_and_its_admin_files_stay_read_only() {
+    let s = Scratch::new();
+    repository(&s.ws);
+    git(&s.ws, &["worktree", "add", "-q", "-b", "wt-branch", "wt"]);
+    let admin = s.ws.join(".git/worktrees/wt");
+    assert!(admin.join("commondir").exists());
+    let wt = s.ws.join("wt");
+    // The worktree is the cwd; the main repository (its common dir) is a writable root too.
+    let policy = || workspace_only(vec![s.ws.clone()], false);
+    let commit = bash(
+        policy(),
+        &wt,
+        "echo w > w.txt && git add w.txt && git commit -q -m in-worktree && git stash list",
+    );
+    assert!(commit.ok(), "{commit:?}");
+    assert!(git(&s.ws, &["log", "--format=%s", "wt-branch"]).contains("in-worktree"));
+    for attack in [
+        format!("echo /tmp/evil > {}/commondir", admin.display()),
+        format!("echo /tmp/evil > {}/gitdir", admin.display()),
+        format!("echo '[core]' > {}/config.worktree", admin.display()),
+        "echo 'gitdir: /tmp/evil' > .git".to_owned(),
+        format!("touch {}/.git/hooks/post-commit", s.ws.display()),
+    ] {
+        let probe = bash(policy(), &wt, &attack);
+        assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
+    }
+    let twin = bash(policy(), &wt, &format!("touch {}/ORIG_HEAD.test", admin.display()));
+    assert!(twin.ok(), "{twin:?}");
+    assert_eq!(Scratch::read(&admin.join("commondir")), "../..\n");
+}
+
+#[test]
+fn a_submodule_commits_and_its_git_dir_configuration_stays_read_only() {
+    let s = Scratch::new();
+    let upstream = s.outside.join("lib");
+    repository(&upstream);
+    repository(&s.ws);
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(&s.ws)
+        .args(["-c", "protocol.file.allow=always", "submodule", "add", "-q"])
+        .arg(&upstream)
+        .arg("lib")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    git(&s.ws, &["commit", "-q", "-m", "add lib"]);
+    let module = s.ws.join(".git/modules/lib");
+    assert!(module.join("HEAD").is_file());
+    let sub = s.ws.join("lib");
+    git(&sub, &["config", "user.name", "Sandboxed"]);
+    git(&sub, &["config", "user.email", "s@example.invalid"]);
+    let commit =
+        bash(policy(), &s.ws, "cd lib && echo s > s.txt && git add s.txt && git commit -q -m in-sub");
+    assert!(commit.ok(), "{commit:?}");
+    assert!(git(&sub, &["log", "--format=%s"]).contains("in-sub"));
+    let config_before = fs::read(module.join("config")).unwrap();
+    for attack in [
+        "echo '[core] fsmonitor = evil' >> .git/modules/lib/config",
+        "touch .git/modules/lib/hooks/post-checkout",
+        "echo '* filter=evil' > .git/modules/lib/info/attributes",
+        "mv .git/modules/lib/hooks .git/modules/lib/hooks-away",
+        "cd lib && git config core.fsmonitor evil",
+    ] {
+        let probe = bash(policy(), &s.ws, attack);
+        assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
+    }
+    // The twin: the rest of the submodule's git dir is writable. (Its work tree's `.git` file is a nested entry
+    // of the workspace, not protected: see docs/sandbox.md.)
+    let twin = bash(policy(), &s.ws, "touch .git/modules/lib/ORIG_HEAD.test && mkdir .git/modules/lib/x");
+    assert!(twin.ok(), "{twin:?}");
+    assert_eq!(fs::read(module.join("config")).unwrap(), config_before);
+    assert!(!module.join("hooks/post-checkout").exists() && !module.join("hooks-away").exists());
+}
