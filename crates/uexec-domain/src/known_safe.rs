@@ -425,7 +425,10 @@ impl<'a> Checker<'a> {
             other => other,
         };
         if program.contains('/') {
-            return self.outside(&format!("the program {program}"), Path::new(program)).map(drop).map_err(as_code);
+            return self
+                .outside(&format!("the program {program}"), Path::new(program))
+                .map(drop)
+                .map_err(as_code);
         }
         if SHELL_BUILTINS.contains(&program) || program.is_empty() {
             return Ok(());

@@ -412,7 +412,10 @@ fn runners_of_writable_project_files_and_writable_programs_are_writable_code() {
         ("/tmp/tool --run", "/srv"),
     ] {
         let error = planted(script, cwd).unwrap_err();
-        assert!(matches!(error, NotKnownSafe::WritableCode { .. }) && !error.is_coverable(), "{script}: {error}");
+        assert!(
+            matches!(error, NotKnownSafe::WritableCode { .. }) && !error.is_coverable(),
+            "{script}: {error}"
+        );
         assert!(error.to_string().contains("may differ from what was approved"), "{error}");
     }
     for (script, cwd) in [("make test", "/srv"), ("npm view left-pad", "/home/u/ws"), ("ls", "/home/u/ws")] {

@@ -240,7 +240,9 @@ impl Orchestrator {
             cwd: cwd.to_path_buf(),
             kind,
             reason: Some(question),
-            prefix_offer: prefix_rule.filter(|_| coverable).and_then(|prefix| session_prefix_offer(prefix, argv)),
+            prefix_offer: prefix_rule
+                .filter(|_| coverable)
+                .and_then(|prefix| session_prefix_offer(prefix, argv)),
             denial: None,
         };
         self.ask(request, &key, planted).await?;

@@ -998,10 +998,31 @@ async fn untrusted_retries_without_asking_again_when_a_person_approved_the_first
         approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
         Events::default(),
     );
-    let response = engine.exec_command(exec("make install")).await.unwrap();
+    let response = engine.exec_command(exec("cp a /etc/b")).await.unwrap();
     assert_eq!(response.output, "ok");
     assert_eq!(asked.lock().unwrap()[0].kind, ApprovalKind::Run);
     assert_eq!(record.requests.lock().unwrap().len(), 2);
+}
+
+/// `make install` in the workspace runs a Makefile the sandboxed run itself could have rewritten (then printed a
+/// denial to be let out): its retry outside the sandbox asks even after the person approved the run.
+#[tokio::test(start_paused = true)]
+async fn a_runner_of_writable_project_files_asks_before_its_retry() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let engine = engine(
+        config(ApprovalPolicy::Untrusted, SANDBOXED()),
+        spawner(vec![denial(), Script::exits("ok", 0)], Arc::default()),
+        sandbox_ok(Arc::default()),
+        approver(ReviewDecision::Approved, 2, Arc::clone(&asked)),
+        Events::default(),
+    );
+    engine.exec_command(exec("make install")).await.unwrap();
+    let asked = asked.lock().unwrap();
+    assert_eq!(
+        asked.iter().map(|r| r.kind).collect::<Vec<_>>(),
+        [ApprovalKind::Run, ApprovalKind::RetryWithoutSandbox]
+    );
+    assert!(asked[1].reason.as_deref().unwrap().contains("Makefile"), "{:?}", asked[1]);
 }
 
 /// A read-only command that asked only because what it runs could have been planted (git in a writable
@@ -2314,7 +2335,9 @@ async fn a_failed_sandboxed_command_gets_the_sandboxs_hint_and_no_other_does() {
     let hinting = || {
         let mut sandbox = MockSandbox::new();
         sandbox.expect_kind().return_const(SandboxKind::MacosSeatbelt);
-        sandbox.expect_prepare().returning(|request| Ok(SandboxedSpawn { spawn: request.spawn, report: sandbox_report() }));
+        sandbox
+            .expect_prepare()
+            .returning(|request| Ok(SandboxedSpawn { spawn: request.spawn, report: sandbox_report() }));
         sandbox.expect_denial_hint().returning(|argv, output| {
             let nested = String::from_utf8_lossy(output).contains("sandbox_apply");
             (nested && argv.iter().any(|a| a.to_string_lossy().contains("swift")))
@@ -2323,14 +2346,14 @@ async fn a_failed_sandboxed_command_gets_the_sandboxs_hint_and_no_other_does() {
         sandbox
     };
     let failing = Script::exits("sandbox_apply: Operation not permitted\n", 1);
-    let engine = engine(
+    let hinted = engine(
         config(ApprovalPolicy::OnRequest, SANDBOXED()),
         spawner(vec![failing.clone()], Arc::default()),
         hinting(),
         approver_never(),
         Events::default(),
     );
-    let response = engine.exec_command(exec("swift build")).await.unwrap();
+    let response = hinted.exec_command(exec("swift build")).await.unwrap();
     assert!(response.warning.as_deref().is_some_and(|w| w.contains("--disable-sandbox")), "{response:?}");
     // The twins: the same output with exit code 0, and the failure outside the sandbox.
     let ok = engine(
@@ -2377,7 +2400,10 @@ async fn no_approval_covers_a_runner_of_writable_project_files_outside_the_sandb
         assert_eq!(asked.len(), 2, "asked every time in the workspace");
         assert!(asked.iter().all(|q| q.prefix_offer.is_none()), "{asked:?}");
         let reason = asked[0].reason.clone().unwrap();
-        assert!(reason.contains("Makefile") && reason.contains("may differ from what was approved"), "{reason}");
+        assert!(
+            reason.contains("Makefile") && reason.contains("may differ from what was approved"),
+            "{reason}"
+        );
     }
     let outside = outside_dir("make");
     engine.exec_command(escalated(Some(outside.clone()))).await.unwrap();

@@ -237,10 +237,10 @@ impl Sandbox for SeatbeltSandbox {
 
     /// A tool whose own sandbox cannot start inside Seatbelt (`crate::nested_sandbox_hint`): the script's words
     /// are the tool's (`bash -lc "swift build"` names `swift`).
-    fn denial_hint(&self, argv: &[std::ffi::OsString], output: &[u8]) -> Option<String> {
-        let words: Vec<std::ffi::OsString> = argv
+    fn denial_hint(&self, argv: &[OsString], output: &[u8]) -> Option<String> {
+        let words: Vec<OsString> = argv
             .iter()
-            .flat_map(|arg| arg.to_string_lossy().split_whitespace().map(std::ffi::OsString::from).collect::<Vec<_>>())
+            .flat_map(|arg| arg.to_string_lossy().split_whitespace().map(OsString::from).collect::<Vec<_>>())
             .collect();
         crate::nested_sandbox_hint(&words, output).map(str::to_owned)
     }
