@@ -186,8 +186,11 @@ pub enum WhenAbsent {
     /// Create an empty file and protect it: git reads an empty `config`, `config.worktree` or `alternates` as
     /// none.
     EmptyFile,
-    /// No inert placeholder exists (git treats the mere presence of `commondir` as a redirection, and dies on an
-    /// empty one): protected when present only, and its absence is reported.
+    /// Create a file naming the git directory itself (`.`) and protect it: git reads a repository's `commondir`
+    /// as a redirection of its common dir whenever the file exists (and dies on an empty one), and `.` redirects
+    /// it to where it already is (checked with git 2.47: status, commit, branch, stash, worktree add, gc).
+    SelfCommonDir,
+    /// No inert placeholder exists: protected when present only, and its absence is reported.
     NotPrevented,
 }
 
@@ -227,24 +230,16 @@ const REPOSITORY_ENTRIES: [GitDirEntry; 9] = [
     },
     GitDirEntry {
         name: "objects/info/http-alternates",
-        when_absent: WhenAbsent::NotPrevented,
+        when_absent: WhenAbsent::EmptyFile,
         reason: "points dumb-HTTP fetches at other object stores",
     },
     GitDirEntry {
         name: "commondir",
-        when_absent: WhenAbsent::NotPrevented,
+        when_absent: WhenAbsent::SelfCommonDir,
         reason: "redirects the common dir, whose config and hooks git then uses",
     },
-    GitDirEntry {
-        name: "remotes",
-        when_absent: WhenAbsent::NotPrevented,
-        reason: "legacy remote configuration",
-    },
-    GitDirEntry {
-        name: "branches",
-        when_absent: WhenAbsent::NotPrevented,
-        reason: "legacy remote configuration",
-    },
+    GitDirEntry { name: "remotes", when_absent: WhenAbsent::EmptyDir, reason: "legacy remote configuration" },
+    GitDirEntry { name: "branches", when_absent: WhenAbsent::EmptyDir, reason: "legacy remote configuration" },
 ];
 
 /// Inside a linked worktree's administrative directory.
@@ -292,8 +287,9 @@ pub fn protected_git_entries_text() -> String {
         });
     format!(
         "only {} (and {} of worktrees/<id>; modules/<name> like a repository) stay read-only, the rest (index, \
-         objects, refs, logs, HEAD) is writable; an absent one gets an empty placeholder first, except {}, which \
-         can then be created",
+         objects, refs, logs, HEAD) is writable; an absent one gets an inert placeholder first (an empty file or \
+         directory, a commondir naming the git directory itself), except {} of worktrees/<id>, which can then be \
+         created",
         names(GitDirKind::Repository),
         names(GitDirKind::LinkedWorktree),
         creatable.join(", ")
@@ -411,14 +407,13 @@ mod tests {
                 );
             }
         }
-        // `commondir` has no inert placeholder: its presence alone redirects git.
+        // A repository's `commondir` redirects git by its presence alone: its placeholder names the git dir itself.
+        // Every entry of a repository's git dir gets one; only a linked worktree's back-pointers do not.
         let commondir = protected_git_entries(GitDirKind::Repository).iter().find(|e| e.name == "commondir");
-        assert_eq!(commondir.map(|e| e.when_absent), Some(WhenAbsent::NotPrevented));
+        assert_eq!(commondir.map(|e| e.when_absent), Some(WhenAbsent::SelfCommonDir));
+        assert!(protected_git_entries(GitDirKind::Repository).iter().all(|e| e.when_absent != WhenAbsent::NotPrevented));
         let text = protected_git_entries_text();
-        assert!(
-            text.contains("hooks") && text.contains("except objects/info/http-alternates, commondir"),
-            "{text}"
-        );
+        assert!(text.contains("hooks") && text.contains("except commondir, gitdir of worktrees"), "{text}");
     }
 
     #[test]

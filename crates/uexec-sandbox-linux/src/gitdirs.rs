@@ -62,7 +62,7 @@ pub(crate) fn protect(gitdir: &Path, kind: GitDirKind) -> GitDirProtection {
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => match entry.when_absent {
                     WhenAbsent::NotPrevented => out.absent.push(path),
-                    placeholder => match create_placeholder(&path, placeholder == WhenAbsent::EmptyDir) {
+                    placeholder => match create_placeholder(&path, placeholder) {
                         Ok(()) => out.protected.push(path),
                         Err(e) => {
                             return whole(
@@ -162,20 +162,24 @@ fn subdirs(dir: &Path, entries_read: &mut usize, notes: &mut Vec<String>) -> Res
 /// Create the empty directory or file `path` (absent) in its parent, opened without following any symlink, with
 /// the parent's owner: an inert placeholder for a mount to cover. Its parent (`objects/info`) is created the same
 /// way when absent. An entry that appears meanwhile (`EEXIST`) is fine: whatever it is gets protected.
-fn create_placeholder(path: &Path, directory: bool) -> io::Result<()> {
+fn create_placeholder(path: &Path, placeholder: WhenAbsent) -> io::Result<()> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     };
     let dir = match open_dir(parent) {
         Ok(dir) => dir,
         Err(e) if e.kind() == io::ErrorKind::NotFound && parent.ends_with("objects/info") => {
-            create_placeholder(parent, true)?;
+            create_placeholder(parent, WhenAbsent::EmptyDir)?;
             open_dir(parent)?
         }
         Err(e) => return Err(e),
     };
     let name = CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    crate::sys::create_empty_at(&dir, &name, directory)
+    match placeholder {
+        WhenAbsent::EmptyDir => crate::sys::create_placeholder_at(&dir, &name, None),
+        WhenAbsent::SelfCommonDir => crate::sys::create_placeholder_at(&dir, &name, Some(b".\n")),
+        _ => crate::sys::create_placeholder_at(&dir, &name, Some(b"")),
+    }
 }
 
 /// `parent` as a directory descriptor, opened without following a symlink.
@@ -222,13 +226,14 @@ mod tests {
         ] {
             assert!(p.protected.contains(&g.join(entry)), "{entry}: {p:?}");
         }
-        assert!(p.absent.contains(&g.join("commondir")), "{p:?}");
+        assert!(p.protected.contains(&g.join("commondir")), "{p:?}");
         assert!(!p.protected.iter().any(|e| e == &g || e.ends_with("index") || e.ends_with("refs")));
         // The placeholders are empty, so git reads them as nothing.
         assert!(fs::read_dir(g.join("hooks")).unwrap().next().is_none());
         assert_eq!(fs::read(g.join("config.worktree")).unwrap(), b"");
         assert_eq!(fs::read(g.join("objects/info/alternates")).unwrap(), b"");
-        assert!(!g.join("commondir").exists());
+        // A repository's commondir names the git dir itself: git reads that as no redirection.
+        assert_eq!(fs::read(g.join("commondir")).unwrap(), b".\n");
         assert!(p.notes.iter().any(|n| n.contains("worktrees/link")), "{:?}", p.notes);
         // Protecting again finds the same entries and creates nothing new.
         assert_eq!(protect(&g, GitDirKind::Repository).protected, p.protected);

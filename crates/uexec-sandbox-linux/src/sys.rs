@@ -200,27 +200,49 @@ pub(crate) fn open_file_no_symlinks(path: &std::ffi::CStr) -> std::io::Result<st
     open_no_symlinks(path, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW)
 }
 
-/// Create the empty directory (`mkdirat`, mode 0755) or file (`openat` with `O_CREAT | O_EXCL | O_NOFOLLOW`, mode
-/// 0644) `name` in `dir`, owned like `dir` (best effort); `EEXIST` is success (something is there to protect).
-pub(crate) fn create_empty_at(
+/// Create the placeholder `name` in `dir`: an empty directory (`contents` `None`: `mkdirat`, mode 0755) or a file
+/// holding `contents` (`openat` with `O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0644), owned like `dir` (best effort);
+/// `EEXIST` is success (something is there to protect).
+pub(crate) fn create_placeholder_at(
     dir: &std::os::fd::OwnedFd,
     name: &std::ffi::CStr,
-    directory: bool,
+    contents: Option<&[u8]>,
 ) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let dirfd = dir.as_raw_fd() as isize as usize;
     let name_ptr = name.as_ptr() as usize;
-    let result = if directory {
+    let result = match contents {
         // SAFETY: mkdirat on a live directory descriptor and a NUL-terminated name.
-        unsafe { syscall(libc::SYS_mkdirat, [dirfd, name_ptr, 0o755, 0, 0, 0]) }
-    } else {
-        let flags =
-            (libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC) as usize;
-        // SAFETY: openat on a live directory descriptor and a NUL-terminated name; the descriptor is closed below.
-        unsafe { syscall(libc::SYS_openat, [dirfd, name_ptr, flags, 0o644, 0, 0]) }.inspect(|fd| {
-            // SAFETY: closing the descriptor just opened.
-            let _ = unsafe { syscall(libc::SYS_close, [*fd, 0, 0, 0, 0, 0]) };
-        })
+        None => unsafe { syscall(libc::SYS_mkdirat, [dirfd, name_ptr, 0o755, 0, 0, 0]) },
+        Some(bytes) => {
+            let flags =
+                (libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC) as usize;
+            // SAFETY: openat on a live directory descriptor and a NUL-terminated name; the descriptor is written
+            // and closed below.
+            unsafe { syscall(libc::SYS_openat, [dirfd, name_ptr, flags, 0o644, 0, 0]) }.and_then(|fd| {
+                let mut written = 0usize;
+                let mut outcome = Ok(fd);
+                while written < bytes.len() {
+                    let rest = &bytes[written..];
+                    // SAFETY: write from a live slice to the descriptor just opened.
+                    match unsafe { syscall(libc::SYS_write, [fd, rest.as_ptr() as usize, rest.len(), 0, 0, 0]) } {
+                        Ok(0) => {
+                            outcome = Err(libc::EIO);
+                            break;
+                        }
+                        Ok(n) => written += n,
+                        Err(libc::EINTR) => {}
+                        Err(errno) => {
+                            outcome = Err(errno);
+                            break;
+                        }
+                    }
+                }
+                // SAFETY: closing the descriptor just opened.
+                let _ = unsafe { syscall(libc::SYS_close, [fd, 0, 0, 0, 0, 0]) };
+                outcome
+            })
+        }
     };
     match result {
         Ok(_) => {}

@@ -130,6 +130,15 @@ fn absent_hooks_config_worktree_info_and_alternates_cannot_be_created() {
     let create = bash(policy(), &s.ws, "mkdir -p .git/hooks && touch .git/hooks/post-checkout");
     assert!(!create.ok() && refused(&create.text()), "{create:?}");
     assert!(!s.ws.join(".git/hooks/post-checkout").exists());
+    // An absent commondir would redirect git to a common dir (its config, its hooks) a command chose: its
+    // placeholder names the git dir itself and is read-only; the legacy remote directories are placeholders too.
+    assert!(!s.ws.join(".git/commondir").exists() || Scratch::read(&s.ws.join(".git/commondir")) == ".\n");
+    for attack in ["echo /tmp/evil > .git/commondir", "touch .git/remotes/origin", "touch .git/branches/origin"] {
+        let probe = bash(policy(), &s.ws, attack);
+        assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
+    }
+    assert_eq!(Scratch::read(&s.ws.join(".git/commondir")), ".\n");
+    assert_eq!(git(&s.ws, &["rev-parse", "--git-dir"]).trim(), ".git");
     // The empty placeholders the sandbox made are what git reads as none: everyday git still works.
     let commit = bash(policy(), &s.ws, "echo b > b.txt && git add b.txt && git commit -q -m b && git status");
     assert!(commit.ok(), "{commit:?}");
