@@ -239,7 +239,11 @@ const REPOSITORY_ENTRIES: [GitDirEntry; 9] = [
         reason: "redirects the common dir, whose config and hooks git then uses",
     },
     GitDirEntry { name: "remotes", when_absent: WhenAbsent::EmptyDir, reason: "legacy remote configuration" },
-    GitDirEntry { name: "branches", when_absent: WhenAbsent::EmptyDir, reason: "legacy remote configuration" },
+    GitDirEntry {
+        name: "branches",
+        when_absent: WhenAbsent::EmptyDir,
+        reason: "legacy remote configuration",
+    },
 ];
 
 /// Inside a linked worktree's administrative directory.
@@ -411,7 +415,11 @@ mod tests {
         // Every entry of a repository's git dir gets one; only a linked worktree's back-pointers do not.
         let commondir = protected_git_entries(GitDirKind::Repository).iter().find(|e| e.name == "commondir");
         assert_eq!(commondir.map(|e| e.when_absent), Some(WhenAbsent::SelfCommonDir));
-        assert!(protected_git_entries(GitDirKind::Repository).iter().all(|e| e.when_absent != WhenAbsent::NotPrevented));
+        assert!(
+            protected_git_entries(GitDirKind::Repository)
+                .iter()
+                .all(|e| e.when_absent != WhenAbsent::NotPrevented)
+        );
         let text = protected_git_entries_text();
         assert!(text.contains("hooks") && text.contains("except commondir, gitdir of worktrees"), "{text}");
     }

@@ -225,7 +225,9 @@ pub(crate) fn create_placeholder_at(
                 while written < bytes.len() {
                     let rest = &bytes[written..];
                     // SAFETY: write from a live slice to the descriptor just opened.
-                    match unsafe { syscall(libc::SYS_write, [fd, rest.as_ptr() as usize, rest.len(), 0, 0, 0]) } {
+                    match unsafe {
+                        syscall(libc::SYS_write, [fd, rest.as_ptr() as usize, rest.len(), 0, 0, 0])
+                    } {
                         Ok(0) => {
                             outcome = Err(libc::EIO);
                             break;

@@ -133,7 +133,9 @@ fn absent_hooks_config_worktree_info_and_alternates_cannot_be_created() {
     // An absent commondir would redirect git to a common dir (its config, its hooks) a command chose: its
     // placeholder names the git dir itself and is read-only; the legacy remote directories are placeholders too.
     assert!(!s.ws.join(".git/commondir").exists() || Scratch::read(&s.ws.join(".git/commondir")) == ".\n");
-    for attack in ["echo /tmp/evil > .git/commondir", "touch .git/remotes/origin", "touch .git/branches/origin"] {
+    for attack in
+        ["echo /tmp/evil > .git/commondir", "touch .git/remotes/origin", "touch .git/branches/origin"]
+    {
         let probe = bash(policy(), &s.ws, attack);
         assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
     }
