@@ -427,7 +427,12 @@ async fn kill_tree_finds_a_scrubbed_daemon_by_its_uts_namespace_and_spares_a_sha
 async fn kill_tree_kills_a_scrubbed_daemon_in_the_leaders_private_mount_namespace(spawner: PtySpawner) {
     for private in [true, false] {
         let marker = marker();
-        let script = format!("env -i /bin/sh -c \"(setsid sh -c 'sleep {marker} & exit' &)\"; echo STARTED");
+        // The leader lives a moment before it starts the daemon: the spawning thread pins its namespaces right
+        // after `exec`, and a leader that exits before the thread runs again leaves nothing to pin (a known
+        // window, not what this test is about: the scrubbed daemon of a leader that exited later).
+        let script = format!(
+            "sleep 0.3; env -i /bin/sh -c \"(setsid sh -c 'sleep {marker} & exit' &)\"; echo STARTED"
+        );
         let mut request = sh(&script, false);
         if private {
             request.setup = vec![Arc::new(MountNamespaceHook)];
