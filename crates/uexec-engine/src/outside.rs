@@ -58,15 +58,22 @@ impl OutsideRun {
                 "Beware: {why}: a sandboxed command could have chosen what this runs outside the sandbox."
             ));
         }
-        if !self.removed.is_empty() {
+        if let Some(removed) = self.removed_text() {
             if !out.is_empty() {
                 out.push(' ');
             }
-            out.push_str(&format!(
-                "Left out of its environment because sandboxed commands can write them: {}.",
-                self.removed.join("; ")
-            ));
+            out.push_str(&removed);
         }
         out
+    }
+
+    /// The sentence naming what was left out of the environment, if anything was.
+    pub(crate) fn removed_text(&self) -> Option<String> {
+        (!self.removed.is_empty()).then(|| {
+            format!(
+                "Left out of its environment because sandboxed commands can write them: {}.",
+                self.removed.join("; ")
+            )
+        })
     }
 }

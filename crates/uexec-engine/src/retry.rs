@@ -70,11 +70,9 @@ impl Orchestrator {
                 ),
                 None => retry_question(&evidence),
             };
-            if !check.removed.is_empty() {
-                reason.push_str(&format!(
-                    " Left out of its environment because sandboxed commands can write them: {}.",
-                    check.removed.join("; ")
-                ));
+            if let Some(removed) = check.removed_text() {
+                reason.push(' ');
+                reason.push_str(&removed);
             }
             let request = ApprovalRequest {
                 call_id: call.call_id.clone(),
