@@ -3,8 +3,9 @@
 //! `cargo xtask fuzz`, `cargo xtask soak`.
 //!
 //! `ci` is what `.ci/run` calls and what the README names as the test command: formatting, clippy with
-//! warnings denied (for this machine and for both macOS targets, whose standard libraries it installs with
-//! rustup when missing; linking needs Apple's SDK, checking does not), cargo-deny, the layering and tidy
+//! warnings denied (for this machine, for both macOS targets, and for Windows the domain, the ports and the
+//! engine, whose standard libraries it installs with rustup when missing; linking needs the platform's SDK,
+//! checking does not), cargo-deny, the layering and tidy
 //! checks, the Kubernetes manifests' schema check, every test (nextest plus doctests), every example of the
 //! workspace run to exit 0, and `cargo package` of the publishable crates.
 
@@ -30,7 +31,8 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci          fmt --check, clippy -D warnings (here and for macOS), cargo deny, layering, tidy, deploy,
+  ci          fmt --check, clippy -D warnings (here, for macOS, and for Windows: domain, ports, engine),
+              cargo deny, layering, tidy, deploy,
               nextest, doctests, examples, package
   layering    fail when a crate depends on a layer it must not (reads `cargo metadata`)
   tidy        fail when a source file lacks its `//!` line or the tree holds a stub
@@ -107,6 +109,15 @@ fn ci(root: &Path) -> Result<()> {
         args.extend(["--workspace", "--all-targets", "--all-features", "--", "-D", "warnings"]);
         cargo(root, &args)
     })?;
+    step("clippy (Windows: domain, ports, engine)", || {
+        ensure_rust_targets(root, &[WINDOWS_TARGET])?;
+        let mut args = vec!["clippy", "--target", WINDOWS_TARGET];
+        for krate in PORTABLE_CRATES {
+            args.extend(["-p", krate]);
+        }
+        args.extend(["--all-features", "--", "-D", "warnings"]);
+        cargo(root, &args)
+    })?;
     step("deny", || {
         ensure_cargo_tool(root, "cargo-deny", &["deny", "--version"])?;
         // Advisories need GitHub, which CI cannot reach: see deny.toml.
@@ -139,6 +150,13 @@ fn metadata(root: &Path) -> Result<serde_json::Value> {
 
 /// The Apple targets the workspace must type-check for (the binary is built there with Apple's SDK).
 const MACOS_TARGETS: [&str; 2] = ["aarch64-apple-darwin", "x86_64-apple-darwin"];
+
+/// A target outside the Unix family: the pure crates and the engine must type-check there too, so nothing
+/// OS-specific enters them unnoticed (their unit tests build fixtures with Unix calls and are not checked).
+const WINDOWS_TARGET: &str = "x86_64-pc-windows-msvc";
+
+/// The crates that hold no OS-specific code beyond a `cfg`-gated edge (`uexec-engine`'s `os.rs`).
+const PORTABLE_CRATES: [&str; 3] = ["uexec-domain", "uexec-ports", "uexec-engine"];
 
 /// Installs the standard library of each of `targets` that `rustup target list --installed` does not list
 /// (for the toolchain `rust-toolchain.toml` pins, since rustup runs in the workspace root).

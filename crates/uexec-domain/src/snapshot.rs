@@ -18,7 +18,6 @@
 //! Only bash is covered ([`SnapshotShell::of`]); other shells keep starting as login shells.
 
 use std::ffi::OsString;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 
 use crate::env::EnvPolicy;
@@ -135,8 +134,10 @@ pub fn capture_script(shell: SnapshotShell, nonce: u64) -> String {
 pub struct Captured {
     /// What the startup files printed (before the first marker): for the server log, never for a command.
     pub startup_output: Vec<u8>,
-    /// The exported variables after the startup files, in the shell's order.
-    pub env: Vec<(OsString, OsString)>,
+    /// The exported variables after the startup files, in the shell's order, as the bytes the shell printed
+    /// (names and values of a Unix environment are bytes; the caller compares them with its own environment
+    /// through `OsStr::as_encoded_bytes`, the same bytes on Unix).
+    pub env: Vec<(Vec<u8>, Vec<u8>)>,
     /// `declare -f`: the functions, as shell code.
     pub functions: String,
     /// `alias -p`: the aliases, as shell code.
@@ -179,7 +180,7 @@ pub fn parse_capture(output: &[u8], nonce: u64) -> Result<Captured, CaptureError
         .filter(|record| !record.is_empty())
         .filter_map(|record| {
             let eq = record.iter().position(|b| *b == b'=')?;
-            Some((OsString::from_vec(record[..eq].to_vec()), OsString::from_vec(record[eq + 1..].to_vec())))
+            Some((record[..eq].to_vec(), record[eq + 1..].to_vec()))
         })
         .collect();
     Ok(Captured {
@@ -283,9 +284,17 @@ pub fn render_bash(
     command_bash_env: Option<&OsString>,
     policy: &EnvPolicy,
 ) -> Vec<u8> {
-    let replayed = |name: &OsString| replayed(name.as_bytes()) && !pinned.contains(name);
-    let restored = |name: &OsString| replayed(name) && !policy.drops_secret(&name.to_string_lossy());
-    let before = |name: &OsString| started_with.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v);
+    let bytes = |name: &OsString| name.as_encoded_bytes().to_vec();
+    let pinned: Vec<Vec<u8>> = pinned.iter().map(bytes).collect();
+    let replayed = |name: &[u8]| replayed(name) && !pinned.iter().any(|p| p == name);
+    let restored = |name: &[u8]| replayed(name) && !policy.drops_secret(&String::from_utf8_lossy(name));
+    let before = |name: &[u8]| {
+        started_with
+            .iter()
+            .rev()
+            .find(|(n, _)| n.as_encoded_bytes() == name)
+            .map(|(_, v)| v.as_encoded_bytes())
+    };
     let mut out: Vec<u8> = Vec::new();
     out.extend_from_slice(
         b"# uexec login snapshot: the state a login bash had after its startup files, sourced through BASH_ENV.\n",
@@ -293,7 +302,7 @@ pub fn render_bash(
     match command_bash_env {
         Some(value) => {
             out.extend_from_slice(b"export BASH_ENV=");
-            out.extend_from_slice(&quoted(value.as_bytes()));
+            out.extend_from_slice(&quoted(value.as_encoded_bytes()));
             out.push(b'\n');
         }
         None => out.extend_from_slice(b"unset BASH_ENV\n"),
@@ -316,23 +325,23 @@ pub fn render_bash(
         }
     }
     for (name, value) in &captured.env {
-        if restored(name) && before(name) != Some(value) {
+        if restored(name) && before(name) != Some(value.as_slice()) {
             out.extend_from_slice(b"export ");
-            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(name);
             out.push(b'=');
-            out.extend_from_slice(&quoted(value.as_bytes()));
+            out.extend_from_slice(&quoted(value));
             out.push(b'\n');
         }
     }
-    let mut removed: Vec<&OsString> = started_with
+    let mut removed: Vec<&[u8]> = started_with
         .iter()
-        .map(|(name, _)| name)
-        .filter(|name| replayed(name) && !captured.env.iter().any(|(n, _)| n == *name))
+        .map(|(name, _)| name.as_encoded_bytes())
+        .filter(|name| replayed(name) && !captured.env.iter().any(|(n, _)| n == name))
         .collect();
     removed.dedup();
     for name in removed {
         out.extend_from_slice(b"unset ");
-        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(name);
         out.push(b'\n');
     }
     out
@@ -347,6 +356,10 @@ mod tests {
 
     fn os(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
         pairs.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect()
+    }
+
+    fn bytes(pairs: &[(&str, &str)]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        pairs.iter().map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())).collect()
     }
 
     fn output(nonce: u64, startup: &str, env: &[(&str, &str)], functions: &str, aliases: &str) -> Vec<u8> {
@@ -389,7 +402,7 @@ mod tests {
         );
         let captured = parse_capture(&out, 7).unwrap();
         assert_eq!(captured.startup_output, b"pyenv: cannot rehash\nhello\n");
-        assert_eq!(captured.env, os(&[("A", "1"), ("PATH", "/x:/bin")]));
+        assert_eq!(captured.env, bytes(&[("A", "1"), ("PATH", "/x:/bin")]));
         assert!(captured.functions.contains("echo f"));
         assert_eq!(captured.aliases, "alias ll='ls -l'\n");
         assert_eq!(parse_capture(&out, 8), Err(CaptureError::MissingSection("env")));
@@ -403,7 +416,7 @@ mod tests {
         out.extend(output(2, "", &[("A", "1")], "", ""));
         let captured = parse_capture(&out, 2).unwrap();
         assert_eq!(captured.startup_output, marker(1, "env"));
-        assert_eq!(captured.env, os(&[("A", "1")]));
+        assert_eq!(captured.env, bytes(&[("A", "1")]));
     }
 
     #[test]
@@ -542,7 +555,7 @@ mod tests {
             out.extend(output(9, "", &[("A", "1")], "", ""));
             let captured = parse_capture(&out, 9).unwrap();
             prop_assert_eq!(captured.startup_output, startup);
-            prop_assert_eq!(captured.env, os(&[("A", "1")]));
+            prop_assert_eq!(captured.env, bytes(&[("A", "1")]));
         }
     }
 }

@@ -16,7 +16,7 @@
 //! 7. **collect** the window's output and 8. **respond** ([`Orchestrator::collect_and_respond`]).
 
 use std::collections::HashSet;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -296,6 +296,11 @@ impl Orchestrator {
         }
     }
 
+    /// The `PATH` of the server's environment (`EngineConfig::base_env`).
+    fn base_path(&self) -> Option<&OsStr> {
+        self.config.base_env.iter().rev().find(|(name, _)| name == "PATH").map(|(_, value)| value.as_os_str())
+    }
+
     /// When `argv` (`[shell, -c|-lc, script]`) is an `apply_patch` call and a patch program is configured: that
     /// program's argv with the patch (in pieces well under the kernel's 128 KiB limit on one argument) and the
     /// directory it runs in (`cwd`, or the script's `cd <dir>` under it).
@@ -318,8 +323,8 @@ impl Orchestrator {
             }
             // An apply_patch call inside a longer script would get "command not found" from the shell.
             if uexec_domain::patch::calls_apply_patch(script)
-                && !on_path("apply_patch")
-                && !on_path("applypatch")
+                && !on_path(self.base_path(), "apply_patch")
+                && !on_path(self.base_path(), "applypatch")
             {
                 return Err(ExecError::ApplyPatchNotWholeCommand);
             }
@@ -670,13 +675,11 @@ impl Orchestrator {
     }
 }
 
-/// Whether an executable file `name` is in a directory of the server's `PATH` (which sandboxed commands get).
-fn on_path(name: &str) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| {
-            std::fs::metadata(dir.join(name))
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+/// Whether an executable file `name` is in a directory of `path` (the `PATH` of the server's environment,
+/// `EngineConfig::base_env`, which sandboxed commands get).
+fn on_path(path: Option<&OsStr>, name: &str) -> bool {
+    path.is_some_and(|path| {
+        std::env::split_paths(path)
+            .any(|dir| std::fs::metadata(dir.join(name)).is_ok_and(|m| crate::os::is_executable(&m)))
     })
 }

@@ -142,6 +142,7 @@ mod engine;
 mod error;
 mod known_safe;
 mod login;
+mod os;
 mod outside;
 mod placement;
 mod retry;
