@@ -6,14 +6,18 @@
 //!    `apply_patch` call, and the facts every later decision trusts (`crate::trust`), gathered once; an
 //!    escalation is checked for what could have been planted (`crate::outside`);
 //! 2. **reserve** a session id (released by [`Reservation`] on every failure, a dropped future included);
-//! 3. **approve** (`crate::approve`): bypass, remembered, or a person;
+//! 3. **approve** ([`approve`]): bypass, remembered, or a person;
 //! 4. **place** ([`Orchestrator::place_call`]): where it runs, the login snapshot captured now that it is
-//!    approved (`crate::login`), the spawn request;
+//!    approved ([`login`]), the spawn request;
 //! 5. **spawn and store** ([`Orchestrator::spawn_and_store`], `crate::attempt`): the sandbox transforms the
 //!    request, the spawner starts it, the session becomes reachable;
 //! 6. **grace and retry** (`crate::retry`): a denial seen within the early-exit grace may be retried outside the
 //!    sandbox, with a person's approval;
 //! 7. **collect** the window's output and 8. **respond** ([`Orchestrator::collect_and_respond`]).
+//!
+//! The approval step and the login snapshots hold state of the [`Orchestrator`] (the remembered approvals,
+//! the snapshot files), so they are its submodules: they use its types, it holds theirs, and no module
+//! outside `engine` is part of that circle (`cargo xtask layering` checks that modules form no cycle).
 
 use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
@@ -36,17 +40,20 @@ use uexec_ports::ExecEvent;
 use uexec_ports::process::{IoMode, ProcessError, PtySize, Signal, SpawnError, SpawnRequest};
 
 use crate::api::{ExecCommandRequest, ExecResponse, SessionSummary, WriteStdinRequest};
-use crate::approve::{Approval, PrefixApproval};
 use crate::collect::{Collected, Mark, collect};
 use crate::config::{EngineConfig, EngineDeps};
 use crate::error::ExecError;
-use crate::login::Snapshots;
 use crate::outside::OutsideRun;
 use crate::placement::Placement;
 use crate::session::{Session, SessionSpec};
 use crate::store::Store;
-
 use crate::trust::{decide_shell_start, writes_for};
+
+pub(crate) mod approve;
+mod login;
+
+use approve::{Approval, PrefixApproval};
+use login::Snapshots;
 
 /// The unified exec engine. Cheap to clone (all clones share one engine); `Send + Sync`.
 #[derive(Debug, Clone)]
