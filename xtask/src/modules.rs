@@ -129,7 +129,7 @@ fn module_path(dir: &Path, file: &Path) -> ModPath {
 }
 
 /// `text` with comments, string literals and character literals replaced by spaces (line breaks kept).
-fn strip_comments_and_strings(text: &str) -> String {
+pub(crate) fn strip_comments_and_strings(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
     let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
@@ -236,7 +236,7 @@ fn ident_before(chars: &[char], i: usize) -> bool {
 
 /// `code` without its `#[cfg(test)]` items (blanked, line breaks kept), and the names of the modules declared
 /// by such an item in a file of their own (`#[cfg(test)] mod tests;`).
-fn without_tests(code: &str) -> (String, Vec<String>) {
+pub(crate) fn without_tests(code: &str) -> (String, Vec<String>) {
     const MARK: &str = "#[cfg(test)]";
     let mut out: Vec<char> = code.chars().collect();
     let chars = out.clone();

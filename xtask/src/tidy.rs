@@ -1,5 +1,6 @@
-//! The tidy check: every Rust source file says what it is for in its first line (`//!`), and no stub
-//! (`todo!`, `unimplemented!`) is left anywhere. Runs from `cargo xtask ci` and as a plain `#[test]`.
+//! The tidy check: every Rust source file says what it is for in its first line (`//!`), no stub (`todo!`,
+//! `unimplemented!`) is left anywhere, `$TMPDIR` is read in its two places only, and a poisoned lock is
+//! recovered, never skipped (see [`lock_problems`]). Runs from `cargo xtask ci` and as a plain `#[test]`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -42,8 +43,52 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
                 ));
             }
         }
+        if is_module {
+            problems.extend(lock_problems(&text).into_iter().map(|(line, p)| format!("{rel}:{line}: {p}")));
+        }
     }
     Ok(problems)
+}
+
+/// The one policy for poisoned locks: a `std::sync::Mutex` whose holder panicked is locked anyway
+/// (`.lock().unwrap_or_else(PoisonError::into_inner)`, or a `lock` helper that does it), because the data
+/// every lock of the workspace guards is consistent after each step; a poisoned lock is never skipped
+/// (`.lock().ok()`, `if let Ok(..) = m.lock()`), which would drop a record or answer "nobody" silently.
+/// Outside test code: every `.lock()` is followed by the recovery or by `.await` (tokio's lock), is a standard
+/// stream's, or is in a file with its own `fn lock(&self)` helper; no `.lock()` anywhere is followed by `.ok()`,
+/// `.is_ok()`, `.is_err()`, `.map(`, `.map_err(`, `?`, `else` or the `{` of a `match`/`if let`. Returns the
+/// line and the problem of each offending call.
+pub(crate) fn lock_problems(text: &str) -> Vec<(usize, String)> {
+    const CALL: &str = ".lock()";
+    const RECOVERED: [&str; 2] =
+        [".unwrap_or_else(PoisonError::into_inner)", ".unwrap_or_else(std::sync::PoisonError::into_inner)"];
+    const SKIPPING: [&str; 8] = [".ok()", ".is_ok()", ".is_err()", ".map(", ".map_err(", "?", "else", "{"];
+    const STREAMS: [&str; 3] = ["stdout()", "stderr()", "stdin()"];
+    let (code, _) = crate::modules::without_tests(&crate::modules::strip_comments_and_strings(text));
+    let has_helper = code.contains("fn lock(&self)");
+    let mut problems = Vec::new();
+    for (at, _) in code.match_indices(CALL) {
+        let line = code[..at].matches('\n').count() + 1;
+        let after: String = code[at + CALL.len()..].chars().filter(|c| !c.is_whitespace()).take(60).collect();
+        let before = code[..at].trim_end();
+        if SKIPPING.iter().any(|s| after.starts_with(s)) {
+            problems.push((
+                line,
+                "a poisoned lock is skipped: recover it with PoisonError::into_inner".to_owned(),
+            ));
+        } else if !(RECOVERED.iter().any(|r| after.starts_with(r))
+            || after.starts_with(".await")
+            || STREAMS.iter().any(|s| before.ends_with(s))
+            || has_helper)
+        {
+            problems.push((
+                line,
+                "a std lock is taken with .lock().unwrap_or_else(PoisonError::into_inner) (or a lock helper)"
+                    .to_owned(),
+            ));
+        }
+    }
+    problems
 }
 
 fn collect_rs(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
@@ -100,6 +145,48 @@ mod tests {
         assert!(
             problems.iter().any(|p| p.contains("tmp.rs:2") && p.contains("is read only in")),
             "{problems:#?}"
+        );
+    }
+
+    #[test]
+    fn a_skipped_poisoned_lock_is_reported_and_a_recovered_one_is_not() {
+        let recovered = [
+            "let g = m.lock().unwrap_or_else(PoisonError::into_inner);",
+            "m.lock()\n    .unwrap_or_else(std::sync::PoisonError::into_inner)\n    .push(1);",
+            "let g = m.lock().await;",
+            "let out = std::io::stdout().lock();",
+            "// m.lock().ok() in a comment",
+            "let s = \"m.lock().ok()\";",
+            "#[cfg(test)]\nmod tests {\n    fn t() { m.lock().unwrap(); }\n}",
+        ];
+        for code in recovered {
+            assert_eq!(lock_problems(code), vec![], "{code}");
+        }
+        let skipped = [
+            "m.lock().ok()?.push(1);",
+            "if let Ok(mut g) = m.lock() { g.push(1); }",
+            "let Ok(g) = m.lock() else { return };",
+            "match m.lock() { Ok(g) => g.len(), Err(_) => 0 }",
+            "let g = m.lock()?;",
+            "m.lock().map(|g| g.len())",
+            "fn f() {\n    m.lock()\n        .is_ok();\n}",
+            "let g = m.lock().unwrap_or_default();",
+        ];
+        for code in skipped {
+            let problems = lock_problems(code);
+            assert_eq!(problems.len(), 1, "{code}: {problems:?}");
+        }
+        assert_eq!(lock_problems("fn f() {\n    m.lock()\n        .is_ok();\n}")[0].0, 2);
+        // A file with its own helper may call it; a skip is still a skip there.
+        assert_eq!(
+            lock_problems(
+                "fn lock(&self) -> G { self.m.lock().unwrap_or_else(PoisonError::into_inner) }\nfn g(&self) { self.lock().push(1); }"
+            ),
+            vec![]
+        );
+        assert_eq!(
+            lock_problems("fn lock(&self) -> G { todo() }\nfn g(&self) { self.m.lock().ok(); }").len(),
+            1
         );
     }
 }

@@ -86,20 +86,21 @@ impl McpApprover {
 
     /// Register how the client of `call_id` can be asked (until [`McpApprover::unregister`]).
     pub fn register(&self, call_id: &str, via: AskVia) {
-        if let Ok(mut calls) = self.calls.lock() {
-            calls.insert(call_id.to_owned(), via);
-        }
+        self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(call_id.to_owned(), via);
     }
 
     /// Forget `call_id`.
     pub fn unregister(&self, call_id: &str) {
-        if let Ok(mut calls) = self.calls.lock() {
-            calls.remove(call_id);
-        }
+        self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(call_id);
     }
 
     fn via(&self, call_id: &str) -> AskVia {
-        self.calls.lock().ok().and_then(|calls| calls.get(call_id).cloned()).unwrap_or(AskVia::Nobody)
+        self.calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(call_id)
+            .cloned()
+            .unwrap_or(AskVia::Nobody)
     }
 
     /// Why nobody can approve `request`, and what would allow it.
@@ -191,10 +192,15 @@ impl crate::proxy::DomainAsker for McpApprover {
         if self.policy != ApprovalPolicy::OnRequest {
             return None;
         }
-        let (peer, cancelled, style) = self.calls.lock().ok()?.values().find_map(|via| match via {
-            AskVia::Request(peer, cancelled, style) => Some((peer.clone(), cancelled.clone(), *style)),
-            _ => None,
-        })?;
+        let (peer, cancelled, style) = self
+            .calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .find_map(|via| match via {
+                AskVia::Request(peer, cancelled, style) => Some((peer.clone(), cancelled.clone(), *style)),
+                _ => None,
+            })?;
         let params = domain_elicit_params(host, port, rules, style).ok()?;
         tokio::select! {
             result = peer.create_elicitation_with_timeout(params, Some(APPROVAL_TIMEOUT)) => {
