@@ -75,6 +75,7 @@ mod policy;
 mod protection;
 pub mod prune;
 pub mod question;
+pub mod quote;
 pub mod response;
 pub mod rules;
 mod session;

@@ -21,6 +21,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use crate::env::EnvPolicy;
+use crate::quote::single_quoted;
 use crate::startup::startup_files;
 
 /// A shell whose login environment can be captured and replayed.
@@ -204,21 +205,6 @@ fn is_identifier(name: &[u8]) -> bool {
     }
 }
 
-/// `value` as one single-quoted shell word.
-fn quoted(value: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(value.len() + 2);
-    out.push(b'\'');
-    for byte in value {
-        if *byte == b'\'' {
-            out.extend_from_slice(b"'\\''");
-        } else {
-            out.push(*byte);
-        }
-    }
-    out.push(b'\'');
-    out
-}
-
 fn replayed(name: &[u8]) -> bool {
     is_identifier(name) && !NEVER_REPLAYED.iter().any(|n| n.as_bytes() == name)
 }
@@ -302,7 +288,7 @@ pub fn render_bash(
     match command_bash_env {
         Some(value) => {
             out.extend_from_slice(b"export BASH_ENV=");
-            out.extend_from_slice(&quoted(value.as_encoded_bytes()));
+            out.extend_from_slice(&single_quoted(value.as_encoded_bytes()));
             out.push(b'\n');
         }
         None => out.extend_from_slice(b"unset BASH_ENV\n"),
@@ -329,7 +315,7 @@ pub fn render_bash(
             out.extend_from_slice(b"export ");
             out.extend_from_slice(name);
             out.push(b'=');
-            out.extend_from_slice(&quoted(value));
+            out.extend_from_slice(&single_quoted(value));
             out.push(b'\n');
         }
     }
@@ -539,7 +525,7 @@ mod tests {
         /// outside the quotes, and every quote inside is the `'\''` sequence.
         #[test]
         fn quoting_keeps_every_value_in_one_word(value in proptest::collection::vec(1u8..=255, 0..64)) {
-            let q = quoted(&value);
+            let q = single_quoted(&value);
             prop_assert_eq!(q.first(), Some(&b'\''));
             prop_assert_eq!(q.last(), Some(&b'\''));
             let inner = &q[1..q.len() - 1];

@@ -401,21 +401,13 @@ pub fn decision_from_elicit(result: &ElicitResult) -> Result<ReviewDecision, App
 pub fn display_command(argv: &[String]) -> String {
     let text = match uexec_domain::command::trusted_shell_script(argv) {
         Some(script) => script.to_owned(),
-        None => argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" "),
+        None => uexec_domain::quote::shell_words(argv),
     };
     escape_visible_capped(&text, DISPLAY_MAX_CHARS)
 }
 
 /// At most this many characters of a command are quoted in a refusal message.
 pub const DISPLAY_MAX_CHARS: usize = 400;
-
-fn shell_quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word.chars().all(|c| {
-            c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | '=' | ':' | ',' | '+' | '@')
-        });
-    if plain { word.to_owned() } else { format!("'{}'", word.replace('\'', "'\\''")) }
-}
 
 /// The prefix a rule would need to allow `argv`: its canonical command (a one-command script is its argv).
 fn suggested_prefix(argv: &[String]) -> Vec<String> {
