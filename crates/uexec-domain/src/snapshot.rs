@@ -449,7 +449,7 @@ mod tests {
         ));
     }
 
-    /// Issue 22, class 4: the secret filter applies to what a snapshot restores.
+    /// The secret filter applies to what a snapshot restores.
     #[test]
     fn secret_named_variables_the_startup_files_export_are_not_restored_unless_passed() {
         let env = [("SVC_API_KEY", "sk-live"), ("SSH_AUTH_SOCK", "/tmp/a.sock"), ("EDITOR", "vi")];

@@ -1384,7 +1384,7 @@ async fn a_pty_waiting_for_input_returns_early_and_says_so() {
     assert!(answer.waiting_for_input);
     assert_eq!(answer.output, "1+1\n");
     assert!(answer.wall_time < Duration::from_millis(100), "{:?}", answer.wall_time);
-    // Said once per stretch of waiting: the next prompts of the REPL do not repeat the note (issue 24 §4).
+    // Said once per stretch of waiting: the next prompts of the REPL do not repeat the note.
     assert!(!answer.says_waiting);
     assert!(answer.to_text().ends_with("\nOutput:\n1+1\n"), "{}", answer.to_text());
     let again = engine
@@ -1747,7 +1747,7 @@ async fn a_workdir_is_where_the_command_starts_and_the_workspace_stays_the_writa
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Issue 10, class 7b: login-shell startup files a sandboxed command could have written
+// Login-shell startup files a sandboxed command could have written
 // ---------------------------------------------------------------------------------------------------------------
 
 /// A config (workspace: the temporary directory) whose commands get `env`.
@@ -1892,7 +1892,7 @@ fn engine_with_record(cfg: EngineConfig, record: &Arc<Spawned>) -> Engine {
     )
 }
 
-/// Issue 10, class 1: the Begin event (and so the audit log) carries the exact argv that was executed,
+/// The Begin event (and so the audit log) carries the exact argv that was executed,
 /// including the sandbox's wrapper, next to the command as approved.
 #[tokio::test(start_paused = true)]
 async fn begin_records_the_exact_argv_that_ran() {
@@ -2016,7 +2016,7 @@ async fn an_apply_patch_call_runs_as_the_patch_program_under_the_same_approval()
     assert_eq!(record.requests.lock().unwrap()[0].argv[0], OsString::from("/bin/bash"));
 }
 
-/// Issue 24, section 5: the forms models send (`cd x; apply_patch`, a leading `set -e;`) run as the patch
+/// The forms models send (`cd x; apply_patch`, a leading `set -e;`) run as the patch
 /// program in the `cd`'s directory; a script that calls apply_patch among other commands gets a typed error
 /// saying apply_patch must be the whole command (the shell would say "command not found"), and spawns nothing.
 #[tokio::test(start_paused = true)]

@@ -608,7 +608,7 @@ mod tests {
         assert!(text.contains("inside the workspace-write sandbox") && !text.contains("WITHOUT"), "{text}");
     }
 
-    /// Issue 10, class 1: a script that imitates the question's fixed lines, with invisible characters and a
+    /// A script that imitates the question's fixed lines, with invisible characters and a
     /// payload 60 lines down, reaches the person escaped, numbered and whole; nothing raw reaches the client,
     /// neither in the message nor in the schema.
     #[test]
