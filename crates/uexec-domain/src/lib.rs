@@ -83,6 +83,7 @@ pub mod snapshot;
 pub mod startup;
 pub mod truncate;
 pub mod trust;
+mod visible;
 
 pub use exit::ExitStatus;
 pub use policy::{
