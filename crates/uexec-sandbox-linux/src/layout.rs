@@ -164,7 +164,8 @@ impl FsLayout {
         }
         if meta.is_dir() && entry.file_name() == Some(std::ffi::OsStr::new(".git")) {
             // A git directory: writable but for what git executes or takes configuration from.
-            self.add_git_dir_contents(&entry, GitDirKind::Repository);
+            let owner = entry.parent().map(Path::to_path_buf).unwrap_or_default();
+            self.add_git_dir_contents(&entry, GitDirKind::Repository, &owner);
             return Ok(());
         }
         if meta.file_type().is_symlink() {
@@ -192,9 +193,24 @@ impl FsLayout {
             return;
         };
         let lexical = normalize_lexically(gitdir);
-        // The pure rules first: nothing is looked up for a gitdir they refuse.
-        let verdict = gitdir_protection(&lexical, owner, &self.roots).and_then(|()| {
-            match c_path(&lexical).map(|c| crate::sys::open_dir_no_symlinks(&c)) {
+        match self.gitdir_verdict(&lexical, owner) {
+            // A linked worktree's administrative directory has a `commondir` naming another directory; a
+            // submodule's or a separate git directory is a repository's own.
+            Ok(()) => {
+                let kind = crate::gitdirs::kind_of(&lexical);
+                self.add_git_dir_contents(&lexical, kind, owner);
+            }
+            Err(why) => push_unique_text(&mut self.ignored, format!("gitdir {}: {why}", gitdir.display())),
+        }
+    }
+
+    /// Whether the git directory `lexical` (resolved by its text), named by something in the writable root
+    /// `owner` (a `.git` file, a `commondir`), may be protected: the pure rules first
+    /// (`uexec_domain::gitdir::gitdir_protection`: nothing is looked up for a gitdir they refuse), then it must
+    /// open without following any symlink and hold a `HEAD` file.
+    fn gitdir_verdict(&self, lexical: &Path, owner: &Path) -> Result<(), UnprotectedGitdir> {
+        gitdir_protection(lexical, owner, &self.roots).and_then(|()| {
+            match c_path(lexical).map(|c| crate::sys::open_dir_no_symlinks(&c)) {
                 Ok(Ok(_)) => match fs::symlink_metadata(lexical.join("HEAD")) {
                     Ok(head) if head.is_file() => Ok(()),
                     _ => Err(UnprotectedGitdir::NotAGitDir),
@@ -203,31 +219,17 @@ impl FsLayout {
                 Ok(Err(e)) => Err(UnprotectedGitdir::Missing(e.to_string())),
                 Err(e) => Err(UnprotectedGitdir::Missing(e.to_string())),
             }
-        });
-        match verdict {
-            Ok(()) => {
-                // A linked worktree's administrative directory has a `commondir`; a submodule's or a separate
-                // git directory is a repository's own.
-                let kind = if fs::symlink_metadata(lexical.join("commondir")).is_ok() {
-                    GitDirKind::LinkedWorktree
-                } else {
-                    GitDirKind::Repository
-                };
-                self.add_git_dir_contents(&lexical, kind);
-            }
-            Err(why) => push_unique_text(&mut self.ignored, format!("gitdir {}: {why}", gitdir.display())),
-        }
+        })
     }
 
-    /// Record the protected entries of the git directory `gitdir` (a real directory in a writable root), those of
-    /// the git directories below it, and what is absent or not looked into (see `crate::gitdirs`).
-    fn add_git_dir_contents(&mut self, gitdir: &Path, kind: GitDirKind) {
-        let found = crate::gitdirs::protect(gitdir, kind);
+    /// Record the protected entries of the git directory `gitdir` (a real directory in the writable root `owner`),
+    /// those of the git directories below it and of a common dir in `owner` that a linked worktree's
+    /// `commondir` names, and what is not looked into (see `crate::gitdirs`).
+    fn add_git_dir_contents(&mut self, gitdir: &Path, kind: GitDirKind, owner: &Path) {
+        let check = |common: &Path| self.gitdir_verdict(common, owner);
+        let found = crate::gitdirs::protect(gitdir, kind, &check);
         for path in found.protected {
             push_unique(&mut self.protected, path);
-        }
-        for path in found.absent {
-            push_unique(&mut self.absent, path);
         }
         for note in found.notes {
             push_unique_text(&mut self.ignored, note);
@@ -620,6 +622,44 @@ mod tests {
         let layout = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
         assert!(layout.protected.contains(&git), "{:?}", layout.protected);
         assert!(layout.ignored.iter().any(|n| n.contains("read-only as a whole")), "{:?}", layout.ignored);
+    }
+
+    #[test]
+    fn a_separate_git_dir_stays_a_repository_after_its_commondir_placeholder_is_made() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        let sep = base.join("sep.git");
+        fs::create_dir_all(sep.join("objects")).unwrap();
+        fs::write(sep.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        fs::write(base.join(".git"), "gitdir: sep.git\n").unwrap();
+        let first = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
+        assert_eq!(fs::read(sep.join("commondir")).unwrap(), b".\n");
+        // The placeholder names the directory itself: the second command sees the same repository, not a
+        // linked worktree whose config would be left writable.
+        let second = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
+        assert_eq!(first.protected, second.protected);
+        for entry in ["config", "hooks", "info", "commondir"] {
+            assert!(second.protected.contains(&sep.join(entry)), "{entry}: {:?}", second.protected);
+        }
+    }
+
+    #[test]
+    fn a_worktree_named_by_the_root_protects_the_common_dir_its_commondir_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        let main = base.join("gitdirs/main.git");
+        fs::create_dir_all(main.join("objects")).unwrap();
+        fs::write(main.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let admin = main.join("worktrees/wt");
+        fs::create_dir_all(&admin).unwrap();
+        fs::write(admin.join("HEAD"), "ref: refs/heads/wt\n").unwrap();
+        fs::write(admin.join("commondir"), "../..\n").unwrap();
+        fs::write(base.join(".git"), "gitdir: gitdirs/main.git/worktrees/wt\n").unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
+        for entry in ["worktrees/wt/commondir", "worktrees/wt/gitdir", "config", "hooks", "info"] {
+            assert!(layout.protected.contains(&main.join(entry)), "{entry}: {:?}", layout.protected);
+        }
+        assert!(!layout.protected.contains(&admin) && !layout.protected.contains(&main));
     }
 
     #[test]
