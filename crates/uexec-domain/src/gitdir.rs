@@ -62,6 +62,43 @@ pub fn parse_git_file(root: &Path, content: &[u8]) -> Result<PathBuf, GitFilePro
     Ok(root.join(path_from_bytes(target)))
 }
 
+/// What `lstat` says a root's `.git` entry is, as far as [`dot_git_entry`] cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DotGitKind {
+    /// Nothing there (or it cannot be looked at).
+    Missing,
+    /// A directory.
+    Directory,
+    /// A symbolic link (never followed).
+    Symlink,
+    /// A regular file.
+    File,
+    /// A FIFO, socket or device (never opened: opening a device can have effects of its own).
+    Other,
+}
+
+/// What a root's `.git` entry is for the sandbox, and why a `.git` that is not a directory names no gitdir: the
+/// one rule both adapters follow. `kind` is what `lstat` found; `read` reads the file (bounded, without
+/// following a symlink and without blocking: each adapter's own I/O) and is called only for a regular file;
+/// its content is parsed by [`parse_git_file`] against the canonical `root`.
+pub fn dot_git_entry(
+    root: &Path,
+    kind: DotGitKind,
+    read: impl FnOnce() -> Result<Vec<u8>, GitFileProblem>,
+) -> (crate::GitEntry, Option<GitFileProblem>) {
+    use crate::GitEntry;
+    match kind {
+        DotGitKind::Missing => (GitEntry::Absent, None),
+        DotGitKind::Directory => (GitEntry::Directory, None),
+        DotGitKind::Symlink => (GitEntry::Absent, Some(GitFileProblem::Symlink)),
+        DotGitKind::Other => (GitEntry::Absent, Some(GitFileProblem::NotARegularFile)),
+        DotGitKind::File => match read().and_then(|content| parse_git_file(root, &content)) {
+            Ok(gitdir) => (GitEntry::File { gitdir }, None),
+            Err(problem) => (GitEntry::Absent, Some(problem)),
+        },
+    }
+}
+
 /// A path from the bytes of a file (any bytes on Unix, as the kernel takes them).
 #[cfg(unix)]
 fn path_from_bytes(bytes: &[u8]) -> PathBuf {
@@ -372,6 +409,35 @@ mod tests {
             let raw = parse_git_file(root, b"gitdir: /caf\xe9/.git\n").unwrap();
             assert_eq!(raw.as_os_str().as_bytes(), b"/caf\xe9/.git");
         }
+    }
+
+    #[test]
+    fn a_dot_git_is_read_only_when_it_is_a_regular_file() {
+        use crate::GitEntry;
+        let root = Path::new("/w");
+        let never = || -> Result<Vec<u8>, GitFileProblem> { panic!("read") };
+        assert_eq!(dot_git_entry(root, DotGitKind::Missing, never), (GitEntry::Absent, None));
+        assert_eq!(dot_git_entry(root, DotGitKind::Directory, never), (GitEntry::Directory, None));
+        assert_eq!(
+            dot_git_entry(root, DotGitKind::Symlink, never),
+            (GitEntry::Absent, Some(GitFileProblem::Symlink))
+        );
+        assert_eq!(
+            dot_git_entry(root, DotGitKind::Other, never),
+            (GitEntry::Absent, Some(GitFileProblem::NotARegularFile))
+        );
+        assert_eq!(
+            dot_git_entry(root, DotGitKind::File, || Ok(b"gitdir: g\n".to_vec())),
+            (GitEntry::File { gitdir: p("/w/g") }, None)
+        );
+        assert_eq!(
+            dot_git_entry(root, DotGitKind::File, || Err(GitFileProblem::TooLarge { size: 1 << 20 })),
+            (GitEntry::Absent, Some(GitFileProblem::TooLarge { size: 1 << 20 }))
+        );
+        assert_eq!(
+            dot_git_entry(root, DotGitKind::File, || Ok(b"junk".to_vec())),
+            (GitEntry::Absent, Some(GitFileProblem::NoGitdirLine))
+        );
     }
 
     #[test]

@@ -14,8 +14,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use uexec_domain::gitdir::{
-    GitDirKind, GitFileProblem, MAX_GIT_FILE_BYTES, UnprotectedGitdir, gitdir_protection,
-    normalize_lexically, parse_git_file,
+    DotGitKind, GitDirKind, GitFileProblem, MAX_GIT_FILE_BYTES, UnprotectedGitdir, dot_git_entry,
+    gitdir_protection, normalize_lexically,
 };
 use uexec_domain::{GitEntry, PROTECTED_SUBDIRS};
 use uexec_domain::{SandboxPolicy, WritableRoot};
@@ -419,24 +419,14 @@ pub fn git_entry(root: &Path) -> GitEntry {
 /// report).
 fn inspect_git(root: &Path) -> (GitEntry, Option<GitFileProblem>) {
     let dot_git = root.join(".git");
-    let meta = match fs::symlink_metadata(&dot_git) {
-        Ok(meta) => meta,
-        Err(_) => return (GitEntry::Absent, None),
+    let kind = match fs::symlink_metadata(&dot_git) {
+        Err(_) => DotGitKind::Missing,
+        Ok(meta) if meta.is_dir() => DotGitKind::Directory,
+        Ok(meta) if meta.file_type().is_symlink() => DotGitKind::Symlink,
+        Ok(meta) if meta.is_file() => DotGitKind::File,
+        Ok(_) => DotGitKind::Other,
     };
-    if meta.is_dir() {
-        return (GitEntry::Directory, None);
-    }
-    if meta.file_type().is_symlink() {
-        return (GitEntry::Absent, Some(GitFileProblem::Symlink));
-    }
-    if !meta.is_file() {
-        // A FIFO, socket or device is never opened (opening a device can have effects of its own).
-        return (GitEntry::Absent, Some(GitFileProblem::NotARegularFile));
-    }
-    match read_small_file(&dot_git, MAX_GIT_FILE_BYTES).and_then(|content| parse_git_file(root, &content)) {
-        Ok(gitdir) => (GitEntry::File { gitdir }, None),
-        Err(problem) => (GitEntry::Absent, Some(problem)),
-    }
+    dot_git_entry(root, kind, || read_small_file(&dot_git, MAX_GIT_FILE_BYTES))
 }
 
 /// The content of the regular file at `path` (canonical), at most `limit` bytes, read without following a

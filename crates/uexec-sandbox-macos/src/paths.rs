@@ -11,7 +11,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use uexec_domain::GitEntry;
-use uexec_domain::gitdir::{GitFileProblem, MAX_GIT_FILE_BYTES, UnprotectedGitdir};
+use uexec_domain::gitdir::{
+    DotGitKind, GitFileProblem, MAX_GIT_FILE_BYTES, UnprotectedGitdir, dot_git_entry,
+};
 use uexec_ports::SandboxError;
 
 /// Answers the questions the profile generator asks the filesystem. Everything it is asked about inside a
@@ -60,27 +62,16 @@ impl PathResolver for RealFs {
             return (GitEntry::Absent, None);
         };
         let dot_git = root.join(".git");
-        let meta = match std::fs::symlink_metadata(&dot_git) {
-            Ok(meta) => meta,
-            Err(_) => return (GitEntry::Absent, None),
+        // A symlinked `.git` protects only the link: its target is never followed (P2); a FIFO, socket or
+        // device is never opened. The rule is `uexec_domain::gitdir::dot_git_entry`, shared with Linux.
+        let kind = match std::fs::symlink_metadata(&dot_git) {
+            Err(_) => DotGitKind::Missing,
+            Ok(meta) if meta.is_dir() => DotGitKind::Directory,
+            Ok(meta) if meta.is_symlink() => DotGitKind::Symlink,
+            Ok(meta) if meta.is_file() => DotGitKind::File,
+            Ok(_) => DotGitKind::Other,
         };
-        if meta.is_dir() {
-            return (GitEntry::Directory, None);
-        }
-        // A symlinked `.git` protects only the link: its target is never followed (P2).
-        if meta.is_symlink() {
-            return (GitEntry::Absent, Some(GitFileProblem::Symlink));
-        }
-        // A FIFO, socket or device is never opened.
-        if !meta.is_file() {
-            return (GitEntry::Absent, Some(GitFileProblem::NotARegularFile));
-        }
-        match read_git_file(&dot_git)
-            .and_then(|content| uexec_domain::gitdir::parse_git_file(&root, &content))
-        {
-            Ok(gitdir) => (GitEntry::File { gitdir }, None),
-            Err(problem) => (GitEntry::Absent, Some(problem)),
-        }
+        dot_git_entry(&root, kind, || read_git_file(&dot_git))
     }
 
     fn symlink_target(&self, path: &Path) -> Option<PathBuf> {
