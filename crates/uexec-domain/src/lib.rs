@@ -80,6 +80,7 @@ pub mod rules;
 mod session;
 pub mod snapshot;
 pub mod startup;
+pub mod tool_files;
 pub mod truncate;
 pub mod trust;
 

@@ -227,7 +227,7 @@ fn subdirs(dir: &Path, entries_read: &mut usize, notes: &mut Vec<String>) -> Res
 /// Create the empty directory or file `path` (absent) in its parent, opened without following any symlink, with
 /// the parent's owner: an inert placeholder for a mount to cover. Its parent (`objects/info`) is created the same
 /// way when absent. An entry that appears meanwhile (`EEXIST`) is fine: whatever it is gets protected.
-fn create_placeholder(path: &Path, placeholder: WhenAbsent) -> io::Result<()> {
+pub(crate) fn create_placeholder(path: &Path, placeholder: WhenAbsent) -> io::Result<()> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     };

@@ -13,10 +13,12 @@ use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
+use uexec_domain::gitdir::WhenAbsent;
 use uexec_domain::gitdir::{
     DotGitKind, GitDirKind, GitFileProblem, MAX_GIT_FILE_BYTES, UnprotectedGitdir, dot_git_entry,
     gitdir_protection, normalize_lexically,
 };
+use uexec_domain::tool_files::{ToolEntryKind, ToolFiles};
 use uexec_domain::{GitEntry, PROTECTED_SUBDIRS};
 use uexec_domain::{SandboxPolicy, WritableRoot};
 use uexec_ports::SandboxError;
@@ -64,6 +66,7 @@ impl FsLayout {
         policy: &SandboxPolicy,
         cwd: &Path,
         tmpdir: Option<&Path>,
+        tool_files: &ToolFiles,
     ) -> Result<FsLayout, SandboxError> {
         if !cwd.is_absolute() {
             return Err(invalid(cwd, "the working directory must be absolute"));
@@ -115,6 +118,8 @@ impl FsLayout {
             }
         }
         layout.ignored = git_problems;
+        // The workspace (the cwd root): where an absent tool directory gets a placeholder.
+        let workspace = canonical.get(cwd).ok();
         for root in &writable {
             let entries: Vec<PathBuf> = PROTECTED_SUBDIRS.iter().map(|name| root.root.join(name)).collect();
             for entry in &entries {
@@ -123,6 +128,15 @@ impl FsLayout {
             let owner = canonical.get(&root.root).ok();
             for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
                 layout.add_gitdir(gitdir, owner.as_deref());
+            }
+            let in_workspace = owner.is_some() && owner == workspace;
+            for entry in tool_files.protected() {
+                layout.add_tool_entry(
+                    &root.root.join(entry.name),
+                    entry.kind,
+                    in_workspace,
+                    &mut canonical,
+                )?;
             }
         }
         layout.protected.sort_by_key(|p| (depth(p), p.clone()));
@@ -179,6 +193,44 @@ impl FsLayout {
             );
         }
         push_unique(&mut self.protected, entry);
+        Ok(())
+    }
+
+    /// Record the tool entry `entry` of a root (`uexec_domain::tool_files`): protected itself when it exists,
+    /// like `.uexec` ([`FsLayout::add_entry`]); an absent directory of the workspace gets an empty placeholder
+    /// first (opened without following a symlink), so that nothing can be created in it.
+    fn add_tool_entry(
+        &mut self,
+        entry: &Path,
+        kind: ToolEntryKind,
+        in_workspace: bool,
+        canonical: &mut Canonical,
+    ) -> Result<(), SandboxError> {
+        self.add_entry(entry, canonical)?;
+        if kind != ToolEntryKind::Directory || !in_workspace {
+            return Ok(());
+        }
+        let (Some(parent), Some(name)) = (entry.parent(), entry.file_name()) else {
+            return Ok(());
+        };
+        let Ok(path) = canonical.get(parent).map(|parent| parent.join(name)) else {
+            return Ok(());
+        };
+        if !self.absent.contains(&path) || !self.is_writable(&path) {
+            return Ok(());
+        }
+        self.absent.retain(|a| a != &path);
+        match crate::gitdirs::create_placeholder(&path, WhenAbsent::EmptyDir) {
+            Ok(()) => push_unique(&mut self.protected, path),
+            Err(e) => {
+                // Fails closed: a command could create it, so the report says so.
+                push_unique_text(
+                    &mut self.ignored,
+                    format!("{}: cannot create the placeholder ({e}), so it can be created", path.display()),
+                );
+                push_unique(&mut self.absent, path);
+            }
+        }
         Ok(())
     }
 
@@ -471,6 +523,46 @@ fn invalid(path: &Path, reason: &str) -> SandboxError {
 mod tests {
     use super::*;
 
+    /// No tool file protected: the git tests look at git's entries alone.
+    fn no_tools() -> ToolFiles {
+        let names: Vec<&str> = uexec_domain::tool_files::TOOL_ENTRIES.iter().map(|e| e.name).collect();
+        ToolFiles::allowing(&names).unwrap()
+    }
+
+    #[test]
+    fn other_tools_files_are_protected_and_absent_directories_get_a_placeholder_in_the_workspace() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        let ws = base.join("ws");
+        fs::create_dir_all(ws.join(".claude")).unwrap();
+        fs::write(ws.join(".mcp.json"), "{}").unwrap();
+        fs::create_dir_all(base.join("extra/.idea")).unwrap();
+        let policy = SandboxPolicy::WorkspaceWrite {
+            writable_roots: vec![base.join("extra")],
+            network_access: false,
+            exclude_slash_tmp: true,
+            exclude_tmpdir_env_var: true,
+        };
+        let tools = ToolFiles::allowing(&[".zed"]).unwrap();
+        let layout = FsLayout::resolve(&policy, &ws, None, &tools).unwrap();
+        for present in [ws.join(".claude"), ws.join(".mcp.json"), base.join("extra/.idea")] {
+            assert!(layout.protected.contains(&present), "{}: {:?}", present.display(), layout.protected);
+        }
+        // In the workspace an absent directory becomes an empty placeholder; an absent file stays absent.
+        assert!(layout.protected.contains(&ws.join(".vscode")) && ws.join(".vscode").is_dir());
+        assert_eq!(fs::read_dir(ws.join(".vscode")).unwrap().count(), 0);
+        assert!(layout.absent.contains(&ws.join(".envrc")) && !ws.join(".envrc").exists());
+        // Another root gets no placeholder; an allowed entry is neither protected nor made.
+        assert!(!base.join("extra/.vscode").exists() && layout.absent.contains(&base.join("extra/.vscode")));
+        assert!(!ws.join(".zed").exists() && !layout.protected.contains(&ws.join(".zed")));
+        // A symlink planted in the entry's place is protected as the link.
+        fs::remove_dir(ws.join(".vscode")).unwrap();
+        std::os::unix::fs::symlink(base.join("elsewhere"), ws.join(".vscode")).unwrap();
+        let layout = FsLayout::resolve(&policy, &ws, None, &tools).unwrap();
+        assert!(layout.protected.contains(&ws.join(".vscode")), "{:?}", layout.protected);
+        assert!(!base.join("elsewhere").exists());
+    }
+
     fn workspace(tmp: &Path) -> SandboxPolicy {
         SandboxPolicy::WorkspaceWrite {
             writable_roots: vec![tmp.join("extra"), tmp.join("missing")],
@@ -520,7 +612,7 @@ mod tests {
         .unwrap();
         std::os::unix::fs::symlink("repo", base.join("link")).unwrap();
 
-        let layout = FsLayout::resolve(&workspace(&base), &base.join("link"), None).unwrap();
+        let layout = FsLayout::resolve(&workspace(&base), &base.join("link"), None, &no_tools()).unwrap();
         assert_eq!(layout.roots, vec![base.join("extra"), repo.clone()]);
         assert_eq!(layout.missing_roots, vec![base.join("missing")]);
         // The gitdir is outside every writable root: read-only already, not mounted.
@@ -548,7 +640,7 @@ mod tests {
         std::os::unix::fs::symlink("real-git", base.join(".git")).unwrap();
         // A link to the root itself (`ln -s . .uexec`).
         std::os::unix::fs::symlink(&base, base.join(".uexec")).unwrap();
-        let layout = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
         assert_eq!(layout.protected, vec![base.join(".git"), base.join(".uexec")]);
         assert!(
             layout.ignored.iter().any(|n| n.contains(".git: a symlink to real-git")),
@@ -569,7 +661,7 @@ mod tests {
         std::os::unix::fs::symlink("gitdirs", ws.join("link")).unwrap();
         let layout_for = |content: &str| {
             fs::write(ws.join(".git"), content).unwrap();
-            FsLayout::resolve(&cwd_only(), &ws, None).unwrap()
+            FsLayout::resolve(&cwd_only(), &ws, None, &no_tools()).unwrap()
         };
         let good = layout_for("gitdir: gitdirs/wt\n");
         assert_eq!(good.protected, vec![ws.join(".git"), ws.join("gitdirs/wt")]);
@@ -597,7 +689,7 @@ mod tests {
         fs::create_dir_all(git.join("refs/heads")).unwrap();
         fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
         fs::write(git.join("config"), "[core]\n").unwrap();
-        let layout = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
         assert!(!layout.protected.contains(&git), "{:?}", layout.protected);
         for entry in ["config", "config.worktree", "hooks", "info", "objects/info/alternates", "commondir"] {
             assert!(layout.protected.contains(&git.join(entry)), "{entry}: {:?}", layout.protected);
@@ -609,7 +701,7 @@ mod tests {
         assert_eq!(layout.pinned_dirs(), vec![git.clone(), git.join("objects"), git.join("objects/info")]);
         // A `.git` directory git could not use (no objects/) stays read-only as a whole.
         fs::remove_dir_all(git.join("objects")).unwrap();
-        let layout = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
         assert!(layout.protected.contains(&git), "{:?}", layout.protected);
         assert!(layout.ignored.iter().any(|n| n.contains("read-only as a whole")), "{:?}", layout.ignored);
     }
@@ -622,11 +714,11 @@ mod tests {
         fs::create_dir_all(sep.join("objects")).unwrap();
         fs::write(sep.join("HEAD"), "ref: refs/heads/main\n").unwrap();
         fs::write(base.join(".git"), "gitdir: sep.git\n").unwrap();
-        let first = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
+        let first = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
         assert_eq!(fs::read(sep.join("commondir")).unwrap(), b".\n");
         // The placeholder names the directory itself: the second command sees the same repository, not a
         // linked worktree whose config would be left writable.
-        let second = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
+        let second = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
         assert_eq!(first.protected, second.protected);
         for entry in ["config", "hooks", "info", "commondir"] {
             assert!(second.protected.contains(&sep.join(entry)), "{entry}: {:?}", second.protected);
@@ -645,7 +737,7 @@ mod tests {
         fs::write(admin.join("HEAD"), "ref: refs/heads/wt\n").unwrap();
         fs::write(admin.join("commondir"), "../..\n").unwrap();
         fs::write(base.join(".git"), "gitdir: gitdirs/main.git/worktrees/wt\n").unwrap();
-        let layout = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
         for entry in ["worktrees/wt/commondir", "worktrees/wt/gitdir", "config", "hooks", "info"] {
             assert!(layout.protected.contains(&main.join(entry)), "{entry}: {:?}", layout.protected);
         }
@@ -759,7 +851,8 @@ mod tests {
             exclude_slash_tmp: true,
             exclude_tmpdir_env_var: false,
         };
-        let layout = FsLayout::resolve(&policy, &base.join("ws"), Some(&base.join("ws/tmp"))).unwrap();
+        let layout =
+            FsLayout::resolve(&policy, &base.join("ws"), Some(&base.join("ws/tmp")), &no_tools()).unwrap();
         assert_eq!(layout.roots, vec![base.join("real-cache"), base.join("ws")]);
         assert_eq!(layout.refused_roots, vec![base.join("ws/tmp")]);
         assert!(!layout.is_writable(&base.join("victim")));
@@ -769,11 +862,11 @@ mod tests {
     fn bad_cwd_is_an_invalid_path() {
         let policy = SandboxPolicy::ReadOnly { network_access: false };
         assert!(matches!(
-            FsLayout::resolve(&policy, Path::new("/no/such/dir"), None),
+            FsLayout::resolve(&policy, Path::new("/no/such/dir"), None, &no_tools()),
             Err(SandboxError::InvalidPath { .. })
         ));
         assert!(matches!(
-            FsLayout::resolve(&policy, Path::new("relative"), None),
+            FsLayout::resolve(&policy, Path::new("relative"), None, &no_tools()),
             Err(SandboxError::InvalidPath { .. })
         ));
     }

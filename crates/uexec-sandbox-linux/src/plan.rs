@@ -55,6 +55,8 @@ pub(crate) struct Plan {
     pub(crate) copy_on_write_base: Option<std::path::PathBuf>,
     /// Why this kernel cannot give commands copy-on-write views, if it cannot.
     pub(crate) copy_on_write_unavailable: Option<String>,
+    /// Which other tools' files stay read-only, in words (`uexec_domain::tool_files::ToolFiles::text`).
+    pub(crate) tool_files: String,
 }
 
 impl Plan {
@@ -92,6 +94,7 @@ impl Plan {
             copy_on_write: Vec::new(),
             copy_on_write_base: None,
             copy_on_write_unavailable: None,
+            tool_files: uexec_domain::tool_files::ToolFiles::all().text(),
         }
     }
 
@@ -288,9 +291,12 @@ impl Plan {
             "read_only_subpaths",
             ProtectionStatus::Enforced,
             format!(
-                "read-only bind mounts in a private mount namespace ({}) over {what}: they cannot be written, \
-                 renamed or removed (EROFS/EBUSY), absent ones without a placeholder can be created",
-                mode_text(mode)
+                "read-only bind mounts in a private mount namespace ({}) over {what}; and {} (set {} to allow \
+                 one): they cannot be written, renamed or removed (EROFS/EBUSY), absent ones without a \
+                 placeholder can be created",
+                mode_text(mode),
+                self.tool_files,
+                uexec_domain::tool_files::ALLOW_KEY,
             ),
         )
     }

@@ -71,5 +71,5 @@ mod spelling;
 pub use extras::{Extras, MACOS_SECRETS, extend_launch};
 pub use nested::nested_sandbox_hint;
 pub use paths::{PathResolver, RealFs};
-pub use profile::{SANDBOX_EXEC, SeatbeltLaunch, build_launch};
+pub use profile::{SANDBOX_EXEC, SeatbeltLaunch, build_launch, build_launch_with};
 pub use sandbox::SeatbeltSandbox;

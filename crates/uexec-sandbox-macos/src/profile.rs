@@ -35,6 +35,7 @@ use uexec_domain::SandboxPolicy;
 use uexec_ports::SandboxError;
 
 use uexec_domain::gitdir::GitFileProblem;
+use uexec_domain::tool_files::ToolFiles;
 use uexec_domain::{GitEntry, PROTECTED_SUBDIRS, WritableRoot};
 
 use crate::paths::{PathResolver, canonical_existing, protected_gitdir};
@@ -136,13 +137,27 @@ pub fn build_launch(
     argv: &[OsString],
     resolver: &dyn PathResolver,
 ) -> Result<SeatbeltLaunch, SandboxError> {
+    build_launch_with(policy, cwd, tmpdir, argv, resolver, &ToolFiles::all())
+}
+
+/// [`build_launch`] keeping only the other tools' files `tool_files` protects read-only
+/// (`uexec_domain::tool_files`): in the workspace (`cwd`'s root) present or not (Seatbelt matches paths, so an
+/// absent `.vscode` cannot be created either, and no placeholder is needed), in the other roots when present.
+pub fn build_launch_with(
+    policy: &SandboxPolicy,
+    cwd: &Path,
+    tmpdir: Option<&Path>,
+    argv: &[OsString],
+    resolver: &dyn PathResolver,
+    tool_files: &ToolFiles,
+) -> Result<SeatbeltLaunch, SandboxError> {
     if policy.is_unrestricted() {
         return Err(SandboxError::Unrestricted);
     }
     if argv.is_empty() {
         return Err(SandboxError::EmptyCommand);
     }
-    let (roots, ignored, absent) = profile_roots(policy, cwd, tmpdir, resolver)?;
+    let (roots, ignored, absent) = profile_roots(policy, cwd, tmpdir, resolver, tool_files)?;
     let shape: Vec<usize> = roots.iter().map(|r| r.read_only.len()).collect();
     let canonical_roots: Vec<PathBuf> = roots.iter().map(|r| r.root.clone()).collect();
     let entries: Vec<PathBuf> = roots.iter().flat_map(|r| r.read_only.iter().cloned()).collect();
@@ -248,6 +263,7 @@ fn profile_roots(
     cwd: &Path,
     tmpdir: Option<&Path>,
     resolver: &dyn PathResolver,
+    tool_files: &ToolFiles,
 ) -> Result<Layout, SandboxError> {
     let mut ignored: Vec<String> = Vec::new();
     let mut absent: Vec<PathBuf> = Vec::new();
@@ -290,6 +306,27 @@ fn profile_roots(
                 if !absent.contains(&entry) {
                     absent.push(entry);
                 }
+                continue;
+            }
+            if let Some(target) = resolver.symlink_target(&entry) {
+                push_unique(
+                    &mut ignored,
+                    format!(
+                        "{}: a symlink to {} (only the link is protected, its target is not)",
+                        entry.display(),
+                        target.display()
+                    ),
+                );
+            }
+            if !read_only.contains(&entry) {
+                read_only.push(entry);
+            }
+        }
+        // The workspace's are denied present or not; another root's (`/tmp`) when present, as on Linux.
+        let workspace = resolver.canonicalize(cwd).ok();
+        for tool in tool_files.protected() {
+            let entry = owner.join(tool.name);
+            if workspace.as_ref() != Some(owner) && !resolver.entry_exists(&entry) {
                 continue;
             }
             if let Some(target) = resolver.symlink_target(&entry) {

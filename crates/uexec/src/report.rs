@@ -223,6 +223,7 @@ pub fn sandbox_profile(args: &ProfileArgs) -> Result<ExitCode> {
                 && !settings.sandbox_policy.is_unrestricted();
             let mut sandbox = uexec_sandbox_macos::SeatbeltSandbox::for_inspection()
                 .with_hidden(settings.hidden.clone())
+                .with_tool_files(settings.tool_files.clone())
                 .with_keychain(settings.macos_keychain);
             if proxied {
                 sandbox = sandbox.with_proxy_port(PROXY_PORT_PLACEHOLDER);

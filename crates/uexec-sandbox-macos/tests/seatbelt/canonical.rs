@@ -74,7 +74,18 @@ fn real_symlinks_are_resolved() {
         exclude_slash_tmp: true,
         exclude_tmpdir_env_var: true,
     };
-    let launch = build_launch(&policy, &base.join("link"), None, &argv(), &RealFs).unwrap();
+    // Only .git and .uexec (the other tools' files, protected by name whatever they are, are not the point).
+    let names: Vec<&str> = uexec_domain::tool_files::TOOL_ENTRIES.iter().map(|e| e.name).collect();
+    let no_tools = uexec_domain::tool_files::ToolFiles::allowing(&names).unwrap();
+    let launch = uexec_sandbox_macos::build_launch_with(
+        &policy,
+        &base.join("link"),
+        None,
+        &argv(),
+        &RealFs,
+        &no_tools,
+    )
+    .unwrap();
     assert_eq!(
         params(&launch),
         [

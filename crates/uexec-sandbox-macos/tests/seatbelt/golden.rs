@@ -280,9 +280,15 @@ fn cases() -> Vec<Case> {
                 // git init, cargo init, uv init: an absent .git is not protected (the Linux rule) ...
                 (file("file-write-create", "/Users/dev/fresh/.git"), true),
                 (file("file-write-create", "/Users/dev/fresh/.git/config"), true),
-                (file("file-write-unlink", "/Users/dev/fresh"), true),
                 // ... while the repository next door keeps its own.
                 (file("file-write-create", "/Users/dev/project/.git/config"), false),
+                // Other tools' files cannot be created even where absent, nor the workspace moved to plant
+                // them under another name (mv fresh f2; mkdir f2/.vscode; mv f2 fresh); their twins can.
+                (file("file-write-create", "/Users/dev/fresh/.vscode/tasks.json"), false),
+                (file("file-write-create", "/Users/dev/fresh/.mcp.json"), false),
+                (file("file-write-unlink", "/Users/dev/fresh"), false),
+                (file("file-write-create", "/Users/dev/fresh/src/.vscode"), true),
+                (file("file-write-create", "/Users/dev/fresh/mcp.json"), true),
             ],
         },
         Case {
