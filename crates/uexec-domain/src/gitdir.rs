@@ -374,6 +374,21 @@ pub const MAX_GIT_DIR_ENTRIES: usize = 4096;
 /// directory read-only.
 pub const MAX_MODULE_NAME_DEPTH: usize = 8;
 
+/// The most pack files (`objects/pack/*`: `.pack`, `.idx`, `.rev`, ...) of one git directory bound read-only
+/// over themselves, so that no sandboxed command can remove or replace the history they hold (new packs can
+/// still be written: `fetch` works). Beyond it `objects/pack` stays read-only as a whole (a fetch of more than
+/// `fetch.unpackLimit` objects, a `gc` or a `repack` then fail inside the sandbox).
+pub const MAX_PINNED_PACK_FILES: usize = 64;
+
+/// The history rule in words, for the protection report: which objects a sandboxed command cannot remove.
+pub fn history_text() -> String {
+    format!(
+        "the pack files present when the command starts (at most {MAX_PINNED_PACK_FILES} per git directory, else \
+         objects/pack as a whole) cannot be removed or replaced, so the packed history survives reset --hard, \
+         branch -D, reflog expire and gc --prune=now inside the sandbox; loose objects and refs can be removed"
+    )
+}
+
 /// The number of normal components of `path`.
 fn depth(path: &Path) -> usize {
     path.components().filter(|c| matches!(c, Component::Normal(_))).count()

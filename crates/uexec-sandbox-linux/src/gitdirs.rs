@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 
 use uexec_domain::gitdir::{
     GitDirKind, GitFileProblem, MAX_GIT_DIR_ENTRIES, MAX_GIT_DIRS, MAX_GIT_FILE_BYTES, MAX_MODULE_NAME_DEPTH,
-    UnprotectedGitdir, WhenAbsent, git_dir_kind, parse_commondir, protected_git_entries,
+    MAX_PINNED_PACK_FILES, UnprotectedGitdir, WhenAbsent, git_dir_kind, parse_commondir,
+    protected_git_entries,
 };
 
 /// What to do about one writable git directory.
@@ -54,6 +55,9 @@ pub(crate) fn protect(gitdir: &Path, kind: GitDirKind, allow_common: CommonDirCh
             out.protected.push(dir.clone());
             out.notes.push(format!("{}: read-only as a whole (no objects directory)", dir.display()));
             continue;
+        }
+        if *kind == GitDirKind::Repository {
+            pin_packs(dir, &mut out);
         }
         if let Err(why) = protect_entries(dir, *kind, &mut out) {
             if dir == gitdir {
@@ -94,6 +98,44 @@ fn protect_entries(dir: &Path, kind: GitDirKind, out: &mut GitDirProtection) -> 
         }
     }
     Ok(())
+}
+
+/// Bind the pack files of `dir` (`objects/pack/*`, existing, not followed when symlinks) read-only over
+/// themselves, so that the history they hold cannot be removed (`uexec_domain::gitdir::MAX_PINNED_PACK_FILES`;
+/// beyond it, or when `objects/pack` cannot be listed, the whole `objects/pack` directory).
+fn pin_packs(dir: &Path, out: &mut GitDirProtection) {
+    let pack = dir.join("objects/pack");
+    let listing = match fs::read_dir(&pack) {
+        Ok(listing) => listing,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+        Err(e) => {
+            out.notes.push(format!("{}: read-only as a whole (cannot list it: {e})", pack.display()));
+            out.protected.push(pack);
+            return;
+        }
+    };
+    let mut files = Vec::new();
+    for entry in listing {
+        let Ok(entry) = entry else {
+            out.notes.push(format!("{}: read-only as a whole (cannot list it)", pack.display()));
+            out.protected.push(pack);
+            return;
+        };
+        if entry.file_type().is_ok_and(|kind| kind.is_file() || kind.is_symlink()) {
+            files.push(entry.path());
+        }
+        if files.len() > MAX_PINNED_PACK_FILES {
+            out.notes.push(format!(
+                "{}: read-only as a whole (more than {MAX_PINNED_PACK_FILES} pack files: fetches of many objects, \
+                 gc and repack fail inside the sandbox; run git gc outside)",
+                pack.display()
+            ));
+            out.protected.push(pack);
+            return;
+        }
+    }
+    files.sort();
+    out.protected.extend(files);
 }
 
 /// True when `path` is a directory (`lstat`: a symlink is not).
@@ -352,6 +394,30 @@ mod tests {
         let p = protect(&g, GitDirKind::Repository, &allow);
         assert!(p.protected.contains(&redirected), "{p:?}");
         assert!(p.notes.iter().any(|n| n.contains("redirected: read-only as a whole")), "{:?}", p.notes);
+    }
+
+    #[test]
+    fn pack_files_are_pinned_one_by_one_up_to_the_budget() {
+        let tmp = tempfile::tempdir().unwrap();
+        let g = fs::canonicalize(tmp.path()).unwrap().join(".git");
+        git_dir(&g);
+        let pack = g.join("objects/pack");
+        fs::create_dir_all(&pack).unwrap();
+        for ext in ["pack", "idx", "rev"] {
+            fs::write(pack.join(format!("pack-1.{ext}")), "x").unwrap();
+        }
+        fs::create_dir(pack.join("subdir")).unwrap();
+        let p = protect(&g, GitDirKind::Repository, &|_| Ok(()));
+        for ext in ["pack", "idx", "rev"] {
+            assert!(p.protected.contains(&pack.join(format!("pack-1.{ext}"))), "{p:?}");
+        }
+        assert!(!p.protected.contains(&pack) && !p.protected.contains(&pack.join("subdir")), "{p:?}");
+        for i in 0..MAX_PINNED_PACK_FILES {
+            fs::write(pack.join(format!("pack-x{i}.pack")), "x").unwrap();
+        }
+        let p = protect(&g, GitDirKind::Repository, &|_| Ok(()));
+        assert!(p.protected.contains(&pack) && !p.protected.contains(&pack.join("pack-1.pack")), "{p:?}");
+        assert!(p.notes.iter().any(|n| n.contains("more than 64 pack files")), "{:?}", p.notes);
     }
 
     #[test]

@@ -265,17 +265,19 @@ impl Plan {
             None => format!(
                 ".uexec and a .git file or symlink in each writable root, and inside each git directory (a \
                  root's .git, the gitdir its .git file names, the git dirs of their linked worktrees and \
-                 submodules) over what git runs or reads as configuration: {}",
-                uexec_domain::gitdir::protected_git_entries_text()
+                 submodules) over what git runs or reads as configuration: {}; history: {}",
+                uexec_domain::gitdir::protected_git_entries_text(),
+                uexec_domain::gitdir::history_text()
             ),
             Some(layout) => {
                 let mut text = if layout.protected.is_empty() {
                     "none present".to_owned()
                 } else {
                     format!(
-                        "{} (in a git directory {})",
+                        "{} (in a git directory {}; history: {})",
                         paths(&layout.protected),
-                        uexec_domain::gitdir::protected_git_entries_text()
+                        uexec_domain::gitdir::protected_git_entries_text(),
+                        uexec_domain::gitdir::history_text()
                     )
                 };
                 if !layout.absent.is_empty() {

@@ -309,3 +309,56 @@ fn a_submodule_commits_and_its_git_dir_configuration_stays_read_only() {
     assert_eq!(fs::read(module.join("config")).unwrap(), config_before);
     assert!(!module.join("hooks/post-checkout").exists() && !module.join("hooks-away").exists());
 }
+
+#[test]
+fn destroying_refs_inside_the_sandbox_leaves_every_packed_commit_recoverable() {
+    let s = Scratch::new();
+    repository(&s.ws);
+    for n in ["two", "three"] {
+        fs::write(s.ws.join("a.txt"), n).unwrap();
+        git(&s.ws, &["commit", "-q", "-am", n]);
+    }
+    git(&s.ws, &["branch", "side"]);
+    // The person's history, packed (as after a clone or a gc).
+    git(&s.ws, &["gc", "-q"]);
+    let commits: Vec<String> = git(&s.ws, &["rev-list", "--all"]).lines().map(str::to_owned).collect();
+    assert_eq!(commits.len(), 3);
+    let packs = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir.join(".git/objects/pack"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = packs(&s.ws);
+    assert!(before.iter().any(|n| n.ends_with(".pack")), "{before:?}");
+    // Inside the sandbox: refs destroyed, reflogs expired, and gc told to prune everything unreachable.
+    let destroy = bash(
+        policy(),
+        &s.ws,
+        "git checkout -q --orphan wiped && git rm -q -rf . && git commit -q --allow-empty -m wiped && \
+         git branch -D main side && git reflog expire --expire=now --all; rm -f .git/objects/pack/*; \
+         git gc -q --prune=now; git rev-list --all --count",
+    );
+    assert_eq!(destroy.stdout.lines().last(), Some("1"), "the refs are gone inside: {destroy:?}");
+    assert!(refused(&destroy.stderr), "the pack files could not be removed: {destroy:?}");
+    // The twins: a new object and a new pack can still be written.
+    let write = bash(
+        policy(),
+        &s.ws,
+        "echo new > n.txt && git add n.txt && git commit -q -m new && git repack -q && ls .git/objects/pack",
+    );
+    assert!(write.ok(), "{write:?}");
+    // Outside: every pack file is still there, and every commit the person had is recoverable.
+    let after = packs(&s.ws);
+    for name in &before {
+        assert!(after.contains(name), "{name} was removed: {after:?}");
+    }
+    assert!(after.len() > before.len(), "no new pack was written: {after:?}");
+    for commit in &commits {
+        git(&s.ws, &["cat-file", "-e", &format!("{commit}^{{commit}}")]);
+    }
+    git(&s.ws, &["branch", "recovered", &commits[0]]);
+    assert_eq!(git(&s.ws, &["rev-list", "--count", "recovered"]).trim(), "3");
+}
