@@ -453,8 +453,9 @@ fn render_profile(policy: &SandboxPolicy, shape: &[usize], ancestors: usize) -> 
     if !read_only.is_empty() {
         out.push_str(
             "\n; --- Read-only entries of the writable roots --------------------------------------------------------\n\
-             ; .git, the gitdir a .git file names, .uexec: no write of any kind, under the canonical spelling and\n\
-             ; under every spelling the kernel may report (firmlinks, case), and no socket bound inside them.\n\
+             ; .git, the gitdir a .git file names, .uexec, other tools' files (.vscode, .mcp.json, ...): no write\n\
+             ; of any kind, under the canonical spelling and under every spelling the kernel may report\n\
+             ; (firmlinks, case), and no socket bound inside them.\n\
              (deny file-write*",
         );
         for name in &read_only {
