@@ -105,6 +105,17 @@ fn protect_entries(dir: &Path, kind: GitDirKind, out: &mut GitDirProtection) -> 
 /// beyond it, or when `objects/pack` cannot be listed, the whole `objects/pack` directory).
 fn pin_packs(dir: &Path, out: &mut GitDirProtection) {
     let pack = dir.join("objects/pack");
+    match fs::symlink_metadata(&pack) {
+        Ok(meta) if meta.is_dir() => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+        // A symlink (never followed) or anything else: protected as itself.
+        _ => {
+            out.notes
+                .push(format!("{}: not a directory, protected as itself (not looked into)", pack.display()));
+            out.protected.push(pack);
+            return;
+        }
+    }
     let listing = match fs::read_dir(&pack) {
         Ok(listing) => listing,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return,
@@ -412,6 +423,16 @@ mod tests {
             assert!(p.protected.contains(&pack.join(format!("pack-1.{ext}"))), "{p:?}");
         }
         assert!(!p.protected.contains(&pack) && !p.protected.contains(&pack.join("subdir")), "{p:?}");
+        // A symlinked objects/pack is not followed: the link itself is protected.
+        let elsewhere = tmp.path().join("elsewhere");
+        fs::create_dir_all(&elsewhere).unwrap();
+        fs::write(elsewhere.join("x.pack"), "x").unwrap();
+        fs::rename(&pack, g.join("objects/pack-real")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &pack).unwrap();
+        let p = protect(&g, GitDirKind::Repository, &|_| Ok(()));
+        assert!(p.protected.contains(&pack) && !p.protected.iter().any(|e| e.ends_with("x.pack")), "{p:?}");
+        fs::remove_file(&pack).unwrap();
+        fs::rename(g.join("objects/pack-real"), &pack).unwrap();
         for i in 0..MAX_PINNED_PACK_FILES {
             fs::write(pack.join(format!("pack-x{i}.pack")), "x").unwrap();
         }
