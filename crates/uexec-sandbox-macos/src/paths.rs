@@ -41,6 +41,14 @@ pub trait PathResolver: Send + Sync + std::fmt::Debug {
     /// True when `path` itself is a regular file (`lstat`: a symlink is not).
     fn is_regular_file(&self, path: &Path) -> bool;
 
+    /// The regular files and symlinks directly in the real directory `dir` (`lstat`; `dir` itself must not be a
+    /// symlink), sorted; `None` when it cannot be listed or is not a real directory. By default `None` (callers
+    /// then fail closed).
+    fn list_files(&self, dir: &Path) -> Option<Vec<PathBuf>> {
+        let _ = dir;
+        None
+    }
+
     /// True when something exists at `path` itself (`lstat`: a dangling symlink exists). By default: a symlink
     /// or a path that canonicalises.
     fn entry_exists(&self, path: &Path) -> bool {
@@ -89,6 +97,22 @@ impl PathResolver for RealFs {
 
     fn entry_exists(&self, path: &Path) -> bool {
         std::fs::symlink_metadata(path).is_ok()
+    }
+
+    fn list_files(&self, dir: &Path) -> Option<Vec<PathBuf>> {
+        if !std::fs::symlink_metadata(dir).ok()?.is_dir() {
+            return None;
+        }
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).ok()? {
+            let entry = entry.ok()?;
+            let kind = entry.file_type().ok()?;
+            if kind.is_file() || kind.is_symlink() {
+                out.push(entry.path());
+            }
+        }
+        out.sort();
+        Some(out)
     }
 }
 

@@ -24,8 +24,9 @@
 //!   renamed parent would carry the entry to a path no rule names: `mv ws w2; echo > w2/.git/hooks/x; mv w2 ws`).
 //! - A read-only entry never freezes more than itself: it is a root's `.git` or `.uexec` that exists (a symlink
 //!   there is protected as the link, never its target; an absent one is not protected, as on Linux, so `git
-//!   init` works), or a gitdir that is no writable root, contains none and lies in the root its `.git` belongs
-//!   to (`uexec_domain::gitdir::gitdir_protection`).
+//!   init` works; a `.git` directory is protected entry by entry, [`git_dir_entries`]), a gitdir that is no
+//!   writable root, contains none and lies in the root its `.git` belongs to
+//!   (`uexec_domain::gitdir::gitdir_protection`), or one of the other tools' files (`uexec_domain::tool_files`).
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -308,6 +309,19 @@ fn profile_roots(
                 }
                 continue;
             }
+            if name == ".git"
+                && resolver.symlink_target(&entry).is_none()
+                && resolver.git_entry(owner) == GitEntry::Directory
+            {
+                // A git directory: writable but for what git runs or reads as configuration, its linked
+                // worktrees' and submodules' git dirs, and its pack files (see `git_dir_entries`).
+                for protected in git_dir_entries(&entry, resolver) {
+                    if !read_only.contains(&protected) {
+                        read_only.push(protected);
+                    }
+                }
+                continue;
+            }
             if let Some(target) = resolver.symlink_target(&entry) {
                 push_unique(
                     &mut ignored,
@@ -364,6 +378,28 @@ fn profile_roots(
         })
         .collect();
     Ok((roots, ignored, absent))
+}
+
+/// The read-only entries of a root's `.git` directory `git` (canonical, no symlink): the entries of
+/// `uexec_domain::gitdir::protected_git_entries` for a repository (denied by path, so absent ones cannot be
+/// created either: no placeholder is needed), `worktrees/` and `modules/` as a whole (the linked worktrees' and
+/// submodules' git dirs stay read-only, as before), and each pack file present (`objects/pack/*`: the packed
+/// history cannot be removed or replaced; `objects/pack` as a whole when it cannot be listed or holds more than
+/// `MAX_PINNED_PACK_FILES`). Everything else (index, objects, refs, logs, HEAD) is writable, so git works.
+pub(crate) fn git_dir_entries(git: &Path, resolver: &dyn PathResolver) -> Vec<PathBuf> {
+    use uexec_domain::gitdir::{GitDirKind, MAX_PINNED_PACK_FILES, protected_git_entries};
+    let mut out: Vec<PathBuf> =
+        protected_git_entries(GitDirKind::Repository).iter().map(|e| git.join(e.name)).collect();
+    out.push(git.join("worktrees"));
+    out.push(git.join("modules"));
+    let pack = git.join("objects/pack");
+    if resolver.entry_exists(&pack) {
+        match resolver.list_files(&pack) {
+            Some(files) if files.len() <= MAX_PINNED_PACK_FILES => out.extend(files),
+            _ => out.push(pack),
+        }
+    }
+    out
 }
 
 /// Push `text` unless present.

@@ -116,12 +116,17 @@ fn prepare_wraps_the_command_and_counts_the_roots() {
         "{}",
         filesystem.detail
     );
-    // The twin: once .git exists it is protected.
+    // The twin: once .git exists it is protected, entry by entry (its configuration, hooks, ..., worktrees/
+    // and modules/).
+    let git =
+        uexec_domain::gitdir::protected_git_entries(uexec_domain::gitdir::GitDirKind::Repository).len() + 2;
     std::fs::create_dir(cwd.join(".git")).unwrap();
     let again = available().prepare(SandboxRequest { ..request_in(&cwd) }).unwrap();
     let filesystem = again.report.protections.iter().find(|p| p.name == "filesystem").unwrap();
     assert!(
-        filesystem.detail.contains(&format!("under 1 writable roots minus {} read-only subpaths", tools + 1))
+        filesystem
+            .detail
+            .contains(&format!("under 1 writable roots minus {} read-only subpaths", tools + git))
             && filesystem.detail.contains("other tools' files that run code without asking"),
         "{}",
         filesystem.detail
