@@ -81,6 +81,7 @@ pub mod rules;
 mod session;
 pub mod snapshot;
 pub mod startup;
+pub mod tool_files;
 pub mod truncate;
 pub mod trust;
 mod visible;

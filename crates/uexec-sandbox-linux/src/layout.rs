@@ -13,10 +13,12 @@ use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
+use uexec_domain::gitdir::WhenAbsent;
 use uexec_domain::gitdir::{
-    GitDirKind, GitFileProblem, MAX_GIT_FILE_BYTES, UnprotectedGitdir, gitdir_protection,
-    normalize_lexically, parse_git_file,
+    DotGitKind, GitDirKind, GitFileProblem, MAX_GIT_FILE_BYTES, UnprotectedGitdir, dot_git_entry,
+    gitdir_protection, normalize_lexically,
 };
+use uexec_domain::tool_files::{ToolEntryKind, ToolFiles};
 use uexec_domain::{GitEntry, PROTECTED_SUBDIRS};
 use uexec_domain::{SandboxPolicy, WritableRoot};
 use uexec_ports::SandboxError;
@@ -66,6 +68,7 @@ impl FsLayout {
         policy: &SandboxPolicy,
         cwd: &Path,
         tmpdir: Option<&Path>,
+        tool_files: &ToolFiles,
     ) -> Result<FsLayout, SandboxError> {
         if !cwd.is_absolute() {
             return Err(invalid(cwd, "the working directory must be absolute"));
@@ -117,6 +120,8 @@ impl FsLayout {
             }
         }
         layout.ignored = git_problems;
+        // The workspace (the cwd root): where an absent tool directory gets a placeholder.
+        let workspace = canonical.get(cwd).ok();
         for root in &writable {
             let entries: Vec<PathBuf> = PROTECTED_SUBDIRS.iter().map(|name| root.root.join(name)).collect();
             for entry in &entries {
@@ -125,6 +130,15 @@ impl FsLayout {
             let owner = canonical.get(&root.root).ok();
             for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
                 layout.add_gitdir(gitdir, owner.as_deref());
+            }
+            let in_workspace = owner.is_some() && owner == workspace;
+            for entry in tool_files.protected() {
+                layout.add_tool_entry(
+                    &root.root.join(entry.name),
+                    entry.kind,
+                    in_workspace,
+                    &mut canonical,
+                )?;
             }
         }
         layout.protected.sort_by_key(|p| (depth(p), p.clone()));
@@ -166,7 +180,8 @@ impl FsLayout {
         }
         if meta.is_dir() && entry.file_name() == Some(std::ffi::OsStr::new(".git")) {
             // A git directory: writable but for what git executes or takes configuration from.
-            self.add_git_dir_contents(&entry, GitDirKind::Repository);
+            let owner = entry.parent().map(Path::to_path_buf).unwrap_or_default();
+            self.add_git_dir_contents(&entry, GitDirKind::Repository, &owner);
             return Ok(());
         }
         if meta.file_type().is_symlink() {
@@ -183,6 +198,44 @@ impl FsLayout {
         Ok(())
     }
 
+    /// Record the tool entry `entry` of a root (`uexec_domain::tool_files`): protected itself when it exists,
+    /// like `.uexec` ([`FsLayout::add_entry`]); an absent directory of the workspace gets an empty placeholder
+    /// first (opened without following a symlink), so that nothing can be created in it.
+    fn add_tool_entry(
+        &mut self,
+        entry: &Path,
+        kind: ToolEntryKind,
+        in_workspace: bool,
+        canonical: &mut Canonical,
+    ) -> Result<(), SandboxError> {
+        self.add_entry(entry, canonical)?;
+        if kind != ToolEntryKind::Directory || !in_workspace {
+            return Ok(());
+        }
+        let (Some(parent), Some(name)) = (entry.parent(), entry.file_name()) else {
+            return Ok(());
+        };
+        let Ok(path) = canonical.get(parent).map(|parent| parent.join(name)) else {
+            return Ok(());
+        };
+        if !self.absent.contains(&path) || !self.is_writable(&path) {
+            return Ok(());
+        }
+        self.absent.retain(|a| a != &path);
+        match crate::gitdirs::create_placeholder(&path, WhenAbsent::EmptyDir) {
+            Ok(()) => push_unique(&mut self.protected, path),
+            Err(e) => {
+                // Fails closed: a command could create it, so the report says so.
+                push_unique_text(
+                    &mut self.ignored,
+                    format!("{}: cannot create the placeholder ({e}), so it can be created", path.display()),
+                );
+                push_unique(&mut self.absent, path);
+            }
+        }
+        Ok(())
+    }
+
     /// Record `gitdir`, named by the `.git` file of the writable root `owner` (canonical; `None` when the root
     /// does not resolve): protected only when `uexec_domain::gitdir::gitdir_protection` allows it and it is a git
     /// directory (has a `HEAD` file); otherwise the reason goes to `ignored`. The path is resolved by its text
@@ -194,9 +247,24 @@ impl FsLayout {
             return;
         };
         let lexical = normalize_lexically(gitdir);
-        // The pure rules first: nothing is looked up for a gitdir they refuse.
-        let verdict = gitdir_protection(&lexical, owner, &self.roots).and_then(|()| {
-            match c_path(&lexical).map(|c| crate::sys::open_dir_no_symlinks(&c)) {
+        match self.gitdir_verdict(&lexical, owner) {
+            // A linked worktree's administrative directory has a `commondir` naming another directory; a
+            // submodule's or a separate git directory is a repository's own.
+            Ok(()) => {
+                let kind = crate::gitdirs::kind_of(&lexical);
+                self.add_git_dir_contents(&lexical, kind, owner);
+            }
+            Err(why) => push_unique_text(&mut self.ignored, format!("gitdir {}: {why}", gitdir.display())),
+        }
+    }
+
+    /// Whether the git directory `lexical` (resolved by its text), named by something in the writable root
+    /// `owner` (a `.git` file, a `commondir`), may be protected: the pure rules first
+    /// (`uexec_domain::gitdir::gitdir_protection`: nothing is looked up for a gitdir they refuse), then it must
+    /// open without following any symlink and hold a `HEAD` file.
+    fn gitdir_verdict(&self, lexical: &Path, owner: &Path) -> Result<(), UnprotectedGitdir> {
+        gitdir_protection(lexical, owner, &self.roots).and_then(|()| {
+            match c_path(lexical).map(|c| crate::sys::open_dir_no_symlinks(&c)) {
                 Ok(Ok(_)) => match fs::symlink_metadata(lexical.join("HEAD")) {
                     Ok(head) if head.is_file() => Ok(()),
                     _ => Err(UnprotectedGitdir::NotAGitDir),
@@ -205,31 +273,17 @@ impl FsLayout {
                 Ok(Err(e)) => Err(UnprotectedGitdir::Missing(e.to_string())),
                 Err(e) => Err(UnprotectedGitdir::Missing(e.to_string())),
             }
-        });
-        match verdict {
-            Ok(()) => {
-                // A linked worktree's administrative directory has a `commondir`; a submodule's or a separate
-                // git directory is a repository's own.
-                let kind = if fs::symlink_metadata(lexical.join("commondir")).is_ok() {
-                    GitDirKind::LinkedWorktree
-                } else {
-                    GitDirKind::Repository
-                };
-                self.add_git_dir_contents(&lexical, kind);
-            }
-            Err(why) => push_unique_text(&mut self.ignored, format!("gitdir {}: {why}", gitdir.display())),
-        }
+        })
     }
 
-    /// Record the protected entries of the git directory `gitdir` (a real directory in a writable root), those of
-    /// the git directories below it, and what is absent or not looked into (see `crate::gitdirs`).
-    fn add_git_dir_contents(&mut self, gitdir: &Path, kind: GitDirKind) {
-        let found = crate::gitdirs::protect(gitdir, kind);
+    /// Record the protected entries of the git directory `gitdir` (a real directory in the writable root `owner`),
+    /// those of the git directories below it and of a common dir in `owner` that a linked worktree's
+    /// `commondir` names, and what is not looked into (see `crate::gitdirs`).
+    fn add_git_dir_contents(&mut self, gitdir: &Path, kind: GitDirKind, owner: &Path) {
+        let check = |common: &Path| self.gitdir_verdict(common, owner);
+        let found = crate::gitdirs::protect(gitdir, kind, &check);
         for path in found.protected {
             push_unique(&mut self.protected, path);
-        }
-        for path in found.absent {
-            push_unique(&mut self.absent, path);
         }
         for note in found.notes {
             push_unique_text(&mut self.ignored, note);
@@ -395,24 +449,14 @@ pub fn git_entry(root: &Path) -> GitEntry {
 /// report).
 fn inspect_git(root: &Path) -> (GitEntry, Option<GitFileProblem>) {
     let dot_git = root.join(".git");
-    let meta = match fs::symlink_metadata(&dot_git) {
-        Ok(meta) => meta,
-        Err(_) => return (GitEntry::Absent, None),
+    let kind = match fs::symlink_metadata(&dot_git) {
+        Err(_) => DotGitKind::Missing,
+        Ok(meta) if meta.is_dir() => DotGitKind::Directory,
+        Ok(meta) if meta.file_type().is_symlink() => DotGitKind::Symlink,
+        Ok(meta) if meta.is_file() => DotGitKind::File,
+        Ok(_) => DotGitKind::Other,
     };
-    if meta.is_dir() {
-        return (GitEntry::Directory, None);
-    }
-    if meta.file_type().is_symlink() {
-        return (GitEntry::Absent, Some(GitFileProblem::Symlink));
-    }
-    if !meta.is_file() {
-        // A FIFO, socket or device is never opened (opening a device can have effects of its own).
-        return (GitEntry::Absent, Some(GitFileProblem::NotARegularFile));
-    }
-    match read_small_file(&dot_git, MAX_GIT_FILE_BYTES).and_then(|content| parse_git_file(root, &content)) {
-        Ok(gitdir) => (GitEntry::File { gitdir }, None),
-        Err(problem) => (GitEntry::Absent, Some(problem)),
-    }
+    dot_git_entry(root, kind, || read_small_file(&dot_git, MAX_GIT_FILE_BYTES))
 }
 
 /// The content of the regular file at `path` (canonical), at most `limit` bytes, read without following a
@@ -457,6 +501,46 @@ fn invalid(path: &Path, reason: &str) -> SandboxError {
 mod tests {
     use super::*;
 
+    /// No tool file protected: the git tests look at git's entries alone.
+    fn no_tools() -> ToolFiles {
+        let names: Vec<&str> = uexec_domain::tool_files::TOOL_ENTRIES.iter().map(|e| e.name).collect();
+        ToolFiles::allowing(&names).unwrap()
+    }
+
+    #[test]
+    fn other_tools_files_are_protected_and_absent_directories_get_a_placeholder_in_the_workspace() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        let ws = base.join("ws");
+        fs::create_dir_all(ws.join(".claude")).unwrap();
+        fs::write(ws.join(".mcp.json"), "{}").unwrap();
+        fs::create_dir_all(base.join("extra/.idea")).unwrap();
+        let policy = SandboxPolicy::WorkspaceWrite {
+            writable_roots: vec![base.join("extra")],
+            network_access: false,
+            exclude_slash_tmp: true,
+            exclude_tmpdir_env_var: true,
+        };
+        let tools = ToolFiles::allowing(&[".zed"]).unwrap();
+        let layout = FsLayout::resolve(&policy, &ws, None, &tools).unwrap();
+        for present in [ws.join(".claude"), ws.join(".mcp.json"), base.join("extra/.idea")] {
+            assert!(layout.protected.contains(&present), "{}: {:?}", present.display(), layout.protected);
+        }
+        // In the workspace an absent directory becomes an empty placeholder; an absent file stays absent.
+        assert!(layout.protected.contains(&ws.join(".vscode")) && ws.join(".vscode").is_dir());
+        assert_eq!(fs::read_dir(ws.join(".vscode")).unwrap().count(), 0);
+        assert!(layout.absent.contains(&ws.join(".envrc")) && !ws.join(".envrc").exists());
+        // Another root gets no placeholder; an allowed entry is neither protected nor made.
+        assert!(!base.join("extra/.vscode").exists() && layout.absent.contains(&base.join("extra/.vscode")));
+        assert!(!ws.join(".zed").exists() && !layout.protected.contains(&ws.join(".zed")));
+        // A symlink planted in the entry's place is protected as the link.
+        fs::remove_dir(ws.join(".vscode")).unwrap();
+        std::os::unix::fs::symlink(base.join("elsewhere"), ws.join(".vscode")).unwrap();
+        let layout = FsLayout::resolve(&policy, &ws, None, &tools).unwrap();
+        assert!(layout.protected.contains(&ws.join(".vscode")), "{:?}", layout.protected);
+        assert!(!base.join("elsewhere").exists());
+    }
+
     fn workspace(tmp: &Path) -> SandboxPolicy {
         SandboxPolicy::WorkspaceWrite {
             writable_roots: vec![tmp.join("extra"), tmp.join("missing")],
@@ -481,7 +565,7 @@ mod tests {
         .unwrap();
         std::os::unix::fs::symlink("repo", base.join("link")).unwrap();
 
-        let layout = FsLayout::resolve(&workspace(&base), &base.join("link"), None).unwrap();
+        let layout = FsLayout::resolve(&workspace(&base), &base.join("link"), None, &no_tools()).unwrap();
         assert_eq!(layout.roots, vec![base.join("extra"), repo.clone()]);
         assert_eq!(layout.missing_roots, vec![base.join("missing")]);
         // The gitdir is outside every writable root: read-only already, not mounted.
@@ -509,7 +593,7 @@ mod tests {
         std::os::unix::fs::symlink("real-git", base.join(".git")).unwrap();
         // A link to the root itself (`ln -s . .uexec`).
         std::os::unix::fs::symlink(&base, base.join(".uexec")).unwrap();
-        let layout = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
         assert_eq!(layout.protected, vec![base.join(".git"), base.join(".uexec")]);
         assert!(
             layout.ignored.iter().any(|n| n.contains(".git: a symlink to real-git")),
@@ -530,7 +614,7 @@ mod tests {
         std::os::unix::fs::symlink("gitdirs", ws.join("link")).unwrap();
         let layout_for = |content: &str| {
             fs::write(ws.join(".git"), content).unwrap();
-            FsLayout::resolve(&cwd_only(), &ws, None).unwrap()
+            FsLayout::resolve(&cwd_only(), &ws, None, &no_tools()).unwrap()
         };
         let good = layout_for("gitdir: gitdirs/wt\n");
         assert_eq!(good.protected, vec![ws.join(".git"), ws.join("gitdirs/wt")]);
@@ -558,7 +642,7 @@ mod tests {
         fs::create_dir_all(git.join("refs/heads")).unwrap();
         fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
         fs::write(git.join("config"), "[core]\n").unwrap();
-        let layout = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
         assert!(!layout.protected.contains(&git), "{:?}", layout.protected);
         for entry in ["config", "config.worktree", "hooks", "info", "objects/info/alternates", "commondir"] {
             assert!(layout.protected.contains(&git.join(entry)), "{entry}: {:?}", layout.protected);
@@ -570,9 +654,47 @@ mod tests {
         assert_eq!(layout.pinned_dirs(), vec![git.clone(), git.join("objects"), git.join("objects/info")]);
         // A `.git` directory git could not use (no objects/) stays read-only as a whole.
         fs::remove_dir_all(git.join("objects")).unwrap();
-        let layout = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
         assert!(layout.protected.contains(&git), "{:?}", layout.protected);
         assert!(layout.ignored.iter().any(|n| n.contains("read-only as a whole")), "{:?}", layout.ignored);
+    }
+
+    #[test]
+    fn a_separate_git_dir_stays_a_repository_after_its_commondir_placeholder_is_made() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        let sep = base.join("sep.git");
+        fs::create_dir_all(sep.join("objects")).unwrap();
+        fs::write(sep.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        fs::write(base.join(".git"), "gitdir: sep.git\n").unwrap();
+        let first = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
+        assert_eq!(fs::read(sep.join("commondir")).unwrap(), b".\n");
+        // The placeholder names the directory itself: the second command sees the same repository, not a
+        // linked worktree whose config would be left writable.
+        let second = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
+        assert_eq!(first.protected, second.protected);
+        for entry in ["config", "hooks", "info", "commondir"] {
+            assert!(second.protected.contains(&sep.join(entry)), "{entry}: {:?}", second.protected);
+        }
+    }
+
+    #[test]
+    fn a_worktree_named_by_the_root_protects_the_common_dir_its_commondir_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        let main = base.join("gitdirs/main.git");
+        fs::create_dir_all(main.join("objects")).unwrap();
+        fs::write(main.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let admin = main.join("worktrees/wt");
+        fs::create_dir_all(&admin).unwrap();
+        fs::write(admin.join("HEAD"), "ref: refs/heads/wt\n").unwrap();
+        fs::write(admin.join("commondir"), "../..\n").unwrap();
+        fs::write(base.join(".git"), "gitdir: gitdirs/main.git/worktrees/wt\n").unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
+        for entry in ["worktrees/wt/commondir", "worktrees/wt/gitdir", "config", "hooks", "info"] {
+            assert!(layout.protected.contains(&main.join(entry)), "{entry}: {:?}", layout.protected);
+        }
+        assert!(!layout.protected.contains(&admin) && !layout.protected.contains(&main));
     }
 
     #[test]
@@ -682,7 +804,8 @@ mod tests {
             exclude_slash_tmp: true,
             exclude_tmpdir_env_var: false,
         };
-        let layout = FsLayout::resolve(&policy, &base.join("ws"), Some(&base.join("ws/tmp"))).unwrap();
+        let layout =
+            FsLayout::resolve(&policy, &base.join("ws"), Some(&base.join("ws/tmp")), &no_tools()).unwrap();
         assert_eq!(layout.roots, vec![base.join("real-cache"), base.join("ws")]);
         assert_eq!(layout.refused_roots, vec![base.join("ws/tmp")]);
         assert!(!layout.is_writable(&base.join("victim")));
@@ -692,11 +815,11 @@ mod tests {
     fn bad_cwd_is_an_invalid_path() {
         let policy = SandboxPolicy::ReadOnly { network_access: false };
         assert!(matches!(
-            FsLayout::resolve(&policy, Path::new("/no/such/dir"), None),
+            FsLayout::resolve(&policy, Path::new("/no/such/dir"), None, &no_tools()),
             Err(SandboxError::InvalidPath { .. })
         ));
         assert!(matches!(
-            FsLayout::resolve(&policy, Path::new("relative"), None),
+            FsLayout::resolve(&policy, Path::new("relative"), None, &no_tools()),
             Err(SandboxError::InvalidPath { .. })
         ));
     }

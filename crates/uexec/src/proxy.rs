@@ -257,6 +257,7 @@ pub fn prepare(
         keychain: settings.macos_keychain,
         proxy: None,
         copy_on_write,
+        tool_files: settings.tool_files.clone(),
     };
     let NetworkPolicy::Proxied(rules) = &settings.network else {
         return Ok((setup, None));

@@ -15,6 +15,7 @@ use uexec_domain::hidden_env::environment_secrets;
 use uexec_domain::limits::Limits;
 use uexec_domain::network::{DomainPattern, DomainRules, NetworkPolicy};
 use uexec_domain::rules::{CommandRules, PrefixRule};
+use uexec_domain::tool_files::{ALLOW_KEY, ToolFiles};
 use uexec_domain::trust::SandboxWrites;
 use uexec_domain::{ApprovalPolicy, SandboxPolicy};
 use uexec_engine::{gather_writes, writable_by_sandbox};
@@ -73,6 +74,8 @@ pub struct Settings {
     pub hidden: HiddenPaths,
     /// macOS: sandboxed commands may ask the keychain (`macos_keychain = true`; default false).
     pub macos_keychain: bool,
+    /// Which other tools' files stay read-only to sandboxed commands (`allow_tool_files`; default all).
+    pub tool_files: ToolFiles,
     /// The network of sandboxed commands: off, on, or through the proxy (`sandbox_policy`'s network access is
     /// true for the last two).
     pub network: NetworkPolicy,
@@ -402,6 +405,14 @@ fn resolve_with(
     }
     hide_own_state(&mut hidden, &own_state(state_dir.as_deref(), audit_log.as_deref(), None));
     let macos_keychain = file.macos_keychain.unwrap_or(false);
+    let mut allowed_tools: Vec<String> = Vec::new();
+    if let Some(loaded) = loaded {
+        for name in &file.allow_tool_files {
+            ToolFiles::allowing(&[name.get_ref()]).map_err(|e| loaded.error_at(name.span(), ALLOW_KEY, e))?;
+            allowed_tools.push(name.get_ref().clone());
+        }
+    }
+    let tool_files = ToolFiles::allowing(&allowed_tools).unwrap_or_default();
 
     Ok(Settings {
         cwd,
@@ -418,6 +429,7 @@ fn resolve_with(
         config_file: loaded.map(|l| l.path.clone()),
         hidden,
         macos_keychain,
+        tool_files,
         network: network_policy,
         state_dir,
         token_dirs,
@@ -1079,6 +1091,19 @@ mod tests {
         let err = resolve(flags(&[], &["x.com"]), "").unwrap_err().to_string();
         assert!(err.contains("need something allowed"), "{err}");
         assert!(config::parse(Path::new("c.toml"), "[network]\nallow = [\"a\"]\nallw = []\n").is_err());
+    }
+
+    #[test]
+    fn allowed_tool_files_from_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = loaded(dir.path(), "allow_tool_files = [\".vscode\", \".mcp.json\"]\n");
+        let settings = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap();
+        assert_eq!(settings.tool_files.allowed(), &[".vscode", ".mcp.json"]);
+        let none = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), None).unwrap();
+        assert!(none.tool_files.allowed().is_empty() && none.tool_files.protected().count() > 5);
+        let cfg = loaded(dir.path(), "allow_tool_files = [\".vscod\"]\n");
+        let err = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap_err();
+        assert!(err.to_string().contains("allow_tool_files") && err.to_string().contains(".vscod"), "{err}");
     }
 
     #[test]
