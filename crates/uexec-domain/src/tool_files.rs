@@ -1,4 +1,4 @@
-//! Workspace files that make another program run code without the person asking (issue 25, part 4): an IDE
+//! Workspace files that make another program run code without the person asking: an IDE
 //! task that runs when the folder opens, the MCP servers and hooks an agent session starts outside any sandbox.
 //! A sandboxed command must not plant them, so they stay read-only in the writable roots, as `.git` and `.uexec`
 //! do, unless the person allows one on purpose (`allow_tool_files = [".vscode"]` in the config).

@@ -1,4 +1,4 @@
-//! Other tools' files (issue 25, part 4; `uexec_domain::tool_files`): a sandboxed command cannot write, create,
+//! Other tools' files (`uexec_domain::tool_files`): a sandboxed command cannot write, create,
 //! remove or rename `.vscode`, `.claude`, `.mcp.json` and the like in the workspace, present or (for the
 //! directories) absent, unless the person allowed one; each denied probe has an allowed twin.
 
