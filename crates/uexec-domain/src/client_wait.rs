@@ -11,7 +11,7 @@
 //!    client waits as long as it takes, and nothing is cut);
 //! 2. the client's `clientInfo.name`, for clients whose default is known ([`KNOWN_CLIENTS`]): `mcp`, the Python
 //!    MCP SDK's default name, which the OpenAI Agents SDK sends with its 5 s read timeout
-//!    (`client_session_timeout_seconds`), and langchain-mcp-adapters and mcp-use send as well;
+//!    (`client_session_timeout_seconds`), and langchain-mcp-adapters sends as well;
 //! 3. otherwise the TypeScript SDK's default request timeout (60 s, `DEFAULT_REQUEST_TIMEOUT_MSEC`), which the
 //!    clients built on it keep unless they set one, and which progress notifications do not reset unless the
 //!    client asked for it (`resetTimeoutOnProgress`); the Codex CLI's default `tool_timeout_sec` is 60 s too.
