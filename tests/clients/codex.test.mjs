@@ -150,7 +150,7 @@ async function codexExec(name, steps, { approve, model = 'scripted-model', serve
       '',
       '[mcp_servers.uexec]',
       `command = ${toml(uexecBin())}`,
-      `args = ${toml(['mcp', '--cd', dir])}`,
+      `args = ${toml(['mcp', '--cd', dir, '--client-timeout-secs', '330'])}`,
       ...(approve ? ['default_tools_approval_mode = "approve"'] : []),
       ...serverLines,
       'startup_timeout_sec = 60',
