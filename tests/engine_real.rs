@@ -72,6 +72,7 @@ fn write(id: SessionId, chars: &str, yield_ms: u64) -> WriteStdinRequest {
         chars: chars.to_owned(),
         yield_time_ms: Some(yield_ms),
         max_output_tokens: None,
+        max_wait: None,
     }
 }
 
@@ -135,6 +136,33 @@ async fn a_short_window_then_a_later_poll_returns_the_delayed_output() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let late = engine.write_stdin(write(id, "", 100)).await.unwrap();
     assert!(late.output.contains("codex"), "the poll returns what came since: {late:?}");
+    engine.shutdown().await;
+}
+
+/// `max_wait` (what the caller's client waits) cuts the default exec window (10 s) and an empty poll below its
+/// 5 s minimum, and the command runs on in its session. Paired: the same poll without `max_wait` waits its
+/// full minimum.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_wait_cuts_every_window_below_its_minimum() {
+    let (engine, _events) = setup();
+    let max_wait = Some(Duration::from_millis(700));
+    let started = Instant::now();
+    let request = ExecCommandRequest { cmd: "sleep 30".into(), max_wait, ..Default::default() };
+    let first = engine.exec_command(request).await.unwrap();
+    let id = first.session_id.expect("the command still runs in its session");
+    assert!(started.elapsed() < Duration::from_secs(4), "the 10 s window was cut: {:?}", started.elapsed());
+    let started = Instant::now();
+    let poll = engine.write_stdin(WriteStdinRequest { max_wait, ..write(id, "", 5_000) }).await.unwrap();
+    assert_eq!(poll.session_id, Some(id));
+    assert!(started.elapsed() < Duration::from_secs(4), "the 5 s poll was cut: {:?}", started.elapsed());
+    let started = Instant::now();
+    let full = engine.write_stdin(write(id, "", 5_000)).await.unwrap();
+    assert_eq!(full.session_id, Some(id));
+    assert!(
+        started.elapsed() >= Duration::from_millis(4_900),
+        "uncut, the poll waits 5 s: {:?}",
+        started.elapsed()
+    );
     engine.shutdown().await;
 }
 

@@ -53,8 +53,13 @@ async fn run_to_marker(engine: &uexec_engine::Engine, script: &str, marker: &str
             }
         }
         let chars = if answered { "\n" } else { "" }.to_owned();
-        let poll =
-            WriteStdinRequest { session_id: id, chars, yield_time_ms: Some(5_000), max_output_tokens: None };
+        let poll = WriteStdinRequest {
+            session_id: id,
+            chars,
+            yield_time_ms: Some(5_000),
+            max_output_tokens: None,
+            max_wait: None,
+        };
         let polled = engine.write_stdin(poll).await.unwrap();
         if polled.exit_code.is_some() {
             assert!(answered, "{script}: exited before {marker} was on the screen");

@@ -118,6 +118,7 @@ async fn engine(iterations: usize) -> (Vec<Duration>, usize) {
                 chars: "echo hi\n".into(),
                 yield_time_ms: Some(10_000),
                 max_output_tokens: None,
+                max_wait: None,
             })
             .await
             .unwrap();
@@ -139,6 +140,7 @@ async fn engine(iterations: usize) -> (Vec<Duration>, usize) {
                         chars: String::new(),
                         yield_time_ms: Some(5_000),
                         max_output_tokens: None,
+                        max_wait: None,
                     })
                     .await
                     .unwrap();

@@ -5,6 +5,9 @@
 // --dangerously-bypass-approvals-and-sandbox. Each uexec call is paired with the same call to the Codex CLI's own
 // exec_command where a reference helps: by default nothing uexec hands the model may cost more tokens than what the
 // Codex CLI's own tool hands it for the same command, plus the one line the Codex CLI wraps every MCP result in.
+// Two more runs use a model of the Codex CLI's own catalogue (gpt-5.5), as its users do: by default its first
+// request lists no uexec tool (they wait behind tool_search); with `omit_tools_from = ["deferred"]` (README.md) they
+// are up front, and the tokens and the truncation the model reads are measured there too.
 //
 // Run: UEXEC_BIN=target/debug/uexec node tests/clients/codex.test.mjs (crates/uexec/tests/real_clients.rs does).
 
@@ -116,7 +119,7 @@ function toml(value) {
  * Runs `codex exec` once against a scripted model, with uexec configured as the MCP server `uexec`; `approve` adds
  * the server setting README.md documents. Returns the run, the model and the workspace.
  */
-async function codexExec(name, steps, { approve }) {
+async function codexExec(name, steps, { approve, model = 'scripted-model', serverLines = [] }) {
   const scratch = scratchDir(name);
   const dir = path.join(scratch, 'workspace');
   const codexHome = path.join(scratch, 'codex-home');
@@ -130,7 +133,7 @@ async function codexExec(name, steps, { approve }) {
   fs.writeFileSync(
     path.join(codexHome, 'config.toml'),
     [
-      'model = "scripted-model"',
+      `model = ${toml(model)}`,
       'model_provider = "scripted"',
       // Non-interactive: the Codex CLI has nobody to ask. uexec's own approval policy and sandbox gate its commands.
       'approval_policy = "never"',
@@ -147,8 +150,9 @@ async function codexExec(name, steps, { approve }) {
       '',
       '[mcp_servers.uexec]',
       `command = ${toml(uexecBin())}`,
-      `args = ${toml(['mcp', '--cd', dir])}`,
+      `args = ${toml(['mcp', '--cd', dir, '--client-timeout-secs', '330'])}`,
       ...(approve ? ['default_tools_approval_mode = "approve"'] : []),
+      ...serverLines,
       'startup_timeout_sec = 60',
       'tool_timeout_sec = 330',
       '',
@@ -172,6 +176,22 @@ async function codexExec(name, steps, { approve }) {
 
 let unconfigured;
 
+// A model in the Codex CLI's own catalogue, as users run it (an unknown slug such as "scripted-model" gets no tool
+// search, so it sees MCP tools up front where a catalogue model does not).
+const CATALOGUE_MODEL = 'gpt-5.5';
+const catalogueScript = [
+  { id: 'cat-native-echo', name: 'exec_command', args: { cmd: 'echo hi', ...PLAIN } },
+  { id: 'cat-uexec-echo', ...UEXEC, name: 'exec_command', args: { cmd: 'echo hi', ...PLAIN } },
+  { id: 'cat-native-trunc', name: 'exec_command', args: { cmd: 'seq 1 100000', max_output_tokens: 100, ...PLAIN } },
+  { id: 'cat-uexec-trunc', ...UEXEC, name: 'exec_command', args: { cmd: 'seq 1 100000', max_output_tokens: 100, ...PLAIN } },
+  // uexec's default budget (10,000 tokens), which the Codex CLI's own limit for a catalogue model's tool output
+  // may cut a second time.
+  { id: 'cat-native-big', name: 'exec_command', args: { cmd: 'seq 1 100000', ...PLAIN } },
+  { id: 'cat-uexec-big', ...UEXEC, name: 'exec_command', args: { cmd: 'seq 1 100000', ...PLAIN } },
+];
+let catalogue;
+let catalogueDefault;
+
 before(async () => {
   ({ run, model, workspace } = await codexExec('codex', script, { approve: true }));
   // The same server without the setting: what the Codex CLI does on its own with uexec's tool annotations.
@@ -183,6 +203,13 @@ before(async () => {
     ],
     { approve: false },
   );
+  // A catalogue model with the setting README.md documents (uexec's tools up front), and without it.
+  catalogue = await codexExec('codex-catalogue', catalogueScript, {
+    approve: true,
+    model: CATALOGUE_MODEL,
+    serverLines: ['omit_tools_from = ["deferred"]'],
+  });
+  catalogueDefault = await codexExec('codex-catalogue-default', [], { approve: true, model: CATALOGUE_MODEL });
 });
 
 after(() => {
@@ -366,4 +393,58 @@ test('tokens a model reads: no more than through the Codex CLI\'s own exec_comma
     }
   }
   assert.deepEqual(failures, []);
+});
+
+test('a catalogue model sees uexec\'s tools up front only with omit_tools_from = ["deferred"]', () => {
+  for (const [label, { run: r, model: m }] of [['documented', catalogue], ['default', catalogueDefault]]) {
+    assert.equal(r.code, 0, `${label}: codex exec exited with ${r.code}: ${r.stderr.slice(-2000)}`);
+    assert.ok(m.requests[0], `${label}: the Codex CLI never called the model`);
+  }
+  const names = (request) => request.tools.map((tool) => tool.name ?? tool.type);
+  const documented = catalogue.model.requests[0].tools.find((tool) => tool.name === 'mcp__uexec');
+  assert.ok(documented, `documented: no mcp__uexec in ${JSON.stringify(names(catalogue.model.requests[0]))}`);
+  assert.deepEqual(
+    documented.tools.map((tool) => tool.name).sort(),
+    ['close_session', 'exec_command', 'list_sessions', 'read_screen', 'write_stdin'],
+  );
+  // By default the first request lists no uexec tool: they wait behind the Codex CLI's tool search.
+  const first = catalogueDefault.model.requests[0];
+  assert.ok(!first.tools.some((tool) => tool.name === 'mcp__uexec'), `default: ${JSON.stringify(names(first))}`);
+  assert.ok(JSON.stringify(first.tools).includes('tool_search'), `default: no tool_search in ${JSON.stringify(names(first))}`);
+});
+
+test('a catalogue model reads uexec\'s results as the Codex CLI hands them, tokens measured', () => {
+  const out = (id) => {
+    assert.ok(catalogue.model.outputs.has(id), `no output for ${id}; errors: ${catalogue.model.errors.join('; ')}`);
+    return catalogue.model.outputs.get(id);
+  };
+  const echo = parseUnifiedExec(serverText(out('cat-uexec-echo')));
+  assert.ok(echo, excerpt(serverText(out('cat-uexec-echo'))));
+  assert.equal(echo.exitCode, 0);
+  assert.match(echo.output, /(^|\n)hi\n/);
+  const trunc = serverText(out('cat-uexec-trunc'));
+  assert.match(trunc, /(^|\n)1\n2\n3\n/, excerpt(trunc));
+  assert.match(trunc, /100000\n?$/, excerpt(trunc));
+  const measured = {};
+  for (const [uexecId, nativeId, label] of [
+    ['cat-uexec-echo', 'cat-native-echo', 'echo hi'],
+    ['cat-uexec-trunc', 'cat-native-trunc', 'seq 1 100000, max_output_tokens 100'],
+    ['cat-uexec-big', 'cat-native-big', 'seq 1 100000'],
+  ]) {
+    const [uexecTokens, nativeTokens] = [tokens(modelText(out(uexecId))), tokens(modelText(out(nativeId)))];
+    measured[label] = { uexec: uexecTokens, codex_native: nativeTokens };
+    assert.match(modelText(out(nativeId)), /Process exited with code 0/, `${nativeId}: ${excerpt(modelText(out(nativeId)))}`);
+    const bound = nativeTokens + tokens(CODEX_MCP_WRAPPER);
+    assert.ok(uexecTokens <= bound, `${CATALOGUE_MODEL}, ${label}: uexec ${uexecTokens} tokens, the Codex CLI's own ${nativeTokens}`);
+  }
+  figures[`${CATALOGUE_MODEL} (omit_tools_from deferred)`] = measured;
+  console.log(`${CATALOGUE_MODEL}: tokens a model reads ${JSON.stringify(measured)}`);
+  console.log(`${CATALOGUE_MODEL}: the truncated uexec result as the model reads it: ${JSON.stringify(modelText(out('cat-uexec-trunc')))}`);
+  const big = modelText(out('cat-uexec-big'));
+  // uexec's cut is the only one the model sees: one marker, counting what uexec left out of its 10,000 tokens.
+  const markers = [...big.matchAll(/…(\d+) tokens truncated…/g)];
+  assert.equal(markers.length, 1, `${markers.length} truncation markers in ${excerpt(big)}`);
+  assert.equal(Number(markers[0][1]), parseUnifiedExec(serverText(out('cat-uexec-big'))).originalTokenCount - 10_000);
+  assert.match(big, /\n100000\n$/);
+  console.log(`${CATALOGUE_MODEL}: uexec's 10,000-token result as the model reads it: ${big.length} bytes, head ${JSON.stringify(big.slice(0, 300))}, around the cut ${JSON.stringify(big.slice(big.indexOf('truncated') - 200, big.indexOf('truncated') + 200))}`);
 });

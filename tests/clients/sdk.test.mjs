@@ -32,11 +32,11 @@ const PROMPT_MS = 5_000;
 const HTTP = process.env.UEXEC_TRANSPORT === 'http';
 
 /** Starts `uexec mcp --listen 127.0.0.1:0` with a token; resolves to its URL, its token and a stop function. */
-async function startHttpServer(scratch, workspace) {
+async function startHttpServer(scratch, workspace, extraArgs = []) {
   const token = randomBytes(24).toString('hex');
   const tokenFile = path.join(scratch, 'token');
   fs.writeFileSync(tokenFile, `${token}\n`);
-  const server = spawn(uexecBin(), ['mcp', '--cd', workspace, '--listen', '127.0.0.1:0', '--auth-token-file', tokenFile], {
+  const server = spawn(uexecBin(), ['mcp', '--cd', workspace, '--listen', '127.0.0.1:0', '--auth-token-file', tokenFile, ...extraArgs], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   const exited = new Promise((resolve) => server.once('exit', (code, signal) => resolve({ code, signal })));
@@ -57,14 +57,14 @@ async function startHttpServer(scratch, workspace) {
   return { url, token, stop };
 }
 
-async function connect() {
+async function connect(extraArgs = []) {
   const scratch = scratchDir('sdk');
   const workspace = path.join(scratch, 'workspace');
   fs.mkdirSync(workspace);
   let transport;
   let stopServer = async () => {};
   if (HTTP) {
-    const server = await startHttpServer(scratch, workspace);
+    const server = await startHttpServer(scratch, workspace, extraArgs);
     stopServer = server.stop;
     transport = new StreamableHTTPClientTransport(new URL(server.url), {
       requestInit: { headers: { Authorization: `Bearer ${server.token}` } },
@@ -72,7 +72,7 @@ async function connect() {
   } else {
     transport = new StdioClientTransport({
       command: uexecBin(),
-      args: ['mcp', '--cd', workspace],
+      args: ['mcp', '--cd', workspace, ...extraArgs],
       stderr: 'pipe',
     });
   }
@@ -100,8 +100,8 @@ function assertValidInput(client, name, args) {
   assert.ok(validate(args), `${name} ${JSON.stringify(args)} rejected by its own inputSchema: ${JSON.stringify(validate.errors)}`);
 }
 
-async function withClient(fn) {
-  const session = await connect();
+async function withClient(fn, extraArgs = []) {
+  const session = await connect(extraArgs);
   try {
     await fn(session);
   } finally {
@@ -277,4 +277,25 @@ test('a poll longer than the client timeout succeeds on progress notifications',
     assert.ok(progress.length >= 1, 'no progress notification during a 14 s poll');
     assert.match(text(result), /finished/);
   });
+});
+
+test('a client whose request timeout uexec is told gets every answer in time, with the session id', async () => {
+  // The SDK's per-request timeout, 4 s here, told to uexec as the README says (--client-timeout-secs): a 20 s poll
+  // and a 10 s exec window are cut to 2.8 s, so no call fails with -32001 and the command runs on.
+  await withClient(async ({ client }) => {
+    const options = { timeout: 4000 };
+    const start = performance.now();
+    const started = await call(client, 'exec_command', { cmd: 'sleep 6; echo finished', login: false }, options);
+    const id = sessionIdOf(started);
+    assert.ok(since(start) < 4000, `exec_command answered after ${since(start)} ms`);
+    assert.match(text(started), /\[uexec\] Waited 2\.8 s, not 10 s: the server was told the client waits 4 s/);
+    let seen = '';
+    const deadline = performance.now() + 20_000;
+    while (!seen.includes('finished')) {
+      assert.ok(performance.now() < deadline, `the command never finished: ${seen}`);
+      const polled = await call(client, 'write_stdin', { session_id: id, chars: '', yield_time_ms: 20000 }, options);
+      assert.doesNotMatch(text(polled), /\[uexec\] Waited/, 'the note is said once');
+      seen += text(polled);
+    }
+  }, ['--client-timeout-secs', '4']);
 });

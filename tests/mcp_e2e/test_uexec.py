@@ -265,7 +265,7 @@ async def interactive_bash_keeps_state_across_write_stdin() -> None:
             assert f"Process exited with code 7" in text_of(r)
 
             r = await call(client, "write_stdin", {"session_id": session, "chars": "echo gone\n"})
-            assert r.is_error and text_of(r) == f"write_stdin failed: Unknown process id {session}", text_of(r)
+            assert r.is_error and text_of(r).startswith(f"write_stdin failed: Unknown process id {session}. "), text_of(r)
     finally:
         ws.close()
 
@@ -277,7 +277,10 @@ async def unknown_session_is_a_tool_error() -> None:
         async with Client(ws.params()) as client:
             r = await call(client, "write_stdin", {"session_id": 4242, "chars": "x"})
             assert r.is_error
-            assert text_of(r) == "write_stdin failed: Unknown process id 4242", text_of(r)
+            assert text_of(r).startswith("write_stdin failed: Unknown process id 4242. "), text_of(r)
+            # It says why a session can be unknown to this connection, and how to keep one.
+            assert "belong to the MCP connection that started them" in text_of(r), text_of(r)
+            assert "Uexec-Workspace" in text_of(r), text_of(r)
             r = await call(client, "close_session", {"session_id": 4242})
             assert r.is_error and "Unknown process id 4242" in text_of(r), text_of(r)
     finally:

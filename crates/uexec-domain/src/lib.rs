@@ -58,6 +58,7 @@
 pub mod approval;
 pub mod buffer;
 pub mod caches;
+pub mod client_wait;
 pub mod command;
 pub mod denial;
 pub mod env;

@@ -145,6 +145,13 @@ pub fn write_error_text(message: &str) -> String {
     format!("write_stdin failed: {message}")
 }
 
+/// What an MCP `write_stdin` (or `close_session`, `read_screen`) to an unknown session adds: sessions belong to
+/// the connection that started them, and how a client that connects anew for every call keeps them.
+pub const UNKNOWN_SESSION_HINT: &str = "Sessions belong to the MCP connection that started them: a client that \
+     connects anew for every call (a new stdio server each time) finds none. Keep one connection open \
+     (langchain-mcp-adapters: `async with client.session(\"uexec\")`), or reach `uexec mcp --listen` with the \
+     header `Uexec-Workspace: NAME`, whose sessions every connection naming it shares.";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,6 +35,9 @@ pub struct ExecCommandRequest {
     pub prefix_rule: Option<Vec<String>>,
     /// The id of this call in events; `None` = the engine generates one.
     pub call_id: Option<String>,
+    /// The longest the window may be, whatever was asked: what the caller's client waits for a call
+    /// (`uexec_domain::client_wait`); `None` = the clamped window stands.
+    pub max_wait: Option<Duration>,
 }
 
 /// One `write_stdin` call (spec A1).
@@ -48,6 +51,9 @@ pub struct WriteStdinRequest {
     pub yield_time_ms: Option<u64>,
     /// The output budget in tokens.
     pub max_output_tokens: Option<usize>,
+    /// The longest the window may be, below even an empty poll's minimum (see
+    /// [`ExecCommandRequest::max_wait`]).
+    pub max_wait: Option<Duration>,
 }
 
 impl Default for WriteStdinRequest {
@@ -58,6 +64,7 @@ impl Default for WriteStdinRequest {
             chars: String::new(),
             yield_time_ms: None,
             max_output_tokens: None,
+            max_wait: None,
         }
     }
 }

@@ -361,7 +361,7 @@ impl Orchestrator {
         let mut reservation = Reservation { store: &self.store, id, session: None, done: false };
         let approval = self.approve(&call, id).await?;
         let run = self.place_call(&call, id, &approval).await;
-        let window = Duration::from_millis(clamp_exec_yield(req.yield_time_ms, &self.config.limits));
+        let window = capped(clamp_exec_yield(req.yield_time_ms, &self.config.limits), req.max_wait);
         let first = self.with_snapshot(run.snapshot, &call.shell, run.placement, run.base.clone()).await;
         // The window counts from here, not from the spawn's end: under load a spawn waits for the spawner, and
         // that wait is part of the caller's window (`RELIABILITY.md`, load).
@@ -581,8 +581,7 @@ impl Orchestrator {
             return Err(ExecError::UnknownSession(id));
         }
         let mark = Mark::now(&session);
-        let window =
-            Duration::from_millis(clamp_write_yield(req.yield_time_ms, req.chars.is_empty(), limits));
+        let window = capped(clamp_write_yield(req.yield_time_ms, req.chars.is_empty(), limits), req.max_wait);
         let deadline = mark.at + window;
         if !req.chars.is_empty() {
             if session.spec.tty {
@@ -689,6 +688,12 @@ impl Orchestrator {
                 .then(|| session.protections.clone()),
         }
     }
+}
+
+/// A clamped window of `window_ms`, at most `max_wait` (what the caller's client waits for a call).
+fn capped(window_ms: u64, max_wait: Option<Duration>) -> Duration {
+    let window = Duration::from_millis(window_ms);
+    max_wait.map_or(window, |max| window.min(max))
 }
 
 /// Whether an executable file `name` is in a directory of `path` (the `PATH` of the server's environment,

@@ -400,7 +400,13 @@ fn exec(cmd: &str) -> ExecCommandRequest {
 }
 
 fn write(id: SessionId, chars: &str) -> WriteStdinRequest {
-    WriteStdinRequest { session_id: id, chars: chars.into(), yield_time_ms: None, max_output_tokens: None }
+    WriteStdinRequest {
+        session_id: id,
+        chars: chars.into(),
+        yield_time_ms: None,
+        max_output_tokens: None,
+        max_wait: None,
+    }
 }
 
 fn count(events: &Events, pred: impl Fn(&ExecEvent) -> bool) -> usize {

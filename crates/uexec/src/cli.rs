@@ -211,6 +211,11 @@ pub struct McpArgs {
     /// Reproducible session ids and chunk ids (for tests).
     #[arg(long, value_name = "SEED", hide = true)]
     pub id_seed: Option<u64>,
+    /// How long the MCP client waits for one tool call, in seconds (0: as long as it takes). Every wait is cut
+    /// to fit in it; without it the client's clientInfo decides (5 s for the Python SDK's default name, which
+    /// the OpenAI Agents SDK sends), else 60 s, the TypeScript SDK's default.
+    #[arg(long, value_name = "SECS")]
+    pub client_timeout_secs: Option<u64>,
     /// The network service.
     #[command(flatten)]
     pub serve: ServeArgs,

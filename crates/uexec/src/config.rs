@@ -12,6 +12,7 @@
 //! allow_degraded_sandbox = false
 //! shell = "/bin/bash"                   # default shell of exec_command (else $SHELL, else /bin/bash)
 //! report_protections = true             # note the sandbox after every exec_command output (default false)
+//! client_timeout_secs = 330             # like --client-timeout-secs: what the MCP client waits for one call
 //! audit_log = "/var/log/uexec.jsonl"    # like --audit-log
 //! hide_secrets = true                   # the default: ~/.ssh, ~/.aws, ~/.netrc, ... unreadable when sandboxed
 //! hidden_paths = [".env*"]              # more unreadable paths: `~/x`, `/abs`, or workspace globs (* ? **)
@@ -88,6 +89,8 @@ pub struct ConfigFile {
     pub shell: Option<Spanned<String>>,
     /// `report_protections`.
     pub report_protections: Option<bool>,
+    /// `client_timeout_secs`.
+    pub client_timeout_secs: Option<u64>,
     /// `audit_log`.
     pub audit_log: Option<Spanned<PathBuf>>,
     /// `hide_secrets`.
@@ -361,6 +364,7 @@ exclude_tmpdir_env_var = false
 allow_degraded_sandbox = true
 shell = "/bin/zsh"
 report_protections = false
+client_timeout_secs = 330
 audit_log = "/tmp/audit.jsonl"
 
 [env]

@@ -109,7 +109,8 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 
 fn run_mcp(args: &cli::McpArgs) -> Result<ExitCode> {
     let ctx = ProcessContext::current()?;
-    let settings = Settings::resolve(&args.policy, args.audit_log.as_deref(), &ctx)?;
+    let mut settings = Settings::resolve(&args.policy, args.audit_log.as_deref(), &ctx)?;
+    settings.client_timeout_secs = args.client_timeout_secs.or(settings.client_timeout_secs);
     let sinks = event_sink(&settings)?;
     if let Some(server) = ServerSettings::resolve(&args.serve, &settings, &ctx)? {
         tracing::info!(

@@ -66,6 +66,10 @@ pub struct Settings {
     /// Note the protections in force after every `exec_command` response's output (default false: only a
     /// command run outside the sandbox after an approval or a denial, or under a degraded sandbox, gets it).
     pub report_protections: bool,
+    /// What the MCP client waits for one tool call, in seconds (0: as long as it takes), from
+    /// `--client-timeout-secs` over the config's `client_timeout_secs`; `None`: learnt from the client
+    /// (`uexec_domain::client_wait`).
+    pub client_timeout_secs: Option<u64>,
     /// Audit log file, from the flag or the config.
     pub audit_log: Option<PathBuf>,
     /// The config file that was read, if any.
@@ -425,6 +429,7 @@ fn resolve_with(
         rules: CommandRules { rules },
         shell,
         report_protections: file.report_protections.unwrap_or(false),
+        client_timeout_secs: file.client_timeout_secs,
         audit_log,
         config_file: loaded.map(|l| l.path.clone()),
         hidden,

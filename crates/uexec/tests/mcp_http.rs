@@ -984,6 +984,73 @@ async fn a_client_that_ends_its_mcp_session_has_its_sessions_killed_at_once() {
     assert_eq!(metric(&server, "uexec_clients_open").await, 0.0);
 }
 
+/// `initialize` with `Uexec-Workspace: NAME`: an MCP session that joins the workspace of that name.
+async fn connect_in(server: &Server, workspace: &str) -> Client {
+    let client = Client::of(server);
+    let mut headers = client.headers();
+    headers.push(("uexec-workspace", workspace.to_owned()));
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let reply = send(server.addr, "POST", "/mcp", &headers, init.to_string()).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let session = reply.headers.get("mcp-session-id").expect("an MCP session id").to_str().unwrap();
+    let client = Client { session: Some(session.to_owned()), ..client };
+    let reply = client.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    assert_eq!(reply.status, 202, "{}", reply.body);
+    client
+}
+
+async fn end(server: &Server, client: &Client) {
+    let reply = send(server.addr, "DELETE", "/mcp", &client.headers(), Bytes::new()).await;
+    assert!(reply.status < 300, "{} {}", reply.status, reply.body);
+}
+
+/// A client that connects anew for every call and names a workspace keeps its sessions across its MCP sessions;
+/// the workspace ends, its sessions killed, once no MCP session has named it for the grace. Paired with
+/// `a_client_that_ends_its_mcp_session_has_its_sessions_killed_at_once` (no workspace) and with another
+/// workspace, which sees nothing of this one.
+#[tokio::test]
+async fn mcp_sessions_naming_a_workspace_share_its_sessions_until_its_grace_runs_out() {
+    let server = start(&["--client-grace-secs", "2"], Some(TOKEN));
+    let mut first = connect_in(&server, "ws-a").await;
+    let (session, pid) = start_sleeper(&mut first).await;
+    end(&server, &first).await;
+    let mut second = connect_in(&server, "ws-a").await;
+    let (error, text) = second.call("write_stdin", json!({"session_id": session, "chars": ""})).await;
+    assert!(!error && text.contains(&format!("session ID {session}")), "{text}");
+    assert!(alive(pid));
+    let mut stranger = connect_in(&server, "ws-b").await;
+    let (error, text) = stranger.call("write_stdin", json!({"session_id": session, "chars": ""})).await;
+    assert!(error && text.contains("Unknown process id"), "{text}");
+    // The MCP sessions of one workspace, ended or not, are one client: two workspaces, two clients.
+    assert_eq!(metric(&server, "uexec_clients_open").await, 2.0);
+    end(&server, &stranger).await;
+    end(&server, &second).await;
+    eventually("the unheld workspace's command is killed after its grace", || !alive(pid)).await;
+    let mut third = connect_in(&server, "ws-a").await;
+    let (error, text) = third.call("write_stdin", json!({"session_id": session, "chars": ""})).await;
+    assert!(error && text.contains("Unknown process id"), "{text}");
+}
+
+#[tokio::test]
+async fn a_malformed_workspace_name_is_refused() {
+    let server = start(&[], Some(TOKEN));
+    let client = Client::of(&server);
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    for bad in ["", "a b", "../x", &"x".repeat(129)] {
+        let mut headers = client.headers();
+        headers.push(("uexec-workspace", bad.to_owned()));
+        let reply = send(server.addr, "POST", "/mcp", &headers, init.to_string()).await;
+        assert_eq!(reply.status, 400, "{bad:?}: {}", reply.body);
+        assert!(reply.body.contains("Uexec-Workspace"), "{}", reply.body);
+    }
+    let mut headers = client.headers();
+    headers.push(("uexec-workspace", format!("ok-{}_.Z9", "x".repeat(100))));
+    let reply = send(server.addr, "POST", "/mcp", &headers, init.to_string()).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+}
+
 #[tokio::test]
 async fn limits_refuse_clients_and_sessions_beyond_them_with_a_reason() {
     let server = start(&["--max-clients", "2", "--max-sessions-total", "1"], Some(TOKEN));

@@ -22,6 +22,13 @@
 //! token pass the gate of [`super::gate`]; in the domain-allowlist mode each client has a proxy (and a network
 //! namespace) of its own, whose quota is below the bound all clients' proxies share.
 //!
+//! Shared workspaces: clients that open a new MCP session for every tool call (langchain-mcp-adapters'
+//! `MultiServerMCPClient.get_tools()`, ...) would lose their command sessions between calls. A client that sends
+//! `Uexec-Workspace: NAME` on its `initialize` gets, instead of an engine of its own, the engine of that name:
+//! every MCP session naming it shares the same command sessions, sandbox and proxy, and they are killed only
+//! when no MCP session has named it for the client grace (`--client-grace-secs`). The name is chosen by the
+//! clients (they all hold the server's token); a client that names none is alone, as above.
+//!
 //! Disconnects: a client is connected while one of its HTTP requests or streams is open. When the last one
 //! closes its grace starts; a request with its session id within the grace resumes it (its sessions untouched),
 //! otherwise the MCP session is closed, its handler dropped and every one of its sessions killed. rmcp's own idle
@@ -74,6 +81,37 @@ pub const MCP_PATH: &str = "/mcp";
 /// The header carrying the MCP session id.
 const SESSION_HEADER: &str = "mcp-session-id";
 
+/// The header naming a shared workspace (module doc).
+pub const WORKSPACE_HEADER: &str = "uexec-workspace";
+
+/// The longest workspace name.
+const MAX_WORKSPACE_NAME: usize = 128;
+
+tokio::task_local! {
+    /// The workspace the `initialize` being handled names, for the service factory.
+    static WORKSPACE: Option<String>;
+}
+
+/// A workspace's client, and since when no MCP session has held it.
+struct SharedClient {
+    client: HttpClient,
+    unheld_since: Option<Instant>,
+}
+
+/// The workspace a request names: `Ok(None)` when none; an error text for a malformed name.
+fn workspace_of(headers: &http::HeaderMap) -> Result<Option<String>, &'static str> {
+    let Some(value) = headers.get(WORKSPACE_HEADER) else { return Ok(None) };
+    let name = value.to_str().map_err(|_| "the Uexec-Workspace header is not ASCII")?;
+    let valid = !name.is_empty()
+        && name.len() <= MAX_WORKSPACE_NAME
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if valid {
+        Ok(Some(name.to_owned()))
+    } else {
+        Err("the Uexec-Workspace header must be 1 to 128 characters of A-Z a-z 0-9 - _ .")
+    }
+}
+
 type HttpBody = BoxBody<Bytes, Infallible>;
 
 /// What every client's engine is built from.
@@ -103,6 +141,8 @@ struct Fleet {
     calls: watch::Sender<usize>,
     /// Open requests and streams per MCP session id, and since when a client has had none.
     activity: Mutex<HashMap<String, Activity>>,
+    /// The client of each shared workspace, by name (module doc).
+    shared: Mutex<HashMap<String, SharedClient>>,
     draining: AtomicBool,
 }
 
@@ -117,6 +157,46 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Fleet {
+    /// The client of the workspace `name`, made by `make` when there is none yet.
+    fn shared_client(
+        &self,
+        name: &str,
+        make: impl FnOnce() -> std::io::Result<HttpClient>,
+    ) -> std::io::Result<HttpClient> {
+        let mut shared = lock(&self.shared);
+        if let Some(entry) = shared.get(name) {
+            return Ok(entry.client.clone());
+        }
+        let client = make()?;
+        tracing::info!(workspace = name, "a shared workspace starts");
+        shared.insert(name.to_owned(), SharedClient { client: client.clone(), unheld_since: None });
+        Ok(client)
+    }
+
+    /// Ends the shared workspaces no MCP session has held for `grace` (their sessions are killed).
+    fn expire_shared(&self, grace: Duration) {
+        let mut ended = Vec::new();
+        {
+            let mut shared = lock(&self.shared);
+            shared.retain(|name, entry| {
+                // Only the map holds it: no MCP session's handler does.
+                if Arc::strong_count(&entry.client._lease) > 1 {
+                    entry.unheld_since = None;
+                    return true;
+                }
+                let since = *entry.unheld_since.get_or_insert_with(Instant::now);
+                if since.elapsed() < grace {
+                    return true;
+                }
+                tracing::info!(workspace = %name, grace_secs = grace.as_secs(), "shared workspace unheld past its grace");
+                ended.push(entry.client.clone());
+                false
+            });
+        }
+        // Dropped outside the lock: the lease's drop takes other locks.
+        drop(ended);
+    }
+
     fn engines(&self) -> Vec<Engine> {
         lock(&self.engines).values().cloned().collect()
     }
@@ -323,7 +403,8 @@ impl HttpClient {
         fleet.metrics.client_opened();
         let inner = UexecServer::new(engine.clone(), approver, blueprint.instructions.clone())
             .with_observer(events)
-            .with_refusals(refusals);
+            .with_refusals(refusals)
+            .with_client_timeout(blueprint.settings.client_timeout_secs);
         Ok(HttpClient {
             inner,
             fleet: Arc::clone(fleet),
@@ -459,6 +540,10 @@ impl Router {
             return json_rpc_error(StatusCode::SERVICE_UNAVAILABLE, "the server is shutting down");
         }
         let session = request.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let workspace = match workspace_of(request.headers()) {
+            Ok(workspace) => workspace,
+            Err(text) => return json_rpc_error(StatusCode::BAD_REQUEST, text),
+        };
         let guard = match &session {
             Some(id) => Some(self.fleet.opened(id)),
             None => {
@@ -477,7 +562,8 @@ impl Router {
         // A POST's answer counts as in flight until its body is sent: the drain waits for it (a GET stream is not
         // an answer and never ends by itself).
         let answering = (request.method() == Method::POST).then(|| Pending::new(&self.fleet));
-        let response = self.mcp.handle(request).await;
+        // The service factory (called for an `initialize`) reads the workspace named.
+        let response = WORKSPACE.scope(workspace, self.mcp.handle(request)).await;
         // An `initialize` answer names the new MCP session: from now on its grace is tracked.
         let guard = guard.or_else(|| {
             response
@@ -562,6 +648,7 @@ async fn reap(fleet: Arc<Fleet>, sessions: Arc<LocalSessionManager>, stop: Cance
             () = stop.cancelled() => return,
             _ = ticks.tick() => {}
         }
+        fleet.expire_shared(grace);
         for id in fleet.expired(grace) {
             let id: rmcp::transport::streamable_http_server::SessionId = id.into();
             if sessions.has_session(&id).await.unwrap_or(false) {
@@ -646,6 +733,7 @@ pub async fn serve(
         admitting: Mutex::new(0),
         calls,
         activity: Mutex::new(HashMap::new()),
+        shared: Mutex::new(HashMap::new()),
         draining: AtomicBool::new(false),
     });
 
@@ -664,7 +752,12 @@ pub async fn serve(
     let factory_fleet = Arc::clone(&fleet);
     let factory_blueprint = Arc::clone(&blueprint);
     let mcp = StreamableHttpService::new(
-        move || HttpClient::new(&factory_blueprint, &factory_fleet),
+        move || match WORKSPACE.try_with(Clone::clone).ok().flatten() {
+            Some(name) => {
+                factory_fleet.shared_client(&name, || HttpClient::new(&factory_blueprint, &factory_fleet))
+            }
+            None => HttpClient::new(&factory_blueprint, &factory_fleet),
+        },
         Arc::clone(&sessions),
         http_config,
     );
@@ -730,6 +823,7 @@ pub async fn serve(
         kills.spawn(async move { engine.shutdown().await });
     }
     while kills.join_next().await.is_some() {}
+    lock(&fleet.shared).clear();
     let _ = reaper.await;
     connections.shutdown().await;
     if let Some(file) = &generated {

@@ -53,7 +53,9 @@ pub async fn serve(
         EngineDeps { spawner: crate::platform::spawner(), sandbox, approver: approver.clone(), events },
     );
     let instructions = instructions(settings);
-    let handler = server::UexecServer::new(engine.clone(), approver, instructions).with_refusals(refusals);
+    let handler = server::UexecServer::new(engine.clone(), approver, instructions)
+        .with_refusals(refusals)
+        .with_client_timeout(settings.client_timeout_secs);
 
     // Install the signal handlers before serving, so a signal during the handshake is not lost.
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;

@@ -16,13 +16,18 @@
 //! [`PROGRESS_INTERVAL`] while the call waits (an empty poll may wait 300 s; clients such as the TypeScript SDK
 //! time a request out after 60 s unless progress resets the timer).
 //!
+//! Client timeouts: every wait is cut to what the client waits for a call (`uexec_domain::client_wait`: the
+//! `--client-timeout-secs` setting, else the client's `clientInfo.name`, else the TypeScript SDK's 60 s), so the
+//! answer, with the session id of a command still running, arrives before the client gives up. The first answer
+//! of a connection whose wait was cut while its command still runs says so, why, and how to lift it.
+//!
 //! Bad arguments are tool results with `isError: true` (SEP-1303), so the model reads and corrects them; an
 //! unknown tool or a malformed request stays a JSON-RPC error.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
@@ -33,7 +38,9 @@ use rmcp::model::{
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use tokio::sync::{Mutex, mpsc, oneshot};
-use uexec_domain::response::{exec_error_text, write_error_text};
+use uexec_domain::client_wait::{ClientWait, client_wait};
+use uexec_domain::limits::{clamp_exec_yield, clamp_write_yield};
+use uexec_domain::response::{UNKNOWN_SESSION_HINT, exec_error_text, write_error_text};
 use uexec_engine::{Engine, ExecError, ExecResponse};
 
 use super::approval::{
@@ -104,6 +111,8 @@ struct InFlight {
     _task: AbortOnDrop,
     /// The proxy's refusal count when the call started.
     refusal_mark: u64,
+    /// Why this call's wait was cut to what the client waits, if it was (said once per connection).
+    wait_note: Option<String>,
 }
 
 /// The MCP server.
@@ -119,6 +128,11 @@ pub struct UexecServer {
     /// The proxy's refusals (domain-allowlist mode): each response lists the hosts refused during its call.
     refusals: Option<Arc<Refusals>>,
     observer: Option<Arc<dyn ExecObserver>>,
+    /// The server's setting of what the client waits for a call, in seconds (`--client-timeout-secs`; 0: as
+    /// long as it takes); `None`: learnt from the client (`uexec_domain::client_wait`).
+    client_timeout_secs: Option<u64>,
+    /// The note on a cut wait was said on this connection.
+    wait_noted: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for UexecServer {
@@ -145,7 +159,36 @@ impl UexecServer {
             token_seed,
             refusals: None,
             observer: None,
+            client_timeout_secs: None,
+            wait_noted: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// The same server, told how long its client waits for a call (seconds; 0: as long as it takes). Without
+    /// it the wait is learnt from the client's `clientInfo` (`uexec_domain::client_wait`).
+    #[must_use]
+    pub fn with_client_timeout(mut self, secs: Option<u64>) -> Self {
+        self.client_timeout_secs = secs;
+        self
+    }
+
+    /// What the client of this call waits for it.
+    fn client_wait(&self, context: &RequestContext<RoleServer>) -> ClientWait {
+        let info = context.client_info();
+        client_wait(self.client_timeout_secs, info.as_ref().map(|i| i.name.as_str()))
+    }
+
+    /// `result` with `note` appended, the first time a cut wait is noted on this connection.
+    fn note_wait_once(&self, mut result: CallToolResult, note: Option<String>) -> CallToolResult {
+        let Some(note) = note else { return result };
+        if self.wait_noted.swap(true, Ordering::Relaxed) {
+            return result;
+        }
+        if let Some(rmcp::model::ContentBlock::Text(text)) = result.content.first_mut() {
+            text.text.push('\n');
+            text.text.push_str(&note);
+        }
+        result
     }
 
     /// The same server, noting in each response the hosts the proxy refused during the call.
@@ -205,6 +248,11 @@ impl UexecServer {
             Ok(exec) => exec,
             Err(e) => return Ok(arg_error(&e).into()),
         };
+        let wait = self.client_wait(&context);
+        let window =
+            Duration::from_millis(clamp_exec_yield(exec.yield_time_ms, &self.engine.config().limits));
+        exec.max_wait = wait.cut(window);
+        let wait_note = exec.max_wait.map(|cap| wait.note(cap, window));
         let refusal_mark = self.refusal_mark();
         let call_id = format!("mcp-{}", self.next_id());
         exec.call_id = Some(call_id.clone());
@@ -233,6 +281,7 @@ impl UexecServer {
             parked_at: Instant::now(),
             _task: AbortOnDrop(task.abort_handle()),
             refusal_mark,
+            wait_note,
         };
         self.drive(flight).await
     }
@@ -242,7 +291,9 @@ impl UexecServer {
         tokio::select! {
             outcome = &mut flight.result => {
                 let outcome = outcome.map_err(|_| McpError::internal_error("the exec task ended without a result", None))?;
-                Ok(self.note_refusals(exec_outcome(&flight.cmd, outcome), flight.refusal_mark).into())
+                let cut_short = matches!(&outcome, Ok(response) if response.session_id.is_some());
+                let result = self.note_refusals(exec_outcome(&flight.cmd, outcome), flight.refusal_mark);
+                Ok(self.note_wait_once(result, flight.wait_note.take().filter(|_| cut_short)).into())
             }
             Some(question) = flight.questions.recv() => {
                 let params = self.approver.elicit_params(&question.request, FormStyle::OneOf).map_err(|e| McpError::internal_error(e.to_string(), None))?;
@@ -304,17 +355,30 @@ impl UexecServer {
         self.drive(flight).await
     }
 
-    async fn write_stdin(&self, arguments: &JsonObject) -> Result<CallToolResult, McpError> {
-        let request = match tools::parse_write(arguments) {
+    async fn write_stdin(
+        &self,
+        arguments: &JsonObject,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let mut request = match tools::parse_write(arguments) {
             Ok(request) => request,
             Err(e) => return Ok(arg_error(&e)),
         };
+        let wait = self.client_wait(context);
+        let limits = &self.engine.config().limits;
+        let window =
+            Duration::from_millis(clamp_write_yield(request.yield_time_ms, request.chars.is_empty(), limits));
+        request.max_wait = wait.cut(window);
+        let wait_note = request.max_wait.map(|cap| wait.note(cap, window));
         let mark = self.refusal_mark();
-        let result = match self.engine.write_stdin(request).await {
-            Ok(response) => tools::exec_result(&response),
-            Err(e) => tools::error_result(write_error_text(&e.to_string())),
+        let (result, cut_short) = match self.engine.write_stdin(request).await {
+            Ok(response) => (tools::exec_result(&response), response.session_id.is_some()),
+            Err(e) => {
+                (tools::error_result(unknown_session_hint(write_error_text(&e.to_string()), &e)), false)
+            }
         };
-        Ok(self.note_refusals(result, mark))
+        let result = self.note_refusals(result, mark);
+        Ok(self.note_wait_once(result, wait_note.filter(|_| cut_short)))
     }
 
     async fn list_sessions(&self, arguments: &JsonObject) -> Result<CallToolResult, McpError> {
@@ -331,7 +395,7 @@ impl UexecServer {
         };
         Ok(match self.engine.close_session(id).await {
             Ok(response) => tools::exec_result(&response),
-            Err(e) => tools::error_result(format!("close_session failed: {e}")),
+            Err(e) => tools::error_result(unknown_session_hint(format!("close_session failed: {e}"), &e)),
         })
     }
 
@@ -342,7 +406,7 @@ impl UexecServer {
         };
         Ok(match self.engine.screen(id).await {
             Ok(screen) => tools::screen_result(screen),
-            Err(e) => tools::error_result(format!("read_screen failed: {e}")),
+            Err(e) => tools::error_result(unknown_session_hint(format!("read_screen failed: {e}"), &e)),
         })
     }
 }
@@ -377,6 +441,15 @@ fn exec_outcome(cmd: &str, outcome: Result<ExecResponse, ExecError>) -> CallTool
         Ok(response) => tools::exec_result(&response),
         Err(e) => tools::error_result(exec_error_text(cmd, &e.to_string())),
     }
+}
+
+/// `text`, followed for an unknown session by why a session can be unknown to this connection.
+fn unknown_session_hint(mut text: String, error: &ExecError) -> String {
+    if matches!(error, ExecError::UnknownSession(_)) {
+        text.push_str(". ");
+        text.push_str(UNKNOWN_SESSION_HINT);
+    }
+    text
 }
 
 /// A malformed argument: a tool result the model can read (SEP-1303), not a protocol error.
@@ -420,7 +493,7 @@ impl UexecServer {
         let arguments = request.arguments.as_ref().unwrap_or(&empty);
         match request.name.as_ref() {
             tools::EXEC_COMMAND => self.exec_command(request, context).await,
-            tools::WRITE_STDIN => self.write_stdin(arguments).await.map(Into::into),
+            tools::WRITE_STDIN => self.write_stdin(arguments, &context).await.map(Into::into),
             tools::LIST_SESSIONS => self.list_sessions(arguments).await.map(Into::into),
             tools::CLOSE_SESSION => self.close_session(arguments).await.map(Into::into),
             tools::READ_SCREEN => self.read_screen(arguments).await.map(Into::into),

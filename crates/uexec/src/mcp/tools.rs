@@ -281,6 +281,7 @@ pub fn parse_exec(map: &JsonObject) -> Result<ExecCommandRequest, ArgError> {
         justification: args.string("justification")?,
         prefix_rule: args.strings("prefix_rule")?,
         call_id: None,
+        max_wait: None,
     })
 }
 
@@ -292,6 +293,7 @@ pub fn parse_write(map: &JsonObject) -> Result<WriteStdinRequest, ArgError> {
         chars: args.string("chars")?.unwrap_or_default(),
         yield_time_ms: args.count("yield_time_ms")?,
         max_output_tokens: to_usize(args.count("max_output_tokens")?),
+        max_wait: None,
     })
 }
 
