@@ -980,8 +980,12 @@ async fn a_client_that_ends_its_mcp_session_has_its_sessions_killed_at_once() {
     let reply = send(server.addr, "DELETE", "/mcp", &client.headers(), Bytes::new()).await;
     assert!(reply.status < 300, "{} {}", reply.status, reply.body);
     eventually("the closed client's command is killed", || !alive(pid)).await;
-    assert_eq!(metric(&server, "uexec_sessions_open").await, 0.0);
-    assert_eq!(metric(&server, "uexec_clients_open").await, 0.0);
+    // The session's teardown is counted once its reader has seen the end, a moment after the process died: wait
+    // for it (well inside the 600 s grace, which is not what ended it).
+    eventually_async("no session is open", || async { metric(&server, "uexec_sessions_open").await == 0.0 })
+        .await;
+    eventually_async("no client is open", || async { metric(&server, "uexec_clients_open").await == 0.0 })
+        .await;
 }
 
 /// `initialize` with `Uexec-Workspace: NAME`: an MCP session that joins the workspace of that name.
