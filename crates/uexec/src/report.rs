@@ -265,21 +265,19 @@ pub fn sandbox_profile(args: &ProfileArgs) -> Result<ExitCode> {
                 .argv
                 .iter()
                 .enumerate()
-                .map(|(i, a)| if i == 2 { "<profile>".to_owned() } else { quote(&a.to_string_lossy()) })
+                .map(|(i, a)| {
+                    if i == 2 {
+                        "<profile>".to_owned()
+                    } else {
+                        uexec_domain::quote::shell_word(&a.to_string_lossy())
+                    }
+                })
                 .collect();
             let _ = writeln!(out, ";;   {}", shown.join(" "));
             write_stdout(&out)?;
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-fn quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | '=' | ':' | ',' | '+'));
-    if plain { word.to_owned() } else { format!("'{}'", word.replace('\'', "'\\''")) }
 }
 
 /// Write to stdout; a closed pipe (`| head`) is not an error.
@@ -321,7 +319,7 @@ mod tests {
 
     #[test]
     fn quoting_keeps_plain_words() {
-        assert_eq!(quote("-DWRITABLE_ROOT_0=/tmp"), "-DWRITABLE_ROOT_0=/tmp");
-        assert_eq!(quote("a b"), "'a b'");
+        assert_eq!(uexec_domain::quote::shell_word("-DWRITABLE_ROOT_0=/tmp"), "-DWRITABLE_ROOT_0=/tmp");
+        assert_eq!(uexec_domain::quote::shell_word("a b"), "'a b'");
     }
 }

@@ -158,7 +158,7 @@ fn possible_writable_roots(extra: &[PathBuf], cwd: &Path, tmpdir: Option<&Path>)
     gather_writes(&policy, cwd, tmpdir, &[])
 }
 
-/// Refuse a config file a sandboxed command could have written (issue 10, class 7a): one inside a writable
+/// Refuse a config file a sandboxed command could have written: one inside a writable
 /// root, a symlink into one, or one reached through a symlink or directory that lies in one. An explicit
 /// `--config` is the person's own choice: it is read, and the exception is reported on stderr.
 fn check_config_location(path: &Path, explicit: bool, writes: &SandboxWrites) -> Result<()> {
@@ -1129,7 +1129,7 @@ mod tests {
         assert!(err.to_string().contains("hidden_paths"), "{err}");
     }
 
-    /// Issue 22, class 4: the server's environment is read once for the secrets it points at, and the server's
+    /// The server's environment is read once for the secrets it points at, and the server's
     /// own state joins the hidden locations whatever `hide_secrets` says.
     #[test]
     fn hidden_locations_include_the_environment_s_secrets_and_the_server_s_own_state() {
@@ -1593,7 +1593,7 @@ mod tests {
         );
     }
 
-    /// Issue 10, class 6: secrets are excluded unless the config says otherwise; names are passed on purpose.
+    /// Secrets are excluded unless the config says otherwise; names are passed on purpose.
     #[test]
     fn secrets_are_excluded_by_default_and_passed_through_by_name() {
         let dir = tempfile::tempdir().unwrap();
@@ -1654,7 +1654,7 @@ mod tests {
         assert!(resolve_with(&read_only, Some(&ok), &ctx(Path::new("/")), None).is_ok());
     }
 
-    /// Issue 10, class 7a: a config file a sandboxed command could have written is refused unless explicit.
+    /// A config file a sandboxed command could have written is refused unless explicit.
     #[test]
     fn a_config_inside_a_writable_root_is_refused_unless_given_explicitly() {
         let workspace = tempfile::Builder::new().tempdir_in("/var/tmp").unwrap();

@@ -1,4 +1,4 @@
-//! Git in a sandboxed command (issue 25): everyday git works in a repository inside a writable root, while what
+//! Git in a sandboxed command: everyday git works in a repository inside a writable root, while what
 //! git executes or takes configuration from (config, config.worktree, hooks/, info/, objects/info/alternates)
 //! cannot be written nor created, also when absent, through a symlink or after a rename. Each denied probe has an
 //! allowed twin; the repositories are made and checked by a real git outside the sandbox.

@@ -87,20 +87,21 @@ impl McpApprover {
 
     /// Register how the client of `call_id` can be asked (until [`McpApprover::unregister`]).
     pub fn register(&self, call_id: &str, via: AskVia) {
-        if let Ok(mut calls) = self.calls.lock() {
-            calls.insert(call_id.to_owned(), via);
-        }
+        self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(call_id.to_owned(), via);
     }
 
     /// Forget `call_id`.
     pub fn unregister(&self, call_id: &str) {
-        if let Ok(mut calls) = self.calls.lock() {
-            calls.remove(call_id);
-        }
+        self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(call_id);
     }
 
     fn via(&self, call_id: &str) -> AskVia {
-        self.calls.lock().ok().and_then(|calls| calls.get(call_id).cloned()).unwrap_or(AskVia::Nobody)
+        self.calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(call_id)
+            .cloned()
+            .unwrap_or(AskVia::Nobody)
     }
 
     /// Why nobody can approve `request`, and what would allow it.
@@ -192,10 +193,15 @@ impl crate::proxy::DomainAsker for McpApprover {
         if self.policy != ApprovalPolicy::OnRequest {
             return None;
         }
-        let (peer, cancelled, style) = self.calls.lock().ok()?.values().find_map(|via| match via {
-            AskVia::Request(peer, cancelled, style) => Some((peer.clone(), cancelled.clone(), *style)),
-            _ => None,
-        })?;
+        let (peer, cancelled, style) = self
+            .calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .find_map(|via| match via {
+                AskVia::Request(peer, cancelled, style) => Some((peer.clone(), cancelled.clone(), *style)),
+                _ => None,
+            })?;
         let params = domain_elicit_params(host, port, rules, style).ok()?;
         tokio::select! {
             result = peer.create_elicitation_with_timeout(params, Some(APPROVAL_TIMEOUT)) => {
@@ -329,36 +335,7 @@ pub fn elicit_params(
 /// long commands cut in plain view). The headline is this module's fixed text. Under `untrusted` and `on-failure` a command a person approved is run again
 /// without the sandbox, without asking, when it looks blocked by the sandbox (spec A6): the question says so.
 pub fn question_text(request: &ApprovalRequest, sandbox: &SandboxPolicy, policy: ApprovalPolicy) -> String {
-    let headline = match request.kind {
-        ApprovalKind::Run if sandbox.is_unrestricted() => {
-            "Allow this command to run (no sandbox: danger-full-access)?".to_owned()
-        }
-        ApprovalKind::Run => {
-            let mut headline = format!(
-                "Allow this command to run (inside the {} sandbox, network {})?",
-                sandbox.mode_str(),
-                if sandbox.has_network_access() { "allowed" } else { "blocked" }
-            );
-            if matches!(policy, ApprovalPolicy::Untrusted | ApprovalPolicy::OnFailure) {
-                headline.push_str(
-                    " If it fails quickly with a message like \"permission denied\", it is run again WITHOUT the \
-                     sandbox, without asking again.",
-                );
-            }
-            headline
-        }
-        ApprovalKind::Escalation => "Allow this command to run WITHOUT the sandbox?".to_owned(),
-        ApprovalKind::RetryWithoutSandbox => match &request.denial {
-            Some(denial) => format!(
-                "The sandbox appears to have blocked this command ({}). Run it again with FULL ACCESS (no \
-                 sandbox)?",
-                denial.describe_raw()
-            ),
-            None => {
-                "The sandbox blocked this command. Run it again with FULL ACCESS (no sandbox)?".to_owned()
-            }
-        },
-    };
+    let headline = uexec_domain::question::headline(request.kind, sandbox, policy, request.denial.as_ref());
     uexec_domain::question::render_question(&Question {
         headline: &headline,
         argv: &request.command,
@@ -402,20 +379,12 @@ pub fn display_command(command: &ParsedCommand) -> String {
 
 /// Words (an argv, a prefix) on one line: shell-quoted, escaped and capped like [`display_command`].
 pub fn display_words(words: &[String]) -> String {
-    let text = words.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ");
+    let text = uexec_domain::quote::shell_words(words);
     escape_visible_capped(&text, DISPLAY_MAX_CHARS)
 }
 
 /// At most this many characters of a command are quoted in a refusal message.
 pub const DISPLAY_MAX_CHARS: usize = 400;
-
-fn shell_quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word.chars().all(|c| {
-            c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | '=' | ':' | ',' | '+' | '@')
-        });
-    if plain { word.to_owned() } else { format!("'{}'", word.replace('\'', "'\\''")) }
-}
 
 /// The prefix a rule would need to allow `command`: its canonical command (a one-command script is its argv).
 fn suggested_prefix(command: &ParsedCommand) -> Vec<String> {
@@ -620,7 +589,7 @@ mod tests {
         assert!(text.contains("inside the workspace-write sandbox") && !text.contains("WITHOUT"), "{text}");
     }
 
-    /// Issue 10, class 1: a script that imitates the question's fixed lines, with invisible characters and a
+    /// A script that imitates the question's fixed lines, with invisible characters and a
     /// payload 60 lines down, reaches the person escaped, numbered and whole; nothing raw reaches the client,
     /// neither in the message nor in the schema.
     #[test]
