@@ -11,7 +11,7 @@
 
 use std::ffi::CString;
 use std::fs;
-use std::io;
+use std::io::{self, Read};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -237,15 +237,42 @@ fn git_dirs_below(
 }
 
 /// The common dir the `commondir` file of `dir` names, read without following a symlink, bounded and without
-/// blocking (`crate::layout::read_small_file`), parsed as git does (`uexec_domain::gitdir::parse_commondir`).
+/// blocking ([`read_small_file`]), parsed as git does (`uexec_domain::gitdir::parse_commondir`).
 fn common_dir_file(dir: &Path) -> Result<PathBuf, GitFileProblem> {
-    crate::layout::read_small_file(&dir.join("commondir"), MAX_GIT_FILE_BYTES)
+    read_small_file(&dir.join("commondir"), MAX_GIT_FILE_BYTES)
         .and_then(|content| parse_commondir(dir, &content))
 }
 
 /// [`common_dir_file`], the problem in words.
 fn common_dir(dir: &Path) -> Result<PathBuf, String> {
     common_dir_file(dir).map_err(|problem| problem.to_string())
+}
+
+/// The content of the regular file at `path` (canonical), at most `limit` bytes, read without following a
+/// symlink and without blocking (see [`crate::sys::open_file_no_symlinks`]); anything else is a
+/// [`GitFileProblem`].
+pub(crate) fn read_small_file(path: &Path, limit: u64) -> Result<Vec<u8>, GitFileProblem> {
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| GitFileProblem::Unreadable("the path contains a NUL byte".into()))?;
+    let file = match crate::sys::open_file_no_symlinks(&c_path) {
+        Ok(fd) => fs::File::from(fd),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(GitFileProblem::Symlink),
+        Err(e) => return Err(GitFileProblem::Unreadable(e.to_string())),
+    };
+    let meta = file.metadata().map_err(|e| GitFileProblem::Unreadable(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(GitFileProblem::NotARegularFile);
+    }
+    if meta.len() > limit {
+        return Err(GitFileProblem::TooLarge { size: meta.len() });
+    }
+    let mut content = Vec::new();
+    // One byte more than the limit: a file that grew since `fstat` is still refused, never read whole.
+    file.take(limit + 1).read_to_end(&mut content).map_err(|e| GitFileProblem::Unreadable(e.to_string()))?;
+    if content.len() as u64 > limit {
+        return Err(GitFileProblem::TooLarge { size: content.len() as u64 });
+    }
+    Ok(content)
 }
 
 /// The real subdirectories of `dir` (none when it does not exist); a symlink among them is noted, not followed.

@@ -9,7 +9,7 @@
 
 use std::ffi::CString;
 use std::fs;
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -455,34 +455,7 @@ fn inspect_git(root: &Path) -> (GitEntry, Option<GitFileProblem>) {
         Ok(meta) if meta.is_file() => DotGitKind::File,
         Ok(_) => DotGitKind::Other,
     };
-    dot_git_entry(root, kind, || read_small_file(&dot_git, MAX_GIT_FILE_BYTES))
-}
-
-/// The content of the regular file at `path` (canonical), at most `limit` bytes, read without following a
-/// symlink and without blocking (see [`crate::sys::open_file_no_symlinks`]); anything else is a
-/// [`GitFileProblem`].
-pub(crate) fn read_small_file(path: &Path, limit: u64) -> Result<Vec<u8>, GitFileProblem> {
-    let c_path = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| GitFileProblem::Unreadable("the path contains a NUL byte".into()))?;
-    let file = match crate::sys::open_file_no_symlinks(&c_path) {
-        Ok(fd) => fs::File::from(fd),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(GitFileProblem::Symlink),
-        Err(e) => return Err(GitFileProblem::Unreadable(e.to_string())),
-    };
-    let meta = file.metadata().map_err(|e| GitFileProblem::Unreadable(e.to_string()))?;
-    if !meta.is_file() {
-        return Err(GitFileProblem::NotARegularFile);
-    }
-    if meta.len() > limit {
-        return Err(GitFileProblem::TooLarge { size: meta.len() });
-    }
-    let mut content = Vec::new();
-    // One byte more than the limit: a file that grew since `fstat` is still refused, never read whole.
-    file.take(limit + 1).read_to_end(&mut content).map_err(|e| GitFileProblem::Unreadable(e.to_string()))?;
-    if content.len() as u64 > limit {
-        return Err(GitFileProblem::TooLarge { size: content.len() as u64 });
-    }
-    Ok(content)
+    dot_git_entry(root, kind, || crate::gitdirs::read_small_file(&dot_git, MAX_GIT_FILE_BYTES))
 }
 
 /// A path as a C string (paths from the OS contain no NUL; `SandboxError::InvalidPath` otherwise).
@@ -499,6 +472,7 @@ fn invalid(path: &Path, reason: &str) -> SandboxError {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
+    use crate::gitdirs::read_small_file;
 
     /// No tool file protected: the git tests look at git's entries alone.
     fn no_tools() -> ToolFiles {
