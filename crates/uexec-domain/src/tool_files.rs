@@ -157,8 +157,8 @@ impl ToolFiles {
             let files: Vec<&ToolEntry> =
                 protected.iter().copied().filter(|e| e.kind == ToolEntryKind::File).collect();
             format!(
-                "other tools' files that run code without asking, in each writable root: {} (an absent one in the \
-                 workspace gets an empty read-only placeholder) and {} (when present)",
+                "other tools' files that run code without asking, in the workspace: {} (an absent one gets an \
+                 empty read-only placeholder on Linux) and {} (when present)",
                 names(&dirs.into_iter().copied().collect::<Vec<_>>()),
                 names(&files.into_iter().copied().collect::<Vec<_>>()),
             )

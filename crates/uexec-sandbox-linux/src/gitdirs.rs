@@ -11,8 +11,7 @@
 
 use std::ffi::CString;
 use std::fs;
-use std::io;
-use std::io::Read;
+use std::io::{self, Read};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -249,6 +248,33 @@ fn common_dir(dir: &Path) -> Result<PathBuf, String> {
     common_dir_file(dir).map_err(|problem| problem.to_string())
 }
 
+/// The content of the regular file at `path` (canonical), at most `limit` bytes, read without following a
+/// symlink and without blocking (see [`crate::sys::open_file_no_symlinks`]); anything else is a
+/// [`GitFileProblem`].
+pub(crate) fn read_small_file(path: &Path, limit: u64) -> Result<Vec<u8>, GitFileProblem> {
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| GitFileProblem::Unreadable("the path contains a NUL byte".into()))?;
+    let file = match crate::sys::open_file_no_symlinks(&c_path) {
+        Ok(fd) => fs::File::from(fd),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(GitFileProblem::Symlink),
+        Err(e) => return Err(GitFileProblem::Unreadable(e.to_string())),
+    };
+    let meta = file.metadata().map_err(|e| GitFileProblem::Unreadable(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(GitFileProblem::NotARegularFile);
+    }
+    if meta.len() > limit {
+        return Err(GitFileProblem::TooLarge { size: meta.len() });
+    }
+    let mut content = Vec::new();
+    // One byte more than the limit: a file that grew since `fstat` is still refused, never read whole.
+    file.take(limit + 1).read_to_end(&mut content).map_err(|e| GitFileProblem::Unreadable(e.to_string()))?;
+    if content.len() as u64 > limit {
+        return Err(GitFileProblem::TooLarge { size: content.len() as u64 });
+    }
+    Ok(content)
+}
+
 /// The real subdirectories of `dir` (none when it does not exist); a symlink among them is noted, not followed.
 fn subdirs(dir: &Path, entries_read: &mut usize, notes: &mut Vec<String>) -> Result<Vec<PathBuf>, String> {
     let listing = match fs::read_dir(dir) {
@@ -306,33 +332,6 @@ fn open_dir(parent: &Path) -> io::Result<OwnedFd> {
     let c = CString::new(parent.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     crate::sys::open_dir_no_symlinks(&c)
-}
-
-/// The content of the regular file at `path` (canonical), at most `limit` bytes, read without following a
-/// symlink and without blocking (see [`crate::sys::open_file_no_symlinks`]); anything else is a
-/// [`GitFileProblem`].
-pub(crate) fn read_small_file(path: &Path, limit: u64) -> Result<Vec<u8>, GitFileProblem> {
-    let c_path = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| GitFileProblem::Unreadable("the path contains a NUL byte".into()))?;
-    let file = match crate::sys::open_file_no_symlinks(&c_path) {
-        Ok(fd) => fs::File::from(fd),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(GitFileProblem::Symlink),
-        Err(e) => return Err(GitFileProblem::Unreadable(e.to_string())),
-    };
-    let meta = file.metadata().map_err(|e| GitFileProblem::Unreadable(e.to_string()))?;
-    if !meta.is_file() {
-        return Err(GitFileProblem::NotARegularFile);
-    }
-    if meta.len() > limit {
-        return Err(GitFileProblem::TooLarge { size: meta.len() });
-    }
-    let mut content = Vec::new();
-    // One byte more than the limit: a file that grew since `fstat` is still refused, never read whole.
-    file.take(limit + 1).read_to_end(&mut content).map_err(|e| GitFileProblem::Unreadable(e.to_string()))?;
-    if content.len() as u64 > limit {
-        return Err(GitFileProblem::TooLarge { size: content.len() as u64 });
-    }
-    Ok(content)
 }
 
 #[cfg(test)]

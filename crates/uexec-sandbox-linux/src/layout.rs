@@ -120,8 +120,9 @@ impl FsLayout {
             }
         }
         layout.ignored = git_problems;
-        // The workspace (the cwd root): where an absent tool directory gets a placeholder.
+        // The workspace (the cwd root): the root whose other tools' files are protected.
         let workspace = canonical.get(cwd).ok();
+        let mut tool_files_done = false;
         for root in &writable {
             let entries: Vec<PathBuf> = PROTECTED_SUBDIRS.iter().map(|name| root.root.join(name)).collect();
             for entry in &entries {
@@ -131,14 +132,13 @@ impl FsLayout {
             for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
                 layout.add_gitdir(gitdir, owner.as_deref());
             }
-            let in_workspace = owner.is_some() && owner == workspace;
-            for entry in tool_files.protected() {
-                layout.add_tool_entry(
-                    &root.root.join(entry.name),
-                    entry.kind,
-                    in_workspace,
-                    &mut canonical,
-                )?;
+            // Other tools' files of the workspace (the folder the person opens in those tools); not of `/tmp`,
+            // `/dev/shm` or `$TMPDIR`, which keeps the per-command cost at one `lstat` per entry.
+            if owner.is_some() && owner == workspace && !tool_files_done {
+                tool_files_done = true;
+                for entry in tool_files.protected() {
+                    layout.add_tool_entry(&root.root.join(entry.name), entry.kind, &mut canonical)?;
+                }
             }
         }
         layout.protected.sort_by_key(|p| (depth(p), p.clone()));
@@ -198,18 +198,17 @@ impl FsLayout {
         Ok(())
     }
 
-    /// Record the tool entry `entry` of a root (`uexec_domain::tool_files`): protected itself when it exists,
-    /// like `.uexec` ([`FsLayout::add_entry`]); an absent directory of the workspace gets an empty placeholder
-    /// first (opened without following a symlink), so that nothing can be created in it.
+    /// Record the tool entry `entry` of the workspace (`uexec_domain::tool_files`): protected itself when it
+    /// exists, like `.uexec` ([`FsLayout::add_entry`]); an absent directory gets an empty placeholder first
+    /// (opened without following a symlink), so that nothing can be created in it.
     fn add_tool_entry(
         &mut self,
         entry: &Path,
         kind: ToolEntryKind,
-        in_workspace: bool,
         canonical: &mut Canonical,
     ) -> Result<(), SandboxError> {
         self.add_entry(entry, canonical)?;
-        if kind != ToolEntryKind::Directory || !in_workspace {
+        if kind != ToolEntryKind::Directory {
             return Ok(());
         }
         let (Some(parent), Some(name)) = (entry.parent(), entry.file_name()) else {
@@ -473,6 +472,7 @@ fn invalid(path: &Path, reason: &str) -> SandboxError {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
+    use crate::gitdirs::read_small_file;
 
     /// No tool file protected: the git tests look at git's entries alone.
     fn no_tools() -> ToolFiles {
@@ -481,7 +481,7 @@ mod tests {
     }
 
     #[test]
-    fn other_tools_files_are_protected_and_absent_directories_get_a_placeholder_in_the_workspace() {
+    fn the_workspaces_other_tools_files_are_protected_and_absent_directories_get_a_placeholder() {
         let tmp = tempfile::tempdir().unwrap();
         let base = fs::canonicalize(tmp.path()).unwrap();
         let ws = base.join("ws");
@@ -496,15 +496,17 @@ mod tests {
         };
         let tools = ToolFiles::allowing(&[".zed"]).unwrap();
         let layout = FsLayout::resolve(&policy, &ws, None, &tools).unwrap();
-        for present in [ws.join(".claude"), ws.join(".mcp.json"), base.join("extra/.idea")] {
+        for present in [ws.join(".claude"), ws.join(".mcp.json")] {
             assert!(layout.protected.contains(&present), "{}: {:?}", present.display(), layout.protected);
         }
+        // Only the workspace's: another root's are neither protected nor listed.
+        assert!(!layout.protected.contains(&base.join("extra/.idea")), "{:?}", layout.protected);
         // In the workspace an absent directory becomes an empty placeholder; an absent file stays absent.
         assert!(layout.protected.contains(&ws.join(".vscode")) && ws.join(".vscode").is_dir());
         assert_eq!(fs::read_dir(ws.join(".vscode")).unwrap().count(), 0);
         assert!(layout.absent.contains(&ws.join(".envrc")) && !ws.join(".envrc").exists());
         // Another root gets no placeholder; an allowed entry is neither protected nor made.
-        assert!(!base.join("extra/.vscode").exists() && layout.absent.contains(&base.join("extra/.vscode")));
+        assert!(!base.join("extra/.vscode").exists() && !layout.absent.contains(&base.join("extra/.vscode")));
         assert!(!ws.join(".zed").exists() && !layout.protected.contains(&ws.join(".zed")));
         // A symlink planted in the entry's place is protected as the link.
         fs::remove_dir(ws.join(".vscode")).unwrap();
