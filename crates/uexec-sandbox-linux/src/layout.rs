@@ -472,7 +472,6 @@ fn invalid(path: &Path, reason: &str) -> SandboxError {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
-    use crate::gitdirs::read_small_file;
 
     /// No tool file protected: the git tests look at git's entries alone.
     fn no_tools() -> ToolFiles {
