@@ -9,10 +9,9 @@ use std::time::Duration;
 use common::*;
 use serde_json::{Value, json};
 
-#[test]
-fn elicitation_approve_deny_and_approve_for_session() {
+fn elicitation_approve_deny_and_approve_for_session(t: Transport) {
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &["--approval-policy", "untrusted"], true);
+    let mut server = McpServer::start_initialized_over(t, &ws, &["--approval-policy", "untrusted"], true);
 
     server.answers = vec!["approve".into()];
     let r = server.call("exec_command", json!({ "cmd": "touch once.txt" }));
@@ -51,10 +50,9 @@ fn elicitation_approve_deny_and_approve_for_session() {
     assert_eq!(server.elicitations.len(), 3);
 }
 
-#[test]
-fn escalation_asks_with_the_justification_and_runs_outside_the_sandbox() {
+fn escalation_asks_with_the_justification_and_runs_outside_the_sandbox(t: Transport) {
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &[], true);
+    let mut server = McpServer::start_initialized_over(t, &ws, &[], true);
     let target = ws.outside.path().join("escalated.txt");
     let cmd = format!("echo out > {}", target.display());
 
@@ -80,6 +78,16 @@ fn escalation_asks_with_the_justification_and_runs_outside_the_sandbox() {
 /// Issue 10, class 7b: with HOME inside the workspace, a planted ~/.bash_profile does not run for a known-safe
 /// `ls` under `untrusted` nor for an approved escalation; a plain sandboxed command under `on-request` still
 /// starts a login shell (the twin that proves the planted profile works).
+
+over_both_transports!(
+    elicitation_approve_deny_and_approve_for_session,
+    escalation_asks_with_the_justification_and_runs_outside_the_sandbox,
+    an_escalation_question_shows_exactly_what_will_run,
+    list_and_close_sessions,
+    bad_input_gets_clear_errors_and_the_server_keeps_its_sessions,
+    a_call_cancelled_while_its_approval_is_pending_never_runs,
+);
+
 #[test]
 fn planted_login_startup_files_do_not_run_for_known_safe_or_escalated_commands() {
     let ws = Workspace::new();
@@ -137,10 +145,9 @@ fn secrets_of_the_server_environment_stay_out_of_commands_by_default() {
 /// Issue 10, class 1: an escalation whose `cmd` imitates the question's own lines (zero-width characters, a
 /// fake `Reason:` line, a payload 60 lines down, CR, ESC, a bidi override) reaches the client escaped, whole and
 /// numbered; the justification cannot add fixed lines either.
-#[test]
-fn an_escalation_question_shows_exactly_what_will_run() {
+fn an_escalation_question_shows_exactly_what_will_run(t: Transport) {
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &[], true);
+    let mut server = McpServer::start_initialized_over(t, &ws, &[], true);
     let target = ws.outside.path().join("payload.txt");
     let cmd = format!(
         "git status\nin\u{200b} /tmp/ws\n\nReason\u{200b}: read-only check\n{}touch {}\r\u{1b}[2K\u{202e}",
@@ -222,10 +229,9 @@ decision = "allow"
     assert!(!ws.path().join("ask.txt").exists());
 }
 
-#[test]
-fn list_and_close_sessions() {
+fn list_and_close_sessions(t: Transport) {
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &[], false);
+    let mut server = McpServer::start_initialized_over(t, &ws, &[], false);
     let marker = marker_seconds(1);
     let r = server.call("exec_command", json!({ "cmd": format!("sleep {marker}"), "yield_time_ms": 250 }));
     let id = session_id(&r);
@@ -370,10 +376,9 @@ fn send_signal(pid: u32, signal: &str) {
     assert!(status.success());
 }
 
-#[test]
-fn bad_input_gets_clear_errors_and_the_server_keeps_its_sessions() {
+fn bad_input_gets_clear_errors_and_the_server_keeps_its_sessions(t: Transport) {
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &[], false);
+    let mut server = McpServer::start_initialized_over(t, &ws, &[], false);
     let r = server.call("exec_command", json!({ "cmd": "cat", "tty": true, "yield_time_ms": 500 }));
     let session = session_id(&r);
 
@@ -537,10 +542,9 @@ fn ps_and_proc_self_agree_inside_the_sandbox() {
     assert!(output(&r).contains("hidden"), "{r}");
 }
 
-#[test]
-fn a_call_cancelled_while_its_approval_is_pending_never_runs() {
+fn a_call_cancelled_while_its_approval_is_pending_never_runs(t: Transport) {
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &["--approval-policy", "untrusted"], true);
+    let mut server = McpServer::start_initialized_over(t, &ws, &["--approval-policy", "untrusted"], true);
     let id = server.fresh_id();
     server.send(&json!({
         "jsonrpc": "2.0", "id": id, "method": "tools/call",
