@@ -75,10 +75,6 @@ fn escalation_asks_with_the_justification_and_runs_outside_the_sandbox(t: Transp
     assert!(target.exists(), "an approved escalation runs outside the sandbox");
 }
 
-/// Issue 10, class 7b: with HOME inside the workspace, a planted ~/.bash_profile does not run for a known-safe
-/// `ls` under `untrusted` nor for an approved escalation; a plain sandboxed command under `on-request` still
-/// starts a login shell (the twin that proves the planted profile works).
-
 over_both_transports!(
     elicitation_approve_deny_and_approve_for_session,
     escalation_asks_with_the_justification_and_runs_outside_the_sandbox,
@@ -88,6 +84,9 @@ over_both_transports!(
     a_call_cancelled_while_its_approval_is_pending_never_runs,
 );
 
+/// Issue 10, class 7b: with HOME inside the workspace, a planted ~/.bash_profile does not run for a known-safe
+/// `ls` under `untrusted` nor for an approved escalation; a plain sandboxed command under `on-request` still
+/// starts a login shell (the twin that proves the planted profile works).
 #[test]
 fn planted_login_startup_files_do_not_run_for_known_safe_or_escalated_commands() {
     let ws = Workspace::new();
