@@ -605,3 +605,46 @@ fn the_waiting_note_is_said_once_and_a_program_that_only_waits_answers_empty() {
         server.call("write_stdin", json!({ "session_id": id, "chars": "hello\n", "yield_time_ms": 20_000 }));
     assert!(text(&r).ends_with(&format!("hello\r\nhello\r\n\n{note}")), "{}", text(&r));
 }
+
+/// Over HTTP a question reaches only the client whose call asked, and no other client can answer it: client B
+/// answering A's question (by its id, on B's own session) approves nothing, A's own "deny" decides; B's own
+/// call is asked of B alone, after nothing of A's.
+#[test]
+fn over_http_a_question_is_asked_of_and_answered_by_its_own_client_only() {
+    let ws = Workspace::new();
+    let mut a =
+        McpServer::start_initialized_over(Transport::Http, &ws, &["--approval-policy", "untrusted"], true);
+    let mut b = a.another_http_client();
+    b.initialize(true);
+
+    let call = a.fresh_id();
+    a.send(&json!({ "jsonrpc": "2.0", "id": call, "method": "tools/call",
+        "params": { "name": "exec_command", "arguments": { "cmd": "touch from-a.txt" } } }));
+    let question = a.wait_method("elicitation/create");
+    assert!(question["params"]["message"].as_str().unwrap().contains("touch from-a.txt"), "{question}");
+    // B answers A's question by its id: it is no question of B's session.
+    b.send(&json!({ "jsonrpc": "2.0", "id": question["id"].clone(),
+        "result": { "action": "accept", "content": { "decision": "approve" } } }));
+    a.send(&json!({ "jsonrpc": "2.0", "id": question["id"].clone(),
+        "result": { "action": "accept", "content": { "decision": "deny" } } }));
+    let r = a.wait_response(&json!(call));
+    assert!(is_error(&r["result"]), "A's own answer decides: {r}");
+    assert!(!ws.path().join("from-a.txt").exists(), "B's answer approved A's command");
+    // The twin: A's approval runs A's command.
+    a.answers = vec!["approve".into()];
+    let r = a.call("exec_command", json!({ "cmd": "touch from-a.txt" }));
+    assert_eq!(exit_code(&r), Some(0), "{r}");
+    assert!(ws.path().join("from-a.txt").exists());
+
+    // B's call is asked of B; B's stream carried no question of A's before it.
+    b.answers = vec!["approve".into()];
+    let r = b.call("exec_command", json!({ "cmd": "touch from-b.txt" }));
+    assert_eq!(exit_code(&r), Some(0), "{r}");
+    assert_eq!(b.elicitations.len(), 1, "{:?}", b.elicitations);
+    assert!(
+        b.elicitations[0]["message"].as_str().unwrap().contains("touch from-b.txt"),
+        "{:?}",
+        b.elicitations
+    );
+    assert_eq!(a.elicitations.len(), 1, "B's question reached A: {:?}", a.elicitations);
+}

@@ -97,17 +97,21 @@ struct HttpLink {
     addr: SocketAddr,
     token: String,
     /// The session id (after `initialize`) and the negotiated version.
-    session: Arc<Mutex<Option<(String, Option<String>)>>>,
+    session: SessionState,
     /// Where every message of every response goes.
     tx: Sender<(String, Value)>,
 }
 
+/// The MCP session id of an HTTP client (after `initialize`) and the version it negotiated.
+type SessionState = Arc<Mutex<Option<(String, Option<String>)>>>;
+
 /// The bearer token of the HTTP servers of these tests.
 const HTTP_TOKEN: &str = "harness-token-0123456789abcdef0123456789";
 
-/// A `uexec mcp` child and its JSON-RPC messages.
+/// A `uexec mcp` child and its JSON-RPC messages (or one more client of a listening child,
+/// [`McpServer::another_http_client`], which owns no process).
 pub struct McpServer {
-    pub child: Child,
+    child: Option<Child>,
     link: Link,
     lines: Receiver<(String, Value)>,
     next_id: i64,
@@ -173,7 +177,7 @@ impl McpServer {
         // The rest of its log goes where a stdio server's goes.
         std::thread::spawn(move || {
             for line in stderr.map_while(Result::ok) {
-                eprintln!("{line}");
+                let _ = writeln!(std::io::stderr(), "{line}");
             }
         });
         let (tx, lines) = channel();
@@ -181,7 +185,7 @@ impl McpServer {
             tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         let link = HttpLink { runtime, addr, token: HTTP_TOKEN.to_owned(), session: Arc::default(), tx };
         McpServer {
-            child,
+            child: Some(child),
             link: Link::Http(link),
             lines,
             next_id: 1,
@@ -235,7 +239,7 @@ impl McpServer {
         });
         let stdin = child.stdin.take();
         McpServer {
-            child,
+            child: Some(child),
             link: Link::Stdio(stdin),
             lines,
             next_id: 1,
@@ -268,7 +272,25 @@ impl McpServer {
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child.as_ref().expect("a client of another server's process").id()
+    }
+
+    /// Another MCP client (a session of its own, not yet initialized) of this listening server.
+    pub fn another_http_client(&self) -> McpServer {
+        let Link::Http(link) = &self.link else { panic!("another client of a stdio server") };
+        let (tx, lines) = channel();
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let link =
+            HttpLink { runtime, addr: link.addr, token: link.token.clone(), session: Arc::default(), tx };
+        McpServer {
+            child: None,
+            link: Link::Http(link),
+            lines,
+            next_id: 1,
+            elicitations: Vec::new(),
+            answers: Vec::new(),
+        }
     }
 
     /// Send one raw message: a line on stdin (a newline is added), or the body of a POST.
@@ -396,9 +418,10 @@ impl McpServer {
 
     /// Wait for the server to exit.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let child = self.child.as_mut().expect("a client of another server's process");
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().unwrap() {
+            if let Some(status) = child.try_wait().unwrap() {
                 return Some(status);
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -409,16 +432,19 @@ impl McpServer {
 
 impl Drop for McpServer {
     fn drop(&mut self) {
+        let Some(pid) = self.child.as_ref().map(Child::id) else { return };
         match &mut self.link {
             Link::Stdio(stdin) => drop(stdin.take()),
             // A listening server serves until a signal: SIGTERM drains it and kills every session.
             Link::Http(_) => {
-                let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+                let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
             }
         }
-        if self.wait_exit(Duration::from_secs(20)).is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        if self.wait_exit(Duration::from_secs(20)).is_none()
+            && let Some(child) = self.child.as_mut()
+        {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 }
@@ -587,7 +613,7 @@ async fn read_messages(
     response: http::Response<hyper::body::Incoming>,
     id: Option<Value>,
     tx: Sender<(String, Value)>,
-    state: Arc<Mutex<Option<(String, Option<String>)>>>,
+    state: SessionState,
 ) {
     let status = response.status();
     let sse = response
