@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use uexec_domain::command::ParsedCommand;
 use uexec_domain::denial::DenialEvidence;
 use uexec_domain::{ReviewDecision, SessionId};
 
@@ -26,8 +27,9 @@ pub struct ApprovalRequest {
     pub call_id: String,
     /// The session id reserved for the command.
     pub session_id: SessionId,
-    /// The argv that would run.
-    pub command: Vec<String>,
+    /// The command that would run, as the engine parsed it once (serialized as its argv): what a person is
+    /// shown and what a refusal quotes are read from this, never from a second parse.
+    pub command: ParsedCommand,
     /// Its working directory.
     pub cwd: PathBuf,
     /// Why the engine asks.
