@@ -1,8 +1,9 @@
 //! `uexec mcp --listen ADDR`: the MCP server over Streamable HTTP (rmcp's server transport on hyper), with the
 //! operability endpoints a cluster expects.
 //!
-//! Routes: `/mcp` (MCP), `/metrics` (Prometheus text), `/healthz` (the process serves), `/readyz` (it accepts
-//! new clients: 503 once draining). Every request but `/healthz` and `/readyz` must carry `Authorization: Bearer
+//! Routes: `/mcp` (MCP, behind the JSON-RPC repair layer both transports share: [`super::http_repair`]),
+//! `/metrics` (Prometheus text), `/healthz` (the process serves), `/readyz` (it accepts new clients: 503 once
+//! draining). The routes behind the token are mounted in one place, `Router::authorized_routes`. Every request but `/healthz` and `/readyz` must carry `Authorization: Bearer
 //! TOKEN` (compared in constant time); anything else gets a bare 401. There is always a token: one the person
 //! gave in a file, or one generated at start into a private file (`settings::generated_token_dirs`), hidden like
 //! the given one from every sandboxed command, so that no command of this or another uexec server can become a

@@ -1,8 +1,13 @@
 //! `uexec mcp`: the Model Context Protocol server over stdio (this module), or over Streamable HTTP ([`http`]).
 //!
-//! Lifecycle: the engine is built from the validated settings; rmcp serves the filtered stdio transport; the
-//! server runs until the client disconnects (stdin EOF or stdout closed) or the process gets SIGTERM, SIGINT or
-//! SIGHUP. Then every session's process tree is killed (`Engine::shutdown`) before the process exits.
+//! Both transports answer alike: every message passes the one JSON-RPC repair layer ([`jsonrpc`]), which reads
+//! what depends on the protocol version from one table ([`protocol`]); a person is asked through the route that
+//! travels with each call ([`approval`]).
+//!
+//! Lifecycle: the client's stack is composed (`crate::compose::mcp_client`); rmcp serves the filtered stdio
+//! transport ([`transport`]); the server runs until the client disconnects (stdin EOF or stdout closed) or the
+//! process gets SIGTERM, SIGINT or SIGHUP. Then every session's process tree is killed (`Engine::shutdown`)
+//! before the process exits.
 
 pub mod approval;
 pub mod gate;
