@@ -59,7 +59,7 @@ fn a_cancelled_or_timed_out_poll_releases_its_session_at_once(t: Transport) {
     let mut server = McpServer::start_initialized_over(t, &ws, &[], false);
     // A program that does not read its terminal: a poll waits out its whole window (the terminal still echoes
     // what is typed).
-    let cmd = format!("exec sleep {}", marker_seconds(1));
+    let cmd = format!("exec sleep {}", t.marker(1));
     let r = server.call("exec_command", json!({ "cmd": cmd, "tty": true, "yield_time_ms": 500 }));
     let session = session_id(&r);
 
@@ -93,7 +93,7 @@ fn a_cancelled_or_timed_out_poll_releases_its_session_at_once(t: Transport) {
 fn a_cancelled_exec_command_keeps_its_process_as_a_session(t: Transport) {
     let ws = Workspace::new();
     let mut server = McpServer::start_initialized_over(t, &ws, &[], false);
-    let seconds = marker_seconds(2);
+    let seconds = t.marker(2);
     let cmd = format!("echo started; exec sleep {seconds}");
     let call = server.fresh_id();
     server.send(&tool_call(
@@ -126,7 +126,7 @@ fn a_cancelled_exec_command_keeps_its_process_as_a_session(t: Transport) {
 fn long_polls_report_progress_when_the_client_asks_for_it(t: Transport) {
     let ws = Workspace::new();
     let mut server = McpServer::start_initialized_over(t, &ws, &[], false);
-    let cmd = format!("exec sleep {}", marker_seconds(3));
+    let cmd = format!("exec sleep {}", t.marker(3));
     let r = server.call("exec_command", json!({ "cmd": cmd, "yield_time_ms": 500 }));
     let session = session_id(&r);
 

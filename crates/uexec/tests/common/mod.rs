@@ -85,6 +85,17 @@ pub enum Transport {
     Http,
 }
 
+impl Transport {
+    /// [`marker_seconds`] for a test that runs over both transports: the two runs may share a process (`cargo
+    /// test`), so each has markers of its own.
+    pub fn marker(self, salt: u32) -> String {
+        match self {
+            Transport::Stdio => marker_seconds(salt),
+            Transport::Http => format!("{}1", marker_seconds(salt)),
+        }
+    }
+}
+
 /// How messages reach the server.
 enum Link {
     Stdio(Option<ChildStdin>),
