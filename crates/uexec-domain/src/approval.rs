@@ -29,6 +29,18 @@ use crate::denial::DenialEvidence;
 use crate::policy::{ApprovalPolicy, SandboxPermissions};
 use crate::rules::RuleDecision;
 
+/// Why the engine asks a person (the kind of question, `crate::question::headline`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalKind {
+    /// The approval policy needs a person's yes before the first run (e.g. `untrusted` and not known-safe).
+    Run,
+    /// The caller asked to run outside the sandbox (`require_escalated`).
+    Escalation,
+    /// The sandbox denied the command; may it run again without the sandbox?
+    RetryWithoutSandbox,
+}
+
 /// What a remembered "approved for session" decision is keyed by: the canonical command (a `bash -lc` script
 /// that is one plain command is keyed as that command's argv, so `bash -lc 'ls -la'` and `ls -la` share a
 /// key), the working directory, whether it runs in a PTY, and the sandbox permissions asked for.

@@ -225,10 +225,9 @@ impl Orchestrator {
         let mut question = match (justification, &verdict) {
             (Some(text), _) if escalate => text.to_owned(),
             // Read-only words, but something it runs could have been planted: say what.
-            (_, Err(why)) if reason == AskReason::Untrusted && *why != NotKnownSafe::NotReadOnly => format!(
-                "this read-only command could run a program chosen by a file that sandboxed commands can write: \
-                 {why} (approval policy untrusted); run it?"
-            ),
+            (_, Err(why)) if reason == AskReason::Untrusted && *why != NotKnownSafe::NotReadOnly => {
+                uexec_domain::question::planted_reason(why)
+            }
             _ => reason.default_question().to_owned(),
         };
         if let Some(warning) = outside.map(OutsideRun::warning).filter(|w| !w.is_empty()) {

@@ -8,17 +8,7 @@ use uexec_domain::command::ParsedCommand;
 use uexec_domain::denial::DenialEvidence;
 use uexec_domain::{ReviewDecision, SessionId};
 
-/// Why the engine asks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalKind {
-    /// The approval policy needs a person's yes before the first run (e.g. `untrusted` and not known-safe).
-    Run,
-    /// The caller asked to run outside the sandbox (`require_escalated`).
-    Escalation,
-    /// The sandbox denied the command; may it run again without the sandbox?
-    RetryWithoutSandbox,
-}
+pub use uexec_domain::approval::ApprovalKind;
 
 /// One question to a person.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

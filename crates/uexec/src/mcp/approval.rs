@@ -370,36 +370,7 @@ pub fn elicit_params(
 /// long commands cut in plain view). The headline is this module's fixed text. Under `untrusted` and `on-failure` a command a person approved is run again
 /// without the sandbox, without asking, when it looks blocked by the sandbox (spec A6): the question says so.
 pub fn question_text(request: &ApprovalRequest, sandbox: &SandboxPolicy, policy: ApprovalPolicy) -> String {
-    let headline = match request.kind {
-        ApprovalKind::Run if sandbox.is_unrestricted() => {
-            "Allow this command to run (no sandbox: danger-full-access)?".to_owned()
-        }
-        ApprovalKind::Run => {
-            let mut headline = format!(
-                "Allow this command to run (inside the {} sandbox, network {})?",
-                sandbox.mode_str(),
-                if sandbox.has_network_access() { "allowed" } else { "blocked" }
-            );
-            if matches!(policy, ApprovalPolicy::Untrusted | ApprovalPolicy::OnFailure) {
-                headline.push_str(
-                    " If it fails quickly with a message like \"permission denied\", it is run again WITHOUT the \
-                     sandbox, without asking again.",
-                );
-            }
-            headline
-        }
-        ApprovalKind::Escalation => "Allow this command to run WITHOUT the sandbox?".to_owned(),
-        ApprovalKind::RetryWithoutSandbox => match &request.denial {
-            Some(denial) => format!(
-                "The sandbox appears to have blocked this command ({}). Run it again with FULL ACCESS (no \
-                 sandbox)?",
-                denial.describe_raw()
-            ),
-            None => {
-                "The sandbox blocked this command. Run it again with FULL ACCESS (no sandbox)?".to_owned()
-            }
-        },
-    };
+    let headline = uexec_domain::question::headline(request.kind, sandbox, policy, request.denial.as_ref());
     uexec_domain::question::render_question(&Question {
         headline: &headline,
         argv: &request.command,
