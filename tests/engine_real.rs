@@ -577,7 +577,7 @@ async fn polls_of_terminals_printing_at_full_speed_end_with_their_window() {
     }
 }
 
-/// Issue 12, part 4, through the engine: under `danger-full-access` the login snapshot is captured outside the
+/// Through the engine: under `danger-full-access` the login snapshot is captured outside the
 /// sandbox once, replayed into pipe and PTY commands (which start `bash -c`, as their `Begin` says), keeps the
 /// profile's output out of theirs, and its files are removed with the engine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,8 @@
 //! - nothing depends on the app `uexec`, except the cross-crate `tests` package and the runnable examples
 //!   (`uexec-examples`), which may use everything;
 //! - nothing depends on `xtask`, `tests` or `uexec-examples`.
+//!
+//! Inside each crate, the modules form no cycle (`modules.rs` says what counts as a use).
 
 use std::fmt;
 use std::path::Path;
@@ -128,14 +130,22 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     let metadata = crate::metadata(root)?;
     let (members, edges) = edges_from_metadata(&metadata)?;
     let violations = check(&members, &edges);
-    if violations.is_empty() {
-        eprintln!("layering: {} internal edges between {} crates, all allowed", edges.len(), members.len());
+    let cycles = crate::modules::check(&metadata)?;
+    if violations.is_empty() && cycles.is_empty() {
+        eprintln!(
+            "layering: {} internal edges between {} crates, all allowed; no module cycle in any crate",
+            edges.len(),
+            members.len()
+        );
         return Ok(());
     }
     for v in &violations {
         eprintln!("layering violation: {v}");
     }
-    bail!("{} forbidden dependency edge(s)", violations.len())
+    for c in &cycles {
+        eprintln!("layering: {c}");
+    }
+    bail!("{} forbidden dependency edge(s), {} module cycle(s)", violations.len(), cycles.len())
 }
 
 #[cfg(test)]

@@ -3,8 +3,9 @@
 //! `cargo xtask fuzz`, `cargo xtask soak`.
 //!
 //! `ci` is what `.ci/run` calls and what the README names as the test command: formatting, clippy with
-//! warnings denied (for this machine and for both macOS targets, whose standard libraries it installs with
-//! rustup when missing; linking needs Apple's SDK, checking does not), cargo-deny, the layering and tidy
+//! warnings denied (for this machine, for both macOS targets, and for Windows the domain, the ports and the
+//! engine, whose standard libraries it installs with rustup when missing; linking needs the platform's SDK,
+//! checking does not), cargo-deny, the layering and tidy
 //! checks, the Kubernetes manifests' schema check, every test (nextest plus doctests), every example of the
 //! workspace run to exit 0, and `cargo package` of the publishable crates.
 
@@ -16,6 +17,7 @@ mod deploy;
 mod examples;
 mod fuzz;
 mod layering;
+mod modules;
 mod package;
 mod soak;
 mod tidy;
@@ -30,15 +32,18 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci          fmt --check, clippy -D warnings (here and for macOS), cargo deny, layering, tidy, deploy,
+  ci          fmt --check, clippy -D warnings (here, for macOS, and for Windows: domain, ports, engine),
+              cargo deny, layering, tidy, deploy,
               nextest, doctests, examples, package
-  layering    fail when a crate depends on a layer it must not (reads `cargo metadata`)
+  layering    fail when a crate depends on a layer it must not (reads `cargo metadata`), or when the
+              modules of a crate form a cycle
   tidy        fail when a source file lacks its `//!` line or the tree holds a stub
   deploy      validate deploy/kubernetes/*.yaml against the Kubernetes API schemas (kubernetes-validate from PyPI)
   examples    build every example of the workspace and run each (stdin /dev/null, must exit 0 in 120 s)
   package     cargo package (verified) of every publishable crate, together
   soak-fleet  16 uexec servers on loopback ports, 64 concurrent clients with interactive scenarios, isolation and
-              memory (RSS) bounds checked (release build; extra flags go to crates/uexec/examples/soak_fleet.rs)
+              memory (RSS) bounds checked (release build; --servers N, --clients N, --rounds N go to
+              crates/uexec/examples/soak_fleet.rs)
   bench       run every benchmark, then print each target (met / NOT met) and the peer table
               (--quick for a short run; --only pty|sandbox|engine|login|run for one of them)
   soak        soak and load of the engine and the MCP server on the release build, each figure against its
@@ -50,37 +55,113 @@ commands:
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((command, rest)) = args.split_first() else {
+        print_usage();
+        bail!("missing command")
+    };
+    if matches!(command.as_str(), "help" | "--help" | "-h") {
+        print_usage();
+        return Ok(());
+    }
+    if !commands().contains(&command.as_str()) {
+        print_usage();
+        bail!("unknown command `{command}`");
+    }
+    if rest.iter().any(|a| a == "--help" || a == "-h") {
+        print!("{}", command_help(command));
+        return Ok(());
+    }
     let root = workspace_root()?;
-    match args.first().map(String::as_str) {
-        Some("ci") => ci(&root),
-        Some("layering") => layering::run(&root),
-        Some("tidy") => tidy::run(&root),
-        Some("examples") => examples::run(&root),
-        Some("package") => package::run(&root),
-        Some("deploy") => deploy::run(&root),
-        Some("soak-fleet") => soak_fleet(&root, &args[1..]),
-        Some("bench") => {
-            let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1));
-            bench::run(&root, args.iter().any(|a| a == "--quick"), only.map(String::as_str))
+    let no_flags = || match rest.first() {
+        Some(flag) => bail!("`cargo xtask {command}` takes no argument (got `{flag}`; see --help)"),
+        None => Ok(()),
+    };
+    let value = |flag: &str| -> Result<Option<&str>> {
+        match rest.iter().position(|a| a == flag) {
+            Some(i) => match rest.get(i + 1) {
+                Some(v) if !v.starts_with("--") => Ok(Some(v.as_str())),
+                _ => bail!("{flag} needs a value (see `cargo xtask {command} --help`)"),
+            },
+            None => Ok(None),
         }
-        Some("soak") => soak::run(&root, &args[1..]),
-        Some("fuzz") => {
-            let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1));
-            let secs = match value("--secs") {
+    };
+    match command.as_str() {
+        "ci" => no_flags().and_then(|()| ci(&root)),
+        "layering" => no_flags().and_then(|()| layering::run(&root)),
+        "tidy" => no_flags().and_then(|()| tidy::run(&root)),
+        "examples" => no_flags().and_then(|()| examples::run(&root)),
+        "package" => no_flags().and_then(|()| package::run(&root)),
+        "deploy" => no_flags().and_then(|()| deploy::run(&root)),
+        "soak-fleet" => {
+            known_flags(command, rest, &[], &["--servers", "--clients", "--rounds"])?;
+            soak_fleet(&root, rest)
+        }
+        "bench" => {
+            let only = value("--only")?;
+            known_flags(command, rest, &["--quick"], &["--only"])?;
+            bench::run(&root, rest.iter().any(|a| a == "--quick"), only)
+        }
+        "soak" => {
+            known_flags(
+                command,
+                rest,
+                &[],
+                &["--sessions", "--secs", "--streamers", "--stream-mib", "--only"],
+            )?;
+            soak::run(&root, rest)
+        }
+        "fuzz" => {
+            known_flags(command, rest, &[], &["--secs", "--only"])?;
+            let secs = match value("--secs")? {
                 Some(s) => s.parse().with_context(|| format!("--secs {s:?} is not a number of seconds"))?,
                 None => fuzz::DEFAULT_SECS,
             };
-            fuzz::run(&root, secs, value("--only").map(String::as_str))
+            fuzz::run(&root, secs, value("--only")?)
         }
-        Some("help" | "--help" | "-h") => {
-            print_usage();
-            Ok(())
-        }
-        _ => {
-            print_usage();
-            bail!("unknown or missing command")
+        other => bail!("`{other}` is listed but not dispatched: add it to xtask/src/main.rs"),
+    }
+}
+
+/// Fails on an argument that is none of `switches` and `valued` (each followed by its value).
+fn known_flags(command: &str, rest: &[String], switches: &[&str], valued: &[&str]) -> Result<()> {
+    let mut args = rest.iter();
+    while let Some(arg) = args.next() {
+        if valued.contains(&arg.as_str()) {
+            if args.next().is_none_or(|v| v.starts_with("--")) {
+                bail!("{arg} needs a value (see `cargo xtask {command} --help`)");
+            }
+        } else if !switches.contains(&arg.as_str()) {
+            bail!("`cargo xtask {command}` does not take `{arg}` (see --help)");
         }
     }
+    Ok(())
+}
+
+/// The commands [`USAGE`] lists, in its order.
+fn commands() -> Vec<&'static str> {
+    USAGE
+        .lines()
+        .skip_while(|line| *line != "commands:")
+        .filter_map(|line| line.strip_prefix("  ").filter(|l| !l.starts_with(' ')))
+        .filter_map(|line| line.split_whitespace().next())
+        .collect()
+}
+
+/// `cargo xtask <command> --help`: the command's entry of [`USAGE`].
+fn command_help(command: &str) -> String {
+    let mut out = format!("usage: cargo xtask {command} [flags]\n\n");
+    let mut inside = false;
+    for line in USAGE.lines().skip_while(|line| *line != "commands:") {
+        let starts = line.strip_prefix("  ").is_some_and(|l| !l.starts_with(' '));
+        if starts {
+            inside = line.split_whitespace().next() == Some(command);
+        }
+        if inside {
+            out.push_str(line.trim_start_matches(' ').strip_prefix(command).unwrap_or(line).trim_start());
+            out.push('\n');
+        }
+    }
+    out
 }
 
 fn print_usage() {
@@ -105,6 +186,15 @@ fn ci(root: &Path) -> Result<()> {
             args.extend(["--target", target]);
         }
         args.extend(["--workspace", "--all-targets", "--all-features", "--", "-D", "warnings"]);
+        cargo(root, &args)
+    })?;
+    step("clippy (Windows: domain, ports, engine)", || {
+        ensure_rust_targets(root, &[WINDOWS_TARGET])?;
+        let mut args = vec!["clippy", "--target", WINDOWS_TARGET];
+        for krate in PORTABLE_CRATES {
+            args.extend(["-p", krate]);
+        }
+        args.extend(["--all-features", "--", "-D", "warnings"]);
         cargo(root, &args)
     })?;
     step("deny", || {
@@ -139,6 +229,13 @@ fn metadata(root: &Path) -> Result<serde_json::Value> {
 
 /// The Apple targets the workspace must type-check for (the binary is built there with Apple's SDK).
 const MACOS_TARGETS: [&str; 2] = ["aarch64-apple-darwin", "x86_64-apple-darwin"];
+
+/// A target outside the Unix family: the pure crates and the engine must type-check there too, so nothing
+/// OS-specific enters them unnoticed (their unit tests build fixtures with Unix calls and are not checked).
+const WINDOWS_TARGET: &str = "x86_64-pc-windows-msvc";
+
+/// The crates that hold no OS-specific code beyond a `cfg`-gated edge (`uexec-engine`'s `os.rs`).
+const PORTABLE_CRATES: [&str; 3] = ["uexec-domain", "uexec-ports", "uexec-engine"];
 
 /// Installs the standard library of each of `targets` that `rustup target list --installed` does not list
 /// (for the toolchain `rust-toolchain.toml` pins, since rustup runs in the workspace root).

@@ -41,7 +41,7 @@ impl DenialEvidence {
     /// or other invisible character escaped (`uexec_domain::question::escape_visible`), so the command cannot
     /// shape the text.
     pub fn describe(&self) -> String {
-        self.describe_with(crate::question::escape_visible)
+        self.describe_with(crate::visible::escape_visible)
     }
 
     /// [`Self::describe`] with the output line as the command printed it, for text that is escaped as a whole

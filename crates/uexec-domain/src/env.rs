@@ -210,7 +210,7 @@ mod tests {
         assert_eq!(names(&env), sorted);
     }
 
-    /// Issue 10, class 6: secrets of the server's environment stay out of commands by default.
+    /// Secrets of the server's environment stay out of commands by default.
     #[test]
     fn secrets_are_dropped_by_default() {
         let policy = EnvPolicy::default();
@@ -273,7 +273,7 @@ mod tests {
         {
             assert!(!is_secret_name(plain), "{plain}");
         }
-        // Issue 22, class 4: the agents' variables are secrets too.
+        // The agents' variables are secrets too.
         for agent in
             ["SSH_AUTH_SOCK", "ssh_auth_sock", "SSH_AGENT_PID", "GPG_AGENT_INFO", "GNOME_KEYRING_CONTROL"]
         {

@@ -27,6 +27,8 @@ pub enum GitFileProblem {
     },
     /// It does not start with `gitdir:` or names an empty path.
     NoGitdirLine,
+    /// A `commondir` file that names no path (empty, or holding a NUL byte).
+    NoPath,
     /// Opening or reading it failed.
     Unreadable(String),
 }
@@ -42,6 +44,7 @@ impl fmt::Display for GitFileProblem {
                 write!(f, "{size} bytes, more than any gitdir file ({MAX_GIT_FILE_BYTES}; not read)")
             }
             GitFileProblem::NoGitdirLine => f.write_str("no `gitdir:` line"),
+            GitFileProblem::NoPath => f.write_str("names no path"),
             GitFileProblem::Unreadable(why) => write!(f, "unreadable ({why})"),
         }
     }
@@ -57,6 +60,43 @@ pub fn parse_git_file(root: &Path, content: &[u8]) -> Result<PathBuf, GitFilePro
         return Err(GitFileProblem::NoGitdirLine);
     }
     Ok(root.join(path_from_bytes(target)))
+}
+
+/// What `lstat` says a root's `.git` entry is, as far as [`dot_git_entry`] cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DotGitKind {
+    /// Nothing there (or it cannot be looked at).
+    Missing,
+    /// A directory.
+    Directory,
+    /// A symbolic link (never followed).
+    Symlink,
+    /// A regular file.
+    File,
+    /// A FIFO, socket or device (never opened: opening a device can have effects of its own).
+    Other,
+}
+
+/// What a root's `.git` entry is for the sandbox, and why a `.git` that is not a directory names no gitdir: the
+/// one rule both adapters follow. `kind` is what `lstat` found; `read` reads the file (bounded, without
+/// following a symlink and without blocking: each adapter's own I/O) and is called only for a regular file;
+/// its content is parsed by [`parse_git_file`] against the canonical `root`.
+pub fn dot_git_entry(
+    root: &Path,
+    kind: DotGitKind,
+    read: impl FnOnce() -> Result<Vec<u8>, GitFileProblem>,
+) -> (crate::GitEntry, Option<GitFileProblem>) {
+    use crate::GitEntry;
+    match kind {
+        DotGitKind::Missing => (GitEntry::Absent, None),
+        DotGitKind::Directory => (GitEntry::Directory, None),
+        DotGitKind::Symlink => (GitEntry::Absent, Some(GitFileProblem::Symlink)),
+        DotGitKind::Other => (GitEntry::Absent, Some(GitFileProblem::NotARegularFile)),
+        DotGitKind::File => match read().and_then(|content| parse_git_file(root, &content)) {
+            Ok(gitdir) => (GitEntry::File { gitdir }, None),
+            Err(problem) => (GitEntry::Absent, Some(problem)),
+        },
+    }
 }
 
 /// A path from the bytes of a file (any bytes on Unix, as the kernel takes them).
@@ -190,8 +230,10 @@ pub enum WhenAbsent {
     /// as a redirection of its common dir whenever the file exists (and dies on an empty one), and `.` redirects
     /// it to where it already is (checked with git 2.47: status, commit, branch, stash, worktree add, gc).
     SelfCommonDir,
-    /// No inert placeholder exists: protected when present only, and its absence is reported.
-    NotPrevented,
+    /// Its absence means the directory is not what it was taken for (a linked worktree's administrative
+    /// directory without `commondir` is a repository of its own, whose `config` and `hooks` git would use): the
+    /// whole git directory stays read-only (fails closed; the report says why).
+    WholeReadOnly,
 }
 
 /// One entry of a git directory that stays read-only while the rest of it is writable.
@@ -246,7 +288,8 @@ const REPOSITORY_ENTRIES: [GitDirEntry; 9] = [
     },
 ];
 
-/// Inside a linked worktree's administrative directory.
+/// Inside a linked worktree's administrative directory (a git directory with a `commondir` file: see
+/// [`git_dir_kind`]).
 const LINKED_WORKTREE_ENTRIES: [GitDirEntry; 3] = [
     GitDirEntry {
         name: "config.worktree",
@@ -255,13 +298,14 @@ const LINKED_WORKTREE_ENTRIES: [GitDirEntry; 3] = [
     },
     GitDirEntry {
         name: "commondir",
-        when_absent: WhenAbsent::NotPrevented,
+        when_absent: WhenAbsent::WholeReadOnly,
         reason: "names the common dir, whose config and hooks git uses",
     },
     GitDirEntry {
         name: "gitdir",
-        when_absent: WhenAbsent::NotPrevented,
-        reason: "names the worktree's .git file, which `git worktree repair` rewrites",
+        when_absent: WhenAbsent::EmptyFile,
+        reason: "names the worktree's .git file: `git worktree remove` deletes the directory it names, `git \
+                 worktree repair` writes there (an empty one is read as none: the worktree is not listed)",
     },
 ];
 
@@ -275,29 +319,47 @@ pub fn protected_git_entries(kind: GitDirKind) -> &'static [GitDirEntry] {
 }
 
 /// The protected entries in words, for the protection report and `uexec sandbox-report`: which stay read-only
-/// in a repository's and a linked worktree's git directory, and which of them can be created when absent.
+/// in a repository's and a linked worktree's git directory, and what is done when one is absent.
 pub fn protected_git_entries_text() -> String {
     let names = |kind| protected_git_entries(kind).iter().map(|e| e.name).collect::<Vec<_>>().join(", ");
-    let creatable: Vec<&str> = REPOSITORY_ENTRIES
-        .iter()
-        .chain(LINKED_WORKTREE_ENTRIES.iter())
-        .filter(|e| e.when_absent == WhenAbsent::NotPrevented)
-        .map(|e| e.name)
-        .fold(Vec::new(), |mut all, name| {
-            if !all.contains(&name) {
-                all.push(name);
-            }
-            all
-        });
     format!(
-        "only {} (and {} of worktrees/<id>; modules/<name> like a repository) stay read-only, the rest (index, \
-         objects, refs, logs, HEAD) is writable; an absent one gets an inert placeholder first (an empty file or \
-         directory, a commondir naming the git directory itself), except {} of worktrees/<id>, which can then be \
-         created",
+        "only {} (and {} of worktrees/<id>, or of any git directory with a commondir file; modules/<name> like a \
+         repository, and the common dir a linked worktree's commondir names when it lies in the same root) stay \
+         read-only, the rest (index, objects, refs, logs, HEAD) is writable; an absent one gets an inert \
+         placeholder first (an empty file or directory, a commondir naming the git directory itself), so none \
+         can be created",
         names(GitDirKind::Repository),
         names(GitDirKind::LinkedWorktree),
-        creatable.join(", ")
     )
+}
+
+/// The kind of the git directory `dir` (resolved by its text), from its `commondir` file: `None` when there is
+/// none, else what [`parse_commondir`] made of it. Git takes the configuration, hooks and `info/` of a
+/// directory whose `commondir` names another directory from that common dir, and those of any other from the
+/// directory itself, wherever it lies (`worktrees/<id>` included): a `commondir` naming `dir` itself (the
+/// sandbox's own placeholder, `.`) is no redirection, and one that cannot be read by the rules here (a
+/// symlink, too large) leaves `dir` a repository, whose entries are the stricter set.
+pub fn git_dir_kind(dir: &Path, commondir: Option<&Result<PathBuf, GitFileProblem>>) -> GitDirKind {
+    match commondir {
+        Some(Ok(common)) if *common != normalize_lexically(dir) => GitDirKind::LinkedWorktree,
+        _ => GitDirKind::Repository,
+    }
+}
+
+/// The common dir a `commondir` file of the git directory `gitdir` names, read as git reads it (`setup.c`,
+/// `get_common_dir_noenv`): the whole content with its trailing newlines and carriage returns removed,
+/// resolved against `gitdir` when relative, `.` and `..` resolved by the text. `content` is at most
+/// [`MAX_GIT_FILE_BYTES`] long.
+pub fn parse_commondir(gitdir: &Path, content: &[u8]) -> Result<PathBuf, GitFileProblem> {
+    let mut end = content.len();
+    while end > 0 && matches!(content[end - 1], b'\n' | b'\r') {
+        end -= 1;
+    }
+    let text = &content[..end];
+    if text.is_empty() || text.contains(&0) {
+        return Err(GitFileProblem::NoPath);
+    }
+    Ok(normalize_lexically(&gitdir.join(path_from_bytes(text))))
 }
 
 /// The most git directories (a repository, its linked worktrees' and submodules' git dirs) looked into below one
@@ -311,6 +373,21 @@ pub const MAX_GIT_DIR_ENTRIES: usize = 4096;
 /// How deep submodule names (`modules/a/b/c`) are followed under `modules/`; deeper ones make the whole git
 /// directory read-only.
 pub const MAX_MODULE_NAME_DEPTH: usize = 8;
+
+/// The most pack files (`objects/pack/*`: `.pack`, `.idx`, `.rev`, ...) of one git directory bound read-only
+/// over themselves, so that no sandboxed command can remove or replace the history they hold (new packs can
+/// still be written: `fetch` works). Beyond it `objects/pack` stays read-only as a whole (a fetch of more than
+/// `fetch.unpackLimit` objects, a `gc` or a `repack` then fail inside the sandbox).
+pub const MAX_PINNED_PACK_FILES: usize = 64;
+
+/// The history rule in words, for the protection report: which objects a sandboxed command cannot remove.
+pub fn history_text() -> String {
+    format!(
+        "the pack files present when the command starts (at most {MAX_PINNED_PACK_FILES} per git directory, else \
+         objects/pack as a whole) cannot be removed or replaced, so the packed history survives reset --hard, \
+         branch -D, reflog expire and gc --prune=now inside the sandbox; loose objects and refs can be removed"
+    )
+}
 
 /// The number of normal components of `path`.
 fn depth(path: &Path) -> usize {
@@ -347,6 +424,35 @@ mod tests {
             let raw = parse_git_file(root, b"gitdir: /caf\xe9/.git\n").unwrap();
             assert_eq!(raw.as_os_str().as_bytes(), b"/caf\xe9/.git");
         }
+    }
+
+    #[test]
+    fn a_dot_git_is_read_only_when_it_is_a_regular_file() {
+        use crate::GitEntry;
+        let root = Path::new("/w");
+        let never = || -> Result<Vec<u8>, GitFileProblem> { panic!("read") };
+        assert_eq!(dot_git_entry(root, DotGitKind::Missing, never), (GitEntry::Absent, None));
+        assert_eq!(dot_git_entry(root, DotGitKind::Directory, never), (GitEntry::Directory, None));
+        assert_eq!(
+            dot_git_entry(root, DotGitKind::Symlink, never),
+            (GitEntry::Absent, Some(GitFileProblem::Symlink))
+        );
+        assert_eq!(
+            dot_git_entry(root, DotGitKind::Other, never),
+            (GitEntry::Absent, Some(GitFileProblem::NotARegularFile))
+        );
+        assert_eq!(
+            dot_git_entry(root, DotGitKind::File, || Ok(b"gitdir: g\n".to_vec())),
+            (GitEntry::File { gitdir: p("/w/g") }, None)
+        );
+        assert_eq!(
+            dot_git_entry(root, DotGitKind::File, || Err(GitFileProblem::TooLarge { size: 1 << 20 })),
+            (GitEntry::Absent, Some(GitFileProblem::TooLarge { size: 1 << 20 }))
+        );
+        assert_eq!(
+            dot_git_entry(root, DotGitKind::File, || Ok(b"junk".to_vec())),
+            (GitEntry::Absent, Some(GitFileProblem::NoGitdirLine))
+        );
     }
 
     #[test]
@@ -412,16 +518,50 @@ mod tests {
             }
         }
         // A repository's `commondir` redirects git by its presence alone: its placeholder names the git dir itself.
-        // Every entry of a repository's git dir gets one; only a linked worktree's back-pointers do not.
+        // Every entry of a repository's git dir gets one.
         let commondir = protected_git_entries(GitDirKind::Repository).iter().find(|e| e.name == "commondir");
         assert_eq!(commondir.map(|e| e.when_absent), Some(WhenAbsent::SelfCommonDir));
         assert!(
             protected_git_entries(GitDirKind::Repository)
                 .iter()
-                .all(|e| e.when_absent != WhenAbsent::NotPrevented)
+                .all(|e| e.when_absent != WhenAbsent::WholeReadOnly)
         );
+        // Nothing protected can be created: every absent entry gets a placeholder, or (a linked worktree that
+        // lost its commondir) the whole git directory stays read-only.
+        for kind in [GitDirKind::Repository, GitDirKind::LinkedWorktree] {
+            for entry in protected_git_entries(kind) {
+                assert!(
+                    entry.when_absent != WhenAbsent::WholeReadOnly || entry.name == "commondir",
+                    "{}",
+                    entry.name
+                );
+            }
+        }
         let text = protected_git_entries_text();
-        assert!(text.contains("hooks") && text.contains("except commondir, gitdir of worktrees"), "{text}");
+        assert!(text.contains("hooks") && text.contains("so none can be created"), "{text}");
+    }
+
+    #[test]
+    fn a_git_directory_with_a_commondir_takes_its_configuration_from_the_common_dir() {
+        let admin = Path::new("/w/.git/worktrees/wt");
+        let kind = |content: &[u8]| git_dir_kind(admin, Some(&parse_commondir(admin, content)));
+        assert_eq!(kind(b"../..\n"), GitDirKind::LinkedWorktree);
+        // worktrees/<id> without a commondir is a repository of its own: its config and hooks are protected;
+        // so is one whose commondir names itself (the sandbox's placeholder) or names nothing.
+        assert_eq!(git_dir_kind(admin, None), GitDirKind::Repository);
+        assert_eq!(kind(b".\n"), GitDirKind::Repository);
+        assert_eq!(kind(b"../wt/./"), GitDirKind::Repository);
+        assert_eq!(kind(b""), GitDirKind::Repository);
+        assert_eq!(git_dir_kind(admin, Some(&Err(GitFileProblem::Symlink))), GitDirKind::Repository);
+        assert_eq!(parse_commondir(admin, b"../..\n"), Ok(p("/w/.git")));
+        assert_eq!(parse_commondir(admin, b"../.."), Ok(p("/w/.git")));
+        assert_eq!(parse_commondir(admin, b"/abs/x.git\r\n\n"), Ok(p("/abs/x.git")));
+        assert_eq!(parse_commondir(admin, b".\n"), Ok(p("/w/.git/worktrees/wt")));
+        // Git keeps everything but trailing line ends: a second line is part of the path.
+        assert_eq!(parse_commondir(admin, b"../../x\ny"), Ok(p("/w/.git/x\ny")));
+        assert_eq!(parse_commondir(admin, b"\n"), Err(GitFileProblem::NoPath));
+        assert_eq!(parse_commondir(admin, b""), Err(GitFileProblem::NoPath));
+        assert_eq!(parse_commondir(admin, b"a\0b"), Err(GitFileProblem::NoPath));
     }
 
     #[test]

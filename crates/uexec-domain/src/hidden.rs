@@ -757,7 +757,7 @@ mod tests {
         }
     }
 
-    /// Issue 22, class 4: a hidden location never shrinks to let a command see its own directory.
+    /// A hidden location never shrinks to let a command see its own directory.
     #[test]
     fn a_directory_in_a_hidden_location_refuses_the_command() {
         let hidden = vec![

@@ -75,13 +75,16 @@ mod policy;
 mod protection;
 pub mod prune;
 pub mod question;
+pub mod quote;
 pub mod response;
 pub mod rules;
 mod session;
 pub mod snapshot;
 pub mod startup;
+pub mod tool_files;
 pub mod truncate;
 pub mod trust;
+mod visible;
 
 pub use exit::ExitStatus;
 pub use policy::{

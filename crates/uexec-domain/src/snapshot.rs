@@ -18,10 +18,10 @@
 //! Only bash is covered ([`SnapshotShell::of`]); other shells keep starting as login shells.
 
 use std::ffi::OsString;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 
 use crate::env::EnvPolicy;
+use crate::quote::single_quoted;
 use crate::startup::startup_files;
 
 /// A shell whose login environment can be captured and replayed.
@@ -135,8 +135,10 @@ pub fn capture_script(shell: SnapshotShell, nonce: u64) -> String {
 pub struct Captured {
     /// What the startup files printed (before the first marker): for the server log, never for a command.
     pub startup_output: Vec<u8>,
-    /// The exported variables after the startup files, in the shell's order.
-    pub env: Vec<(OsString, OsString)>,
+    /// The exported variables after the startup files, in the shell's order, as the bytes the shell printed
+    /// (names and values of a Unix environment are bytes; the caller compares them with its own environment
+    /// through `OsStr::as_encoded_bytes`, the same bytes on Unix).
+    pub env: Vec<(Vec<u8>, Vec<u8>)>,
     /// `declare -f`: the functions, as shell code.
     pub functions: String,
     /// `alias -p`: the aliases, as shell code.
@@ -179,7 +181,7 @@ pub fn parse_capture(output: &[u8], nonce: u64) -> Result<Captured, CaptureError
         .filter(|record| !record.is_empty())
         .filter_map(|record| {
             let eq = record.iter().position(|b| *b == b'=')?;
-            Some((OsString::from_vec(record[..eq].to_vec()), OsString::from_vec(record[eq + 1..].to_vec())))
+            Some((record[..eq].to_vec(), record[eq + 1..].to_vec()))
         })
         .collect();
     Ok(Captured {
@@ -201,21 +203,6 @@ fn is_identifier(name: &[u8]) -> bool {
         }
         None => false,
     }
-}
-
-/// `value` as one single-quoted shell word.
-fn quoted(value: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(value.len() + 2);
-    out.push(b'\'');
-    for byte in value {
-        if *byte == b'\'' {
-            out.extend_from_slice(b"'\\''");
-        } else {
-            out.push(*byte);
-        }
-    }
-    out.push(b'\'');
-    out
 }
 
 fn replayed(name: &[u8]) -> bool {
@@ -283,9 +270,17 @@ pub fn render_bash(
     command_bash_env: Option<&OsString>,
     policy: &EnvPolicy,
 ) -> Vec<u8> {
-    let replayed = |name: &OsString| replayed(name.as_bytes()) && !pinned.contains(name);
-    let restored = |name: &OsString| replayed(name) && !policy.drops_secret(&name.to_string_lossy());
-    let before = |name: &OsString| started_with.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v);
+    let bytes = |name: &OsString| name.as_encoded_bytes().to_vec();
+    let pinned: Vec<Vec<u8>> = pinned.iter().map(bytes).collect();
+    let replayed = |name: &[u8]| replayed(name) && !pinned.iter().any(|p| p == name);
+    let restored = |name: &[u8]| replayed(name) && !policy.drops_secret(&String::from_utf8_lossy(name));
+    let before = |name: &[u8]| {
+        started_with
+            .iter()
+            .rev()
+            .find(|(n, _)| n.as_encoded_bytes() == name)
+            .map(|(_, v)| v.as_encoded_bytes())
+    };
     let mut out: Vec<u8> = Vec::new();
     out.extend_from_slice(
         b"# uexec login snapshot: the state a login bash had after its startup files, sourced through BASH_ENV.\n",
@@ -293,7 +288,7 @@ pub fn render_bash(
     match command_bash_env {
         Some(value) => {
             out.extend_from_slice(b"export BASH_ENV=");
-            out.extend_from_slice(&quoted(value.as_bytes()));
+            out.extend_from_slice(&single_quoted(value.as_encoded_bytes()));
             out.push(b'\n');
         }
         None => out.extend_from_slice(b"unset BASH_ENV\n"),
@@ -316,23 +311,23 @@ pub fn render_bash(
         }
     }
     for (name, value) in &captured.env {
-        if restored(name) && before(name) != Some(value) {
+        if restored(name) && before(name) != Some(value.as_slice()) {
             out.extend_from_slice(b"export ");
-            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(name);
             out.push(b'=');
-            out.extend_from_slice(&quoted(value.as_bytes()));
+            out.extend_from_slice(&single_quoted(value));
             out.push(b'\n');
         }
     }
-    let mut removed: Vec<&OsString> = started_with
+    let mut removed: Vec<&[u8]> = started_with
         .iter()
-        .map(|(name, _)| name)
-        .filter(|name| replayed(name) && !captured.env.iter().any(|(n, _)| n == *name))
+        .map(|(name, _)| name.as_encoded_bytes())
+        .filter(|name| replayed(name) && !captured.env.iter().any(|(n, _)| n == name))
         .collect();
     removed.dedup();
     for name in removed {
         out.extend_from_slice(b"unset ");
-        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(name);
         out.push(b'\n');
     }
     out
@@ -347,6 +342,10 @@ mod tests {
 
     fn os(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
         pairs.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect()
+    }
+
+    fn bytes(pairs: &[(&str, &str)]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        pairs.iter().map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())).collect()
     }
 
     fn output(nonce: u64, startup: &str, env: &[(&str, &str)], functions: &str, aliases: &str) -> Vec<u8> {
@@ -389,7 +388,7 @@ mod tests {
         );
         let captured = parse_capture(&out, 7).unwrap();
         assert_eq!(captured.startup_output, b"pyenv: cannot rehash\nhello\n");
-        assert_eq!(captured.env, os(&[("A", "1"), ("PATH", "/x:/bin")]));
+        assert_eq!(captured.env, bytes(&[("A", "1"), ("PATH", "/x:/bin")]));
         assert!(captured.functions.contains("echo f"));
         assert_eq!(captured.aliases, "alias ll='ls -l'\n");
         assert_eq!(parse_capture(&out, 8), Err(CaptureError::MissingSection("env")));
@@ -403,7 +402,7 @@ mod tests {
         out.extend(output(2, "", &[("A", "1")], "", ""));
         let captured = parse_capture(&out, 2).unwrap();
         assert_eq!(captured.startup_output, marker(1, "env"));
-        assert_eq!(captured.env, os(&[("A", "1")]));
+        assert_eq!(captured.env, bytes(&[("A", "1")]));
     }
 
     #[test]
@@ -450,7 +449,7 @@ mod tests {
         ));
     }
 
-    /// Issue 22, class 4: the secret filter applies to what a snapshot restores.
+    /// The secret filter applies to what a snapshot restores.
     #[test]
     fn secret_named_variables_the_startup_files_export_are_not_restored_unless_passed() {
         let env = [("SVC_API_KEY", "sk-live"), ("SSH_AUTH_SOCK", "/tmp/a.sock"), ("EDITOR", "vi")];
@@ -526,7 +525,7 @@ mod tests {
         /// outside the quotes, and every quote inside is the `'\''` sequence.
         #[test]
         fn quoting_keeps_every_value_in_one_word(value in proptest::collection::vec(1u8..=255, 0..64)) {
-            let q = quoted(&value);
+            let q = single_quoted(&value);
             prop_assert_eq!(q.first(), Some(&b'\''));
             prop_assert_eq!(q.last(), Some(&b'\''));
             let inner = &q[1..q.len() - 1];
@@ -542,7 +541,7 @@ mod tests {
             out.extend(output(9, "", &[("A", "1")], "", ""));
             let captured = parse_capture(&out, 9).unwrap();
             prop_assert_eq!(captured.startup_output, startup);
-            prop_assert_eq!(captured.env, os(&[("A", "1")]));
+            prop_assert_eq!(captured.env, bytes(&[("A", "1")]));
         }
     }
 }

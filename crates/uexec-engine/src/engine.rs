@@ -6,17 +6,21 @@
 //!    `apply_patch` call, and the facts every later decision trusts (`crate::trust`), gathered once; an
 //!    escalation is checked for what could have been planted (`crate::outside`);
 //! 2. **reserve** a session id (released by [`Reservation`] on every failure, a dropped future included);
-//! 3. **approve** (`crate::approve`): bypass, remembered, or a person;
+//! 3. **approve** ([`approve`]): bypass, remembered, or a person;
 //! 4. **place** ([`Orchestrator::place_call`]): where it runs, the login snapshot captured now that it is
-//!    approved (`crate::login`), the spawn request;
+//!    approved ([`login`]), the spawn request;
 //! 5. **spawn and store** ([`Orchestrator::spawn_and_store`], `crate::attempt`): the sandbox transforms the
 //!    request, the spawner starts it, the session becomes reachable;
 //! 6. **grace and retry** (`crate::retry`): a denial seen within the early-exit grace may be retried outside the
 //!    sandbox, with a person's approval;
 //! 7. **collect** the window's output and 8. **respond** ([`Orchestrator::collect_and_respond`]).
+//!
+//! The approval step and the login snapshots hold state of the [`Orchestrator`] (the remembered approvals,
+//! the snapshot files), so they are its submodules: they use its types, it holds theirs, and no module
+//! outside `engine` is part of that circle (`cargo xtask layering` checks that modules form no cycle).
 
 use std::collections::HashSet;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -37,17 +41,20 @@ use uexec_ports::ExecEvent;
 use uexec_ports::process::{IoMode, ProcessError, PtySize, Signal, SpawnError, SpawnRequest};
 
 use crate::api::{ExecCommandRequest, ExecResponse, SessionSummary, WriteStdinRequest};
-use crate::approve::{Approval, PrefixApproval};
 use crate::collect::{Collected, Mark, collect};
 use crate::config::{EngineConfig, EngineDeps};
 use crate::error::ExecError;
-use crate::login::Snapshots;
 use crate::outside::OutsideRun;
 use crate::placement::Placement;
 use crate::session::{Session, SessionSpec};
 use crate::store::Store;
-
 use crate::trust::{decide_shell_start, writes_for};
+
+pub(crate) mod approve;
+mod login;
+
+use approve::{Approval, PrefixApproval};
+use login::Snapshots;
 
 /// The unified exec engine. Cheap to clone (all clones share one engine); `Send + Sync`.
 #[derive(Debug, Clone)]
@@ -301,6 +308,11 @@ impl Orchestrator {
         }
     }
 
+    /// The `PATH` of the server's environment (`EngineConfig::base_env`).
+    fn base_path(&self) -> Option<&OsStr> {
+        self.config.base_env.iter().rev().find(|(name, _)| name == "PATH").map(|(_, value)| value.as_os_str())
+    }
+
     /// When `command` (`[shell, -c|-lc, script]`) is an `apply_patch` call and a patch program is configured:
     /// that program's argv with the patch (in pieces well under the kernel's 128 KiB limit on one argument) and
     /// the directory it runs in (`cwd`, or the script's `cd <dir>` under it).
@@ -317,7 +329,9 @@ impl Orchestrator {
             // A bare patch as the script would run its first line (`***`, a glob) as a command.
             ApplyPatchForm::BarePatch => return Err(ExecError::BarePatch),
             // An apply_patch call inside a longer script would get "command not found" from the shell.
-            ApplyPatchForm::AmongOthers if !on_path("apply_patch") && !on_path("applypatch") => {
+            ApplyPatchForm::AmongOthers
+                if !on_path(self.base_path(), "apply_patch") && !on_path(self.base_path(), "applypatch") =>
+            {
                 return Err(ExecError::ApplyPatchNotWholeCommand);
             }
             ApplyPatchForm::AmongOthers => return Ok(None),
@@ -677,13 +691,11 @@ impl Orchestrator {
     }
 }
 
-/// Whether an executable file `name` is in a directory of the server's `PATH` (which sandboxed commands get).
-fn on_path(name: &str) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| {
-            std::fs::metadata(dir.join(name))
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+/// Whether an executable file `name` is in a directory of `path` (the `PATH` of the server's environment,
+/// `EngineConfig::base_env`, which sandboxed commands get).
+fn on_path(path: Option<&OsStr>, name: &str) -> bool {
+    path.is_some_and(|path| {
+        std::env::split_paths(path)
+            .any(|dir| std::fs::metadata(dir.join(name)).is_ok_and(|m| crate::os::is_executable(&m)))
     })
 }

@@ -134,14 +134,13 @@
 #![deny(unsafe_code)]
 
 mod api;
-mod approve;
 mod attempt;
 mod collect;
 mod config;
 mod engine;
 mod error;
 mod known_safe;
-mod login;
+mod os;
 mod outside;
 mod placement;
 mod retry;

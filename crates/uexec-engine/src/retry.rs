@@ -16,7 +16,7 @@ use uexec_domain::limits::EARLY_EXIT_GRACE_MS;
 use uexec_domain::{EscapeReason, ReviewDecision};
 use uexec_ports::{ApprovalKind, ApprovalRequest};
 
-use crate::approve::Approval;
+use crate::engine::approve::Approval;
 use crate::engine::{Attempt, Call, Orchestrator, Reservation, Run};
 use crate::error::ExecError;
 use crate::outside::OutsideRun;

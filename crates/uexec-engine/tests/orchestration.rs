@@ -319,6 +319,82 @@ fn engine(
     )
 }
 
+/// The processes a case's spawner starts.
+enum Processes {
+    /// Spawning fails the test.
+    None,
+    /// Each spawn follows the next script (the last one repeats).
+    Run(Vec<Script>),
+    /// A spawner of the case's own.
+    Mock(MockProcessSpawner),
+}
+
+/// A case's sandbox.
+enum Sandboxing {
+    /// Preparing fails the test.
+    Never,
+    /// Wraps nothing, reports Landlock, counts its prepares ([`Checked::prepares`]).
+    Prepares,
+    /// A sandbox of the case's own.
+    Mock(MockSandbox),
+}
+
+/// A case's person.
+enum Answers {
+    /// Asking fails the test.
+    Never,
+    /// Answers this decision exactly this many times.
+    Always(ReviewDecision, usize),
+    /// An approver of the case's own.
+    Mock(MockApprover),
+}
+
+/// One orchestration case, data first (in the style of rust-analyzer's `check` helpers): the engine's
+/// configuration and what each mocked port does. [`check`] builds the engine and hands back what the ports
+/// record.
+struct Case {
+    config: EngineConfig,
+    processes: Processes,
+    sandbox: Sandboxing,
+    answers: Answers,
+}
+
+/// The engine of a [`Case`] and what its ports recorded.
+struct Checked {
+    engine: Engine,
+    events: Events,
+    /// The questions the person was asked.
+    asked: Arc<Mutex<Vec<ApprovalRequest>>>,
+    /// The spawn requests and the fake processes started.
+    spawned: Arc<Spawned>,
+    /// How many times the sandbox prepared a spawn.
+    prepares: Arc<AtomicUsize>,
+}
+
+/// The engine for `case`, on mocks whose expectations are checked when it is dropped.
+fn check(case: Case) -> Checked {
+    let Case { config, processes, sandbox, answers } = case;
+    let (events, asked) = (Events::default(), Arc::new(Mutex::new(Vec::new())));
+    let (spawned, prepares) = (Arc::new(Spawned::default()), Arc::new(AtomicUsize::new(0)));
+    let spawner = match processes {
+        Processes::None => no_spawn(),
+        Processes::Run(scripts) => spawner(scripts, Arc::clone(&spawned)),
+        Processes::Mock(spawner) => spawner,
+    };
+    let sandbox = match sandbox {
+        Sandboxing::Never => sandbox_never(),
+        Sandboxing::Prepares => sandbox_ok(Arc::clone(&prepares)),
+        Sandboxing::Mock(sandbox) => sandbox,
+    };
+    let approver = match answers {
+        Answers::Never => approver_never(),
+        Answers::Always(decision, times) => approver(decision, times, Arc::clone(&asked)),
+        Answers::Mock(approver) => approver,
+    };
+    let engine = engine(config, spawner, sandbox, approver, Arc::clone(&events));
+    Checked { engine, events, asked, spawned, prepares }
+}
+
 fn exec(cmd: &str) -> ExecCommandRequest {
     ExecCommandRequest { cmd: cmd.into(), call_id: Some(format!("call-{cmd}")), ..Default::default() }
 }
@@ -389,16 +465,12 @@ const SANDBOXED: fn() -> SandboxPolicy = SandboxPolicy::default;
 
 #[tokio::test(start_paused = true)]
 async fn untrusted_asks_exactly_once_per_call_for_an_unsafe_command_and_not_for_a_safe_one() {
-    let events = Events::default();
-    let asked = Arc::new(Mutex::new(Vec::new()));
-    let record = Arc::new(Spawned::default());
-    let engine = engine(
-        config(ApprovalPolicy::Untrusted, SANDBOXED()),
-        spawner(vec![Script::exits("done\n", 0)], Arc::clone(&record)),
-        sandbox_ok(Arc::default()),
-        approver(ReviewDecision::Approved, 2, Arc::clone(&asked)),
-        Arc::clone(&events),
-    );
+    let Checked { engine, events, asked, spawned: record, .. } = check(Case {
+        config: config(ApprovalPolicy::Untrusted, SANDBOXED()),
+        processes: Processes::Run(vec![Script::exits("done\n", 0)]),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Always(ReviewDecision::Approved, 2),
+    });
     let response = engine.exec_command(exec("rm -rf build")).await.unwrap();
     assert_eq!(response.exit_code, Some(0));
     assert_eq!(response.output, "done\n");
@@ -438,16 +510,14 @@ async fn untrusted_asks_exactly_once_per_call_for_an_unsafe_command_and_not_for_
 async fn untrusted_asks_for_git_where_sandboxed_commands_can_write_its_repository() {
     let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap();
     for cmd in ["git status", "git diff HEAD", "ls && git log -n 1", "git cat-file --filters HEAD:x"] {
-        let asked = Arc::new(Mutex::new(Vec::new()));
         let mut cfg = config(ApprovalPolicy::Untrusted, SANDBOXED());
         cfg.cwd = tmp.clone();
-        let engine = engine(
-            cfg,
-            no_spawn(),
-            sandbox_never(),
-            approver(ReviewDecision::Denied, 1, Arc::clone(&asked)),
-            Events::default(),
-        );
+        let Checked { engine, asked, .. } = check(Case {
+            config: cfg,
+            processes: Processes::None,
+            sandbox: Sandboxing::Never,
+            answers: Answers::Always(ReviewDecision::Denied, 1),
+        });
         assert_eq!(engine.exec_command(exec(cmd)).await.unwrap_err(), ExecError::Rejected, "{cmd}");
         let asked = asked.lock().unwrap();
         assert_eq!(asked[0].kind, ApprovalKind::Run);
@@ -466,53 +536,45 @@ async fn untrusted_asks_for_git_where_sandboxed_commands_can_write_its_repositor
     for cmd in ["git status", "ls && git log -n 1"] {
         let mut cfg = config(ApprovalPolicy::Untrusted, SandboxPolicy::ReadOnly { network_access: false });
         cfg.cwd = tmp.clone();
-        let outside_engine = engine(
-            cfg,
-            spawner(vec![Script::exits("", 0)], Arc::default()),
-            sandbox_ok(Arc::default()),
-            approver_never(),
-            Events::default(),
-        );
+        let Checked { engine: outside_engine, .. } = check(Case {
+            config: cfg,
+            processes: Processes::Run(vec![Script::exits("", 0)]),
+            sandbox: Sandboxing::Prepares,
+            answers: Answers::Never,
+        });
         let request = ExecCommandRequest { workdir: Some(outside.clone()), ..exec(cmd) };
         outside_engine.exec_command(request).await.unwrap();
-        let asked = Arc::new(Mutex::new(Vec::new()));
         let mut cfg = config(ApprovalPolicy::Untrusted, SandboxPolicy::ReadOnly { network_access: false });
         cfg.cwd = tmp.clone();
-        let in_workspace = engine(
-            cfg,
-            no_spawn(),
-            sandbox_never(),
-            approver(ReviewDecision::Denied, 1, Arc::clone(&asked)),
-            Events::default(),
-        );
+        let Checked { engine: in_workspace, .. } = check(Case {
+            config: cfg,
+            processes: Processes::None,
+            sandbox: Sandboxing::Never,
+            answers: Answers::Always(ReviewDecision::Denied, 1),
+        });
         assert_eq!(in_workspace.exec_command(exec(cmd)).await.unwrap_err(), ExecError::Rejected, "{cmd}");
     }
     std::fs::remove_dir_all(&outside).unwrap();
     // A PATH directory in a writable root makes even `ls` ask: a sandboxed command could plant `ls` there.
-    let asked = Arc::new(Mutex::new(Vec::new()));
     let mut cfg = config(ApprovalPolicy::Untrusted, SANDBOXED());
     cfg.base_env.push((OsString::from("PATH"), OsString::from(format!("{}/bin:/usr/bin", tmp.display()))));
-    let engine = engine(
-        cfg,
-        no_spawn(),
-        sandbox_never(),
-        approver(ReviewDecision::Denied, 1, Arc::clone(&asked)),
-        Events::default(),
-    );
+    let Checked { engine, .. } = check(Case {
+        config: cfg,
+        processes: Processes::None,
+        sandbox: Sandboxing::Never,
+        answers: Answers::Always(ReviewDecision::Denied, 1),
+    });
     assert_eq!(engine.exec_command(exec("ls")).await.unwrap_err(), ExecError::Rejected);
 }
 
 #[tokio::test(start_paused = true)]
 async fn approved_for_session_is_remembered_per_canonical_command_cwd_and_tty() {
-    let events = Events::default();
-    let asked = Arc::new(Mutex::new(Vec::new()));
-    let engine = engine(
-        config(ApprovalPolicy::Untrusted, SANDBOXED()),
-        spawner(vec![Script::exits("", 0)], Arc::default()),
-        sandbox_ok(Arc::default()),
-        approver(ReviewDecision::ApprovedForSession, 2, Arc::clone(&asked)),
-        events,
-    );
+    let Checked { engine, asked, .. } = check(Case {
+        config: config(ApprovalPolicy::Untrusted, SANDBOXED()),
+        processes: Processes::Run(vec![Script::exits("", 0)]),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Always(ReviewDecision::ApprovedForSession, 2),
+    });
     engine.exec_command(exec("touch a")).await.unwrap();
     engine.exec_command(exec("touch a")).await.unwrap();
     // `-c` instead of `-lc` is the same canonical command.
@@ -524,7 +586,6 @@ async fn approved_for_session_is_remembered_per_canonical_command_cwd_and_tty() 
 
 #[tokio::test(start_paused = true)]
 async fn an_approved_prefix_admits_later_commands_starting_with_it_and_nothing_else() {
-    let asked = Arc::new(Mutex::new(Vec::new()));
     let mut cfg = config(ApprovalPolicy::OnRequest, SANDBOXED());
     // A configured `ask` rule longer than the approved prefix still asks.
     cfg.rules = CommandRules {
@@ -533,13 +594,12 @@ async fn an_approved_prefix_admits_later_commands_starting_with_it_and_nothing_e
             decision: RuleDecision::Ask,
         }],
     };
-    let engine = engine(
-        cfg,
-        spawner(vec![Script::exits("", 0)], Arc::default()),
-        sandbox_ok(Arc::default()),
-        approver(ReviewDecision::ApprovedPrefixForSession, 6, Arc::clone(&asked)),
-        Events::default(),
-    );
+    let Checked { engine, asked, .. } = check(Case {
+        config: cfg,
+        processes: Processes::Run(vec![Script::exits("", 0)]),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Always(ReviewDecision::ApprovedPrefixForSession, 6),
+    });
     let escalated = |cmd: &str, prefix: Option<&[&str]>| ExecCommandRequest {
         sandbox_permissions: SandboxPermissions::RequireEscalated,
         prefix_rule: prefix.map(|p| p.iter().map(|w| (*w).to_owned()).collect()),
@@ -567,14 +627,12 @@ async fn an_approved_prefix_admits_later_commands_starting_with_it_and_nothing_e
 #[tokio::test(start_paused = true)]
 async fn denied_and_aborted_fail_with_rejected_by_user_and_spawn_nothing() {
     for decision in [ReviewDecision::Denied, ReviewDecision::Abort] {
-        let events = Events::default();
-        let engine = engine(
-            config(ApprovalPolicy::Untrusted, SANDBOXED()),
-            no_spawn(),
-            sandbox_never(),
-            approver(decision, 1, Arc::default()),
-            Arc::clone(&events),
-        );
+        let Checked { engine, events, .. } = check(Case {
+            config: config(ApprovalPolicy::Untrusted, SANDBOXED()),
+            processes: Processes::None,
+            sandbox: Sandboxing::Never,
+            answers: Answers::Always(decision, 1),
+        });
         let err = engine.exec_command(exec("rm -rf /tmp/x")).await.unwrap_err();
         assert_eq!(err, ExecError::Rejected);
         assert_eq!(err.to_string(), "rejected by user");
@@ -592,7 +650,12 @@ async fn never_refuses_what_would_need_asking_and_says_which_setting_allows_it()
     };
     let mut cfg = config(ApprovalPolicy::Never, SANDBOXED());
     cfg.rules = rules;
-    let engine = engine(cfg, no_spawn(), sandbox_never(), approver_never(), Events::default());
+    let Checked { engine, .. } = check(Case {
+        config: cfg,
+        processes: Processes::None,
+        sandbox: Sandboxing::Never,
+        answers: Answers::Never,
+    });
     let err = engine.exec_command(exec("git push origin main")).await.unwrap_err();
     let ExecError::Forbidden(text) = &err else { panic!("expected Forbidden, got {err:?}") };
     assert!(text.contains("never") && text.contains("on-request"), "{text}");
@@ -617,16 +680,14 @@ async fn command_rules_forbid_always_ask_under_on_request_allow_skips_untrusted(
             PrefixRule { prefix: vec!["cargo".into()], decision: RuleDecision::Allow },
         ],
     };
-    let asked = Arc::new(Mutex::new(Vec::new()));
     let mut cfg = config(ApprovalPolicy::OnRequest, SANDBOXED());
     cfg.rules = rules.clone();
-    let on_request = engine(
-        cfg,
-        spawner(vec![Script::exits("", 0)], Arc::default()),
-        sandbox_ok(Arc::default()),
-        approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
-        Events::default(),
-    );
+    let Checked { engine: on_request, asked, .. } = check(Case {
+        config: cfg,
+        processes: Processes::Run(vec![Script::exits("", 0)]),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Always(ReviewDecision::Approved, 1),
+    });
     let err = on_request.exec_command(exec("rm -rf target")).await.unwrap_err();
     assert!(matches!(err, ExecError::Forbidden(ref t) if t.contains("forbid")), "{err:?}");
     on_request.exec_command(exec("git push")).await.unwrap();
@@ -634,28 +695,23 @@ async fn command_rules_forbid_always_ask_under_on_request_allow_skips_untrusted(
 
     let mut cfg = config(ApprovalPolicy::Untrusted, SANDBOXED());
     cfg.rules = rules;
-    let untrusted = engine(
-        cfg,
-        spawner(vec![Script::exits("", 0)], Arc::default()),
-        sandbox_ok(Arc::default()),
-        approver_never(),
-        Events::default(),
-    );
+    let Checked { engine: untrusted, .. } = check(Case {
+        config: cfg,
+        processes: Processes::Run(vec![Script::exits("", 0)]),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Never,
+    });
     untrusted.exec_command(exec("cargo build")).await.unwrap();
 }
 
 #[tokio::test(start_paused = true)]
 async fn escalation_only_under_on_request_always_asks_and_runs_unsandboxed() {
-    let events = Events::default();
-    let asked = Arc::new(Mutex::new(Vec::new()));
-    let prepares = Arc::new(AtomicUsize::new(0));
-    let engine = engine(
-        config(ApprovalPolicy::OnRequest, SANDBOXED()),
-        spawner(vec![Script::exits("ok", 0)], Arc::default()),
-        sandbox_ok(Arc::clone(&prepares)),
-        approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
-        Arc::clone(&events),
-    );
+    let Checked { engine, events, asked, prepares, .. } = check(Case {
+        config: config(ApprovalPolicy::OnRequest, SANDBOXED()),
+        processes: Processes::Run(vec![Script::exits("ok", 0)]),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Always(ReviewDecision::Approved, 1),
+    });
     let request = ExecCommandRequest {
         sandbox_permissions: SandboxPermissions::RequireEscalated,
         justification: Some("needs the network".into()),
@@ -690,19 +746,17 @@ fn engine_for_policy(policy: ApprovalPolicy) -> Engine {
 
 #[tokio::test(start_paused = true)]
 async fn approver_errors_become_approval_unavailable_and_release_the_id() {
-    let events = Events::default();
     let mut approver = MockApprover::new();
     approver
         .expect_request_approval()
         .times(1)
         .returning(|_| Err(ApprovalError::Unavailable("no interactive client to ask".into())));
-    let engine = engine(
-        config(ApprovalPolicy::Untrusted, SANDBOXED()),
-        no_spawn(),
-        sandbox_never(),
-        approver,
-        Arc::clone(&events),
-    );
+    let Checked { engine, events, .. } = check(Case {
+        config: config(ApprovalPolicy::Untrusted, SANDBOXED()),
+        processes: Processes::None,
+        sandbox: Sandboxing::Never,
+        answers: Answers::Mock(approver),
+    });
     let err = engine.exec_command(exec("make install")).await.unwrap_err();
     let ExecError::ApprovalUnavailable(text) = &err else { panic!("{err:?}") };
     assert!(text.contains("no interactive client to ask"), "{text}");
@@ -745,7 +799,6 @@ async fn a_caller_that_gives_up_during_approval_releases_the_id() {
 
 #[tokio::test(start_paused = true)]
 async fn sandbox_prepare_error_fails_the_call_and_spawns_nothing() {
-    let events = Events::default();
     let mut sandbox = MockSandbox::new();
     sandbox.expect_denial_hint().returning(|_, _| None);
     sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
@@ -755,13 +808,12 @@ async fn sandbox_prepare_error_fails_the_call_and_spawns_nothing() {
             setting: Some("allow_degraded_sandbox = true".into()),
         })
     });
-    let engine = engine(
-        config(ApprovalPolicy::OnRequest, SANDBOXED()),
-        no_spawn(),
-        sandbox,
-        approver_never(),
-        Arc::clone(&events),
-    );
+    let Checked { engine, events, .. } = check(Case {
+        config: config(ApprovalPolicy::OnRequest, SANDBOXED()),
+        processes: Processes::None,
+        sandbox: Sandboxing::Mock(sandbox),
+        answers: Answers::Never,
+    });
     let err = engine.exec_command(exec("ls")).await.unwrap_err();
     assert!(matches!(err, ExecError::Sandbox(SandboxError::Unenforceable { .. })));
     let text = err.to_string();
@@ -788,14 +840,12 @@ async fn the_sandbox_gets_the_policy_tmpdir_and_degradation_setting_and_full_acc
                 && r.policy == SandboxPolicy::default()
         })
         .returning(|r| Ok(SandboxedSpawn { spawn: r.spawn, report: sandbox_report() }));
-    let events = Events::default();
-    let engine = engine(
-        cfg,
-        spawner(vec![Script::exits("", 0)], Arc::default()),
-        sandbox,
-        approver_never(),
-        Arc::clone(&events),
-    );
+    let Checked { engine, .. } = check(Case {
+        config: cfg,
+        processes: Processes::Run(vec![Script::exits("", 0)]),
+        sandbox: Sandboxing::Mock(sandbox),
+        answers: Answers::Never,
+    });
     let response = engine.exec_command(exec("ls")).await.unwrap();
     assert_eq!(response.protections, Some(sandbox_report()));
     assert!(response.to_text().ends_with(
@@ -838,17 +888,12 @@ fn denial() -> Script {
 
 #[tokio::test(start_paused = true)]
 async fn on_failure_asks_to_retry_a_sandbox_denial_and_reruns_unsandboxed() {
-    let events = Events::default();
-    let asked = Arc::new(Mutex::new(Vec::new()));
-    let prepares = Arc::new(AtomicUsize::new(0));
-    let record = Arc::new(Spawned::default());
-    let engine = engine(
-        config(ApprovalPolicy::OnFailure, SANDBOXED()),
-        spawner(vec![denial(), Script::exits("written\n", 0)], Arc::clone(&record)),
-        sandbox_ok(Arc::clone(&prepares)),
-        approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
-        Arc::clone(&events),
-    );
+    let Checked { engine, events, asked, spawned: record, prepares, .. } = check(Case {
+        config: config(ApprovalPolicy::OnFailure, SANDBOXED()),
+        processes: Processes::Run(vec![denial(), Script::exits("written\n", 0)]),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Always(ReviewDecision::Approved, 1),
+    });
     let response = engine.exec_command(exec("echo x > /etc/x")).await.unwrap();
     assert_eq!(response.exit_code, Some(0));
     assert_eq!(response.output, "written\n");
@@ -882,15 +927,12 @@ async fn on_failure_asks_to_retry_a_sandbox_denial_and_reruns_unsandboxed() {
 
 #[tokio::test(start_paused = true)]
 async fn a_declined_retry_returns_the_sandboxed_output_with_a_note_and_an_abort_fails() {
-    let events = Events::default();
-    let record = Arc::new(Spawned::default());
-    let declining = engine(
-        config(ApprovalPolicy::OnFailure, SANDBOXED()),
-        spawner(vec![denial()], Arc::clone(&record)),
-        sandbox_ok(Arc::default()),
-        approver(ReviewDecision::Denied, 1, Arc::default()),
-        Arc::clone(&events),
-    );
+    let Checked { engine: declining, events, spawned: record, .. } = check(Case {
+        config: config(ApprovalPolicy::OnFailure, SANDBOXED()),
+        processes: Processes::Run(vec![denial()]),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Always(ReviewDecision::Denied, 1),
+    });
     let response = declining.exec_command(exec("echo x > /etc/x")).await.unwrap();
     assert_eq!(response.exit_code, Some(1));
     assert_eq!(response.output, "bash: /etc/x: Permission denied\n");
@@ -906,14 +948,12 @@ async fn a_declined_retry_returns_the_sandboxed_output_with_a_note_and_an_abort_
     assert_eq!(count(&events, is_end), 1);
 
     // Abort ("stop the task") fails the call as a rejection, and cleans up.
-    let events = Events::default();
-    let aborting = engine(
-        config(ApprovalPolicy::OnFailure, SANDBOXED()),
-        spawner(vec![denial()], Arc::default()),
-        sandbox_ok(Arc::default()),
-        approver(ReviewDecision::Abort, 1, Arc::default()),
-        Arc::clone(&events),
-    );
+    let Checked { engine: aborting, events, .. } = check(Case {
+        config: config(ApprovalPolicy::OnFailure, SANDBOXED()),
+        processes: Processes::Run(vec![denial()]),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Always(ReviewDecision::Abort, 1),
+    });
     assert_eq!(aborting.exec_command(exec("echo x > /etc/x")).await.unwrap_err(), ExecError::Rejected);
     assert_eq!(aborting.reserved_id_count(), 0);
     assert!(aborting.list_sessions().await.is_empty());
@@ -928,23 +968,21 @@ async fn a_declined_retry_returns_the_sandboxed_output_with_a_note_and_an_abort_
 async fn with_nobody_to_ask_a_denial_returns_its_output_and_a_note_instead_of_an_error() {
     for policy in [ApprovalPolicy::OnFailure, ApprovalPolicy::Untrusted] {
         let record = Arc::new(Spawned::default());
-        let events = Events::default();
         let mut nobody = MockApprover::new();
         nobody
             .expect_request_approval()
             .times(1)
             .withf(|r| r.kind == ApprovalKind::RetryWithoutSandbox && r.denial.is_some())
             .returning(|_| Err(ApprovalError::Unavailable("this MCP client cannot ask a person".into())));
-        let engine = engine(
-            config(policy, SANDBOXED()),
-            spawner(
+        let Checked { engine, events, .. } = check(Case {
+            config: config(policy, SANDBOXED()),
+            processes: Processes::Mock(spawner(
                 vec![Script::exits("grep: secret: Permission denied\nresult 42\n", 2)],
                 Arc::clone(&record),
-            ),
-            sandbox_ok(Arc::default()),
-            nobody,
-            Arc::clone(&events),
-        );
+            )),
+            sandbox: Sandboxing::Prepares,
+            answers: Answers::Mock(nobody),
+        });
         // `grep` is known safe (no person approved it): the retry must ask, and cannot.
         let response = engine.exec_command(exec("grep -r result .")).await.unwrap();
         assert_eq!(response.exit_code, Some(2), "{policy:?}");
@@ -968,15 +1006,12 @@ async fn with_nobody_to_ask_a_denial_returns_its_output_and_a_note_instead_of_an
 #[tokio::test(start_paused = true)]
 async fn a_known_safe_command_is_retried_outside_the_sandbox_only_after_a_person_approves_the_retry() {
     for policy in [ApprovalPolicy::Untrusted, ApprovalPolicy::OnFailure] {
-        let asked = Arc::new(Mutex::new(Vec::new()));
-        let record = Arc::new(Spawned::default());
-        let engine = engine(
-            config(policy, SANDBOXED()),
-            spawner(vec![denial(), Script::exits("ok", 0)], Arc::clone(&record)),
-            sandbox_ok(Arc::default()),
-            approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
-            Events::default(),
-        );
+        let Checked { engine, asked, spawned: record, .. } = check(Case {
+            config: config(policy, SANDBOXED()),
+            processes: Processes::Run(vec![denial(), Script::exits("ok", 0)]),
+            sandbox: Sandboxing::Prepares,
+            answers: Answers::Always(ReviewDecision::Approved, 1),
+        });
         let response = engine.exec_command(exec("cat /etc/x")).await.unwrap();
         assert_eq!(response.output, "ok");
         let asked = asked.lock().unwrap();
@@ -989,15 +1024,12 @@ async fn a_known_safe_command_is_retried_outside_the_sandbox_only_after_a_person
 
 #[tokio::test(start_paused = true)]
 async fn untrusted_retries_without_asking_again_when_a_person_approved_the_first_run() {
-    let asked = Arc::new(Mutex::new(Vec::new()));
-    let record = Arc::new(Spawned::default());
-    let engine = engine(
-        config(ApprovalPolicy::Untrusted, SANDBOXED()),
-        spawner(vec![denial(), Script::exits("ok", 0)], Arc::clone(&record)),
-        sandbox_ok(Arc::default()),
-        approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
-        Events::default(),
-    );
+    let Checked { engine, asked, spawned: record, .. } = check(Case {
+        config: config(ApprovalPolicy::Untrusted, SANDBOXED()),
+        processes: Processes::Run(vec![denial(), Script::exits("ok", 0)]),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Always(ReviewDecision::Approved, 1),
+    });
     let response = engine.exec_command(exec("cp a /etc/b")).await.unwrap();
     assert_eq!(response.output, "ok");
     assert_eq!(asked.lock().unwrap()[0].kind, ApprovalKind::Run);
@@ -1008,14 +1040,12 @@ async fn untrusted_retries_without_asking_again_when_a_person_approved_the_first
 /// denial to be let out): its retry outside the sandbox asks even after the person approved the run.
 #[tokio::test(start_paused = true)]
 async fn a_runner_of_writable_project_files_asks_before_its_retry() {
-    let asked = Arc::new(Mutex::new(Vec::new()));
-    let engine = engine(
-        config(ApprovalPolicy::Untrusted, SANDBOXED()),
-        spawner(vec![denial(), Script::exits("ok", 0)], Arc::default()),
-        sandbox_ok(Arc::default()),
-        approver(ReviewDecision::Approved, 2, Arc::clone(&asked)),
-        Events::default(),
-    );
+    let Checked { engine, asked, .. } = check(Case {
+        config: config(ApprovalPolicy::Untrusted, SANDBOXED()),
+        processes: Processes::Run(vec![denial(), Script::exits("ok", 0)]),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Always(ReviewDecision::Approved, 2),
+    });
     engine.exec_command(exec("make install")).await.unwrap();
     let asked = asked.lock().unwrap();
     assert_eq!(
@@ -1030,20 +1060,18 @@ async fn a_runner_of_writable_project_files_asks_before_its_retry() {
 /// planted program itself. The retry asks, even after "approve for session".
 #[tokio::test(start_paused = true)]
 async fn a_plantable_command_asks_before_every_retry_even_after_its_run_was_approved() {
-    let asked = Arc::new(Mutex::new(Vec::new()));
     let record = Arc::new(Spawned::default());
     let mut cfg = config(ApprovalPolicy::Untrusted, SANDBOXED());
     cfg.cwd = std::fs::canonicalize(std::env::temp_dir()).unwrap();
-    let untrusted = engine(
-        cfg,
-        spawner(
+    let Checked { engine: untrusted, asked, .. } = check(Case {
+        config: cfg,
+        processes: Processes::Mock(spawner(
             vec![denial(), Script::exits("ok", 0), denial(), Script::exits("ok", 0)],
             Arc::clone(&record),
-        ),
-        sandbox_ok(Arc::default()),
-        approver(ReviewDecision::ApprovedForSession, 3, Arc::clone(&asked)),
-        Events::default(),
-    );
+        )),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Always(ReviewDecision::ApprovedForSession, 3),
+    });
     assert_eq!(untrusted.exec_command(exec("git status")).await.unwrap().output, "ok");
     // Remembered for the run, but the retry asks again.
     assert_eq!(untrusted.exec_command(exec("git status")).await.unwrap().output, "ok");
@@ -1076,18 +1104,16 @@ async fn a_plantable_command_asks_before_every_retry_even_after_its_run_was_appr
 
 #[tokio::test(start_paused = true)]
 async fn a_session_approval_covers_the_retry() {
-    let asked = Arc::new(Mutex::new(Vec::new()));
     let record = Arc::new(Spawned::default());
-    let engine = engine(
-        config(ApprovalPolicy::OnFailure, SANDBOXED()),
-        spawner(
+    let Checked { engine, asked, .. } = check(Case {
+        config: config(ApprovalPolicy::OnFailure, SANDBOXED()),
+        processes: Processes::Mock(spawner(
             vec![denial(), Script::exits("ok", 0), denial(), Script::exits("ok", 0)],
             Arc::clone(&record),
-        ),
-        sandbox_ok(Arc::default()),
-        approver(ReviewDecision::ApprovedForSession, 1, Arc::clone(&asked)),
-        Events::default(),
-    );
+        )),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Always(ReviewDecision::ApprovedForSession, 1),
+    });
     engine.exec_command(exec("touch /etc/x")).await.unwrap();
     // Second time: denied again, retried without asking.
     let response = engine.exec_command(exec("touch /etc/x")).await.unwrap();
@@ -1099,14 +1125,12 @@ async fn a_session_approval_covers_the_retry() {
 #[tokio::test(start_paused = true)]
 async fn on_request_and_never_return_the_denial_as_ordinary_output() {
     for policy in [ApprovalPolicy::OnRequest, ApprovalPolicy::Never] {
-        let record = Arc::new(Spawned::default());
-        let engine = engine(
-            config(policy, SANDBOXED()),
-            spawner(vec![denial()], Arc::clone(&record)),
-            sandbox_ok(Arc::default()),
-            approver_never(),
-            Events::default(),
-        );
+        let Checked { engine, spawned: record, .. } = check(Case {
+            config: config(policy, SANDBOXED()),
+            processes: Processes::Run(vec![denial()]),
+            sandbox: Sandboxing::Prepares,
+            answers: Answers::Never,
+        });
         let response = engine.exec_command(exec("touch /etc/x")).await.unwrap();
         assert_eq!(response.exit_code, Some(1));
         assert!(response.output.contains("Permission denied"));
@@ -1119,14 +1143,12 @@ async fn retry_happens_only_inside_the_early_exit_grace_and_only_for_denials() {
     let late = Script { exit_after: Some((Duration::from_millis(400), 1)), ..denial() };
     let not_a_denial = Script::exits("error: file not found\n", 2);
     for script in [late, not_a_denial] {
-        let record = Arc::new(Spawned::default());
-        let engine = engine(
-            config(ApprovalPolicy::OnFailure, SANDBOXED()),
-            spawner(vec![script], Arc::clone(&record)),
-            sandbox_ok(Arc::default()),
-            approver_never(),
-            Events::default(),
-        );
+        let Checked { engine, spawned: record, .. } = check(Case {
+            config: config(ApprovalPolicy::OnFailure, SANDBOXED()),
+            processes: Processes::Run(vec![script]),
+            sandbox: Sandboxing::Prepares,
+            answers: Answers::Never,
+        });
         let response =
             engine.exec_command(ExecCommandRequest { yield_time_ms: Some(2000), ..exec("x") }).await.unwrap();
         assert!(response.exit_code.is_some_and(|c| c != 0));
@@ -1136,19 +1158,17 @@ async fn retry_happens_only_inside_the_early_exit_grace_and_only_for_denials() {
 
 #[tokio::test(start_paused = true)]
 async fn spawn_errors_release_the_id_and_emit_no_begin() {
-    let events = Events::default();
     let mut spawner = MockProcessSpawner::new();
     spawner
         .expect_spawn()
         .times(1)
         .returning(|_| Err(SpawnError::ProgramNotFound { program: "/bin/nosuchshell".into() }));
-    let engine = engine(
-        config(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess),
-        spawner,
-        sandbox_never(),
-        approver_never(),
-        Arc::clone(&events),
-    );
+    let Checked { engine, events, .. } = check(Case {
+        config: config(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess),
+        processes: Processes::Mock(spawner),
+        sandbox: Sandboxing::Never,
+        answers: Answers::Never,
+    });
     let err = engine.exec_command(exec("ls")).await.unwrap_err();
     assert_eq!(err.to_string(), "failed to create process: program not found: /bin/nosuchshell");
     assert_eq!(engine.reserved_id_count(), 0);
@@ -1184,17 +1204,15 @@ async fn validation_happens_before_approval() {
 async fn argv_env_workdir_and_mode_are_built_from_the_request() {
     let root = std::env::temp_dir().join(format!("uexec-engine-argv-{}", std::process::id()));
     std::fs::create_dir_all(root.join("sub")).unwrap();
-    let record = Arc::new(Spawned::default());
     let mut cfg = config(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess);
     cfg.cwd = root.clone();
     cfg.default_shell = "/bin/zsh".into();
-    let engine = engine(
-        cfg,
-        spawner(vec![Script::exits("", 0)], Arc::clone(&record)),
-        sandbox_never(),
-        approver_never(),
-        Events::default(),
-    );
+    let Checked { engine, spawned: record, .. } = check(Case {
+        config: cfg,
+        processes: Processes::Run(vec![Script::exits("", 0)]),
+        sandbox: Sandboxing::Never,
+        answers: Answers::Never,
+    });
     engine.exec_command(ExecCommandRequest { workdir: Some("sub".into()), ..exec("echo hi") }).await.unwrap();
     engine
         .exec_command(ExecCommandRequest {
@@ -1230,15 +1248,12 @@ fn full_access() -> EngineConfig {
 
 #[tokio::test(start_paused = true)]
 async fn a_live_session_returns_only_new_output_and_is_reaped_after_it_exits() {
-    let events = Events::default();
-    let record = Arc::new(Spawned::default());
-    let engine = engine(
-        full_access(),
-        spawner(vec![Script { echo: true, ..Script::runs("$ ") }], Arc::clone(&record)),
-        sandbox_never(),
-        approver_never(),
-        Arc::clone(&events),
-    );
+    let Checked { engine, events, .. } = check(Case {
+        config: full_access(),
+        processes: Processes::Run(vec![Script { echo: true, ..Script::runs("$ ") }]),
+        sandbox: Sandboxing::Never,
+        answers: Answers::Never,
+    });
     let first = engine.exec_command(ExecCommandRequest { tty: true, ..exec("cat") }).await.unwrap();
     let id = first.session_id.expect("alive after the window");
     assert_eq!(first.exit_code, None);
@@ -1282,14 +1297,12 @@ async fn a_live_session_returns_only_new_output_and_is_reaped_after_it_exits() {
 
 #[tokio::test(start_paused = true)]
 async fn pipe_sessions_refuse_stdin_but_ctrl_c_interrupts_the_group() {
-    let record = Arc::new(Spawned::default());
-    let engine = engine(
-        full_access(),
-        spawner(vec![Script::runs("")], Arc::clone(&record)),
-        sandbox_never(),
-        approver_never(),
-        Events::default(),
-    );
+    let Checked { engine, spawned: record, .. } = check(Case {
+        config: full_access(),
+        processes: Processes::Run(vec![Script::runs("")]),
+        sandbox: Sandboxing::Never,
+        answers: Answers::Never,
+    });
     let id = engine.exec_command(exec("sleep 100")).await.unwrap().session_id.unwrap();
     let err = engine.write_stdin(write(id, "y\n")).await.unwrap_err();
     assert_eq!(err, ExecError::StdinClosed);
@@ -1384,7 +1397,7 @@ async fn a_pty_waiting_for_input_returns_early_and_says_so() {
     assert!(answer.waiting_for_input);
     assert_eq!(answer.output, "1+1\n");
     assert!(answer.wall_time < Duration::from_millis(100), "{:?}", answer.wall_time);
-    // Said once per stretch of waiting: the next prompts of the REPL do not repeat the note (issue 24 §4).
+    // Said once per stretch of waiting: the next prompts of the REPL do not repeat the note.
     assert!(!answer.says_waiting);
     assert!(answer.to_text().ends_with("\nOutput:\n1+1\n"), "{}", answer.to_text());
     let again = engine
@@ -1432,15 +1445,12 @@ async fn a_program_that_only_waits_answers_with_an_empty_output() {
 
 #[tokio::test(start_paused = true)]
 async fn close_session_kills_the_tree_and_emits_one_end() {
-    let events = Events::default();
-    let record = Arc::new(Spawned::default());
-    let engine = engine(
-        full_access(),
-        spawner(vec![Script::runs("started\n")], Arc::clone(&record)),
-        sandbox_never(),
-        approver_never(),
-        Arc::clone(&events),
-    );
+    let Checked { engine, events, spawned: record, .. } = check(Case {
+        config: full_access(),
+        processes: Processes::Run(vec![Script::runs("started\n")]),
+        sandbox: Sandboxing::Never,
+        answers: Answers::Never,
+    });
     let id = engine.exec_command(exec("server")).await.unwrap().session_id.unwrap();
     let summary = engine.list_sessions().await;
     assert_eq!(summary.len(), 1);
@@ -1458,15 +1468,12 @@ async fn close_session_kills_the_tree_and_emits_one_end() {
 
 #[tokio::test(start_paused = true)]
 async fn shutdown_kills_everything_once() {
-    let events = Events::default();
-    let record = Arc::new(Spawned::default());
-    let engine = engine(
-        full_access(),
-        spawner(vec![Script::runs("")], Arc::clone(&record)),
-        sandbox_never(),
-        approver_never(),
-        Arc::clone(&events),
-    );
+    let Checked { engine, events, spawned: record, .. } = check(Case {
+        config: full_access(),
+        processes: Processes::Run(vec![Script::runs("")]),
+        sandbox: Sandboxing::Never,
+        answers: Answers::Never,
+    });
     for n in 0..3 {
         engine.exec_command(exec(&format!("server {n}"))).await.unwrap();
     }
@@ -1506,15 +1513,12 @@ async fn screen_renders_pty_output_and_refuses_pipe_sessions() {
 
 #[tokio::test(start_paused = true)]
 async fn the_65th_session_prunes_the_least_recently_used_one_and_warnings_start_at_60() {
-    let events = Events::default();
-    let record = Arc::new(Spawned::default());
-    let engine = engine(
-        full_access(),
-        spawner(vec![Script::runs("")], Arc::clone(&record)),
-        sandbox_never(),
-        approver_never(),
-        Arc::clone(&events),
-    );
+    let Checked { engine, events, spawned: record, .. } = check(Case {
+        config: full_access(),
+        processes: Processes::Run(vec![Script::runs("")]),
+        sandbox: Sandboxing::Never,
+        answers: Answers::Never,
+    });
     let mut ids = Vec::new();
     let mut warnings = Vec::new();
     for n in 0..64 {
@@ -1544,18 +1548,15 @@ async fn the_65th_session_prunes_the_least_recently_used_one_and_warnings_start_
 
 #[tokio::test(start_paused = true)]
 async fn pruning_prefers_an_exited_session_over_a_less_recent_live_one() {
-    let events = Events::default();
-    let record = Arc::new(Spawned::default());
     let mut scripts: Vec<Script> = (0..64).map(|_| Script::runs("")).collect();
     // Session 10 exits a while after its window; nobody polls it.
     scripts[10] = Script { exit_after: Some((Duration::from_secs(1), 0)), ..Script::runs("") };
-    let engine = engine(
-        full_access(),
-        spawner(scripts, Arc::clone(&record)),
-        sandbox_never(),
-        approver_never(),
-        Arc::clone(&events),
-    );
+    let Checked { engine, .. } = check(Case {
+        config: full_access(),
+        processes: Processes::Run(scripts),
+        sandbox: Sandboxing::Never,
+        answers: Answers::Never,
+    });
     let mut ids = Vec::new();
     for n in 0..64 {
         let response = engine
@@ -1621,14 +1622,12 @@ async fn calls_on_different_sessions_run_in_parallel_and_calls_on_one_session_ar
 #[tokio::test(start_paused = true)]
 async fn an_exec_call_dropped_mid_window_leaves_a_reachable_session() {
     let dropped = Arc::new(AtomicBool::new(false));
-    let record = Arc::new(Spawned::default());
-    let engine = engine(
-        full_access(),
-        spawner(vec![Script::runs("partial")], Arc::clone(&record)),
-        sandbox_never(),
-        approver_never(),
-        Events::default(),
-    );
+    let Checked { engine, spawned: record, .. } = check(Case {
+        config: full_access(),
+        processes: Processes::Run(vec![Script::runs("partial")]),
+        sandbox: Sandboxing::Never,
+        answers: Answers::Never,
+    });
     let call = engine.exec_command(ExecCommandRequest { yield_time_ms: Some(10_000), ..exec("server") });
     if tokio::time::timeout(Duration::from_secs(1), call).await.is_err() {
         dropped.store(true, Ordering::SeqCst);
@@ -1698,15 +1697,12 @@ fn _response_type(r: ExecResponse) -> Option<SessionId> {
 
 #[tokio::test(start_paused = true)]
 async fn shutdown_kills_live_sessions_and_refuses_new_commands() {
-    let events = Events::default();
-    let record = Arc::new(Spawned::default());
-    let engine = engine(
-        config(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess),
-        spawner(vec![Script::runs("")], Arc::clone(&record)),
-        sandbox_never(),
-        approver_never(),
-        Arc::clone(&events),
-    );
+    let Checked { engine, events, spawned: record, .. } = check(Case {
+        config: config(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess),
+        processes: Processes::Run(vec![Script::runs("")]),
+        sandbox: Sandboxing::Never,
+        answers: Answers::Never,
+    });
     let open = engine.exec_command(exec("sleep 100")).await.unwrap();
     let id = open.session_id.expect("still running after the window");
     engine.shutdown().await;
@@ -1734,20 +1730,19 @@ async fn a_workdir_is_where_the_command_starts_and_the_workspace_stays_the_writa
         .times(1)
         .withf(move |r| r.workspace == expected_workspace && r.spawn.cwd == std::path::Path::new("/"))
         .returning(|r| Ok(SandboxedSpawn { spawn: r.spawn, report: sandbox_report() }));
-    let engine = engine(
-        config(ApprovalPolicy::OnRequest, SANDBOXED()),
-        spawner(vec![Script::exits("", 0)], Arc::default()),
-        sandbox,
-        approver_never(),
-        Events::default(),
-    );
+    let Checked { engine, .. } = check(Case {
+        config: config(ApprovalPolicy::OnRequest, SANDBOXED()),
+        processes: Processes::Run(vec![Script::exits("", 0)]),
+        sandbox: Sandboxing::Mock(sandbox),
+        answers: Answers::Never,
+    });
     let request = ExecCommandRequest { workdir: Some(elsewhere), ..exec("ls") };
     let response = engine.exec_command(request).await.unwrap();
     assert_eq!(response.exit_code, Some(0));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Issue 10, class 7b: login-shell startup files a sandboxed command could have written
+// Login-shell startup files a sandboxed command could have written
 // ---------------------------------------------------------------------------------------------------------------
 
 /// A config (workspace: the temporary directory) whose commands get `env`.
@@ -1781,16 +1776,12 @@ fn startup_note(report: &ProtectionReport) -> bool {
 #[tokio::test(start_paused = true)]
 async fn an_approved_escalation_does_not_source_writable_startup_files() {
     for (env, guarded) in [(&HOME_IN_TMP[..], true), (&HOME_OUTSIDE[..], false)] {
-        let events = Events::default();
-        let asked = Arc::new(Mutex::new(Vec::new()));
-        let record = Arc::new(Spawned::default());
-        let engine = engine(
-            config_with_env(ApprovalPolicy::OnRequest, SANDBOXED(), env),
-            spawner(vec![Script::exits("ok\n", 0)], Arc::clone(&record)),
-            sandbox_never(),
-            approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
-            Arc::clone(&events),
-        );
+        let Checked { engine, events, asked, spawned: record, .. } = check(Case {
+            config: config_with_env(ApprovalPolicy::OnRequest, SANDBOXED(), env),
+            processes: Processes::Run(vec![Script::exits("ok\n", 0)]),
+            sandbox: Sandboxing::Never,
+            answers: Answers::Always(ReviewDecision::Approved, 1),
+        });
         let request = ExecCommandRequest {
             sandbox_permissions: SandboxPermissions::RequireEscalated,
             justification: Some("deploy".into()),
@@ -1816,14 +1807,12 @@ async fn a_known_safe_command_under_untrusted_does_not_source_writable_startup_f
         // Under untrusted a denied command may be retried outside the sandbox: with writable startup files,
         // no command starts a login shell; with trusted ones, every command does.
         let expected = if env == &HOME_OUTSIDE[..] { "-lc" } else { expected };
-        let record = Arc::new(Spawned::default());
-        let engine = engine(
-            config_with_env(ApprovalPolicy::Untrusted, SANDBOXED(), env),
-            spawner(vec![Script::exits("a\n", 0)], Arc::clone(&record)),
-            sandbox_ok(Arc::default()),
-            approver_never(),
-            Events::default(),
-        );
+        let Checked { engine, spawned: record, .. } = check(Case {
+            config: config_with_env(ApprovalPolicy::Untrusted, SANDBOXED(), env),
+            processes: Processes::Run(vec![Script::exits("a\n", 0)]),
+            sandbox: Sandboxing::Prepares,
+            answers: Answers::Never,
+        });
         engine.exec_command(exec("ls")).await.unwrap();
         assert_eq!(flag(&record.requests.lock().unwrap()[0]), expected, "{env:?}");
     }
@@ -1892,11 +1881,10 @@ fn engine_with_record(cfg: EngineConfig, record: &Arc<Spawned>) -> Engine {
     )
 }
 
-/// Issue 10, class 1: the Begin event (and so the audit log) carries the exact argv that was executed,
+/// The Begin event (and so the audit log) carries the exact argv that was executed,
 /// including the sandbox's wrapper, next to the command as approved.
 #[tokio::test(start_paused = true)]
 async fn begin_records_the_exact_argv_that_ran() {
-    let events = Events::default();
     let mut sandbox = MockSandbox::new();
     sandbox.expect_denial_hint().returning(|_, _| None);
     sandbox.expect_kind().return_const(SandboxKind::MacosSeatbelt);
@@ -1907,13 +1895,12 @@ async fn begin_records_the_exact_argv_that_ran() {
         spawn.argv = argv;
         Ok(SandboxedSpawn { spawn, report: sandbox_report() })
     });
-    let engine = engine(
-        config_with_env(ApprovalPolicy::OnRequest, SANDBOXED(), &HOME_OUTSIDE),
-        spawner(vec![Script::exits("", 0)], Arc::default()),
-        sandbox,
-        approver_never(),
-        Arc::clone(&events),
-    );
+    let Checked { engine, events, .. } = check(Case {
+        config: config_with_env(ApprovalPolicy::OnRequest, SANDBOXED(), &HOME_OUTSIDE),
+        processes: Processes::Run(vec![Script::exits("", 0)]),
+        sandbox: Sandboxing::Mock(sandbox),
+        answers: Answers::Never,
+    });
     let request = ExecCommandRequest { shell: Some("/bin/bash".into()), ..exec("ls\nrm x") };
     engine.exec_command(request).await.unwrap();
     let (command, argv) = events
@@ -1970,24 +1957,21 @@ async fn wall_time_counts_from_the_spawn_not_from_the_question() {
 
 #[tokio::test(start_paused = true)]
 async fn an_apply_patch_call_runs_as_the_patch_program_under_the_same_approval() {
-    let events = Events::default();
     let record = Arc::new(Spawned::default());
-    let asked = Arc::new(Mutex::new(Vec::new()));
     let mut cfg = config(ApprovalPolicy::Untrusted, SandboxPolicy::DangerFullAccess);
     let sub = std::env::temp_dir().join(format!("uexec-orch-{}", std::process::id()));
     std::fs::create_dir_all(&sub).unwrap();
     cfg.cwd = std::env::temp_dir();
     cfg.apply_patch_program = Some(vec![OsString::from("/opt/uexec"), OsString::from("apply-patch")]);
-    let engine = engine(
-        cfg,
-        spawner(
+    let Checked { engine, asked, .. } = check(Case {
+        config: cfg,
+        processes: Processes::Mock(spawner(
             vec![Script::exits("Success. Updated the following files:\nA a.txt\n", 0)],
             Arc::clone(&record),
-        ),
-        sandbox_never(),
-        approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
-        Arc::clone(&events),
-    );
+        )),
+        sandbox: Sandboxing::Never,
+        answers: Answers::Always(ReviewDecision::Approved, 1),
+    });
     let big = "x".repeat(200_000);
     let patch = format!("*** Begin Patch\n*** Add File: a.txt\n+{big}\n*** End Patch");
     let cmd =
@@ -2016,7 +2000,7 @@ async fn an_apply_patch_call_runs_as_the_patch_program_under_the_same_approval()
     assert_eq!(record.requests.lock().unwrap()[0].argv[0], OsString::from("/bin/bash"));
 }
 
-/// Issue 24, section 5: the forms models send (`cd x; apply_patch`, a leading `set -e;`) run as the patch
+/// The forms models send (`cd x; apply_patch`, a leading `set -e;`) run as the patch
 /// program in the `cd`'s directory; a script that calls apply_patch among other commands gets a typed error
 /// saying apply_patch must be the whole command (the shell would say "command not found"), and spawns nothing.
 #[tokio::test(start_paused = true)]
@@ -2137,15 +2121,18 @@ async fn a_setup_race_that_persists_and_other_setup_failures_fail_the_call_witho
 
 #[tokio::test(start_paused = true)]
 async fn an_unsandboxed_spawn_is_not_retried_on_a_setup_failure() {
-    let events = Events::default();
     let calls = Arc::new(AtomicUsize::new(0));
-    let engine = engine(
-        config(ApprovalPolicy::Never, SandboxPolicy::DangerFullAccess),
-        spawner_failing_first(usize::MAX, setup_failed(ENOENT), Script::exits("", 0), Arc::clone(&calls)),
-        sandbox_never(),
-        approver_never(),
-        Arc::clone(&events),
-    );
+    let Checked { engine, .. } = check(Case {
+        config: config(ApprovalPolicy::Never, SandboxPolicy::DangerFullAccess),
+        processes: Processes::Mock(spawner_failing_first(
+            usize::MAX,
+            setup_failed(ENOENT),
+            Script::exits("", 0),
+            Arc::clone(&calls),
+        )),
+        sandbox: Sandboxing::Never,
+        answers: Answers::Never,
+    });
     assert!(engine.exec_command(exec("ls")).await.is_err());
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
@@ -2166,15 +2153,12 @@ async fn a_prefix_approval_holds_only_where_it_was_given_and_never_for_code_runn
     let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap();
     let other = tmp.join(format!("uexec-orch-other-repo-{}", std::process::id()));
     std::fs::create_dir_all(other.join(".git")).unwrap();
-    let asked = Arc::new(Mutex::new(Vec::new()));
-    let record = Arc::new(Spawned::default());
-    let engine = engine(
-        config(ApprovalPolicy::OnRequest, SANDBOXED()),
-        spawner(vec![Script::exits("", 0)], Arc::clone(&record)),
-        sandbox_ok(Arc::default()),
-        approver(ReviewDecision::ApprovedPrefixForSession, 4, Arc::clone(&asked)),
-        Events::default(),
-    );
+    let Checked { engine, asked, .. } = check(Case {
+        config: config(ApprovalPolicy::OnRequest, SANDBOXED()),
+        processes: Processes::Run(vec![Script::exits("", 0)]),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Always(ReviewDecision::ApprovedPrefixForSession, 4),
+    });
     let escalated = |cmd: &str, prefix: Option<&[&str]>, workdir: Option<&PathBuf>| ExecCommandRequest {
         sandbox_permissions: SandboxPermissions::RequireEscalated,
         prefix_rule: prefix.map(|p| p.iter().map(|w| (*w).to_owned()).collect()),
@@ -2209,17 +2193,14 @@ async fn an_escalation_drops_plantable_path_entries_and_names_a_plantable_progra
     std::fs::write(venv.join("bin/git"), "#!/bin/sh\n").unwrap();
     let safe = outside_dir("safe-bin");
     let path = format!("{}:{}:/usr/bin:/bin", venv.join("bin").display(), safe.display());
-    let asked = Arc::new(Mutex::new(Vec::new()));
-    let record = Arc::new(Spawned::default());
     let mut cfg = config(ApprovalPolicy::OnRequest, SANDBOXED());
     cfg.base_env.push((OsString::from("PATH"), OsString::from(&path)));
-    let escalating = engine(
-        cfg,
-        spawner(vec![Script::exits("", 0)], Arc::clone(&record)),
-        sandbox_never(),
-        approver(ReviewDecision::Approved, 2, Arc::clone(&asked)),
-        Events::default(),
-    );
+    let Checked { engine: escalating, asked, spawned: record, .. } = check(Case {
+        config: cfg,
+        processes: Processes::Run(vec![Script::exits("", 0)]),
+        sandbox: Sandboxing::Never,
+        answers: Answers::Always(ReviewDecision::Approved, 2),
+    });
     let escalated = |cmd: &str| ExecCommandRequest {
         sandbox_permissions: SandboxPermissions::RequireEscalated,
         workdir: Some(safe.clone()),
@@ -2245,18 +2226,15 @@ async fn an_escalation_drops_plantable_path_entries_and_names_a_plantable_progra
     );
 
     // The twin: nothing plantable on PATH, nothing left out, nothing to beware of.
-    let asked = Arc::new(Mutex::new(Vec::new()));
-    let record = Arc::new(Spawned::default());
     let mut cfg = config(ApprovalPolicy::OnRequest, SANDBOXED());
     let clean = format!("{}:/usr/bin:/bin", safe.display());
     cfg.base_env.push((OsString::from("PATH"), OsString::from(&clean)));
-    let twin = engine(
-        cfg,
-        spawner(vec![Script::exits("", 0)], Arc::clone(&record)),
-        sandbox_never(),
-        approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
-        Events::default(),
-    );
+    let Checked { engine: twin, asked, spawned: record, .. } = check(Case {
+        config: cfg,
+        processes: Processes::Run(vec![Script::exits("", 0)]),
+        sandbox: Sandboxing::Never,
+        answers: Answers::Always(ReviewDecision::Approved, 1),
+    });
     twin.exec_command(escalated("ls")).await.unwrap();
     let requests = record.requests.lock().unwrap();
     let path = requests[0].env.iter().rev().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap();
@@ -2284,24 +2262,21 @@ async fn no_login_snapshot_before_the_approval_nor_for_a_planted_shell() {
         cfg
     };
     // Denied: nothing at all is spawned.
-    let denied = engine(
-        with_snapshots(),
-        no_spawn(),
-        sandbox_never(),
-        approver(ReviewDecision::Denied, 1, Arc::default()),
-        Events::default(),
-    );
+    let Checked { engine: denied, .. } = check(Case {
+        config: with_snapshots(),
+        processes: Processes::None,
+        sandbox: Sandboxing::Never,
+        answers: Answers::Always(ReviewDecision::Denied, 1),
+    });
     let request = ExecCommandRequest { shell: Some(planted_shell.clone()), ..exec("touch x") };
     assert_eq!(denied.exec_command(request.clone()).await.unwrap_err(), ExecError::Rejected);
     // Approved with the planted shell: the command itself runs (a login shell), no capture first.
-    let record = Arc::new(Spawned::default());
-    let approved = engine(
-        with_snapshots(),
-        spawner(vec![Script::exits("", 0)], Arc::clone(&record)),
-        sandbox_ok(Arc::default()),
-        approver(ReviewDecision::Approved, 1, Arc::default()),
-        Events::default(),
-    );
+    let Checked { engine: approved, spawned: record, .. } = check(Case {
+        config: with_snapshots(),
+        processes: Processes::Run(vec![Script::exits("", 0)]),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Always(ReviewDecision::Approved, 1),
+    });
     approved.exec_command(request).await.unwrap();
     {
         let requests = record.requests.lock().unwrap();
@@ -2309,15 +2284,12 @@ async fn no_login_snapshot_before_the_approval_nor_for_a_planted_shell() {
         assert_eq!(requests[0].argv[1], OsString::from("-lc"));
     }
     // The twin: a system shell is captured, after the approval, before the command.
-    let record = Arc::new(Spawned::default());
-    let asked = Arc::new(Mutex::new(Vec::new()));
-    let trusted = engine(
-        with_snapshots(),
-        spawner(vec![Script::exits("", 0)], Arc::clone(&record)),
-        sandbox_ok(Arc::default()),
-        approver(ReviewDecision::Approved, 1, Arc::clone(&asked)),
-        Events::default(),
-    );
+    let Checked { engine: trusted, asked, spawned: record, .. } = check(Case {
+        config: with_snapshots(),
+        processes: Processes::Run(vec![Script::exits("", 0)]),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Always(ReviewDecision::Approved, 1),
+    });
     let _ =
         trusted.exec_command(ExecCommandRequest { shell: Some("/bin/bash".into()), ..exec("touch x") }).await;
     let requests = record.requests.lock().unwrap();
@@ -2346,31 +2318,28 @@ async fn a_failed_sandboxed_command_gets_the_sandboxs_hint_and_no_other_does() {
         sandbox
     };
     let failing = Script::exits("sandbox_apply: Operation not permitted\n", 1);
-    let hinted = engine(
-        config(ApprovalPolicy::OnRequest, SANDBOXED()),
-        spawner(vec![failing.clone()], Arc::default()),
-        hinting(),
-        approver_never(),
-        Events::default(),
-    );
+    let Checked { engine: hinted, .. } = check(Case {
+        config: config(ApprovalPolicy::OnRequest, SANDBOXED()),
+        processes: Processes::Run(vec![failing.clone()]),
+        sandbox: Sandboxing::Mock(hinting()),
+        answers: Answers::Never,
+    });
     let response = hinted.exec_command(exec("swift build")).await.unwrap();
     assert!(response.warning.as_deref().is_some_and(|w| w.contains("--disable-sandbox")), "{response:?}");
     // The twins: the same output with exit code 0, and the failure outside the sandbox.
-    let ok = engine(
-        config(ApprovalPolicy::OnRequest, SANDBOXED()),
-        spawner(vec![Script::exits("sandbox_apply: Operation not permitted\n", 0)], Arc::default()),
-        hinting(),
-        approver_never(),
-        Events::default(),
-    );
+    let Checked { engine: ok, .. } = check(Case {
+        config: config(ApprovalPolicy::OnRequest, SANDBOXED()),
+        processes: Processes::Run(vec![Script::exits("sandbox_apply: Operation not permitted\n", 0)]),
+        sandbox: Sandboxing::Mock(hinting()),
+        answers: Answers::Never,
+    });
     assert_eq!(ok.exec_command(exec("swift build")).await.unwrap().warning, None);
-    let outside = engine(
-        config(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess),
-        spawner(vec![failing], Arc::default()),
-        hinting(),
-        approver_never(),
-        Events::default(),
-    );
+    let Checked { engine: outside, .. } = check(Case {
+        config: config(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess),
+        processes: Processes::Run(vec![failing]),
+        sandbox: Sandboxing::Mock(hinting()),
+        answers: Answers::Never,
+    });
     assert_eq!(outside.exec_command(exec("swift build")).await.unwrap().warning, None);
 }
 
@@ -2379,14 +2348,12 @@ async fn a_failed_sandboxed_command_gets_the_sandboxs_hint_and_no_other_does() {
 /// directory out of every sandbox's reach, is covered by the prefix the person approved.
 #[tokio::test(start_paused = true)]
 async fn no_approval_covers_a_runner_of_writable_project_files_outside_the_sandbox() {
-    let asked = Arc::new(Mutex::new(Vec::new()));
-    let engine = engine(
-        config(ApprovalPolicy::OnRequest, SANDBOXED()),
-        spawner(vec![Script::exits("", 0)], Arc::default()),
-        sandbox_ok(Arc::default()),
-        approver(ReviewDecision::ApprovedPrefixForSession, 3, Arc::clone(&asked)),
-        Events::default(),
-    );
+    let Checked { engine, asked, .. } = check(Case {
+        config: config(ApprovalPolicy::OnRequest, SANDBOXED()),
+        processes: Processes::Run(vec![Script::exits("", 0)]),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Always(ReviewDecision::ApprovedPrefixForSession, 3),
+    });
     let escalated = |workdir: Option<PathBuf>| ExecCommandRequest {
         sandbox_permissions: SandboxPermissions::RequireEscalated,
         prefix_rule: Some(vec!["make".into(), "test".into()]),

@@ -169,7 +169,7 @@ impl Sweep {
             reap::reap_killed_leader(&mut status, leader, pid);
         }
         all_gone_blocking(&killed, KILL_WAIT_LIMIT);
-        reap::reap_adopted(&killed);
+        tree::reap_adopted(&killed);
     }
 }
 

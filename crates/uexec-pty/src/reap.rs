@@ -8,8 +8,9 @@
 //!    scanning for its group, session and descendants) holds the same lock and checks that the slot is empty:
 //!    the leader cannot be reaped in the middle, so its pid, group id and session id cannot be recycled for
 //!    another process (another session's leader) that the scan would then kill and reap.
-//! 3. Live leaders are registered in a table by pid; reaping "adopted" processes after a kill (orphans that
-//!    re-parented to this process) skips every registered leader, whatever the scan found.
+//! 3. Live leaders are registered in a table by pid ([`live_leaders`]); reaping "adopted" processes after a
+//!    kill (orphans that re-parented to this process, `tree::reap_adopted`) skips every registered leader,
+//!    whatever the scan found.
 
 use std::collections::HashMap;
 use std::os::fd::BorrowedFd;
@@ -20,7 +21,6 @@ use uexec_domain::ExitStatus;
 use uexec_ports::process::ProcessError;
 
 use crate::error::os_error;
-use crate::tree::Member;
 
 /// The exit-status slot of a session leader, filled by whoever reaps it, under its lock (see the module
 /// documentation: the lock also keeps the leader unreaped while its pid is used).
@@ -138,19 +138,6 @@ pub(crate) fn reap_killed_leader(slot: &mut Option<ExitStatus>, leader: LeaderRe
 /// Reap a child that is not a registered leader and has exited, if it is ours (`waitpid` on its pid only).
 pub(crate) fn reap_orphan(pid: Pid) -> bool {
     matches!(rustix::process::waitpid(Some(pid), WaitOptions::NOHANG), Ok(Some(_)))
-}
-
-/// Reap the members that have exited and are children of this process (orphans adopted because this
-/// process is a subreaper). Waits only on these specific processes, never on "any child", and never on a
-/// live session leader (its own session reaps it and records its status).
-pub(crate) fn reap_adopted(members: &[Member]) {
-    let leaders = live_leaders();
-    for member in members {
-        if leaders.contains_key(&member.pid) {
-            continue;
-        }
-        member.reap_if_ours();
-    }
 }
 
 /// Convert a `waitid` status.

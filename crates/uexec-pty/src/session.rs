@@ -37,7 +37,7 @@ use crate::stdio;
 use crate::sys::{self, Backend, CStringArray, ChildPlan, ChildStage, ChildStdio, SpawnFailure};
 use crate::table;
 use crate::token::SessionToken;
-use crate::tree::{Pinning, PrivateNamespace};
+use crate::tree::{self, Pinning, PrivateNamespace};
 
 /// Largest chunk [`PtyOutput::next_chunk`] returns.
 pub const MAX_CHUNK_BYTES: usize = 64 * 1024;
@@ -557,7 +557,7 @@ impl ProcessControl for PtyControl {
             .await
             .map_err(|_| ProcessError::Unkillable)??;
         kill::all_gone(&killed, KILL_WAIT_LIMIT).await;
-        reap::reap_adopted(&killed);
+        tree::reap_adopted(&killed);
         self.tree_killed.store(true, Ordering::Release);
         *result = Some(status);
         Ok(status)
@@ -741,12 +741,12 @@ mod tests {
             let pid = other.control.raw_pid();
             let found = {
                 let status = lock(&other.control.target.status);
-                crate::tree::members(other.control.target.identity(&status))
+                tree::members(other.control.target.identity(&status))
             };
             assert!(found.iter().any(|member| member.pid == pid), "the scan finds the leader");
             rustix::process::kill_process(other.control.pid, rustix::process::Signal::KILL).unwrap();
             until("the leader is a zombie", || state(pid) == Some('Z')).await;
-            reap::reap_adopted(&found);
+            tree::reap_adopted(&found);
             assert_eq!(state(pid), Some('Z'), "{spawner:?}: a live session's leader is left to its session");
             let status = other.control.wait().await.unwrap();
             assert_eq!(status, ExitStatus::Signal(libc::SIGKILL));

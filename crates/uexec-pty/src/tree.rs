@@ -271,6 +271,19 @@ impl Member {
     }
 }
 
+/// Reap the members that have exited and are children of this process (orphans adopted because this
+/// process is a subreaper). Waits only on these specific processes, never on "any child", and never on a
+/// live session leader (its own session reaps it and records its status).
+pub(crate) fn reap_adopted(members: &[Member]) {
+    let leaders = crate::reap::live_leaders();
+    for member in members {
+        if leaders.contains_key(&member.pid) {
+            continue;
+        }
+        member.reap_if_ours();
+    }
+}
+
 /// Send `signal` to every member.
 pub(crate) fn signal_all(members: &[Member], signal: Signal) {
     for member in members {

@@ -625,25 +625,27 @@ fn spawning_outside_a_runtime_is_a_typed_error() {
 }
 
 /// The portable core really runs the portable code (what passes above is what macOS runs): it holds no pidfd
-/// for a session, while the fast path holds one per session. (Under nextest every test is its own process, so
-/// no other test adds pidfds meanwhile.)
+/// for a session, while the fast path holds one per session. Only the pidfds naming the session's own leader
+/// are counted (`Pid:` in their fdinfo), so other tests of this process (`cargo test` runs them on threads)
+/// opening and closing theirs meanwhile change nothing.
 #[tokio::test]
 async fn only_the_fast_path_holds_a_pidfd_per_session() {
-    let pidfds = || {
-        std::fs::read_dir("/proc/self/fd")
+    let pidfds_of = |pid: u32| {
+        std::fs::read_dir("/proc/self/fdinfo")
             .unwrap()
             .flatten()
             .filter(|entry| {
-                std::fs::read_link(entry.path())
-                    .is_ok_and(|target| target.to_string_lossy().contains("pidfd"))
+                // A descriptor closed (or reused) since the listing is read as whatever it is now.
+                std::fs::read_to_string(entry.path()).is_ok_and(|info| {
+                    info.lines().any(|line| line.split_whitespace().eq(["Pid:".to_owned(), pid.to_string()]))
+                })
             })
             .count()
     };
-    let before = pidfds();
     let portable = PtySpawner::portable().start(request(&["sleep", "30"], true));
-    assert_eq!(pidfds(), before, "the portable core opened a pidfd");
     let fast = PtySpawner::default().start(request(&["sleep", "30"], true));
-    assert_eq!(pidfds(), before + 1, "the fast path watches its leader through a pidfd");
+    assert_eq!(pidfds_of(portable.control.pid()), 0, "the portable core opened a pidfd");
+    assert_eq!(pidfds_of(fast.control.pid()), 1, "the fast path watches its leader through a pidfd");
     portable.control.kill_tree().await.unwrap();
     fast.control.kill_tree().await.unwrap();
 }

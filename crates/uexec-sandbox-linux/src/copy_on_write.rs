@@ -245,8 +245,8 @@ fn real_dir(dir: &Path) -> io::Result<()> {
 /// the host (see below).
 ///
 /// The overlay is `volatile`: it never syncs its upper layer, so unmounting it (when the last command using it
-/// and the sandbox are gone: at the end of every `uexec run`) costs no `syncfs` of the file system beneath
-/// (about 170 us here). What it wrote reaches the disk as page cache always does; only a crash of the host
+/// and the sandbox are gone: at the end of every `uexec run`) costs no `syncfs` of the file system beneath,
+/// which every run would pay (BENCHMARKS.md). What it wrote reaches the disk as page cache always does; only a crash of the host
 /// can lose some of it. The kernel leaves `work/work/incompat/volatile` behind and refuses to mount the layers
 /// again until it is removed; the boot id recorded in `<slot>/<name>/boot` tells whether the host has
 /// restarted since: if not, the layers are intact (a killed uexec unmounts them like any other exit) and the

@@ -12,12 +12,15 @@
 use std::ffi::CString;
 use std::fs;
 use std::io;
+use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use uexec_domain::gitdir::{
-    GitDirKind, MAX_GIT_DIR_ENTRIES, MAX_GIT_DIRS, MAX_MODULE_NAME_DEPTH, WhenAbsent, protected_git_entries,
+    GitDirKind, GitFileProblem, MAX_GIT_DIR_ENTRIES, MAX_GIT_DIRS, MAX_GIT_FILE_BYTES, MAX_MODULE_NAME_DEPTH,
+    MAX_PINNED_PACK_FILES, UnprotectedGitdir, WhenAbsent, git_dir_kind, parse_commondir,
+    protected_git_entries,
 };
 
 /// What to do about one writable git directory.
@@ -25,94 +28,198 @@ use uexec_domain::gitdir::{
 pub(crate) struct GitDirProtection {
     /// Entries to bind read-only (existing, placeholders included).
     pub(crate) protected: Vec<PathBuf>,
-    /// Protected entries that are absent and whose creation is not prevented.
-    pub(crate) absent: Vec<PathBuf>,
-    /// What was not looked into, or why the whole git directory stays read-only (for the report).
+    /// What was not looked into, or why a git directory stays read-only as a whole (for the report).
     pub(crate) notes: Vec<String>,
 }
 
+/// Whether a common dir named by a linked worktree's `commondir` may be protected (the caller's rules: P3 of
+/// `docs/sandbox.md`, the same as for a gitdir a `.git` file names).
+pub(crate) type CommonDirCheck<'a> = &'a dyn Fn(&Path) -> Result<(), UnprotectedGitdir>;
+
 /// The protection of the git directory `gitdir` (a real directory reached without a symlink, inside a writable
-/// root): its protected entries and those of the git directories below it.
-pub(crate) fn protect(gitdir: &Path, kind: GitDirKind) -> GitDirProtection {
+/// root): its protected entries and those of the git directories below it, and of the common dir a linked
+/// worktree's `commondir` names when `allow_common` allows it.
+pub(crate) fn protect(gitdir: &Path, kind: GitDirKind, allow_common: CommonDirCheck<'_>) -> GitDirProtection {
     let mut out = GitDirProtection::default();
-    let dirs = match git_dirs_below(gitdir, kind, &mut out.notes) {
+    let dirs = match git_dirs_below(gitdir, kind, allow_common, &mut out.notes) {
         Ok(dirs) => dirs,
         Err(why) => return whole(gitdir, why),
     };
-    for (dir, kind) in &dirs {
-        if *kind == GitDirKind::Repository
-            && !fs::symlink_metadata(dir.join("objects")).is_ok_and(|m| m.is_dir())
-        {
-            // Not a repository git can use (nor one whose placeholders could all be made): frozen whole.
-            return whole(gitdir, format!("{}: no objects directory", dir.display()));
-        }
+    if kind == GitDirKind::Repository && !is_real_dir(&gitdir.join("objects")) {
+        // Not a repository git can use (nor one whose placeholders could all be made): frozen whole.
+        return whole(gitdir, format!("{}: no objects directory", gitdir.display()));
     }
     for (dir, kind) in &dirs {
-        for entry in protected_git_entries(*kind) {
-            let path = dir.join(entry.name);
-            match fs::symlink_metadata(&path) {
-                Ok(meta) => {
-                    if meta.file_type().is_symlink() {
-                        out.notes.push(format!(
-                            "{}: a symlink (only the link is protected, its target is not)",
-                            path.display()
-                        ));
-                    }
-                    out.protected.push(path);
-                }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => match entry.when_absent {
-                    WhenAbsent::NotPrevented => out.absent.push(path),
-                    placeholder => match create_placeholder(&path, placeholder) {
-                        Ok(()) => out.protected.push(path),
-                        Err(e) => {
-                            return whole(
-                                gitdir,
-                                format!("cannot create the placeholder {}: {e}", path.display()),
-                            );
-                        }
-                    },
-                },
-                Err(e) => return whole(gitdir, format!("cannot inspect {}: {e}", path.display())),
+        if *kind == GitDirKind::Repository && dir != gitdir && !is_real_dir(&dir.join("objects")) {
+            // A `worktrees/<id>` without commondir, a module without objects: git would use its config and
+            // hooks if a command made it a repository, so it stays read-only as a whole.
+            out.protected.push(dir.clone());
+            out.notes.push(format!("{}: read-only as a whole (no objects directory)", dir.display()));
+            continue;
+        }
+        if *kind == GitDirKind::Repository {
+            pin_packs(dir, &mut out);
+        }
+        if let Err(why) = protect_entries(dir, *kind, &mut out) {
+            if dir == gitdir {
+                return whole(gitdir, why);
             }
+            out.protected.retain(|p| !p.starts_with(dir));
+            out.protected.push(dir.clone());
+            out.notes.push(format!("{}: read-only as a whole ({why})", dir.display()));
         }
     }
     out
+}
+
+/// Protect the entries of one git directory `dir` of `kind`, creating the placeholders of absent ones.
+fn protect_entries(dir: &Path, kind: GitDirKind, out: &mut GitDirProtection) -> Result<(), String> {
+    for entry in protected_git_entries(kind) {
+        let path = dir.join(entry.name);
+        match fs::symlink_metadata(&path) {
+            Ok(meta) => {
+                if meta.file_type().is_symlink() {
+                    out.notes.push(format!(
+                        "{}: a symlink (only the link is protected, its target is not)",
+                        path.display()
+                    ));
+                }
+                out.protected.push(path);
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match entry.when_absent {
+                WhenAbsent::WholeReadOnly => {
+                    return Err(format!("{} disappeared", path.display()));
+                }
+                placeholder => match create_placeholder(&path, placeholder) {
+                    Ok(()) => out.protected.push(path),
+                    Err(e) => return Err(format!("cannot create the placeholder {}: {e}", path.display())),
+                },
+            },
+            Err(e) => return Err(format!("cannot inspect {}: {e}", path.display())),
+        }
+    }
+    Ok(())
+}
+
+/// Bind the pack files of `dir` (`objects/pack/*`, existing, not followed when symlinks) read-only over
+/// themselves, so that the history they hold cannot be removed (`uexec_domain::gitdir::MAX_PINNED_PACK_FILES`;
+/// beyond it, or when `objects/pack` cannot be listed, the whole `objects/pack` directory).
+fn pin_packs(dir: &Path, out: &mut GitDirProtection) {
+    let pack = dir.join("objects/pack");
+    match fs::symlink_metadata(&pack) {
+        Ok(meta) if meta.is_dir() => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+        // A symlink (never followed) or anything else: protected as itself.
+        _ => {
+            out.notes
+                .push(format!("{}: not a directory, protected as itself (not looked into)", pack.display()));
+            out.protected.push(pack);
+            return;
+        }
+    }
+    let listing = match fs::read_dir(&pack) {
+        Ok(listing) => listing,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+        Err(e) => {
+            out.notes.push(format!("{}: read-only as a whole (cannot list it: {e})", pack.display()));
+            out.protected.push(pack);
+            return;
+        }
+    };
+    let mut files = Vec::new();
+    for entry in listing {
+        let Ok(entry) = entry else {
+            out.notes.push(format!("{}: read-only as a whole (cannot list it)", pack.display()));
+            out.protected.push(pack);
+            return;
+        };
+        if entry.file_type().is_ok_and(|kind| kind.is_file() || kind.is_symlink()) {
+            files.push(entry.path());
+        }
+        if files.len() > MAX_PINNED_PACK_FILES {
+            out.notes.push(format!(
+                "{}: read-only as a whole (more than {MAX_PINNED_PACK_FILES} pack files: fetches of many objects, \
+                 gc and repack fail inside the sandbox; run git gc outside)",
+                pack.display()
+            ));
+            out.protected.push(pack);
+            return;
+        }
+    }
+    files.sort();
+    out.protected.extend(files);
+}
+
+/// True when `path` is a directory (`lstat`: a symlink is not).
+fn is_real_dir(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
 
 /// The whole of `gitdir` read-only, and why.
 fn whole(gitdir: &Path, why: String) -> GitDirProtection {
     GitDirProtection {
         protected: vec![gitdir.to_path_buf()],
-        absent: Vec::new(),
         notes: vec![format!("{}: read-only as a whole ({why})", gitdir.display())],
     }
 }
 
+/// The kind of the git directory `dir` ([`git_dir_kind`] of what its `commondir` holds, if it has one).
+pub(crate) fn kind_of(dir: &Path) -> GitDirKind {
+    let commondir = fs::symlink_metadata(dir.join("commondir")).ok().map(|_| common_dir_file(dir));
+    git_dir_kind(dir, commondir.as_ref())
+}
+
 /// `gitdir` and the git directories below it: `worktrees/<id>` (linked worktrees) and every `modules/<name>`
-/// (submodules, whose names may hold slashes) with a `HEAD` file, recursively. Symlinks are never followed.
+/// (submodules, whose names may hold slashes) with a `HEAD` file, recursively, each of the kind its
+/// `commondir` gives; and the common dir a linked worktree's `commondir` names, when `allow_common` allows it.
+/// Symlinks are never followed.
 fn git_dirs_below(
     gitdir: &Path,
     kind: GitDirKind,
+    allow_common: CommonDirCheck<'_>,
     notes: &mut Vec<String>,
 ) -> Result<Vec<(PathBuf, GitDirKind)>, String> {
     let mut found = vec![(gitdir.to_path_buf(), kind)];
     let mut entries_read = 0usize;
     let mut next = 0;
+    let add = |found: &mut Vec<(PathBuf, GitDirKind)>, dir: PathBuf, kind: GitDirKind| {
+        if !found.iter().any(|(known, _)| known == &dir) {
+            found.push((dir, kind));
+        }
+    };
     while next < found.len() {
         let (dir, kind) = found[next].clone();
         next += 1;
         if kind == GitDirKind::LinkedWorktree {
+            // Its configuration and hooks are the common dir's: protected with it when it lies in this root.
+            match common_dir(&dir) {
+                Ok(common) if found.iter().any(|(known, _)| known == &common) => {}
+                Ok(common) => match allow_common(&common) {
+                    Ok(()) => add(&mut found, common, GitDirKind::Repository),
+                    Err(why) => notes.push(format!(
+                        "{}/commondir names {}: {why} (git in that worktree uses its config and hooks)",
+                        dir.display(),
+                        common.display()
+                    )),
+                },
+                Err(why) => notes.push(format!(
+                    "{}/commondir: {why} (git follows it; only the file is protected)",
+                    dir.display()
+                )),
+            }
             continue;
         }
         for child in subdirs(&dir.join("worktrees"), &mut entries_read, notes)? {
-            found.push((child, GitDirKind::LinkedWorktree));
+            let kind = kind_of(&child);
+            add(&mut found, child, kind);
         }
         // Submodule names may hold slashes: walk `modules/` down to a directory with a HEAD file.
         let mut walk = vec![(dir.join("modules"), 0usize)];
         while let Some((below, depth)) = walk.pop() {
             for child in subdirs(&below, &mut entries_read, notes)? {
                 if fs::symlink_metadata(child.join("HEAD")).is_ok_and(|m| m.is_file()) {
-                    found.push((child, GitDirKind::Repository));
+                    let kind = kind_of(&child);
+                    add(&mut found, child, kind);
                 } else if depth + 1 < MAX_MODULE_NAME_DEPTH {
                     walk.push((child, depth + 1));
                 } else {
@@ -128,6 +235,18 @@ fn git_dirs_below(
         }
     }
     Ok(found)
+}
+
+/// The common dir the `commondir` file of `dir` names, read without following a symlink, bounded and without
+/// blocking ([`read_small_file`]), parsed as git does (`uexec_domain::gitdir::parse_commondir`).
+fn common_dir_file(dir: &Path) -> Result<PathBuf, GitFileProblem> {
+    read_small_file(&dir.join("commondir"), MAX_GIT_FILE_BYTES)
+        .and_then(|content| parse_commondir(dir, &content))
+}
+
+/// [`common_dir_file`], the problem in words.
+fn common_dir(dir: &Path) -> Result<PathBuf, String> {
+    common_dir_file(dir).map_err(|problem| problem.to_string())
 }
 
 /// The real subdirectories of `dir` (none when it does not exist); a symlink among them is noted, not followed.
@@ -162,7 +281,7 @@ fn subdirs(dir: &Path, entries_read: &mut usize, notes: &mut Vec<String>) -> Res
 /// Create the empty directory or file `path` (absent) in its parent, opened without following any symlink, with
 /// the parent's owner: an inert placeholder for a mount to cover. Its parent (`objects/info`) is created the same
 /// way when absent. An entry that appears meanwhile (`EEXIST`) is fine: whatever it is gets protected.
-fn create_placeholder(path: &Path, placeholder: WhenAbsent) -> io::Result<()> {
+pub(crate) fn create_placeholder(path: &Path, placeholder: WhenAbsent) -> io::Result<()> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     };
@@ -189,6 +308,33 @@ fn open_dir(parent: &Path) -> io::Result<OwnedFd> {
     crate::sys::open_dir_no_symlinks(&c)
 }
 
+/// The content of the regular file at `path` (canonical), at most `limit` bytes, read without following a
+/// symlink and without blocking (see [`crate::sys::open_file_no_symlinks`]); anything else is a
+/// [`GitFileProblem`].
+pub(crate) fn read_small_file(path: &Path, limit: u64) -> Result<Vec<u8>, GitFileProblem> {
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| GitFileProblem::Unreadable("the path contains a NUL byte".into()))?;
+    let file = match crate::sys::open_file_no_symlinks(&c_path) {
+        Ok(fd) => fs::File::from(fd),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(GitFileProblem::Symlink),
+        Err(e) => return Err(GitFileProblem::Unreadable(e.to_string())),
+    };
+    let meta = file.metadata().map_err(|e| GitFileProblem::Unreadable(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(GitFileProblem::NotARegularFile);
+    }
+    if meta.len() > limit {
+        return Err(GitFileProblem::TooLarge { size: meta.len() });
+    }
+    let mut content = Vec::new();
+    // One byte more than the limit: a file that grew since `fstat` is still refused, never read whole.
+    file.take(limit + 1).read_to_end(&mut content).map_err(|e| GitFileProblem::Unreadable(e.to_string()))?;
+    if content.len() as u64 > limit {
+        return Err(GitFileProblem::TooLarge { size: content.len() as u64 });
+    }
+    Ok(content)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
@@ -211,7 +357,7 @@ mod tests {
         fs::write(g.join("worktrees/wt/commondir"), "../..\n").unwrap();
         fs::write(g.join("worktrees/wt/gitdir"), "/w/wt/.git\n").unwrap();
         std::os::unix::fs::symlink("/etc", g.join("worktrees/link")).unwrap();
-        let p = protect(&g, GitDirKind::Repository);
+        let p = protect(&g, GitDirKind::Repository, &|_| Ok(()));
         for entry in [
             "config",
             "config.worktree",
@@ -236,7 +382,91 @@ mod tests {
         assert_eq!(fs::read(g.join("commondir")).unwrap(), b".\n");
         assert!(p.notes.iter().any(|n| n.contains("worktrees/link")), "{:?}", p.notes);
         // Protecting again finds the same entries and creates nothing new.
-        assert_eq!(protect(&g, GitDirKind::Repository).protected, p.protected);
+        assert_eq!(protect(&g, GitDirKind::Repository, &|_| Ok(())).protected, p.protected);
+    }
+
+    #[test]
+    fn linked_worktrees_are_told_by_their_commondir_and_their_common_dir_is_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        let g = base.join(".git");
+        git_dir(&g);
+        // A worktree admin dir without a gitdir back-pointer gets an empty one (git reads it as none).
+        let wt = g.join("worktrees/wt");
+        fs::create_dir_all(&wt).unwrap();
+        fs::write(wt.join("HEAD"), "ref: refs/heads/wt\n").unwrap();
+        fs::write(wt.join("commondir"), "../..\n").unwrap();
+        // One without commondir is a repository of its own to git: its config and hooks would be live.
+        let lost = g.join("worktrees/lost");
+        fs::create_dir_all(&lost).unwrap();
+        fs::write(lost.join("HEAD"), "ref: refs/heads/lost\n").unwrap();
+        // One whose commondir names another repository of the same root: that one's config is protected too.
+        let other = base.join("other.git");
+        git_dir(&other);
+        let redirected = g.join("worktrees/redirected");
+        fs::create_dir_all(&redirected).unwrap();
+        fs::write(redirected.join("commondir"), "../../../other.git\n").unwrap();
+        // And one naming a directory the caller refuses: noted, nothing protected there.
+        let refused = g.join("worktrees/refused");
+        fs::create_dir_all(&refused).unwrap();
+        fs::write(refused.join("commondir"), "/elsewhere\n").unwrap();
+        let allow = |common: &Path| {
+            if common.starts_with(&base) { Ok(()) } else { Err(UnprotectedGitdir::ReadOnlyAnyway) }
+        };
+        let p = protect(&g, GitDirKind::Repository, &allow);
+        for entry in ["worktrees/wt/gitdir", "worktrees/wt/commondir", "worktrees/wt/config.worktree"] {
+            assert!(p.protected.contains(&g.join(entry)), "{entry}: {p:?}");
+        }
+        assert_eq!(fs::read(wt.join("gitdir")).unwrap(), b"");
+        assert!(p.protected.contains(&lost), "{p:?}");
+        assert!(!p.protected.iter().any(|e| e.starts_with(&lost) && e != &lost), "{p:?}");
+        for entry in ["config", "hooks", "info", "commondir"] {
+            assert!(p.protected.contains(&other.join(entry)), "{entry}: {p:?}");
+        }
+        assert!(p.notes.iter().any(|n| n.contains("refused/commondir names /elsewhere")), "{:?}", p.notes);
+        // The main git dir itself stays writable entry by entry.
+        assert!(!p.protected.contains(&g) && p.protected.contains(&g.join("config")), "{p:?}");
+        // A commondir that is a symlink is not followed: the directory counts as a repository of its own, here
+        // one git cannot use, so it stays read-only as a whole.
+        fs::remove_file(redirected.join("commondir")).unwrap();
+        std::os::unix::fs::symlink(base.join("x"), redirected.join("commondir")).unwrap();
+        let p = protect(&g, GitDirKind::Repository, &allow);
+        assert!(p.protected.contains(&redirected), "{p:?}");
+        assert!(p.notes.iter().any(|n| n.contains("redirected: read-only as a whole")), "{:?}", p.notes);
+    }
+
+    #[test]
+    fn pack_files_are_pinned_one_by_one_up_to_the_budget() {
+        let tmp = tempfile::tempdir().unwrap();
+        let g = fs::canonicalize(tmp.path()).unwrap().join(".git");
+        git_dir(&g);
+        let pack = g.join("objects/pack");
+        fs::create_dir_all(&pack).unwrap();
+        for ext in ["pack", "idx", "rev"] {
+            fs::write(pack.join(format!("pack-1.{ext}")), "x").unwrap();
+        }
+        fs::create_dir(pack.join("subdir")).unwrap();
+        let p = protect(&g, GitDirKind::Repository, &|_| Ok(()));
+        for ext in ["pack", "idx", "rev"] {
+            assert!(p.protected.contains(&pack.join(format!("pack-1.{ext}"))), "{p:?}");
+        }
+        assert!(!p.protected.contains(&pack) && !p.protected.contains(&pack.join("subdir")), "{p:?}");
+        // A symlinked objects/pack is not followed: the link itself is protected.
+        let elsewhere = tmp.path().join("elsewhere");
+        fs::create_dir_all(&elsewhere).unwrap();
+        fs::write(elsewhere.join("x.pack"), "x").unwrap();
+        fs::rename(&pack, g.join("objects/pack-real")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &pack).unwrap();
+        let p = protect(&g, GitDirKind::Repository, &|_| Ok(()));
+        assert!(p.protected.contains(&pack) && !p.protected.iter().any(|e| e.ends_with("x.pack")), "{p:?}");
+        fs::remove_file(&pack).unwrap();
+        fs::rename(g.join("objects/pack-real"), &pack).unwrap();
+        for i in 0..MAX_PINNED_PACK_FILES {
+            fs::write(pack.join(format!("pack-x{i}.pack")), "x").unwrap();
+        }
+        let p = protect(&g, GitDirKind::Repository, &|_| Ok(()));
+        assert!(p.protected.contains(&pack) && !p.protected.contains(&pack.join("pack-1.pack")), "{p:?}");
+        assert!(p.notes.iter().any(|n| n.contains("more than 64 pack files")), "{:?}", p.notes);
     }
 
     #[test]
@@ -246,7 +476,7 @@ mod tests {
         git_dir(&g);
         let deep: PathBuf = (0..MAX_MODULE_NAME_DEPTH + 1).map(|i| format!("d{i}")).collect();
         fs::create_dir_all(g.join("modules").join(deep)).unwrap();
-        let p = protect(&g, GitDirKind::Repository);
+        let p = protect(&g, GitDirKind::Repository, &|_| Ok(()));
         assert_eq!(p.protected, vec![g.clone()]);
         assert!(p.notes[0].contains("read-only as a whole"), "{:?}", p.notes);
     }

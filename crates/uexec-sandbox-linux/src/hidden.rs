@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use uexec_domain::hidden::{DirLister, EntryKind, HiddenPaths, check_directories, expand_within};
 use uexec_ports::SandboxError;
 
-use crate::layout::canonicalize;
+use crate::canonical::canonicalize;
 
 /// What one command has hidden.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

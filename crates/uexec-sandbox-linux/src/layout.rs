@@ -9,17 +9,21 @@
 
 use std::ffi::CString;
 use std::fs;
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
+use uexec_domain::gitdir::WhenAbsent;
 use uexec_domain::gitdir::{
-    GitDirKind, GitFileProblem, MAX_GIT_FILE_BYTES, UnprotectedGitdir, gitdir_protection,
-    normalize_lexically, parse_git_file,
+    DotGitKind, GitDirKind, GitFileProblem, MAX_GIT_FILE_BYTES, UnprotectedGitdir, dot_git_entry,
+    gitdir_protection, normalize_lexically,
 };
+use uexec_domain::tool_files::{ToolEntryKind, ToolFiles};
 use uexec_domain::{GitEntry, PROTECTED_SUBDIRS};
 use uexec_domain::{SandboxPolicy, WritableRoot};
 use uexec_ports::SandboxError;
+
+use crate::canonical::canonicalize;
 
 /// The writable roots and protected subpaths of one command.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -64,6 +68,7 @@ impl FsLayout {
         policy: &SandboxPolicy,
         cwd: &Path,
         tmpdir: Option<&Path>,
+        tool_files: &ToolFiles,
     ) -> Result<FsLayout, SandboxError> {
         if !cwd.is_absolute() {
             return Err(invalid(cwd, "the working directory must be absolute"));
@@ -115,6 +120,8 @@ impl FsLayout {
             }
         }
         layout.ignored = git_problems;
+        // The workspace (the cwd root): where an absent tool directory gets a placeholder.
+        let workspace = canonical.get(cwd).ok();
         for root in &writable {
             let entries: Vec<PathBuf> = PROTECTED_SUBDIRS.iter().map(|name| root.root.join(name)).collect();
             for entry in &entries {
@@ -123,6 +130,15 @@ impl FsLayout {
             let owner = canonical.get(&root.root).ok();
             for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
                 layout.add_gitdir(gitdir, owner.as_deref());
+            }
+            let in_workspace = owner.is_some() && owner == workspace;
+            for entry in tool_files.protected() {
+                layout.add_tool_entry(
+                    &root.root.join(entry.name),
+                    entry.kind,
+                    in_workspace,
+                    &mut canonical,
+                )?;
             }
         }
         layout.protected.sort_by_key(|p| (depth(p), p.clone()));
@@ -164,7 +180,8 @@ impl FsLayout {
         }
         if meta.is_dir() && entry.file_name() == Some(std::ffi::OsStr::new(".git")) {
             // A git directory: writable but for what git executes or takes configuration from.
-            self.add_git_dir_contents(&entry, GitDirKind::Repository);
+            let owner = entry.parent().map(Path::to_path_buf).unwrap_or_default();
+            self.add_git_dir_contents(&entry, GitDirKind::Repository, &owner);
             return Ok(());
         }
         if meta.file_type().is_symlink() {
@@ -181,6 +198,44 @@ impl FsLayout {
         Ok(())
     }
 
+    /// Record the tool entry `entry` of a root (`uexec_domain::tool_files`): protected itself when it exists,
+    /// like `.uexec` ([`FsLayout::add_entry`]); an absent directory of the workspace gets an empty placeholder
+    /// first (opened without following a symlink), so that nothing can be created in it.
+    fn add_tool_entry(
+        &mut self,
+        entry: &Path,
+        kind: ToolEntryKind,
+        in_workspace: bool,
+        canonical: &mut Canonical,
+    ) -> Result<(), SandboxError> {
+        self.add_entry(entry, canonical)?;
+        if kind != ToolEntryKind::Directory || !in_workspace {
+            return Ok(());
+        }
+        let (Some(parent), Some(name)) = (entry.parent(), entry.file_name()) else {
+            return Ok(());
+        };
+        let Ok(path) = canonical.get(parent).map(|parent| parent.join(name)) else {
+            return Ok(());
+        };
+        if !self.absent.contains(&path) || !self.is_writable(&path) {
+            return Ok(());
+        }
+        self.absent.retain(|a| a != &path);
+        match crate::gitdirs::create_placeholder(&path, WhenAbsent::EmptyDir) {
+            Ok(()) => push_unique(&mut self.protected, path),
+            Err(e) => {
+                // Fails closed: a command could create it, so the report says so.
+                push_unique_text(
+                    &mut self.ignored,
+                    format!("{}: cannot create the placeholder ({e}), so it can be created", path.display()),
+                );
+                push_unique(&mut self.absent, path);
+            }
+        }
+        Ok(())
+    }
+
     /// Record `gitdir`, named by the `.git` file of the writable root `owner` (canonical; `None` when the root
     /// does not resolve): protected only when `uexec_domain::gitdir::gitdir_protection` allows it and it is a git
     /// directory (has a `HEAD` file); otherwise the reason goes to `ignored`. The path is resolved by its text
@@ -192,9 +247,24 @@ impl FsLayout {
             return;
         };
         let lexical = normalize_lexically(gitdir);
-        // The pure rules first: nothing is looked up for a gitdir they refuse.
-        let verdict = gitdir_protection(&lexical, owner, &self.roots).and_then(|()| {
-            match c_path(&lexical).map(|c| crate::sys::open_dir_no_symlinks(&c)) {
+        match self.gitdir_verdict(&lexical, owner) {
+            // A linked worktree's administrative directory has a `commondir` naming another directory; a
+            // submodule's or a separate git directory is a repository's own.
+            Ok(()) => {
+                let kind = crate::gitdirs::kind_of(&lexical);
+                self.add_git_dir_contents(&lexical, kind, owner);
+            }
+            Err(why) => push_unique_text(&mut self.ignored, format!("gitdir {}: {why}", gitdir.display())),
+        }
+    }
+
+    /// Whether the git directory `lexical` (resolved by its text), named by something in the writable root
+    /// `owner` (a `.git` file, a `commondir`), may be protected: the pure rules first
+    /// (`uexec_domain::gitdir::gitdir_protection`: nothing is looked up for a gitdir they refuse), then it must
+    /// open without following any symlink and hold a `HEAD` file.
+    fn gitdir_verdict(&self, lexical: &Path, owner: &Path) -> Result<(), UnprotectedGitdir> {
+        gitdir_protection(lexical, owner, &self.roots).and_then(|()| {
+            match c_path(lexical).map(|c| crate::sys::open_dir_no_symlinks(&c)) {
                 Ok(Ok(_)) => match fs::symlink_metadata(lexical.join("HEAD")) {
                     Ok(head) if head.is_file() => Ok(()),
                     _ => Err(UnprotectedGitdir::NotAGitDir),
@@ -203,31 +273,17 @@ impl FsLayout {
                 Ok(Err(e)) => Err(UnprotectedGitdir::Missing(e.to_string())),
                 Err(e) => Err(UnprotectedGitdir::Missing(e.to_string())),
             }
-        });
-        match verdict {
-            Ok(()) => {
-                // A linked worktree's administrative directory has a `commondir`; a submodule's or a separate
-                // git directory is a repository's own.
-                let kind = if fs::symlink_metadata(lexical.join("commondir")).is_ok() {
-                    GitDirKind::LinkedWorktree
-                } else {
-                    GitDirKind::Repository
-                };
-                self.add_git_dir_contents(&lexical, kind);
-            }
-            Err(why) => push_unique_text(&mut self.ignored, format!("gitdir {}: {why}", gitdir.display())),
-        }
+        })
     }
 
-    /// Record the protected entries of the git directory `gitdir` (a real directory in a writable root), those of
-    /// the git directories below it, and what is absent or not looked into (see `crate::gitdirs`).
-    fn add_git_dir_contents(&mut self, gitdir: &Path, kind: GitDirKind) {
-        let found = crate::gitdirs::protect(gitdir, kind);
+    /// Record the protected entries of the git directory `gitdir` (a real directory in the writable root `owner`),
+    /// those of the git directories below it and of a common dir in `owner` that a linked worktree's
+    /// `commondir` names, and what is not looked into (see `crate::gitdirs`).
+    fn add_git_dir_contents(&mut self, gitdir: &Path, kind: GitDirKind, owner: &Path) {
+        let check = |common: &Path| self.gitdir_verdict(common, owner);
+        let found = crate::gitdirs::protect(gitdir, kind, &check);
         for path in found.protected {
             push_unique(&mut self.protected, path);
-        }
-        for path in found.absent {
-            push_unique(&mut self.absent, path);
         }
         for note in found.notes {
             push_unique_text(&mut self.ignored, note);
@@ -345,30 +401,6 @@ impl Canonical {
     }
 }
 
-/// `path` with every symbolic link resolved, as `fs::canonicalize` gives it, the metadata of what it names, and
-/// whether `path` was canonical already (absolute, no `.` or `..`, no symbolic link on the way or at the end).
-/// That common case costs one `openat2` with `RESOLVE_NO_SYMLINKS` and an `fstat` (`realpath` reads every
-/// component's link, one call each); any other path goes through `fs::canonicalize`.
-pub(crate) fn canonicalize(path: &Path) -> io::Result<(PathBuf, fs::Metadata, bool)> {
-    use std::os::unix::ffi::OsStrExt;
-    let plain = path.is_absolute()
-        && path.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
-    if plain && let Ok(c_path) = CString::new(path.as_os_str().as_bytes()) {
-        match crate::sys::open_path_no_symlinks(&c_path) {
-            Ok(fd) => {
-                let metadata = fs::File::from(fd).metadata()?;
-                return Ok((path.components().collect(), metadata, true));
-            }
-            // A symbolic link on the way: resolved below.
-            Err(error) if error.raw_os_error() == Some(libc::ELOOP) => {}
-            Err(error) => return Err(error),
-        }
-    }
-    let canonical = fs::canonicalize(path)?;
-    let metadata = fs::metadata(&canonical)?;
-    Ok((canonical, metadata, false))
-}
-
 /// True when one of the components of `path` is a symlink whose directory is beneath one of `roots`.
 fn through_writable_symlink(path: &Path, roots: &[PathBuf], canonical: &mut Canonical) -> bool {
     if canonical.was_plain(path) {
@@ -417,51 +449,14 @@ pub fn git_entry(root: &Path) -> GitEntry {
 /// report).
 fn inspect_git(root: &Path) -> (GitEntry, Option<GitFileProblem>) {
     let dot_git = root.join(".git");
-    let meta = match fs::symlink_metadata(&dot_git) {
-        Ok(meta) => meta,
-        Err(_) => return (GitEntry::Absent, None),
+    let kind = match fs::symlink_metadata(&dot_git) {
+        Err(_) => DotGitKind::Missing,
+        Ok(meta) if meta.is_dir() => DotGitKind::Directory,
+        Ok(meta) if meta.file_type().is_symlink() => DotGitKind::Symlink,
+        Ok(meta) if meta.is_file() => DotGitKind::File,
+        Ok(_) => DotGitKind::Other,
     };
-    if meta.is_dir() {
-        return (GitEntry::Directory, None);
-    }
-    if meta.file_type().is_symlink() {
-        return (GitEntry::Absent, Some(GitFileProblem::Symlink));
-    }
-    if !meta.is_file() {
-        // A FIFO, socket or device is never opened (opening a device can have effects of its own).
-        return (GitEntry::Absent, Some(GitFileProblem::NotARegularFile));
-    }
-    match read_small_file(&dot_git, MAX_GIT_FILE_BYTES).and_then(|content| parse_git_file(root, &content)) {
-        Ok(gitdir) => (GitEntry::File { gitdir }, None),
-        Err(problem) => (GitEntry::Absent, Some(problem)),
-    }
-}
-
-/// The content of the regular file at `path` (canonical), at most `limit` bytes, read without following a
-/// symlink and without blocking (see [`crate::sys::open_file_no_symlinks`]); anything else is a
-/// [`GitFileProblem`].
-pub(crate) fn read_small_file(path: &Path, limit: u64) -> Result<Vec<u8>, GitFileProblem> {
-    let c_path = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| GitFileProblem::Unreadable("the path contains a NUL byte".into()))?;
-    let file = match crate::sys::open_file_no_symlinks(&c_path) {
-        Ok(fd) => fs::File::from(fd),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(GitFileProblem::Symlink),
-        Err(e) => return Err(GitFileProblem::Unreadable(e.to_string())),
-    };
-    let meta = file.metadata().map_err(|e| GitFileProblem::Unreadable(e.to_string()))?;
-    if !meta.is_file() {
-        return Err(GitFileProblem::NotARegularFile);
-    }
-    if meta.len() > limit {
-        return Err(GitFileProblem::TooLarge { size: meta.len() });
-    }
-    let mut content = Vec::new();
-    // One byte more than the limit: a file that grew since `fstat` is still refused, never read whole.
-    file.take(limit + 1).read_to_end(&mut content).map_err(|e| GitFileProblem::Unreadable(e.to_string()))?;
-    if content.len() as u64 > limit {
-        return Err(GitFileProblem::TooLarge { size: content.len() as u64 });
-    }
-    Ok(content)
+    dot_git_entry(root, kind, || crate::gitdirs::read_small_file(&dot_git, MAX_GIT_FILE_BYTES))
 }
 
 /// A path as a C string (paths from the OS contain no NUL; `SandboxError::InvalidPath` otherwise).
@@ -479,6 +474,46 @@ fn invalid(path: &Path, reason: &str) -> SandboxError {
 mod tests {
     use super::*;
 
+    /// No tool file protected: the git tests look at git's entries alone.
+    fn no_tools() -> ToolFiles {
+        let names: Vec<&str> = uexec_domain::tool_files::TOOL_ENTRIES.iter().map(|e| e.name).collect();
+        ToolFiles::allowing(&names).unwrap()
+    }
+
+    #[test]
+    fn other_tools_files_are_protected_and_absent_directories_get_a_placeholder_in_the_workspace() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        let ws = base.join("ws");
+        fs::create_dir_all(ws.join(".claude")).unwrap();
+        fs::write(ws.join(".mcp.json"), "{}").unwrap();
+        fs::create_dir_all(base.join("extra/.idea")).unwrap();
+        let policy = SandboxPolicy::WorkspaceWrite {
+            writable_roots: vec![base.join("extra")],
+            network_access: false,
+            exclude_slash_tmp: true,
+            exclude_tmpdir_env_var: true,
+        };
+        let tools = ToolFiles::allowing(&[".zed"]).unwrap();
+        let layout = FsLayout::resolve(&policy, &ws, None, &tools).unwrap();
+        for present in [ws.join(".claude"), ws.join(".mcp.json"), base.join("extra/.idea")] {
+            assert!(layout.protected.contains(&present), "{}: {:?}", present.display(), layout.protected);
+        }
+        // In the workspace an absent directory becomes an empty placeholder; an absent file stays absent.
+        assert!(layout.protected.contains(&ws.join(".vscode")) && ws.join(".vscode").is_dir());
+        assert_eq!(fs::read_dir(ws.join(".vscode")).unwrap().count(), 0);
+        assert!(layout.absent.contains(&ws.join(".envrc")) && !ws.join(".envrc").exists());
+        // Another root gets no placeholder; an allowed entry is neither protected nor made.
+        assert!(!base.join("extra/.vscode").exists() && layout.absent.contains(&base.join("extra/.vscode")));
+        assert!(!ws.join(".zed").exists() && !layout.protected.contains(&ws.join(".zed")));
+        // A symlink planted in the entry's place is protected as the link.
+        fs::remove_dir(ws.join(".vscode")).unwrap();
+        std::os::unix::fs::symlink(base.join("elsewhere"), ws.join(".vscode")).unwrap();
+        let layout = FsLayout::resolve(&policy, &ws, None, &tools).unwrap();
+        assert!(layout.protected.contains(&ws.join(".vscode")), "{:?}", layout.protected);
+        assert!(!base.join("elsewhere").exists());
+    }
+
     fn workspace(tmp: &Path) -> SandboxPolicy {
         SandboxPolicy::WorkspaceWrite {
             writable_roots: vec![tmp.join("extra"), tmp.join("missing")],
@@ -486,31 +521,6 @@ mod tests {
             exclude_slash_tmp: true,
             exclude_tmpdir_env_var: true,
         }
-    }
-
-    #[test]
-    fn canonicalize_takes_the_short_way_only_for_plain_paths() {
-        use std::os::unix::fs::symlink;
-        let tmp = tempfile::tempdir().unwrap();
-        let base = fs::canonicalize(tmp.path()).unwrap();
-        fs::create_dir_all(base.join("real/dir")).unwrap();
-        fs::write(base.join("real/dir/file"), "x").unwrap();
-        symlink(base.join("real"), base.join("link")).unwrap();
-        symlink(base.join("real/dir/file"), base.join("file-link")).unwrap();
-        let (path, meta, plain) = canonicalize(&base.join("real/dir")).unwrap();
-        assert_eq!((path, meta.is_dir(), plain), (base.join("real/dir"), true, true));
-        // A link on the way, a final link (its target is what counts: a hidden `~/.ssh -> dotfiles/ssh`
-        // covers the target), `..`: resolved as `fs::canonicalize` does.
-        for (given, expected, is_dir) in [
-            (base.join("link/dir"), base.join("real/dir"), true),
-            (base.join("file-link"), base.join("real/dir/file"), false),
-            (base.join("real/dir/../dir/file"), base.join("real/dir/file"), false),
-        ] {
-            let (path, meta, plain) = canonicalize(&given).unwrap();
-            assert_eq!((path, meta.is_dir(), plain), (expected, is_dir, false), "{}", given.display());
-        }
-        assert_eq!(canonicalize(&base.join("none")).unwrap_err().kind(), io::ErrorKind::NotFound);
-        assert_eq!(canonicalize(&base.join("link/none")).unwrap_err().kind(), io::ErrorKind::NotFound);
     }
 
     #[test]
@@ -528,7 +538,7 @@ mod tests {
         .unwrap();
         std::os::unix::fs::symlink("repo", base.join("link")).unwrap();
 
-        let layout = FsLayout::resolve(&workspace(&base), &base.join("link"), None).unwrap();
+        let layout = FsLayout::resolve(&workspace(&base), &base.join("link"), None, &no_tools()).unwrap();
         assert_eq!(layout.roots, vec![base.join("extra"), repo.clone()]);
         assert_eq!(layout.missing_roots, vec![base.join("missing")]);
         // The gitdir is outside every writable root: read-only already, not mounted.
@@ -556,7 +566,7 @@ mod tests {
         std::os::unix::fs::symlink("real-git", base.join(".git")).unwrap();
         // A link to the root itself (`ln -s . .uexec`).
         std::os::unix::fs::symlink(&base, base.join(".uexec")).unwrap();
-        let layout = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
         assert_eq!(layout.protected, vec![base.join(".git"), base.join(".uexec")]);
         assert!(
             layout.ignored.iter().any(|n| n.contains(".git: a symlink to real-git")),
@@ -577,7 +587,7 @@ mod tests {
         std::os::unix::fs::symlink("gitdirs", ws.join("link")).unwrap();
         let layout_for = |content: &str| {
             fs::write(ws.join(".git"), content).unwrap();
-            FsLayout::resolve(&cwd_only(), &ws, None).unwrap()
+            FsLayout::resolve(&cwd_only(), &ws, None, &no_tools()).unwrap()
         };
         let good = layout_for("gitdir: gitdirs/wt\n");
         assert_eq!(good.protected, vec![ws.join(".git"), ws.join("gitdirs/wt")]);
@@ -605,7 +615,7 @@ mod tests {
         fs::create_dir_all(git.join("refs/heads")).unwrap();
         fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
         fs::write(git.join("config"), "[core]\n").unwrap();
-        let layout = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
         assert!(!layout.protected.contains(&git), "{:?}", layout.protected);
         for entry in ["config", "config.worktree", "hooks", "info", "objects/info/alternates", "commondir"] {
             assert!(layout.protected.contains(&git.join(entry)), "{entry}: {:?}", layout.protected);
@@ -617,9 +627,47 @@ mod tests {
         assert_eq!(layout.pinned_dirs(), vec![git.clone(), git.join("objects"), git.join("objects/info")]);
         // A `.git` directory git could not use (no objects/) stays read-only as a whole.
         fs::remove_dir_all(git.join("objects")).unwrap();
-        let layout = FsLayout::resolve(&cwd_only(), &base, None).unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
         assert!(layout.protected.contains(&git), "{:?}", layout.protected);
         assert!(layout.ignored.iter().any(|n| n.contains("read-only as a whole")), "{:?}", layout.ignored);
+    }
+
+    #[test]
+    fn a_separate_git_dir_stays_a_repository_after_its_commondir_placeholder_is_made() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        let sep = base.join("sep.git");
+        fs::create_dir_all(sep.join("objects")).unwrap();
+        fs::write(sep.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        fs::write(base.join(".git"), "gitdir: sep.git\n").unwrap();
+        let first = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
+        assert_eq!(fs::read(sep.join("commondir")).unwrap(), b".\n");
+        // The placeholder names the directory itself: the second command sees the same repository, not a
+        // linked worktree whose config would be left writable.
+        let second = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
+        assert_eq!(first.protected, second.protected);
+        for entry in ["config", "hooks", "info", "commondir"] {
+            assert!(second.protected.contains(&sep.join(entry)), "{entry}: {:?}", second.protected);
+        }
+    }
+
+    #[test]
+    fn a_worktree_named_by_the_root_protects_the_common_dir_its_commondir_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        let main = base.join("gitdirs/main.git");
+        fs::create_dir_all(main.join("objects")).unwrap();
+        fs::write(main.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let admin = main.join("worktrees/wt");
+        fs::create_dir_all(&admin).unwrap();
+        fs::write(admin.join("HEAD"), "ref: refs/heads/wt\n").unwrap();
+        fs::write(admin.join("commondir"), "../..\n").unwrap();
+        fs::write(base.join(".git"), "gitdir: gitdirs/main.git/worktrees/wt\n").unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
+        for entry in ["worktrees/wt/commondir", "worktrees/wt/gitdir", "config", "hooks", "info"] {
+            assert!(layout.protected.contains(&main.join(entry)), "{entry}: {:?}", layout.protected);
+        }
+        assert!(!layout.protected.contains(&admin) && !layout.protected.contains(&main));
     }
 
     #[test]
@@ -639,12 +687,18 @@ mod tests {
         assert!(std::process::Command::new("mkfifo").arg(&dot_git).status().unwrap().success());
         assert_eq!(inspect_git(&base), (GitEntry::Absent, Some(GitFileProblem::NotARegularFile)));
         // The reader itself refuses a symlink anywhere on the path, and FIFOs without blocking.
-        assert_eq!(read_small_file(&dot_git, 10), Err(GitFileProblem::NotARegularFile));
+        assert_eq!(crate::gitdirs::read_small_file(&dot_git, 10), Err(GitFileProblem::NotARegularFile));
         std::os::unix::fs::symlink(&base, base.join("link")).unwrap();
         fs::write(base.join("small"), "12345").unwrap();
-        assert_eq!(read_small_file(&base.join("small"), 10), Ok(b"12345".to_vec()));
-        assert_eq!(read_small_file(&base.join("small"), 4), Err(GitFileProblem::TooLarge { size: 5 }));
-        assert_eq!(read_small_file(&base.join("link/small"), 10), Err(GitFileProblem::Symlink));
+        assert_eq!(crate::gitdirs::read_small_file(&base.join("small"), 10), Ok(b"12345".to_vec()));
+        assert_eq!(
+            crate::gitdirs::read_small_file(&base.join("small"), 4),
+            Err(GitFileProblem::TooLarge { size: 5 })
+        );
+        assert_eq!(
+            crate::gitdirs::read_small_file(&base.join("link/small"), 10),
+            Err(GitFileProblem::Symlink)
+        );
     }
 
     #[test]
@@ -729,7 +783,8 @@ mod tests {
             exclude_slash_tmp: true,
             exclude_tmpdir_env_var: false,
         };
-        let layout = FsLayout::resolve(&policy, &base.join("ws"), Some(&base.join("ws/tmp"))).unwrap();
+        let layout =
+            FsLayout::resolve(&policy, &base.join("ws"), Some(&base.join("ws/tmp")), &no_tools()).unwrap();
         assert_eq!(layout.roots, vec![base.join("real-cache"), base.join("ws")]);
         assert_eq!(layout.refused_roots, vec![base.join("ws/tmp")]);
         assert!(!layout.is_writable(&base.join("victim")));
@@ -739,11 +794,11 @@ mod tests {
     fn bad_cwd_is_an_invalid_path() {
         let policy = SandboxPolicy::ReadOnly { network_access: false };
         assert!(matches!(
-            FsLayout::resolve(&policy, Path::new("/no/such/dir"), None),
+            FsLayout::resolve(&policy, Path::new("/no/such/dir"), None, &no_tools()),
             Err(SandboxError::InvalidPath { .. })
         ));
         assert!(matches!(
-            FsLayout::resolve(&policy, Path::new("relative"), None),
+            FsLayout::resolve(&policy, Path::new("relative"), None, &no_tools()),
             Err(SandboxError::InvalidPath { .. })
         ));
     }

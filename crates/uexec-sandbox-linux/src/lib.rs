@@ -100,6 +100,7 @@
 #![cfg(target_os = "linux")]
 #![deny(unsafe_code)]
 
+mod canonical;
 mod child;
 mod copy_on_write;
 mod gitdirs;

@@ -55,6 +55,8 @@ pub(crate) struct Plan {
     pub(crate) copy_on_write_base: Option<std::path::PathBuf>,
     /// Why this kernel cannot give commands copy-on-write views, if it cannot.
     pub(crate) copy_on_write_unavailable: Option<String>,
+    /// Which other tools' files stay read-only, in words (`uexec_domain::tool_files::ToolFiles::text`).
+    pub(crate) tool_files: String,
 }
 
 impl Plan {
@@ -92,6 +94,7 @@ impl Plan {
             copy_on_write: Vec::new(),
             copy_on_write_base: None,
             copy_on_write_unavailable: None,
+            tool_files: uexec_domain::tool_files::ToolFiles::all().text(),
         }
     }
 
@@ -262,17 +265,19 @@ impl Plan {
             None => format!(
                 ".uexec and a .git file or symlink in each writable root, and inside each git directory (a \
                  root's .git, the gitdir its .git file names, the git dirs of their linked worktrees and \
-                 submodules) over what git runs or reads as configuration: {}",
-                uexec_domain::gitdir::protected_git_entries_text()
+                 submodules) over what git runs or reads as configuration: {}; history: {}",
+                uexec_domain::gitdir::protected_git_entries_text(),
+                uexec_domain::gitdir::history_text()
             ),
             Some(layout) => {
                 let mut text = if layout.protected.is_empty() {
                     "none present".to_owned()
                 } else {
                     format!(
-                        "{} (in a git directory {})",
+                        "{} (in a git directory {}; history: {})",
                         paths(&layout.protected),
-                        uexec_domain::gitdir::protected_git_entries_text()
+                        uexec_domain::gitdir::protected_git_entries_text(),
+                        uexec_domain::gitdir::history_text()
                     )
                 };
                 if !layout.absent.is_empty() {
@@ -288,9 +293,12 @@ impl Plan {
             "read_only_subpaths",
             ProtectionStatus::Enforced,
             format!(
-                "read-only bind mounts in a private mount namespace ({}) over {what}: they cannot be written, \
-                 renamed or removed (EROFS/EBUSY), absent ones without a placeholder can be created",
-                mode_text(mode)
+                "read-only bind mounts in a private mount namespace ({}) over {what}; and {} (set {} to allow \
+                 one): they cannot be written, renamed or removed (EROFS/EBUSY), absent ones without a \
+                 placeholder can be created",
+                mode_text(mode),
+                self.tool_files,
+                uexec_domain::tool_files::ALLOW_KEY,
             ),
         )
     }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use uexec_domain::hidden::HiddenPaths;
+use uexec_domain::tool_files::ToolFiles;
 use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
 use uexec_ports::process::PidScope;
 use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
@@ -52,6 +53,8 @@ pub struct LinuxSandbox {
     /// The most entries the search for hidden locations lists per command (`None`:
     /// [`uexec_domain::hidden::MAX_VISITED`]).
     hidden_budget: Option<usize>,
+    /// Which other tools' files stay read-only (all by default: see [`LinuxSandbox::with_tool_files`]).
+    tool_files: ToolFiles,
 }
 
 /// See [`LinuxSandbox::with_pid_namespace`].
@@ -70,6 +73,14 @@ impl LinuxSandbox {
     /// the kernel lacks make `prepare` fail (or degrade, when accepted), never silently pass.
     pub fn with_support(support: KernelSupport) -> Self {
         LinuxSandbox { injected: Some(support), ..LinuxSandbox::default() }
+    }
+
+    /// This sandbox, keeping the other tools' files of `uexec_domain::tool_files` that `tool_files` protects
+    /// read-only in the writable roots (all of them by default; the person allows some with `allow_tool_files`).
+    #[must_use]
+    pub fn with_tool_files(mut self, tool_files: ToolFiles) -> Self {
+        self.tool_files = tool_files;
+        self
     }
 
     /// This sandbox, hiding `hidden` from every command (expanded again for each one).
@@ -217,6 +228,7 @@ impl LinuxSandbox {
     fn plan(&self, policy: &SandboxPolicy) -> Plan {
         let mut plan = Plan::new(policy, self.support());
         plan.hide = !self.hidden.is_empty();
+        plan.tool_files = self.tool_files.text();
         plan.shared_pid_namespace = self.shared_pid_namespace.is_some();
         if let Some(cow) = &self.copy_on_write {
             plan.copy_on_write = cow.dirs.iter().map(|d| d.path.clone()).collect();
@@ -257,7 +269,7 @@ impl Sandbox for LinuxSandbox {
             });
         }
         let mut plan = self.plan(&policy);
-        let mut layout = FsLayout::resolve(&policy, &workspace, tmpdir.as_deref())?;
+        let mut layout = FsLayout::resolve(&policy, &workspace, tmpdir.as_deref(), &self.tool_files)?;
         let budget = self.hidden_budget.unwrap_or(uexec_domain::hidden::MAX_VISITED);
         layout.hidden = HiddenLayout::resolve(&self.hidden, &workspace, &spawn.cwd, budget)?;
         let roots = layout.mount_roots().into_iter().map(Path::to_path_buf).collect::<Vec<_>>();

@@ -17,10 +17,10 @@
 //!
 //! Why a search tree rather than `seccompiler`'s linear chains: when a filter is attached, the kernel emulates it
 //! for every system call number to build its action cache, so attaching costs about (number of syscalls) x
-//! (instructions walked). A linear 270-instruction chain measured ~+800 us per spawn here; the tree walks about a
-//! dozen. The kernel also converts and JIT-compiles the whole program on every attach, so its length counts too:
-//! the ranges, the shared returns and direct jumps over a left subtree keep it at about 100 instructions (219
-//! before). The instructions are `seccompiler::sock_filter`s (a `seccompiler::BpfProgram`), and the tests compile
+//! (instructions walked). A linear chain walks every rule for most numbers, a cost every spawn pays (BENCHMARKS.md
+//! has it); the tree walks about a dozen. The kernel also converts and JIT-compiles the whole program on every
+//! attach, so its length counts too: the ranges, the shared returns and direct jumps over a left subtree keep it
+//! short. The instructions are `seccompiler::sock_filter`s (a `seccompiler::BpfProgram`), and the tests compile
 //! the same rules with `seccompiler` and check both programs agree on every syscall number.
 
 use seccompiler::{BpfProgram, sock_filter};

@@ -260,7 +260,7 @@ mod tests {
         let hidden = resolve_hidden(&paths, &ws, &ws).unwrap();
         // The search names what it finds in one directory in name order.
         assert_eq!(hidden, vec![home.join(".netrc"), home.join(".ssh"), ws.join(".env")]);
-        // Issue 22, class 4: a working directory or workspace in a hidden location refuses the command, as on
+        // A working directory or workspace in a hidden location refuses the command, as on
         // Linux; the twin above (beside the locations) is not refused.
         for (workspace, cwd) in [(&ws, &home.join(".ssh")), (&home.join(".ssh"), &ws)] {
             let error = resolve_hidden(&paths, workspace, cwd).unwrap_err();

@@ -45,14 +45,17 @@
 //! assert!(launch.profile.contains("(param \"WRITABLE_ROOT_0\")"));
 //! assert!(!launch.profile.contains(&*workspace.path().to_string_lossy()));
 //! assert_eq!(launch.argv[launch.argv.len() - 2..], argv[..]);
-//! // The workspace is the one writable root; it has no `.git` or `.uexec` yet, so nothing in it is read-only
-//! // (`git init` works) and the report says so; once `.git` exists, it is.
+//! // The workspace is the one writable root; it has no `.git` or `.uexec` yet, so neither is protected (`git
+//! // init` works) and the report says so; only the other tools' files (`.vscode`, `.mcp.json`, ...) are read-only.
+//! // Once `.git` exists, what git runs or reads as configuration in it is read-only too.
+//! let tools = uexec_domain::tool_files::TOOL_ENTRIES.len();
 //! assert_eq!(launch.writable_root_count(), 1);
-//! assert_eq!(launch.read_only_subpath_count(), 0);
+//! assert_eq!(launch.read_only_subpath_count(), tools);
 //! assert_eq!(launch.absent.len(), 2);
 //! std::fs::create_dir(workspace.path().join(".git"))?;
 //! let launch = SeatbeltSandbox::for_inspection().launch(&policy, workspace.path(), None, &argv)?;
-//! assert_eq!(launch.read_only_subpath_count(), 1);
+//! assert!(launch.read_only_subpath_count() > tools);
+//! assert!(launch.params.iter().any(|(_, path)| path.to_string_lossy().ends_with(".git/hooks")));
 //!
 //! // The enforcing adapter refuses where `sandbox-exec` cannot run, instead of running unsandboxed.
 //! assert_eq!(SeatbeltSandbox::default().unavailable_reason().is_none(), cfg!(target_os = "macos"));
@@ -71,5 +74,5 @@ mod spelling;
 pub use extras::{Extras, MACOS_SECRETS, extend_launch};
 pub use nested::nested_sandbox_hint;
 pub use paths::{PathResolver, RealFs};
-pub use profile::{SANDBOX_EXEC, SeatbeltLaunch, build_launch};
+pub use profile::{SANDBOX_EXEC, SeatbeltLaunch, build_launch, build_launch_with};
 pub use sandbox::SeatbeltSandbox;

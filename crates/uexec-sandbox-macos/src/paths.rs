@@ -11,7 +11,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use uexec_domain::GitEntry;
-use uexec_domain::gitdir::{GitFileProblem, MAX_GIT_FILE_BYTES, UnprotectedGitdir};
+use uexec_domain::gitdir::{
+    DotGitKind, GitFileProblem, MAX_GIT_FILE_BYTES, UnprotectedGitdir, dot_git_entry,
+};
 use uexec_ports::SandboxError;
 
 /// Answers the questions the profile generator asks the filesystem. Everything it is asked about inside a
@@ -39,6 +41,14 @@ pub trait PathResolver: Send + Sync + std::fmt::Debug {
     /// True when `path` itself is a regular file (`lstat`: a symlink is not).
     fn is_regular_file(&self, path: &Path) -> bool;
 
+    /// The regular files and symlinks directly in the real directory `dir` (`lstat`; `dir` itself must not be a
+    /// symlink), sorted; `None` when it cannot be listed or is not a real directory. By default `None` (callers
+    /// then fail closed).
+    fn list_files(&self, dir: &Path) -> Option<Vec<PathBuf>> {
+        let _ = dir;
+        None
+    }
+
     /// True when something exists at `path` itself (`lstat`: a dangling symlink exists). By default: a symlink
     /// or a path that canonicalises.
     fn entry_exists(&self, path: &Path) -> bool {
@@ -60,27 +70,16 @@ impl PathResolver for RealFs {
             return (GitEntry::Absent, None);
         };
         let dot_git = root.join(".git");
-        let meta = match std::fs::symlink_metadata(&dot_git) {
-            Ok(meta) => meta,
-            Err(_) => return (GitEntry::Absent, None),
+        // A symlinked `.git` protects only the link: its target is never followed (P2); a FIFO, socket or
+        // device is never opened. The rule is `uexec_domain::gitdir::dot_git_entry`, shared with Linux.
+        let kind = match std::fs::symlink_metadata(&dot_git) {
+            Err(_) => DotGitKind::Missing,
+            Ok(meta) if meta.is_dir() => DotGitKind::Directory,
+            Ok(meta) if meta.is_symlink() => DotGitKind::Symlink,
+            Ok(meta) if meta.is_file() => DotGitKind::File,
+            Ok(_) => DotGitKind::Other,
         };
-        if meta.is_dir() {
-            return (GitEntry::Directory, None);
-        }
-        // A symlinked `.git` protects only the link: its target is never followed (P2).
-        if meta.is_symlink() {
-            return (GitEntry::Absent, Some(GitFileProblem::Symlink));
-        }
-        // A FIFO, socket or device is never opened.
-        if !meta.is_file() {
-            return (GitEntry::Absent, Some(GitFileProblem::NotARegularFile));
-        }
-        match read_git_file(&dot_git)
-            .and_then(|content| uexec_domain::gitdir::parse_git_file(&root, &content))
-        {
-            Ok(gitdir) => (GitEntry::File { gitdir }, None),
-            Err(problem) => (GitEntry::Absent, Some(problem)),
-        }
+        dot_git_entry(&root, kind, || read_git_file(&dot_git))
     }
 
     fn symlink_target(&self, path: &Path) -> Option<PathBuf> {
@@ -98,6 +97,22 @@ impl PathResolver for RealFs {
 
     fn entry_exists(&self, path: &Path) -> bool {
         std::fs::symlink_metadata(path).is_ok()
+    }
+
+    fn list_files(&self, dir: &Path) -> Option<Vec<PathBuf>> {
+        if !std::fs::symlink_metadata(dir).ok()?.is_dir() {
+            return None;
+        }
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).ok()? {
+            let entry = entry.ok()?;
+            let kind = entry.file_type().ok()?;
+            if kind.is_file() || kind.is_symlink() {
+                out.push(entry.path());
+            }
+        }
+        out.sort();
+        Some(out)
     }
 }
 

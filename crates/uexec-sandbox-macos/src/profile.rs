@@ -24,8 +24,9 @@
 //!   renamed parent would carry the entry to a path no rule names: `mv ws w2; echo > w2/.git/hooks/x; mv w2 ws`).
 //! - A read-only entry never freezes more than itself: it is a root's `.git` or `.uexec` that exists (a symlink
 //!   there is protected as the link, never its target; an absent one is not protected, as on Linux, so `git
-//!   init` works), or a gitdir that is no writable root, contains none and lies in the root its `.git` belongs
-//!   to (`uexec_domain::gitdir::gitdir_protection`).
+//!   init` works; a `.git` directory is protected entry by entry, [`git_dir_entries`]), a gitdir that is no
+//!   writable root, contains none and lies in the root its `.git` belongs to
+//!   (`uexec_domain::gitdir::gitdir_protection`), or one of the other tools' files (`uexec_domain::tool_files`).
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -35,6 +36,7 @@ use uexec_domain::SandboxPolicy;
 use uexec_ports::SandboxError;
 
 use uexec_domain::gitdir::GitFileProblem;
+use uexec_domain::tool_files::ToolFiles;
 use uexec_domain::{GitEntry, PROTECTED_SUBDIRS, WritableRoot};
 
 use crate::paths::{PathResolver, canonical_existing, protected_gitdir};
@@ -136,13 +138,27 @@ pub fn build_launch(
     argv: &[OsString],
     resolver: &dyn PathResolver,
 ) -> Result<SeatbeltLaunch, SandboxError> {
+    build_launch_with(policy, cwd, tmpdir, argv, resolver, &ToolFiles::all())
+}
+
+/// [`build_launch`] keeping only the other tools' files `tool_files` protects read-only
+/// (`uexec_domain::tool_files`): in the workspace (`cwd`'s root) present or not (Seatbelt matches paths, so an
+/// absent `.vscode` cannot be created either, and no placeholder is needed), in the other roots when present.
+pub fn build_launch_with(
+    policy: &SandboxPolicy,
+    cwd: &Path,
+    tmpdir: Option<&Path>,
+    argv: &[OsString],
+    resolver: &dyn PathResolver,
+    tool_files: &ToolFiles,
+) -> Result<SeatbeltLaunch, SandboxError> {
     if policy.is_unrestricted() {
         return Err(SandboxError::Unrestricted);
     }
     if argv.is_empty() {
         return Err(SandboxError::EmptyCommand);
     }
-    let (roots, ignored, absent) = profile_roots(policy, cwd, tmpdir, resolver)?;
+    let (roots, ignored, absent) = profile_roots(policy, cwd, tmpdir, resolver, tool_files)?;
     let shape: Vec<usize> = roots.iter().map(|r| r.read_only.len()).collect();
     let canonical_roots: Vec<PathBuf> = roots.iter().map(|r| r.root.clone()).collect();
     let entries: Vec<PathBuf> = roots.iter().flat_map(|r| r.read_only.iter().cloned()).collect();
@@ -248,6 +264,7 @@ fn profile_roots(
     cwd: &Path,
     tmpdir: Option<&Path>,
     resolver: &dyn PathResolver,
+    tool_files: &ToolFiles,
 ) -> Result<Layout, SandboxError> {
     let mut ignored: Vec<String> = Vec::new();
     let mut absent: Vec<PathBuf> = Vec::new();
@@ -292,6 +309,40 @@ fn profile_roots(
                 }
                 continue;
             }
+            if name == ".git"
+                && resolver.symlink_target(&entry).is_none()
+                && resolver.git_entry(owner) == GitEntry::Directory
+            {
+                // A git directory: writable but for what git runs or reads as configuration, its linked
+                // worktrees' and submodules' git dirs, and its pack files (see `git_dir_entries`).
+                for protected in git_dir_entries(&entry, resolver) {
+                    if !read_only.contains(&protected) {
+                        read_only.push(protected);
+                    }
+                }
+                continue;
+            }
+            if let Some(target) = resolver.symlink_target(&entry) {
+                push_unique(
+                    &mut ignored,
+                    format!(
+                        "{}: a symlink to {} (only the link is protected, its target is not)",
+                        entry.display(),
+                        target.display()
+                    ),
+                );
+            }
+            if !read_only.contains(&entry) {
+                read_only.push(entry);
+            }
+        }
+        // The workspace's are denied present or not; another root's (`/tmp`) when present, as on Linux.
+        let workspace = resolver.canonicalize(cwd).ok();
+        for tool in tool_files.protected() {
+            let entry = owner.join(tool.name);
+            if workspace.as_ref() != Some(owner) && !resolver.entry_exists(&entry) {
+                continue;
+            }
             if let Some(target) = resolver.symlink_target(&entry) {
                 push_unique(
                     &mut ignored,
@@ -327,6 +378,28 @@ fn profile_roots(
         })
         .collect();
     Ok((roots, ignored, absent))
+}
+
+/// The read-only entries of a root's `.git` directory `git` (canonical, no symlink): the entries of
+/// `uexec_domain::gitdir::protected_git_entries` for a repository (denied by path, so absent ones cannot be
+/// created either: no placeholder is needed), `worktrees/` and `modules/` as a whole (the linked worktrees' and
+/// submodules' git dirs stay read-only, as before), and each pack file present (`objects/pack/*`: the packed
+/// history cannot be removed or replaced; `objects/pack` as a whole when it cannot be listed or holds more than
+/// `MAX_PINNED_PACK_FILES`). Everything else (index, objects, refs, logs, HEAD) is writable, so git works.
+pub(crate) fn git_dir_entries(git: &Path, resolver: &dyn PathResolver) -> Vec<PathBuf> {
+    use uexec_domain::gitdir::{GitDirKind, MAX_PINNED_PACK_FILES, protected_git_entries};
+    let mut out: Vec<PathBuf> =
+        protected_git_entries(GitDirKind::Repository).iter().map(|e| git.join(e.name)).collect();
+    out.push(git.join("worktrees"));
+    out.push(git.join("modules"));
+    let pack = git.join("objects/pack");
+    if resolver.entry_exists(&pack) {
+        match resolver.list_files(&pack) {
+            Some(files) if files.len() <= MAX_PINNED_PACK_FILES => out.extend(files),
+            _ => out.push(pack),
+        }
+    }
+    out
 }
 
 /// Push `text` unless present.
@@ -416,8 +489,9 @@ fn render_profile(policy: &SandboxPolicy, shape: &[usize], ancestors: usize) -> 
     if !read_only.is_empty() {
         out.push_str(
             "\n; --- Read-only entries of the writable roots --------------------------------------------------------\n\
-             ; .git, the gitdir a .git file names, .uexec: no write of any kind, under the canonical spelling and\n\
-             ; under every spelling the kernel may report (firmlinks, case), and no socket bound inside them.\n\
+             ; .git, the gitdir a .git file names, .uexec, other tools' files (.vscode, .mcp.json, ...): no write\n\
+             ; of any kind, under the canonical spelling and under every spelling the kernel may report\n\
+             ; (firmlinks, case), and no socket bound inside them.\n\
              (deny file-write*",
         );
         for name in &read_only {

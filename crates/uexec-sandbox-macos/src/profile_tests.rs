@@ -14,6 +14,12 @@ use uexec_ports::SandboxError;
 
 use super::*;
 
+/// No tool file protected: these tests look at `.git` and `.uexec` alone.
+fn no_tools() -> ToolFiles {
+    let names: Vec<&str> = uexec_domain::tool_files::TOOL_ENTRIES.iter().map(|e| e.name).collect();
+    ToolFiles::allowing(&names).unwrap()
+}
+
 /// Every absolute path exists and is canonical, except `/tmp`, which is `/private/tmp`, and the paths in
 /// `missing`; `.git` entries come from `git` (keyed by canonical root), regular files are `files`.
 #[derive(Debug, Default)]
@@ -99,7 +105,9 @@ fn roots_render_as_alternatives_with_their_exclusions() {
 #[test]
 fn read_only_subpaths_of_a_nested_root_are_carved_out_of_its_parent_root() {
     let fake = Fake::default();
-    let launch = build_launch(&workspace(&["/w"], false), Path::new("/w/sub"), None, &argv(), &fake).unwrap();
+    let launch =
+        build_launch_with(&workspace(&["/w"], false), Path::new("/w/sub"), None, &argv(), &fake, &no_tools())
+            .unwrap();
     assert_eq!(
         params(&launch),
         [
@@ -127,7 +135,7 @@ fn only_a_gitdir_inside_its_own_root_is_listed_and_the_others_are_reported() {
     fake.git.insert(PathBuf::from("/third"), GitEntry::File { gitdir: PathBuf::from("/tmp/gitdirs/x") });
     fake.git.insert(PathBuf::from("/private/tmp"), GitEntry::File { gitdir: PathBuf::from("/other") });
     fake.files.push(PathBuf::from("/private/tmp/gitdirs/x/HEAD"));
-    let launch = build_launch(
+    let launch = build_launch_with(
         &SandboxPolicy::WorkspaceWrite {
             writable_roots: vec![PathBuf::from("/other"), PathBuf::from("/third")],
             network_access: false,
@@ -138,6 +146,7 @@ fn only_a_gitdir_inside_its_own_root_is_listed_and_the_others_are_reported() {
         None,
         &argv(),
         &fake,
+        &no_tools(),
     )
     .unwrap();
     assert_eq!(

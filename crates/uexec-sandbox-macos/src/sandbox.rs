@@ -16,7 +16,8 @@ use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 
 use crate::extras::{Extras, extend_launch, resolve_hidden, with_macos_secrets};
 use crate::paths::{PathResolver, RealFs};
-use crate::profile::{BASE_PROFILE, NETWORK_PROFILE, SANDBOX_EXEC, SeatbeltLaunch, build_launch};
+use crate::profile::{BASE_PROFILE, NETWORK_PROFILE, SANDBOX_EXEC, SeatbeltLaunch, build_launch_with};
+use uexec_domain::tool_files::ToolFiles;
 
 #[cfg(test)]
 use uexec_domain::env::{ENV_NETWORK_DISABLED, ENV_SANDBOX};
@@ -56,6 +57,7 @@ pub struct SeatbeltSandbox {
     hidden: HiddenPaths,
     proxy_port: Option<u16>,
     keychain: bool,
+    tool_files: ToolFiles,
 }
 
 impl Default for SeatbeltSandbox {
@@ -69,6 +71,7 @@ impl Default for SeatbeltSandbox {
             hidden: HiddenPaths::default(),
             proxy_port: None,
             keychain: false,
+            tool_files: ToolFiles::all(),
         }
     }
 }
@@ -92,6 +95,13 @@ impl SeatbeltSandbox {
     #[must_use]
     pub fn with_hidden(self, hidden: HiddenPaths) -> Self {
         SeatbeltSandbox { hidden: with_macos_secrets(&hidden), ..self }
+    }
+
+    /// The same adapter keeping the other tools' files `tool_files` protects (`uexec_domain::tool_files`; all of
+    /// them by default) read-only in every writable root.
+    #[must_use]
+    pub fn with_tool_files(self, tool_files: ToolFiles) -> Self {
+        SeatbeltSandbox { tool_files, ..self }
     }
 
     /// The same adapter letting commands reach the keychain (`com.apple.SecurityServer`) when `allow` is true:
@@ -141,7 +151,7 @@ impl SeatbeltSandbox {
         argv: &[OsString],
     ) -> Result<SeatbeltLaunch, SandboxError> {
         let hidden = resolve_hidden(&self.hidden, workspace, cwd)?;
-        let launch = build_launch(policy, workspace, tmpdir, argv, &*self.resolver)?;
+        let launch = build_launch_with(policy, workspace, tmpdir, argv, &*self.resolver, &self.tool_files)?;
         Ok(extend_launch(
             launch,
             &Extras { hidden: &hidden, proxy_port: self.proxy_port, keychain: self.keychain },
@@ -151,6 +161,15 @@ impl SeatbeltSandbox {
     /// The report for `policy`; with a `launch`, its details count the actual roots.
     fn build_report(&self, policy: &SandboxPolicy, launch: Option<&SeatbeltLaunch>) -> ProtectionReport {
         let mut report = report(policy, self.unavailable_reason(), launch);
+        if matches!(policy, SandboxPolicy::WorkspaceWrite { .. })
+            && let Some(filesystem) = report.protections.iter_mut().find(|p| p.name == "filesystem")
+        {
+            filesystem.detail.push_str(&format!(
+                "; read-only: {} (set {} to allow one)",
+                self.tool_files.text(),
+                uexec_domain::tool_files::ALLOW_KEY
+            ));
+        }
         report.protections.push(if self.keychain {
             protection(
                 "keychain",
@@ -320,7 +339,7 @@ fn report(
         (SandboxPolicy::WorkspaceWrite { .. }, Some(launch)) => {
             let mut text = format!(
                 "reads everywhere; writes only under {} writable roots minus {} read-only subpaths (.git, \
-                 gitdir, .uexec: under every spelling, and the directories above them cannot be renamed), plus \
+                 gitdir, .uexec, other tools' files: under every spelling, and the directories above them cannot be renamed), plus \
                  /dev/null and the command's own terminal",
                 launch.writable_root_count(),
                 launch.read_only_subpath_count()

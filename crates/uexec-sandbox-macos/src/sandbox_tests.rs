@@ -106,20 +106,28 @@ fn prepare_wraps_the_command_and_counts_the_roots() {
         ]
     );
     let filesystem = prepared.report.protections.iter().find(|p| p.name == "filesystem").unwrap();
-    // The temporary workspace has no .git and no .uexec: nothing to protect, and the report says so.
+    // The temporary workspace has no .git and no .uexec: nothing to protect, and the report says so; the other
+    // tools' files are denied by path whether present or not.
+    let tools = uexec_domain::tool_files::TOOL_ENTRIES.len();
     assert!(
-        filesystem.detail.contains("under 1 writable roots minus 0 read-only subpaths")
+        filesystem.detail.contains(&format!("under 1 writable roots minus {tools} read-only subpaths"))
             && filesystem.detail.contains("(absent, so not protected: ")
             && filesystem.detail.contains("/.git, "),
         "{}",
         filesystem.detail
     );
-    // The twin: once .git exists it is protected.
+    // The twin: once .git exists it is protected, entry by entry (its configuration, hooks, ..., worktrees/
+    // and modules/).
+    let git =
+        uexec_domain::gitdir::protected_git_entries(uexec_domain::gitdir::GitDirKind::Repository).len() + 2;
     std::fs::create_dir(cwd.join(".git")).unwrap();
     let again = available().prepare(SandboxRequest { ..request_in(&cwd) }).unwrap();
     let filesystem = again.report.protections.iter().find(|p| p.name == "filesystem").unwrap();
     assert!(
-        filesystem.detail.contains("under 1 writable roots minus 1 read-only subpaths"),
+        filesystem
+            .detail
+            .contains(&format!("under 1 writable roots minus {} read-only subpaths", tools + git))
+            && filesystem.detail.contains("other tools' files that run code without asking"),
         "{}",
         filesystem.detail
     );

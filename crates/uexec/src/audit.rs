@@ -25,8 +25,8 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
@@ -83,13 +83,12 @@ impl AuditLog {
         line.append(&mut record);
         let mut text = Value::Object(line).to_string();
         text.push('\n');
-        let result = match self.file.lock() {
-            Ok(mut file) => self.reopen_if_replaced(&mut file).and_then(|()| {
-                file.write_all(text.as_bytes())?;
-                file.flush()
-            }),
-            Err(_) => Err(std::io::Error::other("audit log lock poisoned")),
-        };
+        let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        let result = self.reopen_if_replaced(&mut file).and_then(|()| {
+            file.write_all(text.as_bytes())?;
+            file.flush()
+        });
+        drop(file);
         match result {
             Ok(()) => {
                 if self.failing.swap(false, Ordering::Relaxed) {
@@ -135,13 +134,11 @@ impl AuditLog {
     }
 
     fn remember_begin(&self, key: (String, SessionId), info: BeginInfo) {
-        if let Ok(mut open) = self.open_commands.lock() {
-            open.insert(key, info);
-        }
+        self.open_commands.lock().unwrap_or_else(PoisonError::into_inner).insert(key, info);
     }
 
     fn take_begin(&self, key: &(String, SessionId)) -> Option<BeginInfo> {
-        self.open_commands.lock().ok().and_then(|mut open| open.remove(key))
+        self.open_commands.lock().unwrap_or_else(PoisonError::into_inner).remove(key)
     }
 }
 

@@ -16,6 +16,9 @@
 //! hide_secrets = true                   # the default: ~/.ssh, ~/.aws, ~/.netrc, ... unreadable when sandboxed
 //! hidden_paths = [".env*"]              # more unreadable paths: `~/x`, `/abs`, or workspace globs (* ? **)
 //! macos_keychain = false                # the default: sandboxed commands cannot ask the keychain (macOS)
+//! allow_tool_files = [".vscode"]        # other tools' files sandboxed commands may write (default: none of
+//!                                       # .vscode .idea .zed .cursor .claude .codex .gemini .devcontainer
+//!                                       # .mcp.json .envrc .ripgreprc)
 //! copy_on_write = ["~/.gradle", "~/.m2"] # more directories sandboxed commands see copy-on-write (Linux; cargo's
 //!                                       # home always is): `~/x` or `/abs`
 //!
@@ -94,6 +97,9 @@ pub struct ConfigFile {
     pub hidden_paths: Vec<Spanned<String>>,
     /// `macos_keychain`.
     pub macos_keychain: Option<bool>,
+    /// `allow_tool_files`.
+    #[serde(default)]
+    pub allow_tool_files: Vec<Spanned<String>>,
     /// `copy_on_write`.
     #[serde(default)]
     pub copy_on_write: Vec<Spanned<String>>,

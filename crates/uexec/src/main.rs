@@ -146,9 +146,9 @@ fn run_mcp(args: &cli::McpArgs) -> Result<ExitCode> {
 
 /// At most two glibc malloc arenas. By default glibc gives threads up to eight arenas per core and keeps what each
 /// freed for reuse by that arena: in a long-running server whose bytes are allocated on one thread (the runtime's
-/// workers reading output) and freed on another (the stdout writer, the blocking pool), the heap then grows by a
-/// few hundred bytes per session (`RELIABILITY.md`, soak: +3.2 MiB over 10,000 sessions through `uexec mcp`,
-/// +0.4 MiB with one arena). Two arenas keep that bounded while the two workers rarely wait for each other.
+/// workers reading output) and freed on another (the stdout writer, the blocking pool), the heap then grows with
+/// the number of sessions served (`RELIABILITY.md`, soak, has the figures with and without this call). Two arenas
+/// keep that bounded while the two workers rarely wait for each other.
 fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `mallopt` with an integer parameter, called first in `main` before any other thread exists.

@@ -29,6 +29,8 @@ pub struct SandboxSetup {
     /// The directories `workspace-write` commands see copy-on-write, as `(name, path)`, and the directory of
     /// their upper layers' slots (Linux; elsewhere they stay read-only).
     pub copy_on_write: Option<(PathBuf, Vec<(String, PathBuf)>)>,
+    /// Which other tools' files stay read-only (`allow_tool_files`).
+    pub tool_files: uexec_domain::tool_files::ToolFiles,
 }
 
 /// How sandboxed commands reach the proxy.
@@ -97,7 +99,9 @@ fn sandbox_in(
 ) -> Arc<dyn Sandbox> {
     use std::os::fd::AsFd;
     let base = || {
-        let sandbox = uexec_sandbox_linux::LinuxSandbox::default().with_hidden(setup.hidden.clone());
+        let sandbox = uexec_sandbox_linux::LinuxSandbox::default()
+            .with_hidden(setup.hidden.clone())
+            .with_tool_files(setup.tool_files.clone());
         match &setup.copy_on_write {
             Some((layers, dirs)) => sandbox.with_copy_on_write(
                 layers.clone(),
@@ -136,6 +140,7 @@ fn sandbox_in(setup: &SandboxSetup) -> Arc<dyn Sandbox> {
     {
         let sandbox = uexec_sandbox_macos::SeatbeltSandbox::default()
             .with_hidden(setup.hidden.clone())
+            .with_tool_files(setup.tool_files.clone())
             .with_keychain(setup.keychain);
         match &setup.proxy {
             Some(ProxyRoute::Port(port)) => Arc::new(sandbox.with_proxy_port(*port)),

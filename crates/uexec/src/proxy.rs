@@ -31,7 +31,7 @@
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde_json::json;
@@ -105,22 +105,20 @@ impl Refusals {
     /// Remember a refused `host:port`.
     fn record(&self, target: String) {
         let n = self.next.fetch_add(1, Ordering::SeqCst);
-        if let Ok(mut list) = self.list.lock() {
-            if list.len() == MAX_REMEMBERED {
-                list.pop_front();
-            }
-            list.push_back((n, target));
+        let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        if list.len() == MAX_REMEMBERED {
+            list.pop_front();
         }
+        list.push_back((n, target));
     }
 
     /// The distinct targets refused since `mark`, in order.
     pub fn since(&self, mark: u64) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        if let Ok(list) = self.list.lock() {
-            for (_, target) in list.iter().filter(|(n, _)| *n >= mark) {
-                if !out.contains(target) {
-                    out.push(target.clone());
-                }
+        let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        for (_, target) in list.iter().filter(|(n, _)| *n >= mark) {
+            if !out.contains(target) {
+                out.push(target.clone());
             }
         }
         out
@@ -183,7 +181,12 @@ impl Proxy {
 
     /// What a person already answered about `host`.
     fn answer_for(&self, host: &str) -> Option<bool> {
-        self.answered.lock().ok()?.iter().find(|(h, _)| h == host).map(|(_, allowed)| *allowed)
+        self.answered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|(h, _)| h == host)
+            .map(|(_, allowed)| *allowed)
     }
 
     /// The final verdict for a host the rules did not allow: a person's session answer (asked now if nobody was
@@ -205,9 +208,7 @@ impl Proxy {
         }
         match asker.ask(&host, port, &describe(&self.rules)).await {
             Some(answer) => {
-                if let Ok(mut answered) = self.answered.lock() {
-                    answered.push((host, answer));
-                }
+                self.answered.lock().unwrap_or_else(PoisonError::into_inner).push((host, answer));
                 if answer { Verdict::Allowed } else { verdict }
             }
             None => verdict,
@@ -256,6 +257,7 @@ pub fn prepare(
         keychain: settings.macos_keychain,
         proxy: None,
         copy_on_write,
+        tool_files: settings.tool_files.clone(),
     };
     let NetworkPolicy::Proxied(rules) = &settings.network else {
         return Ok((setup, None));
@@ -1077,6 +1079,22 @@ mod tests {
         let note = Refusals::note(&["x.com:443".into()]).unwrap();
         assert!(note.starts_with("[uexec] Network: refused x.com:443") && note.contains("--allow-domain"));
         assert_eq!(Refusals::note(&[]), None);
+    }
+
+    #[test]
+    fn a_poisoned_refusal_list_still_records_and_lists() {
+        let refusals = Refusals::default();
+        refusals.record("a.com:443".into());
+        std::thread::scope(|scope| {
+            let holder = scope.spawn(|| {
+                let _list = refusals.list.lock().unwrap();
+                panic!("a holder panics");
+            });
+            assert!(holder.join().is_err());
+        });
+        assert!(refusals.list.is_poisoned());
+        refusals.record("b.com:443".into());
+        assert_eq!(refusals.since(0), vec!["a.com:443".to_owned(), "b.com:443".to_owned()]);
     }
 
     /// What the front end served: per request, the `Host` values and the body it received, and the address it

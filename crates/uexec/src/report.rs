@@ -178,7 +178,7 @@ fn weak_protections(report: &ProtectionReport) -> String {
 }
 
 /// What stays read-only in a git directory listed among `read_only_subpaths`: on Linux only what git runs or
-/// reads as configuration; elsewhere the whole directory.
+/// reads as configuration (and the pack files); on macOS the same for a root's `.git` directory.
 fn git_directory_protection() -> String {
     #[cfg(target_os = "linux")]
     {
@@ -186,7 +186,9 @@ fn git_directory_protection() -> String {
     }
     #[cfg(not(target_os = "linux"))]
     {
-        "the whole git directory stays read-only".to_owned()
+        "on macOS a root's .git directory is writable but for what git runs or reads as configuration, \
+         worktrees/, modules/ and its pack files; a gitdir a .git file names stays read-only as a whole"
+            .to_owned()
     }
 }
 
@@ -223,6 +225,7 @@ pub fn sandbox_profile(args: &ProfileArgs) -> Result<ExitCode> {
                 && !settings.sandbox_policy.is_unrestricted();
             let mut sandbox = uexec_sandbox_macos::SeatbeltSandbox::for_inspection()
                 .with_hidden(settings.hidden.clone())
+                .with_tool_files(settings.tool_files.clone())
                 .with_keychain(settings.macos_keychain);
             if proxied {
                 sandbox = sandbox.with_proxy_port(PROXY_PORT_PLACEHOLDER);
@@ -262,21 +265,19 @@ pub fn sandbox_profile(args: &ProfileArgs) -> Result<ExitCode> {
                 .argv
                 .iter()
                 .enumerate()
-                .map(|(i, a)| if i == 2 { "<profile>".to_owned() } else { quote(&a.to_string_lossy()) })
+                .map(|(i, a)| {
+                    if i == 2 {
+                        "<profile>".to_owned()
+                    } else {
+                        uexec_domain::quote::shell_word(&a.to_string_lossy())
+                    }
+                })
                 .collect();
             let _ = writeln!(out, ";;   {}", shown.join(" "));
             write_stdout(&out)?;
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-fn quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | '=' | ':' | ',' | '+'));
-    if plain { word.to_owned() } else { format!("'{}'", word.replace('\'', "'\\''")) }
 }
 
 /// Write to stdout; a closed pipe (`| head`) is not an error.
@@ -318,7 +319,7 @@ mod tests {
 
     #[test]
     fn quoting_keeps_plain_words() {
-        assert_eq!(quote("-DWRITABLE_ROOT_0=/tmp"), "-DWRITABLE_ROOT_0=/tmp");
-        assert_eq!(quote("a b"), "'a b'");
+        assert_eq!(uexec_domain::quote::shell_word("-DWRITABLE_ROOT_0=/tmp"), "-DWRITABLE_ROOT_0=/tmp");
+        assert_eq!(uexec_domain::quote::shell_word("a b"), "'a b'");
     }
 }

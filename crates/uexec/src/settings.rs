@@ -15,6 +15,7 @@ use uexec_domain::hidden_env::environment_secrets;
 use uexec_domain::limits::Limits;
 use uexec_domain::network::{DomainPattern, DomainRules, NetworkPolicy};
 use uexec_domain::rules::{CommandRules, PrefixRule};
+use uexec_domain::tool_files::{ALLOW_KEY, ToolFiles};
 use uexec_domain::trust::SandboxWrites;
 use uexec_domain::{ApprovalPolicy, SandboxPolicy};
 use uexec_engine::{gather_writes, writable_by_sandbox};
@@ -73,6 +74,8 @@ pub struct Settings {
     pub hidden: HiddenPaths,
     /// macOS: sandboxed commands may ask the keychain (`macos_keychain = true`; default false).
     pub macos_keychain: bool,
+    /// Which other tools' files stay read-only to sandboxed commands (`allow_tool_files`; default all).
+    pub tool_files: ToolFiles,
     /// The network of sandboxed commands: off, on, or through the proxy (`sandbox_policy`'s network access is
     /// true for the last two).
     pub network: NetworkPolicy,
@@ -155,7 +158,7 @@ fn possible_writable_roots(extra: &[PathBuf], cwd: &Path, tmpdir: Option<&Path>)
     gather_writes(&policy, cwd, tmpdir, &[])
 }
 
-/// Refuse a config file a sandboxed command could have written (issue 10, class 7a): one inside a writable
+/// Refuse a config file a sandboxed command could have written: one inside a writable
 /// root, a symlink into one, or one reached through a symlink or directory that lies in one. An explicit
 /// `--config` is the person's own choice: it is read, and the exception is reported on stderr.
 fn check_config_location(path: &Path, explicit: bool, writes: &SandboxWrites) -> Result<()> {
@@ -402,6 +405,14 @@ fn resolve_with(
     }
     hide_own_state(&mut hidden, &own_state(state_dir.as_deref(), audit_log.as_deref(), None));
     let macos_keychain = file.macos_keychain.unwrap_or(false);
+    let mut allowed_tools: Vec<String> = Vec::new();
+    if let Some(loaded) = loaded {
+        for name in &file.allow_tool_files {
+            ToolFiles::allowing(&[name.get_ref()]).map_err(|e| loaded.error_at(name.span(), ALLOW_KEY, e))?;
+            allowed_tools.push(name.get_ref().clone());
+        }
+    }
+    let tool_files = ToolFiles::allowing(&allowed_tools).unwrap_or_default();
 
     Ok(Settings {
         cwd,
@@ -418,6 +429,7 @@ fn resolve_with(
         config_file: loaded.map(|l| l.path.clone()),
         hidden,
         macos_keychain,
+        tool_files,
         network: network_policy,
         state_dir,
         token_dirs,
@@ -1082,6 +1094,19 @@ mod tests {
     }
 
     #[test]
+    fn allowed_tool_files_from_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = loaded(dir.path(), "allow_tool_files = [\".vscode\", \".mcp.json\"]\n");
+        let settings = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap();
+        assert_eq!(settings.tool_files.allowed(), &[".vscode", ".mcp.json"]);
+        let none = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), None).unwrap();
+        assert!(none.tool_files.allowed().is_empty() && none.tool_files.protected().count() > 5);
+        let cfg = loaded(dir.path(), "allow_tool_files = [\".vscod\"]\n");
+        let err = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap_err();
+        assert!(err.to_string().contains("allow_tool_files") && err.to_string().contains(".vscod"), "{err}");
+    }
+
+    #[test]
     fn hidden_paths_from_config() {
         let dir = tempfile::tempdir().unwrap();
         let cfg = loaded(dir.path(), "hidden_paths = [\".env*\", \"~/.config/tool/token\"]\n");
@@ -1104,7 +1129,7 @@ mod tests {
         assert!(err.to_string().contains("hidden_paths"), "{err}");
     }
 
-    /// Issue 22, class 4: the server's environment is read once for the secrets it points at, and the server's
+    /// The server's environment is read once for the secrets it points at, and the server's
     /// own state joins the hidden locations whatever `hide_secrets` says.
     #[test]
     fn hidden_locations_include_the_environment_s_secrets_and_the_server_s_own_state() {
@@ -1568,7 +1593,7 @@ mod tests {
         );
     }
 
-    /// Issue 10, class 6: secrets are excluded unless the config says otherwise; names are passed on purpose.
+    /// Secrets are excluded unless the config says otherwise; names are passed on purpose.
     #[test]
     fn secrets_are_excluded_by_default_and_passed_through_by_name() {
         let dir = tempfile::tempdir().unwrap();
@@ -1629,7 +1654,7 @@ mod tests {
         assert!(resolve_with(&read_only, Some(&ok), &ctx(Path::new("/")), None).is_ok());
     }
 
-    /// Issue 10, class 7a: a config file a sandboxed command could have written is refused unless explicit.
+    /// A config file a sandboxed command could have written is refused unless explicit.
     #[test]
     fn a_config_inside_a_writable_root_is_refused_unless_given_explicitly() {
         let workspace = tempfile::Builder::new().tempdir_in("/var/tmp").unwrap();

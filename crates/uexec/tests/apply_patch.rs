@@ -176,7 +176,7 @@ fn uexec_run_takes_the_direct_form() {
     assert!(!escaped.exists());
 }
 
-/// Issue 24, section 5: the forms models send with a prelude (`cd x;`, `set -e;`) apply the patch in that
+/// The forms models send with a prelude (`cd x;`, `set -e;`) apply the patch in that
 /// directory; one inside a longer script gets a clear error instead of the shell's "command not found", and
 /// changes nothing.
 #[test]

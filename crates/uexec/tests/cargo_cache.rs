@@ -1,4 +1,4 @@
-//! Issue 12, part 2, cargo: under workspace-write, sandboxed commands see the person's `CARGO_HOME` copy-on-write
+//! Cargo: under workspace-write, sandboxed commands see the person's `CARGO_HOME` copy-on-write
 //! (an overlay whose upper layer belongs to the sandbox), end to end through `uexec mcp` with the real cargo and
 //! crates.io: a crate the person fetched beforehand builds `--offline` inside the sandbox, a sandboxed
 //! `cargo fetch` of a crate the person never fetched succeeds with the crates.io hosts allowed, the person's

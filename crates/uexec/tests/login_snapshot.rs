@@ -1,4 +1,4 @@
-//! Issue 12, part 4: the login environment is loaded once per server and replayed from a snapshot, end to end
+//! The login environment is loaded once per server and replayed from a snapshot, end to end
 //! through `uexec mcp`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -140,7 +140,7 @@ fn writable_startup_files_or_state_never_reach_a_command_outside_the_sandbox() {
     assert!(snapshot_files(&inside).is_empty());
 }
 
-/// Issue 22, class 4: a secret-named variable the startup files export (`SVC_API_KEY`) is not restored by the
+/// A secret-named variable the startup files export (`SVC_API_KEY`) is not restored by the
 /// snapshot, and its value is on no file a sandboxed command can read: not in the sandbox's snapshot, and the
 /// snapshots of unsandboxed shells are hidden. The twin: a plain variable of the same profile is restored.
 #[test]

@@ -445,7 +445,7 @@ fn curl_initialize(addr: SocketAddr, headers: &[String]) -> String {
     cmd
 }
 
-/// Issue 22, class 3: with the network on and no token file, a sandboxed command could connect to its own
+/// With the network on and no token file, a sandboxed command could connect to its own
 /// server's listener as a new client (declaring elicitation) and approve its own questions. A token is now
 /// always required: one is generated into a private file that sandboxed commands cannot read.
 #[tokio::test]
@@ -567,7 +567,7 @@ async fn a_token_file_named_through_dot_dot_works_and_one_in_a_writable_root_is_
     assert!(stderr.contains("refusing the auth token file") && !stderr.contains("listening on"), "{stderr}");
 }
 
-/// Issue 22, class 5: 1100 idle TCP connections without a token used to take every descriptor of a server whose
+/// 1100 idle TCP connections without a token used to take every descriptor of a server whose
 /// limit is 1024, and an authorised client got no answer. Connections without the token now hold a bounded share
 /// of the descriptors (the oldest beyond it is closed to make room): an authorised client from the same address
 /// is served at once, long before the idle ones would time out, while they are closed.
@@ -654,7 +654,7 @@ async fn the_server_raises_its_descriptor_limit_and_commands_keep_the_original()
     assert_eq!(output_of(&text), "1024\n4096\n", "{text}");
 }
 
-/// Issue 22, class 5: in the domain-allowlist mode the clients shared the proxy's network namespace, so client B's
+/// In the domain-allowlist mode the clients shared the proxy's network namespace, so client B's
 /// command read what client A's command served on 127.0.0.1. Each client now has a network namespace (and a proxy)
 /// of its own: A's own second command reaches it, B's finds nothing there.
 #[tokio::test]
@@ -719,7 +719,7 @@ print(data.decode(errors="replace"))
     )
 }
 
-/// Issue 22, class 5: 256 idle connections from one client's command filled the shared proxy and client B's
+/// 256 idle connections from one client's command filled the shared proxy and client B's
 /// requests hung. Each client's proxy has its own quota (below the bound all proxies share): A's command holding
 /// more than its quota stops only A's further requests; B's proxied request is answered.
 #[tokio::test]
@@ -985,7 +985,7 @@ async fn a_client_that_ends_its_mcp_session_has_its_sessions_killed_at_once() {
 }
 
 /// The Python SDK's streamable-HTTP client ends its session with `DELETE` and reports anything but 200 or 204
-/// as "Session termination failed" (issue 24): the answer is 204, and the session is gone after it.
+/// as "Session termination failed": the answer is 204, and the session is gone after it.
 #[tokio::test]
 async fn ending_an_mcp_session_with_delete_is_answered_204_and_ends_it() {
     let server = start(&[], Some(TOKEN));

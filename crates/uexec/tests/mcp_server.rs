@@ -84,7 +84,7 @@ over_both_transports!(
     a_call_cancelled_while_its_approval_is_pending_never_runs,
 );
 
-/// Issue 10, class 7b: with HOME inside the workspace, a planted ~/.bash_profile does not run for a known-safe
+/// With HOME inside the workspace, a planted ~/.bash_profile does not run for a known-safe
 /// `ls` under `untrusted` nor for an approved escalation; a plain sandboxed command under `on-request` still
 /// starts a login shell (the twin that proves the planted profile works).
 #[test]
@@ -116,7 +116,7 @@ fn planted_login_startup_files_do_not_run_for_known_safe_or_escalated_commands()
     assert!(marker.exists(), "a sandboxed command under on-request keeps its login shell");
 }
 
-/// Issue 10, class 6: the server's secrets stay out of commands by default; `--pass-env` passes one on purpose.
+/// The server's secrets stay out of commands by default; `--pass-env` passes one on purpose.
 #[test]
 fn secrets_of_the_server_environment_stay_out_of_commands_by_default() {
     let ws = Workspace::new();
@@ -141,7 +141,7 @@ fn secrets_of_the_server_environment_stay_out_of_commands_by_default() {
     assert!(out.contains("GITHUB_TOKEN=ghp-2") && !out.contains("FOO_API_KEY"), "{out}");
 }
 
-/// Issue 10, class 1: an escalation whose `cmd` imitates the question's own lines (zero-width characters, a
+/// An escalation whose `cmd` imitates the question's own lines (zero-width characters, a
 /// fake `Reason:` line, a payload 60 lines down, CR, ESC, a bidi override) reaches the client escaped, whole and
 /// numbered; the justification cannot add fixed lines either.
 fn an_escalation_question_shows_exactly_what_will_run(t: Transport) {
@@ -565,7 +565,7 @@ fn a_call_cancelled_while_its_approval_is_pending_never_runs(t: Transport) {
     assert!(ws.path().join("approved.txt").exists());
 }
 
-/// Issue 24, section 4: through the real server and a real PTY, a REPL's answers say that it waits for input
+/// Through the real server and a real PTY, a REPL's answers say that it waits for input
 /// once per stretch of waiting, not on every call; `/bin/cat` that only waits answers with an empty output
 /// (Codex's `unified_exec_reuses_session_via_stdin`), and still returns early.
 #[test]

@@ -346,7 +346,7 @@ except OSError as e:
     print(f"direct errno {e.errno}")
 "#;
 
-/// Issue 22, class 6: `--network --deny-domain ADDRESS` is enforced for every sandboxed command, whatever its
+/// `--network --deny-domain ADDRESS` is enforced for every sandboxed command, whatever its
 /// environment: the command is in the proxy's loopback-only namespace, and the proxy refuses the address in
 /// every spelling (`0x7f000001`, `2130706433`, `0177.0.0.01`, `127.1`, `[::ffff:7f00:1]`, a trailing dot) while
 /// the twin address in the same spellings is reached, with the `Host` header the rule checked.
@@ -387,7 +387,7 @@ fn network_with_a_deny_list_refuses_every_spelling_of_the_address_and_only_the_p
     assert_eq!(served.len(), 14, "{served:?}");
 }
 
-/// Issue 24, section 5: an allowed literal `127.0.0.1:PORT` is the host's service, reached through the proxy
+/// An allowed literal `127.0.0.1:PORT` is the host's service, reached through the proxy
 /// with the client's defaults (no `--noproxy ''`): the rule takes `127.0.0.1` out of `NO_PROXY`, while
 /// `localhost` stays the namespace's own loopback (nothing listens there). The twin `127.0.0.2:PORT`, not
 /// allowed, gets the proxy's 403.

@@ -1,4 +1,4 @@
-//! Issue 12, part 2: under workspace-write, package managers' caches point at the sandbox's own cache
+//! Under workspace-write, package managers' caches point at the sandbox's own cache
 //! directory (writable there), the person's own caches stay read-only, and a command outside the sandbox uses
 //! the person's caches, never the sandbox's; end to end through `uexec mcp` with the real npm and pip.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

@@ -1,4 +1,4 @@
-//! `uexec run` after a sandboxed command planted a `.git` or `.uexec` (issue 10, classes 3 and 4): the next
+//! `uexec run` after a sandboxed command planted a `.git` or `.uexec`: the next
 //! command still writes to the workspace and to `/tmp`, finishes promptly and without reading a planted file
 //! whole, and cannot remove or rewrite the planted entry (it protects only itself).
 //!

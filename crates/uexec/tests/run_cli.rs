@@ -480,7 +480,7 @@ fn sandbox_report_text_and_json() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("linux-landlock-seccomp") && text.contains("workspace-write"), "{text}");
     assert!(text.contains("Protections:") && text.contains("Verdict:"), "{text}");
-    // A git directory is writable but for what git runs or reads as configuration (issue 25).
+    // A git directory is writable but for what git runs or reads as configuration.
     assert!(text.contains("as a git directory only config, config.worktree, hooks, info"), "{text}");
 
     let out = uexec_command(&ws, &["sandbox-report", "--json", "--sandbox", "read-only", "--network"])
@@ -512,7 +512,7 @@ fn sandbox_profile_for_macos_on_any_platform() {
     assert!(text.contains("/usr/bin/sandbox-exec -p <profile>") && text.contains("-- make test"), "{text}");
 }
 
-/// Issue 28: `sandbox-profile` prints the profile that runs, hidden locations and the allowlist mode's network
+/// `sandbox-profile` prints the profile that runs, hidden locations and the allowlist mode's network
 /// part included (it showed the open network part and no hidden rule), and the keychain choice.
 #[test]
 fn sandbox_profile_for_macos_prints_the_hidden_locations_and_the_allowlist_network_part() {
@@ -576,7 +576,7 @@ fn invalid_config_names_key_and_line() {
     assert!(err.contains("bad.toml:3:") && err.contains("bogus"), "{err}");
 }
 
-/// Issue 10, class 7a: a config file a sandboxed command could have planted ($HOME/.config or
+/// A config file a sandboxed command could have planted ($HOME/.config or
 /// $XDG_CONFIG_HOME under the workspace or /tmp, or a symlink into one) is refused at startup; an explicit
 /// `--config` is read and reported.
 #[test]

@@ -68,7 +68,7 @@ fn hide_secrets_false_leaves_the_defaults_readable() {
     }
 }
 
-/// Issue 22, class 4: a working directory (or a workspace) inside a hidden location does not make the location
+/// A working directory (or a workspace) inside a hidden location does not make the location
 /// visible: the command is refused with a typed error that says why, and nothing runs. The twin: a working
 /// directory beside the hidden ones reads its files.
 #[test]
@@ -135,7 +135,7 @@ fn a_working_directory_or_workspace_in_a_hidden_location_is_refused() {
     );
 }
 
-/// Issue 22, class 4: a writable root that holds a hidden location keeps it hidden inside (the root is made
+/// A writable root that holds a hidden location keeps it hidden inside (the root is made
 /// writable first, the location covered on top); the twin beside it is readable and writable.
 #[test]
 fn a_writable_root_that_holds_a_hidden_location_keeps_it_hidden() {
@@ -156,7 +156,7 @@ fn a_writable_root_that_holds_a_hidden_location_keeps_it_hidden() {
     assert!(out.contains("twin-readable") && out.contains("WROTE-TWIN"), "{out}");
 }
 
-/// Issue 22, class 4: relocated credential stores are hidden where their variables put them, also inside the
+/// Relocated credential stores are hidden where their variables put them, also inside the
 /// copy-on-write view of the cargo home (`--network`); the twins in the same directories stay readable.
 #[test]
 fn credential_stores_moved_by_their_variables_are_hidden() {
@@ -210,7 +210,7 @@ fn credential_stores_moved_by_their_variables_are_hidden() {
     assert_eq!(std::fs::read_to_string(cargo.join("credentials.toml")).unwrap(), "CARGO-TOKEN\n");
 }
 
-/// Issue 22, class 4: the person's ssh-agent (a real one) is out of reach of sandboxed commands: its variable is
+/// The person's ssh-agent (a real one) is out of reach of sandboxed commands: its variable is
 /// dropped and its socket hidden, even to a command that names the socket itself. Passed on purpose
 /// (`--pass-env SSH_AUTH_SOCK`), the agent is reachable and the report says so. The twin: the test process lists
 /// the key through the same socket.
@@ -285,7 +285,7 @@ fn the_ssh_agent_is_reachable_only_when_passed_on_purpose() {
     }
 }
 
-/// Issue 22, class 4: the server's own state (the audit log with other sessions' command lines, the snapshots
+/// The server's own state (the audit log with other sessions' command lines, the snapshots
 /// of unsandboxed shells, the copy-on-write layers) cannot be read by sandboxed commands. The twins: a file
 /// beside the audit log is readable inside, and the log itself outside holds the command lines.
 #[test]

@@ -1,4 +1,4 @@
-//! `uexec mcp` end to end: an approval covers exactly what the person saw (issue 22, class 2). A prefix
+//! `uexec mcp` end to end: an approval covers exactly what the person saw. A prefix
 //! approval does not follow the agent into another repository whose `core.fsmonitor` a sandboxed command wrote;
 //! an escalation does not run a `git` planted in a `PATH` directory of the workspace; blank lines cannot push a
 //! payload out of the question; no login snapshot runs a shell before its command is approved. Each denied

@@ -1,4 +1,4 @@
-//! Git in a sandboxed command (issue 25): everyday git works in a repository inside a writable root, while what
+//! Git in a sandboxed command: everyday git works in a repository inside a writable root, while what
 //! git executes or takes configuration from (config, config.worktree, hooks/, info/, objects/info/alternates)
 //! cannot be written nor created, also when absent, through a symlink or after a rename. Each denied probe has an
 //! allowed twin; the repositories are made and checked by a real git outside the sandbox.
@@ -208,6 +208,65 @@ fn a_linked_worktree_commits_and_its_admin_files_stay_read_only() {
 }
 
 #[test]
+fn a_linked_worktree_cannot_get_back_a_commondir_or_gitdir_it_lacked() {
+    let s = Scratch::new();
+    repository(&s.ws);
+    git(&s.ws, &["worktree", "add", "-q", "-b", "wt-branch", "wt"]);
+    let admin = s.ws.join(".git/worktrees/wt");
+    // The back-pointer is gone (moved by hand): git reads an empty one the same way.
+    fs::remove_file(admin.join("gitdir")).unwrap();
+    // An administrative directory without commondir is a repository of its own to git (its config, its hooks).
+    let orphan = s.ws.join(".git/worktrees/orphan");
+    fs::create_dir_all(&orphan).unwrap();
+    fs::write(orphan.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    repository(&s.ws.join("evil"));
+    let wt = s.ws.join("wt");
+    let policy = || workspace_only(vec![s.ws.clone()], false);
+    for (attack, twin) in [
+        (
+            format!("echo {}/x/.git > {}/gitdir", s.ws.display(), admin.display()),
+            format!("touch {}/ORIG_HEAD.t", admin.display()),
+        ),
+        (
+            format!("echo ../../../evil/.git > {}/commondir", orphan.display()),
+            format!("touch {}/.git/orphan-twin", s.ws.display()),
+        ),
+        (
+            format!("echo '[core]' > {}/config", orphan.display()),
+            format!("echo x > {}/logs-twin", admin.display()),
+        ),
+        (
+            format!("mkdir -p {0}/hooks && touch {0}/hooks/post-checkout", orphan.display()),
+            format!("mkdir {}/rr-twin", admin.display()),
+        ),
+        (
+            format!("mv {} {}/moved", orphan.display(), s.ws.display()),
+            format!(
+                "mkdir {0}/.git/worktrees/x && mv {0}/.git/worktrees/x {0}/.git/worktrees/y",
+                s.ws.display()
+            ),
+        ),
+    ] {
+        let allowed = bash(policy(), &wt, &twin);
+        assert!(allowed.ok(), "{twin}: {allowed:?}");
+        let probe = bash(policy(), &wt, &attack);
+        assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
+    }
+    assert_eq!(fs::read(admin.join("gitdir")).unwrap(), b"");
+    assert!(
+        !orphan.join("commondir").exists()
+            && !orphan.join("config").exists()
+            && !orphan.join("hooks").exists()
+    );
+    // Git in the worktree still works, inside the sandbox and outside it.
+    let commit =
+        bash(policy(), &wt, "echo w > w.txt && git add w.txt && git commit -q -m in-worktree && git status");
+    assert!(commit.ok(), "{commit:?}");
+    assert!(git(&wt, &["log", "--format=%s"]).contains("in-worktree"));
+    assert_eq!(git(&wt, &["rev-parse", "--git-common-dir"]).trim(), s.ws.join(".git").display().to_string());
+}
+
+#[test]
 fn a_submodule_commits_and_its_git_dir_configuration_stays_read_only() {
     let s = Scratch::new();
     let upstream = s.outside.join("lib");
@@ -249,4 +308,57 @@ fn a_submodule_commits_and_its_git_dir_configuration_stays_read_only() {
     assert!(twin.ok(), "{twin:?}");
     assert_eq!(fs::read(module.join("config")).unwrap(), config_before);
     assert!(!module.join("hooks/post-checkout").exists() && !module.join("hooks-away").exists());
+}
+
+#[test]
+fn destroying_refs_inside_the_sandbox_leaves_every_packed_commit_recoverable() {
+    let s = Scratch::new();
+    repository(&s.ws);
+    for n in ["two", "three"] {
+        fs::write(s.ws.join("a.txt"), n).unwrap();
+        git(&s.ws, &["commit", "-q", "-am", n]);
+    }
+    git(&s.ws, &["branch", "side"]);
+    // The person's history, packed (as after a clone or a gc).
+    git(&s.ws, &["gc", "-q"]);
+    let commits: Vec<String> = git(&s.ws, &["rev-list", "--all"]).lines().map(str::to_owned).collect();
+    assert_eq!(commits.len(), 3);
+    let packs = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir.join(".git/objects/pack"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = packs(&s.ws);
+    assert!(before.iter().any(|n| n.ends_with(".pack")), "{before:?}");
+    // Inside the sandbox: refs destroyed, reflogs expired, and gc told to prune everything unreachable.
+    let destroy = bash(
+        policy(),
+        &s.ws,
+        "git checkout -q --orphan wiped && git rm -q -rf . && git commit -q --allow-empty -m wiped && \
+         git branch -D main side && git reflog expire --expire=now --all; rm -f .git/objects/pack/*; \
+         git gc -q --prune=now; git rev-list --all --count",
+    );
+    assert_eq!(destroy.stdout.lines().last(), Some("1"), "the refs are gone inside: {destroy:?}");
+    assert!(refused(&destroy.stderr), "the pack files could not be removed: {destroy:?}");
+    // The twins: a new object and a new pack can still be written.
+    let write = bash(
+        policy(),
+        &s.ws,
+        "echo new > n.txt && git add n.txt && git commit -q -m new && git repack -q && ls .git/objects/pack",
+    );
+    assert!(write.ok(), "{write:?}");
+    // Outside: every pack file is still there, and every commit the person had is recoverable.
+    let after = packs(&s.ws);
+    for name in &before {
+        assert!(after.contains(name), "{name} was removed: {after:?}");
+    }
+    assert!(after.len() > before.len(), "no new pack was written: {after:?}");
+    for commit in &commits {
+        git(&s.ws, &["cat-file", "-e", &format!("{commit}^{{commit}}")]);
+    }
+    git(&s.ws, &["branch", "recovered", &commits[0]]);
+    assert_eq!(git(&s.ws, &["rev-list", "--count", "recovered"]).trim(), "3");
 }

@@ -15,4 +15,5 @@ mod planted;
 mod process;
 mod pty;
 mod template;
+mod tool_files;
 mod vfork;

@@ -74,16 +74,31 @@ fn real_symlinks_are_resolved() {
         exclude_slash_tmp: true,
         exclude_tmpdir_env_var: true,
     };
-    let launch = build_launch(&policy, &base.join("link"), None, &argv(), &RealFs).unwrap();
-    assert_eq!(
-        params(&launch),
-        [
-            ("WRITABLE_ROOT_0".to_owned(), base.join("real")),
-            ("WRITABLE_ROOT_0_RO_0".to_owned(), base.join("real/.git")),
-            // The symlinked .uexec is protected as the link (it cannot be replaced) ...
-            ("WRITABLE_ROOT_0_RO_1".to_owned(), base.join("real/.uexec")),
-        ]
-    );
+    // Only .git and .uexec (the other tools' files, protected by name whatever they are, are not the point).
+    let names: Vec<&str> = uexec_domain::tool_files::TOOL_ENTRIES.iter().map(|e| e.name).collect();
+    let no_tools = uexec_domain::tool_files::ToolFiles::allowing(&names).unwrap();
+    let launch = uexec_sandbox_macos::build_launch_with(
+        &policy,
+        &base.join("link"),
+        None,
+        &argv(),
+        &RealFs,
+        &no_tools,
+    )
+    .unwrap();
+    // The .git directory entry by entry (what git runs or reads as configuration, worktrees/, modules/) ...
+    let git = base.join("real/.git");
+    let mut expected: Vec<PathBuf> =
+        uexec_domain::gitdir::protected_git_entries(uexec_domain::gitdir::GitDirKind::Repository)
+            .iter()
+            .map(|e| git.join(e.name))
+            .collect();
+    expected.extend([git.join("worktrees"), git.join("modules")]);
+    // ... and the symlinked .uexec protected as the link (it cannot be replaced) ...
+    expected.push(base.join("real/.uexec"));
+    let mut want = vec![("WRITABLE_ROOT_0".to_owned(), base.join("real"))];
+    want.extend(expected.into_iter().enumerate().map(|(j, p)| (format!("WRITABLE_ROOT_0_RO_{j}"), p)));
+    assert_eq!(params(&launch), want);
     // ... and its target lies outside every root, so it is not writable either.
     assert!(!launch.params.iter().any(|(_, v)| Path::new(v).starts_with(base.join("data"))));
 }
@@ -143,4 +158,38 @@ fn a_missing_tmpdir_is_an_invalid_path_unless_excluded() {
         build_launch(&policy, Path::new("/tmp/w"), Some(Path::new("/var/folders/gone/T")), &argv(), &fs)
             .unwrap();
     assert_eq!(launch.writable_root_count(), 2);
+}
+
+#[test]
+fn a_real_git_directory_is_writable_but_its_configuration_and_pack_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let git = base.join(".git");
+    std::fs::create_dir_all(git.join("objects/pack")).unwrap();
+    std::fs::create_dir_all(git.join("refs/heads")).unwrap();
+    std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(git.join("objects/pack/pack-1.pack"), "x").unwrap();
+    std::fs::write(git.join("objects/pack/pack-1.idx"), "x").unwrap();
+    let policy = SandboxPolicy::WorkspaceWrite {
+        writable_roots: Vec::new(),
+        network_access: false,
+        exclude_slash_tmp: true,
+        exclude_tmpdir_env_var: true,
+    };
+    let launch = build_launch(&policy, &base, None, &argv(), &RealFs).unwrap();
+    let forms = crate::check_profile(&launch);
+    let allows = |op: &str, path: PathBuf| crate::sexpr::allows(&forms, op, &path, &launch.params).unwrap();
+    // The packed history cannot be removed or rewritten; new packs, objects, refs and the index can be written.
+    for pack in ["pack-1.pack", "pack-1.idx"] {
+        assert!(!allows("file-write-unlink", git.join("objects/pack").join(pack)), "{pack}");
+        assert!(!allows("file-write-data", git.join("objects/pack").join(pack)), "{pack}");
+    }
+    assert!(!allows("file-write-unlink", git.join("objects/pack")));
+    assert!(allows("file-write-create", git.join("objects/pack/pack-2.pack")));
+    assert!(allows("file-write-unlink", git.join("objects/pack/tmp_pack_x")));
+    assert!(allows("file-write-create", git.join("objects/ab/cdef")));
+    assert!(allows("file-write-create", git.join("index.lock")));
+    assert!(allows("file-write-create", git.join("refs/heads/topic")));
+    assert!(!allows("file-write-create", git.join("hooks/post-checkout")));
+    assert!(!allows("file-write-create", git.join("config")));
 }

@@ -156,3 +156,50 @@ fn hidden_locations_are_denied_under_every_spelling_and_their_parents_cannot_be_
         "plain",
     );
 }
+
+#[test]
+fn other_tools_files_are_denied_present_or_not_unless_allowed() {
+    use uexec_domain::tool_files::ToolFiles;
+    let fs = mac().dir("/Users/dev/project/.claude");
+    let build = |tools: &ToolFiles| {
+        uexec_sandbox_macos::build_launch_with(
+            &workspace(false),
+            Path::new("/Users/dev/project"),
+            None,
+            &[OsString::from("true")],
+            &fs,
+            tools,
+        )
+        .unwrap()
+    };
+    let write = |path: &str| Request::file("file-write-data", path);
+    let create = |path: &str| Request::file("file-write-create", path);
+    let protected = build(&ToolFiles::all());
+    check(
+        &protected,
+        &[
+            // Present and absent, any spelling, and renaming the entry away.
+            (write("/Users/dev/project/.claude/settings.json"), false),
+            (create("/Users/dev/project/.vscode"), false),
+            (create("/Users/dev/project/.vscode/tasks.json"), false),
+            (write("/System/Volumes/Data/Users/dev/project/.VSCode/tasks.json"), false),
+            (create("/Users/dev/project/.mcp.json"), false),
+            (Request::file("file-write-unlink", "/Users/dev/project/.claude"), false),
+            // The twins: names beside them, and the same names deeper in the tree.
+            (create("/Users/dev/project/.vscodex"), true),
+            (create("/Users/dev/project/src/.vscode"), true),
+            (write("/Users/dev/project/src/main.rs"), true),
+            (create("/Users/dev/project/mcp.json"), true),
+        ],
+        "all protected",
+    );
+    let allowed = build(&ToolFiles::allowing(&[".vscode"]).unwrap());
+    check(
+        &allowed,
+        &[
+            (create("/Users/dev/project/.vscode/tasks.json"), true),
+            (write("/Users/dev/project/.claude/settings.json"), false),
+        ],
+        ".vscode allowed",
+    );
+}

@@ -198,6 +198,25 @@ fn workspace_probes() -> Vec<(Request, bool)> {
         (file("file-write-data", "/Users/dev/Project/.Git/config"), false),
         // The Data volume's spelling of the same file.
         (file("file-write-data", "/System/Volumes/Data/Users/dev/project/.git/config"), false),
+        // Git works: the index, objects, refs, logs and the state of a rebase are writable (the twins) ...
+        (file("file-write-create", "/Users/dev/project/.git/index.lock"), true),
+        (file("file-write-create", "/Users/dev/project/.git/objects/ab/cdef0123"), true),
+        (file("file-write-create", "/Users/dev/project/.git/refs/heads/topic.lock"), true),
+        (file("file-write-create", "/Users/dev/project/.git/rebase-merge/git-rebase-todo"), true),
+        (file("file-write-unlink", "/Users/dev/project/.git/index.lock"), true),
+        // ... while what git runs or reads as configuration is not, present or absent, in any spelling, and
+        // neither are the git dirs of linked worktrees and submodules.
+        (file("file-write-create", "/Users/dev/project/.git/hooks/post-checkout"), false),
+        (file("file-write-create", "/Users/dev/project/.git/config.worktree"), false),
+        (file("file-write-create", "/Users/dev/project/.git/commondir"), false),
+        (file("file-write-create", "/Users/dev/project/.git/info/attributes"), false),
+        (file("file-write-create", "/Users/dev/project/.git/objects/info/alternates"), false),
+        (file("file-write-create", "/Users/dev/project/.git/Objects/Info/Alternates"), false),
+        (file("file-write-create", "/Users/dev/project/.git/worktrees/wt/commondir"), false),
+        (file("file-write-create", "/Users/dev/project/.git/modules/lib/config"), false),
+        (file("file-write-unlink", "/Users/dev/project/.git/hooks"), false),
+        (file("file-write-unlink", "/Users/dev/project/.git/objects"), false),
+        (file("file-write-unlink", "/Users/dev/project/.git/refs"), true),
         // Absent .uexec: not protected, as on Linux.
         (file("file-write-create", "/Users/dev/project/.uexec/config.toml"), true),
         (file("file-write-create", "/Users/dev/project-other/x"), false),
@@ -280,9 +299,15 @@ fn cases() -> Vec<Case> {
                 // git init, cargo init, uv init: an absent .git is not protected (the Linux rule) ...
                 (file("file-write-create", "/Users/dev/fresh/.git"), true),
                 (file("file-write-create", "/Users/dev/fresh/.git/config"), true),
-                (file("file-write-unlink", "/Users/dev/fresh"), true),
                 // ... while the repository next door keeps its own.
                 (file("file-write-create", "/Users/dev/project/.git/config"), false),
+                // Other tools' files cannot be created even where absent, nor the workspace moved to plant
+                // them under another name (mv fresh f2; mkdir f2/.vscode; mv f2 fresh); their twins can.
+                (file("file-write-create", "/Users/dev/fresh/.vscode/tasks.json"), false),
+                (file("file-write-create", "/Users/dev/fresh/.mcp.json"), false),
+                (file("file-write-unlink", "/Users/dev/fresh"), false),
+                (file("file-write-create", "/Users/dev/fresh/src/.vscode"), true),
+                (file("file-write-create", "/Users/dev/fresh/mcp.json"), true),
             ],
         },
         Case {

@@ -414,20 +414,12 @@ pub fn display_command(command: &ParsedCommand) -> String {
 
 /// Words (an argv, a prefix) on one line: shell-quoted, escaped and capped like [`display_command`].
 pub fn display_words(words: &[String]) -> String {
-    let text = words.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ");
+    let text = uexec_domain::quote::shell_words(words);
     escape_visible_capped(&text, DISPLAY_MAX_CHARS)
 }
 
 /// At most this many characters of a command are quoted in a refusal message.
 pub const DISPLAY_MAX_CHARS: usize = 400;
-
-fn shell_quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word.chars().all(|c| {
-            c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | '=' | ':' | ',' | '+' | '@')
-        });
-    if plain { word.to_owned() } else { format!("'{}'", word.replace('\'', "'\\''")) }
-}
 
 /// The prefix a rule would need to allow `command`: its canonical command (a one-command script is its argv).
 fn suggested_prefix(command: &ParsedCommand) -> Vec<String> {
@@ -648,7 +640,7 @@ mod tests {
         assert!(text.contains("inside the workspace-write sandbox") && !text.contains("WITHOUT"), "{text}");
     }
 
-    /// Issue 10, class 1: a script that imitates the question's fixed lines, with invisible characters and a
+    /// A script that imitates the question's fixed lines, with invisible characters and a
     /// payload 60 lines down, reaches the person escaped, numbered and whole; nothing raw reaches the client,
     /// neither in the message nor in the schema.
     #[test]

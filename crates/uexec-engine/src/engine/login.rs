@@ -21,7 +21,6 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::future::Future;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -50,7 +49,7 @@ pub(crate) const CAPTURE_MAX_BYTES: usize = 16 * 1024 * 1024;
 const LOGGED_STARTUP_BYTES: usize = 4096;
 
 /// The identity of one input file: absent, or its device, inode, size and modification time.
-type FileId = (PathBuf, Option<(u64, u64, u64, i64, i64)>);
+type FileId = (PathBuf, Option<crate::os::FileVersion>);
 
 /// Which snapshot: the shell and whether its commands run in the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -168,7 +167,7 @@ impl Snapshots {
         let name = format!("bash-{place}-{}-{n}.sh", std::process::id());
         let path = dir.join(&name);
         let partial = dir.join(format!(".{name}.partial"));
-        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&partial)?;
+        let mut file = crate::os::create_private_file(&partial)?;
         file.write_all(text)?;
         file.sync_data()?;
         std::fs::rename(&partial, &path)?;
@@ -189,7 +188,7 @@ impl Drop for Snapshots {
 /// `<dir>/sandboxed` or `<dir>/host`.
 fn place_dir(dir: &Path, sandboxed: bool) -> std::io::Result<PathBuf> {
     let place = dir.join(if sandboxed { "sandboxed" } else { "host" });
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&place)?;
+    crate::os::create_private_dir_all(&place)?;
     Ok(place)
 }
 
@@ -199,9 +198,7 @@ fn fingerprint(inputs: Vec<PathBuf>) -> Vec<FileId> {
     inputs
         .into_iter()
         .map(|path| {
-            let id = std::fs::metadata(&path)
-                .ok()
-                .map(|m| (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec()));
+            let id = std::fs::metadata(&path).ok().map(|m| crate::os::file_version(&m));
             (path, id)
         })
         .collect()

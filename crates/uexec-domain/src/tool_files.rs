@@ -1,0 +1,231 @@
+//! Workspace files that make another program run code without the person asking: an IDE
+//! task that runs when the folder opens, the MCP servers and hooks an agent session starts outside any sandbox.
+//! A sandboxed command must not plant them, so they stay read-only in the writable roots, as `.git` and `.uexec`
+//! do, unless the person allows one on purpose (`allow_tool_files = [".vscode"]` in the config).
+//!
+//! Pure data and decisions; the adapters do the I/O (the Linux sandbox binds present entries read-only and gives
+//! an absent directory of the workspace an empty read-only placeholder, the macOS profile denies writes by path).
+
+use std::fmt;
+use std::path::{Component, Path};
+
+/// The config key that allows sandboxed commands to write some of these entries.
+pub const ALLOW_KEY: &str = "allow_tool_files";
+
+/// What an entry is when present, and what is done when it is absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolEntryKind {
+    /// A directory of settings: an absent one in the workspace gets an empty placeholder (read as no settings by
+    /// its program), so nothing can be created in it.
+    Directory,
+    /// A file: protected when present only. An empty file is no inert placeholder for these (`.mcp.json` must be
+    /// JSON, an empty `.envrc` makes direnv ask), and their programs ask before a new one runs anything.
+    File,
+}
+
+/// One protected entry of a writable root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolEntry {
+    /// Its name in the root.
+    pub name: &'static str,
+    /// Directory or file.
+    pub kind: ToolEntryKind,
+    /// Which program runs what, and when (for the docs and the report).
+    pub reason: &'static str,
+}
+
+/// Every protected tool entry, in the order the report lists them.
+pub const TOOL_ENTRIES: [ToolEntry; 11] = [
+    ToolEntry {
+        name: ".vscode",
+        kind: ToolEntryKind::Directory,
+        reason: "VS Code: tasks.json tasks with runOn folderOpen, settings naming interpreters, terminals and \
+                 language servers, launch.json",
+    },
+    ToolEntry {
+        name: ".idea",
+        kind: ToolEntryKind::Directory,
+        reason: "JetBrains IDEs: run configurations, startup tasks, external tools",
+    },
+    ToolEntry {
+        name: ".zed",
+        kind: ToolEntryKind::Directory,
+        reason: "Zed: tasks and settings naming language server binaries",
+    },
+    ToolEntry {
+        name: ".cursor",
+        kind: ToolEntryKind::Directory,
+        reason: "Cursor: mcp.json servers, rules the agent follows",
+    },
+    ToolEntry {
+        name: ".claude",
+        kind: ToolEntryKind::Directory,
+        reason: "Claude Code: settings.json hooks and permissions, commands/, agents/",
+    },
+    ToolEntry {
+        name: ".codex",
+        kind: ToolEntryKind::Directory,
+        reason: "Codex CLI: project configuration (MCP servers, sandbox settings)",
+    },
+    ToolEntry {
+        name: ".gemini",
+        kind: ToolEntryKind::Directory,
+        reason: "Gemini CLI: settings.json MCP servers and tool discovery commands",
+    },
+    ToolEntry {
+        name: ".devcontainer",
+        kind: ToolEntryKind::Directory,
+        reason: "Dev Containers: initializeCommand runs on the host, the other commands in the container",
+    },
+    ToolEntry {
+        name: ".mcp.json",
+        kind: ToolEntryKind::File,
+        reason: "MCP servers an agent session (Claude Code) starts outside any sandbox",
+    },
+    ToolEntry {
+        name: ".envrc",
+        kind: ToolEntryKind::File,
+        reason: "direnv: the shell runs it on entering the directory once allowed",
+    },
+    ToolEntry {
+        name: ".ripgreprc",
+        kind: ToolEntryKind::File,
+        reason: "ripgrep options (--pre runs a program on every file) when RIPGREP_CONFIG_PATH names it",
+    },
+];
+
+/// A name given to [`ALLOW_KEY`] that is not a protected entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownToolFile(pub String);
+
+impl fmt::Display for UnknownToolFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} names no protected tool file (known: {})", self.0, names(&TOOL_ENTRIES))
+    }
+}
+
+impl std::error::Error for UnknownToolFile {}
+
+/// Which tool entries stay read-only: all of them but those the person allowed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ToolFiles {
+    allowed: Vec<&'static str>,
+}
+
+impl ToolFiles {
+    /// Every entry protected (the default).
+    pub fn all() -> ToolFiles {
+        ToolFiles::default()
+    }
+
+    /// Every entry protected but `allowed` (names as in [`TOOL_ENTRIES`], a trailing `/` accepted). An unknown
+    /// name is an error, so a typo does not silently leave everything protected (or, worse, look allowed).
+    pub fn allowing<S: AsRef<str>>(allowed: &[S]) -> Result<ToolFiles, UnknownToolFile> {
+        let mut out = Vec::new();
+        for name in allowed {
+            let given = name.as_ref();
+            let bare = given.trim_end_matches('/');
+            let entry = TOOL_ENTRIES
+                .iter()
+                .find(|e| e.name == bare)
+                .ok_or_else(|| UnknownToolFile(given.to_owned()))?;
+            if !out.contains(&entry.name) {
+                out.push(entry.name);
+            }
+        }
+        Ok(ToolFiles { allowed: out })
+    }
+
+    /// The entries that stay read-only.
+    pub fn protected(&self) -> impl Iterator<Item = &'static ToolEntry> + '_ {
+        TOOL_ENTRIES.iter().filter(|e| !self.allowed.contains(&e.name))
+    }
+
+    /// The entries the person allowed.
+    pub fn allowed(&self) -> &[&'static str] {
+        &self.allowed
+    }
+
+    /// The rule in words, for the protection report and `uexec sandbox-report`.
+    pub fn text(&self) -> String {
+        let protected: Vec<&ToolEntry> = self.protected().collect();
+        let mut text = if protected.is_empty() {
+            "no other tool's files (all allowed)".to_owned()
+        } else {
+            let dirs: Vec<&ToolEntry> =
+                protected.iter().copied().filter(|e| e.kind == ToolEntryKind::Directory).collect();
+            let files: Vec<&ToolEntry> =
+                protected.iter().copied().filter(|e| e.kind == ToolEntryKind::File).collect();
+            format!(
+                "other tools' files that run code without asking, in each writable root: {} (an absent one in the \
+                 workspace gets an empty read-only placeholder) and {} (when present)",
+                names(&dirs.into_iter().copied().collect::<Vec<_>>()),
+                names(&files.into_iter().copied().collect::<Vec<_>>()),
+            )
+        };
+        if !self.allowed.is_empty() {
+            text.push_str(&format!("; allowed by {ALLOW_KEY}: {}", self.allowed.join(", ")));
+        }
+        text
+    }
+
+    /// When `relative` (a path inside a writable root, relative to it) lies in a protected tool entry: the
+    /// sentence that explains a refused write to it, naming the rule and the key that allows it.
+    pub fn refusal(&self, relative: &Path) -> Option<String> {
+        let first = match relative.components().next()? {
+            Component::Normal(name) => name.to_str()?,
+            _ => return None,
+        };
+        let entry = self.protected().find(|e| e.name == first)?;
+        Some(format!(
+            "{} is read-only to sandboxed commands ({}); to let them write it, set {ALLOW_KEY} = [\"{}\"] in \
+             the config, or run the command outside the sandbox",
+            entry.name, entry.reason, entry.name
+        ))
+    }
+}
+
+/// The names of `entries`, comma-separated.
+fn names(entries: &[ToolEntry]) -> String {
+    entries.iter().map(|e| e.name).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_entry_is_protected_unless_allowed_by_name() {
+        let all = ToolFiles::all();
+        let names: Vec<&str> = all.protected().map(|e| e.name).collect();
+        for name in [".vscode", ".idea", ".claude", ".mcp.json", ".cursor", ".codex", ".envrc"] {
+            assert!(names.contains(&name), "{name}");
+        }
+        let some = ToolFiles::allowing(&[".vscode/", ".vscode", ".mcp.json"]).unwrap();
+        assert_eq!(some.allowed(), &[".vscode", ".mcp.json"]);
+        assert!(!some.protected().any(|e| e.name == ".vscode" || e.name == ".mcp.json"));
+        assert!(some.protected().any(|e| e.name == ".idea"));
+        assert!(some.text().contains("allowed by allow_tool_files: .vscode, .mcp.json"), "{}", some.text());
+        let err = ToolFiles::allowing(&[".vscodium"]).unwrap_err();
+        assert!(err.to_string().contains(".vscodium names no protected tool file"), "{err}");
+        assert!(ToolFiles::allowing(&[""]).is_err());
+        let none: Vec<&str> = TOOL_ENTRIES.iter().map(|e| e.name).collect();
+        assert_eq!(ToolFiles::allowing(&none).unwrap().protected().count(), 0);
+    }
+
+    #[test]
+    fn a_refusal_names_the_entry_and_the_key() {
+        let all = ToolFiles::all();
+        let why = all.refusal(Path::new(".vscode/tasks.json")).unwrap();
+        assert!(
+            why.contains(".vscode is read-only") && why.contains("allow_tool_files = [\".vscode\"]"),
+            "{why}"
+        );
+        assert!(all.refusal(Path::new(".mcp.json")).is_some());
+        assert_eq!(all.refusal(Path::new("src/.vscode/x")), None);
+        assert_eq!(all.refusal(Path::new(".vscodex")), None);
+        assert_eq!(all.refusal(Path::new("")), None);
+        assert_eq!(ToolFiles::allowing(&[".vscode"]).unwrap().refusal(Path::new(".vscode/x")), None);
+    }
+}

@@ -1,0 +1,77 @@
+//! Other tools' files (`uexec_domain::tool_files`): a sandboxed command cannot write, create,
+//! remove or rename `.vscode`, `.claude`, `.mcp.json` and the like in the workspace, present or (for the
+//! directories) absent, unless the person allowed one; each denied probe has an allowed twin.
+
+use std::fs;
+
+use uexec_domain::tool_files::ToolFiles;
+use uexec_ports::Sandbox;
+use uexec_sandbox_linux::LinuxSandbox;
+
+use crate::common::{Scratch, bash, denied, request, run, workspace_only};
+
+/// True when a failed probe failed because the sandbox refused a write (or a rename of a mount point).
+fn refused(text: &str) -> bool {
+    denied(text) || text.to_lowercase().contains("busy")
+}
+
+#[test]
+fn other_tools_files_cannot_be_planted_and_their_twins_can_be_written() {
+    let s = Scratch::new();
+    fs::create_dir_all(s.ws.join(".claude")).unwrap();
+    fs::write(s.ws.join(".claude/settings.json"), "{}\n").unwrap();
+    fs::write(s.ws.join(".mcp.json"), "{}\n").unwrap();
+    let policy = || workspace_only(vec![], false);
+    for (attack, twin) in [
+        // Absent: the sandbox made an empty read-only placeholder.
+        (
+            "mkdir -p .vscode && echo '{}' > .vscode/tasks.json",
+            "mkdir -p src/.vscode && echo '{}' > src/.vscode/tasks.json",
+        ),
+        ("rm -rf .vscode", "mkdir -p x/y && rm -rf x"),
+        ("mv .vscode vs && mkdir vs/x", "mkdir d && mv d d2"),
+        ("mkdir -p .devcontainer/x", "mkdir -p devcontainer/x"),
+        // Present.
+        ("echo '{\"hooks\":1}' > .claude/settings.json", "echo x > claude-notes.txt"),
+        (
+            "mkdir -p .claude/commands && touch .claude/commands/x.md",
+            "mkdir -p docs/commands && touch docs/commands/x.md",
+        ),
+        ("echo '{}' > .mcp.json", "echo '{}' > mcp.json"),
+        ("rm .mcp.json", "touch gone && rm gone"),
+        ("mv .claude c2", "mkdir e && mv e e2"),
+        // Through a symlink planted beside it.
+        ("ln -s .claude cl && echo x > cl/settings.json", "ln -s src s2 && touch s2/through-link"),
+    ] {
+        let allowed = bash(policy(), &s.ws, twin);
+        assert!(allowed.ok(), "{twin}: {allowed:?}");
+        let probe = bash(policy(), &s.ws, attack);
+        assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
+    }
+    assert_eq!(fs::read_dir(s.ws.join(".vscode")).unwrap().count(), 0);
+    assert_eq!(Scratch::read(&s.ws.join(".claude/settings.json")), "{}\n");
+    assert_eq!(Scratch::read(&s.ws.join(".mcp.json")), "{}\n");
+    assert!(!s.ws.join(".claude/commands").exists() && !s.ws.join("vs").exists());
+}
+
+#[test]
+fn an_allowed_tool_file_is_writable_and_the_report_names_the_key() {
+    let s = Scratch::new();
+    let sandbox = LinuxSandbox::default().with_tool_files(ToolFiles::allowing(&[".vscode"]).unwrap());
+    let script = |script: &str| {
+        let prepared = sandbox
+            .prepare(request(workspace_only(vec![], false), &["bash", "-c", script], &s.ws))
+            .expect("this machine enforces every protection");
+        (run(&prepared), prepared.report)
+    };
+    let (allowed, report) = script("mkdir -p .vscode && echo '{}' > .vscode/tasks.json");
+    assert!(allowed.ok(), "{allowed:?}");
+    // The twin: another entry stays protected in the same sandbox.
+    let (probe, _) = script("mkdir -p .idea && touch .idea/workspace.xml");
+    assert!(!probe.ok() && refused(&probe.text()), "{probe:?}");
+    let detail = &report.protections.iter().find(|p| p.name == "read_only_subpaths").unwrap().detail;
+    assert!(
+        detail.contains("allow_tool_files") && detail.contains("allowed by allow_tool_files: .vscode"),
+        "{detail}"
+    );
+}
