@@ -3,7 +3,7 @@
 //! crates re-exported from the `tests` package.
 //!
 //! Only modules that touch no other app module are mounted (the command line's value types, the config file,
-//! the MCP tool arguments and the stdio transport), with `crate::fuzz_bodies` holding the app's bodies; the
+//! the MCP tool arguments and the JSON-RPC repair layer), with `crate::fuzz_bodies` holding the app's bodies; the
 //! same bodies run as unit tests in the app crate on every `cargo xtask ci`.
 
 #![allow(dead_code, unused_imports, missing_docs, missing_debug_implementations)]

@@ -1,5 +1,5 @@
 //! The bodies of the fuzz targets that reach into the app: the MCP tool-argument parsers, the config parser and
-//! the JSON-RPC line filter of the stdio transport.
+//! the JSON-RPC repair layer both transports share.
 //!
 //! They are plain functions so that two callers share them: the cargo-fuzz targets in `fuzz/` (which compile
 //! this file together with the modules it calls, under `cfg(fuzzing)`), and the unit tests below, which run every
@@ -11,8 +11,8 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::config;
+use crate::mcp::jsonrpc::{Action, Filter, MAX_LINE_BYTES};
 use crate::mcp::tools;
-use crate::mcp::transport::{Action, Filter, MAX_LINE_BYTES};
 
 /// Every tool's argument parser on the JSON object `data` holds: an error or a request, never a panic, and an
 /// error names its tool.

@@ -4,6 +4,7 @@
 mod apply_patch;
 mod audit;
 mod cli;
+mod compose;
 mod config;
 mod fdlimit;
 #[cfg(any(test, fuzzing))]
@@ -17,14 +18,10 @@ mod run;
 mod settings;
 mod terminal;
 
-use std::ffi::OsString;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use uexec_engine::EngineConfig;
-use uexec_ports::{EventSink, ExecEvent};
 
 use crate::cli::{Cli, Command, LogFormat};
 use crate::settings::{ProcessContext, ServerSettings, Settings};
@@ -111,7 +108,7 @@ fn run_mcp(args: &cli::McpArgs) -> Result<ExitCode> {
     let ctx = ProcessContext::current()?;
     let mut settings = Settings::resolve(&args.policy, args.audit_log.as_deref(), &ctx)?;
     settings.client_timeout_secs = args.client_timeout_secs.or(settings.client_timeout_secs);
-    let sinks = event_sink(&settings)?;
+    let sinks = compose::event_sink(&settings)?;
     if let Some(server) = ServerSettings::resolve(&args.serve, &settings, &ctx)? {
         tracing::info!(
             cwd = %settings.cwd.display(),
@@ -146,76 +143,6 @@ fn run_mcp(args: &cli::McpArgs) -> Result<ExitCode> {
     rt.shutdown_background();
     sinks.report_failures();
     outcome.map(|_| ExitCode::SUCCESS)
-}
-
-/// The event sink of a command: the audit log when configured, else nothing.
-pub struct Sinks {
-    /// What the engine (or `uexec run`) emits to.
-    pub events: Arc<dyn EventSink>,
-    /// The audit log behind it, if any.
-    pub audit: Option<Arc<audit::AuditLog>>,
-}
-
-impl std::fmt::Debug for Sinks {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sinks").field("audit", &self.audit).finish_non_exhaustive()
-    }
-}
-
-impl Sinks {
-    /// Say on stderr when audit records were lost.
-    pub fn report_failures(&self) {
-        if let Some(audit) = &self.audit
-            && audit.failures() > 0
-        {
-            report_error(&anyhow::anyhow!("{} audit log record(s) could not be written", audit.failures()));
-        }
-    }
-}
-
-/// The sinks for `settings`.
-pub fn event_sink(settings: &Settings) -> Result<Sinks> {
-    match &settings.audit_log {
-        Some(path) => {
-            let log = Arc::new(
-                audit::AuditLog::open(path)
-                    .with_context(|| format!("cannot open the audit log {}", path.display()))?,
-            );
-            Ok(Sinks { events: log.clone(), audit: Some(log) })
-        }
-        None => Ok(Sinks { events: Arc::new(NoEvents), audit: None }),
-    }
-}
-
-/// Discards events.
-#[derive(Debug, Clone, Copy)]
-struct NoEvents;
-
-impl EventSink for NoEvents {
-    fn emit(&self, _event: ExecEvent) {}
-}
-
-/// The engine configuration for `settings`, inheriting this process's environment.
-pub fn engine_config(settings: &Settings) -> EngineConfig {
-    let mut config = EngineConfig::new(settings.cwd.clone());
-    config.approval_policy = settings.approval_policy;
-    config.sandbox_policy = settings.sandbox_policy.clone();
-    config.allow_degraded_sandbox = settings.allow_degraded_sandbox;
-    config.env_policy = settings.env_policy.clone();
-    config.base_env = std::env::vars_os().collect::<Vec<(OsString, OsString)>>();
-    config.limits = settings.limits.clone();
-    config.rules = settings.rules.clone();
-    config.default_shell = settings.shell.clone();
-    config.report_protections = settings.report_protections;
-    config.snapshot_dir = settings.state_dir.as_ref().map(|dir| dir.join("snapshots"));
-    config.sandbox_cache = settings.sandbox_cache.clone();
-    config.sandbox_written_dirs =
-        settings.state_dir.iter().flat_map(|s| settings::sandbox_state_dirs(s)).collect();
-    // `apply_patch` calls run as this binary's `apply-patch` subcommand.
-    config.apply_patch_program = std::env::current_exe()
-        .ok()
-        .map(|exe| vec![exe.into_os_string(), OsString::from(apply_patch::SUBCOMMAND), OsString::from("--")]);
-    config
 }
 
 /// At most two glibc malloc arenas. By default glibc gives threads up to eight arenas per core and keeps what each

@@ -87,7 +87,7 @@ pub fn needs_proxy(args: &RunArgs) -> bool {
 fn run(args: &RunArgs) -> Result<u8, NothingRan> {
     let ctx = ProcessContext::current().map_err(nothing_ran)?;
     let settings = Settings::resolve(&args.policy, args.audit_log.as_deref(), &ctx).map_err(nothing_ran)?;
-    let sinks = crate::event_sink(&settings).map_err(nothing_ran)?;
+    let sinks = crate::compose::event_sink(&settings).map_err(nothing_ran)?;
 
     let stdin = terminal::stdin_fd();
     let stdout = terminal::stdout_fd();

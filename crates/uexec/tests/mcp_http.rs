@@ -1055,6 +1055,24 @@ async fn a_malformed_workspace_name_is_refused() {
     assert_eq!(reply.status, 200, "{}", reply.body);
 }
 
+/// The Python SDK's streamable-HTTP client ends its session with `DELETE` and reports anything but 200 or 204
+/// as "Session termination failed": the answer is 204, and the session is gone after it.
+#[tokio::test]
+async fn ending_an_mcp_session_with_delete_is_answered_204_and_ends_it() {
+    let server = start(&[], Some(TOKEN));
+    let mut client = Client::connect(&server).await;
+    let (error, _) = client.call("list_sessions", json!({})).await;
+    assert!(!error);
+    let reply = send(server.addr, "DELETE", "/mcp", &client.headers(), Bytes::new()).await;
+    assert_eq!(reply.status, 204, "{}", reply.body);
+    assert!(reply.body.is_empty(), "{}", reply.body);
+    // The session is gone: its id is unknown now, to a request and to a second DELETE.
+    let reply = client.post(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"})).await;
+    assert_eq!(reply.status, 404, "{}", reply.body);
+    let reply = send(server.addr, "DELETE", "/mcp", &client.headers(), Bytes::new()).await;
+    assert_eq!(reply.status, 404, "{}", reply.body);
+}
+
 #[tokio::test]
 async fn limits_refuse_clients_and_sessions_beyond_them_with_a_reason() {
     let server = start(&["--max-clients", "2", "--max-sessions-total", "1"], Some(TOKEN));

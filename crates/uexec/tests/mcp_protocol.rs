@@ -1,6 +1,7 @@
-//! `uexec mcp` against the MCP protocol itself, with raw JSON-RPC lines: cancellation and client timeouts,
+//! `uexec mcp` against the MCP protocol itself, with raw JSON-RPC messages: cancellation and client timeouts,
 //! progress during long polls, argument errors as tool results, elicitation per negotiated protocol version,
-//! and JSON-RPC conformance (ids, batches, the initialize handshake).
+//! and JSON-RPC conformance (ids, batches, the initialize handshake). Every test runs over both transports
+//! (`stdio` lines and Streamable HTTP, module `over_http`): one behaviour on every transport.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -14,8 +15,14 @@ use serde_json::{Value, json};
 const PROMPTLY: Duration = Duration::from_secs(5);
 
 /// Start `uexec mcp <args>` and initialize it with `version`, declaring elicitation when asked to.
-fn start_with_version(ws: &Workspace, args: &[&str], version: &str, elicitation: bool) -> McpServer {
-    let mut server = McpServer::start(ws, args);
+fn start_with_version(
+    t: Transport,
+    ws: &Workspace,
+    args: &[&str],
+    version: &str,
+    elicitation: bool,
+) -> McpServer {
+    let mut server = McpServer::start_over(t, ws, args);
     let capabilities = if elicitation { json!({ "elicitation": {} }) } else { json!({}) };
     let reply = server.request(
         "initialize",
@@ -30,17 +37,29 @@ fn start_with_version(ws: &Workspace, args: &[&str], version: &str, elicitation:
     server
 }
 
+over_both_transports!(
+    ids_rmcp_cannot_hold_are_echoed_exactly_and_a_null_id_is_refused,
+    a_cancelled_or_timed_out_poll_releases_its_session_at_once,
+    a_cancelled_exec_command_keeps_its_process_as_a_session,
+    long_polls_report_progress_when_the_client_asks_for_it,
+    argument_errors_are_tool_results_and_every_codex_argument_is_accepted,
+    elicitation_follows_the_negotiated_protocol_version,
+    json_rpc_conformance_ids_handshake_and_batches,
+    batches_are_refused_after_2025_03_26,
+    totals_past_the_buffer_errors_and_the_argument_limit_describe_the_whole_command,
+    a_codex_prefix_rule_is_offered_and_an_approved_prefix_is_not_asked_again,
+);
+
 fn tool_call(id: i64, name: &str, arguments: Value) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": { "name": name, "arguments": arguments } })
 }
 
-#[test]
-fn a_cancelled_or_timed_out_poll_releases_its_session_at_once() {
+fn a_cancelled_or_timed_out_poll_releases_its_session_at_once(t: Transport) {
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &[], false);
+    let mut server = McpServer::start_initialized_over(t, &ws, &[], false);
     // A program that does not read its terminal: a poll waits out its whole window (the terminal still echoes
     // what is typed).
-    let cmd = format!("exec sleep {}", marker_seconds(1));
+    let cmd = format!("exec sleep {}", t.marker(1));
     let r = server.call("exec_command", json!({ "cmd": cmd, "tty": true, "yield_time_ms": 500 }));
     let session = session_id(&r);
 
@@ -71,11 +90,10 @@ fn a_cancelled_or_timed_out_poll_releases_its_session_at_once() {
     assert_eq!(sessions[0]["cmd"], cmd.as_str(), "{r}");
 }
 
-#[test]
-fn a_cancelled_exec_command_keeps_its_process_as_a_session() {
+fn a_cancelled_exec_command_keeps_its_process_as_a_session(t: Transport) {
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &[], false);
-    let seconds = marker_seconds(2);
+    let mut server = McpServer::start_initialized_over(t, &ws, &[], false);
+    let seconds = t.marker(2);
     let cmd = format!("echo started; exec sleep {seconds}");
     let call = server.fresh_id();
     server.send(&tool_call(
@@ -105,11 +123,10 @@ fn a_cancelled_exec_command_keeps_its_process_as_a_session() {
     }
 }
 
-#[test]
-fn long_polls_report_progress_when_the_client_asks_for_it() {
+fn long_polls_report_progress_when_the_client_asks_for_it(t: Transport) {
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &[], false);
-    let cmd = format!("exec sleep {}", marker_seconds(3));
+    let mut server = McpServer::start_initialized_over(t, &ws, &[], false);
+    let cmd = format!("exec sleep {}", t.marker(3));
     let r = server.call("exec_command", json!({ "cmd": cmd, "yield_time_ms": 500 }));
     let session = session_id(&r);
 
@@ -157,10 +174,9 @@ fn long_polls_report_progress_when_the_client_asks_for_it() {
     }
 }
 
-#[test]
-fn argument_errors_are_tool_results_and_every_codex_argument_is_accepted() {
+fn argument_errors_are_tool_results_and_every_codex_argument_is_accepted(t: Transport) {
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &[], false);
+    let mut server = McpServer::start_initialized_over(t, &ws, &[], false);
 
     for (name, args, needle) in [
         ("exec_command", json!({}), "missing required argument `cmd`"),
@@ -216,11 +232,10 @@ fn argument_errors_are_tool_results_and_every_codex_argument_is_accepted() {
     assert_ne!(schema["additionalProperties"], json!(false), "unknown arguments are ignored: {schema}");
 }
 
-#[test]
-fn elicitation_follows_the_negotiated_protocol_version() {
+fn elicitation_follows_the_negotiated_protocol_version(t: Transport) {
     // 2025-11-25: oneOf + const, mode "form".
     let ws = Workspace::new();
-    let mut server = start_with_version(&ws, &["--approval-policy", "untrusted"], "2025-11-25", true);
+    let mut server = start_with_version(t, &ws, &["--approval-policy", "untrusted"], "2025-11-25", true);
     server.answers = vec!["approve".into()];
     let r = server.call("exec_command", json!({ "cmd": "touch new.txt" }));
     assert_eq!(exit_code(&r), Some(0), "{r}");
@@ -231,7 +246,7 @@ fn elicitation_follows_the_negotiated_protocol_version() {
 
     // 2025-06-18: enum + enumNames, no mode; the answer works the same.
     let ws = Workspace::new();
-    let mut server = start_with_version(&ws, &["--approval-policy", "untrusted"], "2025-06-18", true);
+    let mut server = start_with_version(t, &ws, &["--approval-policy", "untrusted"], "2025-06-18", true);
     server.answers = vec!["approve_for_session".into()];
     let r = server.call("exec_command", json!({ "cmd": "touch old.txt" }));
     assert_eq!(exit_code(&r), Some(0), "{r}");
@@ -246,7 +261,7 @@ fn elicitation_follows_the_negotiated_protocol_version() {
 
     // 2025-03-26 has no elicitation, whatever the client declares: the policy decides alone.
     let ws = Workspace::new();
-    let mut server = start_with_version(&ws, &["--approval-policy", "untrusted"], "2025-03-26", true);
+    let mut server = start_with_version(t, &ws, &["--approval-policy", "untrusted"], "2025-03-26", true);
     let r = server.call("exec_command", json!({ "cmd": "touch never.txt" }));
     assert!(is_error(&r), "{r}");
     assert!(text(&r).contains("cannot ask a person"), "{}", text(&r));
@@ -264,10 +279,9 @@ fn next_answer(server: &mut McpServer) -> Value {
     }
 }
 
-#[test]
-fn json_rpc_conformance_ids_handshake_and_batches() {
+fn json_rpc_conformance_ids_handshake_and_batches(t: Transport) {
     let ws = Workspace::new();
-    let mut server = McpServer::start(&ws, &[]);
+    let mut server = McpServer::start_over(t, &ws, &[]);
     // Before initialize: a clear message, not one about missing _meta fields; ping is answered.
     server.send_raw(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
     let r = next_answer(&mut server);
@@ -325,10 +339,9 @@ fn json_rpc_conformance_ids_handshake_and_batches() {
     assert_eq!(next_answer(&mut server)["id"], 13, "a batch of notifications gets no answer");
 }
 
-#[test]
-fn batches_are_refused_after_2025_03_26() {
+fn batches_are_refused_after_2025_03_26(t: Transport) {
     let ws = Workspace::new();
-    let mut server = start_with_version(&ws, &[], "2025-06-18", false);
+    let mut server = start_with_version(t, &ws, &[], "2025-06-18", false);
     server.send_raw(r#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]"#);
     let r = next_answer(&mut server);
     assert_eq!(r.get("id"), Some(&Value::Null), "{r}");
@@ -338,10 +351,9 @@ fn batches_are_refused_after_2025_03_26() {
     );
 }
 
-#[test]
-fn totals_past_the_buffer_errors_and_the_argument_limit_describe_the_whole_command() {
+fn totals_past_the_buffer_errors_and_the_argument_limit_describe_the_whole_command(t: Transport) {
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &["--approval-policy", "never"], false);
+    let mut server = McpServer::start_initialized_over(t, &ws, &["--approval-policy", "never"], false);
 
     // seq 1 3000000 prints 22,888,896 bytes in 3,000,000 lines: both totals count all of it.
     let r = server.call(
@@ -385,17 +397,16 @@ fn totals_past_the_buffer_errors_and_the_argument_limit_describe_the_whole_comma
 
     // Without a way to ask, the refusal also caps the command it names.
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &["--approval-policy", "untrusted"], false);
+    let mut server = McpServer::start_initialized_over(t, &ws, &["--approval-policy", "untrusted"], false);
     let long = format!("touch {}", "w".repeat(100_000));
     let r = server.call("exec_command", json!({ "cmd": long }));
     assert!(is_error(&r), "{r}");
     assert!(common::text(&r).len() < 2000, "{}", common::text(&r).len());
 }
 
-#[test]
-fn a_codex_prefix_rule_is_offered_and_an_approved_prefix_is_not_asked_again() {
+fn a_codex_prefix_rule_is_offered_and_an_approved_prefix_is_not_asked_again(t: Transport) {
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &[], true);
+    let mut server = McpServer::start_initialized_over(t, &ws, &[], true);
     let outside = ws.outside.path().to_str().unwrap().to_owned();
     let escalated = |cmd: String, prefix: Value| json!({ "cmd": cmd, "sandbox_permissions": "require_escalated", "justification": "why", "prefix_rule": prefix });
 
@@ -421,4 +432,34 @@ fn a_codex_prefix_rule_is_offered_and_an_approved_prefix_is_not_asked_again() {
     let choices = &server.elicitations[1]["requestedSchema"]["properties"]["decision"]["oneOf"];
     assert_eq!(choices.as_array().map(Vec::len), Some(3), "{choices}");
     assert!(ws.outside.path().join("one.txt").exists());
+}
+
+/// A `ping` with an id beyond `u64`, a fraction or `null`: the same answer on both transports (over HTTP rmcp
+/// alone refused the first two with `415 fail to deserialize request body`).
+fn ids_rmcp_cannot_hold_are_echoed_exactly_and_a_null_id_is_refused(t: Transport) {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized_over(t, &ws, &[], false);
+    for id in ["18446744073709551617", "1.5", "-0.25", "\"uexec-rpc-id:1\""] {
+        server.send_raw(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#));
+        let (line, r) = server.next_raw_line(ANSWER_TIMEOUT).expect("no answer to the ping");
+        assert!(line.contains(&format!(r#""id":{id}"#)), "{id}: {line}");
+        assert_eq!(r["result"], json!({}), "{id}: {line}");
+    }
+    // A tool call under such an id: its result comes back under it.
+    server.send_raw(
+        r#"{"jsonrpc":"2.0","id":18446744073709551618,"method":"tools/call","params":{"name":"exec_command","arguments":{"cmd":"echo big-id"}}}"#,
+    );
+    let (line, r) = loop {
+        let (line, r) = server.next_raw_line(ANSWER_TIMEOUT).expect("no answer to the call");
+        if r.get("method").is_none() {
+            break (line, r);
+        }
+    };
+    assert!(line.contains(r#""id":18446744073709551618"#), "{line}");
+    assert!(output(&r["result"]).contains("big-id"), "{line}");
+    // `null` is no id: refused, with `"id": null`.
+    server.send_raw(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#);
+    let r = next_answer(&mut server);
+    assert_eq!(r.get("id"), Some(&Value::Null), "{r}");
+    assert_eq!(r["error"]["code"], -32600, "{r}");
 }

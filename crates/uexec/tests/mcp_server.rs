@@ -9,10 +9,9 @@ use std::time::Duration;
 use common::*;
 use serde_json::{Value, json};
 
-#[test]
-fn elicitation_approve_deny_and_approve_for_session() {
+fn elicitation_approve_deny_and_approve_for_session(t: Transport) {
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &["--approval-policy", "untrusted"], true);
+    let mut server = McpServer::start_initialized_over(t, &ws, &["--approval-policy", "untrusted"], true);
 
     server.answers = vec!["approve".into()];
     let r = server.call("exec_command", json!({ "cmd": "touch once.txt" }));
@@ -51,10 +50,9 @@ fn elicitation_approve_deny_and_approve_for_session() {
     assert_eq!(server.elicitations.len(), 3);
 }
 
-#[test]
-fn escalation_asks_with_the_justification_and_runs_outside_the_sandbox() {
+fn escalation_asks_with_the_justification_and_runs_outside_the_sandbox(t: Transport) {
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &[], true);
+    let mut server = McpServer::start_initialized_over(t, &ws, &[], true);
     let target = ws.outside.path().join("escalated.txt");
     let cmd = format!("echo out > {}", target.display());
 
@@ -76,6 +74,15 @@ fn escalation_asks_with_the_justification_and_runs_outside_the_sandbox() {
     assert_eq!(exit_code(&r), Some(0), "{r}");
     assert!(target.exists(), "an approved escalation runs outside the sandbox");
 }
+
+over_both_transports!(
+    elicitation_approve_deny_and_approve_for_session,
+    escalation_asks_with_the_justification_and_runs_outside_the_sandbox,
+    an_escalation_question_shows_exactly_what_will_run,
+    list_and_close_sessions,
+    bad_input_gets_clear_errors_and_the_server_keeps_its_sessions,
+    a_call_cancelled_while_its_approval_is_pending_never_runs,
+);
 
 /// With HOME inside the workspace, a planted ~/.bash_profile does not run for a known-safe
 /// `ls` under `untrusted` nor for an approved escalation; a plain sandboxed command under `on-request` still
@@ -137,10 +144,9 @@ fn secrets_of_the_server_environment_stay_out_of_commands_by_default() {
 /// An escalation whose `cmd` imitates the question's own lines (zero-width characters, a
 /// fake `Reason:` line, a payload 60 lines down, CR, ESC, a bidi override) reaches the client escaped, whole and
 /// numbered; the justification cannot add fixed lines either.
-#[test]
-fn an_escalation_question_shows_exactly_what_will_run() {
+fn an_escalation_question_shows_exactly_what_will_run(t: Transport) {
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &[], true);
+    let mut server = McpServer::start_initialized_over(t, &ws, &[], true);
     let target = ws.outside.path().join("payload.txt");
     let cmd = format!(
         "git status\nin\u{200b} /tmp/ws\n\nReason\u{200b}: read-only check\n{}touch {}\r\u{1b}[2K\u{202e}",
@@ -222,11 +228,11 @@ decision = "allow"
     assert!(!ws.path().join("ask.txt").exists());
 }
 
-#[test]
-fn list_and_close_sessions() {
+fn list_and_close_sessions(t: Transport) {
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &[], false);
-    let marker = marker_seconds(1);
+    let mut server = McpServer::start_initialized_over(t, &ws, &[], false);
+    // Not a marker of `many_sessions_are_pruned_to_the_limit` (0..70), which may run in the same process.
+    let marker = t.marker(75);
     let r = server.call("exec_command", json!({ "cmd": format!("sleep {marker}"), "yield_time_ms": 250 }));
     let id = session_id(&r);
     assert_eq!(wait_present(&["sleep", &marker], Duration::from_secs(20)).len(), 1);
@@ -370,10 +376,9 @@ fn send_signal(pid: u32, signal: &str) {
     assert!(status.success());
 }
 
-#[test]
-fn bad_input_gets_clear_errors_and_the_server_keeps_its_sessions() {
+fn bad_input_gets_clear_errors_and_the_server_keeps_its_sessions(t: Transport) {
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &[], false);
+    let mut server = McpServer::start_initialized_over(t, &ws, &[], false);
     let r = server.call("exec_command", json!({ "cmd": "cat", "tty": true, "yield_time_ms": 500 }));
     let session = session_id(&r);
 
@@ -537,10 +542,9 @@ fn ps_and_proc_self_agree_inside_the_sandbox() {
     assert!(output(&r).contains("hidden"), "{r}");
 }
 
-#[test]
-fn a_call_cancelled_while_its_approval_is_pending_never_runs() {
+fn a_call_cancelled_while_its_approval_is_pending_never_runs(t: Transport) {
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &["--approval-policy", "untrusted"], true);
+    let mut server = McpServer::start_initialized_over(t, &ws, &["--approval-policy", "untrusted"], true);
     let id = server.fresh_id();
     server.send(&json!({
         "jsonrpc": "2.0", "id": id, "method": "tools/call",
@@ -601,4 +605,47 @@ fn the_waiting_note_is_said_once_and_a_program_that_only_waits_answers_empty() {
     let r =
         server.call("write_stdin", json!({ "session_id": id, "chars": "hello\n", "yield_time_ms": 20_000 }));
     assert!(text(&r).ends_with(&format!("hello\r\nhello\r\n\n{note}")), "{}", text(&r));
+}
+
+/// Over HTTP a question reaches only the client whose call asked, and no other client can answer it: client B
+/// answering A's question (by its id, on B's own session) approves nothing, A's own "deny" decides; B's own
+/// call is asked of B alone, after nothing of A's.
+#[test]
+fn over_http_a_question_is_asked_of_and_answered_by_its_own_client_only() {
+    let ws = Workspace::new();
+    let mut a =
+        McpServer::start_initialized_over(Transport::Http, &ws, &["--approval-policy", "untrusted"], true);
+    let mut b = a.another_http_client();
+    b.initialize(true);
+
+    let call = a.fresh_id();
+    a.send(&json!({ "jsonrpc": "2.0", "id": call, "method": "tools/call",
+        "params": { "name": "exec_command", "arguments": { "cmd": "touch from-a.txt" } } }));
+    let question = a.wait_method("elicitation/create");
+    assert!(question["params"]["message"].as_str().unwrap().contains("touch from-a.txt"), "{question}");
+    // B answers A's question by its id: it is no question of B's session.
+    b.send(&json!({ "jsonrpc": "2.0", "id": question["id"].clone(),
+        "result": { "action": "accept", "content": { "decision": "approve" } } }));
+    a.send(&json!({ "jsonrpc": "2.0", "id": question["id"].clone(),
+        "result": { "action": "accept", "content": { "decision": "deny" } } }));
+    let r = a.wait_response(&json!(call));
+    assert!(is_error(&r["result"]), "A's own answer decides: {r}");
+    assert!(!ws.path().join("from-a.txt").exists(), "B's answer approved A's command");
+    // The twin: A's approval runs A's command.
+    a.answers = vec!["approve".into()];
+    let r = a.call("exec_command", json!({ "cmd": "touch from-a.txt" }));
+    assert_eq!(exit_code(&r), Some(0), "{r}");
+    assert!(ws.path().join("from-a.txt").exists());
+
+    // B's call is asked of B; B's stream carried no question of A's before it.
+    b.answers = vec!["approve".into()];
+    let r = b.call("exec_command", json!({ "cmd": "touch from-b.txt" }));
+    assert_eq!(exit_code(&r), Some(0), "{r}");
+    assert_eq!(b.elicitations.len(), 1, "{:?}", b.elicitations);
+    assert!(
+        b.elicitations[0]["message"].as_str().unwrap().contains("touch from-b.txt"),
+        "{:?}",
+        b.elicitations
+    );
+    assert_eq!(a.elicitations.len(), 1, "B's question reached A: {:?}", a.elicitations);
 }

@@ -199,12 +199,16 @@ fn uexec_run_takes_the_same_route_and_names_refused_hosts() {
     assert!(stderr.contains("[uexec] Network: refused bad.example:443, bad.example:80"), "{stderr}");
 }
 
-#[test]
-fn under_on_request_a_person_can_allow_a_refused_domain_for_the_session() {
+over_both_transports!(
+    under_on_request_a_person_can_allow_a_refused_domain_for_the_session,
+    a_domain_question_reaches_the_client_while_none_of_its_calls_is_in_flight,
+);
+
+fn under_on_request_a_person_can_allow_a_refused_domain_for_the_session(t: Transport) {
     let ws = Workspace::new();
     let pypi = pip_hosts().remove(0);
     let npm = npm_host();
-    let mut server = McpServer::start_initialized(&ws, &["--allow-domain", &pypi], true);
+    let mut server = McpServer::start_initialized_over(t, &ws, &["--allow-domain", &pypi], true);
     server.answers = vec!["approve_for_session".into(), "deny".into()];
     let probe = |host: &str| {
         format!("curl -sS -o /dev/null -w '{host} %{{http_code}}\\n' https://{host}/ 2>&1; true")
@@ -232,6 +236,37 @@ fn under_on_request_a_person_can_allow_a_refused_domain_for_the_session() {
     let listed = run_to_end(&mut server, &probe(&pypi));
     assert!(!printed(&listed).contains("response 403"), "{listed:?}");
     assert_eq!(server.elicitations.len(), 2);
+}
+
+/// The proxy's question belongs to no call: it goes to the client's own connection, also when none of the
+/// client's calls is in flight (a command running in the background reaches for a host off the list).
+fn a_domain_question_reaches_the_client_while_none_of_its_calls_is_in_flight(t: Transport) {
+    let ws = Workspace::new();
+    let pypi = pip_hosts().remove(0);
+    let npm = npm_host();
+    let mut server = McpServer::start_initialized_over(t, &ws, &["--allow-domain", &pypi], true);
+    // Connects once the file `go` exists, which the test makes with no call in flight.
+    let cmd = format!(
+        "until [ -e go ]; do sleep 0.05; done; curl -sS -o /dev/null -w '{npm} %{{http_code}}\\n' https://{npm}/ 2>&1; true"
+    );
+    let r = server.call("exec_command", json!({ "cmd": cmd, "login": false, "yield_time_ms": 250 }));
+    let session = session_id(&r);
+    std::fs::write(ws.path().join("go"), "").unwrap();
+    let question = server.wait_method("elicitation/create");
+    let message = question["params"]["message"].as_str().unwrap();
+    assert!(message.contains(&format!("Allow network access to {npm}?")), "{message}");
+    server.send(&json!({ "jsonrpc": "2.0", "id": question["id"].clone(),
+        "result": { "action": "accept", "content": { "decision": "approve_for_session" } } }));
+    let mut seen = String::new();
+    loop {
+        let r =
+            server.call("write_stdin", json!({ "session_id": session, "chars": "", "yield_time_ms": 30000 }));
+        seen.push_str(&output(&r));
+        if exit_code(&r).is_some() {
+            break;
+        }
+    }
+    assert!(seen.contains(&format!("{npm} 200")), "{seen}");
 }
 
 /// What a test front end served: the `Host` values of each request.

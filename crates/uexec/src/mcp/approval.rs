@@ -1,25 +1,35 @@
 //! The approver behind the MCP server: asks the person at the client through MCP elicitation.
 //!
-//! The engine has one [`Approver`]; questions are routed by the `call_id` of the `exec_command` call they belong
-//! to. Each call registers how its client can be asked:
+//! One seam, three routes. The engine has one [`Approver`] per client (the engine's approval port); the route
+//! to the person travels with the call that asks: the MCP handler runs the engine's `exec_command` future inside
+//! [`AskVia::scope`], and a question the engine asks during that future goes exactly where its call's client can
+//! be asked (no registry of calls to look the route up in, no lock, and no other call's connection):
 //!
-//! 1. [`AskVia::Request`]: the client negotiated a protocol before 2026-07-28 and declared the elicitation
-//!    capability. The server sends it an `elicitation/create` request and waits for the answer.
-//! 2. [`AskVia::InputRequired`]: the client negotiated 2026-07-28 or later (which forbids server-to-client
-//!    requests) and declared elicitation. The question goes to the tool-call handler, which answers the
-//!    `tools/call` with an `InputRequiredResult`; the answer comes back with the client's retry of the call.
+//! 1. [`AskVia::Request`]: the client negotiated a version with server-to-client elicitation
+//!    ([`super::protocol`]) and declared the capability. The server sends it an `elicitation/create` request and
+//!    waits for the answer.
+//! 2. [`AskVia::InputRequired`]: the client negotiated a version whose questions ride on the tool result
+//!    (2026-07-28 and later) and declared elicitation. The question goes to the tool-call handler, which answers
+//!    the `tools/call` with an `InputRequiredResult`; the answer comes back with the client's retry of the call.
 //! 3. [`AskVia::Nobody`]: the client cannot be asked. The configured policy decides alone: whatever would need
-//!    a person is refused, with a message saying what needed approval and which setting would allow it.
+//!    a person is refused, with a message saying what needed approval and which setting would allow it. A
+//!    question asked outside any call's scope (which the engine never does) is refused the same way, with a
+//!    message saying so and a warning in the log.
+//!
+//! The proxy's domain question (allowlist mode) comes to the same approver (`crate::proxy::DomainAsker`): it
+//! belongs to no call, so it goes to the client's own connection, which the approver learns from the first call
+//! of its client ([`McpApprover::connect`]). Each client has its own approver (over HTTP, one per MCP session),
+//! so a question only ever reaches the client whose command caused it.
 //!
 //! An unanswered question fails after [`APPROVAL_TIMEOUT`]; the engine then releases the session id.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::future::Future;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema};
-use rmcp::service::{Peer, RoleServer};
+use rmcp::service::{Peer, RequestContext, RoleServer};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -27,6 +37,9 @@ use uexec_domain::command::ParsedCommand;
 use uexec_domain::question::{Question, escape_visible_capped};
 use uexec_domain::{ApprovalPolicy, ReviewDecision, SandboxPolicy};
 use uexec_ports::{ApprovalError, ApprovalKind, ApprovalRequest, Approver};
+
+pub use super::protocol::FormStyle;
+use super::protocol::{self, Elicitation};
 
 /// How long a person has to answer.
 pub const APPROVAL_TIMEOUT: Duration = Duration::from_secs(600);
@@ -49,31 +62,80 @@ pub struct PendingQuestion {
     pub answer: oneshot::Sender<ReviewDecision>,
 }
 
-/// How the client of one call can be asked.
+/// How the client of one call can be asked: the route that travels with the call.
 #[derive(Debug, Clone)]
 pub enum AskVia {
-    /// Send an `elicitation/create` request to this peer, with a form the negotiated protocol version defines;
-    /// the token is the call's (cancelled by the client's `notifications/cancelled`): a cancelled call's
-    /// question is abandoned and the command does not run.
+    /// Send an `elicitation/create` request to this peer (the call's own client), with a form the negotiated
+    /// protocol version defines; the token is the call's (cancelled by the client's `notifications/cancelled`):
+    /// a cancelled call's question is abandoned and the command does not run.
     Request(Peer<RoleServer>, CancellationToken, FormStyle),
-    /// Hand the question to the tool-call handler (`InputRequiredResult`).
+    /// Hand the question to the tool-call handler of this call (`InputRequiredResult`).
     InputRequired(mpsc::Sender<PendingQuestion>),
     /// The client cannot be asked.
     Nobody,
 }
 
-/// The [`Approver`] of the MCP server.
+tokio::task_local! {
+    /// The route of the call whose engine future is running (set by [`AskVia::scope`]).
+    static CALL_ROUTE: AskVia;
+}
+
+impl AskVia {
+    /// How the client of the call `context` belongs to can be asked, by the negotiated protocol version
+    /// ([`super::protocol`]) and the capability it declared; `questions` reach the call's handler (the
+    /// `InputRequiredResult` route).
+    pub fn for_call(
+        context: &RequestContext<RoleServer>,
+        questions: mpsc::Sender<PendingQuestion>,
+    ) -> AskVia {
+        let elicitation = context.client_capabilities().and_then(|caps| caps.elicitation).is_some_and(|e| {
+            // Declaring `elicitation: {}` means form mode; a client declaring only `url` cannot show our form.
+            e.form.is_some() || e.url.is_none()
+        });
+        if !elicitation {
+            return AskVia::Nobody;
+        }
+        let version = context.protocol_version().map(|v| v.as_str().to_owned()).unwrap_or_default();
+        match protocol::behaviour(&version).elicitation {
+            Elicitation::None => AskVia::Nobody,
+            Elicitation::Request { style, .. } => {
+                AskVia::Request(context.peer.clone(), context.ct.clone(), style)
+            }
+            Elicitation::OnResult => AskVia::InputRequired(questions),
+        }
+    }
+
+    /// Run `call` (the engine future of one call) with this route: every question it asks goes this way.
+    pub async fn scope<F: Future>(self, call: F) -> F::Output {
+        CALL_ROUTE.scope(self, call).await
+    }
+
+    /// The route of the running call, if any.
+    fn current() -> Option<AskVia> {
+        CALL_ROUTE.try_with(AskVia::clone).ok()
+    }
+}
+
+/// The client's own connection, for questions that belong to no call (the proxy's).
+#[derive(Debug, Clone)]
+struct ClientLine {
+    peer: Peer<RoleServer>,
+    style: FormStyle,
+}
+
+/// The [`Approver`] of one MCP client.
 #[derive(Debug)]
 pub struct McpApprover {
     policy: ApprovalPolicy,
     sandbox: SandboxPolicy,
-    calls: Mutex<HashMap<String, AskVia>>,
+    /// Set by the first call of a client that takes `elicitation/create` requests.
+    client: OnceLock<ClientLine>,
 }
 
 impl McpApprover {
-    /// An approver for a server whose approval policy is `policy` and sandbox policy `sandbox`.
+    /// An approver for a client of a server whose approval policy is `policy` and sandbox policy `sandbox`.
     pub fn new(policy: ApprovalPolicy, sandbox: SandboxPolicy) -> Self {
-        McpApprover { policy, sandbox, calls: Mutex::new(HashMap::new()) }
+        McpApprover { policy, sandbox, client: OnceLock::new() }
     }
 
     /// The elicitation that asks about `request`, its choices written in `style`.
@@ -85,23 +147,12 @@ impl McpApprover {
         elicit_params(request, &self.sandbox, self.policy, style)
     }
 
-    /// Register how the client of `call_id` can be asked (until [`McpApprover::unregister`]).
-    pub fn register(&self, call_id: &str, via: AskVia) {
-        self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(call_id.to_owned(), via);
-    }
-
-    /// Forget `call_id`.
-    pub fn unregister(&self, call_id: &str) {
-        self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(call_id);
-    }
-
-    fn via(&self, call_id: &str) -> AskVia {
-        self.calls
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(call_id)
-            .cloned()
-            .unwrap_or(AskVia::Nobody)
+    /// Learn the client's own connection from the route of one of its calls (a client that takes
+    /// `elicitation/create` requests; its peer is the same for every call of the connection).
+    pub fn connect(&self, via: &AskVia) {
+        if let AskVia::Request(peer, _, style) = via {
+            let _ = self.client.set(ClientLine { peer: peer.clone(), style: *style });
+        }
     }
 
     /// Why nobody can approve `request`, and what would allow it.
@@ -149,7 +200,14 @@ impl McpApprover {
 #[async_trait]
 impl Approver for McpApprover {
     async fn request_approval(&self, request: ApprovalRequest) -> Result<ReviewDecision, ApprovalError> {
-        match self.via(&request.call_id) {
+        let Some(via) = AskVia::current() else {
+            tracing::warn!(call = %request.call_id, "a question outside any MCP call: nobody to ask, refused");
+            return Err(ApprovalError::Unavailable(format!(
+                "{} (the question was asked outside the MCP call that needed it, so nobody could be asked)",
+                self.unavailable_message(&request)
+            )));
+        };
+        match via {
             AskVia::Nobody => Err(ApprovalError::Unavailable(self.unavailable_message(&request))),
             AskVia::Request(peer, call_cancelled, style) => {
                 let params = self.elicit_params(&request, style)?;
@@ -183,35 +241,21 @@ impl Approver for McpApprover {
     }
 }
 
-/// The domain question of the allowlist mode (`crate::proxy::DomainAsker`): under `on-request`, through a client
-/// that takes `elicitation/create` requests, while one of its `exec_command` calls is in flight (the connection
-/// cannot be tied to a call: any call of that client carries the question). A client on 2026-07-28 or later
-/// (questions ride on tool results) and a moment without a call in flight get no question: the host is refused.
+/// The domain question of the allowlist mode (`crate::proxy::DomainAsker`): under `on-request`, through the
+/// client's own connection when it takes `elicitation/create` requests ([`McpApprover::connect`]). It belongs to
+/// no call (a proxied connection cannot be tied to one), so it never borrows a call's route. A client whose
+/// questions ride on tool results (2026-07-28 and later), or that cannot be asked, gets no question: the host is
+/// refused, and the tool response notes it.
 #[async_trait]
 impl crate::proxy::DomainAsker for McpApprover {
     async fn ask(&self, host: &str, port: u16, rules: &str) -> Option<bool> {
         if self.policy != ApprovalPolicy::OnRequest {
             return None;
         }
-        let (peer, cancelled, style) = self
-            .calls
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .values()
-            .find_map(|via| match via {
-                AskVia::Request(peer, cancelled, style) => Some((peer.clone(), cancelled.clone(), *style)),
-                _ => None,
-            })?;
-        let params = domain_elicit_params(host, port, rules, style).ok()?;
-        tokio::select! {
-            result = peer.create_elicitation_with_timeout(params, Some(APPROVAL_TIMEOUT)) => {
-                match decision_from_elicit(&result.ok()?) {
-                    Ok(decision) => Some(decision.is_approved()),
-                    Err(_) => None,
-                }
-            }
-            () = cancelled.cancelled() => None,
-        }
+        let line = self.client.get()?.clone();
+        let params = domain_elicit_params(host, port, rules, line.style).ok()?;
+        let result = line.peer.create_elicitation_with_timeout(params, Some(APPROVAL_TIMEOUT)).await.ok()?;
+        decision_from_elicit(&result).ok().map(|decision| decision.is_approved())
     }
 }
 
@@ -245,15 +289,6 @@ pub fn domain_elicit_params(
         ),
         requested_schema: schema,
     })
-}
-
-/// How the choices of the approval form are written: each protocol version defines its own enum schema.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FormStyle {
-    /// 2025-11-25 and later: `oneOf` of `{ const, title }` (titled single-select enum).
-    OneOf,
-    /// 2025-06-18: `enum` with parallel `enumNames` (the transport also drops the `mode` field it lacks).
-    LegacyEnum,
 }
 
 /// The choices of the approval form: (value, title). With a prefix to offer, a fourth: approve every command
@@ -521,36 +556,52 @@ mod tests {
     #[tokio::test]
     async fn without_a_channel_the_refusal_names_what_would_allow_it() {
         let approver = McpApprover::new(ApprovalPolicy::Untrusted, SandboxPolicy::default());
-        let err = approver.request_approval(request(ApprovalKind::Run, "git push")).await.unwrap_err();
+        let ask = |kind, cmd| AskVia::Nobody.scope(approver.request_approval(request(kind, cmd)));
+        let err = ask(ApprovalKind::Run, "git push").await.unwrap_err();
         let text = err.to_string();
         assert!(text.contains("`git push` needs a person's approval"), "{text}");
         assert!(text.contains(r#"prefix = ["git", "push"] decision = "allow""#), "{text}");
         assert!(text.contains("--approval-policy on-request"), "{text}");
-        let err = approver.request_approval(request(ApprovalKind::Escalation, "make")).await.unwrap_err();
+        let err = ask(ApprovalKind::Escalation, "make").await.unwrap_err();
         assert!(err.to_string().contains("danger-full-access"), "{err}");
-        let err =
-            approver.request_approval(request(ApprovalKind::RetryWithoutSandbox, "make")).await.unwrap_err();
+        let err = ask(ApprovalKind::RetryWithoutSandbox, "make").await.unwrap_err();
         assert!(err.to_string().contains("--writable-root"), "{err}");
     }
 
+    /// A question outside any call's scope is refused, and says why: never a silent "nobody can be asked".
     #[tokio::test]
-    async fn input_required_questions_reach_the_handler_and_answers_come_back() {
+    async fn a_question_outside_a_call_is_refused_and_says_so() {
+        let approver = McpApprover::new(ApprovalPolicy::OnRequest, SandboxPolicy::default());
+        let err = approver.request_approval(request(ApprovalKind::Escalation, "make")).await.unwrap_err();
+        assert!(matches!(err, ApprovalError::Unavailable(_)), "{err}");
+        assert!(err.to_string().contains("outside the MCP call that needed it"), "{err}");
+    }
+
+    /// The route travels with the call: each call's question reaches that call's handler only, even when two
+    /// calls ask at once through the same approver.
+    #[tokio::test]
+    async fn input_required_questions_reach_their_own_calls_handler_and_answers_come_back() {
         let approver =
             std::sync::Arc::new(McpApprover::new(ApprovalPolicy::OnRequest, SandboxPolicy::default()));
-        let (tx, mut rx) = mpsc::channel(1);
-        approver.register("c", AskVia::InputRequired(tx));
-        let asking = {
+        let (tx_a, mut rx_a) = mpsc::channel(1);
+        let (tx_b, mut rx_b) = mpsc::channel(1);
+        let call = |tx, cmd: &'static str| {
             let approver = approver.clone();
-            tokio::spawn(
-                async move { approver.request_approval(request(ApprovalKind::Escalation, "x")).await },
-            )
+            tokio::spawn(AskVia::InputRequired(tx).scope(async move {
+                approver.request_approval(request(ApprovalKind::Escalation, cmd)).await
+            }))
         };
-        let question = rx.recv().await.unwrap();
-        assert_eq!(question.request.kind, ApprovalKind::Escalation);
-        question.answer.send(ReviewDecision::ApprovedForSession).unwrap();
-        assert_eq!(asking.await.unwrap().unwrap(), ReviewDecision::ApprovedForSession);
-        approver.unregister("c");
-        assert!(matches!(approver.via("c"), AskVia::Nobody));
+        let asking_a = call(tx_a, "from-a");
+        let asking_b = call(tx_b, "from-b");
+        let question_b = rx_b.recv().await.unwrap();
+        let question_a = rx_a.recv().await.unwrap();
+        assert_eq!(question_a.request.command.last().map(String::as_str), Some("from-a"));
+        assert_eq!(question_b.request.command.last().map(String::as_str), Some("from-b"));
+        assert_eq!(question_a.request.kind, ApprovalKind::Escalation);
+        question_a.answer.send(ReviewDecision::ApprovedForSession).unwrap();
+        question_b.answer.send(ReviewDecision::Denied).unwrap();
+        assert_eq!(asking_a.await.unwrap().unwrap(), ReviewDecision::ApprovedForSession);
+        assert_eq!(asking_b.await.unwrap().unwrap(), ReviewDecision::Denied);
     }
 
     #[test]

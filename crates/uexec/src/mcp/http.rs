@@ -1,8 +1,9 @@
 //! `uexec mcp --listen ADDR`: the MCP server over Streamable HTTP (rmcp's server transport on hyper), with the
 //! operability endpoints a cluster expects.
 //!
-//! Routes: `/mcp` (MCP), `/metrics` (Prometheus text), `/healthz` (the process serves), `/readyz` (it accepts
-//! new clients: 503 once draining). Every request but `/healthz` and `/readyz` must carry `Authorization: Bearer
+//! Routes: `/mcp` (MCP, behind the JSON-RPC repair layer both transports share: [`super::http_repair`]),
+//! `/metrics` (Prometheus text), `/healthz` (the process serves), `/readyz` (it accepts new clients: 503 once
+//! draining). The routes behind the token are mounted in one place, `Router::authorized_routes`. Every request but `/healthz` and `/readyz` must carry `Authorization: Bearer
 //! TOKEN` (compared in constant time); anything else gets a bare 401. There is always a token: one the person
 //! gave in a file, or one generated at start into a private file (`settings::generated_token_dirs`), hidden like
 //! the given one from every sandboxed command, so that no command of this or another uexec server can become a
@@ -47,7 +48,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -64,11 +64,10 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use uexec_engine::{Engine, EngineConfig, EngineDeps};
+use uexec_engine::{Engine, EngineConfig};
 use uexec_ports::EventSink;
 
 use super::StopReason;
-use super::approval::McpApprover;
 use super::gate::{self, Gate, Ticket};
 use super::server::{ExecObserver, UexecServer};
 use super::tools;
@@ -78,8 +77,7 @@ use crate::settings::{AuthToken, ServerSettings, Settings, TokenOrigin};
 /// The MCP endpoint.
 pub const MCP_PATH: &str = "/mcp";
 
-/// The header carrying the MCP session id.
-const SESSION_HEADER: &str = "mcp-session-id";
+use super::http_repair::{self, Filters, HttpBody, SESSION_HEADER};
 
 /// The header naming a shared workspace (module doc).
 pub const WORKSPACE_HEADER: &str = "uexec-workspace";
@@ -112,8 +110,6 @@ fn workspace_of(headers: &http::HeaderMap) -> Result<Option<String>, &'static st
     }
 }
 
-type HttpBody = BoxBody<Bytes, Infallible>;
-
 /// What every client's engine is built from.
 struct Blueprint {
     config: EngineConfig,
@@ -143,6 +139,8 @@ struct Fleet {
     activity: Mutex<HashMap<String, Activity>>,
     /// The client of each shared workspace, by name (module doc).
     shared: Mutex<HashMap<String, SharedClient>>,
+    /// The JSON-RPC repair layer's filter of each MCP session.
+    filters: Filters,
     draining: AtomicBool,
 }
 
@@ -253,6 +251,7 @@ impl Fleet {
 
     fn forget(&self, session: &str) {
         lock(&self.activity).remove(session);
+        self.filters.forget(session);
     }
 }
 
@@ -377,25 +376,22 @@ impl HttpClient {
     fn new(blueprint: &Blueprint, fleet: &Arc<Fleet>) -> std::io::Result<Self> {
         let id = fleet.next_client.fetch_add(1, Ordering::Relaxed);
         let events = Arc::new(ClientEvents::new(Arc::clone(&fleet.metrics), Arc::clone(&blueprint.events)));
-        let approver = Arc::new(McpApprover::new(
-            blueprint.settings.approval_policy,
-            blueprint.settings.sandbox_policy.clone(),
-        ));
         // The client's proxy asks the client's person about a domain off the allowlist (under on-request), as
         // over stdio, and its refusals are noted in the client's own responses.
-        let asker = Some(approver.clone() as Arc<dyn crate::proxy::DomainAsker>);
-        let (setup, proxy) = crate::proxy::prepare(&blueprint.settings, blueprint.audit.clone(), asker)
-            .map_err(|e| {
-                tracing::error!("cannot make a new client's proxy: {e:#}");
-                std::io::Error::other(format!("{e:#}"))
-            })?;
-        let refusals = proxy.as_ref().map(crate::proxy::Pending::refusals);
-        let proxy = proxy.map(|p| p.with_limits(blueprint.proxy_limits.clone()).spawn().abort_handle());
-        let (spawner, sandbox) = crate::platform::client_spawner_and_sandbox(&setup);
-        let engine = Engine::new(
+        let client = crate::compose::mcp_client(
+            &blueprint.settings,
             blueprint.config.clone(),
-            EngineDeps { spawner, sandbox, approver: approver.clone(), events: events.clone() },
-        );
+            blueprint.audit.clone(),
+            events.clone(),
+            crate::compose::Namespaces::PerClient,
+        )
+        .map_err(|e| {
+            tracing::error!("cannot make a new client's proxy: {e:#}");
+            std::io::Error::other(format!("{e:#}"))
+        })?;
+        let (engine, approver, refusals) = (client.engine, client.approver, client.refusals);
+        let proxy =
+            client.proxy.map(|p| p.with_limits(blueprint.proxy_limits.clone()).spawn().abort_handle());
         if let Some(refusals) = &refusals {
             lock(&fleet.refusals).0.insert(id, Arc::clone(refusals));
         }
@@ -418,8 +414,11 @@ impl ServerHandler for HttpClient {
         self.inner.get_info()
     }
 
+    /// Up to the newest version with sessions ([`super::protocol::newest_with_sessions`]; module doc).
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
-        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+        let newest = super::protocol::newest_with_sessions();
+        let count = ProtocolVersion::KNOWN_VERSIONS.iter().take_while(|v| v.as_str() <= newest).count();
+        std::borrow::Cow::Borrowed(&ProtocolVersion::KNOWN_VERSIONS[..count])
     }
 
     async fn list_tools(
@@ -451,7 +450,8 @@ impl ServerHandler for HttpClient {
 /// Everything a request is routed with.
 struct Router {
     fleet: Arc<Fleet>,
-    mcp: StreamableHttpService<HttpClient, LocalSessionManager>,
+    /// rmcp's service, behind the repair layer.
+    mcp: http_repair::Inner,
     sessions: Arc<LocalSessionManager>,
     token: AuthToken,
     /// Connections that have not presented the token, for `uexec_http_connections_dropped_total`.
@@ -519,7 +519,13 @@ impl Router {
             return response;
         }
         ticket.pass();
-        match path {
+        self.authorized_routes(request).await
+    }
+
+    /// Every route behind the bearer token (the request carried it). Routes are mounted here: a new one is
+    /// one arm of this match, before `MCP_PATH`.
+    async fn authorized_routes(&self, request: Request<Incoming>) -> Response<HttpBody> {
+        match request.uri().path() {
             "/metrics" if request.method() == Method::GET => {
                 self.fleet.metrics.set_network_refused(self.fleet.network_refused());
                 self.fleet.metrics.set_connections_dropped(self.gate.dropped());
@@ -563,7 +569,7 @@ impl Router {
         // an answer and never ends by itself).
         let answering = (request.method() == Method::POST).then(|| Pending::new(&self.fleet));
         // The service factory (called for an `initialize`) reads the workspace named.
-        let response = WORKSPACE.scope(workspace, self.mcp.handle(request)).await;
+        let response = WORKSPACE.scope(workspace, http_repair::handle(&self.fleet.filters, request, &self.mcp)).await;
         // An `initialize` answer names the new MCP session: from now on its grace is tracked.
         let guard = guard.or_else(|| {
             response
@@ -654,6 +660,7 @@ async fn reap(fleet: Arc<Fleet>, sessions: Arc<LocalSessionManager>, stop: Cance
             if sessions.has_session(&id).await.unwrap_or(false) {
                 tracing::info!(session = %id, grace_secs = grace.as_secs(), "client gone past its grace");
                 fleet.metrics.client_expired();
+                fleet.filters.forget(id.as_ref());
                 if let Err(e) = sessions.close_session(&id).await {
                     tracing::warn!(session = %id, "closing an expired MCP session failed: {e}");
                 }
@@ -711,7 +718,7 @@ pub async fn serve(
         per_proxy: budget.proxy_per_client,
         shared: Some(Arc::new(tokio::sync::Semaphore::new(budget.proxy_total))),
     };
-    let mut config = crate::engine_config(settings);
+    let mut config = crate::compose::engine_config(settings);
     config.id_seed = id_seed;
     config.limits.max_sessions = server.sessions_per_client;
     config.limits.warning_sessions = config.limits.warning_sessions.min(server.sessions_per_client);
@@ -734,6 +741,7 @@ pub async fn serve(
         calls,
         activity: Mutex::new(HashMap::new()),
         shared: Mutex::new(HashMap::new()),
+        filters: Filters::default(),
         draining: AtomicBool::new(false),
     });
 
@@ -761,6 +769,10 @@ pub async fn serve(
         Arc::clone(&sessions),
         http_config,
     );
+    let mcp: http_repair::Inner = Arc::new(move |request| {
+        let mcp = mcp.clone();
+        Box::pin(async move { mcp.handle(request).await })
+    });
     let gate = Gate::new(budget.preauth_per_peer, budget.preauth_total);
     let router = Arc::new(Router {
         fleet: Arc::clone(&fleet),

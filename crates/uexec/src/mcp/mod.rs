@@ -1,12 +1,20 @@
 //! `uexec mcp`: the Model Context Protocol server over stdio (this module), or over Streamable HTTP ([`http`]).
 //!
-//! Lifecycle: the engine is built from the validated settings; rmcp serves the filtered stdio transport; the
-//! server runs until the client disconnects (stdin EOF or stdout closed) or the process gets SIGTERM, SIGINT or
-//! SIGHUP. Then every session's process tree is killed (`Engine::shutdown`) before the process exits.
+//! Both transports answer alike: every message passes the one JSON-RPC repair layer ([`jsonrpc`]), which reads
+//! what depends on the protocol version from one table ([`protocol`]); a person is asked through the route that
+//! travels with each call ([`approval`]).
+//!
+//! Lifecycle: the client's stack is composed (`crate::compose::mcp_client`); rmcp serves the filtered stdio
+//! transport ([`transport`]); the server runs until the client disconnects (stdin EOF or stdout closed) or the
+//! process gets SIGTERM, SIGINT or SIGHUP. Then every session's process tree is killed (`Engine::shutdown`)
+//! before the process exits.
 
 pub mod approval;
 pub mod gate;
 pub mod http;
+pub mod http_repair;
+pub mod jsonrpc;
+pub mod protocol;
 pub mod server;
 pub mod tools;
 pub mod transport;
@@ -16,7 +24,6 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use rmcp::ServiceExt;
 use tokio::signal::unix::{SignalKind, signal};
-use uexec_engine::{Engine, EngineDeps};
 use uexec_ports::EventSink;
 
 use crate::settings::Settings;
@@ -37,21 +44,14 @@ pub async fn serve(
     audit: Option<Arc<crate::audit::AuditLog>>,
     id_seed: Option<u64>,
 ) -> Result<StopReason> {
-    let approver =
-        Arc::new(approval::McpApprover::new(settings.approval_policy, settings.sandbox_policy.clone()));
-    let (setup, proxy) =
-        crate::proxy::prepare(settings, audit, Some(approver.clone() as Arc<dyn crate::proxy::DomainAsker>))?;
-    let refusals = proxy.as_ref().map(crate::proxy::Pending::refusals);
-    if let Some(proxy) = proxy {
+    let mut config = crate::compose::engine_config(settings);
+    config.id_seed = id_seed;
+    let client =
+        crate::compose::mcp_client(settings, config, audit, events, crate::compose::Namespaces::Server)?;
+    if let Some(proxy) = client.proxy {
         proxy.spawn();
     }
-    let sandbox = crate::platform::sandbox_with(&setup);
-    let mut config = crate::engine_config(settings);
-    config.id_seed = id_seed;
-    let engine = Engine::new(
-        config,
-        EngineDeps { spawner: crate::platform::spawner(), sandbox, approver: approver.clone(), events },
-    );
+    let (engine, approver, refusals) = (client.engine, client.approver, client.refusals);
     let instructions = instructions(settings);
     let handler = server::UexecServer::new(engine.clone(), approver, instructions)
         .with_refusals(refusals)

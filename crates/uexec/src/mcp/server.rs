@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ElicitRequest, ElicitResult, Implementation,
     InputRequest, InputRequests, InputRequiredResult, JsonObject, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    ProgressNotificationParam, ProgressToken, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
@@ -76,16 +76,14 @@ pub trait ExecObserver: Send + Sync {
     fn exec_finished(&self, call_id: &str);
 }
 
-/// Unregisters a call from the approver (and tells the observer) however its task ends (finished or aborted).
-struct Unregister {
-    approver: Arc<McpApprover>,
+/// Tells the observer that a call ended, however its task ends (finished or aborted).
+struct Finished {
     observer: Option<Arc<dyn ExecObserver>>,
     call_id: String,
 }
 
-impl Drop for Unregister {
+impl Drop for Finished {
     fn drop(&mut self) {
-        self.approver.unregister(&self.call_id);
         if let Some(observer) = &self.observer {
             observer.exec_finished(&self.call_id);
         }
@@ -258,20 +256,22 @@ impl UexecServer {
         exec.call_id = Some(call_id.clone());
         let cmd = exec.cmd.clone();
 
+        // The route to this call's client travels with the engine's future of this call (`AskVia::scope`): a
+        // question the engine asks for it can reach no other call's client.
         let (questions_tx, questions) = mpsc::channel(1);
-        self.approver.register(&call_id, ask_via(&context, questions_tx));
+        let via = AskVia::for_call(&context, questions_tx);
+        self.approver.connect(&via);
         if let Some(observer) = &self.observer {
             observer.exec_started(&call_id);
         }
-        let unregister =
-            Unregister { approver: self.approver.clone(), observer: self.observer.clone(), call_id };
+        let finished = Finished { observer: self.observer.clone(), call_id };
         let (result_tx, result) = oneshot::channel();
         let engine = self.engine.clone();
-        let task = tokio::spawn(async move {
-            let _unregister = unregister;
+        let task = tokio::spawn(via.scope(async move {
+            let _finished = finished;
             let outcome = engine.exec_command(exec).await;
             let _ = result_tx.send(outcome);
-        });
+        }));
         let flight = InFlight {
             cmd,
             arguments: request.arguments,
@@ -408,31 +408,6 @@ impl UexecServer {
             Ok(screen) => tools::screen_result(screen),
             Err(e) => tools::error_result(unknown_session_hint(format!("read_screen failed: {e}"), &e)),
         })
-    }
-}
-
-/// How this call's client can be asked (see the `approval` module), by the negotiated protocol version:
-/// 2026-07-28 and later answer through `InputRequiredResult`; 2025-11-25 gets an `elicitation/create` form
-/// with `oneOf` + `const`; 2025-06-18 (the first version with elicitation) gets `enum` + `enumNames`; earlier
-/// versions have no elicitation, so the policy decides as for a client without the capability.
-fn ask_via(context: &RequestContext<RoleServer>, questions: mpsc::Sender<PendingQuestion>) -> AskVia {
-    let elicitation = context.client_capabilities().and_then(|caps| caps.elicitation).is_some_and(|e| {
-        // Declaring `elicitation: {}` means form mode; a client declaring only `url` cannot show our form.
-        e.form.is_some() || e.url.is_none()
-    });
-    let version = context.protocol_version().map(|v| v.as_str().to_owned()).unwrap_or_default();
-    if !elicitation || version.as_str() < ProtocolVersion::V_2025_06_18.as_str() {
-        return AskVia::Nobody;
-    }
-    if version.as_str() >= ProtocolVersion::V_2026_07_28.as_str() {
-        AskVia::InputRequired(questions)
-    } else {
-        let style = if version.as_str() >= ProtocolVersion::V_2025_11_25.as_str() {
-            FormStyle::OneOf
-        } else {
-            FormStyle::LegacyEnum
-        };
-        AskVia::Request(context.peer.clone(), context.ct.clone(), style)
     }
 }
 

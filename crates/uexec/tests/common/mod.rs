@@ -1,11 +1,18 @@
-//! Test harness: a `uexec mcp` child driven with raw JSON-RPC lines, a temporary workspace, and /proc helpers.
+//! Test harness: a `uexec mcp` child driven with raw JSON-RPC messages over either transport (stdio lines, or
+//! Streamable HTTP: each message POSTed, every answer of its response and of the session's GET stream read as
+//! one message), a temporary workspace, and /proc helpers.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
 
 use serde_json::{Value, json};
 
@@ -55,10 +62,68 @@ pub fn uexec_command(ws: &Workspace, args: &[&str]) -> Command {
     cmd
 }
 
-/// A `uexec mcp` child and its JSON-RPC lines.
+/// Each named test `fn name(t: Transport)` as two tests, `over_stdio::name` and `over_http::name`: one behaviour
+/// on every transport.
+#[macro_export]
+macro_rules! over_both_transports {
+    ($($name:ident),* $(,)?) => {
+        mod over_stdio {
+            $( #[test] fn $name() { super::$name($crate::common::Transport::Stdio) } )*
+        }
+        mod over_http {
+            $( #[test] fn $name() { super::$name($crate::common::Transport::Http) } )*
+        }
+    };
+}
+
+/// How a test reaches `uexec mcp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// JSON-RPC lines on the child's stdin and stdout.
+    Stdio,
+    /// `uexec mcp --listen 127.0.0.1:0`, a bearer token, one MCP session over Streamable HTTP.
+    Http,
+}
+
+impl Transport {
+    /// [`marker_seconds`] for a test that runs over both transports: the two runs may share a process (`cargo
+    /// test`), so each has markers of its own.
+    pub fn marker(self, salt: u32) -> String {
+        match self {
+            Transport::Stdio => marker_seconds(salt),
+            Transport::Http => format!("{}1", marker_seconds(salt)),
+        }
+    }
+}
+
+/// How messages reach the server.
+enum Link {
+    Stdio(Option<ChildStdin>),
+    Http(HttpLink),
+}
+
+/// One MCP session over Streamable HTTP.
+struct HttpLink {
+    runtime: tokio::runtime::Runtime,
+    addr: SocketAddr,
+    token: String,
+    /// The session id (after `initialize`) and the negotiated version.
+    session: SessionState,
+    /// Where every message of every response goes.
+    tx: Sender<(String, Value)>,
+}
+
+/// The MCP session id of an HTTP client (after `initialize`) and the version it negotiated.
+type SessionState = Arc<Mutex<Option<(String, Option<String>)>>>;
+
+/// The bearer token of the HTTP servers of these tests.
+const HTTP_TOKEN: &str = "harness-token-0123456789abcdef0123456789";
+
+/// A `uexec mcp` child and its JSON-RPC messages (or one more client of a listening child,
+/// [`McpServer::another_http_client`], which owns no process).
 pub struct McpServer {
-    pub child: Child,
-    stdin: Option<ChildStdin>,
+    child: Option<Child>,
+    link: Link,
     lines: Receiver<(String, Value)>,
     next_id: i64,
     /// Elicitation requests received, in order (their `params`).
@@ -71,6 +136,73 @@ impl McpServer {
     /// Start `uexec mcp <args>` in `ws` (not yet initialized).
     pub fn start(ws: &Workspace, args: &[&str]) -> McpServer {
         McpServer::start_with_env(ws, args, &[])
+    }
+
+    /// Start `uexec mcp <args>` in `ws`, reached over `transport` (not yet initialized).
+    pub fn start_over(transport: Transport, ws: &Workspace, args: &[&str]) -> McpServer {
+        match transport {
+            Transport::Stdio => McpServer::start(ws, args),
+            Transport::Http => McpServer::start_http(ws, args),
+        }
+    }
+
+    /// [`McpServer::start_over`], then the initialize handshake (protocol 2025-11-25).
+    pub fn start_initialized_over(
+        transport: Transport,
+        ws: &Workspace,
+        args: &[&str],
+        elicitation: bool,
+    ) -> McpServer {
+        let mut server = McpServer::start_over(transport, ws, args);
+        server.initialize(elicitation);
+        server
+    }
+
+    /// Start `uexec mcp --listen 127.0.0.1:0 <args>` in `ws` with a token file outside every writable root.
+    fn start_http(ws: &Workspace, args: &[&str]) -> McpServer {
+        let token_file = ws.outside.path().join("harness-token");
+        std::fs::write(&token_file, format!("{HTTP_TOKEN}\n")).unwrap();
+        let mut all =
+            vec!["mcp", "--listen", "127.0.0.1:0", "--auth-token-file", token_file.to_str().unwrap()];
+        all.extend_from_slice(args);
+        let mut cmd = uexec_command(ws, &all);
+        cmd.env("XDG_RUNTIME_DIR", ws.outside.path().join("run")).env_remove("UEXEC_AUTH_TOKEN_FILE");
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn uexec");
+        let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut before = String::new();
+        let addr = loop {
+            let Some(Ok(line)) = stderr.next() else {
+                panic!("uexec mcp --listen ended before listening; stderr:\n{before}");
+            };
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                break rest.trim_end_matches("/mcp").parse::<SocketAddr>().unwrap();
+            }
+            before.push_str(&line);
+            before.push('\n');
+        };
+        // The rest of its log goes where a stdio server's goes.
+        std::thread::spawn(move || {
+            for line in stderr.map_while(Result::ok) {
+                let _ = writeln!(std::io::stderr(), "{line}");
+            }
+        });
+        let (tx, lines) = channel();
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let link = HttpLink { runtime, addr, token: HTTP_TOKEN.to_owned(), session: Arc::default(), tx };
+        McpServer {
+            child: Some(child),
+            link: Link::Http(link),
+            lines,
+            next_id: 1,
+            elicitations: Vec::new(),
+            answers: Vec::new(),
+        }
     }
 
     /// Start `uexec mcp <args>` in `ws` with `env` added to its environment (not yet initialized).
@@ -117,7 +249,14 @@ impl McpServer {
             }
         });
         let stdin = child.stdin.take();
-        McpServer { child, stdin, lines, next_id: 1, elicitations: Vec::new(), answers: Vec::new() }
+        McpServer {
+            child: Some(child),
+            link: Link::Stdio(stdin),
+            lines,
+            next_id: 1,
+            elicitations: Vec::new(),
+            answers: Vec::new(),
+        }
     }
 
     /// Start and run the initialize handshake (protocol 2025-11-25), declaring elicitation when asked to.
@@ -144,23 +283,43 @@ impl McpServer {
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child.as_ref().expect("a client of another server's process").id()
     }
 
-    /// Write one raw line (a newline is added).
+    /// Another MCP client (a session of its own, not yet initialized) of this listening server.
+    pub fn another_http_client(&self) -> McpServer {
+        let Link::Http(link) = &self.link else { panic!("another client of a stdio server") };
+        let (tx, lines) = channel();
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let link =
+            HttpLink { runtime, addr: link.addr, token: link.token.clone(), session: Arc::default(), tx };
+        McpServer {
+            child: None,
+            link: Link::Http(link),
+            lines,
+            next_id: 1,
+            elicitations: Vec::new(),
+            answers: Vec::new(),
+        }
+    }
+
+    /// Send one raw message: a line on stdin (a newline is added), or the body of a POST.
     pub fn send_raw(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().expect("stdin already closed");
-        stdin.write_all(line.as_bytes()).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
+        self.send_bytes(line.as_bytes());
     }
 
-    /// Write one raw line of bytes, valid UTF-8 or not (a newline is added).
+    /// Send one raw message of bytes, valid UTF-8 or not (a stdin line, a newline added; or a POST body).
     pub fn send_bytes(&mut self, line: &[u8]) {
-        let stdin = self.stdin.as_mut().expect("stdin already closed");
-        stdin.write_all(line).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
+        match &mut self.link {
+            Link::Stdio(stdin) => {
+                let stdin = stdin.as_mut().expect("stdin already closed");
+                stdin.write_all(line).unwrap();
+                stdin.write_all(b"\n").unwrap();
+                stdin.flush().unwrap();
+            }
+            Link::Http(link) => link.post(Bytes::copy_from_slice(line)),
+        }
     }
 
     pub fn send(&mut self, message: &Value) {
@@ -171,9 +330,12 @@ impl McpServer {
         self.send(&json!({ "jsonrpc": "2.0", "method": method, "params": params }));
     }
 
-    /// Close the server's stdin (the client disconnects).
+    /// Close the server's stdin (the client disconnects; stdio only).
     pub fn close_stdin(&mut self) {
-        self.stdin.take();
+        match &mut self.link {
+            Link::Stdio(stdin) => drop(stdin.take()),
+            Link::Http(_) => panic!("close_stdin over HTTP"),
+        }
     }
 
     pub fn fresh_id(&mut self) -> i64 {
@@ -267,9 +429,10 @@ impl McpServer {
 
     /// Wait for the server to exit.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let child = self.child.as_mut().expect("a client of another server's process");
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().unwrap() {
+            if let Some(status) = child.try_wait().unwrap() {
                 return Some(status);
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -280,10 +443,19 @@ impl McpServer {
 
 impl Drop for McpServer {
     fn drop(&mut self) {
-        self.stdin.take();
-        if self.wait_exit(Duration::from_secs(20)).is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        let Some(pid) = self.child.as_ref().map(Child::id) else { return };
+        match &mut self.link {
+            Link::Stdio(stdin) => drop(stdin.take()),
+            // A listening server serves until a signal: SIGTERM drains it and kills every session.
+            Link::Http(_) => {
+                let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+            }
+        }
+        if self.wait_exit(Duration::from_secs(20)).is_none()
+            && let Some(child) = self.child.as_mut()
+        {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 }
@@ -385,4 +557,127 @@ pub fn wait_present(argv: &[&str], timeout: Duration) -> Vec<u32> {
 pub fn marker_seconds(salt: u32) -> String {
     let n = 1_000_000 + (std::process::id() % 50_000) * 100 + salt;
     n.to_string()
+}
+
+impl HttpLink {
+    /// POST `body` and wait for the response's headers; its messages are read on the runtime as they come.
+    fn post(&self, body: Bytes) {
+        let id = serde_json::from_slice::<Value>(&body).ok().and_then(|v| v.get("id").cloned());
+        let initialize = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .is_some_and(|v| v.get("method") == Some(&json!("initialize")));
+        let session = self.session.lock().unwrap().clone();
+        let mut request = http::Request::builder()
+            .method("POST")
+            .uri("/mcp")
+            .header("host", self.addr.to_string())
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("authorization", format!("Bearer {}", self.token));
+        if let Some((session, version)) = &session {
+            request = request.header("mcp-session-id", session);
+            if let Some(version) = version {
+                request = request.header("mcp-protocol-version", version);
+            }
+        }
+        let request = request.body(Full::new(body)).unwrap();
+        let response = self.runtime.block_on(send(self.addr, request));
+        if session.is_none()
+            && initialize
+            && let Some(new) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok())
+        {
+            *self.session.lock().unwrap() = Some((new.to_owned(), None));
+            // The session's GET stream: what the server sends outside a request's answer (its questions).
+            let get = http::Request::builder()
+                .method("GET")
+                .uri("/mcp")
+                .header("host", self.addr.to_string())
+                .header("accept", "text/event-stream")
+                .header("authorization", format!("Bearer {}", self.token))
+                .header("mcp-session-id", new)
+                .body(Full::new(Bytes::new()))
+                .unwrap();
+            let (addr, tx, state) = (self.addr, self.tx.clone(), Arc::clone(&self.session));
+            self.runtime.spawn(async move { read_messages(send(addr, get).await, None, tx, state).await });
+        }
+        let (tx, state) = (self.tx.clone(), Arc::clone(&self.session));
+        self.runtime.spawn(read_messages(response, id, tx, state));
+    }
+}
+
+/// Send `request` on a fresh connection and return the response once its headers arrived.
+async fn send(
+    addr: SocketAddr,
+    request: http::Request<Full<Bytes>>,
+) -> http::Response<hyper::body::Incoming> {
+    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect to uexec mcp --listen");
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(connection);
+    sender.send_request(request).await.expect("an HTTP response")
+}
+
+/// Send every JSON-RPC message of `response` to `tx` as it comes: a JSON body, or the data of each SSE event.
+/// A body that is not JSON (an HTTP-level refusal) becomes a JSON-RPC error for `id`, saying what came. The
+/// negotiated version (from an `initialize` result) is noted in `state`.
+async fn read_messages(
+    response: http::Response<hyper::body::Incoming>,
+    id: Option<Value>,
+    tx: Sender<(String, Value)>,
+    state: SessionState,
+) {
+    let status = response.status();
+    let sse = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let deliver = |text: &str| {
+        let Ok(value) = serde_json::from_str::<Value>(text) else {
+            panic!("the server sent a message that is not JSON: {text}")
+        };
+        if let Some(version) = value.pointer("/result/protocolVersion").and_then(Value::as_str)
+            && let Some((_, negotiated)) = state.lock().unwrap().as_mut()
+            && negotiated.is_none()
+        {
+            *negotiated = Some(version.to_owned());
+        }
+        let _ = tx.send((text.to_owned(), value));
+    };
+    let mut body = response.into_body();
+    let mut buf = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else { break };
+        let Ok(data) = frame.into_data() else { continue };
+        buf.extend_from_slice(&data);
+        if !sse {
+            continue;
+        }
+        while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
+            let event: Vec<u8> = buf.drain(..end + 2).collect();
+            let event = String::from_utf8_lossy(&event);
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            let data = data.join("\n");
+            if !data.is_empty() {
+                deliver(&data);
+            }
+        }
+    }
+    if sse || buf.is_empty() {
+        return;
+    }
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    if serde_json::from_str::<Value>(&text).is_ok() {
+        deliver(&text);
+    } else {
+        let error = json!({
+            "jsonrpc": "2.0", "id": id.unwrap_or(Value::Null),
+            "error": { "code": "http", "message": format!("HTTP {status}: {text}") }
+        });
+        let _ = tx.send((error.to_string(), error));
+    }
 }
