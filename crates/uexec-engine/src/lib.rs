@@ -144,6 +144,7 @@ mod known_safe;
 mod login;
 mod outside;
 mod placement;
+mod refusals;
 mod retry;
 mod screen;
 mod session;

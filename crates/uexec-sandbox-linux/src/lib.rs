@@ -108,6 +108,7 @@ mod landlock_rules;
 mod layout;
 mod netns;
 mod plan;
+mod refusals;
 mod sandbox;
 mod seccomp;
 mod support;

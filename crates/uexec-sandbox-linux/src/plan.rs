@@ -55,6 +55,9 @@ pub(crate) struct Plan {
     pub(crate) copy_on_write_base: Option<std::path::PathBuf>,
     /// Why this kernel cannot give commands copy-on-write views, if it cannot.
     pub(crate) copy_on_write_unavailable: Option<String>,
+    /// The network is off and the command enters the offline namespace (loopback only, every address local,
+    /// lookups answered and recorded by the sandbox's responder).
+    pub(crate) offline: bool,
 }
 
 impl Plan {
@@ -92,6 +95,7 @@ impl Plan {
             copy_on_write: Vec::new(),
             copy_on_write_base: None,
             copy_on_write_unavailable: None,
+            offline: false,
         }
     }
 
@@ -470,6 +474,17 @@ impl Plan {
         }
         let tcp = self.landlock_abi >= NETWORK_ABI;
         match (self.seccomp, tcp) {
+            (true, _) if self.offline => protection(
+                "network",
+                ProtectionStatus::Enforced,
+                format!(
+                    "a network namespace with only loopback, every address routed to it: nothing leaves, a \
+                     connection fails at once, and a name lookup gets REFUSED at once from uexec's responder, \
+                     which records the name for the response's note; seccomp: sockets other than unix, IPv4 and \
+                     IPv6 fail with EPERM{}",
+                    if tcp { "; landlock denies TCP bind/connect" } else { "" }
+                ),
+            ),
             (true, _) => protection(
                 "network",
                 ProtectionStatus::Enforced,
