@@ -95,17 +95,17 @@ pub fn denial_evidence(exit_code: i32, output: &[u8]) -> Option<DenialEvidence> 
 /// The evidence for a retry decision when the sandbox gave `refusals` (`Some`: it can say what it refused, so
 /// the keyword heuristic is not used; `None`: it cannot, and [`denial_evidence`] decides). A run counts as
 /// denied when it exited non-zero and the sandbox refused something, or when it was killed by SIGSYS.
-pub fn evidence_from(exit_code: i32, output: &[u8], refusals: Option<Vec<Refusal>>) -> Option<DenialEvidence> {
+pub fn evidence_from(
+    exit_code: i32,
+    output: &[u8],
+    refusals: Option<Vec<Refusal>>,
+) -> Option<DenialEvidence> {
     let Some(refusals) = refusals else { return denial_evidence(exit_code, output) };
     if exit_code == 0 {
         return None;
     }
     if refusals.is_empty() {
-        return (exit_code == SIGSYS_EXIT_CODE).then_some(DenialEvidence {
-            exit_code,
-            line: None,
-            refusals,
-        });
+        return (exit_code == SIGSYS_EXIT_CODE).then_some(DenialEvidence { exit_code, line: None, refusals });
     }
     Some(DenialEvidence { exit_code, line: None, refusals })
 }
@@ -137,6 +137,9 @@ pub enum FileRule {
         /// The protected entry that holds the path.
         entry: String,
     },
+    /// The sandbox's `/proc`: read-only, other processes' memory, environment and descriptors out of reach,
+    /// and kernel state that needs a capability the sandbox drops (`/proc/self/stack`).
+    Proc,
     /// A hidden secret location.
     Hidden {
         /// The hidden location that holds the path.
@@ -183,7 +186,7 @@ impl Refusal {
     pub fn source(&self) -> EvidenceSource {
         match self {
             Refusal::Lookup { .. } | Refusal::Connect { .. } => EvidenceSource::Sandbox,
-                Refusal::File { .. } | Refusal::Signal { .. } | Refusal::Trace => EvidenceSource::Output,
+            Refusal::File { .. } | Refusal::Signal { .. } | Refusal::Trace => EvidenceSource::Output,
         }
     }
 
@@ -196,7 +199,10 @@ impl Refusal {
                 FileRule::ReadOnlyPolicy => format!("write to {path} (read-only sandbox)"),
                 FileRule::OutsideRoots => format!("write to {path} (outside the writable roots)"),
                 FileRule::Protected { entry } => format!("write to {path} (protected entry {entry})"),
-                FileRule::Hidden { location } => format!("access to {path} (hidden secret location {location})"),
+                FileRule::Hidden { location } => {
+                    format!("access to {path} (hidden secret location {location})")
+                }
+                FileRule::Proc => format!("access to {path} (the sandbox's /proc)"),
             },
             Refusal::Signal { target } => format!("signal to process {target} (outside the sandbox)"),
             Refusal::Trace => "ptrace (debuggers and tracers are denied)".to_owned(),
@@ -222,7 +228,9 @@ impl Refusal {
             Refusal::File { rule: FileRule::OutsideRoots, .. } => {
                 format!("--writable-root DIR (writable_roots in the config), or {ESCALATE}")
             }
-            Refusal::File { rule: FileRule::Protected { .. }, .. } => format!("only {ESCALATE}"),
+            Refusal::File { rule: FileRule::Protected { .. } | FileRule::Proc, .. } => {
+                format!("only {ESCALATE}")
+            }
             Refusal::File { rule: FileRule::Hidden { .. }, .. } => {
                 format!("hidden_paths / hide_secrets in the config, or {ESCALATE}")
             }
@@ -321,13 +329,17 @@ impl FilePlan {
     /// does not (the failure is an ordinary one: a file this user cannot read, a missing file, a test that
     /// prints "Permission denied"). A hidden location explains every error; the read-only mounts explain
     /// `EROFS` outside the writable roots and on protected entries; mount points explain `EBUSY` on protected
-    /// entries; Landlock explains `EACCES` on devices other than the writable ones.
+    /// entries; Landlock explains `EACCES` on devices other than the writable ones; the sandbox's `/proc` (read-only,
+    /// other processes out of reach, capabilities dropped) explains `EROFS`, `EACCES` and `EPERM` there.
     pub fn classify(&self, path: &str, error: FileError) -> Option<FileRule> {
         if let Some(location) = self.hidden.iter().filter(|h| beneath(path, h)).max_by_key(|h| h.len()) {
             return Some(FileRule::Hidden { location: location.clone() });
         }
         if self.writable_files.iter().any(|f| f == path) {
             return None;
+        }
+        if beneath(path, "/proc") && matches!(error, FileError::ReadOnly | FileError::Denied) {
+            return Some(FileRule::Proc);
         }
         let protected = self.protected.iter().filter(|p| beneath(path, p)).max_by_key(|p| p.len());
         let in_root = self.writable_roots.iter().any(|root| beneath(path, root));
@@ -358,10 +370,21 @@ pub fn failing_paths(output: &[u8]) -> Vec<(String, FileError)> {
     let mut paths: Vec<(String, FileError)> = Vec::new();
     for line in &lines[start..] {
         let lower = line.to_ascii_lowercase();
-        let Some(error) = FILE_ERRORS.iter().find(|(w, _)| lower.contains(w)).map(|(_, e)| *e) else {
+        let Some((at, error)) = FILE_ERRORS.iter().find_map(|(w, e)| lower.find(w).map(|at| (at, *e))) else {
             continue;
         };
-        for path in paths_in(line) {
+        let mut words = paths_in(line);
+        // `prog: NAME: Read-only file system`: the word right before the message names the path, slash or not.
+        if let Some(before) = line.get(..at).and_then(|b| b.strip_suffix(": "))
+            && let Some(word) = before.rsplit(": ").next()
+            && !word.is_empty()
+            && !word.contains(char::is_whitespace)
+            && !words.iter().any(|w| w == word)
+            && word != before
+        {
+            words.push(word.to_owned());
+        }
+        for path in words {
             if !paths.iter().any(|(p, e)| *p == path && *e == error) {
                 paths.push((path, error));
             }
@@ -393,9 +416,11 @@ fn paths_in(line: &str) -> Vec<String> {
             i += len + 2;
             continue;
         }
-        let at_word_start = i == 0 || chars[i - 1].is_whitespace() || chars[i - 1] == '(' || chars[i - 1] == '=';
+        let at_word_start =
+            i == 0 || chars[i - 1].is_whitespace() || chars[i - 1] == '(' || chars[i - 1] == '=';
         if at_word_start && !c.is_whitespace() {
-            let len = chars[i..].iter().position(|d| d.is_whitespace() || *d == ')').unwrap_or(chars.len() - i);
+            let len =
+                chars[i..].iter().position(|d| d.is_whitespace() || *d == ')').unwrap_or(chars.len() - i);
             let word: String = chars[i..i + len].iter().collect();
             let word = word.trim_end_matches([':', ',', ';', '.']).to_owned();
             if word.len() > 1 && word.contains('/') && !word.contains("://") {
@@ -600,7 +625,11 @@ mod refusal_tests {
         use FileError::*;
         let plan = plan();
         assert_eq!(plan.classify("/etc/hosts", ReadOnly), Some(FileRule::OutsideRoots));
-        assert_eq!(plan.classify("/wsx/a", ReadOnly), Some(FileRule::OutsideRoots), "a sibling, common prefix");
+        assert_eq!(
+            plan.classify("/wsx/a", ReadOnly),
+            Some(FileRule::OutsideRoots),
+            "a sibling, common prefix"
+        );
         assert_eq!(
             plan.classify("/ws/.git/hooks/pre-commit", ReadOnly),
             Some(FileRule::Protected { entry: "/ws/.git/hooks".into() })
@@ -617,6 +646,8 @@ mod refusal_tests {
         }
         assert_eq!(plan.classify("/ws/.env", Denied), Some(FileRule::Hidden { location: "/ws/.env".into() }));
         assert_eq!(plan.classify("/dev/sda", Denied), Some(FileRule::OutsideRoots));
+        assert_eq!(plan.classify("/proc/self/stack", Denied), Some(FileRule::Proc));
+        assert_eq!(plan.classify("/proc/nope", Missing), None);
         // The twins: inside a root and not protected, or an error the sandbox does not cause there.
         assert_eq!(plan.classify("/ws/src/main.rs", ReadOnly), None);
         assert_eq!(plan.classify("/ws/.git/objects/ab", ReadOnly), None);
@@ -653,6 +684,10 @@ mod refusal_tests {
         assert_eq!(failing_paths(output), expected);
         assert!(failing_paths(b"test failed: Permission denied\n").is_empty(), "no path, no evidence");
         assert!(failing_paths(b"wrote /ws/a ok\n").is_empty());
+        assert_eq!(
+            failing_paths(b"bash: line 1: out.txt: Read-only file system\n"),
+            vec![("out.txt".to_owned(), ReadOnly)]
+        );
     }
 
     #[test]
@@ -684,7 +719,10 @@ mod refusal_tests {
         let note = refusal_note(&lookups).unwrap();
         assert_eq!(note.matches("pypi.org (network off)").count(), 1, "{note}");
         assert!(note.starts_with("[uexec] sandbox refused: lookup of pypi.org (network off)"), "{note}");
-        assert!(note.contains("--allow-domain pypi.org, network = true, or an approved escalation"), "{note}");
+        assert!(
+            note.contains("--allow-domain pypi.org, network = true, or an approved escalation"),
+            "{note}"
+        );
         assert!(note.contains("--allow-domain files.pythonhosted.org"), "{note}");
         assert!(!note.contains('\n'));
         let proxy = [Refusal::Connect {
@@ -693,11 +731,19 @@ mod refusal_tests {
             allow: Some("example.com".into()),
         }];
         let note = refusal_note(&proxy).unwrap();
-        assert!(note.starts_with("[uexec] sandbox refused: connection to example.com:443 (not on the domain allowlist)"), "{note}");
+        assert!(
+            note.starts_with(
+                "[uexec] sandbox refused: connection to example.com:443 (not on the domain allowlist)"
+            ),
+            "{note}"
+        );
         assert!(note.contains("--allow-domain example.com"), "{note}");
         let file = [Refusal::File { path: "/etc/hosts".into(), rule: FileRule::OutsideRoots }];
         let note = refusal_note(&file).unwrap();
-        assert!(note.contains("write to /etc/hosts (outside the writable roots) [seen in the output]"), "{note}");
+        assert!(
+            note.contains("write to /etc/hosts (outside the writable roots) [seen in the output]"),
+            "{note}"
+        );
         assert!(note.contains("--writable-root DIR"), "{note}");
         assert_eq!(refusal_note(&[]), None);
         let many: Vec<Refusal> = (0..9).map(|i| Refusal::Lookup { name: format!("h{i}.example") }).collect();
@@ -713,7 +759,11 @@ mod refusal_tests {
         let lookup = vec![Refusal::Lookup { name: "pypi.org".into() }];
         // A denial the keywords miss is one with evidence.
         let evidence = evidence_from(1, b"Could not resolve host: pypi.org", Some(lookup.clone())).unwrap();
-        assert!(evidence.describe().contains("the sandbox refused: lookup of pypi.org"), "{}", evidence.describe());
+        assert!(
+            evidence.describe().contains("the sandbox refused: lookup of pypi.org"),
+            "{}",
+            evidence.describe()
+        );
         // An ordinary failure printing a keyword is none when the sandbox refused nothing.
         assert_eq!(evidence_from(1, b"test failed: Permission denied", Some(Vec::new())), None);
         assert!(evidence_from(159, b"", Some(Vec::new())).is_some());

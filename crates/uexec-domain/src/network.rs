@@ -665,7 +665,9 @@ pub fn dns_refusal(query: &[u8]) -> Vec<u8> {
 /// machine's own (`localhost` and below it), reverse (`.arpa`) or link-local (`.local`).
 pub fn is_network_lookup(name: &str) -> bool {
     name.contains('.')
-        && !["localhost", "arpa", "local"].iter().any(|tld| name == *tld || name.ends_with(&format!(".{tld}")))
+        && !["localhost", "arpa", "local"]
+            .iter()
+            .any(|tld| name == *tld || name.ends_with(&format!(".{tld}")))
 }
 
 #[cfg(test)]

@@ -527,7 +527,8 @@ impl Orchestrator {
         // A sandboxed command that failed: what the sandbox knows of such failures (a nested sandbox that
         // cannot start) joins the note.
         let failed = collected.exit_code.is_some_and(|code| code != 0);
-        let output = if sandboxed && (failed || watch.is_some()) { collected.output.to_bytes() } else { Vec::new() };
+        let output =
+            if sandboxed && (failed || watch.is_some()) { collected.output.to_bytes() } else { Vec::new() };
         let hint = if failed && sandboxed {
             let argv: Vec<OsString> = session.spec.command.iter().map(OsString::from).collect();
             self.deps.sandbox.denial_hint(&argv, &output)
@@ -535,7 +536,8 @@ impl Orchestrator {
             None
         };
         // What the sandbox refused comes first, once: the note of a denial that was not retried says only why.
-        let refused = watch.as_mut().and_then(|w| self.note_refusals(&session, w, &output, collected.exit_code));
+        let refused =
+            watch.as_mut().and_then(|w| self.note_refusals(&session, w, &output, collected.exit_code));
         let note = join_notes(join_notes(refused, note), hint);
         let (session_id, warning) = if collected.exit_code.is_some() {
             reservation.remove(&session);
@@ -605,7 +607,8 @@ impl Orchestrator {
         // What the sandbox refused since the last response (the output of this window only: what earlier
         // windows showed was noted then).
         let refused = self.take_watch(id).and_then(|mut watch| {
-            let note = self.note_refusals(&session, &mut watch, &collected.output.to_bytes(), collected.exit_code);
+            let note =
+                self.note_refusals(&session, &mut watch, &collected.output.to_bytes(), collected.exit_code);
             if collected.exit_code.is_none() {
                 self.keep_watch(id, watch);
             }

@@ -31,7 +31,12 @@ pub(crate) struct Watch {
 impl Orchestrator {
     /// What the sandbox refused the attempt `watch` describes, given its `output` and `exit_code` (`None`: the
     /// sandbox cannot say, see `Sandbox::refusals`).
-    pub(crate) fn refusals(&self, watch: &Watch, output: &[u8], exit_code: Option<i32>) -> Option<Vec<Refusal>> {
+    pub(crate) fn refusals(
+        &self,
+        watch: &Watch,
+        output: &[u8],
+        exit_code: Option<i32>,
+    ) -> Option<Vec<Refusal>> {
         let query = RefusalQuery {
             mark: watch.mark,
             policy: &self.config.sandbox_policy,

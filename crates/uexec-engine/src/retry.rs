@@ -48,7 +48,8 @@ impl Orchestrator {
         let exit_code = session.snapshot().exit_code.unwrap_or(-1);
         // The sandbox's evidence when it can give some; the keyword heuristic only where it cannot.
         let output = session.peek_output();
-        let refusals = attempt.watch.as_ref().and_then(|watch| self.refusals(watch, &output, Some(exit_code)));
+        let refusals =
+            attempt.watch.as_ref().and_then(|watch| self.refusals(watch, &output, Some(exit_code)));
         let Some(evidence) = evidence_from(exit_code, &output, refusals) else { return Ok(attempt) };
         // The response's refusal note names what was refused; the note of a denial not retried says only why.
         let bare = DenialEvidence { refusals: Vec::new(), ..evidence.clone() };

@@ -6,10 +6,10 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+use uexec_domain::denial::Refusal;
 use uexec_domain::hidden::HiddenPaths;
 use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
 use uexec_ports::process::PidScope;
-use uexec_domain::denial::Refusal;
 use uexec_ports::{RefusalQuery, Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 
 use crate::child::{self, MAX_MOUNT_ROOTS, MountMode, MountPlan, MountRoot, Mounts, SandboxChild};
@@ -218,10 +218,18 @@ impl LinuxSandbox {
             .clone()
     }
 
-    /// The offline namespace, made on first use (see [`LinuxSandbox::offline`]'s field).
-    fn offline(&self) -> Option<&OfflineNamespace> {
+    /// This sandbox, giving commands with the network off `offline` (started early by a process that cannot
+    /// start threads later, as `uexec run` once it entered a PID namespace) instead of making its own.
+    #[must_use]
+    pub fn with_offline_namespace(self, offline: OfflineNamespace) -> Self {
+        let _ = self.offline.set(Some(offline));
+        self
+    }
+
+    /// The offline namespace's descriptor, made on first use (see the `offline` field).
+    fn offline(&self) -> Option<Arc<OwnedFd>> {
         self.offline
-            .get_or_init(|| match OfflineNamespace::create() {
+            .get_or_init(|| match OfflineNamespace::start() {
                 Ok(ns) => Some(ns),
                 Err(error) => {
                     tracing::debug!(%error, "no offline network namespace: lookups are not recorded");
@@ -229,6 +237,12 @@ impl LinuxSandbox {
                 }
             })
             .as_ref()
+            .and_then(OfflineNamespace::descriptor)
+    }
+
+    /// The offline namespace, when it was made.
+    fn made_offline(&self) -> Option<&OfflineNamespace> {
+        self.offline.get().and_then(Option::as_ref).filter(|offline| offline.is_made())
     }
 
     /// The plan for `policy`: hidden paths and the proxy as configured.
@@ -354,8 +368,7 @@ impl Sandbox for LinuxSandbox {
         };
         let netns = match (&self.proxy, &plan.proxy, offline) {
             (Some(proxy), Some(_), _) => Some(proxy.descriptor()),
-            (_, _, Some(offline)) => Some(offline.descriptor()),
-            _ => None,
+            (_, _, offline) => offline,
         };
         let hook = SandboxChild {
             netns,
@@ -385,7 +398,7 @@ impl Sandbox for LinuxSandbox {
     }
 
     fn refusal_mark(&self) -> u64 {
-        self.offline.get().and_then(Option::as_ref).map_or(0, |offline| offline.log().mark())
+        self.made_offline().map_or(0, |offline| offline.log().mark())
     }
 
     fn refusals<'a>(&self, query: &RefusalQuery<'a>) -> Option<Vec<Refusal>> {
@@ -395,7 +408,7 @@ impl Sandbox for LinuxSandbox {
         let mut found = Vec::new();
         if !query.policy.has_network_access() {
             // Without the responder nothing records a lookup: the keywords decide (the caller's fallback).
-            let offline = self.offline.get().and_then(Option::as_ref)?;
+            let offline = self.made_offline()?;
             found.extend(offline.log().since(query.mark).into_iter().map(|name| Refusal::Lookup { name }));
         }
         if query.exit_code.is_some_and(|code| code != 0) {

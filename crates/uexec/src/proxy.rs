@@ -1103,8 +1103,9 @@ mod tests {
         assert_eq!(refusals.since(0).len(), MAX_REMEMBERED);
         let note = Refusals::note(&[off_list("x.com:443")]).unwrap();
         assert!(
-            note.starts_with("[uexec] sandbox refused: connection to x.com:443 (not on the domain allowlist)")
-                && note.contains("--allow-domain x.com"),
+            note.starts_with(
+                "[uexec] sandbox refused: connection to x.com:443 (not on the domain allowlist)"
+            ) && note.contains("--allow-domain x.com"),
             "{note}"
         );
         assert_eq!(Refusals::note(&[]), None);

@@ -14,5 +14,6 @@ mod network;
 mod planted;
 mod process;
 mod pty;
+mod refusals;
 mod template;
 mod vfork;

@@ -108,7 +108,8 @@ print("localhost", socket.getaddrinfo("localhost", 80)[0][4][0])
     assert!(took < 2.0, "the lookup took {took} s: {off:?}");
     assert!(off.stdout.contains("localhost 127.0.0.1") || off.stdout.contains("localhost ::1"), "{off:?}");
     assert_eq!(refusals, Some(vec![Refusal::Lookup { name: "pkgs.example.org".into() }]), "{off:?}");
-    let protections = sandbox.prepare(crate::common::request(workspace_only(vec![], false), &["true"], &s.ws));
+    let protections =
+        sandbox.prepare(crate::common::request(workspace_only(vec![], false), &["true"], &s.ws));
     let report = protections.unwrap().report.to_string();
     assert!(report.contains("uexec's responder"), "{report}");
     // Only what was looked up since the mark.
