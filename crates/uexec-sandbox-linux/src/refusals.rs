@@ -31,8 +31,12 @@ fn file_plan(query: &RefusalQuery<'_>, hidden: &HiddenPaths, budget: usize) -> O
 }
 
 /// `path` as the kernel resolves it: canonical where it exists, else its parent canonical and its name kept
-/// (a file the command failed to create), else as written.
+/// (a file the command failed to create), else as written; a `/proc` path as written.
 fn canonical(path: &str) -> String {
+    // Under `/proc`, `self` resolves to this server, not to the command: keep the command's words.
+    if path == "/proc" || path.starts_with("/proc/") {
+        return path.to_owned();
+    }
     let path = Path::new(path);
     if let Ok(real) = std::fs::canonicalize(path) {
         return real.to_string_lossy().into_owned();
