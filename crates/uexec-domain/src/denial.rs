@@ -244,6 +244,11 @@ impl Refusal {
 /// only from the output's wording, that this is the evidence. Every name in it passed the sandbox's parsing
 /// (a host name, a path from the output made visible with [`crate::question::escape_visible`]).
 pub fn refusal_note(refusals: &[Refusal]) -> Option<String> {
+    refusal_text(refusals).map(|text| format!("[uexec] {text}"))
+}
+
+/// [`refusal_note`] without its `[uexec] ` prefix, for text that carries one already (a response's warning).
+pub fn refusal_text(refusals: &[Refusal]) -> Option<String> {
     let mut distinct: Vec<&Refusal> = Vec::new();
     for refusal in refusals {
         if !distinct.contains(&refusal) {
@@ -273,7 +278,7 @@ pub fn refusal_note(refusals: &[Refusal]) -> Option<String> {
     }
     let more = distinct.len().saturating_sub(MAX_NOTED);
     let tail = if more > 0 { format!(" (and {more} more)") } else { String::new() };
-    Some(format!("[uexec] sandbox refused: {}{tail}", parts.join(". ")))
+    Some(format!("sandbox refused: {}{tail}.", parts.join(". ")))
 }
 
 /// What the sandbox's plan makes of paths, for matching a failing path against it.
@@ -748,7 +753,7 @@ mod refusal_tests {
         assert_eq!(refusal_note(&[]), None);
         let many: Vec<Refusal> = (0..9).map(|i| Refusal::Lookup { name: format!("h{i}.example") }).collect();
         let note = refusal_note(&many).unwrap();
-        assert!(note.ends_with("(and 5 more)"), "{note}");
+        assert!(note.ends_with("(and 5 more)."), "{note}");
         // What the command chose is shown escaped.
         let odd = [Refusal::File { path: "/etc/x\u{1b}[2J".into(), rule: FileRule::OutsideRoots }];
         assert!(refusal_note(&odd).unwrap().contains("\\u{1b}"));

@@ -1,5 +1,5 @@
 //! What the sandbox refused a command, asked of the sandbox port (`Sandbox::refusals`) and noted once per
-//! refusal: in the response (one note, `uexec_domain::denial::refusal_note`), as an `ExecEvent::Refused` (the
+//! refusal: in the response (one note, `uexec_domain::denial::refusal_text`), as an `ExecEvent::Refused` (the
 //! audit log's record), and as the evidence of a retry decision (`crate::retry`).
 //!
 //! A sandboxed attempt carries a [`Watch`]: the sandbox's refusal mark taken before it was prepared, and what the
@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use uexec_domain::SessionId;
-use uexec_domain::denial::{Refusal, refusal_note};
+use uexec_domain::denial::{Refusal, refusal_text};
 use uexec_ports::{ExecEvent, RefusalQuery};
 
 use crate::engine::Orchestrator;
@@ -75,7 +75,7 @@ impl Orchestrator {
             session_id: session.spec.id,
             refusals: fresh.clone(),
         });
-        let note = refusal_note(&fresh);
+        let note = refusal_text(&fresh);
         watch.noted.extend(fresh);
         note
     }

@@ -226,6 +226,15 @@ impl LinuxSandbox {
         self
     }
 
+    /// This sandbox without the offline namespace: commands with the network off get the seccomp filter alone
+    /// (`AF_UNIX` sockets only), and their lookups are not recorded (`Sandbox::refusals` then says nothing for
+    /// them, and callers fall back to the keyword heuristic). For comparison and for hosts that want it so.
+    #[must_use]
+    pub fn without_offline_namespace(self) -> Self {
+        let _ = self.offline.set(None);
+        self
+    }
+
     /// The offline namespace's descriptor, made on first use (see the `offline` field).
     fn offline(&self) -> Option<Arc<OwnedFd>> {
         self.offline

@@ -79,7 +79,8 @@ fn the_retry_question_shows_the_denial_escaped_and_says_full_access() {
             "{message}"
         );
         assert!(
-            text(&r).contains("Warning: the sandbox appears to have blocked this command")
+            text(&r).contains("Warning: sandbox refused: access to /proc/self/stack")
+                && text(&r).contains("the sandbox appears to have blocked this command")
                 && text(&r).contains("a person declined"),
             "{r}"
         );
@@ -120,7 +121,7 @@ fn an_ordinary_failure_is_not_a_denial_and_a_real_one_returns_the_output_and_a_n
             if !text.contains("not run again without the sandbox") {
                 return false;
             }
-            assert!(text.contains("[uexec] sandbox refused: access to /proc/self/stack"), "{text}");
+            assert!(text.contains("Warning: sandbox refused: access to /proc/self/stack"), "{text}");
             assert!(
                 text.contains("it was not run again without the sandbox (approval unavailable: retrying it without the sandbox needs a person"),
                 "{text}"

@@ -12,12 +12,13 @@ use serde_json::{Value, json};
 
 /// A name no resolver answers for, looked up by curl.
 const LOOKUP: &str = "curl -sS https://pkgs.example.org/";
-const NOTE: &str = "[uexec] sandbox refused: ";
+/// How a response's warning begins the note (`uexec run` prints it with `[uexec] ` in front).
+const NOTE: &str = "sandbox refused: ";
 
 /// The wall time a response reports.
 fn wall_seconds(result: &Value) -> f64 {
     let text = text(result);
-    let line = text.lines().find_map(|l| l.strip_prefix("Wall time: ")).unwrap_or_else(|| panic!("{said}"));
+    let line = text.lines().find_map(|l| l.strip_prefix("Wall time: ")).unwrap_or_else(|| panic!("{text}"));
     line.trim_end_matches(" seconds").parse().unwrap()
 }
 
@@ -55,7 +56,7 @@ fn a_lookup_with_the_network_off_fails_at_once_with_one_note_and_a_record() {
     assert_eq!(said.matches(NOTE).count(), 1, "one note: {said}");
     assert!(
         said.contains(
-            "[uexec] sandbox refused: lookup of pkgs.example.org (network off); allow with --allow-domain \
+            "Warning: sandbox refused: lookup of pkgs.example.org (network off); allow with --allow-domain \
              pkgs.example.org, network = true, or an approved escalation"
         ),
         "{said}"
