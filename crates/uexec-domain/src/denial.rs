@@ -198,6 +198,9 @@ impl Refusal {
             Refusal::File { path, rule } => match rule {
                 FileRule::ReadOnlyPolicy => format!("write to {path} (read-only sandbox)"),
                 FileRule::OutsideRoots => format!("write to {path} (outside the writable roots)"),
+                FileRule::Protected { entry } if entry == path => {
+                    format!("write to {path} (protected entry)")
+                }
                 FileRule::Protected { entry } => format!("write to {path} (protected entry {entry})"),
                 FileRule::Hidden { location } => {
                     format!("access to {path} (hidden secret location {location})")
@@ -211,7 +214,7 @@ impl Refusal {
 
     /// The setting or approval that would allow it.
     fn how(&self) -> String {
-        const ESCALATE: &str = "an approved escalation (sandbox_permissions=require_escalated)";
+        const ESCALATE: &str = "sandbox_permissions=require_escalated (a person approves)";
         match self {
             Refusal::Lookup { name } => {
                 format!("--allow-domain {name}, network = true, or {ESCALATE}")
@@ -264,7 +267,7 @@ pub fn refusal_text(refusals: &[Refusal]) -> Option<String> {
         let refusal = distinct[i];
         let how = refusal.how();
         let mut what = vec![crate::question::escape_visible(&refusal.what())];
-        // Refusals allowed the same way share one "allow with".
+        // Refusals allowed the same way share one "allow:".
         while i + 1 < distinct.len().min(MAX_NOTED)
             && distinct[i + 1].how() == how
             && !matches!(distinct[i + 1], Refusal::Lookup { .. } | Refusal::Connect { allow: Some(_), .. })
@@ -273,7 +276,7 @@ pub fn refusal_text(refusals: &[Refusal]) -> Option<String> {
             what.push(crate::question::escape_visible(&distinct[i].what()));
         }
         let wording = if refusal.source() == EvidenceSource::Output { " [seen in the output]" } else { "" };
-        parts.push(format!("{}{wording}; allow with {how}", what.join(", ")));
+        parts.push(format!("{}{wording}; allow: {how}", what.join(", ")));
         i += 1;
     }
     let more = distinct.len().saturating_sub(MAX_NOTED);
@@ -725,7 +728,9 @@ mod refusal_tests {
         assert_eq!(note.matches("pypi.org (network off)").count(), 1, "{note}");
         assert!(note.starts_with("[uexec] sandbox refused: lookup of pypi.org (network off)"), "{note}");
         assert!(
-            note.contains("--allow-domain pypi.org, network = true, or an approved escalation"),
+            note.contains(
+                "--allow-domain pypi.org, network = true, or sandbox_permissions=require_escalated"
+            ),
             "{note}"
         );
         assert!(note.contains("--allow-domain files.pythonhosted.org"), "{note}");
@@ -757,6 +762,25 @@ mod refusal_tests {
         // What the command chose is shown escaped.
         let odd = [Refusal::File { path: "/etc/x\u{1b}[2J".into(), rule: FileRule::OutsideRoots }];
         assert!(refusal_note(&odd).unwrap().contains("\\u{1b}"));
+    }
+
+    /// The token cost of a note (the reference's estimate, 4 bytes a token) stays small: one refusal is at most
+    /// about 46 tokens (46 for a lookup of `registry.npmjs.org`), and a note never grows past [`MAX_NOTED`].
+    #[test]
+    fn a_note_costs_few_tokens() {
+        use crate::truncate::approx_token_count;
+        let one = refusal_text(&[Refusal::Lookup { name: "registry.npmjs.org".into() }]).unwrap();
+        assert!(approx_token_count(one.len()) <= 46, "{} tokens: {one}", approx_token_count(one.len()));
+        let file = refusal_text(&[Refusal::File {
+            path: "/home/me/project/.git/config".into(),
+            rule: FileRule::Protected { entry: "/home/me/project/.git/config".into() },
+        }])
+        .unwrap();
+        assert!(approx_token_count(file.len()) <= 46, "{} tokens: {file}", approx_token_count(file.len()));
+        let many: Vec<Refusal> =
+            (0..50).map(|i| Refusal::Lookup { name: format!("host{i}.example.org") }).collect();
+        let note = refusal_text(&many).unwrap();
+        assert!(approx_token_count(note.len()) <= 4 * 46 + 10, "{note}");
     }
 
     #[test]

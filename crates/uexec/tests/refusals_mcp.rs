@@ -56,8 +56,8 @@ fn a_lookup_with_the_network_off_fails_at_once_with_one_note_and_a_record() {
     assert_eq!(said.matches(NOTE).count(), 1, "one note: {said}");
     assert!(
         said.contains(
-            "Warning: sandbox refused: lookup of pkgs.example.org (network off); allow with --allow-domain \
-             pkgs.example.org, network = true, or an approved escalation"
+            "Warning: sandbox refused: lookup of pkgs.example.org (network off); allow: --allow-domain \
+             pkgs.example.org, network = true, or sandbox_permissions=require_escalated"
         ),
         "{said}"
     );
@@ -92,14 +92,14 @@ fn file_refusals_name_the_path_and_the_rule() {
         (
             format!("echo x > {}", outside.display()),
             format!(
-                "write to {} (outside the writable roots) [seen in the output]; allow with --writable-root",
+                "write to {} (outside the writable roots) [seen in the output]; allow: --writable-root",
                 outside.display()
             ),
             "echo x > inside.txt".to_owned(),
         ),
         (
             "echo '[x]' >> .git/config".to_owned(),
-            format!("write to {0}/.git/config (protected entry {0}/.git/config)", ws_path.display()),
+            format!("write to {}/.git/config (protected entry)", ws_path.display()),
             "echo x > .git/description".to_owned(),
         ),
         (
