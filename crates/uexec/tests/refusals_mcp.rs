@@ -75,7 +75,7 @@ fn a_lookup_with_the_network_off_fails_at_once_with_one_note_and_a_record() {
 }
 
 #[test]
-fn file_refusals_name_the_path_and_the_rule() {
+fn file_and_ptrace_refusals_name_the_path_and_the_rule() {
     let ws = Workspace::new();
     let git = std::process::Command::new("git").args(["init", "-q"]).current_dir(ws.path()).status().unwrap();
     assert!(git.success());
@@ -103,6 +103,11 @@ fn file_refusals_name_the_path_and_the_rule() {
             "echo x > .git/description".to_owned(),
         ),
         (
+            "strace -f true".to_owned(),
+            "ptrace (debuggers and tracers are denied) [seen in the output]".to_owned(),
+            "strace -V".to_owned(),
+        ),
+        (
             "cat .ssh/id_rsa".to_owned(),
             format!("access to {0}/.ssh/id_rsa (hidden secret location {0}/.ssh)", ws_path.display()),
             "cat public/id_rsa".to_owned(),
@@ -110,14 +115,15 @@ fn file_refusals_name_the_path_and_the_rule() {
     ];
     for (i, (denied, note, allowed)) in cases.iter().enumerate() {
         let r = server.call("exec_command", json!({ "cmd": denied, "login": false }));
-        assert_eq!(exit_code(&r), Some(1), "{r}");
+        assert_ne!(exit_code(&r), Some(0), "{r}");
         let said = text(&r);
         assert_eq!(said.matches(NOTE).count(), 1, "{said}");
         assert!(said.contains(note), "{note}: {said}");
         assert!(!said.contains("KEY"), "{said}");
         let records = wait_records(&audit, "sandbox_refused", i + 1);
         assert_eq!(records.len(), i + 1, "{records:?}");
-        assert_eq!(records[i]["refusals"][0]["kind"], "file", "{records:?}");
+        let kind = if denied.starts_with("strace") { "trace" } else { "file" };
+        assert_eq!(records[i]["refusals"][0]["kind"], kind, "{records:?}");
         assert_eq!(records[i]["refusals"][0]["source"], "output", "{records:?}");
         let r = server.call("exec_command", json!({ "cmd": allowed, "login": false }));
         assert_eq!(exit_code(&r), Some(0), "{allowed}: {r}");
