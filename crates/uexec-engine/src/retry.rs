@@ -55,8 +55,7 @@ impl Orchestrator {
         let bare = DenialEvidence { refusals: Vec::new(), ..evidence.clone() };
         // A retry runs outside the sandbox: checked like an escalation. An approval given before covers it only
         // when nothing could have been planted and its environment is the one the person approved.
-        let spawned: Vec<String> = run.base.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-        let check = OutsideRun::check(&spawned, &run.base.cwd, &run.base.env, &call.writes).await;
+        let check = OutsideRun::check(&run.spawned, &run.base.cwd, &run.base.env, &call.writes).await;
         let plantable = approval.plantable.clone().or_else(|| check.planted.clone());
         let clean = plantable.is_none() && check.removed.is_empty();
         let decision = retry_after_denial(
@@ -83,7 +82,7 @@ impl Orchestrator {
             let request = ApprovalRequest {
                 call_id: call.call_id.clone(),
                 session_id: run.spec.id,
-                command: run.spec.command.clone(),
+                command: call.command.clone(),
                 cwd: run.spec.cwd.clone(),
                 kind: ApprovalKind::RetryWithoutSandbox,
                 reason: Some(reason),

@@ -200,6 +200,7 @@ impl PtySpawner {
             cwd: &prepared.cwd,
             stdio,
             setup: &request.setup,
+            namespace_report: None,
         };
         let born_after = table::start_time_floor();
         let namespace = match request.pid_scope {

@@ -5,8 +5,9 @@
 //!
 //! The rules for the code that runs in the child, whichever way it was created:
 //!
-//! 1. It only reads data the parent prepared (C strings, pointer arrays, fds) and writes one thing: the
-//!    failure report in a page the parent reads afterwards.
+//! 1. It only reads data the parent prepared (C strings, pointer arrays, fds) and writes two things: the
+//!    failure report in a page the parent reads afterwards, and (after setup hooks) its namespaces on a
+//!    socket the parent reads once it has exec'd.
 //! 2. It never allocates, never takes a lock, never panics, never touches thread-locals other than `errno`
 //!    (the parent is multi-threaded: another thread may hold any lock, and with `CLONE_VM` the memory is the
 //!    parent's own).
@@ -26,6 +27,8 @@ mod macos;
 use std::convert::Infallible;
 use std::ffi::{CStr, CString, c_char, c_int};
 use std::io;
+#[cfg(target_os = "linux")]
+use std::os::fd::AsFd;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::ptr;
 use std::sync::{Arc, mpsc};
@@ -145,6 +148,10 @@ pub(crate) struct ChildPlan<'a> {
     pub(crate) cwd: &'a CStr,
     pub(crate) stdio: ChildStdio<'a>,
     pub(crate) setup: &'a [Arc<dyn ChildSetup>],
+    /// Where the child sends its UTS and mount namespaces once the hooks ran (set by [`spawn_child`]; Linux
+    /// only).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) namespace_report: Option<BorrowedFd<'a>>,
 }
 
 /// Why [`spawn_child`] failed. Either way no child is left behind.
@@ -157,9 +164,9 @@ pub(crate) enum SpawnFailure {
 }
 
 /// A child that has called `execve`: its pid, on the Linux fast path a pidfd (close-on-exec), and on Linux
-/// pins of the namespaces that can mark it as a sandboxed command's (`/proc/<pid>/ns/uts` and `ns/mnt`, opened
-/// by the creating thread as soon as the child has exec'd: a command that exits at once has no namespace to
-/// read later, while a daemon it left may still live in it).
+/// pins of the namespaces that can mark it as a sandboxed command's (its `ns/uts` and `ns/mnt`, which the
+/// child itself opens after its setup hooks and sends to the parent before `execve`: a command that exits at
+/// once has no namespace to read later, while a daemon it left may still live in it).
 #[derive(Debug)]
 pub(crate) struct Spawned {
     pub(crate) pid: Pid,
@@ -222,6 +229,23 @@ pub(crate) fn spawn_child(
     outside_namespace: bool,
 ) -> Result<Spawned, SpawnFailure> {
     let _ = (fork, outside_namespace);
+    // Without setup hooks the child runs in the spawner's namespaces (only a hook, such as a sandbox's, gives it
+    // others before `exec`): nothing to pin. With hooks, the child reports its namespaces on a socket.
+    #[cfg(target_os = "linux")]
+    let report = match plan.setup.is_empty() {
+        true => None,
+        false => Some(namespace_socket().map_err(os("socketpair"))?),
+    };
+    #[cfg(target_os = "linux")]
+    let plan = &ChildPlan {
+        namespace_report: report.as_ref().map(|(_, child_end)| child_end.as_fd()),
+        program: plan.program,
+        argv: plan.argv,
+        envp: plan.envp,
+        cwd: plan.cwd,
+        stdio: plan.stdio,
+        setup: plan.setup,
+    };
     let (pid, pidfd) = match backend {
         #[cfg(target_os = "linux")]
         Backend::Linux => {
@@ -229,27 +253,83 @@ pub(crate) fn spawn_child(
         }
         Backend::Portable => (fork::spawn_child(plan)?, None),
     };
-    // The child is unreaped and not yet registered (the reaper thread, if any, waits for the leaders table the
-    // spawning thread holds), so `pid` still names it, exited or not.
-    // Without setup hooks the child runs in the spawner's namespaces (only a hook, such as a sandbox's, gives it
-    // others before `exec`): nothing to pin.
     #[cfg(target_os = "linux")]
-    let namespaces = if plan.setup.is_empty() {
-        NamespacePins::default()
-    } else {
-        let open = |kind: &str| {
-            rustix::fs::open(
-                format!("/proc/{}/ns/{kind}", pid.as_raw_nonzero()).as_str(),
-                rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
-                rustix::fs::Mode::empty(),
-            )
-            .ok()
-        };
-        NamespacePins { uts: open("uts"), mnt: open("mnt") }
+    let namespaces = match report {
+        None => NamespacePins::default(),
+        Some((ours, _)) => receive_namespaces(ours.as_fd()).unwrap_or_else(|| {
+            // The child could not send them (no procfs of its own namespace): read them now. The child is
+            // unreaped and not yet registered (the reaper thread, if any, waits for the leaders table the
+            // spawning thread holds), so `pid` still names it, exited or not.
+            let open = |kind: &str| {
+                rustix::fs::open(
+                    format!("/proc/{}/ns/{kind}", pid.as_raw_nonzero()).as_str(),
+                    rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+                    rustix::fs::Mode::empty(),
+                )
+                .ok()
+            };
+            NamespacePins { uts: open("uts"), mnt: open("mnt") }
+        }),
     };
     #[cfg(not(target_os = "linux"))]
     let namespaces = NamespacePins::default();
     Ok(Spawned { pid, pidfd, namespaces })
+}
+
+/// A close-on-exec datagram socket pair: the parent's end and the child's.
+#[cfg(target_os = "linux")]
+fn namespace_socket() -> Result<(OwnedFd, OwnedFd), rustix::io::Errno> {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType, socketpair};
+    socketpair(AddressFamily::UNIX, SocketType::DGRAM, SocketFlags::CLOEXEC, None)
+}
+
+#[cfg(target_os = "linux")]
+fn os(call: &'static str) -> impl Fn(rustix::io::Errno) -> SpawnFailure {
+    move |errno| SpawnFailure::Os { call, errno: errno.raw_os_error() }
+}
+
+/// In the child, after the hooks: open its own UTS and mount namespaces and send them on `socket`. Nothing is
+/// allocated (the paths are literals, the control buffer is on the stack); a failure sends nothing, and the
+/// parent then reads the namespaces from `/proc/<pid>` itself.
+#[cfg(target_os = "linux")]
+fn send_namespaces(socket: BorrowedFd<'_>) {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
+    let open = |path: &CStr| {
+        rustix::fs::open(
+            path,
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+    };
+    let (Ok(uts), Ok(mnt)) = (open(c"/proc/self/ns/uts"), open(c"/proc/self/ns/mnt")) else { return };
+    let fds = [uts.as_fd(), mnt.as_fd()];
+    let mut space = [std::mem::MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if control.push(SendAncillaryMessage::ScmRights(&fds)) {
+        let _ = sendmsg(socket, &[io::IoSlice::new(b"n")], &mut control, SendFlags::empty());
+    }
+}
+
+/// In the parent, once the child has exec'd or exited: the namespaces it sent, if it sent them.
+#[cfg(target_os = "linux")]
+fn receive_namespaces(socket: BorrowedFd<'_>) -> Option<NamespacePins> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
+    let mut space = [std::mem::MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let mut byte = [0u8; 1];
+    let flags = RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC;
+    recvmsg(socket, &mut [io::IoSliceMut::new(&mut byte)], &mut control, flags).ok()?;
+    let mut received: Vec<OwnedFd> = Vec::new();
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = message {
+            received.extend(fds);
+        }
+    }
+    let mut received = received.into_iter();
+    match (received.next(), received.next()) {
+        (Some(uts), Some(mnt)) => Some(NamespacePins { uts: Some(uts), mnt: Some(mnt) }),
+        _ => None,
+    }
 }
 
 fn fail(stage: ChildStage) -> impl Fn(rustix::io::Errno) -> ChildFailure {
@@ -309,6 +389,10 @@ fn child_main(context: &ChildContext<'_>) -> Result<Infallible, ChildFailure> {
             stage: ChildStage::Setup(failure.stage),
             errno: failure.errno,
         })?;
+    }
+    #[cfg(target_os = "linux")]
+    if let Some(socket) = plan.namespace_report {
+        send_namespaces(socket);
     }
     unblock_all_signals();
     // SAFETY: program, argv and envp are NUL-terminated strings and null-terminated pointer arrays that
@@ -550,5 +634,48 @@ fn wait_for_eof(fd: BorrowedFd<'_>) -> io::Result<()> {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(errno) => return Err(errno.into()),
         }
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+
+    use super::*;
+
+    fn inode(fd: BorrowedFd<'_>) -> u64 {
+        rustix::fs::fstat(fd).unwrap().st_ino
+    }
+
+    /// The child's namespaces reach the parent even when the child is gone (reaped, so `/proc/<pid>` names
+    /// nothing) before the parent looks: a leader that exits at once still leaves its pins.
+    #[test]
+    fn a_child_that_is_gone_at_once_still_leaves_its_namespaces() {
+        let (ours, child_end) = namespace_socket().unwrap();
+        // SAFETY: the child only makes system calls (unshare, open, sendmsg) and `_exit`s; it allocates nothing
+        // and touches no lock of this multi-threaded test process.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // SAFETY: in the forked child only.
+            let rc = unsafe { libc::unshare(libc::CLONE_NEWUTS) };
+            if rc == 0 {
+                send_namespaces(child_end.as_fd());
+            }
+            // SAFETY: ends the child without running the parent's atexit handlers.
+            unsafe { libc::_exit(rc) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &raw mut status, 0) }, pid);
+        assert_eq!(status, 0, "the child could not unshare its UTS namespace");
+        let pins = receive_namespaces(ours.as_fd()).expect("the child sent its namespaces");
+        let own_uts = std::fs::metadata("/proc/self/ns/uts").unwrap().ino();
+        let own_mnt = std::fs::metadata("/proc/self/ns/mnt").unwrap().ino();
+        assert_ne!(inode(pins.uts.as_ref().unwrap().as_fd()), own_uts, "the child's own UTS namespace");
+        assert_eq!(inode(pins.mnt.as_ref().unwrap().as_fd()), own_mnt, "the mount namespace it shares");
+        // Twin: a child that sends nothing leaves nothing to receive (and the parent falls back).
+        assert!(receive_namespaces(ours.as_fd()).is_none());
     }
 }
