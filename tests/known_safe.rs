@@ -388,12 +388,14 @@ async fn a_sandbox_denial_with_nobody_to_ask_returns_the_output_and_a_note() {
         }
         saw_denial = true;
         let note = response.warning.clone().unwrap();
-        assert!(note.contains("exit code 1") && note.contains("Permission denied"), "{note}");
-        assert!(note.contains("not run again without the sandbox"), "{note}");
+        // The sandbox's evidence: the path and the rule, from its plan (the output only named the path).
+        assert!(note.contains("access to /proc/self/stack (the sandbox's /proc)"), "{note}");
+        assert!(note.contains("exit code 1") && note.contains("not run again without the sandbox"), "{note}");
         assert_eq!(nobody.kinds(), vec![ApprovalKind::RetryWithoutSandbox]);
         let request = nobody.requests.lock().unwrap()[0].clone();
         assert!(request.reason.unwrap().contains("FULL ACCESS"));
-        assert!(request.denial.unwrap().line.unwrap().contains("Permission denied"));
+        let denial = request.denial.unwrap();
+        assert!(denial.describe().contains("the sandbox refused: access to /proc/self/stack"), "{denial:?}");
         break;
     }
     assert!(saw_denial, "no attempt ended within the early-exit grace");

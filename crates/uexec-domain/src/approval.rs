@@ -385,7 +385,11 @@ mod tests {
             assert!(reason.default_question().ends_with('?'));
         }
         assert_eq!(RETRY_QUESTION, "command failed; retry without sandbox?");
-        let evidence = DenialEvidence { exit_code: 1, line: Some("x: Permission denied\u{1b}]0;".into()) };
+        let evidence = DenialEvidence {
+            exit_code: 1,
+            line: Some("x: Permission denied\u{1b}]0;".into()),
+            refusals: Vec::new(),
+        };
         let question = retry_question(&evidence);
         assert!(question.starts_with(RETRY_QUESTION), "{question}");
         assert!(question.contains("FULL ACCESS") && question.contains("exit code 1"), "{question}");

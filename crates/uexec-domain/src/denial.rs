@@ -4,6 +4,12 @@
 //! of [`SANDBOX_DENIED_KEYWORDS`], or its exit code is 159 (128 + SIGSYS: killed by a seccomp filter). Exit codes
 //! 2, 126 and 127 (usage error, not executable, not found) without such output are ordinary failures. The caller
 //! applies the early-exit grace window; this function only judges the exit code and output.
+//!
+//! That heuristic is the fallback. Where the sandbox can say what it refused, the evidence is a list of
+//! [`Refusal`]s instead: name lookups the sandbox answered itself with the network off (recorded by the
+//! sandbox, never read from the output), connections the allowlist proxy refused, and file or process refusals
+//! the output names and the sandbox's plan confirms ([`FilePlan::classify`], [`process_refusals`]: there the
+//! evidence is the output's wording, and the note says so). [`refusal_note`] is the one text every mode uses.
 
 use serde::{Deserialize, Serialize};
 
@@ -34,6 +40,9 @@ pub struct DenialEvidence {
     /// [`EVIDENCE_LINE_CHARS`] characters around the keyword, cut parts marked `...`); `None` when only the exit
     /// code (159, SIGSYS) says so. The command wrote it: display it escaped.
     pub line: Option<String>,
+    /// What the sandbox refused, when it knows (empty: only the heuristic says so).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refusals: Vec<Refusal>,
 }
 
 impl DenialEvidence {
@@ -51,6 +60,10 @@ impl DenialEvidence {
     }
 
     fn describe_with(&self, show: impl Fn(&str) -> String) -> String {
+        if !self.refusals.is_empty() {
+            let what: Vec<String> = self.refusals.iter().take(MAX_NOTED).map(|r| show(&r.what())).collect();
+            return format!("exit code {}; the sandbox refused: {}", self.exit_code, what.join("; "));
+        }
         match &self.line {
             Some(line) => format!("exit code {}, output line \"{}\"", self.exit_code, show(line)),
             None if self.exit_code == SIGSYS_EXIT_CODE => {
@@ -73,10 +86,422 @@ pub fn denial_evidence(exit_code: i32, output: &[u8]) -> Option<DenialEvidence> 
             .iter()
             .find_map(|keyword| lower.windows(keyword.len()).position(|w| w == keyword.as_bytes()));
         if let Some(at) = found {
-            return Some(DenialEvidence { exit_code, line: Some(excerpt(line, at)) });
+            return Some(DenialEvidence { exit_code, line: Some(excerpt(line, at)), refusals: Vec::new() });
         }
     }
-    (exit_code == SIGSYS_EXIT_CODE).then_some(DenialEvidence { exit_code, line: None })
+    (exit_code == SIGSYS_EXIT_CODE).then_some(DenialEvidence { exit_code, line: None, refusals: Vec::new() })
+}
+
+/// The evidence for a retry decision when the sandbox gave `refusals` (`Some`: it can say what it refused, so
+/// the keyword heuristic is not used; `None`: it cannot, and [`denial_evidence`] decides). A run counts as
+/// denied when it exited non-zero and the sandbox refused something, or when it was killed by SIGSYS.
+pub fn evidence_from(
+    exit_code: i32,
+    output: &[u8],
+    refusals: Option<Vec<Refusal>>,
+) -> Option<DenialEvidence> {
+    let Some(refusals) = refusals else { return denial_evidence(exit_code, output) };
+    if exit_code == 0 {
+        return None;
+    }
+    if refusals.is_empty() {
+        return (exit_code == SIGSYS_EXIT_CODE).then_some(DenialEvidence { exit_code, line: None, refusals });
+    }
+    Some(DenialEvidence { exit_code, line: None, refusals })
+}
+
+/// At most this many refusals are named in one note (the rest are counted).
+pub const MAX_NOTED: usize = 4;
+
+/// How a refusal is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvidenceSource {
+    /// The sandbox recorded it itself (its DNS responder, its proxy): not read from the output.
+    Sandbox,
+    /// The output names it, and the sandbox's plan says it refuses it: only the output's wording says the
+    /// command tried.
+    Output,
+}
+
+/// Why a file was refused, from the sandbox's plan.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "rule", rename_all = "snake_case")]
+pub enum FileRule {
+    /// The policy is `read-only`: nothing is writable.
+    ReadOnlyPolicy,
+    /// Outside every writable root.
+    OutsideRoots,
+    /// A protected entry inside a writable root (`.git/config`, hooks, `.uexec`).
+    Protected {
+        /// The protected entry that holds the path.
+        entry: String,
+    },
+    /// The sandbox's `/proc`: read-only, other processes' memory, environment and descriptors out of reach,
+    /// and kernel state that needs a capability the sandbox drops (`/proc/self/stack`).
+    Proc,
+    /// A hidden secret location.
+    Hidden {
+        /// The hidden location that holds the path.
+        location: String,
+    },
+}
+
+/// One thing the sandbox refused.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Refusal {
+    /// A name lookup with the network off (the sandbox answered it itself).
+    Lookup {
+        /// The name looked up (lower-case, without the final dot).
+        name: String,
+    },
+    /// A connection the sandbox refused (`host:port`, or an address).
+    Connect {
+        /// What was connected to.
+        target: String,
+        /// Why: `network off`, `not on the domain allowlist`, `deny pattern ...`.
+        reason: String,
+        /// The host to name in `--allow-domain`, when one would allow it.
+        allow: Option<String>,
+    },
+    /// A file access the plan refuses.
+    File {
+        /// The path (as the output wrote it, made absolute).
+        path: String,
+        /// The rule.
+        rule: FileRule,
+    },
+    /// A signal to a process outside the command's sandbox.
+    Signal {
+        /// The process, as the output named it.
+        target: String,
+    },
+    /// Tracing or debugging (ptrace and friends), which the sandbox always refuses.
+    Trace,
+}
+
+impl Refusal {
+    /// How this refusal is known.
+    pub fn source(&self) -> EvidenceSource {
+        match self {
+            Refusal::Lookup { .. } | Refusal::Connect { .. } => EvidenceSource::Sandbox,
+            Refusal::File { .. } | Refusal::Signal { .. } | Refusal::Trace => EvidenceSource::Output,
+        }
+    }
+
+    /// What was refused and why, in a few words (`lookup of pypi.org (network off)`).
+    pub fn what(&self) -> String {
+        match self {
+            Refusal::Lookup { name } => format!("lookup of {name} (network off)"),
+            Refusal::Connect { target, reason, .. } => format!("connection to {target} ({reason})"),
+            Refusal::File { path, rule } => match rule {
+                FileRule::ReadOnlyPolicy => format!("write to {path} (read-only sandbox)"),
+                FileRule::OutsideRoots => format!("write to {path} (outside the writable roots)"),
+                FileRule::Protected { entry } if entry == path => {
+                    format!("write to {path} (protected entry)")
+                }
+                FileRule::Protected { entry } => format!("write to {path} (protected entry {entry})"),
+                FileRule::Hidden { location } => {
+                    format!("access to {path} (hidden secret location {location})")
+                }
+                FileRule::Proc => format!("access to {path} (the sandbox's /proc)"),
+            },
+            Refusal::Signal { target } => format!("signal to process {target} (outside the sandbox)"),
+            Refusal::Trace => "ptrace (debuggers and tracers are denied)".to_owned(),
+        }
+    }
+
+    /// The setting or approval that would allow it.
+    fn how(&self) -> String {
+        const ESCALATE: &str = "sandbox_permissions=require_escalated (a person approves)";
+        match self {
+            Refusal::Lookup { name } => {
+                format!("--allow-domain {name}, network = true, or {ESCALATE}")
+            }
+            Refusal::Connect { allow: Some(host), .. } => {
+                format!("--allow-domain {host} ([network] allow in the config), or {ESCALATE}")
+            }
+            Refusal::Connect { allow: None, .. } => {
+                format!("a change to the [network] rules (--deny-domain), or {ESCALATE}")
+            }
+            Refusal::File { rule: FileRule::ReadOnlyPolicy, .. } => {
+                format!("--sandbox workspace-write with the directory as a writable root, or {ESCALATE}")
+            }
+            Refusal::File { rule: FileRule::OutsideRoots, .. } => {
+                format!("--writable-root DIR (writable_roots in the config), or {ESCALATE}")
+            }
+            Refusal::File { rule: FileRule::Protected { .. } | FileRule::Proc, .. } => {
+                format!("only {ESCALATE}")
+            }
+            Refusal::File { rule: FileRule::Hidden { .. }, .. } => {
+                format!("hidden_paths / hide_secrets in the config, or {ESCALATE}")
+            }
+            Refusal::Signal { .. } | Refusal::Trace => format!("only {ESCALATE}"),
+        }
+    }
+}
+
+/// The one note for what the sandbox refused during a command (`None` when nothing): one line, each distinct
+/// refusal named once (at most [`MAX_NOTED`], the rest counted), what would allow it, and, for refusals known
+/// only from the output's wording, that this is the evidence. Every name in it passed the sandbox's parsing
+/// (a host name, a path from the output made visible with [`crate::question::escape_visible`]).
+pub fn refusal_note(refusals: &[Refusal]) -> Option<String> {
+    refusal_text(refusals).map(|text| format!("[uexec] {text}"))
+}
+
+/// [`refusal_note`] without its `[uexec] ` prefix, for text that carries one already (a response's warning).
+pub fn refusal_text(refusals: &[Refusal]) -> Option<String> {
+    let mut distinct: Vec<&Refusal> = Vec::new();
+    for refusal in refusals {
+        if !distinct.contains(&refusal) {
+            distinct.push(refusal);
+        }
+    }
+    if distinct.is_empty() {
+        return None;
+    }
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < distinct.len().min(MAX_NOTED) {
+        let refusal = distinct[i];
+        let how = refusal.how();
+        let mut what = vec![crate::question::escape_visible(&refusal.what())];
+        // Refusals allowed the same way share one "allow:".
+        while i + 1 < distinct.len().min(MAX_NOTED)
+            && distinct[i + 1].how() == how
+            && !matches!(distinct[i + 1], Refusal::Lookup { .. } | Refusal::Connect { allow: Some(_), .. })
+        {
+            i += 1;
+            what.push(crate::question::escape_visible(&distinct[i].what()));
+        }
+        let wording = if refusal.source() == EvidenceSource::Output { " [seen in the output]" } else { "" };
+        parts.push(format!("{}{wording}; allow: {how}", what.join(", ")));
+        i += 1;
+    }
+    let more = distinct.len().saturating_sub(MAX_NOTED);
+    let tail = if more > 0 { format!(" (and {more} more)") } else { String::new() };
+    Some(format!("sandbox refused: {}{tail}.", parts.join(". ")))
+}
+
+/// What the sandbox's plan makes of paths, for matching a failing path against it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FilePlan {
+    /// `read-only`: nothing is writable.
+    pub read_only: bool,
+    /// The writable roots (canonical).
+    pub writable_roots: Vec<String>,
+    /// The protected entries inside them (canonical).
+    pub protected: Vec<String>,
+    /// The hidden locations (canonical), directories and files.
+    pub hidden: Vec<String>,
+    /// Files writable outside the roots (`/dev/null`, `/dev/tty`).
+    pub writable_files: Vec<String>,
+}
+
+/// True when `path` is `base` or lies beneath it (component-wise).
+fn beneath(path: &str, base: &str) -> bool {
+    let base = base.trim_end_matches('/');
+    base.is_empty() || path == base || path.strip_prefix(base).is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// The kind of error an output line reports for a path, from its wording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileError {
+    /// `EROFS`: what a write outside the writable roots, or to a protected entry, gets (read-only mounts).
+    ReadOnly,
+    /// `EACCES` or `EPERM`: what opening a hidden file or a device gets (and many ordinary failures).
+    Denied,
+    /// `EBUSY` or `EXDEV`: what renaming or removing a protected or hidden entry (a mount point) gets.
+    Busy,
+    /// `ENOENT`: what reading inside a hidden directory gets (and many ordinary failures).
+    Missing,
+}
+
+/// The wordings of each [`FileError`] (lower-case), in C library and Python spellings.
+const FILE_ERRORS: [(&str, FileError); 10] = [
+    ("read-only file system", FileError::ReadOnly),
+    ("[errno 30]", FileError::ReadOnly),
+    ("erofs", FileError::ReadOnly),
+    ("device or resource busy", FileError::Busy),
+    ("invalid cross-device link", FileError::Busy),
+    ("permission denied", FileError::Denied),
+    ("operation not permitted", FileError::Denied),
+    ("[errno 13]", FileError::Denied),
+    ("no such file or directory", FileError::Missing),
+    ("[errno 2]", FileError::Missing),
+];
+
+impl FilePlan {
+    /// The rule of this plan that explains `error` on `path` (absolute, normalised), or `None` when the plan
+    /// does not (the failure is an ordinary one: a file this user cannot read, a missing file, a test that
+    /// prints "Permission denied"). A hidden location explains every error; the read-only mounts explain
+    /// `EROFS` outside the writable roots and on protected entries; mount points explain `EBUSY` on protected
+    /// entries; Landlock explains `EACCES` on devices other than the writable ones; the sandbox's `/proc` (read-only,
+    /// other processes out of reach, capabilities dropped) explains `EROFS`, `EACCES` and `EPERM` there.
+    pub fn classify(&self, path: &str, error: FileError) -> Option<FileRule> {
+        if let Some(location) = self.hidden.iter().filter(|h| beneath(path, h)).max_by_key(|h| h.len()) {
+            return Some(FileRule::Hidden { location: location.clone() });
+        }
+        if self.writable_files.iter().any(|f| f == path) {
+            return None;
+        }
+        if beneath(path, "/proc") && matches!(error, FileError::ReadOnly | FileError::Denied) {
+            return Some(FileRule::Proc);
+        }
+        let protected = self.protected.iter().filter(|p| beneath(path, p)).max_by_key(|p| p.len());
+        let in_root = self.writable_roots.iter().any(|root| beneath(path, root));
+        let outside = if self.read_only { FileRule::ReadOnlyPolicy } else { FileRule::OutsideRoots };
+        match error {
+            FileError::ReadOnly => match protected {
+                Some(entry) if !self.read_only => Some(FileRule::Protected { entry: entry.clone() }),
+                _ if self.read_only || !in_root => Some(outside),
+                _ => None,
+            },
+            FileError::Busy => protected.map(|entry| FileRule::Protected { entry: entry.clone() }),
+            FileError::Denied => (beneath(path, "/dev") && !in_root).then_some(outside),
+            FileError::Missing => None,
+        }
+    }
+}
+
+/// At most this many output lines (from the end) are searched for failing paths.
+pub const MAX_SEARCHED_LINES: usize = 200;
+
+/// Paths named on output lines that report an error: each path as written (quoted or bare, absolute or
+/// relative) with the error the line's wording names, from the last [`MAX_SEARCHED_LINES`] lines, each pair
+/// once. The caller makes them absolute and canonical, then asks [`FilePlan::classify`].
+pub fn failing_paths(output: &[u8]) -> Vec<(String, FileError)> {
+    let text = String::from_utf8_lossy(output);
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.len().saturating_sub(MAX_SEARCHED_LINES);
+    let mut paths: Vec<(String, FileError)> = Vec::new();
+    for line in &lines[start..] {
+        let lower = line.to_ascii_lowercase();
+        let Some((at, error)) = FILE_ERRORS.iter().find_map(|(w, e)| lower.find(w).map(|at| (at, *e))) else {
+            continue;
+        };
+        let mut words = paths_in(line);
+        // `prog: NAME: Read-only file system`: the word right before the message names the path, slash or not.
+        if let Some(before) = line.get(..at).and_then(|b| b.strip_suffix(": "))
+            && let Some(word) = before.rsplit(": ").next()
+            && !word.is_empty()
+            && !word.contains(char::is_whitespace)
+            && !words.iter().any(|w| w == word)
+            && word != before
+        {
+            words.push(word.to_owned());
+        }
+        for path in words {
+            if !paths.iter().any(|(p, e)| *p == path && *e == error) {
+                paths.push((path, error));
+            }
+        }
+    }
+    paths
+}
+
+/// The path-like words of `line`: quoted strings (`'x'`, `"x"`, `` `x' ``, `‘x’`) containing a `/` or naming a
+/// dot file, and bare words containing a `/` (not a URL), with trailing `:`/`,`/`;`/`.` dropped.
+fn paths_in(line: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let chars: Vec<char> = line.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let close = match c {
+            '\'' | '"' => Some(c),
+            '`' | '‘' => Some(if c == '`' { '\'' } else { '’' }),
+            _ => None,
+        };
+        if let Some(close) = close
+            && let Some(len) = chars[i + 1..].iter().position(|&d| d == close || (c == '`' && d == '`'))
+        {
+            let word: String = chars[i + 1..i + 1 + len].iter().collect();
+            if word.contains('/') || word.starts_with('.') {
+                found.push(word);
+            }
+            i += len + 2;
+            continue;
+        }
+        let at_word_start =
+            i == 0 || chars[i - 1].is_whitespace() || chars[i - 1] == '(' || chars[i - 1] == '=';
+        if at_word_start && !c.is_whitespace() {
+            let len =
+                chars[i..].iter().position(|d| d.is_whitespace() || *d == ')').unwrap_or(chars.len() - i);
+            let word: String = chars[i..i + len].iter().collect();
+            let word = word.trim_end_matches([':', ',', ';', '.']).to_owned();
+            if word.len() > 1 && word.contains('/') && !word.contains("://") {
+                found.push(word);
+            }
+            i += len;
+            continue;
+        }
+        i += 1;
+    }
+    found
+}
+
+/// `path` made absolute against `cwd` (and `~` against `home`) and normalised lexically (`.` and `..`
+/// removed); `None` for an empty path or a `~` without a home.
+pub fn absolute_path(path: &str, cwd: &str, home: Option<&str>) -> Option<String> {
+    let joined = if let Some(rest) = path.strip_prefix("~/") {
+        format!("{}/{rest}", home?)
+    } else if path.starts_with('/') {
+        path.to_owned()
+    } else if path.is_empty() {
+        return None;
+    } else {
+        format!("{cwd}/{path}")
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for part in joined.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            part => parts.push(part),
+        }
+    }
+    Some(format!("/{}", parts.join("/")))
+}
+
+/// Signal and ptrace refusals the output reports (`kill: (123) - Operation not permitted`, `kill: sending
+/// signal to 123 failed: Operation not permitted`, `ptrace(PTRACE_TRACEME): Operation not permitted`,
+/// `ptrace: Operation not permitted`): the sandbox refuses every ptrace, and signals beyond its scope. The
+/// evidence is the output's wording.
+pub fn process_refusals(output: &[u8]) -> Vec<Refusal> {
+    let text = String::from_utf8_lossy(output);
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.len().saturating_sub(MAX_SEARCHED_LINES);
+    let mut found = Vec::new();
+    for line in &lines[start..] {
+        let lower = line.to_ascii_lowercase();
+        if !lower.contains("operation not permitted") {
+            continue;
+        }
+        let refusal = if lower.contains("ptrace") || lower.contains("process_vm_") {
+            Refusal::Trace
+        } else if let Some(rest) = lower.find("kill").map(|at| &line[at..]) {
+            let target: String = rest
+                .chars()
+                .skip_while(|c| !c.is_ascii_digit())
+                .take_while(char::is_ascii_digit)
+                .take(10)
+                .collect();
+            if target.is_empty() {
+                continue;
+            }
+            Refusal::Signal { target }
+        } else {
+            continue;
+        };
+        if !found.contains(&refusal) {
+            found.push(refusal);
+        }
+    }
+    found
 }
 
 /// True when a run that exited with `exit_code` and printed `output` was most likely denied by the sandbox.
@@ -185,5 +610,194 @@ mod tests {
     #[test]
     fn non_utf8_output_is_searched_too() {
         assert!(is_likely_sandbox_denied(1, b"\xff\xfeOPERATION NOT PERMITTED\xff"));
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod refusal_tests {
+    use super::*;
+
+    fn plan() -> FilePlan {
+        FilePlan {
+            read_only: false,
+            writable_roots: vec!["/ws".into(), "/tmp".into()],
+            protected: vec!["/ws/.git/config".into(), "/ws/.git/hooks".into(), "/ws/.uexec".into()],
+            hidden: vec!["/home/me/.ssh".into(), "/ws/.env".into()],
+            writable_files: vec!["/dev/null".into()],
+        }
+    }
+
+    #[test]
+    fn the_plan_names_the_rule_and_allows_what_it_allows() {
+        use FileError::*;
+        let plan = plan();
+        assert_eq!(plan.classify("/etc/hosts", ReadOnly), Some(FileRule::OutsideRoots));
+        assert_eq!(
+            plan.classify("/wsx/a", ReadOnly),
+            Some(FileRule::OutsideRoots),
+            "a sibling, common prefix"
+        );
+        assert_eq!(
+            plan.classify("/ws/.git/hooks/pre-commit", ReadOnly),
+            Some(FileRule::Protected { entry: "/ws/.git/hooks".into() })
+        );
+        assert_eq!(
+            plan.classify("/ws/.git/config", Busy),
+            Some(FileRule::Protected { entry: "/ws/.git/config".into() })
+        );
+        for error in [ReadOnly, Denied, Busy, Missing] {
+            assert_eq!(
+                plan.classify("/home/me/.ssh/id_rsa", error),
+                Some(FileRule::Hidden { location: "/home/me/.ssh".into() })
+            );
+        }
+        assert_eq!(plan.classify("/ws/.env", Denied), Some(FileRule::Hidden { location: "/ws/.env".into() }));
+        assert_eq!(plan.classify("/dev/sda", Denied), Some(FileRule::OutsideRoots));
+        assert_eq!(plan.classify("/proc/self/stack", Denied), Some(FileRule::Proc));
+        assert_eq!(plan.classify("/proc/nope", Missing), None);
+        // The twins: inside a root and not protected, or an error the sandbox does not cause there.
+        assert_eq!(plan.classify("/ws/src/main.rs", ReadOnly), None);
+        assert_eq!(plan.classify("/ws/.git/objects/ab", ReadOnly), None);
+        assert_eq!(plan.classify("/tmp/x", ReadOnly), None);
+        assert_eq!(plan.classify("/dev/null", Denied), None);
+        assert_eq!(plan.classify("/etc/shadow", Denied), None, "an ordinary permission failure");
+        assert_eq!(plan.classify("/etc/nope", Missing), None, "an ordinary missing file");
+        assert_eq!(plan.classify("/ws/.git/config", Denied), None);
+        let read_only = FilePlan { read_only: true, ..plan };
+        assert_eq!(read_only.classify("/ws/a", ReadOnly), Some(FileRule::ReadOnlyPolicy));
+        assert_eq!(read_only.classify("/ws/.git/config", ReadOnly), Some(FileRule::ReadOnlyPolicy));
+        assert_eq!(read_only.classify("/dev/null", ReadOnly), None);
+    }
+
+    #[test]
+    fn failing_paths_come_only_from_lines_reporting_an_error() {
+        use FileError::*;
+        let output = b"touching /ws/ok\n\
+            touch: cannot touch '/etc/hosts': Read-only file system\n\
+            bash: /etc/passwd: Permission denied\n\
+            PermissionError: [Errno 13] Permission denied: '/ws/.git/config'\n\
+            OSError: [Errno 30] Read-only file system: \"rel/x\"\n\
+            mv: cannot move `a' to `../b': Device or resource busy\n\
+            error: could not lock config file .git/config: Read-only file system\n\
+            see https://example.com/x: no such file or directory\n";
+        let expected: Vec<(String, FileError)> = vec![
+            ("/etc/hosts".into(), ReadOnly),
+            ("/etc/passwd".into(), Denied),
+            ("/ws/.git/config".into(), Denied),
+            ("rel/x".into(), ReadOnly),
+            ("../b".into(), Busy),
+            (".git/config".into(), ReadOnly),
+        ];
+        assert_eq!(failing_paths(output), expected);
+        assert!(failing_paths(b"test failed: Permission denied\n").is_empty(), "no path, no evidence");
+        assert!(failing_paths(b"wrote /ws/a ok\n").is_empty());
+        assert_eq!(
+            failing_paths(b"bash: line 1: out.txt: Read-only file system\n"),
+            vec![("out.txt".to_owned(), ReadOnly)]
+        );
+    }
+
+    #[test]
+    fn paths_are_made_absolute_and_normalised() {
+        assert_eq!(absolute_path("../b", "/ws/sub", None).as_deref(), Some("/ws/b"));
+        assert_eq!(absolute_path("./x/./y", "/ws", None).as_deref(), Some("/ws/x/y"));
+        assert_eq!(absolute_path("~/.ssh/k", "/ws", Some("/home/me")).as_deref(), Some("/home/me/.ssh/k"));
+        assert_eq!(absolute_path("~/.ssh/k", "/ws", None), None);
+        assert_eq!(absolute_path("/../../etc", "/ws", None).as_deref(), Some("/etc"));
+    }
+
+    #[test]
+    fn signals_and_ptrace_are_read_from_the_output() {
+        let output = b"bash: kill: (4242) - Operation not permitted\n\
+            strace: ptrace(PTRACE_TRACEME, ...): Operation not permitted\n\
+            kill: (1) - No such process\n";
+        assert_eq!(process_refusals(output), vec![Refusal::Signal { target: "4242".into() }, Refusal::Trace]);
+        assert!(process_refusals(b"kill: (7) - No such process\n").is_empty());
+        assert!(process_refusals(b"mkdir: Operation not permitted\n").is_empty());
+    }
+
+    #[test]
+    fn one_note_names_each_refusal_once_and_how_to_allow_it() {
+        let lookups = [
+            Refusal::Lookup { name: "pypi.org".into() },
+            Refusal::Lookup { name: "pypi.org".into() },
+            Refusal::Lookup { name: "files.pythonhosted.org".into() },
+        ];
+        let note = refusal_note(&lookups).unwrap();
+        assert_eq!(note.matches("pypi.org (network off)").count(), 1, "{note}");
+        assert!(note.starts_with("[uexec] sandbox refused: lookup of pypi.org (network off)"), "{note}");
+        assert!(
+            note.contains(
+                "--allow-domain pypi.org, network = true, or sandbox_permissions=require_escalated"
+            ),
+            "{note}"
+        );
+        assert!(note.contains("--allow-domain files.pythonhosted.org"), "{note}");
+        assert!(!note.contains('\n'));
+        let proxy = [Refusal::Connect {
+            target: "example.com:443".into(),
+            reason: "not on the domain allowlist".into(),
+            allow: Some("example.com".into()),
+        }];
+        let note = refusal_note(&proxy).unwrap();
+        assert!(
+            note.starts_with(
+                "[uexec] sandbox refused: connection to example.com:443 (not on the domain allowlist)"
+            ),
+            "{note}"
+        );
+        assert!(note.contains("--allow-domain example.com"), "{note}");
+        let file = [Refusal::File { path: "/etc/hosts".into(), rule: FileRule::OutsideRoots }];
+        let note = refusal_note(&file).unwrap();
+        assert!(
+            note.contains("write to /etc/hosts (outside the writable roots) [seen in the output]"),
+            "{note}"
+        );
+        assert!(note.contains("--writable-root DIR"), "{note}");
+        assert_eq!(refusal_note(&[]), None);
+        let many: Vec<Refusal> = (0..9).map(|i| Refusal::Lookup { name: format!("h{i}.example") }).collect();
+        let note = refusal_note(&many).unwrap();
+        assert!(note.ends_with("(and 5 more)."), "{note}");
+        // What the command chose is shown escaped.
+        let odd = [Refusal::File { path: "/etc/x\u{1b}[2J".into(), rule: FileRule::OutsideRoots }];
+        assert!(refusal_note(&odd).unwrap().contains("\\u{1b}"));
+    }
+
+    /// The token cost of a note (the reference's estimate, 4 bytes a token) stays small: one refusal is at most
+    /// about 46 tokens (46 for a lookup of `registry.npmjs.org`), and a note never grows past [`MAX_NOTED`].
+    #[test]
+    fn a_note_costs_few_tokens() {
+        use crate::truncate::approx_token_count;
+        let one = refusal_text(&[Refusal::Lookup { name: "registry.npmjs.org".into() }]).unwrap();
+        assert!(approx_token_count(one.len()) <= 46, "{} tokens: {one}", approx_token_count(one.len()));
+        let file = refusal_text(&[Refusal::File {
+            path: "/home/me/project/.git/config".into(),
+            rule: FileRule::Protected { entry: "/home/me/project/.git/config".into() },
+        }])
+        .unwrap();
+        assert!(approx_token_count(file.len()) <= 46, "{} tokens: {file}", approx_token_count(file.len()));
+        let many: Vec<Refusal> =
+            (0..50).map(|i| Refusal::Lookup { name: format!("host{i}.example.org") }).collect();
+        let note = refusal_text(&many).unwrap();
+        assert!(approx_token_count(note.len()) <= 4 * 46 + 10, "{note}");
+    }
+
+    #[test]
+    fn the_sandbox_s_evidence_replaces_the_keywords() {
+        let lookup = vec![Refusal::Lookup { name: "pypi.org".into() }];
+        // A denial the keywords miss is one with evidence.
+        let evidence = evidence_from(1, b"Could not resolve host: pypi.org", Some(lookup.clone())).unwrap();
+        assert!(
+            evidence.describe().contains("the sandbox refused: lookup of pypi.org"),
+            "{}",
+            evidence.describe()
+        );
+        // An ordinary failure printing a keyword is none when the sandbox refused nothing.
+        assert_eq!(evidence_from(1, b"test failed: Permission denied", Some(Vec::new())), None);
+        assert!(evidence_from(159, b"", Some(Vec::new())).is_some());
+        assert_eq!(evidence_from(0, b"", Some(lookup)), None);
+        // Where the sandbox cannot say, the keywords decide.
+        assert!(evidence_from(1, b"Permission denied", None).is_some());
     }
 }

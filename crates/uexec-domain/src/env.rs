@@ -35,10 +35,23 @@ pub fn with_sandbox_vars(
         env.into_iter().filter(|(name, _)| name != ENV_SANDBOX && name != ENV_NETWORK_DISABLED).collect();
     env.push((ENV_SANDBOX.into(), kind.as_str().into()));
     if !network {
+        env.retain(|(name, _)| !NETWORK_OFF_ENV.iter().any(|(n, _)| name == n));
         env.push((ENV_NETWORK_DISABLED.into(), "1".into()));
+        env.extend(NETWORK_OFF_ENV.iter().map(|(n, v)| (OsString::from(n), OsString::from(v))));
     }
     env
 }
+
+/// What sandboxed commands get with the network off, replacing inherited values: package managers do not retry
+/// a network that cannot answer (pip retried for about 10 s, npm for about 30 s, cargo three times with
+/// back-off). Each variable is one the tool reads as that setting only (npm knows `fetch-retries`, so it prints
+/// no warning).
+pub const NETWORK_OFF_ENV: [(&str, &str); 4] = [
+    ("PIP_RETRIES", "0"),
+    ("npm_config_fetch_retries", "0"),
+    ("CARGO_NET_RETRY", "0"),
+    ("UV_HTTP_RETRIES", "0"),
+];
 
 /// Name fragments (matched case-insensitively, anywhere in the name) of variables dropped when `exclude_secrets`
 /// is on, which is the default: the reference's `KEY` (so `*_KEY`, `*_API_KEY`, `*_PRIVATE_KEY`), `SECRET` and
@@ -328,15 +341,16 @@ mod tests {
     fn sandbox_vars_replace_inherited_claims() {
         let env =
             vec![(OsString::from(ENV_NETWORK_DISABLED), OsString::from("0")), ("HOME".into(), "/h".into())];
-        let closed = with_sandbox_vars(env.clone(), crate::SandboxKind::MacosSeatbelt, false);
-        assert_eq!(
-            closed,
-            vec![
-                ("HOME".into(), "/h".into()),
-                (ENV_SANDBOX.into(), "macos-seatbelt".into()),
-                (ENV_NETWORK_DISABLED.into(), "1".into())
-            ]
-        );
+        let mut env_retrying = env.clone();
+        env_retrying.push(("PIP_RETRIES".into(), "5".into()));
+        let closed = with_sandbox_vars(env_retrying, crate::SandboxKind::MacosSeatbelt, false);
+        let mut expected: Vec<(OsString, OsString)> = vec![
+            ("HOME".into(), "/h".into()),
+            (ENV_SANDBOX.into(), "macos-seatbelt".into()),
+            (ENV_NETWORK_DISABLED.into(), "1".into()),
+        ];
+        expected.extend(NETWORK_OFF_ENV.iter().map(|(n, v)| (OsString::from(n), OsString::from(v))));
+        assert_eq!(closed, expected, "no retries into a network that is off, whatever was inherited");
         let open = with_sandbox_vars(env, crate::SandboxKind::LinuxLandlockSeccomp, true);
         assert_eq!(
             open,

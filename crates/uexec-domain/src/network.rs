@@ -614,6 +614,62 @@ pub fn refusal_text(host: &str, port: u16, verdict: &Verdict) -> String {
     }
 }
 
+/// The name a DNS query asks about (lower-case ASCII, without the final dot) and the end of its question
+/// section, or `None` when `packet` is not a standard query with one question whose name is a host name
+/// (labels of letters, digits, `-` and `_`, at most 63 bytes each and 253 in all; no compression).
+pub fn dns_question(packet: &[u8]) -> Option<(String, usize)> {
+    if packet.len() < 12 || packet[2] & 0x80 != 0 || packet[2] & 0x78 != 0 {
+        return None; // a response, or not a standard query
+    }
+    if u16::from_be_bytes([packet[4], packet[5]]) != 1 {
+        return None;
+    }
+    let mut at = 12;
+    let mut name = String::new();
+    loop {
+        let len = usize::from(*packet.get(at)?);
+        at += 1;
+        if len == 0 {
+            break;
+        }
+        if len > 63 || name.len() + len + 1 > 254 {
+            return None;
+        }
+        let label = packet.get(at..at + len)?;
+        if !label.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_') {
+            return None;
+        }
+        if !name.is_empty() {
+            name.push('.');
+        }
+        name.extend(label.iter().map(|b| char::from(b.to_ascii_lowercase())));
+        at += len;
+    }
+    let end = at + 4; // type and class
+    (end <= packet.len() && !name.is_empty()).then_some((name, end))
+}
+
+/// The `REFUSED` answer to `query` (its header and question, as [`dns_question`] delimited them): the same id,
+/// opcode, `RD` and question, with `QR`, `RA` and rcode 5, and no records.
+pub fn dns_refusal(query: &[u8]) -> Vec<u8> {
+    let mut reply = query.to_vec();
+    if reply.len() >= 12 {
+        reply[2] = 0x80 | (query[2] & 0x79); // QR, the opcode and RD kept
+        reply[3] = 0x80 | 5; // RA, REFUSED
+        reply[6..12].fill(0); // no answer, authority or additional records
+    }
+    reply
+}
+
+/// Whether a name looked up means the command wanted the network: a name with a dot that is not the
+/// machine's own (`localhost` and below it), reverse (`.arpa`) or link-local (`.local`).
+pub fn is_network_lookup(name: &str) -> bool {
+    name.contains('.')
+        && !["localhost", "arpa", "local"]
+            .iter()
+            .any(|tld| name == *tld || name.ends_with(&format!(".{tld}")))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
@@ -1081,6 +1137,51 @@ mod tests {
         fn decide_never_panics(host in "\\PC{0,40}", port in any::<u16>()) {
             let _ = rules(&["*.a.com", "b.com:1"], &["c.d"]).decide(&host, port);
             let _ = DomainPattern::parse(&host);
+        }
+    }
+
+    /// A query for `name` as glibc sends it (id 0x1234, RD, type A, class IN, an EDNS record after it).
+    fn query(name: &str) -> Vec<u8> {
+        let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1];
+        for label in name.split('.') {
+            q.push(u8::try_from(label.len()).unwrap());
+            q.extend_from_slice(label.as_bytes());
+        }
+        q.extend_from_slice(&[0, 0, 1, 0, 1]);
+        q.extend_from_slice(&[0, 0, 41, 4, 0xd0, 0, 0, 0, 0, 0, 0]);
+        q
+    }
+
+    #[test]
+    fn a_dns_query_is_read_and_refused() {
+        let q = query("PyPI.org");
+        let (name, end) = dns_question(&q).unwrap();
+        assert_eq!(name, "pypi.org");
+        assert_eq!(end, 12 + 10 + 4);
+        let reply = dns_refusal(&q[..end]);
+        assert_eq!(&reply[..2], &[0x12, 0x34]);
+        assert_eq!(reply[2], 0x81, "QR and RD");
+        assert_eq!(reply[3] & 0x0f, 5, "REFUSED");
+        assert_eq!(&reply[4..12], &[0, 1, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&reply[12..], &q[12..end]);
+        // Not queries, or not host names: ignored.
+        let mut response = q.clone();
+        response[2] |= 0x80;
+        assert_eq!(dns_question(&response), None);
+        assert_eq!(dns_question(&q[..20]), None);
+        assert_eq!(dns_question(&query("a b.com")), None);
+        let mut compressed = q.clone();
+        compressed[12] = 0xc0;
+        assert_eq!(dns_question(&compressed), None);
+        assert_eq!(dns_question(&[]), None);
+    }
+
+    #[test]
+    fn only_lookups_of_other_machines_count() {
+        assert!(is_network_lookup("pypi.org"));
+        assert!(is_network_lookup("registry.npmjs.org"));
+        for own in ["localhost", "x.localhost", "myhost", "1.0.0.127.in-addr.arpa", "printer.local"] {
+            assert!(!is_network_lookup(own), "{own}");
         }
     }
 }

@@ -19,7 +19,7 @@
 //! the snapshot files), so they are its submodules: they use its types, it holds theirs, and no module
 //! outside `engine` is part of that circle (`cargo xtask layering` checks that modules form no cycle).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -45,7 +45,8 @@ use crate::collect::{Collected, Mark, collect};
 use crate::config::{EngineConfig, EngineDeps};
 use crate::error::ExecError;
 use crate::outside::OutsideRun;
-use crate::placement::Placement;
+use crate::placement::{Placement, tmpdir_of};
+use crate::refusals::{Watch, join_notes};
 use crate::session::{Session, SessionSpec};
 use crate::store::Store;
 use crate::trust::{decide_shell_start, writes_for};
@@ -73,6 +74,8 @@ pub(crate) struct Orchestrator {
     pub(crate) prefixes: Mutex<Vec<PrefixApproval>>,
     /// The login snapshots (`crate::login`).
     pub(crate) snapshots: Snapshots,
+    /// What the sandbox refused each live sandboxed session so far (`crate::refusals`).
+    pub(crate) watches: Mutex<HashMap<SessionId, Watch>>,
 }
 
 impl std::fmt::Debug for Orchestrator {
@@ -146,6 +149,8 @@ pub(crate) struct Attempt {
     pub(crate) note: Option<String>,
     /// The attempt ran in the sandbox (its failure may be the sandbox's: `Sandbox::denial_hint`).
     pub(crate) sandboxed: bool,
+    /// What to ask the sandbox about what it refused the attempt (`None` outside the sandbox).
+    pub(crate) watch: Option<Watch>,
 }
 
 /// What a response says besides the output: when its wall time starts, the live session, the warning, and
@@ -224,6 +229,7 @@ impl Engine {
                 deps,
                 approvals: Mutex::new(HashSet::new()),
                 prefixes: Mutex::new(Vec::new()),
+                watches: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -511,13 +517,20 @@ impl Orchestrator {
         reservation: &mut Reservation<'_>,
         deadline: Instant,
     ) -> Result<Attempt, ExecError> {
+        let sandboxed = placement == Placement::Sandboxed;
+        let watch = sandboxed.then(|| Watch {
+            mark: self.deps.sandbox.refusal_mark(),
+            tmpdir: tmpdir_of(&spawn.env),
+            cwd: spawn.cwd.clone(),
+            noted: Vec::new(),
+        });
         let session = self.start_attempt(spec, placement, spawn)?;
         let guard = Arc::clone(&session.call_lock).lock_owned().await;
         if let Err(error) = reservation.stored(&session) {
             session.terminate().await;
             return Err(error);
         }
-        Ok(Attempt { session, guard, deadline, note: None, sandboxed: placement == Placement::Sandboxed })
+        Ok(Attempt { session, guard, deadline, note: None, sandboxed, watch })
     }
 
     /// Stages 7 and 8: collect the window's output, keep a live session (pruning the least recently used) or
@@ -529,26 +542,31 @@ impl Orchestrator {
         max_output_tokens: Option<usize>,
     ) -> Result<ExecResponse, ExecError> {
         let limits = &self.config.limits;
-        let Attempt { session, guard, deadline, note, sandboxed } = attempt;
+        let Attempt { session, guard, deadline, note, sandboxed, mut watch } = attempt;
         let mark = Mark { at: session.started, output_seq: 0 };
         let collected = collect(&session, mark, deadline).await;
         // A sandboxed command that failed: what the sandbox knows of such failures (a nested sandbox that
         // cannot start) joins the note.
-        let hint = match collected.exit_code {
-            Some(code) if code != 0 && sandboxed => {
-                let argv: Vec<OsString> = session.spec.command.iter().map(OsString::from).collect();
-                self.deps.sandbox.denial_hint(&argv, &collected.output.to_bytes())
-            }
-            _ => None,
+        let failed = collected.exit_code.is_some_and(|code| code != 0);
+        let output =
+            if sandboxed && (failed || watch.is_some()) { collected.output.to_bytes() } else { Vec::new() };
+        let hint = if failed && sandboxed {
+            let argv: Vec<OsString> = session.spec.command.iter().map(OsString::from).collect();
+            self.deps.sandbox.denial_hint(&argv, &output)
+        } else {
+            None
         };
-        let note = match (note, hint) {
-            (Some(note), Some(hint)) => Some(format!("{note} {hint}")),
-            (note, hint) => note.or(hint),
-        };
+        // What the sandbox refused comes first, once: the note of a denial that was not retried says only why.
+        let refused =
+            watch.as_mut().and_then(|w| self.note_refusals(&session, w, &output, collected.exit_code));
+        let note = join_notes(join_notes(refused, note), hint);
         let (session_id, warning) = if collected.exit_code.is_some() {
             reservation.remove(&session);
             (None, note)
         } else {
+            if let Some(watch) = watch {
+                self.keep_watch(session.spec.id, watch);
+            }
             let (pruned, live) = self.store.commit(&session, limits.max_sessions);
             reservation.done();
             for victim in pruned {
@@ -606,13 +624,23 @@ impl Orchestrator {
             chars: req.chars.clone(),
         });
         let collected = collect(&session, mark, deadline).await;
+        // What the sandbox refused since the last response (the output of this window only: what earlier
+        // windows showed was noted then).
+        let refused = self.take_watch(id).and_then(|mut watch| {
+            let note =
+                self.note_refusals(&session, &mut watch, &collected.output.to_bytes(), collected.exit_code);
+            if collected.exit_code.is_none() {
+                self.keep_watch(id, watch);
+            }
+            note
+        });
         let session_id = if collected.exit_code.is_some() {
             self.store.remove(&session);
             None
         } else {
             Some(id)
         };
-        let warning = session_count_warning(self.store.len(), limits);
+        let warning = join_notes(refused, session_count_warning(self.store.len(), limits));
         let reply = Reply { started, session_id, warning, protections: false };
         Ok(self.respond(reply, &session, collected, req.max_output_tokens))
     }

@@ -143,6 +143,7 @@ mod known_safe;
 mod os;
 mod outside;
 mod placement;
+mod refusals;
 mod retry;
 mod screen;
 mod session;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use uexec_domain::approval::{RetryDecision, no_retry_note, retry_after_denial, retry_question};
-use uexec_domain::denial::denial_evidence;
+use uexec_domain::denial::{DenialEvidence, evidence_from};
 use uexec_domain::limits::EARLY_EXIT_GRACE_MS;
 use uexec_domain::{EscapeReason, ReviewDecision};
 use uexec_ports::{ApprovalKind, ApprovalRequest};
@@ -46,7 +46,13 @@ impl Orchestrator {
             return Ok(attempt);
         }
         let exit_code = session.snapshot().exit_code.unwrap_or(-1);
-        let Some(evidence) = denial_evidence(exit_code, &session.peek_output()) else { return Ok(attempt) };
+        // The sandbox's evidence when it can give some; the keyword heuristic only where it cannot.
+        let output = session.peek_output();
+        let refusals =
+            attempt.watch.as_ref().and_then(|watch| self.refusals(watch, &output, Some(exit_code)));
+        let Some(evidence) = evidence_from(exit_code, &output, refusals) else { return Ok(attempt) };
+        // The response's refusal note names what was refused; the note of a denial not retried says only why.
+        let bare = DenialEvidence { refusals: Vec::new(), ..evidence.clone() };
         // A retry runs outside the sandbox: checked like an escalation. An approval given before covers it only
         // when nothing could have been planted and its environment is the one the person approved.
         let check = OutsideRun::check(&run.spawned, &run.base.cwd, &run.base.env, &call.writes).await;
@@ -92,8 +98,8 @@ impl Orchestrator {
                     return Err(ExecError::Rejected);
                 }
                 // The command ran: its output is returned, with what happened to the retry.
-                Ok(_) => Some(no_retry_note(&evidence, "a person declined to run it without the sandbox")),
-                Err(text) => Some(no_retry_note(&evidence, &text)),
+                Ok(_) => Some(no_retry_note(&bare, "a person declined to run it without the sandbox")),
+                Err(text) => Some(no_retry_note(&bare, &text)),
             };
             if note.is_some() {
                 return Ok(Attempt { note, ..attempt });
@@ -113,6 +119,6 @@ impl Orchestrator {
             return Err(error);
         }
         let deadline = session.started + window;
-        Ok(Attempt { session, guard, deadline, note: None, sandboxed: false })
+        Ok(Attempt { session, guard, deadline, note: None, sandboxed: false, watch: None })
     }
 }

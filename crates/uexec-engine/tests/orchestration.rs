@@ -249,6 +249,8 @@ fn sandbox_report() -> ProtectionReport {
 /// A sandbox that wraps nothing and reports Landlock; counts prepares.
 fn sandbox_ok(prepares: Arc<AtomicUsize>) -> MockSandbox {
     let mut sandbox = MockSandbox::new();
+    sandbox.expect_refusal_mark().returning(|| 0);
+    sandbox.expect_refusals().returning(|_| None);
     sandbox.expect_denial_hint().returning(|_, _| None);
     sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
     sandbox.expect_prepare().returning(move |request| {
@@ -262,6 +264,8 @@ fn sandbox_ok(prepares: Arc<AtomicUsize>) -> MockSandbox {
 
 fn sandbox_never() -> MockSandbox {
     let mut sandbox = MockSandbox::new();
+    sandbox.expect_refusal_mark().returning(|| 0);
+    sandbox.expect_refusals().returning(|_| None);
     sandbox.expect_denial_hint().returning(|_, _| None);
     sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
     sandbox.expect_prepare().times(0);
@@ -806,6 +810,8 @@ async fn a_caller_that_gives_up_during_approval_releases_the_id() {
 #[tokio::test(start_paused = true)]
 async fn sandbox_prepare_error_fails_the_call_and_spawns_nothing() {
     let mut sandbox = MockSandbox::new();
+    sandbox.expect_refusal_mark().returning(|| 0);
+    sandbox.expect_refusals().returning(|_| None);
     sandbox.expect_denial_hint().returning(|_, _| None);
     sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
     sandbox.expect_prepare().times(1).returning(|_| {
@@ -835,6 +841,8 @@ async fn the_sandbox_gets_the_policy_tmpdir_and_degradation_setting_and_full_acc
     cfg.report_protections = true;
     cfg.base_env.push((OsString::from("TMPDIR"), OsString::from("/var/tmp/x")));
     let mut sandbox = MockSandbox::new();
+    sandbox.expect_refusal_mark().returning(|| 0);
+    sandbox.expect_refusals().returning(|_| None);
     sandbox.expect_denial_hint().returning(|_, _| None);
     sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
     sandbox
@@ -1729,6 +1737,8 @@ async fn a_workdir_is_where_the_command_starts_and_the_workspace_stays_the_writa
     let elsewhere = PathBuf::from("/");
     let expected_workspace = workspace.clone();
     let mut sandbox = MockSandbox::new();
+    sandbox.expect_refusal_mark().returning(|| 0);
+    sandbox.expect_refusals().returning(|_| None);
     sandbox.expect_denial_hint().returning(|_, _| None);
     sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
     sandbox
@@ -1892,6 +1902,8 @@ fn engine_with_record(cfg: EngineConfig, record: &Arc<Spawned>) -> Engine {
 #[tokio::test(start_paused = true)]
 async fn begin_records_the_exact_argv_that_ran() {
     let mut sandbox = MockSandbox::new();
+    sandbox.expect_refusal_mark().returning(|| 0);
+    sandbox.expect_refusals().returning(|_| None);
     sandbox.expect_denial_hint().returning(|_, _| None);
     sandbox.expect_kind().return_const(SandboxKind::MacosSeatbelt);
     sandbox.expect_prepare().returning(|request| {
@@ -2316,6 +2328,8 @@ async fn a_failed_sandboxed_command_gets_the_sandboxs_hint_and_no_other_does() {
         sandbox
             .expect_prepare()
             .returning(|request| Ok(SandboxedSpawn { spawn: request.spawn, report: sandbox_report() }));
+        sandbox.expect_refusal_mark().returning(|| 0);
+        sandbox.expect_refusals().returning(|_| None);
         sandbox.expect_denial_hint().returning(|argv, output| {
             let nested = String::from_utf8_lossy(output).contains("sandbox_apply");
             (nested && argv.iter().any(|a| a.to_string_lossy().contains("swift")))

@@ -63,6 +63,16 @@ pub enum ExecEvent {
         /// From spawn to end.
         duration: Duration,
     },
+    /// The sandbox refused something the command tried (the same refusals as the response's note, each
+    /// emitted once per session).
+    Refused {
+        /// The exec call.
+        call_id: String,
+        /// The session.
+        session_id: SessionId,
+        /// What was refused, why, and how it is known.
+        refusals: Vec<uexec_domain::denial::Refusal>,
+    },
     /// A person was asked.
     ApprovalRequested {
         /// The question.

@@ -109,7 +109,7 @@ mod sandbox;
 
 pub use approval::{ApprovalError, ApprovalKind, ApprovalRequest, Approver};
 pub use events::{EventSink, ExecEvent};
-pub use sandbox::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
+pub use sandbox::{RefusalQuery, Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 
 #[cfg(feature = "mock")]
 pub use approval::MockApprover;

@@ -1,7 +1,8 @@
 //! The sandbox port: turns a spawn request plus a policy into something spawnable, and says what it enforces.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use uexec_domain::denial::Refusal;
 use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
 
 use crate::process::SpawnRequest;
@@ -76,6 +77,25 @@ pub enum SandboxError {
     },
 }
 
+/// What the engine knows of a sandboxed command that ran, for [`Sandbox::refusals`].
+#[derive(Debug, Clone, Copy)]
+pub struct RefusalQuery<'a> {
+    /// [`Sandbox::refusal_mark`] taken right before the command was prepared.
+    pub mark: u64,
+    /// The policy it ran under.
+    pub policy: &'a SandboxPolicy,
+    /// Its workspace, as in [`SandboxRequest::workspace`].
+    pub workspace: &'a Path,
+    /// Its `$TMPDIR`, as in [`SandboxRequest::tmpdir`].
+    pub tmpdir: Option<&'a Path>,
+    /// Where it started (relative paths in its output are taken from there).
+    pub cwd: &'a Path,
+    /// Its output so far (empty when the caller has none, as `uexec run` on the person's terminal).
+    pub output: &'a [u8],
+    /// Its exit code, once it exited.
+    pub exit_code: Option<i32>,
+}
+
 /// A sandbox mechanism. Contract: `prepare` either returns a spawn that enforces every protection its report
 /// lists as enforced, or an error; it never returns a weaker spawn silently.
 #[cfg_attr(feature = "mock", mockall::automock)]
@@ -95,6 +115,22 @@ pub trait Sandbox: Send + Sync {
     /// say.
     fn denial_hint(&self, argv: &[std::ffi::OsString], output: &[u8]) -> Option<String> {
         let _ = (argv, output);
+        None
+    }
+
+    /// Where the record of refusals this sandbox keeps itself stands now (name lookups it answered with the
+    /// network off); pass it in [`RefusalQuery::mark`]. The default, for a sandbox that keeps none: 0.
+    fn refusal_mark(&self) -> u64 {
+        0
+    }
+
+    /// What this sandbox refused a command it prepared, from its own record since `query.mark` (attributed by
+    /// time: every command running then shares it) and from its plan for the paths the output names as
+    /// failing (each [`Refusal`] says which). `Some` (even empty) means the sandbox can say what it refused,
+    /// and the engine decides on that alone; `None` (the default) means it cannot, and the engine falls back
+    /// to the keyword heuristic (`uexec_domain::denial::denial_evidence`).
+    fn refusals<'a>(&self, query: &RefusalQuery<'a>) -> Option<Vec<Refusal>> {
+        let _ = query;
         None
     }
 }

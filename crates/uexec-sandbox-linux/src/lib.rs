@@ -109,6 +109,7 @@ mod landlock_rules;
 mod layout;
 mod netns;
 mod plan;
+mod refusals;
 mod sandbox;
 mod seccomp;
 mod support;
@@ -117,7 +118,7 @@ mod template;
 
 pub use copy_on_write::CopyOnWriteDir;
 pub use layout::git_entry;
-pub use netns::{ProxyNamespace, ProxyNamespaceError};
+pub use netns::{OfflineNamespace, ProxyNamespace, ProxyNamespaceError};
 pub use plan::DEGRADED_SETTING;
 pub use sandbox::LinuxSandbox;
 pub use support::{Availability, KernelSupport, MountNamespace};

@@ -57,6 +57,9 @@ pub(crate) struct Plan {
     pub(crate) copy_on_write_unavailable: Option<String>,
     /// Which other tools' files stay read-only, in words (`uexec_domain::tool_files::ToolFiles::text`).
     pub(crate) tool_files: String,
+    /// The network is off and the command enters the offline namespace (loopback only, every address local,
+    /// lookups answered and recorded by the sandbox's responder).
+    pub(crate) offline: bool,
 }
 
 impl Plan {
@@ -95,6 +98,7 @@ impl Plan {
             copy_on_write_base: None,
             copy_on_write_unavailable: None,
             tool_files: uexec_domain::tool_files::ToolFiles::all().text(),
+            offline: false,
         }
     }
 
@@ -478,6 +482,17 @@ impl Plan {
         }
         let tcp = self.landlock_abi >= NETWORK_ABI;
         match (self.seccomp, tcp) {
+            (true, _) if self.offline => protection(
+                "network",
+                ProtectionStatus::Enforced,
+                format!(
+                    "a network namespace with only loopback, every address routed to it: nothing leaves, a \
+                     connection fails at once, and a name lookup gets REFUSED at once from uexec's responder, \
+                     which records the name for the response's note; seccomp: sockets other than unix, IPv4 and \
+                     IPv6 fail with EPERM{}",
+                    if tcp { "; landlock denies TCP bind/connect" } else { "" }
+                ),
+            ),
             (true, _) => protection(
                 "network",
                 ProtectionStatus::Enforced,

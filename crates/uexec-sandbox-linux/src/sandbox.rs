@@ -6,18 +6,19 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+use uexec_domain::denial::Refusal;
 use uexec_domain::hidden::HiddenPaths;
 use uexec_domain::tool_files::ToolFiles;
 use uexec_domain::{ProtectionReport, SandboxKind, SandboxPolicy};
 use uexec_ports::process::PidScope;
-use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
+use uexec_ports::{RefusalQuery, Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 
 use crate::child::{self, MAX_MOUNT_ROOTS, MountMode, MountPlan, MountRoot, Mounts, SandboxChild};
 use crate::copy_on_write::{CopyOnWrite, CopyOnWriteDir, Overlay};
 use crate::hidden::HiddenLayout;
 use crate::landlock_rules::{self, RulesetSpec};
 use crate::layout::{FsLayout, c_path};
-use crate::netns::ProxyNamespace;
+use crate::netns::{OfflineNamespace, ProxyNamespace};
 use crate::plan::{DEGRADED_SETTING, Plan, degraded_summary};
 use crate::seccomp::{self, SeccompPrograms, Sockets};
 use crate::support::{self, KernelSupport};
@@ -55,6 +56,10 @@ pub struct LinuxSandbox {
     hidden_budget: Option<usize>,
     /// Which other tools' files stay read-only (all by default: see [`LinuxSandbox::with_tool_files`]).
     tool_files: ToolFiles,
+    /// The network namespace of commands with the network off, with its DNS responder (made on the first such
+    /// command in the privileged mode; `None` when it cannot be: those commands then get the seccomp filter
+    /// alone, and no record of their lookups).
+    offline: OnceLock<Option<OfflineNamespace>>,
 }
 
 /// See [`LinuxSandbox::with_pid_namespace`].
@@ -224,6 +229,42 @@ impl LinuxSandbox {
             .clone()
     }
 
+    /// This sandbox, giving commands with the network off `offline` (started early by a process that cannot
+    /// start threads later, as `uexec run` once it entered a PID namespace) instead of making its own.
+    #[must_use]
+    pub fn with_offline_namespace(self, offline: OfflineNamespace) -> Self {
+        let _ = self.offline.set(Some(offline));
+        self
+    }
+
+    /// This sandbox without the offline namespace: commands with the network off get the seccomp filter alone
+    /// (`AF_UNIX` sockets only), and their lookups are not recorded (`Sandbox::refusals` then says nothing for
+    /// them, and callers fall back to the keyword heuristic). For comparison and for hosts that want it so.
+    #[must_use]
+    pub fn without_offline_namespace(self) -> Self {
+        let _ = self.offline.set(None);
+        self
+    }
+
+    /// The offline namespace's descriptor, made on first use (see the `offline` field).
+    fn offline(&self) -> Option<Arc<OwnedFd>> {
+        self.offline
+            .get_or_init(|| match OfflineNamespace::start() {
+                Ok(ns) => Some(ns),
+                Err(error) => {
+                    tracing::debug!(%error, "no offline network namespace: lookups are not recorded");
+                    None
+                }
+            })
+            .as_ref()
+            .and_then(OfflineNamespace::descriptor)
+    }
+
+    /// The offline namespace, when it was made.
+    fn made_offline(&self) -> Option<&OfflineNamespace> {
+        self.offline.get().and_then(Option::as_ref).filter(|offline| offline.is_made())
+    }
+
     /// The plan for `policy`: hidden paths and the proxy as configured.
     fn plan(&self, policy: &SandboxPolicy) -> Plan {
         let mut plan = Plan::new(policy, self.support());
@@ -240,6 +281,7 @@ impl LinuxSandbox {
         {
             plan.proxy = Some((proxy.port(), proxy.rules().to_owned()));
         }
+        plan.offline = plan.network_off && plan.seccomp && plan.mounts == Some(MountMode::Privileged);
         plan
     }
 }
@@ -275,6 +317,8 @@ impl Sandbox for LinuxSandbox {
         let roots = layout.mount_roots().into_iter().map(Path::to_path_buf).collect::<Vec<_>>();
         layout.hidden.hide_other_names(&roots.iter().map(PathBuf::as_path).collect::<Vec<_>>(), budget);
         let overlays = self.overlays_for(&plan, &mut layout);
+        let offline = if plan.offline { self.offline() } else { None };
+        plan.offline = offline.is_some();
 
         let landlock = if plan.landlock_abi > 0 {
             let roots = landlock_rules::open_roots(&layout.roots)?;
@@ -290,6 +334,8 @@ impl Sandbox for LinuxSandbox {
         };
         let programs = if plan.seccomp {
             let sockets = match (plan.network_off, plan.proxy.is_some()) {
+                // The offline namespace has no way out: IP sockets reach its loopback only.
+                (true, _) if plan.offline => Sockets::UnixAndIp,
                 (true, _) => Sockets::UnixOnly,
                 (false, true) => Sockets::UnixAndIp,
                 (false, false) => Sockets::Any,
@@ -341,9 +387,9 @@ impl Sandbox for LinuxSandbox {
             }
             None => None,
         };
-        let netns = match (&self.proxy, &plan.proxy) {
-            (Some(proxy), Some(_)) => Some(proxy.descriptor()),
-            _ => None,
+        let netns = match (&self.proxy, &plan.proxy, offline) {
+            (Some(proxy), Some(_), _) => Some(proxy.descriptor()),
+            (_, _, offline) => offline,
         };
         let hook = SandboxChild {
             netns,
@@ -370,6 +416,27 @@ impl Sandbox for LinuxSandbox {
         // Every sandboxed command shares the process adapter's sandbox PID namespace, where there is one.
         spawn.pid_scope = PidScope::Sandbox;
         Ok(SandboxedSpawn { spawn, report })
+    }
+
+    fn refusal_mark(&self) -> u64 {
+        self.made_offline().map_or(0, |offline| offline.log().mark())
+    }
+
+    fn refusals<'a>(&self, query: &RefusalQuery<'a>) -> Option<Vec<Refusal>> {
+        if query.policy.is_unrestricted() {
+            return None;
+        }
+        let mut found = Vec::new();
+        if !query.policy.has_network_access() {
+            // Without the responder nothing records a lookup: the keywords decide (the caller's fallback).
+            let offline = self.made_offline()?;
+            found.extend(offline.log().since(query.mark).into_iter().map(|name| Refusal::Lookup { name }));
+        }
+        if query.exit_code.is_some_and(|code| code != 0) {
+            let budget = self.hidden_budget.unwrap_or(uexec_domain::hidden::MAX_VISITED);
+            found.extend(crate::refusals::from_output(query, &self.hidden, &self.tool_files, budget));
+        }
+        Some(found)
     }
 }
 

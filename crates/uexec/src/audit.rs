@@ -196,6 +196,19 @@ impl EventSink for AuditLog {
                 "decision": decision,
                 "error": error,
             }),
+            ExecEvent::Refused { call_id, session_id, refusals } => json!({
+                "event": "sandbox_refused",
+                "call_id": call_id,
+                "session_id": session_id,
+                "refusals": refusals.iter().map(|r| {
+                    let mut value = serde_json::to_value(r).unwrap_or(Value::Null);
+                    if let Value::Object(map) = &mut value {
+                        map.insert("source".into(), json!(r.source()));
+                        map.insert("text".into(), json!(r.what()));
+                    }
+                    value
+                }).collect::<Vec<_>>(),
+            }),
             ExecEvent::OutputDelta { .. } => return,
             // Future event kinds are recorded as they serialise.
             #[allow(unreachable_patterns)]

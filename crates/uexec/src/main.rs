@@ -47,6 +47,9 @@ fn main() -> ExitCode {
             // The domain allowlist makes its network namespace on a helper thread, which a thread that entered
             // a PID namespace could no longer start.
             Command::Run(ref args) if !run::uses_terminal() && !run::needs_proxy(args) => {
+                // Nor the offline network namespace's responder (network off): started now, waited for when
+                // the command is prepared.
+                platform::start_offline_namespace_early();
                 uexec_pty::NamespacePolicy::OnCallingThread
             }
             _ => uexec_pty::NamespacePolicy::IfPrivileged,

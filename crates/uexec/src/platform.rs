@@ -92,6 +92,26 @@ pub fn client_spawner_and_sandbox(setup: &SandboxSetup) -> (Arc<dyn ProcessSpawn
 /// (uexec-pty's, when it has one): then they share it, one sandbox per server (or client), whose commands see
 /// and signal each other. Without it (or when it cannot be used) each command keeps its own signal scope and
 /// `hidepid` view, which is safe, only less convenient.
+/// The offline network namespace started before this thread entered a PID namespace (`uexec run` without a
+/// terminal), for the one sandbox such a process makes.
+#[cfg(target_os = "linux")]
+static EARLY_OFFLINE: std::sync::Mutex<Option<uexec_sandbox_linux::OfflineNamespace>> =
+    std::sync::Mutex::new(None);
+
+/// Start the offline network namespace of commands with the network off now, while this process can still start
+/// threads (see `uexec_sandbox_linux::OfflineNamespace::start`); the next sandbox made uses it.
+pub fn start_offline_namespace_early() {
+    #[cfg(target_os = "linux")]
+    match uexec_sandbox_linux::OfflineNamespace::start() {
+        Ok(offline) => {
+            if let Ok(mut early) = EARLY_OFFLINE.lock() {
+                *early = Some(offline);
+            }
+        }
+        Err(error) => tracing::debug!(%error, "no offline network namespace: lookups are not recorded"),
+    }
+}
+
 #[cfg(target_os = "linux")]
 fn sandbox_in(
     setup: &SandboxSetup,
@@ -124,6 +144,11 @@ fn sandbox_in(
             tracing::warn!(%error, "sandboxed commands keep their own signal scope: no shared PID namespace");
             base()
         }
+    };
+    let early = EARLY_OFFLINE.lock().ok().and_then(|mut early| early.take());
+    let sandbox = match early {
+        Some(offline) => sandbox.with_offline_namespace(offline),
+        None => sandbox,
     };
     match &setup.proxy {
         Some(ProxyRoute::Namespace(ns)) => Arc::new(sandbox.with_proxy(ns.clone())),

@@ -37,6 +37,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use uexec_domain::denial::Refusal;
 use uexec_domain::network::{DomainRules, Host, NetworkPolicy, Verdict, parse_port, refusal_text};
 
 use crate::audit::AuditLog;
@@ -89,11 +90,11 @@ const MAX_CHUNK_LINE: usize = 4096;
 /// How many refusals are remembered for tool responses.
 const MAX_REMEMBERED: usize = 256;
 
-/// Hosts refused recently, numbered, so that a tool call can list those refused while it ran.
+/// Connections refused recently, numbered, so that a tool call can list those refused while it ran.
 #[derive(Debug, Default)]
 pub struct Refusals {
     next: AtomicU64,
-    list: Mutex<VecDeque<(u64, String)>>,
+    list: Mutex<VecDeque<(u64, Refusal)>>,
 }
 
 impl Refusals {
@@ -102,8 +103,8 @@ impl Refusals {
         self.next.load(Ordering::SeqCst)
     }
 
-    /// Remember a refused `host:port`.
-    fn record(&self, target: String) {
+    /// Remember a refused connection.
+    fn record(&self, target: Refusal) {
         let n = self.next.fetch_add(1, Ordering::SeqCst);
         let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         if list.len() == MAX_REMEMBERED {
@@ -112,9 +113,9 @@ impl Refusals {
         list.push_back((n, target));
     }
 
-    /// The distinct targets refused since `mark`, in order.
-    pub fn since(&self, mark: u64) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
+    /// The distinct connections refused since `mark`, in order.
+    pub fn since(&self, mark: u64) -> Vec<Refusal> {
+        let mut out: Vec<Refusal> = Vec::new();
         let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         for (_, target) in list.iter().filter(|(n, _)| *n >= mark) {
             if !out.contains(target) {
@@ -124,15 +125,10 @@ impl Refusals {
         out
     }
 
-    /// The note a tool response carries for `targets` (none when empty).
-    pub fn note(targets: &[String]) -> Option<String> {
-        (!targets.is_empty()).then(|| {
-            format!(
-                "[uexec] Network: refused {} (not on the domain allowlist; allow with --allow-domain DOMAIN or \
-                 [network] allow in the config)",
-                targets.join(", ")
-            )
-        })
+    /// The note a tool response carries for `refused` (none when empty): the one refusal note of every mode
+    /// (`uexec_domain::denial::refusal_note`).
+    pub fn note(refused: &[Refusal]) -> Option<String> {
+        uexec_domain::denial::refusal_note(refused)
     }
 }
 
@@ -593,7 +589,17 @@ async fn refuse(
     verdict: &Verdict,
 ) -> std::io::Result<()> {
     let target = host.authority(port);
-    proxy.refusals.record(target.clone());
+    let reason = match verdict {
+        Verdict::Denied(pattern) => format!("deny pattern {pattern}"),
+        Verdict::DeniedAddress { pattern, address } => {
+            format!("resolves to {}, deny pattern {pattern}", Host::Ip(*address))
+        }
+        Verdict::LocalOnly => "resolves only to local addresses".to_owned(),
+        Verdict::Invalid => "not a host name or address".to_owned(),
+        Verdict::NotAllowed | Verdict::Allowed => "not on the domain allowlist".to_owned(),
+    };
+    let allow = matches!(verdict, Verdict::NotAllowed | Verdict::Allowed).then(|| host.to_string());
+    proxy.refusals.record(Refusal::Connect { target: target.clone(), reason, allow });
     if let Some(audit) = &proxy.audit
         && let serde_json::Value::Object(record) = json!({
             "event": "network_refused",
@@ -1062,29 +1068,55 @@ mod tests {
         }
     }
 
+    /// A refusal of `target` (`host:port`) as off the allowlist.
+    fn off_list(target: &str) -> Refusal {
+        let host = target.rsplit_once(':').map_or(target, |(host, _)| host);
+        Refusal::Connect {
+            target: target.to_owned(),
+            reason: "not on the domain allowlist".into(),
+            allow: Some(host.to_owned()),
+        }
+    }
+
+    /// The targets of `refusals`.
+    fn targets(refusals: &[Refusal]) -> Vec<String> {
+        refusals
+            .iter()
+            .filter_map(|r| match r {
+                Refusal::Connect { target, .. } => Some(target.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     #[test]
     fn refusals_are_listed_per_call_and_capped() {
         let refusals = Refusals::default();
-        refusals.record("a.com:443".into());
+        refusals.record(off_list("a.com:443"));
         let mark = refusals.mark();
         assert!(refusals.since(mark).is_empty());
-        refusals.record("b.com:443".into());
-        refusals.record("b.com:443".into());
-        assert_eq!(refusals.since(mark), vec!["b.com:443".to_owned()]);
-        assert_eq!(refusals.since(0), vec!["a.com:443".to_owned(), "b.com:443".to_owned()]);
+        refusals.record(off_list("b.com:443"));
+        refusals.record(off_list("b.com:443"));
+        assert_eq!(targets(&refusals.since(mark)), vec!["b.com:443".to_owned()]);
+        assert_eq!(targets(&refusals.since(0)), vec!["a.com:443".to_owned(), "b.com:443".to_owned()]);
         for i in 0..1000 {
-            refusals.record(format!("h{i}:1"));
+            refusals.record(off_list(&format!("h{i}:1")));
         }
         assert_eq!(refusals.since(0).len(), MAX_REMEMBERED);
-        let note = Refusals::note(&["x.com:443".into()]).unwrap();
-        assert!(note.starts_with("[uexec] Network: refused x.com:443") && note.contains("--allow-domain"));
+        let note = Refusals::note(&[off_list("x.com:443")]).unwrap();
+        assert!(
+            note.starts_with(
+                "[uexec] sandbox refused: connection to x.com:443 (not on the domain allowlist)"
+            ) && note.contains("--allow-domain x.com"),
+            "{note}"
+        );
         assert_eq!(Refusals::note(&[]), None);
     }
 
     #[test]
     fn a_poisoned_refusal_list_still_records_and_lists() {
         let refusals = Refusals::default();
-        refusals.record("a.com:443".into());
+        refusals.record(off_list("a.com:443"));
         std::thread::scope(|scope| {
             let holder = scope.spawn(|| {
                 let _list = refusals.list.lock().unwrap();
@@ -1093,8 +1125,8 @@ mod tests {
             assert!(holder.join().is_err());
         });
         assert!(refusals.list.is_poisoned());
-        refusals.record("b.com:443".into());
-        assert_eq!(refusals.since(0), vec!["a.com:443".to_owned(), "b.com:443".to_owned()]);
+        refusals.record(off_list("b.com:443"));
+        assert_eq!(refusals.since(0), vec![off_list("a.com:443"), off_list("b.com:443")]);
     }
 
     /// What the front end served: per request, the `Host` values and the body it received, and the address it
@@ -1243,7 +1275,7 @@ mod tests {
                 )
                 .await;
                 assert!(answer.starts_with("HTTP/1.1 403 Forbidden"), "{pattern} {denied}: {answer}");
-                assert_eq!(refusals.since(0), vec![format!("127.0.0.1:{upstream}")]);
+                assert_eq!(targets(&refusals.since(0)), vec![format!("127.0.0.1:{upstream}")]);
 
                 let answer = exchange(
                     proxy,
@@ -1283,7 +1315,7 @@ mod tests {
             let answer = exchange(proxy, &format!("CONNECT {name}:{upstream} HTTP/1.1\r\n\r\n")).await;
             assert!(answer.starts_with("HTTP/1.1 403 Forbidden"), "{name}: {answer}");
         }
-        assert_eq!(refusals.since(0), vec![format!("localhost:{upstream}")]);
+        assert_eq!(targets(&refusals.since(0)), vec![format!("localhost:{upstream}")]);
         // The twin: the same rules denying 127.0.0.2 instead; the name reaches the front end, named as itself.
         let (proxy, _) = start_proxy(rules(&allowed, &["127.0.0.2"]));
         let answer = exchange(

@@ -116,6 +116,7 @@ fn run(args: &RunArgs) -> Result<u8, NothingRan> {
         cache: settings.sandbox_cache.as_deref(),
     };
     let placement = Placement::for_policy(&settings.sandbox_policy, false);
+    let mark = sandbox.refusal_mark();
     let (spawn, protections) = uexec_engine::place(context, placement, base)
         .map_err(|e| nothing_ran(anyhow!("{e}; nothing was run")))?;
     if protections.is_degraded() {
@@ -136,7 +137,29 @@ fn run(args: &RunArgs) -> Result<u8, NothingRan> {
         }
         supervise(spawn, &settings, protections, sinks.events.clone()).await
     });
-    if let Some(note) = refusals.and_then(|r| crate::proxy::Refusals::note(&r.since(0))) {
+    // What the sandbox refused (lookups with the network off, connections the proxy refused), in the note every
+    // mode uses; the output is the person's terminal's, so only what the sandbox recorded itself counts.
+    let mut refused = refusals.map(|r| r.since(0)).unwrap_or_default();
+    if placement == Placement::Sandboxed {
+        let query = uexec_ports::RefusalQuery {
+            mark,
+            policy: &settings.sandbox_policy,
+            workspace: &settings.cwd,
+            tmpdir: None,
+            cwd: &settings.cwd,
+            output: b"",
+            exit_code: None,
+        };
+        refused.extend(sandbox.refusals(&query).unwrap_or_default());
+    }
+    if !refused.is_empty() {
+        sinks.events.emit(ExecEvent::Refused {
+            call_id: format!("run-{}", std::process::id()),
+            session_id: SessionId(0),
+            refusals: refused.clone(),
+        });
+    }
+    if let Some(note) = uexec_domain::denial::refusal_note(&refused) {
         #[allow(clippy::print_stderr)]
         {
             eprintln!("{note}");

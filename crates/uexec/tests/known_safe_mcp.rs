@@ -57,23 +57,30 @@ fn git_in_a_writable_repository_is_asked_about_and_echo_is_not() {
 fn the_retry_question_shows_the_denial_escaped_and_says_full_access() {
     let ws = Workspace::new();
     let mut server = McpServer::start_initialized(&ws, &["--approval-policy", "untrusted"], true);
-    // Known safe, so nobody approved it: its retry outside the sandbox must be asked about.
-    let cmd = "echo 'fatal: Permission denied' && false";
+    // Known safe, so nobody approved it: its retry outside the sandbox must be asked about. A read only the
+    // sandbox refuses (the kernel stack needs CAP_SYS_ADMIN, which the sandbox drops; this test runs as root).
+    let cmd = "cat /proc/self/stack";
     until_the_denial_is_seen(|| {
         let asked_before = server.elicitations.len();
         server.answers = vec!["deny".into()];
         let r = server.call("exec_command", json!({ "cmd": cmd }));
         assert!(!is_error(&r), "{r}");
         assert_eq!(exit_code(&r), Some(1), "{r}");
-        assert_eq!(output(&r), "fatal: Permission denied\n", "{r}");
+        assert_eq!(output(&r), "cat: /proc/self/stack: Permission denied\n", "{r}");
         if server.elicitations.len() == asked_before {
             return false;
         }
         let message = server.elicitations[asked_before]["message"].as_str().unwrap().to_owned();
         assert!(message.contains("FULL ACCESS (no sandbox)"), "{message}");
-        assert!(message.contains("exit code 1, output line \"fatal: Permission denied\""), "{message}");
         assert!(
-            text(&r).contains("Warning: the sandbox appears to have blocked this command")
+            message.contains(
+                "exit code 1; the sandbox refused: access to /proc/self/stack (the sandbox's /proc)"
+            ),
+            "{message}"
+        );
+        assert!(
+            text(&r).contains("Warning: sandbox refused: access to /proc/self/stack")
+                && text(&r).contains("the sandbox appears to have blocked this command")
                 && text(&r).contains("a person declined"),
             "{r}"
         );
@@ -81,15 +88,20 @@ fn the_retry_question_shows_the_denial_escaped_and_says_full_access() {
     });
 }
 
-/// Over-blocking regression: a failing command whose output merely contains "permission denied", under
-/// `untrusted` and `on-failure` with a client that cannot ask a person, returns its output (and a note), not a
-/// tool error.
+/// Over-blocking regression: a failing command whose output merely contains "permission denied" is an ordinary
+/// failure (the sandbox refused nothing): under `untrusted` and `on-failure` it is neither retried nor asked
+/// about nor noted, even when it ends within the early-exit grace. Its twin, a read the sandbox does refuse,
+/// with a client that cannot ask a person, returns its output and a note (not a tool error).
 #[test]
-fn with_nobody_to_ask_a_denial_returns_the_output_and_a_note() {
+fn an_ordinary_failure_is_not_a_denial_and_a_real_one_returns_the_output_and_a_note() {
     for policy in ["untrusted", "on-failure"] {
         let ws = Workspace::new();
         let mut server = McpServer::start_initialized(&ws, &["--approval-policy", policy], false);
-        until_the_denial_is_seen(|| {
+        let mut quick = false;
+        for run in 0..10 {
+            if quick && run >= 3 {
+                break;
+            }
             let r = server.call(
                 "exec_command",
                 json!({ "cmd": "echo 'ls: cannot open x: Permission denied' && false" }),
@@ -97,10 +109,22 @@ fn with_nobody_to_ask_a_denial_returns_the_output_and_a_note() {
             assert!(!is_error(&r), "{policy}: {r}");
             assert_eq!(exit_code(&r), Some(1), "{r}");
             assert_eq!(output(&r), "ls: cannot open x: Permission denied\n", "{r}");
+            assert!(
+                !text(&r).contains("Warning:"),
+                "{policy}: an ordinary failure was taken for a denial: {r}"
+            );
+            quick |= wall_seconds(&r) < 0.14;
+        }
+        assert!(quick, "no run ended within the early-exit grace, so the probe proved nothing");
+        until_the_denial_is_seen(|| {
+            let r = server.call("exec_command", json!({ "cmd": "cat /proc/self/stack" }));
+            assert!(!is_error(&r), "{policy}: {r}");
+            assert_eq!(exit_code(&r), Some(1), "{r}");
             let text = text(&r);
-            if !text.contains("Warning:") {
+            if !text.contains("not run again without the sandbox") {
                 return false;
             }
+            assert!(text.contains("Warning: sandbox refused: access to /proc/self/stack"), "{text}");
             assert!(
                 text.contains("it was not run again without the sandbox (approval unavailable: retrying it without the sandbox needs a person"),
                 "{text}"
@@ -108,4 +132,11 @@ fn with_nobody_to_ask_a_denial_returns_the_output_and_a_note() {
             true
         });
     }
+}
+
+/// The wall time a response reports.
+fn wall_seconds(result: &serde_json::Value) -> f64 {
+    let text = text(result);
+    let line = text.lines().find_map(|l| l.strip_prefix("Wall time: ")).unwrap_or_else(|| panic!("{text}"));
+    line.trim_end_matches(" seconds").parse().unwrap()
 }

@@ -134,7 +134,7 @@ fn allowed_registries_work_and_everything_else_is_refused() {
         version.lines().any(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_digit() || c == '.')),
         "{npm:?}"
     );
-    assert!(!pip.iter().chain(&npm).any(|t| t.contains("[uexec] Network: refused")), "{pip:?} {npm:?}");
+    assert!(!pip.iter().chain(&npm).any(|t| t.contains("sandbox refused")), "{pip:?} {npm:?}");
 
     // Refused: a host not on the list gets the 403 naming it and the setting; the response notes it.
     let refused = run_to_end(
@@ -148,7 +148,13 @@ fn allowed_registries_work_and_everything_else_is_refused() {
         "{refused:?}"
     );
     let last = refused.last().unwrap();
-    assert!(last.contains("[uexec] Network: refused example.com:443, example.org:80"), "{refused:?}");
+    assert!(
+        last.contains("[uexec] sandbox refused: connection to example.com:443 (not on the domain allowlist)")
+            && last.contains("--allow-domain example.com")
+            && last.contains("connection to example.org:80 (not on the domain allowlist)"),
+        "{refused:?}"
+    );
+    assert_eq!(last.matches("[uexec] sandbox refused").count(), 1, "one note: {refused:?}");
     let log = std::fs::read_to_string(&audit).unwrap();
     assert!(log.lines().any(|l| l.contains("\"network_refused\"") && l.contains("\"example.com\"")), "{log}");
 
@@ -196,7 +202,11 @@ fn uexec_run_takes_the_same_route_and_names_refused_hosts() {
     assert!(stdout.contains("allowed 200") || stdout.contains("allowed 30"), "{stdout} {stderr}");
     assert!(stdout.contains("response 403"), "{stdout}");
     assert!(stdout.contains("matches the deny pattern bad.example"), "{stdout}");
-    assert!(stderr.contains("[uexec] Network: refused bad.example:443, bad.example:80"), "{stderr}");
+    assert!(
+        stderr.contains("[uexec] sandbox refused: connection to bad.example:443 (deny pattern bad.example)")
+            && stderr.contains("connection to bad.example:80 (deny pattern bad.example)"),
+        "{stderr}"
+    );
 }
 
 over_both_transports!(
@@ -228,7 +238,10 @@ fn under_on_request_a_person_can_allow_a_refused_domain_for_the_session(t: Trans
     // Denied by the person: 403, noted, and remembered too.
     let denied = run_to_end(&mut server, &probe("example.com"));
     assert!(printed(&denied).contains("response 403"), "{denied:?}");
-    assert!(denied.last().unwrap().contains("[uexec] Network: refused example.com:443"), "{denied:?}");
+    assert!(
+        denied.last().unwrap().contains("[uexec] sandbox refused: connection to example.com:443"),
+        "{denied:?}"
+    );
     let again = run_to_end(&mut server, &probe("example.com"));
     assert!(printed(&again).contains("response 403"), "{again:?}");
     assert_eq!(server.elicitations.len(), 2);
@@ -380,7 +393,7 @@ fn network_with_a_deny_list_refuses_every_spelling_of_the_address_and_only_the_p
     }
     // Outside the proxy there is no way to the host: the namespace's own loopback has nothing on the port.
     assert!(stdout.contains("direct errno 111"), "{stdout}");
-    assert!(stderr.contains(&format!("[uexec] Network: refused 127.0.0.1:{port}")), "{stderr}");
+    assert!(stderr.contains(&format!("[uexec] sandbox refused: connection to 127.0.0.1:{port}")), "{stderr}");
     let served = served.lock().unwrap().clone();
     assert_eq!(served.iter().filter(|s| *s == "hosts=tunnel").count(), 7, "{served:?}");
     assert_eq!(served.iter().filter(|s| **s == format!("hosts=127.0.0.2:{port}")).count(), 7, "{served:?}");

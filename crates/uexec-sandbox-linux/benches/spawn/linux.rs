@@ -137,6 +137,9 @@ pub(crate) fn main() {
     let bwrap_bin = bwrap.as_ref().map(|p| CString::new(p.as_os_str().as_bytes()).unwrap());
 
     let sandbox = LinuxSandbox::default();
+    // The same without the offline network namespace (the seccomp filter alone keeps the network off): what the
+    // namespace and its lookup records cost.
+    let no_offline = LinuxSandbox::default().without_offline_namespace();
     // The product hides the default secret locations (`hide_secrets = true`): a sandbox with those patterns over
     // a home holding a typical developer's credential stores (four directories, two files).
     // Outside the writable roots, as a real home is (the target directory, not /tmp).
@@ -234,6 +237,11 @@ pub(crate) fn main() {
         Mode { name: "hooks without landlock", samples: Vec::new(), cpu: Vec::new() },
         Mode { name: "server-wide sandbox (prepare + hooks)", samples: Vec::new(), cpu: Vec::new() },
         Mode { name: "server-wide + hidden secrets (prepare + hooks)", samples: Vec::new(), cpu: Vec::new() },
+        Mode {
+            name: "without the offline namespace (prepare + hooks)",
+            samples: Vec::new(),
+            cpu: Vec::new(),
+        },
     ];
     if bwrap.is_some() {
         modes.push(Mode { name: "bwrap", samples: Vec::new(), cpu: Vec::new() });
@@ -251,7 +259,7 @@ pub(crate) fn main() {
                     let code = spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &[]);
                     (started.elapsed(), code, None)
                 }
-                1 | 3 | 8 | 9 => {
+                1 | 3 | 8 | 9 | 10 => {
                     // Timed from `prepare` to the child's exit; mode 3 with the product's default hidden
                     // locations, mode 8 in the server-wide sandbox's PID namespace, mode 9 both (the product's
                     // default).
@@ -259,7 +267,8 @@ pub(crate) fn main() {
                         1 => &sandbox,
                         3 => &hiding,
                         8 => &shared,
-                        _ => &shared_hiding,
+                        9 => &shared_hiding,
+                        _ => &no_offline,
                     };
                     let prepared = chosen.prepare(request()).unwrap();
                     let code = spawn_in_pty(&true_bin, &true_argv, &envp, &cwd, &prepared.spawn.setup);
@@ -343,6 +352,14 @@ pub(crate) fn main() {
         "the same in CPU time: {:.2}; load average {}",
         sandboxed_cpu.as_secs_f64() / base_cpu.as_secs_f64(),
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    );
+    let without_offline = median(&mut modes[10].samples.clone());
+    let without_offline_cpu = median(&mut modes[10].cpu.clone());
+    println!(
+        "the offline network namespace (network off: lookups answered and recorded): {:+.1} us per command \
+         ({:+.1} us CPU)",
+        (sandboxed.as_secs_f64() - without_offline.as_secs_f64()) * 1e6,
+        (sandboxed_cpu.as_secs_f64() - without_offline_cpu.as_secs_f64()) * 1e6
     );
     let server_wide_cpu = median(&mut modes[8].cpu.clone());
     println!(

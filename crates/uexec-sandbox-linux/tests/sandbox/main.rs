@@ -14,6 +14,7 @@ mod network;
 mod planted;
 mod process;
 mod pty;
+mod refusals;
 mod template;
 mod tool_files;
 mod vfork;

@@ -30,18 +30,25 @@ attempt("inet-pair", lambda: socket.socketpair(socket.AF_INET))
 }
 
 #[test]
-fn network_sockets_fail_when_the_network_is_off_and_work_when_on() {
+fn network_sockets_reach_nothing_when_the_network_is_off_and_work_when_on() {
     let s = Scratch::new();
     let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
     let code = connect_probe(tcp.local_addr().unwrap().port(), udp.local_addr().unwrap().port());
 
+    // The command is in the offline namespace: TCP is denied by Landlock, the UDP datagram goes to the
+    // namespace's own loopback (never the host's listener), netlink and AF_INET pairs are seccomp's EPERM.
     let off = py(workspace_only(vec![], false), &s.ws, &code);
-    for name in ["tcp", "udp", "tcp6", "netlink", "inet-pair"] {
-        let line = off.stdout.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_default();
-        assert!(line.contains(&format!("errno {}", libc::EPERM)), "{name}: {off:?}");
+    let line = |name: &str| {
+        off.stdout.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_default().to_owned()
+    };
+    assert!(line("tcp").contains(&format!("errno {}", libc::EACCES)), "{off:?}");
+    for name in ["netlink", "inet-pair"] {
+        assert!(line(name).contains(&format!("errno {}", libc::EPERM)), "{name}: {off:?}");
     }
-    assert!(off.stdout.contains("Operation not permitted"));
+    let mut buf = [0u8; 8];
+    assert!(udp.recv(&mut buf).is_err(), "the sandboxed datagram reached the host: {off:?}");
 
     let on = py(workspace_only(vec![], true), &s.ws, &code);
     for name in ["tcp", "udp", "tcp6"] {
@@ -49,6 +56,75 @@ fn network_sockets_fail_when_the_network_is_off_and_work_when_on() {
     }
     tcp.set_nonblocking(true).unwrap();
     assert!(tcp.accept().is_ok(), "the sandboxed TCP connect with the network on did not arrive");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while udp.recv(&mut buf).is_err() {
+        assert!(std::time::Instant::now() < deadline, "the datagram with the network on did not arrive");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// With the network off a name lookup fails at once (the sandbox's responder answers REFUSED), and the sandbox
+/// records the name: `Sandbox::refusals` lists it as a lookup, and only the names looked up since the mark.
+/// The twins: `localhost` still resolves (from `/etc/hosts`) and is not recorded; with the network on nothing is
+/// recorded.
+#[test]
+fn a_lookup_with_the_network_off_fails_at_once_and_is_recorded() {
+    use uexec_domain::denial::Refusal;
+    use uexec_ports::{RefusalQuery, Sandbox};
+    let s = Scratch::new();
+    let sandbox = uexec_sandbox_linux::LinuxSandbox::default();
+    let code = r#"
+import socket, time
+t = time.monotonic()
+try:
+    socket.getaddrinfo("pkgs.example.org", 443); print("resolved")
+except socket.gaierror as e:
+    print("gaierror", e.errno)
+print("took", time.monotonic() - t)
+print("localhost", socket.getaddrinfo("localhost", 80)[0][4][0])
+"#;
+    let run = |network: bool| {
+        let policy = workspace_only(vec![], network);
+        let python = crate::common::python();
+        let argv = [python.to_str().unwrap(), "-c", code];
+        let mark = sandbox.refusal_mark();
+        let prepared = sandbox.prepare(crate::common::request(policy.clone(), &argv, &s.ws)).unwrap();
+        let probe = crate::common::run(&prepared);
+        let query = RefusalQuery {
+            mark,
+            policy: &policy,
+            workspace: &s.ws,
+            tmpdir: None,
+            cwd: &s.ws,
+            output: probe.stdout.as_bytes(),
+            exit_code: Some(probe.code),
+        };
+        let refusals = sandbox.refusals(&query);
+        (probe, refusals)
+    };
+    let (off, refusals) = run(false);
+    assert!(off.stdout.contains("gaierror"), "{off:?}");
+    let took: f64 = off.stdout.lines().find_map(|l| l.strip_prefix("took ")).unwrap().parse().unwrap();
+    assert!(took < 2.0, "the lookup took {took} s: {off:?}");
+    assert!(off.stdout.contains("localhost 127.0.0.1") || off.stdout.contains("localhost ::1"), "{off:?}");
+    assert_eq!(refusals, Some(vec![Refusal::Lookup { name: "pkgs.example.org".into() }]), "{off:?}");
+    let protections =
+        sandbox.prepare(crate::common::request(workspace_only(vec![], false), &["true"], &s.ws));
+    let report = protections.unwrap().report.to_string();
+    assert!(report.contains("uexec's responder"), "{report}");
+    // Only what was looked up since the mark.
+    let query = RefusalQuery {
+        mark: sandbox.refusal_mark(),
+        policy: &workspace_only(vec![], false),
+        workspace: &s.ws,
+        tmpdir: None,
+        cwd: &s.ws,
+        output: b"",
+        exit_code: Some(0),
+    };
+    assert_eq!(sandbox.refusals(&query), Some(Vec::new()));
+    let (_, refusals) = run(true);
+    assert_eq!(refusals, Some(Vec::new()), "nothing is recorded with the network on");
 }
 
 #[test]

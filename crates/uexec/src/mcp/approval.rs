@@ -694,6 +694,7 @@ mod tests {
         retry.denial = Some(uexec_domain::denial::DenialEvidence {
             exit_code: 1,
             line: Some("fatal: Permission denied\u{1b}[2J\u{202e}".into()),
+            refusals: Vec::new(),
         });
         let text = question_text(&retry, &SandboxPolicy::default(), ApprovalPolicy::OnFailure);
         assert!(text.contains("FULL ACCESS (no sandbox)"), "{text}");

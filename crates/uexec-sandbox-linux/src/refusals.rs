@@ -1,0 +1,86 @@
+//! What the sandbox refused a command (`Sandbox::refusals`): the name lookups the offline namespace's responder
+//! answered since the command's mark (recorded by the sandbox, never read from the output), and the failing
+//! paths and process operations the output names, matched against the plan the sandbox builds for the policy
+//! (`uexec_domain::denial::FilePlan`: writable roots, protected entries, hidden locations). The matching is the
+//! domain's; this module does the I/O (resolving the layout and the named paths).
+
+use std::path::{Path, PathBuf};
+
+use uexec_domain::denial::{self, FilePlan, Refusal};
+use uexec_domain::hidden::HiddenPaths;
+use uexec_domain::tool_files::ToolFiles;
+use uexec_ports::RefusalQuery;
+
+use crate::hidden::HiddenLayout;
+use crate::layout::FsLayout;
+
+/// The plan `query`'s command ran under, as the domain matches paths against it (`None` when the layout cannot
+/// be worked out now: a root removed since, say).
+fn file_plan(
+    query: &RefusalQuery<'_>,
+    hidden: &HiddenPaths,
+    tools: &ToolFiles,
+    budget: usize,
+) -> Option<FilePlan> {
+    let layout = FsLayout::resolve(query.policy, query.workspace, query.tmpdir, tools).ok()?;
+    let hidden = HiddenLayout::resolve(hidden, query.workspace, query.cwd, budget).ok()?;
+    let text = |paths: &[PathBuf]| paths.iter().map(|p| p.to_string_lossy().into_owned()).collect::<Vec<_>>();
+    let mut hidden_paths = text(&hidden.dirs);
+    hidden_paths.extend(text(&hidden.files));
+    Some(FilePlan {
+        read_only: !matches!(query.policy, uexec_domain::SandboxPolicy::WorkspaceWrite { .. }),
+        writable_roots: text(&layout.roots),
+        protected: text(&layout.protected),
+        hidden: hidden_paths,
+        writable_files: text(&layout.writable_files),
+    })
+}
+
+/// `path` as the kernel resolves it: canonical where it exists, else its parent canonical and its name kept
+/// (a file the command failed to create), else as written; a `/proc` path as written.
+fn canonical(path: &str) -> String {
+    // Under `/proc`, `self` resolves to this server, not to the command: keep the command's words.
+    if path == "/proc" || path.starts_with("/proc/") {
+        return path.to_owned();
+    }
+    let path = Path::new(path);
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return real.to_string_lossy().into_owned();
+    }
+    if let (Some(parent), Some(name)) = (path.parent(), path.file_name())
+        && let Ok(real) = std::fs::canonicalize(parent)
+    {
+        return real.join(name).to_string_lossy().into_owned();
+    }
+    path.to_string_lossy().into_owned()
+}
+
+/// The refusals the output of a command that failed shows, confirmed by the plan (see the module
+/// documentation).
+pub(crate) fn from_output(
+    query: &RefusalQuery<'_>,
+    hidden: &HiddenPaths,
+    tools: &ToolFiles,
+    budget: usize,
+) -> Vec<Refusal> {
+    let mut found = Vec::new();
+    let candidates = denial::failing_paths(query.output);
+    if !candidates.is_empty()
+        && let Some(plan) = file_plan(query, hidden, tools, budget)
+    {
+        let cwd = query.cwd.to_string_lossy();
+        let home = hidden.home.as_ref().map(|h| h.to_string_lossy().into_owned());
+        for (written, error) in candidates {
+            let Some(absolute) = denial::absolute_path(&written, &cwd, home.as_deref()) else { continue };
+            let path = canonical(&absolute);
+            if let Some(rule) = plan.classify(&path, error) {
+                let refusal = Refusal::File { path, rule };
+                if !found.contains(&refusal) {
+                    found.push(refusal);
+                }
+            }
+        }
+    }
+    found.extend(denial::process_refusals(query.output));
+    found
+}

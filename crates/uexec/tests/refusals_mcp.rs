@@ -1,0 +1,179 @@
+//! What the sandbox refused, end to end through `uexec mcp` and `uexec run`: with the network off a lookup fails
+//! at once and the response carries one note naming the name and how to allow it; writes outside the roots, to
+//! a protected entry and reads of a hidden path are noted with the path and the rule; each refusal is an audit
+//! record; under `on-failure` a denial whose wording the keywords miss is retried only through a question that
+//! shows the sandbox's evidence. Each denied probe is paired with an allowed twin that gets no note.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+/// A name no resolver answers for, looked up by curl.
+const LOOKUP: &str = "curl -sS https://pkgs.example.org/";
+/// How a response's warning begins the note (`uexec run` prints it with `[uexec] ` in front).
+const NOTE: &str = "sandbox refused: ";
+
+/// The wall time a response reports.
+fn wall_seconds(result: &Value) -> f64 {
+    let text = text(result);
+    let line = text.lines().find_map(|l| l.strip_prefix("Wall time: ")).unwrap_or_else(|| panic!("{text}"));
+    line.trim_end_matches(" seconds").parse().unwrap()
+}
+
+/// The audit log's records of `event`.
+fn records(audit: &std::path::Path, event: &str) -> Vec<Value> {
+    std::fs::read_to_string(audit)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["event"] == event)
+        .collect()
+}
+
+/// Wait (with a deadline) until the audit log holds `n` records of `event`.
+fn wait_records(audit: &std::path::Path, event: &str, n: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let found = records(audit, event);
+        if found.len() >= n || std::time::Instant::now() > deadline {
+            return found;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_lookup_with_the_network_off_fails_at_once_with_one_note_and_a_record() {
+    let ws = Workspace::new();
+    let audit = ws.outside.path().join("audit.jsonl");
+    let mut server = McpServer::start_initialized(&ws, &["--audit-log", audit.to_str().unwrap()], false);
+    let r = server.call("exec_command", json!({ "cmd": LOOKUP, "login": false }));
+    assert_eq!(exit_code(&r), Some(6), "{r}");
+    assert!(wall_seconds(&r) < 5.0, "the lookup did not fail at once: {r}");
+    let said = text(&r);
+    assert_eq!(said.matches(NOTE).count(), 1, "one note: {said}");
+    assert!(
+        said.contains(
+            "Warning: sandbox refused: lookup of pkgs.example.org (network off); allow: --allow-domain \
+             pkgs.example.org, network = true, or sandbox_permissions=require_escalated"
+        ),
+        "{said}"
+    );
+    let refused = wait_records(&audit, "sandbox_refused", 1);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    let refusal = &refused[0]["refusals"][0];
+    assert_eq!(refusal["kind"], "lookup", "{refusal}");
+    assert_eq!(refusal["name"], "pkgs.example.org", "{refusal}");
+    assert_eq!(refusal["source"], "sandbox", "{refusal}");
+    // The twin: a name the machine knows itself resolves, and nothing is noted or recorded.
+    let r = server.call("exec_command", json!({ "cmd": "getent hosts localhost", "login": false }));
+    assert_eq!(exit_code(&r), Some(0), "{r}");
+    assert!(!text(&r).contains(NOTE), "{r}");
+    assert_eq!(records(&audit, "sandbox_refused").len(), 1);
+}
+
+#[test]
+fn file_and_ptrace_refusals_name_the_path_and_the_rule() {
+    let ws = Workspace::new();
+    let git = std::process::Command::new("git").args(["init", "-q"]).current_dir(ws.path()).status().unwrap();
+    assert!(git.success());
+    // HOME is the workspace (see `uexec_command`): its `.ssh` is a hidden location inside the workspace.
+    for dir in [".ssh", "public"] {
+        std::fs::create_dir_all(ws.path().join(dir)).unwrap();
+        std::fs::write(ws.path().join(dir).join("id_rsa"), "KEY\n").unwrap();
+    }
+    let audit = ws.outside.path().join("audit.jsonl");
+    let mut server = McpServer::start_initialized(&ws, &["--audit-log", audit.to_str().unwrap()], false);
+    let ws_path = std::fs::canonicalize(ws.path()).unwrap();
+    let outside = std::fs::canonicalize(ws.outside.path()).unwrap().join("new.txt");
+    let cases = [
+        (
+            format!("echo x > {}", outside.display()),
+            format!(
+                "write to {} (outside the writable roots) [seen in the output]; allow: --writable-root",
+                outside.display()
+            ),
+            "echo x > inside.txt".to_owned(),
+        ),
+        (
+            "echo '[x]' >> .git/config".to_owned(),
+            format!("write to {}/.git/config (protected entry)", ws_path.display()),
+            "echo x > .git/description".to_owned(),
+        ),
+        (
+            "strace -f true".to_owned(),
+            "ptrace (debuggers and tracers are denied) [seen in the output]".to_owned(),
+            "strace -V".to_owned(),
+        ),
+        (
+            "cat .ssh/id_rsa".to_owned(),
+            format!("access to {0}/.ssh/id_rsa (hidden secret location {0}/.ssh)", ws_path.display()),
+            "cat public/id_rsa".to_owned(),
+        ),
+    ];
+    for (i, (denied, note, allowed)) in cases.iter().enumerate() {
+        let r = server.call("exec_command", json!({ "cmd": denied, "login": false }));
+        assert_ne!(exit_code(&r), Some(0), "{r}");
+        let said = text(&r);
+        assert_eq!(said.matches(NOTE).count(), 1, "{said}");
+        assert!(said.contains(note), "{note}: {said}");
+        assert!(!said.contains("KEY"), "{said}");
+        let records = wait_records(&audit, "sandbox_refused", i + 1);
+        assert_eq!(records.len(), i + 1, "{records:?}");
+        let kind = if denied.starts_with("strace") { "trace" } else { "file" };
+        assert_eq!(records[i]["refusals"][0]["kind"], kind, "{records:?}");
+        assert_eq!(records[i]["refusals"][0]["source"], "output", "{records:?}");
+        let r = server.call("exec_command", json!({ "cmd": allowed, "login": false }));
+        assert_eq!(exit_code(&r), Some(0), "{allowed}: {r}");
+        assert!(!text(&r).contains(NOTE), "{r}");
+    }
+    assert!(!outside.exists());
+}
+
+/// Under `on-failure` a denial the keywords miss (`Could not resolve host`) is one the sandbox recorded: the
+/// retry is asked about with that evidence (here declined: the output comes back with the note). Runs are
+/// judged only when they end within the early-exit grace, so a loaded machine may need a few tries.
+#[test]
+fn on_failure_asks_to_retry_a_denial_the_keywords_miss_showing_the_evidence() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &["--approval-policy", "on-failure"], true);
+    for _ in 0..8 {
+        server.answers = vec!["deny".into()];
+        let asked = server.elicitations.len();
+        let r = server.call("exec_command", json!({ "cmd": LOOKUP, "login": false }));
+        assert_eq!(exit_code(&r), Some(6), "{r}");
+        if server.elicitations.len() == asked {
+            assert!(wall_seconds(&r) > 0.1, "a quick run with evidence was not asked about: {r}");
+            continue;
+        }
+        let message = server.elicitations[asked]["message"].as_str().unwrap().to_owned();
+        assert!(
+            message.contains("the sandbox refused: lookup of pkgs.example.org (network off)"),
+            "{message}"
+        );
+        assert!(message.contains("FULL ACCESS"), "{message}");
+        let said = text(&r);
+        assert!(said.contains("lookup of pkgs.example.org") && said.contains("a person declined"), "{said}");
+        return;
+    }
+    panic!("no run ended within the early-exit grace");
+}
+
+#[test]
+fn uexec_run_prints_the_note_on_stderr() {
+    let ws = Workspace::new();
+    let out = uexec_command(&ws, &["run", "--", "bash", "-c", LOOKUP]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{stderr}");
+    assert_eq!(
+        stderr.matches("[uexec] sandbox refused: lookup of pkgs.example.org (network off)").count(),
+        1,
+        "{stderr}"
+    );
+    // The twin: a command that looks nothing up gets no note.
+    let out = uexec_command(&ws, &["run", "--", "bash", "-c", "getent hosts localhost"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !stderr.contains(NOTE), "{stderr}");
+}
