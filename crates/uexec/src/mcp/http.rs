@@ -690,6 +690,16 @@ pub async fn serve(
         TokenOrigin::File(_) => None,
     };
     announce(local, generated.as_deref());
+    let _control = crate::control::server::start(
+        settings,
+        "http",
+        Some(local.to_string()),
+        {
+            let fleet = Arc::clone(&fleet);
+            Arc::new(move || lock(&fleet.engines).iter().map(|(id, engine)| (*id, engine.clone())).collect())
+        },
+        blueprint.audit.clone(),
+    );
 
     let reaper = tokio::spawn(reap(Arc::clone(&fleet), Arc::clone(&router.sessions), stop.clone()));
     let mut connections = tokio::task::JoinSet::new();

@@ -39,6 +39,7 @@ pub async fn serve(
 ) -> Result<StopReason> {
     let approver =
         Arc::new(approval::McpApprover::new(settings.approval_policy, settings.sandbox_policy.clone()));
+    let control_audit = audit.clone();
     let (setup, proxy) =
         crate::proxy::prepare(settings, audit, Some(approver.clone() as Arc<dyn crate::proxy::DomainAsker>))?;
     let refusals = proxy.as_ref().map(crate::proxy::Pending::refusals);
@@ -51,6 +52,15 @@ pub async fn serve(
     let engine = Engine::new(
         config,
         EngineDeps { spawner: crate::platform::spawner(), sandbox, approver: approver.clone(), events },
+    );
+    // The person's way to the sessions (`uexec sessions`, `uexec attach`): one client, numbered 0.
+    let controlled = engine.clone();
+    let _control = crate::control::server::start(
+        settings,
+        "stdio",
+        None,
+        Arc::new(move || vec![(0, controlled.clone())]),
+        control_audit,
     );
     let instructions = instructions(settings);
     let handler = server::UexecServer::new(engine.clone(), approver, instructions).with_refusals(refusals);
