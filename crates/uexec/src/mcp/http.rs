@@ -375,6 +375,7 @@ struct Router {
     token: AuthToken,
     /// Connections that have not presented the token, for `uexec_http_connections_dropped_total`.
     gate: Arc<Gate>,
+    operator: super::operator::Operator,
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response<HttpBody> {
@@ -428,7 +429,14 @@ impl Router {
             }
             _ => {}
         }
-        if !authorized(&self.token, request.headers()) {
+        let authorized = authorized(&self.token, request.headers());
+        if let Some(response) = self.operator.route(request.method(), path, authorized).await {
+            if authorized {
+                ticket.pass();
+            }
+            return response;
+        }
+        if !authorized {
             self.fleet.metrics.unauthorized();
             let mut response = Response::new(Full::new(Bytes::new()).boxed());
             *response.status_mut() = StatusCode::UNAUTHORIZED;
@@ -628,11 +636,12 @@ pub async fn serve(
     config.id_seed = id_seed;
     config.limits.max_sessions = server.sessions_per_client;
     config.limits.warning_sessions = config.limits.warning_sessions.min(server.sessions_per_client);
+    let pending = super::operator::PendingApprovals::new(events);
     let blueprint = Arc::new(Blueprint {
         config,
         settings: settings.clone(),
         instructions: super::instructions(settings),
-        events,
+        events: pending.clone(),
         audit,
         proxy_limits,
     });
@@ -669,12 +678,27 @@ pub async fn serve(
         http_config,
     );
     let gate = Gate::new(budget.preauth_per_peer, budget.preauth_total);
+    let clients: crate::control::server::Clients = {
+        let fleet = Arc::clone(&fleet);
+        Arc::new(move || lock(&fleet.engines).iter().map(|(id, engine)| (*id, engine.clone())).collect())
+    };
     let router = Arc::new(Router {
         fleet: Arc::clone(&fleet),
         mcp,
         sessions: Arc::clone(&sessions),
         token: server.token.clone(),
         gate: Arc::clone(&gate),
+        operator: super::operator::Operator::new(
+            crate::control::ServerInfo {
+                pid: std::process::id(),
+                kind: "http".into(),
+                cwd: settings.cwd.clone(),
+                listen: Some(server.listen.to_string()),
+            },
+            clients.clone(),
+            blueprint.audit.clone(),
+            Some(pending),
+        ),
     });
 
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
@@ -694,10 +718,7 @@ pub async fn serve(
         settings,
         "http",
         Some(local.to_string()),
-        {
-            let fleet = Arc::clone(&fleet);
-            Arc::new(move || lock(&fleet.engines).iter().map(|(id, engine)| (*id, engine.clone())).collect())
-        },
+        clients,
         blueprint.audit.clone(),
     );
 

@@ -7,6 +7,7 @@
 pub mod approval;
 pub mod gate;
 pub mod http;
+pub mod operator;
 pub mod server;
 pub mod tools;
 pub mod transport;
