@@ -72,9 +72,11 @@ pub fn shell_split(data: &[u8]) {
     for shell in [&["bash", "-lc"][..], &["sh", "-c"], &["/bin/zsh", "-c"], &["./bash", "-c"]] {
         let mut argv: Vec<String> = shell.iter().map(|s| (*s).to_owned()).collect();
         argv.push(script.to_owned());
-        let _ = command::is_known_safe_command(&argv);
-        let _ = command::commands_in_order(&argv);
-        let _ = command::canonical_command(&argv);
+        let argv = command::ParsedCommand::new(argv);
+        let _ = argv.canonical();
+        if argv.is_read_only() {
+            assert!(argv.commands_in_order().is_some(), "a read-only command whose commands are unknown");
+        }
         let rules = CommandRules {
             rules: vec![
                 PrefixRule { prefix: vec!["rm".to_owned()], decision: RuleDecision::Forbid },
@@ -85,14 +87,14 @@ pub fn shell_split(data: &[u8]) {
         let decision = rules.evaluate(&argv);
         let forbidden_first = command::parse_plain_script(script)
             .is_some_and(|commands| commands.iter().any(|c| c.first().is_some_and(|w| w == "rm")));
-        if forbidden_first && command::trusted_shell_script(&argv).is_some() {
+        if forbidden_first && argv.trusted_script().is_some() {
             assert_eq!(decision, Some(RuleDecision::Forbid), "{argv:?}");
         }
         let _ = session_prefix_offer(&["git".to_owned()], &argv);
     }
     let words: Vec<String> = script.split(' ').map(str::to_owned).collect();
-    let _ = command::is_known_safe_command(&words);
-    let _ = command::canonical_command(&words);
+    let words = command::ParsedCommand::new(words);
+    let _ = (words.is_read_only(), words.canonical());
 }
 
 /// The `apply_patch` parser and the pure application: a patch that parses renders to text that parses again to

@@ -14,6 +14,13 @@ const TMPDIR_LITERAL: &str = concat!("\"TMP", "DIR\"");
 /// start.
 const TMPDIR_READERS: [&str; 2] = ["crates/uexec-engine/src/placement.rs", "crates/uexec/src/settings.rs"];
 
+/// The splitter's call, spelled in two halves like [`TMPDIR_LITERAL`].
+const SPLITTER_CALL: &str = concat!("parse_plain", "_script(");
+
+/// The files that may split a script: the domain's command module (which builds `ParsedCommand`, the one parse
+/// of a call) and the fuzz body that tests the splitter itself.
+const SPLITTERS: [&str; 2] = ["crates/uexec-domain/src/command.rs", "tests/src/fuzz.rs"];
+
 pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
     let mut problems = Vec::new();
     let mut files = Vec::new();
@@ -39,6 +46,13 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
                     "{rel}:{}: `$TMPDIR` is read only in {} (one fact of uexec_domain::trust)",
                     n + 1,
                     TMPDIR_READERS.join(" and ")
+                ));
+            }
+            // A command is parsed once per call (`uexec_domain::command::ParsedCommand`).
+            if line.contains(SPLITTER_CALL) && !SPLITTERS.contains(&rel.as_str()) {
+                problems.push(format!(
+                    "{rel}:{}: a script is split only by uexec_domain::command::ParsedCommand (parsed once a call)",
+                    n + 1
                 ));
             }
         }
@@ -94,9 +108,15 @@ mod tests {
         fs::write(src.join("lib.rs"), format!("fn f() {{ {}\"x\") }}\n", concat!("todo", "!("))).unwrap();
         let reads = format!("//! Reads it.\nfn g() {{ std::env::var_os({TMPDIR_LITERAL}); }}\n");
         fs::write(src.join("tmp.rs"), reads).unwrap();
+        let splits = format!("//! Splits again.\nfn h() {{ {SPLITTER_CALL}\"ls\"); }}\n");
+        fs::write(src.join("split.rs"), splits).unwrap();
         let problems = check(&dir).unwrap();
         fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(problems.len(), 3, "{problems:#?}");
+        assert_eq!(problems.len(), 4, "{problems:#?}");
+        assert!(
+            problems.iter().any(|p| p.contains("split.rs:2") && p.contains("parsed once")),
+            "{problems:#?}"
+        );
         assert!(
             problems.iter().any(|p| p.contains("tmp.rs:2") && p.contains("is read only in")),
             "{problems:#?}"

@@ -24,17 +24,29 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::command::canonical_command;
+use crate::command::ParsedCommand;
 use crate::denial::DenialEvidence;
 use crate::policy::{ApprovalPolicy, SandboxPermissions};
 use crate::rules::RuleDecision;
+
+/// Why the engine asks a person (the kind of question, `crate::question::headline`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalKind {
+    /// The approval policy needs a person's yes before the first run (e.g. `untrusted` and not known-safe).
+    Run,
+    /// The caller asked to run outside the sandbox (`require_escalated`).
+    Escalation,
+    /// The sandbox denied the command; may it run again without the sandbox?
+    RetryWithoutSandbox,
+}
 
 /// What a remembered "approved for session" decision is keyed by: the canonical command (a `bash -lc` script
 /// that is one plain command is keyed as that command's argv, so `bash -lc 'ls -la'` and `ls -la` share a
 /// key), the working directory, whether it runs in a PTY, and the sandbox permissions asked for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ApprovalKey {
-    /// The canonical command (see [`canonical_command`]).
+    /// The canonical command (see [`ParsedCommand::canonical`]).
     pub command: Vec<String>,
     /// The working directory.
     pub cwd: PathBuf,
@@ -45,9 +57,9 @@ pub struct ApprovalKey {
 }
 
 impl ApprovalKey {
-    /// The key for `argv` run in `cwd`.
-    pub fn new(argv: &[String], cwd: &Path, tty: bool, permissions: SandboxPermissions) -> Self {
-        ApprovalKey { command: canonical_command(argv), cwd: cwd.to_path_buf(), tty, permissions }
+    /// The key for `command` run in `cwd`.
+    pub fn new(command: &ParsedCommand, cwd: &Path, tty: bool, permissions: SandboxPermissions) -> Self {
+        ApprovalKey { command: command.canonical(), cwd: cwd.to_path_buf(), tty, permissions }
     }
 }
 
@@ -96,7 +108,7 @@ pub struct ApprovalInput {
     pub policy: ApprovalPolicy,
     /// What the caller asked for.
     pub permissions: SandboxPermissions,
-    /// Whether the command is known-safe: read-only words (`uexec_domain::command::is_known_safe_command`) and
+    /// Whether the command is known-safe: read-only words (`uexec_domain::command::ParsedCommand::is_read_only`) and
     /// nothing it runs chosen by a file in a writable root (`uexec_domain::known_safe::check_known_safe`).
     pub known_safe: bool,
     /// What the command rules say about it, if any rule matches (`uexec_domain::rules::CommandRules::evaluate`).
@@ -228,33 +240,37 @@ mod tests {
         words.iter().map(|w| (*w).to_owned()).collect()
     }
 
+    fn parsed(words: &[&str]) -> ParsedCommand {
+        ParsedCommand::new(argv(words))
+    }
+
     #[test]
     fn key_uses_the_canonical_command() {
         let cwd = Path::new("/w");
         let script =
-            ApprovalKey::new(&argv(&["bash", "-lc", "ls -la"]), cwd, false, SandboxPermissions::UseDefault);
-        let plain = ApprovalKey::new(&argv(&["ls", "-la"]), cwd, false, SandboxPermissions::UseDefault);
+            ApprovalKey::new(&parsed(&["bash", "-lc", "ls -la"]), cwd, false, SandboxPermissions::UseDefault);
+        let plain = ApprovalKey::new(&parsed(&["ls", "-la"]), cwd, false, SandboxPermissions::UseDefault);
         assert_eq!(script, plain);
         assert_eq!(plain.command, argv(&["ls", "-la"]));
     }
 
     #[test]
     fn key_distinguishes_cwd_tty_permissions_and_compound_scripts() {
-        let base = ApprovalKey::new(&argv(&["ls"]), Path::new("/w"), false, SandboxPermissions::UseDefault);
+        let base = ApprovalKey::new(&parsed(&["ls"]), Path::new("/w"), false, SandboxPermissions::UseDefault);
         assert_ne!(
             base,
-            ApprovalKey::new(&argv(&["ls"]), Path::new("/x"), false, SandboxPermissions::UseDefault)
+            ApprovalKey::new(&parsed(&["ls"]), Path::new("/x"), false, SandboxPermissions::UseDefault)
         );
         assert_ne!(
             base,
-            ApprovalKey::new(&argv(&["ls"]), Path::new("/w"), true, SandboxPermissions::UseDefault)
+            ApprovalKey::new(&parsed(&["ls"]), Path::new("/w"), true, SandboxPermissions::UseDefault)
         );
         assert_ne!(
             base,
-            ApprovalKey::new(&argv(&["ls"]), Path::new("/w"), false, SandboxPermissions::RequireEscalated)
+            ApprovalKey::new(&parsed(&["ls"]), Path::new("/w"), false, SandboxPermissions::RequireEscalated)
         );
         let compound = ApprovalKey::new(
-            &argv(&["bash", "-lc", "ls && rm x"]),
+            &parsed(&["bash", "-lc", "ls && rm x"]),
             Path::new("/w"),
             false,
             SandboxPermissions::UseDefault,

@@ -1,6 +1,11 @@
 //! Commands as argv: splitting a `bash -lc` script into plain sub-commands, the known-safe (read-only) command
 //! classifier of the `untrusted` approval policy, and the canonical form used as an approval cache key (spec A6).
 //!
+//! A command is parsed once per call into a [`ParsedCommand`]: its words, the shell and how it was named, the
+//! script's plain commands, every command it runs in order, whether its words only read, and what it says of
+//! `apply_patch`. The known-safe rule, the command rules, prefix offers and approvals, the approval key and the
+//! text a person reads all take that value; nothing outside this module splits a script again.
+//!
 //! The splitter is deliberately small and conservative: it accepts only scripts whose meaning is a list of plain
 //! commands with literal words, and answers `None` for everything else, so nothing it cannot fully understand is
 //! ever classified as safe.
@@ -57,7 +62,7 @@ const RESERVED_WORDS: [&str; 17] = [
 ];
 
 /// How deep `bash -lc "bash -lc '...'"` nesting is followed before giving up (not safe).
-const MAX_SHELL_NESTING: usize = 4;
+pub const MAX_SHELL_NESTING: usize = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
@@ -174,6 +179,243 @@ fn tokenize(script: &str) -> Option<Vec<Token>> {
     Some(tokens)
 }
 
+/// How the shell of a `[shell, -lc|-c, script]` command was named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShellNaming {
+    /// Bare (`bash`): the one found on `PATH`.
+    Bare,
+    /// By its path in a system directory (`/bin/bash`, `/usr/bin/zsh`).
+    SystemPath,
+    /// By any other path (`./bash`, `/tmp/x/bash`, a caller's `shell` argument): it may be any program a caller
+    /// planted under that name, so its script says nothing about what runs.
+    OtherPath,
+}
+
+impl ShellNaming {
+    /// Whether the shell is trusted to be the real bash, sh or zsh.
+    pub fn is_trusted(self) -> bool {
+        self != ShellNaming::OtherPath
+    }
+}
+
+/// What a shell script says of `apply_patch` (`crate::patch`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApplyPatchForm {
+    /// Nothing: not a shell script, or a script without an `apply_patch` call.
+    Absent,
+    /// The whole script is one `apply_patch` call (after a prelude of `cd`/`set` commands).
+    Whole(crate::patch::PatchInvocation),
+    /// The script is a bare patch (`*** Begin Patch` ...), which a shell would run line by line.
+    BarePatch,
+    /// An `apply_patch` call among other commands, which a shell would answer with "command not found".
+    AmongOthers,
+}
+
+/// A command as every rule reads it, parsed once per call: its argv (which it dereferences to) and what the
+/// rules need of it. Serialized as its argv; built from one with [`ParsedCommand::new`] or `From<Vec<String>>`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(from = "Vec<String>", into = "Vec<String>")]
+pub struct ParsedCommand {
+    argv: Vec<String>,
+    /// How the shell was named, when `argv` is `[bash|sh|zsh, -lc|-c, script]`.
+    shell: Option<ShellNaming>,
+    /// The script's plain commands (whatever the shell's naming), `None` when the splitter refuses it.
+    script_commands: Option<Vec<Vec<String>>>,
+    /// Every command it runs, in order ([`ParsedCommand::commands_in_order`]).
+    in_order: Option<Vec<Vec<String>>>,
+    read_only: bool,
+    apply_patch: ApplyPatchForm,
+}
+
+impl ParsedCommand {
+    /// Parse `argv` (each script once, nested scripts included).
+    pub fn new(argv: Vec<String>) -> Self {
+        let script = shell_script(&argv);
+        let shell = script.and_then(|_| argv.first()).map(|shell| shell_naming(shell));
+        let script_commands = script.and_then(parse_plain_script);
+        let mut in_order = Vec::new();
+        let in_order = walk(&argv, script_commands.as_deref(), 0, &mut in_order).map(|()| in_order);
+        let read_only = in_order.as_deref().is_some_and(|commands| {
+            commands.iter().all(|command| match shell_script(command) {
+                Some(_) => trusted_shell_script(command).is_some(),
+                None => program_is_read_only(command),
+            })
+        });
+        let apply_patch = match &argv[..] {
+            [shell, _, script] if is_patch_shell(shell) => apply_patch_form(script),
+            _ => ApplyPatchForm::Absent,
+        };
+        ParsedCommand { argv, shell, script_commands, in_order, read_only, apply_patch }
+    }
+
+    /// The words.
+    pub fn argv(&self) -> &[String] {
+        &self.argv
+    }
+
+    /// The script of `[shell, -lc|-c, script]` when the shell is bash, sh or zsh, however it was named.
+    pub fn script(&self) -> Option<&str> {
+        self.shell.and_then(|_| self.argv.get(2)).map(String::as_str)
+    }
+
+    /// How the shell was named, when the command is a shell script.
+    pub fn shell_naming(&self) -> Option<ShellNaming> {
+        self.shell
+    }
+
+    /// The script when the shell is trusted to be the real bash, sh or zsh ([`ShellNaming::is_trusted`]).
+    pub fn trusted_script(&self) -> Option<&str> {
+        self.script().filter(|_| self.shell.is_some_and(ShellNaming::is_trusted))
+    }
+
+    /// A shell script whose shell was named by a path that may hold any program.
+    pub fn untrusted_shell(&self) -> bool {
+        self.shell == Some(ShellNaming::OtherPath)
+    }
+
+    /// The script's plain commands, whatever its shell's naming; `None` when it is not a script or the
+    /// splitter refuses it ([`parse_plain_script`]).
+    pub fn script_commands(&self) -> Option<&[Vec<String>]> {
+        self.script_commands.as_deref()
+    }
+
+    /// The plain commands a person reads the command as: a trusted shell's script's commands, or the argv
+    /// itself when it is not a shell script; `None` for a shell named by an untrusted path or a script the
+    /// splitter refuses (nothing can be said of what runs).
+    pub fn plain_commands(&self) -> Option<Vec<&[String]>> {
+        match self.shell {
+            None => Some(vec![&self.argv[..]]),
+            Some(naming) if naming.is_trusted() => {
+                Some(self.script_commands.as_ref()?.iter().map(Vec::as_slice).collect())
+            }
+            Some(_) => None,
+        }
+    }
+
+    /// Every command it runs, in the order a shell runs them: the argv itself and, when it is a trusted shell
+    /// script, each of its sub-commands (and theirs, for nested shells), depth first. `None` when a script
+    /// cannot be split or nests deeper than [`MAX_SHELL_NESTING`]. The known-safe rule walks this list to learn
+    /// which programs run, which shells start, and whether a `cd` comes before a `git`.
+    pub fn commands_in_order(&self) -> Option<&[Vec<String>]> {
+        self.in_order.as_deref()
+    }
+
+    /// True when its words only read: the plain commands of spec A6 with any arguments, read-only forms of
+    /// `find`, `git`, `sed -n`, `rg` and `uniq`, and trusted shell scripts all of whose sub-commands are
+    /// read-only. Programs named with a path (`/bin/ls`, `./ls`) are not. This judges the words only: a command
+    /// is known safe when, in addition, nothing it runs was chosen by a writable file
+    /// ([`crate::known_safe::check_known_safe`]).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The command as an approval cache key: a trusted shell script that is exactly one plain command is that
+    /// command's argv; anything else is the argv unchanged.
+    pub fn canonical(&self) -> Vec<String> {
+        match self.plain_commands().as_deref() {
+            Some([only]) if self.shell.is_some() => only.to_vec(),
+            _ => self.argv.clone(),
+        }
+    }
+
+    /// What the script says of `apply_patch`.
+    pub fn apply_patch(&self) -> &ApplyPatchForm {
+        &self.apply_patch
+    }
+
+    /// The same shell script run with `-lc` (`login`) or `-c`: the flag changes nothing the parse found.
+    pub fn with_login(mut self, login: bool) -> Self {
+        if self.shell.is_some() {
+            let flag = if login { "-lc" } else { "-c" };
+            self.argv[1] = flag.to_owned();
+            if let Some(first) = self.in_order.as_mut().and_then(|commands| commands.first_mut()) {
+                first[1] = flag.to_owned();
+            }
+        }
+        self
+    }
+}
+
+impl std::ops::Deref for ParsedCommand {
+    type Target = [String];
+
+    fn deref(&self) -> &[String] {
+        &self.argv
+    }
+}
+
+impl From<Vec<String>> for ParsedCommand {
+    fn from(argv: Vec<String>) -> Self {
+        ParsedCommand::new(argv)
+    }
+}
+
+impl From<ParsedCommand> for Vec<String> {
+    fn from(command: ParsedCommand) -> Self {
+        command.argv
+    }
+}
+
+impl PartialEq<Vec<String>> for ParsedCommand {
+    fn eq(&self, other: &Vec<String>) -> bool {
+        &self.argv == other
+    }
+}
+
+fn shell_naming(shell: &str) -> ShellNaming {
+    if !shell.contains('/') {
+        ShellNaming::Bare
+    } else if SYSTEM_SHELL_DIRS
+        .iter()
+        .any(|dir| shell.strip_prefix(dir).is_some_and(|name| !name.contains('/')))
+    {
+        ShellNaming::SystemPath
+    } else {
+        ShellNaming::OtherPath
+    }
+}
+
+/// Shells whose scripts are read for an `apply_patch` call (by name, wherever they are: the call is never run
+/// by the shell but by the configured patch program).
+fn is_patch_shell(shell: &str) -> bool {
+    let name = shell.rsplit('/').next().unwrap_or(shell);
+    SHELLS.contains(&name)
+}
+
+fn apply_patch_form(script: &str) -> ApplyPatchForm {
+    if let Some(call) = crate::patch::shell_invocation(script) {
+        ApplyPatchForm::Whole(call)
+    } else if crate::patch::parse_patch(script).is_ok() {
+        ApplyPatchForm::BarePatch
+    } else if crate::patch::calls_apply_patch(script) {
+        ApplyPatchForm::AmongOthers
+    } else {
+        ApplyPatchForm::Absent
+    }
+}
+
+/// Pushes `argv` and, when it is a trusted shell script (whose plain commands are `commands`), the commands it
+/// runs, depth first; `None` when a script cannot be split or nests too deep. Each nested script is split once.
+fn walk(
+    argv: &[String],
+    commands: Option<&[Vec<String>]>,
+    depth: usize,
+    out: &mut Vec<Vec<String>>,
+) -> Option<()> {
+    out.push(argv.to_vec());
+    if trusted_shell_script(argv).is_none() {
+        return Some(());
+    }
+    if depth >= MAX_SHELL_NESTING {
+        return None;
+    }
+    for command in commands? {
+        let nested = trusted_shell_script(command).and_then(parse_plain_script);
+        walk(command, nested.as_deref(), depth + 1, out)?;
+    }
+    Some(())
+}
+
 /// Splits a `bash -lc` script into its plain sub-commands (argv each), joined by `&&`, `||`, `;`, `|` or
 /// newlines. Words may be bare, single-quoted, double-quoted (without `$` or backticks inside) or
 /// backslash-escaped. Anything else gives `None`: redirections, subshells, command or variable substitution,
@@ -220,7 +462,7 @@ pub fn parse_plain_script(script: &str) -> Option<Vec<Vec<String>>> {
 }
 
 /// The script of `[shell, "-lc" | "-c", script]` when `shell` (possibly with a directory) is bash, sh or zsh.
-pub fn shell_script(argv: &[String]) -> Option<&str> {
+fn shell_script(argv: &[String]) -> Option<&str> {
     let [shell, flag, script] = argv else {
         return None;
     };
@@ -242,33 +484,13 @@ const SYSTEM_SHELL_DIRS: [&str; 6] = [
 /// by its path in a system directory. A shell named by any other path (`./bash`, `/tmp/x/bash`, the `shell`
 /// argument of a call) may be any program the caller planted under that name: its "script" says nothing about
 /// what runs, so it is neither known-safe nor keyed as the script's command.
-pub fn trusted_shell_script(argv: &[String]) -> Option<&str> {
+fn trusted_shell_script(argv: &[String]) -> Option<&str> {
     let script = shell_script(argv)?;
-    let shell = argv.first()?;
-    let trusted = !shell.contains('/')
-        || SYSTEM_SHELL_DIRS
-            .iter()
-            .any(|dir| shell.strip_prefix(dir).is_some_and(|name| !name.contains('/')));
-    trusted.then_some(script)
+    shell_naming(argv.first()?).is_trusted().then_some(script)
 }
 
-/// True when `argv` only reads: the plain commands of spec A6 with any arguments, read-only forms of `find`,
-/// `git`, `sed -n`, `rg` and `uniq`, and shell scripts all of whose sub-commands are known-safe. Programs named
-/// with a path (`/bin/ls`, `./ls`) are not known-safe. This judges the words only: a command is known safe when,
-/// in addition, nothing it runs was chosen by a writable file ([`crate::known_safe::check_known_safe`]).
-pub fn is_known_safe_command(argv: &[String]) -> bool {
-    is_safe_at_depth(argv, 0)
-}
-
-fn is_safe_at_depth(argv: &[String], depth: usize) -> bool {
-    if shell_script(argv).is_some() && trusted_shell_script(argv).is_none() {
-        return false;
-    }
-    if let Some(script) = trusted_shell_script(argv) {
-        return depth < MAX_SHELL_NESTING
-            && parse_plain_script(script)
-                .is_some_and(|commands| commands.iter().all(|c| is_safe_at_depth(c, depth + 1)));
-    }
+/// Whether one plain command (not a shell script) only reads, by its program and arguments.
+fn program_is_read_only(argv: &[String]) -> bool {
     let Some((program, args)) = argv.split_first() else {
         return false;
     };
@@ -281,29 +503,6 @@ fn is_safe_at_depth(argv: &[String], depth: usize) -> bool {
         "uniq" => is_safe_uniq(args),
         _ => false,
     }
-}
-
-/// Every command `argv` runs, in the order a shell runs them: `argv` itself and, when it is a trusted shell
-/// script, each of its sub-commands (and theirs, for nested shells), depth first. `None` when a script cannot be
-/// split or nests deeper than [`is_known_safe_command`] follows. The known-safe rule walks this list to learn
-/// which programs run, which shells start, and whether a `cd` comes before a `git`.
-pub fn commands_in_order(argv: &[String]) -> Option<Vec<Vec<String>>> {
-    let mut out = Vec::new();
-    collect_commands(argv, 0, &mut out)?;
-    Some(out)
-}
-
-fn collect_commands(argv: &[String], depth: usize, out: &mut Vec<Vec<String>>) -> Option<()> {
-    out.push(argv.to_vec());
-    if let Some(script) = trusted_shell_script(argv) {
-        if depth >= MAX_SHELL_NESTING {
-            return None;
-        }
-        for command in parse_plain_script(script)? {
-            collect_commands(&command, depth + 1, out)?;
-        }
-    }
-    Some(())
 }
 
 /// `rg` without options that run other programs (`--pre`, `--hostname-bin`, `-z`/`--search-zip`).
@@ -404,19 +603,6 @@ fn is_safe_uniq(args: &[String]) -> bool {
     operands <= 1
 }
 
-/// The command as an approval cache key: a shell script that is exactly one plain command is that command's
-/// argv; anything else is `argv` unchanged.
-pub fn canonical_command(argv: &[String]) -> Vec<String> {
-    if let Some(script) = trusted_shell_script(argv)
-        && let Some(mut commands) = parse_plain_script(script)
-        && commands.len() == 1
-        && let Some(command) = commands.pop()
-    {
-        return command;
-    }
-    argv.to_vec()
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
@@ -434,6 +620,14 @@ mod tests {
 
     fn cmds(commands: &[&[&str]]) -> Option<Vec<Vec<String>>> {
         Some(commands.iter().map(|c| argv(c)).collect())
+    }
+
+    fn is_known_safe_command(argv: &[String]) -> bool {
+        ParsedCommand::new(argv.to_vec()).is_read_only()
+    }
+
+    fn canonical_command(argv: &[String]) -> Vec<String> {
+        ParsedCommand::new(argv.to_vec()).canonical()
     }
 
     #[test]
@@ -631,8 +825,61 @@ mod tests {
         assert_eq!(canonical_command(&argv(&["ls", "-l"])), argv(&["ls", "-l"]));
     }
 
+    #[test]
+    fn a_parsed_command_names_its_shell_and_its_apply_patch_form() {
+        let naming = |shell: &str| ParsedCommand::new(argv(&[shell, "-c", "ls"])).shell_naming();
+        assert_eq!(naming("bash"), Some(ShellNaming::Bare));
+        assert_eq!(naming("/usr/bin/zsh"), Some(ShellNaming::SystemPath));
+        assert_eq!(naming("/tmp/x/bash"), Some(ShellNaming::OtherPath));
+        assert_eq!(naming("/bin/x/bash"), Some(ShellNaming::OtherPath));
+        assert_eq!(naming("python3"), None);
+        let planted = ParsedCommand::new(argv(&["./bash", "-lc", "ls && pwd"]));
+        assert!(planted.untrusted_shell() && planted.trusted_script().is_none());
+        assert_eq!(planted.script_commands(), cmds(&[&["ls"], &["pwd"]]).as_deref());
+        assert_eq!(planted.plain_commands(), None, "what a planted shell runs cannot be read");
+        assert!(!planted.is_read_only());
+        let plain = ParsedCommand::new(argv(&["git", "status"]));
+        assert_eq!(plain.plain_commands(), Some(vec![plain.argv()]));
+
+        let patch = "*** Begin Patch\n*** Add File: a\n+x\n*** End Patch\n";
+        let whole = ParsedCommand::new(bash(&format!("apply_patch <<'EOF'\n{patch}EOF\n")));
+        assert!(
+            matches!(whole.apply_patch(), ApplyPatchForm::Whole(call) if call.patch.trim_end() == patch.trim_end()),
+            "{whole:?}"
+        );
+        assert_eq!(ParsedCommand::new(bash(patch)).apply_patch(), &ApplyPatchForm::BarePatch);
+        let among = bash(&format!("ls && apply_patch <<'EOF'\n{patch}EOF\n"));
+        assert_eq!(ParsedCommand::new(among).apply_patch(), &ApplyPatchForm::AmongOthers);
+        assert_eq!(ParsedCommand::new(bash("ls")).apply_patch(), &ApplyPatchForm::Absent);
+        assert_eq!(ParsedCommand::new(argv(&["apply_patch", patch])).apply_patch(), &ApplyPatchForm::Absent);
+    }
+
+    #[test]
+    fn a_parsed_command_serializes_as_its_argv() {
+        let command = ParsedCommand::new(bash("git status"));
+        let json = serde_json::to_value(&command).unwrap();
+        assert_eq!(json, serde_json::json!(["bash", "-lc", "git status"]));
+        assert_eq!(serde_json::from_value::<ParsedCommand>(json).unwrap(), command);
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Changing the login flag of a parsed command is parsing the command with that flag.
+        #[test]
+        fn the_login_flag_changes_nothing_the_parse_found(
+            script in "[a-z '\"\\\\;|&=#\n-]{0,30}",
+            shell in prop_oneof![Just("bash"), Just("/bin/sh"), Just("./zsh"), Just("python3")],
+            login: bool,
+        ) {
+            let flag = if login { "-lc" } else { "-c" };
+            let other = if login { "-c" } else { "-lc" };
+            let switched = ParsedCommand::new(argv(&[shell, other, &script])).with_login(login);
+            let parsed = ParsedCommand::new(argv(&[shell, flag, &script]));
+            if parsed.shell_naming().is_some() {
+                prop_assert_eq!(switched, parsed);
+            }
+        }
 
         /// Quoting any argv and splitting it again gives the argv back.
         #[test]

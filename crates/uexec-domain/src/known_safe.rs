@@ -1,7 +1,7 @@
 //! The second half of the known-safe rule: a command on the read-only list is known safe only if nothing it
 //! runs could have been chosen by a file in a writable root.
 //!
-//! [`crate::command::is_known_safe_command`] judges the words of a command. That is not enough: `git status` runs
+//! [`ParsedCommand::is_read_only`] judges the words of a command. That is not enough: `git status` runs
 //! `core.fsmonitor`, `git diff` runs `diff.external`, textconv and filter drivers, `git log` runs `pager.log`,
 //! and every program is looked up through `PATH`. Whatever a sandboxed command can write, it can plant: a
 //! repository's config (`/tmp/x/.git/config`, a nested `sub/.git`, a `/tmp/.git` that git discovers from every
@@ -42,7 +42,7 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
 
-use crate::command::commands_in_order;
+use crate::command::ParsedCommand;
 use crate::trust::SandboxWrites;
 
 /// What `dir/.git` is, seen without following it.
@@ -93,7 +93,7 @@ pub struct KnownSafeContext<'a> {
 /// Why a command is not known safe.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum NotKnownSafe {
-    /// Its words are not a read-only command ([`crate::command::is_known_safe_command`]).
+    /// Its words are not a read-only command ([`ParsedCommand::is_read_only`]).
     NotReadOnly,
     /// Something that chooses what runs lies in a writable root (or contains one).
     Writable {
@@ -166,35 +166,41 @@ fn shown(path: &Path) -> String {
     crate::question::escape_path(path)
 }
 
-/// Whether `argv` is known safe in `ctx` (see the module documentation): `Ok` when it is.
+/// Whether `command` is known safe in `ctx` (see the module documentation): `Ok` when it is.
 pub fn check_known_safe(
-    argv: &[String],
+    command: &ParsedCommand,
     ctx: &KnownSafeContext<'_>,
     fs: &dyn FsView,
 ) -> Result<(), NotKnownSafe> {
-    if !crate::command::is_known_safe_command(argv) {
+    if !command.is_read_only() {
         return Err(NotKnownSafe::NotReadOnly);
     }
-    let commands = commands_in_order(argv).ok_or(NotKnownSafe::NotReadOnly)?;
-    check_commands(&commands, ctx, fs)
+    let commands = command.commands_in_order().ok_or(NotKnownSafe::NotReadOnly)?;
+    check_commands(commands, ctx, fs)
 }
 
-/// Whether anything `argv` runs could have been chosen by a file a sandboxed command wrote, whatever its words
+/// Whether anything `command` runs could have been chosen by a file a sandboxed command wrote, whatever its words
 /// (the analysis of [`check_known_safe`] without the read-only test): for a command placed outside the sandbox
 /// (an escalation, a retry after a denial, a command a prefix approval admits). `Ok` when nothing was found.
 /// A script that does not split into plain commands is judged by its environment and its shell only: what it
 /// runs cannot be read from its words, which the person reads in the question.
 pub fn check_planted(
-    argv: &[String],
+    command: &ParsedCommand,
     ctx: &KnownSafeContext<'_>,
     fs: &dyn FsView,
 ) -> Result<(), NotKnownSafe> {
-    let commands = commands_in_order(argv)
-        .unwrap_or_else(|| argv.first().map(|a| vec![vec![a.clone()]]).unwrap_or_default());
-    check_commands(&commands, ctx, fs)?;
+    let program_only;
+    let commands = match command.commands_in_order() {
+        Some(commands) => commands,
+        None => {
+            program_only = command.first().map(|a| vec![vec![a.clone()]]).unwrap_or_default();
+            &program_only[..]
+        }
+    };
+    check_commands(commands, ctx, fs)?;
     // A build or test runner runs the project files of its working directory.
     let checker = Checker { ctx, fs, changes_directory: false };
-    for command in &commands {
+    for command in commands {
         if let Some(what) = project_runner(command) {
             let lookup = checker.lookup(what, ctx.cwd)?;
             if let Some(found) = ctx.writes.holding_entries(&lookup) {

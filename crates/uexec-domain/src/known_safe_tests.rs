@@ -100,7 +100,7 @@ fn check_in(
     environment.extend(env(vars));
     let writes = writes_of(fs, &roots(writable));
     let ctx = KnownSafeContext { writes: &writes, cwd: Path::new(cwd), env: &environment };
-    check_known_safe(argv, &ctx, fs)
+    check_known_safe(&ParsedCommand::new(argv.to_vec()), &ctx, fs)
 }
 
 fn repo_fs() -> FakeFs {
@@ -345,7 +345,7 @@ proptest! {
         let environment = env(&[("PATH", "/usr/bin")]);
         let writes = writes_of(&fs, &writable);
         let ctx = KnownSafeContext { writes: &writes, cwd: &cwd, env: &environment };
-        let result = check_known_safe(&argv(&["git", "status"]), &ctx, &fs);
+        let result = check_known_safe(&ParsedCommand::new(argv(&["git", "status"])), &ctx, &fs);
         let cwd_writable = writable.iter().any(|r| cwd.starts_with(r));
         if cwd_writable {
             prop_assert!(result.is_err());
@@ -384,7 +384,7 @@ proptest! {
         let environment = env(&[("PATH", &path)]);
         let writes = writes_of(&FakeFs::default(), &writable);
         let ctx = KnownSafeContext { writes: &writes, cwd: Path::new("/srv"), env: &environment };
-        let result = check_known_safe(&argv(&["ls", "-la"]), &ctx, &FakeFs::default());
+        let result = check_known_safe(&ParsedCommand::new(argv(&["ls", "-la"])), &ctx, &FakeFs::default());
         let reachable = dirs.iter().any(|d| writable.iter().any(|r| d.starts_with(r)));
         prop_assert_eq!(result.is_ok(), !reachable, "{:?}", result);
     }
@@ -401,7 +401,7 @@ fn runners_of_writable_project_files_and_writable_programs_are_writable_code() {
         environment.extend(env(&[]));
         let writes = writes_of(&fs, &roots(&["/home/u/ws", "/tmp"]));
         let ctx = KnownSafeContext { writes: &writes, cwd: Path::new(cwd), env: &environment };
-        check_planted(&bash(script), &ctx, &fs)
+        check_planted(&ParsedCommand::new(bash(script)), &ctx, &fs)
     };
     for (script, cwd) in [
         ("make test", "/home/u/ws"),

@@ -23,7 +23,7 @@
 //! use std::path::Path;
 //!
 //! use uexec_domain::buffer::HeadTailBuffer;
-//! use uexec_domain::command::is_known_safe_command;
+//! use uexec_domain::command::ParsedCommand;
 //! use uexec_domain::truncate::truncate_output;
 //! use uexec_domain::{GitEntry, SandboxPolicy};
 //!
@@ -40,10 +40,10 @@
 //! assert_eq!(cut.original_token_count, 1250);
 //! assert!(cut.text.starts_with("Total output lines: 1000"));
 //!
-//! // Read-only commands are recognised from their words alone.
-//! let argv = |line: &str| line.split(' ').map(String::from).collect::<Vec<_>>();
-//! assert!(is_known_safe_command(&argv("ls -la")));
-//! assert!(!is_known_safe_command(&argv("rm -rf target")));
+//! // A command is parsed once; read-only commands are recognised from their words alone.
+//! let parsed = |line: &str| ParsedCommand::new(line.split(' ').map(String::from).collect());
+//! assert!(parsed("ls -la").is_read_only());
+//! assert!(!parsed("rm -rf target").is_read_only());
 //!
 //! // Policies are plain values. The caller answers the filesystem question (what is each root's `.git`?).
 //! let policy = SandboxPolicy::default();

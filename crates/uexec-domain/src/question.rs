@@ -30,6 +30,61 @@
 
 use std::path::Path;
 
+use crate::approval::ApprovalKind;
+use crate::denial::DenialEvidence;
+use crate::policy::{ApprovalPolicy, SandboxPolicy};
+
+/// The headline of a question of `kind` (the asker's fixed text, never caller text): where the command would
+/// run, and, for a first run under `untrusted` or `on-failure`, that a command failing as if the sandbox
+/// blocked it is run again WITHOUT the sandbox without a second question (spec A6); for a retry, what made
+/// the run look denied (`denial`).
+pub fn headline(
+    kind: ApprovalKind,
+    sandbox: &SandboxPolicy,
+    policy: ApprovalPolicy,
+    denial: Option<&DenialEvidence>,
+) -> String {
+    match kind {
+        ApprovalKind::Run if sandbox.is_unrestricted() => {
+            "Allow this command to run (no sandbox: danger-full-access)?".to_owned()
+        }
+        ApprovalKind::Run => {
+            let mut headline = format!(
+                "Allow this command to run (inside the {} sandbox, network {})?",
+                sandbox.mode_str(),
+                if sandbox.has_network_access() { "allowed" } else { "blocked" }
+            );
+            if matches!(policy, ApprovalPolicy::Untrusted | ApprovalPolicy::OnFailure) {
+                headline.push_str(
+                    " If it fails quickly with a message like \"permission denied\", it is run again WITHOUT the \
+                     sandbox, without asking again.",
+                );
+            }
+            headline
+        }
+        ApprovalKind::Escalation => "Allow this command to run WITHOUT the sandbox?".to_owned(),
+        ApprovalKind::RetryWithoutSandbox => match denial {
+            Some(denial) => format!(
+                "The sandbox appears to have blocked this command ({}). Run it again with FULL ACCESS (no \
+                 sandbox)?",
+                denial.describe_raw()
+            ),
+            None => {
+                "The sandbox blocked this command. Run it again with FULL ACCESS (no sandbox)?".to_owned()
+            }
+        },
+    }
+}
+
+/// The engine's reason for asking about a command whose words only read but that could run a program chosen
+/// by a file a sandboxed command can write (`why`, from `crate::known_safe`).
+pub fn planted_reason(why: &impl std::fmt::Display) -> String {
+    format!(
+        "this read-only command could run a program chosen by a file that sandboxed commands can write: {why} \
+         (approval policy untrusted); run it?"
+    )
+}
+
 /// At most this many characters (Unicode scalar values, line breaks included) of a command are shown.
 pub const MAX_SHOWN_CHARS: usize = 4000;
 

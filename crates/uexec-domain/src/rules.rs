@@ -1,7 +1,7 @@
 //! Configured command rules: argv prefixes that are always allowed, always asked about, or forbidden.
 //!
 //! Evaluation: a `[shell, -lc, script]` whose script splits into plain sub-commands (see
-//! [`crate::command::parse_plain_script`]) is judged per sub-command; any other argv (including an unparseable
+//! [`ParsedCommand::script_commands`]) is judged per sub-command; any other argv (including an unparseable
 //! script) is judged as a whole. For one command, the matching rule with the longest prefix decides (equal
 //! lengths: the more restrictive). Across sub-commands the most restrictive decision wins (Forbid > Ask > Allow),
 //! and `Allow` holds only when every sub-command is allowed: `ls && rm x` with only an `ls` rule has no decision.
@@ -15,7 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::command::{parse_plain_script, shell_script, trusted_shell_script};
+use crate::command::ParsedCommand;
 
 /// What a rule says about a matching command. Ordered from least to most restrictive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -49,19 +49,21 @@ pub struct CommandRules {
 
 impl CommandRules {
     /// The decision for `argv` (see the module docs), or `None` when the rules say nothing.
-    pub fn evaluate(&self, argv: &[String]) -> Option<RuleDecision> {
-        let mut commands =
-            shell_script(argv).and_then(parse_plain_script).unwrap_or_else(|| vec![argv.to_vec()]);
+    pub fn evaluate(&self, command: &ParsedCommand) -> Option<RuleDecision> {
+        let mut commands: Vec<&[String]> = match command.script_commands() {
+            Some(script) => script.iter().map(Vec::as_slice).collect(),
+            None => vec![command.argv()],
+        };
         // A shell named by an untrusted path may be any program: its sub-commands still count (a `forbid` among
         // them forbids), but an `allow` needs the whole argv allowed too.
-        if shell_script(argv).is_some() && trusted_shell_script(argv).is_none() {
-            commands.push(argv.to_vec());
+        if command.untrusted_shell() {
+            commands.push(command.argv());
         }
         let decisions: Vec<Option<RuleDecision>> = commands.iter().map(|c| self.evaluate_one(c)).collect();
         let suspected = if commands.iter().any(|c| self.mentions_restricted_rule(c)) {
             Some(RuleDecision::Ask)
         } else {
-            self.suspected_in_unparsed_script(argv)
+            self.suspected_in_unparsed_script(command)
         };
         let Some(strictest) = decisions.iter().flatten().max().copied() else {
             return suspected;
@@ -86,9 +88,9 @@ impl CommandRules {
 
     /// `Ask` when `argv` is a shell script the splitter refuses and it mentions every word of a `forbid` or `ask`
     /// rule's prefix (see the module docs).
-    fn suspected_in_unparsed_script(&self, argv: &[String]) -> Option<RuleDecision> {
-        let script = shell_script(argv)?;
-        if parse_plain_script(script).is_some() {
+    fn suspected_in_unparsed_script(&self, command: &ParsedCommand) -> Option<RuleDecision> {
+        let script = command.script()?;
+        if command.script_commands().is_some() {
             return None;
         }
         let words = loose_words(script);
@@ -167,7 +169,7 @@ fn is_interpreter(program: &str) -> bool {
 ///    interpreter with nothing but options after it.
 ///
 /// `None` when any of this fails: the question then offers no prefix.
-pub fn session_prefix_offer(prefix: &[String], argv: &[String]) -> Option<Vec<String>> {
+pub fn session_prefix_offer(prefix: &[String], command: &ParsedCommand) -> Option<Vec<String>> {
     let first = prefix.first()?;
     if prefix.iter().any(|w| w.is_empty() || w.contains('\0')) {
         return None;
@@ -184,10 +186,7 @@ pub fn session_prefix_offer(prefix: &[String], argv: &[String]) -> Option<Vec<St
     if runs_other_code(prefix).is_some() || (program == "git" && prefix.len() < 2) {
         return None;
     }
-    let commands = match shell_script(argv) {
-        Some(_) => trusted_shell_script(argv).and_then(parse_plain_script)?,
-        None => vec![argv.to_vec()],
-    };
+    let commands = command.plain_commands()?;
     commands.iter().any(|command| command.starts_with(prefix)).then(|| prefix.to_vec())
 }
 
@@ -472,22 +471,20 @@ pub fn prefix_covers(prefix: &[String], command: &[String]) -> bool {
 /// the prefixes count as `allow` rules beside them (a longer configured `ask` or `forbid` still decides), and
 /// every plain command of the script must be covered by one of the prefixes ([`prefix_covers`]) or allowed by a
 /// configured rule. A script the splitter refuses, or a shell named by an untrusted path, is never admitted.
-pub fn approved_prefixes_admit(rules: &CommandRules, prefixes: &[Vec<String>], argv: &[String]) -> bool {
+pub fn approved_prefixes_admit(
+    rules: &CommandRules,
+    prefixes: &[Vec<String>],
+    command: &ParsedCommand,
+) -> bool {
     if prefixes.is_empty() {
         return false;
     }
-    let commands = match shell_script(argv) {
-        Some(_) => match trusted_shell_script(argv).and_then(parse_plain_script) {
-            Some(commands) => commands,
-            None => return false,
-        },
-        None => vec![argv.to_vec()],
-    };
+    let Some(commands) = command.plain_commands() else { return false };
     let mut merged = rules.clone();
     merged.rules.extend(
         prefixes.iter().map(|prefix| PrefixRule { prefix: prefix.clone(), decision: RuleDecision::Allow }),
     );
-    if merged.evaluate(argv) != Some(RuleDecision::Allow) {
+    if merged.evaluate(command) != Some(RuleDecision::Allow) {
         return false;
     }
     commands.iter().all(|command| {
@@ -521,6 +518,25 @@ mod tests {
         words.iter().map(|w| (*w).to_owned()).collect()
     }
 
+    /// The rules' functions on a command parsed from `argv`.
+    trait OnArgv {
+        fn eval(&self, argv: &[String]) -> Option<RuleDecision>;
+    }
+
+    impl OnArgv for CommandRules {
+        fn eval(&self, argv: &[String]) -> Option<RuleDecision> {
+            self.evaluate(&ParsedCommand::new(argv.to_vec()))
+        }
+    }
+
+    fn session_prefix_offer(prefix: &[String], argv: &[String]) -> Option<Vec<String>> {
+        super::session_prefix_offer(prefix, &ParsedCommand::new(argv.to_vec()))
+    }
+
+    fn approved_prefixes_admit(rules: &CommandRules, prefixes: &[Vec<String>], argv: &[String]) -> bool {
+        super::approved_prefixes_admit(rules, prefixes, &ParsedCommand::new(argv.to_vec()))
+    }
+
     fn rule(prefix: &[&str], decision: RuleDecision) -> PrefixRule {
         PrefixRule { prefix: argv(prefix), decision }
     }
@@ -540,33 +556,33 @@ mod tests {
     #[test]
     fn longest_prefix_wins_for_one_command() {
         let rules = rules();
-        assert_eq!(rules.evaluate(&argv(&["git", "status", "-s"])), Some(RuleDecision::Allow));
-        assert_eq!(rules.evaluate(&argv(&["git", "log"])), Some(RuleDecision::Ask));
-        assert_eq!(rules.evaluate(&argv(&["git", "push", "origin"])), Some(RuleDecision::Forbid));
-        assert_eq!(rules.evaluate(&argv(&["rm", "x"])), None);
-        assert_eq!(rules.evaluate(&argv(&["gitk"])), None);
+        assert_eq!(rules.eval(&argv(&["git", "status", "-s"])), Some(RuleDecision::Allow));
+        assert_eq!(rules.eval(&argv(&["git", "log"])), Some(RuleDecision::Ask));
+        assert_eq!(rules.eval(&argv(&["git", "push", "origin"])), Some(RuleDecision::Forbid));
+        assert_eq!(rules.eval(&argv(&["rm", "x"])), None);
+        assert_eq!(rules.eval(&argv(&["gitk"])), None);
     }
 
     #[test]
     fn scripts_are_judged_per_sub_command() {
         let rules = rules();
         let bash = |s: &str| argv(&["bash", "-lc", s]);
-        assert_eq!(rules.evaluate(&bash("git status && ls")), Some(RuleDecision::Allow));
-        assert_eq!(rules.evaluate(&bash("ls; git log")), Some(RuleDecision::Ask));
-        assert_eq!(rules.evaluate(&bash("ls | git push")), Some(RuleDecision::Forbid));
-        assert_eq!(rules.evaluate(&bash("ls && rm -rf /")), Some(RuleDecision::Forbid));
+        assert_eq!(rules.eval(&bash("git status && ls")), Some(RuleDecision::Allow));
+        assert_eq!(rules.eval(&bash("ls; git log")), Some(RuleDecision::Ask));
+        assert_eq!(rules.eval(&bash("ls | git push")), Some(RuleDecision::Forbid));
+        assert_eq!(rules.eval(&bash("ls && rm -rf /")), Some(RuleDecision::Forbid));
         // An allowed command next to an unknown one decides nothing.
-        assert_eq!(rules.evaluate(&bash("ls && rm x")), None);
+        assert_eq!(rules.eval(&bash("ls && rm x")), None);
         // Unparseable: only the whole argv is matched.
-        assert_eq!(rules.evaluate(&bash("ls > out")), None);
+        assert_eq!(rules.eval(&bash("ls > out")), None);
         // A shell named by an untrusted path: a forbidden sub-command still forbids, an allowed one no longer
         // allows (the planted "shell" may run anything).
         let planted = |s: &str| argv(&["./bash", "-lc", s]);
-        assert_eq!(rules.evaluate(&planted("ls | git push")), Some(RuleDecision::Forbid));
-        assert_eq!(rules.evaluate(&planted("ls")), None);
-        assert_eq!(rules.evaluate(&argv(&["/bin/bash", "-lc", "ls"])), Some(RuleDecision::Allow));
+        assert_eq!(rules.eval(&planted("ls | git push")), Some(RuleDecision::Forbid));
+        assert_eq!(rules.eval(&planted("ls")), None);
+        assert_eq!(rules.eval(&argv(&["/bin/bash", "-lc", "ls"])), Some(RuleDecision::Allow));
         let whole = CommandRules { rules: vec![rule(&["bash", "-lc"], RuleDecision::Ask)] };
-        assert_eq!(whole.evaluate(&bash("ls > out")), Some(RuleDecision::Ask));
+        assert_eq!(whole.eval(&bash("ls > out")), Some(RuleDecision::Ask));
     }
 
     #[test]
@@ -578,9 +594,9 @@ mod tests {
                 rule(&[], RuleDecision::Allow),
             ],
         };
-        assert_eq!(rules.evaluate(&argv(&["make", "all"])), Some(RuleDecision::Ask));
-        assert_eq!(rules.evaluate(&argv(&["anything"])), Some(RuleDecision::Allow));
-        assert_eq!(CommandRules::default().evaluate(&argv(&["ls"])), None);
+        assert_eq!(rules.eval(&argv(&["make", "all"])), Some(RuleDecision::Ask));
+        assert_eq!(rules.eval(&argv(&["anything"])), Some(RuleDecision::Allow));
+        assert_eq!(CommandRules::default().eval(&argv(&["ls"])), None);
     }
 
     #[test]
@@ -608,15 +624,15 @@ mod tests {
             "$(echo git) push; git push",
             "timeout 5 rm -rf /",
         ] {
-            assert_eq!(rules.evaluate(&bash(bypass)), Some(RuleDecision::Ask), "{bypass}");
+            assert_eq!(rules.eval(&bash(bypass)), Some(RuleDecision::Ask), "{bypass}");
         }
         // The exact forms keep their own decisions, and unrelated commands are not touched.
-        assert_eq!(rules.evaluate(&bash("git push")), Some(RuleDecision::Forbid));
-        assert_eq!(rules.evaluate(&bash("git status && ls")), Some(RuleDecision::Allow));
-        assert_eq!(rules.evaluate(&bash("cargo build 2>&1 | tail -3")), None);
-        assert_eq!(rules.evaluate(&bash("echo push")), None);
+        assert_eq!(rules.eval(&bash("git push")), Some(RuleDecision::Forbid));
+        assert_eq!(rules.eval(&bash("git status && ls")), Some(RuleDecision::Allow));
+        assert_eq!(rules.eval(&bash("cargo build 2>&1 | tail -3")), None);
+        assert_eq!(rules.eval(&bash("echo push")), None);
         // A direct argv (not a script) is checked the same way.
-        assert_eq!(rules.evaluate(&argv(&["nice", "git", "push"])), Some(RuleDecision::Ask));
+        assert_eq!(rules.eval(&argv(&["nice", "git", "push"])), Some(RuleDecision::Ask));
     }
 
     #[test]

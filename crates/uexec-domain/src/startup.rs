@@ -69,7 +69,7 @@ pub struct StartInput {
     pub permissions: SandboxPermissions,
     /// The approval policy (decides whether a denied command may be retried outside the sandbox).
     pub approval_policy: ApprovalPolicy,
-    /// The command is known-safe (`crate::command::is_known_safe_command`).
+    /// The command is known-safe (`crate::command::ParsedCommand::is_read_only`).
     pub known_safe: bool,
 }
 

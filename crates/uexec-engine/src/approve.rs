@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{MutexGuard, PoisonError};
 
 use uexec_domain::approval::{ApprovalInput, ApprovalKey, AskReason, Requirement, initial_requirement};
+use uexec_domain::command::ParsedCommand;
 use uexec_domain::known_safe::NotKnownSafe;
 use uexec_domain::rules::{approved_prefixes_admit, session_prefix_offer};
 use uexec_domain::trust::SandboxWrites;
@@ -68,14 +69,14 @@ impl Orchestrator {
         self.approvals().contains(&(key.clone(), planted.map(str::to_owned)))
     }
 
-    /// Whether a prefix a person approved for the session admits `argv` run in `cwd` with `permissions` and
+    /// Whether a prefix a person approved for the session admits `command` run in `cwd` with `permissions` and
     /// the planted reason `planted`: approved for those permissions, in that working directory and repository
     /// (a prefix given in the workspace says nothing about another repository), with the same planted reason,
     /// and covering every command of the script (`uexec_domain::rules::approved_prefixes_admit`: never a form
     /// that runs other code, and a longer configured `ask` rule still asks).
     fn prefix_admits(
         &self,
-        argv: &[String],
+        command: &ParsedCommand,
         cwd: &Path,
         permissions: SandboxPermissions,
         planted: Option<&str>,
@@ -94,7 +95,7 @@ impl Orchestrator {
         let repository = repository_of(cwd);
         let matching: Vec<Vec<String>> =
             approved.into_iter().filter(|p| p.repository == repository).map(|p| p.prefix).collect();
-        approved_prefixes_admit(&self.config.rules, &matching, argv)
+        approved_prefixes_admit(&self.config.rules, &matching, command)
     }
 
     /// Ask a person; remembers "approved for session" (with the planted reason the question showed).
@@ -160,29 +161,29 @@ impl Orchestrator {
         }
     }
 
-    /// Whether `argv` run in `cwd` with `env` is known safe (`Ok`): read-only words, and nothing it runs chosen
+    /// Whether `command` run in `cwd` with `env` is known safe (`Ok`): read-only words, and nothing it runs chosen
     /// by a file that a sandboxed command can write (`uexec_domain::known_safe`, over `writes`).
     pub(crate) async fn known_safe(
         &self,
-        argv: &[String],
+        command: &ParsedCommand,
         cwd: &Path,
         env: &[(OsString, OsString)],
         writes: &SandboxWrites,
     ) -> Result<(), NotKnownSafe> {
-        verdict(Analysis::KnownSafe, argv, cwd, env, writes).await
+        verdict(Analysis::KnownSafe, command, cwd, env, writes).await
     }
 
     /// The approval stage: bypass, remembered (a session approval or an approved prefix, each only for what the
     /// person was shown), or a question. `call.outside` is the checked form of an escalation (`crate::outside`).
     pub(crate) async fn approve(&self, call: &Call, id: SessionId) -> Result<Approval, ExecError> {
-        let Call { call_id, argv, cwd, env, writes, .. } = call;
+        let Call { call_id, command, cwd, env, writes, .. } = call;
         let (tty, permissions, outside) = (call.tty, call.permissions, call.outside.as_ref());
         let (justification, prefix_rule) = (call.justification.as_deref(), call.prefix_rule.as_deref());
         let policy = self.config.approval_policy;
-        let key = ApprovalKey::new(argv, cwd, tty, permissions);
+        let key = ApprovalKey::new(command, cwd, tty, permissions);
         // Only `untrusted` consults it (and it costs a few file-system lookups).
         let verdict = match policy {
-            ApprovalPolicy::Untrusted => self.known_safe(argv, cwd, env, writes).await,
+            ApprovalPolicy::Untrusted => self.known_safe(command, cwd, env, writes).await,
             _ => Err(NotKnownSafe::NotReadOnly),
         };
         let plantable = plantable_reason(&verdict);
@@ -190,7 +191,7 @@ impl Orchestrator {
             policy,
             permissions,
             known_safe: verdict.is_ok(),
-            rule: self.config.rules.evaluate(argv),
+            rule: self.config.rules.evaluate(command),
         };
         let reason = match initial_requirement(&input) {
             Requirement::Skip => {
@@ -207,7 +208,7 @@ impl Orchestrator {
         let coverable = outside.and_then(|o| o.planted.as_ref()).is_none_or(NotKnownSafe::is_coverable);
         if coverable
             && (self.is_remembered(&key, planted.as_deref())
-                || self.prefix_admits(argv, cwd, permissions, planted.as_deref()))
+                || self.prefix_admits(command, cwd, permissions, planted.as_deref()))
         {
             return Ok(Approval { by_person: false, escalate, plantable, key });
         }
@@ -224,10 +225,9 @@ impl Orchestrator {
         let mut question = match (justification, &verdict) {
             (Some(text), _) if escalate => text.to_owned(),
             // Read-only words, but something it runs could have been planted: say what.
-            (_, Err(why)) if reason == AskReason::Untrusted && *why != NotKnownSafe::NotReadOnly => format!(
-                "this read-only command could run a program chosen by a file that sandboxed commands can write: \
-                 {why} (approval policy untrusted); run it?"
-            ),
+            (_, Err(why)) if reason == AskReason::Untrusted && *why != NotKnownSafe::NotReadOnly => {
+                uexec_domain::question::planted_reason(why)
+            }
             _ => reason.default_question().to_owned(),
         };
         if let Some(warning) = outside.map(OutsideRun::warning).filter(|w| !w.is_empty()) {
@@ -236,13 +236,13 @@ impl Orchestrator {
         let request = ApprovalRequest {
             call_id: call_id.to_owned(),
             session_id: id,
-            command: argv.to_vec(),
+            command: command.clone(),
             cwd: cwd.to_path_buf(),
             kind,
             reason: Some(question),
             prefix_offer: prefix_rule
                 .filter(|_| coverable)
-                .and_then(|prefix| session_prefix_offer(prefix, argv)),
+                .and_then(|prefix| session_prefix_offer(prefix, command)),
             denial: None,
         };
         self.ask(request, &key, planted).await?;

@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
 use uexec_domain::approval::ApprovalKey;
+use uexec_domain::command::{ApplyPatchForm, ParsedCommand};
 use uexec_domain::env::build_env;
 use uexec_domain::ids::chunk_id;
 use uexec_domain::limits::{MAX_ARG_STRLEN, clamp_exec_yield, clamp_write_yield, resolve_max_output_tokens};
@@ -106,11 +107,13 @@ pub(crate) struct Call {
     /// Where sandboxed commands may have written, gathered once for everything this call trusts.
     pub(crate) writes: SandboxWrites,
     pub(crate) start: ShellStart,
-    /// The argv the person approves.
-    pub(crate) argv: Vec<String>,
+    /// The command the person approves, parsed once: every rule, question and refusal reads this.
+    pub(crate) command: ParsedCommand,
     /// An `apply_patch` call, spawned as the patch program.
     pub(crate) patch: bool,
     pub(crate) spawn_argv: Vec<OsString>,
+    /// What will run, parsed once: `command` itself, or the patch program's argv for an `apply_patch` call.
+    pub(crate) spawned: ParsedCommand,
     pub(crate) spawn_cwd: PathBuf,
     pub(crate) spawn_tty: bool,
     /// The session's terminal as the caller asked for it.
@@ -127,6 +130,8 @@ pub(crate) struct Call {
 pub(crate) struct Run {
     pub(crate) spec: SessionSpec,
     pub(crate) base: SpawnRequest,
+    /// `base.argv` as parsed (from [`Call::spawned`]: without `-l` when a login snapshot replays the shell).
+    pub(crate) spawned: ParsedCommand,
     pub(crate) snapshot: Option<SnapshotShell>,
     pub(crate) placement: Placement,
 }
@@ -371,34 +376,26 @@ impl Orchestrator {
         }
     }
 
-    /// When `argv` (`[shell, -c|-lc, script]`) is an `apply_patch` call and a patch program is configured: that
-    /// program's argv with the patch (in pieces well under the kernel's 128 KiB limit on one argument) and the
-    /// directory it runs in (`cwd`, or the script's `cd <dir>` under it).
+    /// When `command` (`[shell, -c|-lc, script]`) is an `apply_patch` call and a patch program is configured:
+    /// that program's argv with the patch (in pieces well under the kernel's 128 KiB limit on one argument) and
+    /// the directory it runs in (`cwd`, or the script's `cd <dir>` under it).
     fn apply_patch_spawn(
         &self,
-        argv: &[String],
+        command: &ParsedCommand,
         cwd: &Path,
     ) -> Result<Option<(Vec<OsString>, PathBuf)>, ExecError> {
         const PIECE: usize = 64 * 1024;
         let Some(program) = &self.config.apply_patch_program else { return Ok(None) };
-        let [shell, _, script] = argv else { return Ok(None) };
-        let shell_name = Path::new(shell).file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        if !matches!(shell_name, "bash" | "zsh" | "sh") {
-            return Ok(None);
-        }
-        let Some(call) = uexec_domain::patch::shell_invocation(script) else {
+        let call = match command.apply_patch() {
+            ApplyPatchForm::Whole(call) => call,
+            ApplyPatchForm::Absent => return Ok(None),
             // A bare patch as the script would run its first line (`***`, a glob) as a command.
-            if uexec_domain::patch::parse_patch(script).is_ok() {
-                return Err(ExecError::BarePatch);
-            }
+            ApplyPatchForm::BarePatch => return Err(ExecError::BarePatch),
             // An apply_patch call inside a longer script would get "command not found" from the shell.
-            if uexec_domain::patch::calls_apply_patch(script)
-                && !on_path("apply_patch")
-                && !on_path("applypatch")
-            {
+            ApplyPatchForm::AmongOthers if !on_path("apply_patch") && !on_path("applypatch") => {
                 return Err(ExecError::ApplyPatchNotWholeCommand);
             }
-            return Ok(None);
+            ApplyPatchForm::AmongOthers => return Ok(None),
         };
         let dir = match &call.workdir {
             Some(dir) => self.resolve_workdir(Some(&cwd.join(dir)))?,
@@ -457,8 +454,12 @@ impl Orchestrator {
         let login_requested = req.login.unwrap_or(true);
         let env = build_env(self.config.base_env.iter().cloned(), &self.config.env_policy);
         let writes = writes_for(&self.config, &env);
-        let requested =
-            [shell.clone(), if login_requested { "-lc" } else { "-c" }.to_owned(), req.cmd.clone()];
+        // The command, parsed once for every decision below and after.
+        let requested = ParsedCommand::new(vec![
+            shell.clone(),
+            if login_requested { "-lc" } else { "-c" }.to_owned(),
+            req.cmd.clone(),
+        ]);
         let start = decide_shell_start(
             &self.config,
             &writes,
@@ -475,18 +476,22 @@ impl Orchestrator {
         }
         // The argv a person approves: a login shell when one was asked for and the startup files are trusted
         // (replaying a snapshot of its environment, decided after the approval, is the same login shell).
-        let argv = vec![shell.clone(), if start.login { "-lc" } else { "-c" }.to_owned(), req.cmd.clone()];
+        let command = requested.with_login(start.login);
         // An apply_patch call runs as the configured patch program: approved, placed and audited as the
         // command line it came as.
         let patch = patch_call.is_some();
         let (spawn_argv, spawn_cwd, spawn_tty) = match patch_call {
             Some((program, dir)) => (program, dir, false),
-            None => (argv.iter().map(OsString::from).collect(), cwd.clone(), req.tty),
+            None => (command.iter().map(OsString::from).collect(), cwd.clone(), req.tty),
+        };
+        let spawned = if patch {
+            ParsedCommand::new(spawn_argv.iter().map(|a| a.to_string_lossy().into_owned()).collect())
+        } else {
+            command.clone()
         };
         let escalating = req.sandbox_permissions == SandboxPermissions::RequireEscalated
             && !self.config.sandbox_policy.is_unrestricted();
         let outside = if escalating {
-            let spawned: Vec<String> = spawn_argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
             Some(OutsideRun::check(&spawned, &spawn_cwd, &env, &writes).await)
         } else {
             None
@@ -499,9 +504,10 @@ impl Orchestrator {
             env,
             writes,
             start,
-            argv,
+            command,
             patch,
             spawn_argv,
+            spawned,
             spawn_cwd,
             spawn_tty,
             tty: req.tty,
@@ -523,11 +529,12 @@ impl Orchestrator {
             }
             _ => None,
         };
-        let argv = match (call.patch, snapshot) {
-            (false, Some(_)) => {
-                vec![OsString::from(&call.shell), OsString::from("-c"), OsString::from(&call.cmd)]
-            }
-            _ => call.spawn_argv.clone(),
+        let (argv, spawned) = match (call.patch, &snapshot) {
+            (false, Some(_)) => (
+                vec![OsString::from(&call.shell), OsString::from("-c"), OsString::from(&call.cmd)],
+                call.spawned.clone().with_login(false),
+            ),
+            _ => (call.spawn_argv.clone(), call.spawned.clone()),
         };
         let env = match (&call.outside, placement) {
             (Some(checked), Placement::Unsandboxed(EscapeReason::ApprovedEscalation)) => checked.env.clone(),
@@ -545,7 +552,7 @@ impl Orchestrator {
         let spec = SessionSpec {
             id,
             call_id: call.call_id.clone(),
-            command: call.argv.clone(),
+            command: call.command.to_vec(),
             cmd: call.cmd.clone(),
             cwd: call.cwd.clone(),
             tty: call.tty,
@@ -553,7 +560,7 @@ impl Orchestrator {
             startup_guarded: call.start.guarded,
             input_backlog_bytes: limits.max_write_bytes,
         };
-        Run { spec, base, snapshot, placement }
+        Run { spec, base, spawned, snapshot, placement }
     }
 
     /// Stage 5: spawn an attempt and store its session (reachable by id), holding its call lock.

@@ -11,7 +11,7 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use uexec_domain::command::is_known_safe_command;
+use uexec_domain::command::ParsedCommand;
 use uexec_domain::known_safe::{
     DotGit, FsView, KnownSafeContext, NotKnownSafe, check_known_safe, check_planted,
     without_plantable_entries,
@@ -33,24 +33,24 @@ pub(crate) enum Analysis {
     Planted,
 }
 
-/// The verdict of `analysis` on `argv` run in `cwd` with `env`, given where sandboxed commands may have written
+/// The verdict of `analysis` on `command` run in `cwd` with `env`, given where sandboxed commands may have written
 /// (`writes`). Fails closed: an error or a missed deadline is "no".
 pub(crate) async fn verdict(
     analysis: Analysis,
-    argv: &[String],
+    command: &ParsedCommand,
     cwd: &Path,
     env: &[(OsString, OsString)],
     writes: &SandboxWrites,
 ) -> Result<(), NotKnownSafe> {
-    if analysis == Analysis::KnownSafe && !is_known_safe_command(argv) {
+    if analysis == Analysis::KnownSafe && !command.is_read_only() {
         return Err(NotKnownSafe::NotReadOnly);
     }
-    let (argv, cwd, env, writes) = (argv.to_vec(), cwd.to_path_buf(), env.to_vec(), writes.clone());
+    let (command, cwd, env, writes) = (command.clone(), cwd.to_path_buf(), env.to_vec(), writes.clone());
     let check = tokio::task::spawn_blocking(move || {
         let ctx = KnownSafeContext { writes: &writes, cwd: &cwd, env: &env };
         match analysis {
-            Analysis::KnownSafe => check_known_safe(&argv, &ctx, &HostFs),
-            Analysis::Planted => check_planted(&argv, &ctx, &HostFs),
+            Analysis::KnownSafe => check_known_safe(&command, &ctx, &HostFs),
+            Analysis::Planted => check_planted(&command, &ctx, &HostFs),
         }
     });
     let unresolved = |what: String| NotKnownSafe::Unresolved { what, path: PathBuf::from(".") };

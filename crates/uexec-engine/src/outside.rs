@@ -12,6 +12,7 @@
 use std::ffi::OsString;
 use std::path::Path;
 
+use uexec_domain::command::ParsedCommand;
 use uexec_domain::known_safe::NotKnownSafe;
 use uexec_domain::trust::SandboxWrites;
 
@@ -29,9 +30,9 @@ pub(crate) struct OutsideRun {
 }
 
 impl OutsideRun {
-    /// Check `argv` (the argv that will run) in `cwd` with `env`.
+    /// Check `command` (what will run) in `cwd` with `env`.
     pub(crate) async fn check(
-        argv: &[String],
+        command: &ParsedCommand,
         cwd: &Path,
         env: &[(OsString, OsString)],
         writes: &SandboxWrites,
@@ -40,7 +41,7 @@ impl OutsideRun {
         for entry in &removed {
             tracing::warn!(entry, "left out of the environment of a command outside the sandbox");
         }
-        let planted = verdict(Analysis::Planted, argv, cwd, &env, writes).await.err();
+        let planted = verdict(Analysis::Planted, command, cwd, &env, writes).await.err();
         OutsideRun { env, removed, planted }
     }
 

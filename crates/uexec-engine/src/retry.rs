@@ -49,8 +49,7 @@ impl Orchestrator {
         let Some(evidence) = denial_evidence(exit_code, &session.peek_output()) else { return Ok(attempt) };
         // A retry runs outside the sandbox: checked like an escalation. An approval given before covers it only
         // when nothing could have been planted and its environment is the one the person approved.
-        let spawned: Vec<String> = run.base.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-        let check = OutsideRun::check(&spawned, &run.base.cwd, &run.base.env, &call.writes).await;
+        let check = OutsideRun::check(&run.spawned, &run.base.cwd, &run.base.env, &call.writes).await;
         let plantable = approval.plantable.clone().or_else(|| check.planted.clone());
         let clean = plantable.is_none() && check.removed.is_empty();
         let decision = retry_after_denial(
@@ -77,7 +76,7 @@ impl Orchestrator {
             let request = ApprovalRequest {
                 call_id: call.call_id.clone(),
                 session_id: run.spec.id,
-                command: run.spec.command.clone(),
+                command: call.command.clone(),
                 cwd: run.spec.cwd.clone(),
                 kind: ApprovalKind::RetryWithoutSandbox,
                 reason: Some(reason),

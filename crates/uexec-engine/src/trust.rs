@@ -13,7 +13,7 @@ use std::path::{Component, Path, PathBuf};
 
 use uexec_domain::SandboxPermissions;
 use uexec_domain::SandboxPolicy;
-use uexec_domain::command::is_known_safe_command;
+use uexec_domain::command::ParsedCommand;
 use uexec_domain::startup::{ShellStart, StartInput, shell_start, startup_files};
 use uexec_domain::trust::{InWritableRoot, SandboxWrites, WritableFacts};
 
@@ -127,7 +127,7 @@ pub(crate) fn lookup_locations(path: &Path) -> Vec<PathBuf> {
 pub(crate) fn decide_shell_start(
     config: &EngineConfig,
     writes: &SandboxWrites,
-    argv: &[String],
+    command: &ParsedCommand,
     login_requested: bool,
     permissions: SandboxPermissions,
     env: &[(OsString, OsString)],
@@ -143,7 +143,7 @@ pub(crate) fn decide_shell_start(
         full_access: config.sandbox_policy.is_unrestricted(),
         permissions,
         approval_policy: config.approval_policy,
-        known_safe: is_known_safe_command(argv),
+        known_safe: command.is_read_only(),
     })
 }
 

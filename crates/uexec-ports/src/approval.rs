@@ -4,20 +4,11 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use uexec_domain::command::ParsedCommand;
 use uexec_domain::denial::DenialEvidence;
 use uexec_domain::{ReviewDecision, SessionId};
 
-/// Why the engine asks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalKind {
-    /// The approval policy needs a person's yes before the first run (e.g. `untrusted` and not known-safe).
-    Run,
-    /// The caller asked to run outside the sandbox (`require_escalated`).
-    Escalation,
-    /// The sandbox denied the command; may it run again without the sandbox?
-    RetryWithoutSandbox,
-}
+pub use uexec_domain::approval::ApprovalKind;
 
 /// One question to a person.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,8 +17,9 @@ pub struct ApprovalRequest {
     pub call_id: String,
     /// The session id reserved for the command.
     pub session_id: SessionId,
-    /// The argv that would run.
-    pub command: Vec<String>,
+    /// The command that would run, as the engine parsed it once (serialized as its argv): what a person is
+    /// shown and what a refusal quotes are read from this, never from a second parse.
+    pub command: ParsedCommand,
     /// Its working directory.
     pub cwd: PathBuf,
     /// Why the engine asks.

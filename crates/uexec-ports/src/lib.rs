@@ -65,7 +65,7 @@
 //! let question = |script: &str, kind| ApprovalRequest {
 //!     call_id: "call-1".to_owned(),
 //!     session_id: SessionId(1000),
-//!     command: vec!["bash".to_owned(), "-lc".to_owned(), script.to_owned()],
+//!     command: vec!["bash".to_owned(), "-lc".to_owned(), script.to_owned()].into(),
 //!     cwd: std::env::temp_dir(),
 //!     kind,
 //!     reason: None,

@@ -280,7 +280,7 @@ mod tests {
             request: ApprovalRequest {
                 call_id: "c1".into(),
                 session_id: SessionId(1000),
-                command: vec!["git".into(), "push".into()],
+                command: uexec_domain::command::ParsedCommand::new(vec!["git".into(), "push".into()]),
                 cwd: "/w".into(),
                 kind: ApprovalKind::Run,
                 reason: None,

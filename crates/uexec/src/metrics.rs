@@ -369,7 +369,7 @@ mod tests {
         let request = |kind| ApprovalRequest {
             call_id: "c".into(),
             session_id: SessionId(1000),
-            command: vec!["ls".into()],
+            command: uexec_domain::command::ParsedCommand::new(vec!["ls".into()]),
             cwd: "/".into(),
             kind,
             reason: None,

@@ -23,6 +23,7 @@ use rmcp::service::{Peer, RoleServer};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use uexec_domain::command::ParsedCommand;
 use uexec_domain::question::{Question, escape_visible_capped};
 use uexec_domain::{ApprovalPolicy, ReviewDecision, SandboxPolicy};
 use uexec_ports::{ApprovalError, ApprovalKind, ApprovalRequest, Approver};
@@ -258,7 +259,7 @@ fn choices(request: &ApprovalRequest) -> Vec<(&'static str, String)> {
     ];
     if let Some(prefix) = &request.prefix_offer {
         // Escaped and capped like every command a person reads (`display_command`).
-        let prefix = display_command(prefix);
+        let prefix = display_words(prefix);
         choices.push((
             APPROVE_PREFIX_FOR_SESSION,
             // What the prefix admits (`uexec_domain::rules::prefix_offer_text`): this directory and repository
@@ -328,36 +329,7 @@ pub fn elicit_params(
 /// long commands cut in plain view). The headline is this module's fixed text. Under `untrusted` and `on-failure` a command a person approved is run again
 /// without the sandbox, without asking, when it looks blocked by the sandbox (spec A6): the question says so.
 pub fn question_text(request: &ApprovalRequest, sandbox: &SandboxPolicy, policy: ApprovalPolicy) -> String {
-    let headline = match request.kind {
-        ApprovalKind::Run if sandbox.is_unrestricted() => {
-            "Allow this command to run (no sandbox: danger-full-access)?".to_owned()
-        }
-        ApprovalKind::Run => {
-            let mut headline = format!(
-                "Allow this command to run (inside the {} sandbox, network {})?",
-                sandbox.mode_str(),
-                if sandbox.has_network_access() { "allowed" } else { "blocked" }
-            );
-            if matches!(policy, ApprovalPolicy::Untrusted | ApprovalPolicy::OnFailure) {
-                headline.push_str(
-                    " If it fails quickly with a message like \"permission denied\", it is run again WITHOUT the \
-                     sandbox, without asking again.",
-                );
-            }
-            headline
-        }
-        ApprovalKind::Escalation => "Allow this command to run WITHOUT the sandbox?".to_owned(),
-        ApprovalKind::RetryWithoutSandbox => match &request.denial {
-            Some(denial) => format!(
-                "The sandbox appears to have blocked this command ({}). Run it again with FULL ACCESS (no \
-                 sandbox)?",
-                denial.describe_raw()
-            ),
-            None => {
-                "The sandbox blocked this command. Run it again with FULL ACCESS (no sandbox)?".to_owned()
-            }
-        },
-    };
+    let headline = uexec_domain::question::headline(request.kind, sandbox, policy, request.denial.as_ref());
     uexec_domain::question::render_question(&Question {
         headline: &headline,
         argv: &request.command,
@@ -392,11 +364,16 @@ pub fn decision_from_elicit(result: &ElicitResult) -> Result<ReviewDecision, App
 /// ([`uexec_domain::question::escape_visible`]) and cut after [`DISPLAY_MAX_CHARS`] characters. A caller-chosen
 /// `shell` (a program it planted as `/tmp/x/bash`) is shown: the script alone (`ls`) would say nothing about
 /// what runs.
-pub fn display_command(argv: &[String]) -> String {
-    let text = match uexec_domain::command::trusted_shell_script(argv) {
-        Some(script) => script.to_owned(),
-        None => argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" "),
-    };
+pub fn display_command(command: &ParsedCommand) -> String {
+    match command.trusted_script() {
+        Some(script) => escape_visible_capped(script, DISPLAY_MAX_CHARS),
+        None => display_words(command),
+    }
+}
+
+/// Words (an argv, a prefix) on one line: shell-quoted, escaped and capped like [`display_command`].
+pub fn display_words(words: &[String]) -> String {
+    let text = words.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ");
     escape_visible_capped(&text, DISPLAY_MAX_CHARS)
 }
 
@@ -411,9 +388,9 @@ fn shell_quote(word: &str) -> String {
     if plain { word.to_owned() } else { format!("'{}'", word.replace('\'', "'\\''")) }
 }
 
-/// The prefix a rule would need to allow `argv`: its canonical command (a one-command script is its argv).
-fn suggested_prefix(argv: &[String]) -> Vec<String> {
-    uexec_domain::command::canonical_command(argv)
+/// The prefix a rule would need to allow `command`: its canonical command (a one-command script is its argv).
+fn suggested_prefix(command: &ParsedCommand) -> Vec<String> {
+    command.canonical()
 }
 
 #[cfg(test)]
@@ -427,7 +404,7 @@ mod tests {
         ApprovalRequest {
             call_id: "c".into(),
             session_id: SessionId(1000),
-            command: vec!["/bin/bash".into(), "-lc".into(), script.into()],
+            command: ParsedCommand::new(vec!["/bin/bash".into(), "-lc".into(), script.into()]),
             cwd: "/work".into(),
             kind,
             reason: Some("because".into()),
@@ -580,9 +557,12 @@ mod tests {
 
     #[test]
     fn commands_display_as_people_write_them() {
-        assert_eq!(display_command(&["bash".into(), "-lc".into(), "ls | wc".into()]), "ls | wc");
-        assert_eq!(display_command(&["echo".into(), "a b".into(), "it's".into()]), "echo 'a b' 'it'\\''s'");
-        assert_eq!(display_command(&["/bin/sh".into(), "-c".into(), "ls".into()]), "ls");
+        let shown = |words: &[&str]| {
+            display_command(&ParsedCommand::new(words.iter().map(|w| (*w).to_owned()).collect()))
+        };
+        assert_eq!(shown(&["bash", "-lc", "ls | wc"]), "ls | wc");
+        assert_eq!(shown(&["echo", "a b", "it's"]), "echo 'a b' 'it'\\''s'");
+        assert_eq!(shown(&["/bin/sh", "-c", "ls"]), "ls");
     }
 
     #[test]
@@ -590,6 +570,7 @@ mod tests {
         // `shell: "/tmp/x/bash"` (planted by an earlier command) with `cmd: "ls"` must not read as `ls`.
         for shell in ["/tmp/x/bash", "./bash", "python3"] {
             let argv = vec![shell.to_owned(), "-lc".to_owned(), "ls".to_owned()];
+            let argv = ParsedCommand::new(argv);
             assert_eq!(display_command(&argv), format!("{shell} -lc ls"));
             let mut escalation = request(ApprovalKind::Escalation, "ls");
             escalation.command = argv;
