@@ -149,3 +149,39 @@ pub struct SessionSummary {
     /// Everything that sandbox enforces for it.
     pub protections: ProtectionReport,
 }
+
+/// What a session is doing, for a person's listing (`Engine::session_views`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum LiveState {
+    /// The process is alive and not known to wait for input.
+    Running,
+    /// The terminal's foreground process waits in a read of the terminal (a prompt).
+    WaitingForInput,
+    /// The process ended; the model's next call on the session reports it.
+    Exited {
+        /// Its exit code (-1 when unknown).
+        exit_code: i32,
+    },
+}
+
+/// One live session as a person sees it (`uexec sessions`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionView {
+    /// Its id.
+    pub session_id: SessionId,
+    /// The command line as given.
+    pub cmd: String,
+    /// Where it started.
+    pub cwd: PathBuf,
+    /// Whether it runs in a PTY.
+    pub tty: bool,
+    /// The sandbox it runs under.
+    pub sandbox: SandboxKind,
+    /// Running, waiting for input, or exited.
+    pub state: LiveState,
+    /// Since spawn.
+    pub age: Duration,
+    /// Bytes of output it wrote so far.
+    pub output_bytes: u64,
+}

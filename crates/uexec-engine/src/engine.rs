@@ -38,18 +38,24 @@ use uexec_domain::truncate::truncate_segments;
 use uexec_domain::trust::SandboxWrites;
 use uexec_domain::{EscapeReason, ProtectionReport, SandboxPermissions, SandboxPolicy, SessionId};
 use uexec_ports::ExecEvent;
-use uexec_ports::process::{IoMode, ProcessError, PtySize, Signal, SpawnError, SpawnRequest};
+use uexec_ports::process::{InputState, IoMode, ProcessError, PtySize, Signal, SpawnError, SpawnRequest};
 
-use crate::api::{ExecCommandRequest, ExecResponse, SessionSummary, WriteStdinRequest};
+use crate::api::{
+    ExecCommandRequest, ExecResponse, LiveState, SessionState, SessionSummary, SessionView, WriteStdinRequest,
+};
 use crate::collect::{Collected, Mark, collect};
 use crate::config::{EngineConfig, EngineDeps};
 use crate::error::ExecError;
 use crate::outside::OutsideRun;
 use crate::placement::{Placement, tmpdir_of};
-use crate::refusals::{Watch, join_notes};
+use crate::refusals::{RefusalWatch, join_notes};
 use crate::session::{Session, SessionSpec};
 use crate::store::Store;
 use crate::trust::{decide_shell_start, writes_for};
+use crate::watch::Watch;
+
+/// How long a person's write waits for the program to take it in before it goes on in the background.
+const PERSON_WRITE_WAIT: Duration = Duration::from_secs(1);
 
 pub(crate) mod approve;
 mod login;
@@ -75,7 +81,7 @@ pub(crate) struct Orchestrator {
     /// The login snapshots (`crate::login`).
     pub(crate) snapshots: Snapshots,
     /// What the sandbox refused each live sandboxed session so far (`crate::refusals`).
-    pub(crate) watches: Mutex<HashMap<SessionId, Watch>>,
+    pub(crate) watches: Mutex<HashMap<SessionId, RefusalWatch>>,
 }
 
 impl std::fmt::Debug for Orchestrator {
@@ -150,7 +156,7 @@ pub(crate) struct Attempt {
     /// The attempt ran in the sandbox (its failure may be the sandbox's: `Sandbox::denial_hint`).
     pub(crate) sandboxed: bool,
     /// What to ask the sandbox about what it refused the attempt (`None` outside the sandbox).
-    pub(crate) watch: Option<Watch>,
+    pub(crate) watch: Option<RefusalWatch>,
 }
 
 /// What a response says besides the output: when its wall time starts, the live session, the warning, and
@@ -274,6 +280,75 @@ impl Engine {
     pub async fn screen(&self, id: SessionId) -> Result<String, ExecError> {
         let session = self.inner.store.get(id).ok_or(ExecError::UnknownSession(id))?;
         session.screen_contents().ok_or(ExecError::NoScreen(id))
+    }
+
+    /// Every session in the store as a person sees it (`crate::watch`): state (waiting for input asked of the
+    /// process adapter), age, output size. Touches no session's recency or buffers.
+    pub fn session_views(&self) -> Vec<SessionView> {
+        self.inner
+            .store
+            .list()
+            .into_iter()
+            .map(|listed| {
+                let session = listed.session;
+                let state = match session.state() {
+                    SessionState::Exited { exit_code } => LiveState::Exited { exit_code },
+                    SessionState::Running
+                        if session.spec.tty
+                            && session.control.input_state() == InputState::WaitingForInput =>
+                    {
+                        LiveState::WaitingForInput
+                    }
+                    SessionState::Running => LiveState::Running,
+                };
+                SessionView {
+                    session_id: session.spec.id,
+                    cmd: session.spec.cmd.clone(),
+                    cwd: session.spec.cwd.clone(),
+                    tty: session.spec.tty,
+                    sandbox: session.protections.sandbox,
+                    state,
+                    age: session.started.elapsed(),
+                    output_bytes: session.output_bytes(),
+                }
+            })
+            .collect()
+    }
+
+    /// Watch a session for a person: its present, then its output as it arrives (`crate::watch`). The model's
+    /// calls read what they would read without the watcher.
+    pub fn watch(&self, id: SessionId) -> Result<Watch, ExecError> {
+        let session = self.inner.store.get(id).ok_or(ExecError::UnknownSession(id))?;
+        Ok(session.watch())
+    }
+
+    /// Type `bytes` into a PTY session's terminal on behalf of a person, without waiting for the model's call on
+    /// it (nor holding it): the write joins the session's input queue (after input still in flight) and goes
+    /// on in the background when the program does not take it within a second. No event carries the bytes
+    /// (a person may type a password; the app records that input was typed and how much, not what).
+    pub async fn write_for_person(&self, id: SessionId, bytes: Vec<u8>) -> Result<(), ExecError> {
+        let session = self.inner.store.get(id).ok_or(ExecError::UnknownSession(id))?;
+        if !session.spec.tty {
+            return Err(ExecError::StdinClosed);
+        }
+        if bytes.len() > self.inner.config.limits.max_write_bytes {
+            return Err(ExecError::WriteTooLarge {
+                bytes: bytes.len(),
+                max: self.inner.config.limits.max_write_bytes,
+            });
+        }
+        match session.write_input(bytes, Instant::now() + PERSON_WRITE_WAIT).await? {
+            None | Some(Ok(()) | Err(ProcessError::Exited)) => Ok(()),
+            Some(Err(ProcessError::StdinClosed)) => Err(ExecError::StdinClosed),
+            Some(Err(err)) => Err(ExecError::WriteFailed(err)),
+        }
+    }
+
+    /// Kill a session's process tree for a person; returns its exit code. The session stays in the store as
+    /// exited, so the model's next call on it reads its last output and that it ended (then it is reaped).
+    pub async fn kill_session(&self, id: SessionId) -> Result<i32, ExecError> {
+        let session = self.inner.store.get(id).ok_or(ExecError::UnknownSession(id))?;
+        Ok(session.terminate().await)
     }
 
     /// Kill every session (idempotent). Each gets its `End` event.
@@ -518,7 +593,7 @@ impl Orchestrator {
         deadline: Instant,
     ) -> Result<Attempt, ExecError> {
         let sandboxed = placement == Placement::Sandboxed;
-        let watch = sandboxed.then(|| Watch {
+        let watch = sandboxed.then(|| RefusalWatch {
             mark: self.deps.sandbox.refusal_mark(),
             tmpdir: tmpdir_of(&spawn.env),
             cwd: spawn.cwd.clone(),

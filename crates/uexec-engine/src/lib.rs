@@ -150,10 +150,14 @@ mod session;
 mod store;
 mod trust;
 mod utf8;
+mod watch;
 
-pub use api::{ExecCommandRequest, ExecResponse, SessionState, SessionSummary, WriteStdinRequest};
+pub use api::{
+    ExecCommandRequest, ExecResponse, LiveState, SessionState, SessionSummary, SessionView, WriteStdinRequest,
+};
 pub use config::{EngineConfig, EngineDeps};
 pub use engine::Engine;
 pub use error::ExecError;
 pub use placement::{Placement, SandboxContext, place};
 pub use trust::{gather_writes, writable_by_sandbox};
+pub use watch::{OutputPiece, WATCH_QUEUE, Watch, WatchEvent};

@@ -2,7 +2,7 @@
 //! refusal: in the response (one note, `uexec_domain::denial::refusal_text`), as an `ExecEvent::Refused` (the
 //! audit log's record), and as the evidence of a retry decision (`crate::retry`).
 //!
-//! A sandboxed attempt carries a [`Watch`]: the sandbox's refusal mark taken before it was prepared, and what the
+//! A sandboxed attempt carries a [`RefusalWatch`]: the sandbox's refusal mark taken before it was prepared, and what the
 //! sandbox needs to match the output against its plan. A session that stays alive keeps its watch, with the
 //! refusals already noted, until it ends, so later `write_stdin` responses note only what is new.
 
@@ -17,7 +17,7 @@ use crate::session::Session;
 
 /// What the engine keeps to ask the sandbox about one sandboxed attempt.
 #[derive(Debug, Clone)]
-pub(crate) struct Watch {
+pub(crate) struct RefusalWatch {
     /// The sandbox's refusal mark before the attempt was prepared.
     pub(crate) mark: u64,
     /// The attempt's `$TMPDIR` (a writable root of its plan).
@@ -33,7 +33,7 @@ impl Orchestrator {
     /// sandbox cannot say, see `Sandbox::refusals`).
     pub(crate) fn refusals(
         &self,
-        watch: &Watch,
+        watch: &RefusalWatch,
         output: &[u8],
         exit_code: Option<i32>,
     ) -> Option<Vec<Refusal>> {
@@ -54,7 +54,7 @@ impl Orchestrator {
     pub(crate) fn note_refusals(
         &self,
         session: &Session,
-        watch: &mut Watch,
+        watch: &mut RefusalWatch,
         output: &[u8],
         exit_code: Option<i32>,
     ) -> Option<String> {
@@ -81,20 +81,14 @@ impl Orchestrator {
     }
 
     /// Keep `watch` for the live session `id` (its later responses note what is new).
-    pub(crate) fn keep_watch(&self, id: SessionId, watch: Watch) {
-        let mut watches = match self.watches.lock() {
-            Ok(watches) => watches,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+    pub(crate) fn keep_watch(&self, id: SessionId, watch: RefusalWatch) {
+        let mut watches = self.watches.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         watches.insert(id, watch);
     }
 
     /// The live session `id`'s watch, taken out (put it back with [`Orchestrator::keep_watch`] while it lives).
-    pub(crate) fn take_watch(&self, id: SessionId) -> Option<Watch> {
-        let mut watches = match self.watches.lock() {
-            Ok(watches) => watches,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+    pub(crate) fn take_watch(&self, id: SessionId) -> Option<RefusalWatch> {
+        let mut watches = self.watches.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         watches.remove(&id)
     }
 }

@@ -46,6 +46,12 @@ impl Screen {
     pub(crate) fn contents(&self) -> String {
         self.parser.screen().contents()
     }
+
+    /// Escape sequences that draw this screen on a blank terminal: its cells with their attributes, the cursor,
+    /// and the input modes the program set (application keypad, bracketed paste).
+    pub(crate) fn formatted(&self) -> Vec<u8> {
+        self.parser.screen().state_formatted().into_bytes()
+    }
 }
 
 #[cfg(test)]

@@ -42,6 +42,7 @@ use crate::api::SessionState;
 use crate::error::ExecError;
 use crate::screen::Screen;
 use crate::utf8::DeltaSplitter;
+use crate::watch::{PIPE_PRESENT_BYTES, Watch, Watchers};
 
 /// A background write of input (see [`Session::write_input`]).
 type InputWrite = tokio::task::JoinHandle<Result<(), ProcessError>>;
@@ -95,6 +96,8 @@ struct Shared {
     transcript: HeadTailBuffer,
     /// Number of chunks received so far.
     output_seq: u64,
+    /// Bytes of output received so far.
+    output_bytes: u64,
     /// When the last chunk arrived (spawn time before the first).
     last_output: Instant,
     /// The reader saw the end of the output.
@@ -146,6 +149,8 @@ pub(crate) struct Session {
     /// A response said the program waits for input, and none has found it busy since
     /// ([`uexec_domain::response::waiting_note`]).
     waiting_said: AtomicBool,
+    /// People watching the session (`crate::watch`).
+    watchers: Watchers,
 }
 
 impl std::fmt::Debug for Session {
@@ -171,6 +176,7 @@ impl Session {
             pending: HeadTailBuffer::new(spec.buffer_bytes),
             transcript: HeadTailBuffer::new(spec.buffer_bytes),
             output_seq: 0,
+            output_bytes: 0,
             last_output: now,
             output_closed: false,
             reader_parked: false,
@@ -193,6 +199,7 @@ impl Session {
             end_emitted: AtomicBool::new(false),
             removed: AtomicBool::new(false),
             waiting_said: AtomicBool::new(false),
+            watchers: Watchers::default(),
         });
         tokio::spawn(read_loop(Arc::clone(&session), process.output));
         tokio::spawn(wait_loop(Arc::clone(&session)));
@@ -285,12 +292,19 @@ impl Session {
     /// Feed `chunk` to the screen (PTY sessions), [`SCREEN_SLICE_BYTES`] at a time with a yield to the
     /// runtime in between; before the chunk goes into the buffers, so output a call has taken is always on the
     /// screen too.
-    async fn feed_screen(&self, chunk: &[u8]) {
+    /// Each slice goes to the watchers under the screen's lock, right after it is parsed (`crate::watch`).
+    async fn feed_screen(&self, chunk: &Arc<[u8]>) {
         let Some(screen) = &self.screen else { return };
-        let mut slices = chunk.chunks(SCREEN_SLICE_BYTES).peekable();
-        while let Some(slice) = slices.next() {
-            screen.lock().unwrap_or_else(PoisonError::into_inner).process(slice);
-            if slices.peek().is_some() {
+        let mut start = 0;
+        while start < chunk.len() {
+            let end = chunk.len().min(start + SCREEN_SLICE_BYTES);
+            {
+                let mut screen = screen.lock().unwrap_or_else(PoisonError::into_inner);
+                screen.process(chunk.get(start..end).unwrap_or_default());
+                self.watchers.send(chunk, start..end);
+            }
+            start = end;
+            if start < chunk.len() {
                 tokio::task::yield_now().await;
             }
         }
@@ -302,6 +316,11 @@ impl Session {
             shared.pending.push_shared(chunk);
             shared.transcript.push_shared(chunk);
             shared.output_seq += 1;
+            shared.output_bytes += chunk.len() as u64;
+            if self.screen.is_none() {
+                // Pipe sessions hand the chunk on under this lock (`crate::watch`).
+                self.watchers.send(chunk, 0..chunk.len());
+            }
             shared.last_output = Instant::now();
             shared.reader_parked = false;
         }
@@ -362,14 +381,46 @@ impl Session {
                 duration: self.started.elapsed(),
             });
         }
-        {
+        let exit_code = {
             let mut shared = self.lock();
             if shared.exit_code.is_none() {
                 shared.exit_code = Some(UNKNOWN_EXIT_CODE);
             }
             shared.finished = true;
-        }
+            shared.exit_code.unwrap_or(UNKNOWN_EXIT_CODE)
+        };
+        self.watchers.exited(exit_code);
         self.bump();
+    }
+
+    /// Bytes of output received so far.
+    pub(crate) fn output_bytes(&self) -> u64 {
+        self.lock().output_bytes
+    }
+
+    /// Start watching (`crate::watch`): the present, registered where the reader hands on what follows it.
+    pub(crate) fn watch(&self) -> Watch {
+        let (present, events) = match &self.screen {
+            Some(screen) => {
+                let screen = screen.lock().unwrap_or_else(PoisonError::into_inner);
+                (screen.formatted(), self.watchers.register())
+            }
+            None => {
+                let shared = self.lock();
+                let all = shared.transcript.to_bytes();
+                let from = all.len().saturating_sub(PIPE_PRESENT_BYTES);
+                (all.get(from..).unwrap_or_default().to_vec(), self.watchers.register())
+            }
+        };
+        let finished = {
+            let shared = self.lock();
+            shared.finished.then(|| shared.exit_code.unwrap_or(UNKNOWN_EXIT_CODE))
+        };
+        if let Some(exit_code) = finished {
+            // Finished before (or while) it registered: say so, whether or not `finish` saw it.
+            self.watchers.exited(exit_code);
+        }
+        Watch { present, tty: self.screen.is_some(), events }
     }
 
     /// Take the output since the previous call, as the buffer that held it (no byte is copied; what it dropped
@@ -488,9 +539,9 @@ async fn read_loop(session: Arc<Session>, mut output: Box<dyn OutputStream>) {
                 if chunk.is_empty() {
                     continue;
                 }
-                session.feed_screen(&chunk).await;
-                // One copy of the chunk, shared by the pending output and the transcript.
+                // One copy of the chunk, shared by the pending output, the transcript and the watchers.
                 let chunk: Arc<[u8]> = Arc::from(chunk);
+                session.feed_screen(&chunk).await;
                 session.push_output(&chunk);
                 for piece in splitter.feed(&chunk) {
                     emit_delta(&session, piece);

@@ -159,10 +159,7 @@ impl LookupLog {
     }
 
     fn record(&self, name: String) {
-        let mut list = match self.list.lock() {
-            Ok(list) => list,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut list = self.list.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let n = self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if list.len() == MAX_LOOKUPS {
             list.pop_front();
@@ -172,10 +169,7 @@ impl LookupLog {
 
     /// The distinct names looked up since `mark`, in order.
     pub(crate) fn since(&self, mark: u64) -> Vec<String> {
-        let list = match self.list.lock() {
-            Ok(list) => list,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let list = self.list.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut out: Vec<String> = Vec::new();
         for (_, name) in list.iter().filter(|(n, _)| *n >= mark) {
             if !out.contains(name) {
@@ -245,10 +239,7 @@ impl OfflineNamespace {
     pub(crate) fn descriptor(&self) -> Option<Arc<OwnedFd>> {
         self.made
             .get_or_init(|| {
-                let pending = match self.pending.lock() {
-                    Ok(mut pending) => pending.take(),
-                    Err(poisoned) => poisoned.into_inner().take(),
-                };
+                let pending = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
                 match pending.map(|rx| rx.recv()) {
                     Some(Ok(Ok(ns))) => Some(Arc::new(ns)),
                     Some(Ok(Err((stage, error)))) => {

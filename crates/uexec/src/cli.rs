@@ -12,6 +12,8 @@ Examples:
   uexec mcp                                  serve MCP over stdio; commands may write only in the current directory
   uexec run -- make test                     run one command in this terminal under the sandbox
   uexec run --sandbox read-only -- bash      a shell that cannot write anywhere
+  uexec sessions                             every live session of every uexec server of yours
+  uexec attach 12345                         watch a session's terminal (--write: type into it; Ctrl-] detaches)
   uexec sandbox-report                       what this machine can enforce
   uexec sandbox-profile --platform macos     the Seatbelt profile the macOS sandbox would use
 
@@ -63,6 +65,36 @@ Examples:
   uexec run --sandbox read-only -- bash
   uexec run --writable-root ~/.cache -- make";
 
+const SESSIONS_AFTER_HELP: &str = "\
+Every uexec mcp server (stdio or --listen) serves a control socket that only you can reach: in
+$XDG_RUNTIME_DIR/uexec/control (else ~/.local/state/uexec/control), mode 0700, hidden from every sandboxed command.
+Columns: the server (its pid and kind), the client of an HTTP server, the session id, its state (running,
+waiting-for-input, exited), age, output size, sandbox, working directory and command.
+
+Examples:
+  uexec sessions
+  uexec sessions --json | jq '.[].sessions[].session_id'";
+
+const ATTACH_AFTER_HELP: &str = "\
+Shows the session's terminal: a PTY session's rendered 24x80 screen first, then its output live; a pipe session's
+newest output, then the stream. Read-only by default: your keys go nowhere. With --write your keys go to the
+program (for example a password at a prompt without echo: the model never reads it). Ctrl-] detaches and is never
+sent to the program (read-only, Ctrl-C detaches too). The model's calls read what they would read without you;
+the session keeps its size (24x80), whatever yours. Several people may watch at once. Attaching, typing (how many
+bytes, never what) and detaching are audit-log records of the server.
+
+Examples:
+  uexec attach 12345
+  uexec attach --write 12345
+  uexec attach --server 4242 --client 2 12345";
+
+const KILL_AFTER_HELP: &str = "\
+Kills the session's process tree. The model's next write_stdin on it reads its last output and that it ended.
+
+Examples:
+  uexec kill 12345
+  uexec kill --server 4242                   every session of that server";
+
 const REPORT_AFTER_HELP: &str = "\
 Examples:
   uexec sandbox-report
@@ -112,6 +144,15 @@ pub enum Command {
     /// Run one command under the sandbox, attached to this terminal, and exit with its exit code.
     #[command(after_help = RUN_AFTER_HELP)]
     Run(RunArgs),
+    /// List every live session of every uexec server of yours on this machine.
+    #[command(after_help = SESSIONS_AFTER_HELP)]
+    Sessions(SessionsArgs),
+    /// Watch a live session's terminal; --write hands you the keyboard. Ctrl-] detaches.
+    #[command(after_help = ATTACH_AFTER_HELP)]
+    Attach(AttachArgs),
+    /// Kill a live session, or every session of one server.
+    #[command(after_help = KILL_AFTER_HELP)]
+    Kill(KillArgs),
     /// Show what this machine can enforce, and what the given policy would enforce.
     #[command(name = "sandbox-report", after_help = REPORT_AFTER_HELP)]
     SandboxReport(ReportArgs),
@@ -267,6 +308,45 @@ pub struct RunArgs {
     /// The command and its arguments (after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     pub command: Vec<OsString>,
+}
+
+/// `uexec sessions`.
+#[derive(Debug, Clone, Args)]
+pub struct SessionsArgs {
+    /// Print JSON (one array of servers, each with its sessions) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `uexec attach`.
+#[derive(Debug, Clone, Args)]
+pub struct AttachArgs {
+    /// The session id (as `uexec sessions` lists it).
+    #[arg(value_name = "ID")]
+    pub id: u32,
+    /// Type into the session: your keys go to the program (Ctrl-] still detaches).
+    #[arg(long)]
+    pub write: bool,
+    /// The server's pid, when several servers have a session with this id.
+    #[arg(long, value_name = "PID")]
+    pub server: Option<u32>,
+    /// The client of an HTTP server, when several of its clients have a session with this id.
+    #[arg(long, value_name = "N")]
+    pub client: Option<u64>,
+}
+
+/// `uexec kill`.
+#[derive(Debug, Clone, Args)]
+pub struct KillArgs {
+    /// The session id; without one, --server names the server whose sessions are all killed.
+    #[arg(value_name = "ID", required_unless_present = "server")]
+    pub id: Option<u32>,
+    /// The server's pid.
+    #[arg(long, value_name = "PID")]
+    pub server: Option<u32>,
+    /// The client of an HTTP server.
+    #[arg(long, value_name = "N")]
+    pub client: Option<u64>,
 }
 
 /// `uexec sandbox-report`.

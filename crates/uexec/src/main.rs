@@ -6,6 +6,7 @@ mod audit;
 mod cli;
 mod compose;
 mod config;
+mod control;
 mod fdlimit;
 #[cfg(any(test, fuzzing))]
 mod fuzz_bodies;
@@ -64,6 +65,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Mcp(args) => run_mcp(&args),
         Command::Run(args) => return run::main(&args),
+        Command::Sessions(args) => control::client::sessions(&args),
+        Command::Attach(args) => control::client::attach(&args),
+        Command::Kill(args) => control::client::kill(&args),
         Command::SandboxReport(args) => report::sandbox_report(&args),
         Command::SandboxProfile(args) => report::sandbox_profile(&args),
         Command::ApplyPatch(args) => return apply_patch::main(&args.patch),

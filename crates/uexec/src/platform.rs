@@ -104,9 +104,7 @@ pub fn start_offline_namespace_early() {
     #[cfg(target_os = "linux")]
     match uexec_sandbox_linux::OfflineNamespace::start() {
         Ok(offline) => {
-            if let Ok(mut early) = EARLY_OFFLINE.lock() {
-                *early = Some(offline);
-            }
+            *EARLY_OFFLINE.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(offline);
         }
         Err(error) => tracing::debug!(%error, "no offline network namespace: lookups are not recorded"),
     }
@@ -145,7 +143,7 @@ fn sandbox_in(
             base()
         }
     };
-    let early = EARLY_OFFLINE.lock().ok().and_then(|mut early| early.take());
+    let early = EARLY_OFFLINE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
     let sandbox = match early {
         Some(offline) => sandbox.with_offline_namespace(offline),
         None => sandbox,

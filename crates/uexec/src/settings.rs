@@ -89,6 +89,9 @@ pub struct Settings {
     /// Where a listening server started without a token file keeps the token it generates, in order of
     /// preference ([`generated_token_dirs`]); hidden from every sandboxed command.
     pub token_dirs: Vec<PathBuf>,
+    /// Where servers keep their control sockets (`crate::control`), in order of preference
+    /// ([`control_dirs`]); hidden from every sandboxed command.
+    pub control_dirs: Vec<PathBuf>,
     /// The sandbox's package-cache directory (`<state_dir>/sandbox-cache`, created mode 0700) under
     /// workspace-write: one of the policy's writable roots, named to sandboxed commands' package managers by
     /// `uexec_domain::caches`. `None` in the other modes, or when it cannot be created.
@@ -357,6 +360,12 @@ fn resolve_with(
     for dir in &token_dirs {
         patterns.extend(literal_patterns(dir));
     }
+    // So are the control sockets of every server (`crate::control`): a command that could attach to a session
+    // could type into one that runs outside the sandbox.
+    let control_dirs = control_dirs(&ctx.env, state_dir.as_deref());
+    for dir in &control_dirs {
+        patterns.extend(literal_patterns(dir));
+    }
     if let Some(file) = (ctx.env)(AUTH_TOKEN_FILE_ENV).filter(|v| !v.is_empty()) {
         patterns.extend(literal_patterns(&absolute(&ctx.cwd, Path::new(&file))));
     }
@@ -438,6 +447,7 @@ fn resolve_with(
         network: network_policy,
         state_dir,
         token_dirs,
+        control_dirs,
         sandbox_cache,
         copy_on_write,
         copy_on_write_base,
@@ -702,6 +712,71 @@ pub fn generated_token_dirs(
         .chain(state_dir.map(Path::to_path_buf))
         .map(|dir| dir.join("listen-tokens"))
         .collect()
+}
+
+/// Where the control sockets of this user's servers are (`crate::control`), in order: `$XDG_RUNTIME_DIR/uexec/control`
+/// (when absolute), then `<state_dir>/control`. A server uses the first outside every possible writable root
+/// ([`control_home`]); `uexec sessions` looks in each; every uexec hides them all from its sandboxed commands.
+pub fn control_dirs(get_env: &dyn Fn(&str) -> Option<OsString>, state_dir: Option<&Path>) -> Vec<PathBuf> {
+    let runtime = get_env("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|p| p.is_absolute());
+    runtime
+        .map(|dir| dir.join("uexec"))
+        .into_iter()
+        .chain(state_dir.map(Path::to_path_buf))
+        .map(|dir| dir.join("control"))
+        .collect()
+}
+
+/// [`control_dirs`] from the process environment alone (the commands that only read them: `uexec sessions`).
+pub fn control_dirs_of(ctx: &ProcessContext) -> Vec<PathBuf> {
+    control_dirs(&ctx.env, state_dir(&ctx.env).as_deref())
+}
+
+/// The directory this server's control socket goes to: the first of [`Settings::control_dirs`] outside every
+/// possible writable root (a sandboxed command there could plant a socket that a person's `uexec attach
+/// --write` would type into), created mode 0700 (its parent too, when uexec makes it), owned by this user and
+/// canonical. An error says why none fits.
+pub fn control_home(settings: &Settings) -> Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let roots = server_file_roots(settings);
+    let mut refused = Vec::new();
+    for dir in &settings.control_dirs {
+        if let Some(found) = writable_by_sandbox(dir, &roots) {
+            refused.push(format!("{}: {}", dir.display(), found.describe()));
+            continue;
+        }
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let canonical =
+            std::fs::canonicalize(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
+        if let Some(found) = writable_by_sandbox(&canonical, &roots) {
+            refused.push(format!("{}: {}", canonical.display(), found.describe()));
+            continue;
+        }
+        let meta = std::fs::metadata(&canonical)?;
+        if meta.uid() != rustix::process::geteuid().as_raw() {
+            bail!(
+                "{} belongs to another user: it cannot hold this server's control socket",
+                canonical.display()
+            );
+        }
+        if meta.mode() & 0o077 != 0 {
+            std::fs::set_permissions(&canonical, std::fs::Permissions::from_mode(0o700))
+                .with_context(|| format!("cannot make {} private (mode 0700)", canonical.display()))?;
+        }
+        return Ok(canonical);
+    }
+    if refused.is_empty() {
+        bail!("no runtime or state directory is known ($XDG_RUNTIME_DIR, $XDG_STATE_HOME, $HOME)");
+    }
+    bail!(
+        "sandboxed commands could reach every place it could be kept ({}); set $XDG_RUNTIME_DIR or $XDG_STATE_HOME to \
+         a private directory outside them",
+        refused.join("; ")
+    )
 }
 
 /// Hidden-path patterns that name exactly `path` (its components taken literally, never refused): for the
@@ -1404,7 +1479,7 @@ mod tests {
     }
 
     #[test]
-    fn every_uexec_hides_the_tokens_of_listening_servers() {
+    fn every_uexec_hides_the_tokens_and_control_sockets_of_servers() {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ProcessContext {
             cwd: dir.path().to_path_buf(),
@@ -1423,9 +1498,12 @@ mod tests {
         let hidden: Vec<String> =
             s.hidden.patterns.iter().map(|p| format!("/{}", p.components.join("/"))).collect();
         // The `..` path does not resolve here: hidden where it leads once it does (canonical), not as written.
-        assert_eq!(hidden[..3], [dirs[0], dirs[1], "/srv/tok"], "{hidden:?}");
+        // The control sockets' directories of every server (`crate::control`) as well.
+        let control = ["/run/user/4242/uexec/control", "/var/lib/someone/state/uexec/control"];
+        assert_eq!(s.control_dirs, control.map(PathBuf::from));
+        assert_eq!(hidden[..5], [dirs[0], dirs[1], control[0], control[1], "/srv/tok"], "{hidden:?}");
         // Then the server's own state (`own_state`), hidden whatever `hide_secrets` says.
-        assert!(hidden[3..].iter().all(|p| p.starts_with("/var/lib/someone/state/uexec/")), "{hidden:?}");
+        assert!(hidden[5..].iter().all(|p| p.starts_with("/var/lib/someone/state/uexec/")), "{hidden:?}");
     }
 
     #[test]

@@ -456,6 +456,7 @@ struct Router {
     token: AuthToken,
     /// Connections that have not presented the token, for `uexec_http_connections_dropped_total`.
     gate: Arc<Gate>,
+    operator: super::operator::Operator,
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response<HttpBody> {
@@ -509,7 +510,14 @@ impl Router {
             }
             _ => {}
         }
-        if !authorized(&self.token, request.headers()) {
+        let authorized = authorized(&self.token, request.headers());
+        if let Some(response) = self.operator.route(request.method(), path, authorized).await {
+            if authorized {
+                ticket.pass();
+            }
+            return response;
+        }
+        if !authorized {
             self.fleet.metrics.unauthorized();
             let mut response = Response::new(Full::new(Bytes::new()).boxed());
             *response.status_mut() = StatusCode::UNAUTHORIZED;
@@ -569,7 +577,8 @@ impl Router {
         // an answer and never ends by itself).
         let answering = (request.method() == Method::POST).then(|| Pending::new(&self.fleet));
         // The service factory (called for an `initialize`) reads the workspace named.
-        let response = WORKSPACE.scope(workspace, http_repair::handle(&self.fleet.filters, request, &self.mcp)).await;
+        let response =
+            WORKSPACE.scope(workspace, http_repair::handle(&self.fleet.filters, request, &self.mcp)).await;
         // An `initialize` answer names the new MCP session: from now on its grace is tracked.
         let guard = guard.or_else(|| {
             response
@@ -722,11 +731,12 @@ pub async fn serve(
     config.id_seed = id_seed;
     config.limits.max_sessions = server.sessions_per_client;
     config.limits.warning_sessions = config.limits.warning_sessions.min(server.sessions_per_client);
+    let pending = super::operator::PendingApprovals::new(events);
     let blueprint = Arc::new(Blueprint {
         config,
         settings: settings.clone(),
         instructions: super::instructions(settings),
-        events,
+        events: pending.clone(),
         audit,
         proxy_limits,
     });
@@ -774,12 +784,27 @@ pub async fn serve(
         Box::pin(async move { mcp.handle(request).await })
     });
     let gate = Gate::new(budget.preauth_per_peer, budget.preauth_total);
+    let clients: crate::control::server::Clients = {
+        let fleet = Arc::clone(&fleet);
+        Arc::new(move || lock(&fleet.engines).iter().map(|(id, engine)| (*id, engine.clone())).collect())
+    };
     let router = Arc::new(Router {
         fleet: Arc::clone(&fleet),
         mcp,
         sessions: Arc::clone(&sessions),
         token: server.token.clone(),
         gate: Arc::clone(&gate),
+        operator: super::operator::Operator::new(
+            crate::control::ServerInfo {
+                pid: std::process::id(),
+                kind: "http".into(),
+                cwd: settings.cwd.clone(),
+                listen: Some(server.listen.to_string()),
+            },
+            clients.clone(),
+            blueprint.audit.clone(),
+            Some(pending),
+        ),
     });
 
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
@@ -795,6 +820,13 @@ pub async fn serve(
         TokenOrigin::File(_) => None,
     };
     announce(local, generated.as_deref());
+    let _control = crate::control::server::start(
+        settings,
+        "http",
+        Some(local.to_string()),
+        clients,
+        blueprint.audit.clone(),
+    );
 
     let reaper = tokio::spawn(reap(Arc::clone(&fleet), Arc::clone(&router.sessions), stop.clone()));
     let mut connections = tokio::task::JoinSet::new();

@@ -14,6 +14,7 @@ pub mod gate;
 pub mod http;
 pub mod http_repair;
 pub mod jsonrpc;
+pub mod operator;
 pub mod protocol;
 pub mod server;
 pub mod tools;
@@ -46,12 +47,22 @@ pub async fn serve(
 ) -> Result<StopReason> {
     let mut config = crate::compose::engine_config(settings);
     config.id_seed = id_seed;
+    let control_audit = audit.clone();
     let client =
         crate::compose::mcp_client(settings, config, audit, events, crate::compose::Namespaces::Server)?;
     if let Some(proxy) = client.proxy {
         proxy.spawn();
     }
     let (engine, approver, refusals) = (client.engine, client.approver, client.refusals);
+    // The person's way to the sessions (`uexec sessions`, `uexec attach`): one client, numbered 0.
+    let controlled = engine.clone();
+    let _control = crate::control::server::start(
+        settings,
+        "stdio",
+        None,
+        Arc::new(move || vec![(0, controlled.clone())]),
+        control_audit,
+    );
     let instructions = instructions(settings);
     let handler = server::UexecServer::new(engine.clone(), approver, instructions)
         .with_refusals(refusals)

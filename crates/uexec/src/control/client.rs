@@ -1,0 +1,430 @@
+//! The person's side of the control channel: `uexec sessions`, `uexec attach`, `uexec kill`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use uexec_domain::SessionId;
+use uexec_domain::limits::PTY_ROWS;
+
+use super::{
+    DETACH_KEY, FRAME_EXIT, FRAME_INPUT, FRAME_OUTPUT, Listed, Listing, Request, read_frame, write_frame,
+};
+use crate::cli::{AttachArgs, KillArgs, SessionsArgs};
+use crate::settings::ProcessContext;
+
+/// What the terminal is given back after a detach: attributes, a visible cursor, normal cursor keys and keypad,
+/// no bracketed paste (the program may have set any of them).
+const TERMINAL_RESET: &[u8] = b"\x1b[0m\x1b[?25h\x1b[?1l\x1b>\x1b[?2004l";
+
+/// The control sockets of this user's servers: `*.sock` in every control directory that is private to this user
+/// (a directory of another owner, or open to others, is skipped with a warning).
+fn sockets(ctx: &ProcessContext) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    let mut found = Vec::new();
+    for dir in crate::settings::control_dirs_of(ctx) {
+        let Ok(meta) = std::fs::metadata(&dir) else { continue };
+        if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+            tracing::warn!(dir = %dir.display(), "not a private directory of this user: its sockets are not used");
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let mut here: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "sock"))
+            .collect();
+        here.sort();
+        found.extend(here);
+    }
+    found
+}
+
+/// Connect to a server's socket, checking that this user serves it. `None` for a socket nobody serves (left by
+/// a server that was killed: removed).
+async fn connect(path: &Path) -> Option<UnixStream> {
+    match UnixStream::connect(path).await {
+        Ok(stream) => {
+            let me = rustix::process::geteuid().as_raw();
+            match stream.peer_cred() {
+                Ok(cred) if cred.uid() == me => Some(stream),
+                _ => {
+                    tracing::warn!(path = %path.display(), "served by another user: not used");
+                    None
+                }
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            use std::os::unix::fs::FileTypeExt;
+            if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+                let _ = std::fs::remove_file(path);
+            }
+            None
+        }
+        Err(e) => {
+            tracing::debug!(path = %path.display(), "cannot connect: {e}");
+            None
+        }
+    }
+}
+
+/// Send `request` and read the one-line answer (an error when it says `"ok": false`).
+async fn ask(
+    stream: UnixStream,
+    request: &Request,
+) -> Result<(Value, BufReader<OwnedReadHalf>, OwnedWriteHalf)> {
+    let (read, mut write) = stream.into_split();
+    let mut line = serde_json::to_string(request)?;
+    line.push('\n');
+    write.write_all(line.as_bytes()).await?;
+    let mut reader = BufReader::new(read);
+    let mut answer = String::new();
+    reader.read_line(&mut answer).await?;
+    let value: Value = serde_json::from_str(&answer).context("the server's answer is not JSON")?;
+    if value.get("ok") != Some(&Value::Bool(true)) {
+        let error = value.get("error").and_then(Value::as_str).unwrap_or("refused");
+        bail!("{error}");
+    }
+    Ok((value, reader, write))
+}
+
+/// Every server that answers, with its listing and its socket.
+async fn all_listings(ctx: &ProcessContext) -> Vec<(PathBuf, Listing)> {
+    let mut out = Vec::new();
+    for path in sockets(ctx) {
+        let Some(stream) = connect(&path).await else { continue };
+        match ask(stream, &Request::List).await {
+            Ok((value, _, _)) => match serde_json::from_value::<Listing>(value) {
+                Ok(listing) => out.push((path, listing)),
+                Err(e) => tracing::warn!(path = %path.display(), "a listing that does not parse: {e}"),
+            },
+            Err(e) => tracing::warn!(path = %path.display(), "no listing: {e:#}"),
+        }
+    }
+    out
+}
+
+/// A command line for a table cell: control characters written `\u{HEX}` (a command's text must not drive the
+/// person's terminal), at most `max` characters.
+fn cell(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        if c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    if out.chars().count() > max {
+        let cut: String = out.chars().take(max.saturating_sub(3)).collect();
+        return format!("{cut}...");
+    }
+    out
+}
+
+fn age(ms: u64) -> String {
+    let secs = ms / 1000;
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m{:02}s", secs / 60, secs % 60),
+        _ => format!("{}h{:02}m", secs / 3600, (secs % 3600) / 60),
+    }
+}
+
+fn size(bytes: u64) -> String {
+    match bytes {
+        0..1024 => format!("{bytes}B"),
+        1024..1_048_576 => format!("{:.1}K", bytes as f64 / 1024.0),
+        _ => format!("{:.1}M", bytes as f64 / 1_048_576.0),
+    }
+}
+
+fn state(listed: &Listed) -> String {
+    match (listed.state.as_str(), listed.exit_code) {
+        ("exited", Some(code)) => format!("exited({code})"),
+        ("waiting_for_input", _) => "waiting-for-input".to_owned(),
+        (other, _) => other.to_owned(),
+    }
+}
+
+/// `uexec sessions`.
+pub fn sessions(args: &SessionsArgs) -> Result<ExitCode> {
+    let ctx = ProcessContext::current()?;
+    let rt = crate::runtime()?;
+    let listings = rt.block_on(all_listings(&ctx));
+    rt.shutdown_background();
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let servers: Vec<&Listing> = listings.iter().map(|(_, l)| l).collect();
+        writeln!(out, "{}", serde_json::to_string(&servers)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut rows = vec![[
+        "SERVER".to_owned(),
+        "CLIENT".to_owned(),
+        "SESSION".to_owned(),
+        "STATE".to_owned(),
+        "AGE".to_owned(),
+        "OUTPUT".to_owned(),
+        "SANDBOX".to_owned(),
+        "CWD".to_owned(),
+        "COMMAND".to_owned(),
+    ]];
+    for (_, listing) in &listings {
+        let server = format!("{} ({})", listing.server.pid, listing.server.kind);
+        for s in &listing.sessions {
+            let client = if listing.server.kind == "stdio" { "-".to_owned() } else { s.client.to_string() };
+            rows.push([
+                server.clone(),
+                client,
+                s.session_id.to_string(),
+                state(s),
+                age(s.age_ms),
+                size(s.output_bytes),
+                s.sandbox.clone(),
+                cell(&s.cwd.display().to_string(), 40),
+                cell(&s.cmd, 60),
+            ]);
+        }
+    }
+    if rows.len() == 1 {
+        let servers = listings.len();
+        writeln!(
+            out,
+            "no live sessions ({servers} uexec server{} of yours running)",
+            if servers == 1 { "" } else { "s" }
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut widths = [0usize; 9];
+    for row in &rows {
+        for (width, text) in widths.iter_mut().zip(row) {
+            *width = (*width).max(text.chars().count());
+        }
+    }
+    for row in &rows {
+        let mut line = String::new();
+        for (i, (width, text)) in widths.iter().zip(row).enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(text);
+            } else {
+                line.push_str(&format!("{text:<width$}  "));
+            }
+        }
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The one session `id` names (narrowed by `server` and `client`), with its server's socket.
+async fn find(
+    ctx: &ProcessContext,
+    id: SessionId,
+    server: Option<u32>,
+    client: Option<u64>,
+) -> Result<(PathBuf, u32, Listed)> {
+    let mut matches = Vec::new();
+    for (path, listing) in all_listings(ctx).await {
+        if server.is_some_and(|s| s != listing.server.pid) {
+            continue;
+        }
+        for s in listing.sessions {
+            if s.session_id == id && client.is_none_or(|c| c == s.client) {
+                matches.push((path.clone(), listing.server.pid, s));
+            }
+        }
+    }
+    match matches.len() {
+        0 => bail!("no live session {id} in any uexec server of yours (see `uexec sessions`)"),
+        1 => matches.pop().ok_or_else(|| anyhow!("no session")),
+        _ => {
+            let names: Vec<String> =
+                matches.iter().map(|(_, pid, s)| format!("server {pid} client {}", s.client)).collect();
+            bail!(
+                "session {id} is in several servers ({}): name one with --server PID (and --client N)",
+                names.join(", ")
+            )
+        }
+    }
+}
+
+#[allow(clippy::print_stderr)]
+fn say(text: &str) {
+    eprint!("{text}");
+}
+
+/// `uexec attach`.
+pub fn attach(args: &AttachArgs) -> Result<ExitCode> {
+    let ctx = ProcessContext::current()?;
+    let rt = crate::runtime()?;
+    let outcome = rt.block_on(attach_async(&ctx, args));
+    rt.shutdown_background();
+    outcome
+}
+
+async fn attach_async(ctx: &ProcessContext, args: &AttachArgs) -> Result<ExitCode> {
+    let id = SessionId(args.id);
+    let (path, pid, listed) = find(ctx, id, args.server, args.client).await?;
+    let stream = connect(&path).await.ok_or_else(|| anyhow!("server {pid} no longer answers"))?;
+    let request = Request::Attach { client: listed.client, session: id, write: args.write };
+    let (_, mut reader, mut write) = ask(stream, &request).await?;
+    let tty_in = crate::terminal::is_terminal(crate::terminal::stdin_fd());
+    let tty_out = crate::terminal::is_terminal(crate::terminal::stdout_fd());
+    let mode = if args.write { "you have the keyboard" } else { "read-only" };
+    say(&format!(
+        "[uexec] attached to session {id} of server {pid} ({mode}); Ctrl-] detaches{}\r\n",
+        if args.write { "" } else { ", as does Ctrl-C" }
+    ));
+    let raw =
+        if tty_in { Some(crate::terminal::RawMode::enable(crate::terminal::stdin_fd())?) } else { None };
+    // Keys come from a thread of their own (a blocked read of the terminal never holds the runtime).
+    let (keys_tx, mut keys) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let mut buffer = [0u8; 4096];
+        loop {
+            match std::io::Read::read(&mut stdin, &mut buffer) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if keys_tx.blocking_send(buffer.get(..n).unwrap_or_default().to_vec()).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    let mut stdout = std::io::stdout();
+    // The session's terminal is 24x80 whatever this one's size (resizes are the session's). On a taller
+    // terminal its output scrolls within the top 24 rows, as in the session, and the row below says how to
+    // detach.
+    let rows = crate::terminal::window_size(crate::terminal::stdout_fd()).map_or(0, |size| size.rows);
+    let status_row = (tty_out && listed.tty && rows > PTY_ROWS).then_some(PTY_ROWS + 1);
+    if tty_out && listed.tty {
+        // The present draws the whole screen; start from a blank one.
+        stdout.write_all(b"\x1b[H\x1b[2J")?;
+        if status_row.is_some() {
+            stdout.write_all(format!("\x1b[1;{PTY_ROWS}r").as_bytes())?;
+        }
+    }
+    let mut first = true;
+    let mut keys_open = true;
+    let ending = loop {
+        tokio::select! {
+            frame = read_frame(&mut reader) => match frame {
+                Ok(Some((FRAME_OUTPUT, bytes))) => {
+                    stdout.write_all(&bytes)?;
+                    if std::mem::take(&mut first) && let Some(row) = status_row {
+                        // Below the session's rows, cursor saved and restored around it.
+                        let line = format!(
+                            "\x1b7\x1b[{row};1H\x1b[2K\x1b[7m uexec: session {id} of server {pid} ({mode}); Ctrl-] detaches \x1b[0m\x1b8"
+                        );
+                        stdout.write_all(line.as_bytes())?;
+                    }
+                    stdout.flush()?;
+                }
+                Ok(Some((FRAME_EXIT, body))) => {
+                    let code = serde_json::from_slice::<Value>(&body).ok().and_then(|v| v.get("exit_code").and_then(Value::as_i64));
+                    break format!("session {id} exited{}", code.map(|c| format!(" with code {c}")).unwrap_or_default());
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => break format!("server {pid} ended the connection"),
+            },
+            key = keys.recv(), if keys_open => match key {
+                Some(bytes) => {
+                    let detach_at = bytes.iter().position(|b| *b == DETACH_KEY || (!args.write && *b == 0x03));
+                    let send = match detach_at { Some(at) => bytes.get(..at).unwrap_or_default(), None => &bytes[..] };
+                    if args.write && !send.is_empty() {
+                        write_frame(&mut write, FRAME_INPUT, send).await?;
+                    }
+                    if detach_at.is_some() {
+                        break format!("detached from session {id}");
+                    }
+                }
+                None => keys_open = false,
+            },
+        }
+    };
+    drop(write);
+    if tty_out {
+        if let Some(row) = status_row {
+            // The whole terminal scrolls again, below what the session drew.
+            stdout.write_all(format!("\x1b[r\x1b[{row};1H\x1b[2K").as_bytes())?;
+        }
+        stdout.write_all(TERMINAL_RESET)?;
+        stdout.flush()?;
+    }
+    drop(raw);
+    say(&format!("\r\n[uexec] {ending}\r\n"));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `uexec kill`.
+pub fn kill(args: &KillArgs) -> Result<ExitCode> {
+    let ctx = ProcessContext::current()?;
+    let rt = crate::runtime()?;
+    let outcome = rt.block_on(kill_async(&ctx, args));
+    rt.shutdown_background();
+    outcome
+}
+
+async fn kill_async(ctx: &ProcessContext, args: &KillArgs) -> Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    match args.id {
+        Some(id) => {
+            let id = SessionId(id);
+            let (path, pid, listed) = find(ctx, id, args.server, args.client).await?;
+            let stream = connect(&path).await.ok_or_else(|| anyhow!("server {pid} no longer answers"))?;
+            let (value, _, _) = ask(stream, &Request::Kill { client: listed.client, session: id }).await?;
+            let code = value.get("exit_code").and_then(Value::as_i64).unwrap_or(-1);
+            writeln!(out, "killed session {id} of server {pid} (exit code {code})")?;
+        }
+        None => {
+            let Some(server) = args.server else { bail!("name a session ID, or a server with --server PID") };
+            let found = all_listings(ctx).await.into_iter().find(|(_, l)| l.server.pid == server);
+            let Some((path, _)) = found else {
+                bail!("no uexec server {server} of yours (see `uexec sessions`)")
+            };
+            let stream = connect(&path).await.ok_or_else(|| anyhow!("server {server} no longer answers"))?;
+            let (value, _, _) = ask(stream, &Request::KillAll).await?;
+            let killed = value.get("killed").and_then(Value::as_u64).unwrap_or(0);
+            writeln!(
+                out,
+                "killed {killed} session{} of server {server}",
+                if killed == 1 { "" } else { "s" }
+            )?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_cannot_drive_the_persons_terminal_through_the_listing() {
+        assert_eq!(cell("echo hi", 60), "echo hi");
+        assert_eq!(cell("printf '\x1b]0;pwned\x07'\nrm", 60), "printf '\\u{1b}]0;pwned\\u{7}'\\u{a}rm");
+        assert_eq!(cell("a\u{202e}b", 60), "a\\u{202e}b");
+        assert_eq!(cell("abcdefghij", 6), "abc...");
+    }
+
+    #[test]
+    fn ages_and_sizes_read_as_a_person_writes_them() {
+        assert_eq!(age(5_400), "5s");
+        assert_eq!(age(125_000), "2m05s");
+        assert_eq!(age(7_300_000), "2h01m");
+        assert_eq!(size(10), "10B");
+        assert_eq!(size(2048), "2.0K");
+        assert_eq!(size(3 * 1_048_576), "3.0M");
+    }
+}

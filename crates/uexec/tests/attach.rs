@@ -1,0 +1,405 @@
+//! The person's way to the sessions: `uexec sessions`, `uexec attach` (driven under tmux: `send-keys`,
+//! `capture-pane`), `uexec kill`, and the control socket's must-fail probes (a sandboxed command, another user, the
+//! proxy's network namespace), each paired with an allowed twin.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::{McpServer, Workspace, exit_code, output, session_id, uexec, uexec_command};
+use serde_json::{Value, json};
+
+const PYTHON: &str = "/usr/bin/python3";
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// The runtime directory of the servers and clients of one test (outside every writable root: the control
+/// sockets go there).
+fn runtime_dir(ws: &Workspace) -> PathBuf {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = ws.outside.path().join("run");
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).unwrap();
+    dir
+}
+
+fn server(ws: &Workspace, args: &[&str]) -> McpServer {
+    let run = runtime_dir(ws);
+    let mut server = McpServer::start_with_env(ws, args, &[("XDG_RUNTIME_DIR", run.to_str().unwrap())]);
+    server.initialize(false);
+    server
+}
+
+/// The control socket of the server with `pid`, once it exists.
+fn socket_of(ws: &Workspace, pid: u32) -> PathBuf {
+    let path = runtime_dir(ws).join("uexec/control").join(format!("{pid}.sock"));
+    let deadline = Instant::now() + DEADLINE;
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "no control socket at {}", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    path
+}
+
+/// `uexec <args>` as the person, with the test's runtime directory.
+fn person(ws: &Workspace, args: &[&str]) -> Output {
+    uexec_command(ws, args).env("XDG_RUNTIME_DIR", runtime_dir(ws)).output().unwrap()
+}
+
+fn listing(ws: &Workspace) -> Vec<Value> {
+    let out = person(ws, &["sessions", "--json"]);
+    assert!(out.status.success(), "uexec sessions failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap()
+}
+
+/// The listed session `id` of the server with `pid`.
+fn listed(ws: &Workspace, pid: u32, id: u64) -> Option<Value> {
+    listing(ws)
+        .into_iter()
+        .filter(|s| s["server"]["pid"] == json!(pid))
+        .flat_map(|s| s["sessions"].as_array().cloned().unwrap_or_default())
+        .find(|s| s["session_id"] == json!(id))
+}
+
+fn wait_listed(ws: &Workspace, pid: u32, id: u64, state: &str) -> Value {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let found = listed(ws, pid, id);
+        if let Some(session) = found.as_ref().filter(|s| s["state"] == json!(state)) {
+            return session.clone();
+        }
+        assert!(Instant::now() < deadline, "session {id} never {state}: {found:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Poll the model's side of session `id` until its output holds `needle`; everything it read.
+fn model_until(server: &mut McpServer, id: u64, needle: &str) -> (String, Option<i64>) {
+    let deadline = Instant::now() + DEADLINE;
+    let mut seen = String::new();
+    loop {
+        let result =
+            server.call("write_stdin", json!({ "session_id": id, "chars": "", "yield_time_ms": 5000 }));
+        seen.push_str(&output(&result));
+        let code = exit_code(&result);
+        if seen.contains(needle) || code.is_some() || Instant::now() > deadline {
+            return (seen, code);
+        }
+    }
+}
+
+/// A tmux server of its own (its own socket), killed when dropped.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// A detached 100x30 session running `command` (then a shell that waits, so the pane stays readable).
+    fn start(command: &str) -> Tmux {
+        let socket = format!("uexec-attach-{}-{}", std::process::id(), rand_suffix());
+        let tmux = Tmux { socket };
+        let script = format!("{command}; echo PANE-DONE; sleep 120");
+        let status = tmux
+            .cmd(&["-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", "100", "-y", "30", &script])
+            .status()
+            .unwrap();
+        assert!(status.success(), "tmux new-session failed");
+        tmux
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("tmux");
+        command.arg("-L").arg(&self.socket).args(args);
+        command
+    }
+
+    fn capture(&self) -> String {
+        let out = self.cmd(&["capture-pane", "-p", "-t", "t"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Wait until the pane shows `needle`; the pane's text.
+    fn wait_for(&self, needle: &str) -> String {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let screen = self.capture();
+            if screen.contains(needle) {
+                return screen;
+            }
+            assert!(Instant::now() < deadline, "the pane never showed {needle:?}:\n{screen}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "t"];
+        args.extend_from_slice(keys);
+        assert!(self.cmd(&args).status().unwrap().success());
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]).status();
+    }
+}
+
+fn rand_suffix() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+        % 1_000_000_007
+}
+
+/// The shell command line that runs `uexec <args>` as the person, with the test's environment.
+fn person_line(ws: &Workspace, args: &str) -> String {
+    format!(
+        "env HOME={home} XDG_CONFIG_HOME={home}/.no-config XDG_RUNTIME_DIR={run} {uexec} {args}",
+        home = ws.path().display(),
+        run = runtime_dir(ws).display(),
+        uexec = uexec(),
+    )
+}
+
+#[test]
+fn a_person_attaches_to_a_repl_types_a_line_detaches_and_the_model_reads_the_result() {
+    let ws = Workspace::new();
+    let mut server = server(&ws, &["--sandbox", "danger-full-access"]);
+    let first = server.call(
+        "exec_command",
+        json!({ "cmd": format!("{PYTHON} -q"), "tty": true, "login": false, "yield_time_ms": 10_000 }),
+    );
+    let id = session_id(&first);
+    assert!(output(&first).contains(">>>"), "{first}");
+    wait_listed(&ws, server.pid(), id, "waiting_for_input");
+
+    let tmux = Tmux::start(&person_line(&ws, &format!("attach --write {id}")));
+    tmux.wait_for("Ctrl-] detaches");
+    tmux.wait_for(">>>");
+    // A second watcher at the same time, read-only.
+    let watcher = Tmux::start(&person_line(&ws, &format!("attach {id}")));
+    watcher.wait_for("read-only");
+    tmux.keys(&["x = 6 * 7", "Enter"]);
+    tmux.keys(&["print('answer', x + 0)", "Enter"]);
+    tmux.wait_for("answer 42");
+    watcher.wait_for("answer 42");
+    // Typing into the read-only watcher reaches nobody; Ctrl-C there only detaches it.
+    watcher.keys(&["print('never typed')", "Enter", "C-c"]);
+    watcher.wait_for("detached from session");
+    tmux.keys(&["C-]"]);
+    let screen = tmux.wait_for("PANE-DONE");
+    assert!(screen.contains("detached from session"), "{screen}");
+
+    let (seen, code) = model_until(&mut server, id, "answer 42");
+    assert!(seen.contains("answer 42"), "the model reads what the person's line printed: {seen:?}");
+    assert_eq!(code, None, "the REPL still runs");
+    assert!(!seen.contains("never typed"), "{seen:?}");
+    assert!(!seen.contains('\u{1d}'), "the detach key never reached the program: {seen:?}");
+    let after = server.call(
+        "write_stdin",
+        json!({ "session_id": id, "chars": "print('model', 1)\n", "yield_time_ms": 2000 }),
+    );
+    assert!(output(&after).contains("model 1"), "the model keeps the session: {after}");
+}
+
+#[test]
+fn a_password_typed_by_the_person_at_an_echo_off_prompt_never_reaches_the_model_nor_the_audit_log() {
+    let ws = Workspace::new();
+    let audit = ws.outside.path().join("audit.jsonl");
+    let mut server =
+        server(&ws, &["--sandbox", "danger-full-access", "--audit-log", audit.to_str().unwrap()]);
+    let script = format!("{PYTHON} -c 'import getpass; print(\"len\", len(getpass.getpass()))'");
+    let first = server
+        .call("exec_command", json!({ "cmd": script, "tty": true, "login": false, "yield_time_ms": 10_000 }));
+    let id = session_id(&first);
+    assert!(output(&first).contains("Password:"), "{first}");
+
+    let tmux = Tmux::start(&person_line(&ws, &format!("attach --write {id}")));
+    tmux.wait_for("Password:");
+    tmux.keys(&["hunter2-swordfish", "Enter"]);
+    let screen = tmux.wait_for("PANE-DONE");
+    assert!(screen.contains("len 17") && screen.contains("exited with code 0"), "{screen}");
+    assert!(!screen.contains("hunter2"), "no echo: {screen}");
+
+    let (seen, code) = model_until(&mut server, id, "len 17");
+    assert!(seen.contains("len 17"), "{seen:?}");
+    assert_eq!(code, Some(0));
+    assert!(!seen.contains("hunter2"), "the model never reads the password: {seen:?}");
+    drop(server);
+    let log = std::fs::read_to_string(&audit).unwrap();
+    assert!(!log.contains("hunter2"), "nor does the audit log: {log}");
+    let records: Vec<Value> = log.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let events: Vec<&str> = records.iter().filter_map(|r| r["event"].as_str()).collect();
+    assert!(events.contains(&"operator_attach") && events.contains(&"operator_detach"), "{events:?}");
+    let typed: u64 =
+        records.iter().filter(|r| r["event"] == "operator_input").filter_map(|r| r["bytes"].as_u64()).sum();
+    assert_eq!(typed, "hunter2-swordfish\r".len() as u64, "how much was typed is recorded: {log}");
+}
+
+#[test]
+fn sessions_lists_every_server_and_kill_ends_one_session_or_all_of_a_server() {
+    let ws = Workspace::new();
+    let mut one = server(&ws, &["--sandbox", "danger-full-access"]);
+    let mut two = server(&ws, &[]);
+    let a = session_id(&one.call(
+        "exec_command",
+        json!({ "cmd": "echo alpha; sleep 60", "tty": true, "login": false, "yield_time_ms": 500 }),
+    ));
+    let b =
+        session_id(&two.call("exec_command", json!({ "cmd": "echo beta; sleep 61", "yield_time_ms": 500 })));
+    let c = session_id(&two.call("exec_command", json!({ "cmd": "sleep 62", "yield_time_ms": 250 })));
+    let la = wait_listed(&ws, one.pid(), a, "running");
+    assert_eq!(la["cmd"], "echo alpha; sleep 60");
+    assert_eq!(la["tty"], true);
+    assert_eq!(la["sandbox"], "none");
+    assert!(la["output_bytes"].as_u64().unwrap() >= 6, "{la}");
+    let lb = wait_listed(&ws, two.pid(), b, "running");
+    assert_ne!(lb["sandbox"], "none", "the second server's commands are sandboxed: {lb}");
+    assert_eq!(lb["cwd"], json!(ws.path().canonicalize().unwrap()));
+    // The table says the same for people.
+    let table = String::from_utf8(person(&ws, &["sessions"]).stdout).unwrap();
+    for needle in ["SERVER", "SESSION", &a.to_string(), &b.to_string(), "echo alpha; sleep 60", "(stdio)"] {
+        assert!(table.contains(needle), "{needle:?} in\n{table}");
+    }
+
+    let killed = person(&ws, &["kill", &a.to_string()]);
+    assert!(killed.status.success(), "{}", String::from_utf8_lossy(&killed.stderr));
+    let after = one.call("write_stdin", json!({ "session_id": a, "chars": "", "yield_time_ms": 5000 }));
+    assert!(exit_code(&after).is_some(), "the model reads that the session ended: {after}");
+
+    let all = person(&ws, &["kill", "--server", &two.pid().to_string()]);
+    assert!(String::from_utf8_lossy(&all.stdout).contains("killed 2 sessions"), "{all:?}");
+    for id in [b, c] {
+        let after = two.call("write_stdin", json!({ "session_id": id, "chars": "", "yield_time_ms": 5000 }));
+        assert!(exit_code(&after).is_some(), "{after}");
+    }
+    let unknown = person(&ws, &["attach", "99999"]);
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no live session 99999"), "{unknown:?}");
+}
+
+/// A probe that connects to the unix socket `argv[1]`, asks for the listing and says what happened: `ANSWER`,
+/// `NOANSWER` (connected, then closed without a word) or `REFUSED <error>`.
+const PROBE: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+try:
+    s.connect(sys.argv[1])
+except OSError as e:
+    print("REFUSED", type(e).__name__, e.errno); sys.exit(0)
+try:
+    s.sendall(b'{"op":"list"}\n')
+except OSError:
+    pass  # closed before the request was read: the answer below is then none
+data = b""
+while True:
+    try:
+        piece = s.recv(65536)
+    except OSError:
+        break
+    if not piece:
+        break
+    data += piece
+print("ANSWER" if b'"ok":true' in data else "NOANSWER")
+"#;
+
+/// A listener in `dir` that answers like a control socket (the allowed twin of a sandboxed probe).
+fn twin_listener(dir: &Path) -> PathBuf {
+    let path = dir.join("twin.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { break };
+            let mut byte = [0u8; 1];
+            while stream.read(&mut byte).map(|n| n == 1 && byte[0] != b'\n').unwrap_or(false) {}
+            let _ = stream.write_all(b"{\"ok\":true}\n");
+        }
+    });
+    path
+}
+
+fn probe_in_session(server: &mut McpServer, ws: &Workspace, target: &Path) -> String {
+    std::fs::write(ws.path().join("probe.py"), PROBE).unwrap();
+    let result = server.call(
+        "exec_command",
+        json!({ "cmd": format!("{PYTHON} probe.py {}", target.display()), "login": false, "yield_time_ms": 20_000 }),
+    );
+    output(&result)
+}
+
+#[test]
+fn a_sandboxed_command_cannot_reach_any_control_socket_but_reaches_its_own() {
+    let ws = Workspace::new();
+    let mut server = server(&ws, &[]);
+    let socket = socket_of(&ws, server.pid());
+    let twin = twin_listener(ws.path());
+    let denied = probe_in_session(&mut server, &ws, &socket);
+    assert!(denied.contains("REFUSED"), "a sandboxed command reached the control socket: {denied}");
+    let allowed = probe_in_session(&mut server, &ws, &twin);
+    assert!(allowed.contains("ANSWER") && !allowed.contains("NOANSWER"), "the twin: {allowed}");
+    // The directory is there, and empty, for the sandbox.
+    let dir = socket.parent().unwrap();
+    let listed = server.call("exec_command", json!({ "cmd": format!("ls -a {} | wc -l; ls -a {}", dir.display(), ws.path().display()), "login": false }));
+    let text = output(&listed);
+    assert!(text.trim_start().starts_with("2\n") && text.contains("twin.sock"), "{text}");
+    // And the person reaches it.
+    let out = Command::new(PYTHON).arg("-c").arg(PROBE).arg(&socket).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ANSWER");
+}
+
+#[test]
+fn the_proxys_network_namespace_does_not_reach_the_control_socket() {
+    let ws = Workspace::new();
+    let mut server = server(&ws, &["--allow-domain", "example.com"]);
+    let socket = socket_of(&ws, server.pid());
+    let twin = twin_listener(ws.path());
+    let env = server.call("exec_command", json!({ "cmd": "echo $HTTPS_PROXY", "login": false }));
+    assert!(output(&env).contains("127.0.0.1:"), "the command runs behind the proxy: {env}");
+    let denied = probe_in_session(&mut server, &ws, &socket);
+    assert!(denied.contains("REFUSED"), "{denied}");
+    let allowed = probe_in_session(&mut server, &ws, &twin);
+    assert!(allowed.contains("ANSWER") && !allowed.contains("NOANSWER"), "{allowed}");
+}
+
+fn probe_as(uid: Option<u32>, target: &Path) -> String {
+    let mut command = Command::new(PYTHON);
+    command.arg("-c").arg(PROBE).arg(target).current_dir("/");
+    if let Some(uid) = uid {
+        command.uid(uid).gid(uid);
+    }
+    let out = command.output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn another_user_cannot_use_the_control_socket_even_through_a_link_it_can_open() {
+    const NOBODY: u32 = 65534;
+    let ws = Workspace::new();
+    let server = server(&ws, &[]);
+    let socket = socket_of(&ws, server.pid());
+    // The directory (0700) stops another user.
+    assert!(
+        probe_as(Some(NOBODY), &socket).starts_with("REFUSED PermissionError"),
+        "{}",
+        probe_as(Some(NOBODY), &socket)
+    );
+    assert_eq!(probe_as(None, &socket), "ANSWER");
+    // A link to the socket where anyone may open it: the server's peer check still refuses another user.
+    use std::os::unix::fs::PermissionsExt;
+    let open = ws.outside.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(ws.outside.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let link = open.join("link.sock");
+    std::fs::hard_link(&socket, &link).unwrap();
+    std::fs::set_permissions(&link, std::fs::Permissions::from_mode(0o777)).unwrap();
+    assert_eq!(
+        probe_as(Some(NOBODY), &link),
+        "NOANSWER",
+        "another user connected and was refused without a word"
+    );
+    assert_eq!(probe_as(None, &link), "ANSWER", "the twin: the same user through the same link");
+    drop(server);
+}
