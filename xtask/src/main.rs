@@ -1,6 +1,6 @@
 //! Project automation, one binary with subcommands: `cargo xtask ci`, `cargo xtask layering`,
 //! `cargo xtask tidy`, `cargo xtask deploy`, `cargo xtask examples`, `cargo xtask package`, `cargo xtask bench`,
-//! `cargo xtask fuzz`, `cargo xtask soak`.
+//! `cargo xtask fuzz`, `cargo xtask soak`, `cargo xtask soak-fleet`.
 //!
 //! `ci` is what `.ci/run` calls and what the README names as the test command: formatting, clippy with
 //! warnings denied (for this machine, for both macOS targets, and for Windows the domain, the ports and the
@@ -37,7 +37,10 @@ commands:
               nextest, doctests, examples, package
   layering    fail when a crate depends on a layer it must not (reads `cargo metadata`), or when the
               modules of a crate form a cycle
-  tidy        fail when a source file lacks its `//!` line or the tree holds a stub
+  tidy        fail when a source file lacks its `//!` line, the tree holds a stub, a poisoned lock is skipped,
+              `$TMPDIR` is read or a script split outside its one place, a comment names an issue, or a
+              claim of ARCHITECTURE.md or a crate README that it holds (unsafe, environment reads, the
+              engine's files, xtask commands, dependencies) no longer matches the tree
   deploy      validate deploy/kubernetes/*.yaml against the Kubernetes API schemas (kubernetes-validate from PyPI)
   examples    build every example of the workspace and run each (stdin /dev/null, must exit 0 in 120 s)
   package     cargo package (verified) of every publishable crate, together

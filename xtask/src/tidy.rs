@@ -1,6 +1,7 @@
 //! The tidy check: every Rust source file says what it is for in its first line (`//!`), no stub (`todo!`,
-//! `unimplemented!`) is left anywhere, `$TMPDIR` is read in its two places only, and a poisoned lock is
-//! recovered, never skipped (see [`lock_problems`]). Runs from `cargo xtask ci` and as a plain `#[test]`.
+//! `unimplemented!`) is left anywhere, `$TMPDIR` is read in its two places only, a poisoned lock is
+//! recovered, never skipped (see [`lock_problems`]), and the file lists of ARCHITECTURE.md (unsafe, environment
+//! reads, the engine's files) match the tree. Runs from `cargo xtask ci` and as a plain `#[test]`.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -24,6 +25,8 @@ const ENV_MARKER: &str = "**Which files read the environment.**";
 /// ... the process environment is read (`std::env::var`, `var_os`, `vars`, `vars_os`, `EnvFilter`'s
 /// default-environment constructors). The section `### \`xtask\`` names every command as `cargo xtask <name>`.
 const XTASK_SECTION: &str = "### `xtask`";
+/// The paragraph that names every source file of the engine (its code map, in the order of a call).
+const ENGINE_MARKER: &str = "**The engine's files.**";
 
 /// The splitter's call, spelled in two halves like [`TMPDIR_LITERAL`].
 const SPLITTER_CALL: &str = concat!("parse_plain", "_script(");
@@ -40,6 +43,12 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
     for dir in ["crates", "xtask", "tests", "fuzz"] {
         collect_rs(&root.join(dir), &mut files)?;
     }
+    let engine_files: BTreeSet<String> = files
+        .iter()
+        .filter_map(|file| file.strip_prefix(root).ok())
+        .map(|rel| rel.to_string_lossy().into_owned())
+        .filter(|rel| rel.starts_with("crates/uexec-engine/src/"))
+        .collect();
     let stub_macros = [concat!("todo", "!("), concat!("unimplemented", "!(")];
     for file in files {
         let text = fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
@@ -102,6 +111,7 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
         for (marker, found, what) in [
             (UNSAFE_MARKER, &unsafe_files, "has `unsafe`"),
             (ENV_MARKER, &env_files, "reads the environment"),
+            (ENGINE_MARKER, &engine_files, "is a source file of the engine"),
         ] {
             problems.extend(listed_files_problems(&doc, marker, found, what));
         }

@@ -245,7 +245,7 @@ impl Refusal {
 /// The one note for what the sandbox refused during a command (`None` when nothing): one line, each distinct
 /// refusal named once (at most [`MAX_NOTED`], the rest counted), what would allow it, and, for refusals known
 /// only from the output's wording, that this is the evidence. Every name in it passed the sandbox's parsing
-/// (a host name, a path from the output made visible with [`crate::question::escape_visible`]).
+/// (a host name, a path from the output made visible with [`crate::visible::escape_visible`]).
 pub fn refusal_note(refusals: &[Refusal]) -> Option<String> {
     refusal_text(refusals).map(|text| format!("[uexec] {text}"))
 }
@@ -266,14 +266,14 @@ pub fn refusal_text(refusals: &[Refusal]) -> Option<String> {
     while i < distinct.len().min(MAX_NOTED) {
         let refusal = distinct[i];
         let how = refusal.how();
-        let mut what = vec![crate::question::escape_visible(&refusal.what())];
+        let mut what = vec![crate::visible::escape_visible(&refusal.what())];
         // Refusals allowed the same way share one "allow:".
         while i + 1 < distinct.len().min(MAX_NOTED)
             && distinct[i + 1].how() == how
             && !matches!(distinct[i + 1], Refusal::Lookup { .. } | Refusal::Connect { allow: Some(_), .. })
         {
             i += 1;
-            what.push(crate::question::escape_visible(&distinct[i].what()));
+            what.push(crate::visible::escape_visible(&distinct[i].what()));
         }
         let wording = if refusal.source() == EvidenceSource::Output { " [seen in the output]" } else { "" };
         parts.push(format!("{}{wording}; allow: {how}", what.join(", ")));

@@ -48,7 +48,6 @@ use crate::config::{EngineConfig, EngineDeps};
 use crate::error::ExecError;
 use crate::outside::OutsideRun;
 use crate::placement::{Placement, tmpdir_of};
-use crate::refusals::{RefusalWatch, join_notes};
 use crate::session::{Session, SessionSpec};
 use crate::store::Store;
 use crate::trust::{decide_shell_start, writes_for};
@@ -59,9 +58,11 @@ const PERSON_WRITE_WAIT: Duration = Duration::from_secs(1);
 
 pub(crate) mod approve;
 mod login;
+pub(crate) mod refusals;
 
 use approve::{Approval, PrefixApproval};
 use login::Snapshots;
+use refusals::{RefusalWatch, join_notes};
 
 /// The unified exec engine. Cheap to clone (all clones share one engine); `Send + Sync`.
 #[derive(Debug, Clone)]
@@ -80,7 +81,7 @@ pub(crate) struct Orchestrator {
     pub(crate) prefixes: Mutex<Vec<PrefixApproval>>,
     /// The login snapshots (`crate::login`).
     pub(crate) snapshots: Snapshots,
-    /// What the sandbox refused each live sandboxed session so far (`crate::refusals`).
+    /// What the sandbox refused each live sandboxed session so far ([`refusals`]).
     pub(crate) watches: Mutex<HashMap<SessionId, RefusalWatch>>,
 }
 

@@ -143,7 +143,6 @@ mod known_safe;
 mod os;
 mod outside;
 mod placement;
-mod refusals;
 mod retry;
 mod screen;
 mod session;
