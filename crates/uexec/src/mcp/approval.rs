@@ -303,7 +303,7 @@ fn choices(request: &ApprovalRequest) -> Vec<(&'static str, String)> {
         let prefix = display_words(prefix);
         choices.push((
             APPROVE_PREFIX_FOR_SESSION,
-            // What the prefix admits (`uexec_domain::rules::prefix_offer_text`): this directory and repository
+            // What the prefix admits (`uexec_domain::rules::prefix_covers` and `runs_other_code`): this directory and repository
             // only, never a form that runs another program.
             format!(
                 "Approve for this session every command starting with `{prefix}` in {} (this directory and \
