@@ -207,9 +207,24 @@ pub fn retry_after_denial(
     }
 }
 
+/// Whether a host off the domain allowlist is offered to a person before it is refused. Only under
+/// `on-request`, the policy under which the caller asks for what it needs; under `untrusted` and `on-failure`
+/// the allowlist is the person's standing answer for sandboxed commands, and `never` asks nobody.
+pub fn asks_about_hosts(policy: ApprovalPolicy) -> bool {
+    policy == ApprovalPolicy::OnRequest
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_on_request_offers_a_host_off_the_allowlist_to_a_person() {
+        assert!(asks_about_hosts(ApprovalPolicy::OnRequest));
+        for policy in [ApprovalPolicy::Untrusted, ApprovalPolicy::OnFailure, ApprovalPolicy::Never] {
+            assert!(!asks_about_hosts(policy), "{policy:?}");
+        }
+    }
 
     fn input(
         policy: ApprovalPolicy,

@@ -70,6 +70,20 @@ pub struct Engine {
     inner: Arc<Orchestrator>,
 }
 
+/// An [`Engine`] that does not keep it alive ([`Engine::downgrade`]): for a part the engine's own adapters hold
+/// (the proxy, whose questions the engine answers), which must not outlive the engine's last owner.
+#[derive(Debug, Clone)]
+pub struct WeakEngine {
+    inner: std::sync::Weak<Orchestrator>,
+}
+
+impl WeakEngine {
+    /// The engine, while some [`Engine`] still holds it.
+    pub fn upgrade(&self) -> Option<Engine> {
+        self.inner.upgrade().map(|inner| Engine { inner })
+    }
+}
+
 pub(crate) struct Orchestrator {
     pub(crate) config: EngineConfig,
     pub(crate) deps: EngineDeps,
@@ -79,6 +93,10 @@ pub(crate) struct Orchestrator {
     pub(crate) approvals: Mutex<HashSet<(ApprovalKey, Option<String>)>>,
     /// Prefixes a person approved for the session.
     pub(crate) prefixes: Mutex<Vec<PrefixApproval>>,
+    /// Hosts off the domain allowlist a person allowed (`true`) or refused (`false`) for the session.
+    pub(crate) hosts: Mutex<HashMap<String, bool>>,
+    /// One question about a host at a time.
+    pub(crate) asking_hosts: tokio::sync::Mutex<()>,
     /// The login snapshots (`crate::login`).
     pub(crate) snapshots: Snapshots,
     /// What the sandbox refused each live sandboxed session so far ([`refusals`]).
@@ -236,14 +254,28 @@ impl Engine {
                 deps,
                 approvals: Mutex::new(HashSet::new()),
                 prefixes: Mutex::new(Vec::new()),
+                hosts: Mutex::new(HashMap::new()),
+                asking_hosts: tokio::sync::Mutex::new(()),
                 watches: Mutex::new(HashMap::new()),
             }),
         }
     }
 
+    /// A handle that does not keep the engine alive.
+    pub fn downgrade(&self) -> WeakEngine {
+        WeakEngine { inner: Arc::downgrade(&self.inner) }
+    }
+
     /// The configuration.
     pub fn config(&self) -> &EngineConfig {
         &self.inner.config
+    }
+
+    /// The domain allowlist's question about `host` (asked for on `port`; `rules`: the allowlist in words), for
+    /// the proxy: `Some(true)` allowed for the session by a person, `Some(false)` refused by a person, `None`
+    /// when nobody can be asked. Asked once per host, through the approver port, and only under `on-request`.
+    pub async fn network_access(&self, host: &str, port: u16, rules: &str) -> Option<bool> {
+        self.inner.network_access(host, port, rules).await
     }
 
     /// Run a command (spec A1 `exec_command`).

@@ -155,7 +155,7 @@ pub use api::{
     ExecCommandRequest, ExecResponse, LiveState, SessionState, SessionSummary, SessionView, WriteStdinRequest,
 };
 pub use config::{EngineConfig, EngineDeps};
-pub use engine::Engine;
+pub use engine::{Engine, WeakEngine};
 pub use error::ExecError;
 pub use placement::{Placement, SandboxContext, place};
 pub use trust::{gather_writes, writable_by_sandbox};

@@ -30,7 +30,7 @@ use uexec_ports::process::{
 };
 use uexec_ports::{
     ApprovalError, ApprovalKind, ApprovalRequest, ExecEvent, MockApprover, MockEventSink, MockSandbox,
-    SandboxError, SandboxedSpawn,
+    NetworkAccessRequest, SandboxError, SandboxedSpawn,
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -2263,6 +2263,77 @@ async fn an_escalation_drops_plantable_path_entries_and_names_a_plantable_progra
     std::fs::remove_dir_all(&safe).unwrap();
 }
 
+/// An escalated command runs without the loader entries and shell startup files a sandboxed command could have
+/// written (`LD_PRELOAD`, `LD_LIBRARY_PATH` entries, `BASH_ENV`, `ENV` in a writable root): the question names
+/// the loader entries left out (the startup files are unset by the guarded start of `uexec_domain::startup`,
+/// which the protection report says); the twin's entries outside every writable root are kept.
+#[tokio::test(start_paused = true)]
+async fn an_escalation_drops_plantable_loader_and_startup_entries() {
+    let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap();
+    let planted = tmp.join(format!("uexec-orch-ld-{}", std::process::id()));
+    std::fs::create_dir_all(planted.join("lib")).unwrap();
+    std::fs::write(planted.join("lib/evil.so"), "").unwrap();
+    std::fs::write(planted.join("rc"), "").unwrap();
+    let safe = outside_dir("safe-ld");
+    std::fs::create_dir_all(safe.join("lib")).unwrap();
+    std::fs::write(safe.join("lib/good.so"), "").unwrap();
+    std::fs::write(safe.join("rc"), "").unwrap();
+    let run = |vars: Vec<(&str, String)>| {
+        let mut cfg = config(ApprovalPolicy::OnRequest, SANDBOXED());
+        cfg.base_env.push((OsString::from("PATH"), OsString::from("/usr/bin:/bin")));
+        for (name, value) in vars {
+            cfg.base_env.push((OsString::from(name), OsString::from(value)));
+        }
+        check(Case {
+            config: cfg,
+            processes: Processes::Run(vec![Script::exits("", 0)]),
+            sandbox: Sandboxing::Never,
+            answers: Answers::Always(ReviewDecision::Approved, 1),
+        })
+    };
+    let escalated = ExecCommandRequest {
+        sandbox_permissions: SandboxPermissions::RequireEscalated,
+        workdir: Some(safe.clone()),
+        ..exec("ls")
+    };
+    let value = |record: &Arc<Spawned>, name: &str| {
+        let requests = record.requests.lock().unwrap();
+        requests[0].env.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    };
+    let Checked { engine, asked, spawned: record, .. } = run(vec![
+        ("LD_PRELOAD", planted.join("lib/evil.so").display().to_string()),
+        ("LD_LIBRARY_PATH", format!("{}:{}", planted.join("lib").display(), safe.join("lib").display())),
+        ("BASH_ENV", planted.join("rc").display().to_string()),
+        ("ENV", planted.join("rc").display().to_string()),
+    ]);
+    engine.exec_command(escalated.clone()).await.unwrap();
+    assert_eq!(value(&record, "LD_PRELOAD"), None);
+    assert_eq!(value(&record, "BASH_ENV"), None);
+    assert_eq!(value(&record, "ENV"), None);
+    assert_eq!(value(&record, "LD_LIBRARY_PATH"), Some(OsString::from(safe.join("lib"))));
+    let reason = asked.lock().unwrap()[0].reason.clone().unwrap();
+    assert!(reason.contains("Left out of its environment"), "{reason}");
+    for name in ["LD_PRELOAD", "LD_LIBRARY_PATH"] {
+        assert!(reason.contains(name), "{name}: {reason}");
+    }
+
+    // The twin: the same variables naming files outside every writable root are kept as they are.
+    let kept = vec![
+        ("LD_PRELOAD", safe.join("lib/good.so").display().to_string()),
+        ("LD_LIBRARY_PATH", safe.join("lib").display().to_string()),
+        ("BASH_ENV", safe.join("rc").display().to_string()),
+    ];
+    let Checked { engine: twin, asked, spawned: record, .. } = run(kept.clone());
+    twin.exec_command(escalated).await.unwrap();
+    for (name, expected) in kept {
+        assert_eq!(value(&record, name), Some(OsString::from(expected)), "{name}");
+    }
+    let reason = asked.lock().unwrap()[0].reason.clone().unwrap_or_default();
+    assert!(!reason.contains("Left out"), "{reason}");
+    std::fs::remove_dir_all(&planted).unwrap();
+    std::fs::remove_dir_all(&safe).unwrap();
+}
+
 /// Capturing a login snapshot runs the shell: nothing is spawned before the person approves (a denied command
 /// with snapshots on spawns nothing, not even the capture), and a shell a sandboxed command could have written
 /// is never captured. The twin: an approved command with a trusted shell is captured after the approval.
@@ -2399,4 +2470,85 @@ async fn no_approval_covers_a_runner_of_writable_project_files_outside_the_sandb
     assert_eq!(asked.len(), 3, "the twin is asked once, then covered");
     assert_eq!(asked[2].prefix_offer, Some(vec!["make".to_owned(), "test".to_owned()]));
     std::fs::remove_dir_all(&outside).unwrap();
+}
+
+/// A person who takes ten seconds to answer about a host: allows `allowed.example`, refuses
+/// `refused.example`, and cannot be reached about anything else.
+#[derive(Default)]
+struct SlowAboutHosts {
+    asked: Mutex<Vec<NetworkAccessRequest>>,
+}
+
+#[async_trait]
+impl uexec_ports::Approver for SlowAboutHosts {
+    async fn request_approval(&self, _r: ApprovalRequest) -> Result<ReviewDecision, ApprovalError> {
+        panic!("no command question expected");
+    }
+
+    async fn request_network_access(
+        &self,
+        request: NetworkAccessRequest,
+    ) -> Result<ReviewDecision, ApprovalError> {
+        self.asked.lock().unwrap().push(request.clone());
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        match request.host.as_str() {
+            "allowed.example" => Ok(ReviewDecision::ApprovedForSession),
+            "refused.example" => Ok(ReviewDecision::Denied),
+            _ => Err(ApprovalError::Unavailable("nobody".into())),
+        }
+    }
+}
+
+/// The domain allowlist's question about a host (which the proxy asks through the engine) goes through the
+/// approver port, once per host: the answer, allow or refuse, is remembered with the session's approvals, a
+/// burst of connections to one host asks once, and nobody to ask is not an answer (the next connection asks).
+#[tokio::test(start_paused = true)]
+async fn a_host_off_the_allowlist_is_asked_about_once_through_the_approver_port() {
+    let person = Arc::new(SlowAboutHosts::default());
+    let engine = Engine::new(
+        config(ApprovalPolicy::OnRequest, SANDBOXED()),
+        EngineDeps {
+            spawner: Arc::new(no_spawn()),
+            sandbox: Arc::new(sandbox_never()),
+            approver: Arc::clone(&person) as Arc<dyn uexec_ports::Approver>,
+            events: Arc::new(recorder(Events::default())),
+        },
+    );
+    // A burst of connections to one host while the person is still reading the question: one question.
+    let burst: Vec<_> = (0..4)
+        .map(|_| {
+            let engine = engine.clone();
+            tokio::spawn(async move { engine.network_access("allowed.example", 443, "pypi.org").await })
+        })
+        .collect();
+    for call in burst {
+        assert_eq!(call.await.unwrap(), Some(true));
+    }
+    assert_eq!(engine.network_access("refused.example", 443, "pypi.org").await, Some(false));
+    assert_eq!(engine.network_access("refused.example", 80, "pypi.org").await, Some(false), "remembered");
+    assert_eq!(engine.network_access("allowed.example", 8080, "pypi.org").await, Some(true), "any port");
+    // Nobody could be asked: no answer, and not remembered as one.
+    assert_eq!(engine.network_access("unasked.example", 443, "pypi.org").await, None);
+    assert_eq!(engine.network_access("unasked.example", 443, "pypi.org").await, None);
+    let asked = person.asked.lock().unwrap();
+    let hosts: Vec<&str> = asked.iter().map(|r| r.host.as_str()).collect();
+    assert_eq!(hosts, ["allowed.example", "refused.example", "unasked.example", "unasked.example"]);
+    assert_eq!((asked[0].port, asked[0].rules.as_str()), (443, "pypi.org"));
+}
+
+/// Under every policy but `on-request` the allowlist is the answer: nobody is asked about a host.
+#[tokio::test(start_paused = true)]
+async fn only_on_request_asks_about_a_host_off_the_allowlist() {
+    for policy in [ApprovalPolicy::Untrusted, ApprovalPolicy::OnFailure, ApprovalPolicy::Never] {
+        let mut approver = MockApprover::new();
+        approver.expect_request_approval().times(0);
+        approver.expect_request_network_access().times(0);
+        let Checked { engine, .. } = check(Case {
+            config: config(policy, SANDBOXED()),
+            processes: Processes::None,
+            sandbox: Sandboxing::Never,
+            answers: Answers::Mock(approver),
+        });
+        assert_eq!(engine.network_access("example.com", 443, "pypi.org").await, None, "{policy:?}");
+    }
 }

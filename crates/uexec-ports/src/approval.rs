@@ -1,4 +1,4 @@
-//! The approver port: asks a person whether a command may run.
+//! The approver port: asks a person whether a command may run, or a host off the domain allowlist be reached.
 
 use std::path::PathBuf;
 
@@ -38,6 +38,19 @@ pub struct ApprovalRequest {
     pub denial: Option<DenialEvidence>,
 }
 
+/// The domain allowlist's question to a person: may sandboxed commands reach `host` for the rest of the
+/// session? It belongs to no call (a proxied connection cannot be tied to one); the engine asks it
+/// (`Engine::network_access`), remembers the answer and asks one at a time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkAccessRequest {
+    /// The host asked for, normalised (ASCII letters, digits, `-`, `_`, `.`, or an IP literal).
+    pub host: String,
+    /// The port the command asked for (an allowed host is allowed on every port).
+    pub port: u16,
+    /// The allowlist in words, made of parsed patterns (no control character, no line break).
+    pub rules: String,
+}
+
 /// Why no decision could be had.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -59,4 +72,16 @@ pub enum ApprovalError {
 pub trait Approver: Send + Sync {
     /// Ask, and wait for the answer.
     async fn request_approval(&self, request: ApprovalRequest) -> Result<ReviewDecision, ApprovalError>;
+
+    /// Ask the domain allowlist's question ([`NetworkAccessRequest`]), and wait for the answer: an approval
+    /// allows the host for the session, anything else refuses it. By default nobody can be asked.
+    async fn request_network_access(
+        &self,
+        request: NetworkAccessRequest,
+    ) -> Result<ReviewDecision, ApprovalError> {
+        Err(ApprovalError::Unavailable(format!(
+            "nobody can be asked whether sandboxed commands may reach {}",
+            request.host
+        )))
+    }
 }

@@ -107,7 +107,7 @@ mod events;
 pub mod process;
 mod sandbox;
 
-pub use approval::{ApprovalError, ApprovalKind, ApprovalRequest, Approver};
+pub use approval::{ApprovalError, ApprovalKind, ApprovalRequest, Approver, NetworkAccessRequest};
 pub use events::{EventSink, ExecEvent};
 pub use sandbox::{RefusalQuery, Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 

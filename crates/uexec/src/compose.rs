@@ -16,7 +16,7 @@ use uexec_ports::{EventSink, ExecEvent};
 
 use crate::audit::AuditLog;
 use crate::mcp::approval::McpApprover;
-use crate::proxy::{DomainAsker, Refusals};
+use crate::proxy::{DomainAsker, EngineAsker, Refusals};
 use crate::settings::{self, Settings};
 
 /// The event sink of a command: the audit log when configured, else nothing.
@@ -114,7 +114,7 @@ pub struct McpClient {
 }
 
 /// The stack of one MCP client: an approver that asks the client's person (`mcp::approval`), which the engine
-/// and, in the domain-allowlist mode, the proxy ask through; the sandbox and spawner of this platform placed as
+/// asks through, also for the proxy in the domain-allowlist mode ([`EngineAsker`]); the sandbox and spawner of this platform placed as
 /// `namespaces` says; an engine over them configured by `config`, emitting to `events`.
 pub fn mcp_client(
     settings: &Settings,
@@ -124,13 +124,16 @@ pub fn mcp_client(
     namespaces: Namespaces,
 ) -> Result<McpClient> {
     let approver = Arc::new(McpApprover::new(settings.approval_policy, settings.sandbox_policy.clone()));
-    let asker = Some(approver.clone() as Arc<dyn DomainAsker>);
-    let (setup, proxy) = crate::proxy::prepare(settings, audit, asker)?;
+    // The proxy's question about a host goes through the engine (one cache, one port to the person), which
+    // is made after the proxy: the asker is bound to it below.
+    let asker = Arc::new(EngineAsker::default());
+    let (setup, proxy) = crate::proxy::prepare(settings, audit, Some(asker.clone() as Arc<dyn DomainAsker>))?;
     let refusals = proxy.as_ref().map(crate::proxy::Pending::refusals);
     let (spawner, sandbox) = match namespaces {
         Namespaces::Server => (crate::platform::spawner(), crate::platform::sandbox_with(&setup)),
         Namespaces::PerClient => crate::platform::client_spawner_and_sandbox(&setup),
     };
     let engine = Engine::new(config, EngineDeps { spawner, sandbox, approver: approver.clone(), events });
+    asker.bind(&engine);
     Ok(McpClient { engine, approver, refusals, proxy })
 }

@@ -132,13 +132,37 @@ impl Refusals {
     }
 }
 
-/// Who can be asked whether a host off the allowlist may be reached for the rest of the session (the person,
-/// through the MCP client, under `on-request`).
+/// Who decides whether a host off the allowlist may be reached for the rest of the session: the engine of the
+/// proxy's commands (`Engine::network_access`, see [`EngineAsker`]), which asks the person through its approval
+/// port under `on-request` and remembers the answer with the session's other approvals.
 #[async_trait::async_trait]
 pub trait DomainAsker: Send + Sync + std::fmt::Debug {
     /// Ask about `host` (normalised, ASCII) on `port`: `Some(true)` to allow it for the session, `Some(false)`
-    /// to refuse it for the session, `None` when nobody can be asked now.
+    /// to refuse it for the session, `None` when nobody can be asked now. Called for every connection to a
+    /// host off the allowlist: the implementation remembers answers.
     async fn ask(&self, host: &str, port: u16, rules: &str) -> Option<bool>;
+}
+
+/// The [`DomainAsker`] of a proxy whose commands' engine is made after it (the engine's sandbox needs the
+/// proxy's route): [`EngineAsker::bind`] hands it the engine; before that, and once the engine is gone, nobody
+/// can be asked. It holds the engine weakly: a proxy still serving never keeps its client's engine (and so its
+/// sessions) alive.
+#[derive(Debug, Default)]
+pub struct EngineAsker(std::sync::OnceLock<uexec_engine::WeakEngine>);
+
+impl EngineAsker {
+    /// The engine that decides from now on (the first one bound stays).
+    pub fn bind(&self, engine: &uexec_engine::Engine) {
+        let _ = self.0.set(engine.downgrade());
+    }
+}
+
+#[async_trait::async_trait]
+impl DomainAsker for EngineAsker {
+    async fn ask(&self, host: &str, port: u16, rules: &str) -> Option<bool> {
+        let engine = self.0.get()?.upgrade()?;
+        engine.network_access(host, port, rules).await
+    }
 }
 
 /// What the proxy needs: the rules, where refusals go, who may widen them.
@@ -150,12 +174,8 @@ pub struct Proxy {
     pub refusals: Arc<Refusals>,
     /// The audit log, if any.
     pub audit: Option<Arc<AuditLog>>,
-    /// Who is asked about a host off the allowlist (none: refused at once).
+    /// Who decides about a host off the allowlist (none: refused at once).
     pub asker: Option<Arc<dyn DomainAsker>>,
-    /// Hosts a person allowed (`true`) or refused (`false`) for this session.
-    pub answered: Mutex<Vec<(String, bool)>>,
-    /// One question at a time (connections to the same host often come in bursts).
-    pub asking: tokio::sync::Mutex<()>,
 }
 
 impl Proxy {
@@ -165,49 +185,21 @@ impl Proxy {
         audit: Option<Arc<AuditLog>>,
         asker: Option<Arc<dyn DomainAsker>>,
     ) -> Self {
-        Proxy {
-            rules,
-            refusals: Arc::new(Refusals::default()),
-            audit,
-            asker,
-            answered: Mutex::new(Vec::new()),
-            asking: tokio::sync::Mutex::new(()),
-        }
+        Proxy { rules, refusals: Arc::new(Refusals::default()), audit, asker }
     }
 
-    /// What a person already answered about `host`.
-    fn answer_for(&self, host: &str) -> Option<bool> {
-        self.answered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .find(|(h, _)| h == host)
-            .map(|(_, allowed)| *allowed)
-    }
-
-    /// The final verdict for a host the rules did not allow: a person's session answer (asked now if nobody was
-    /// asked yet and someone can be), else the rules'.
+    /// The final verdict for a host the rules did not allow: a person's session answer (the asker remembers
+    /// it, and asks now if nobody was asked yet and someone can be), else the rules'.
     async fn settle(&self, host: &str, port: u16, verdict: Verdict) -> Verdict {
         if verdict != Verdict::NotAllowed {
             return verdict;
         }
-        let host = normal_host(host);
         let Some(asker) = &self.asker else {
             return verdict;
         };
-        if let Some(answer) = self.answer_for(&host) {
-            return if answer { Verdict::Allowed } else { verdict };
-        }
-        let _one_at_a_time = self.asking.lock().await;
-        if let Some(answer) = self.answer_for(&host) {
-            return if answer { Verdict::Allowed } else { verdict };
-        }
-        match asker.ask(&host, port, &describe(&self.rules)).await {
-            Some(answer) => {
-                self.answered.lock().unwrap_or_else(PoisonError::into_inner).push((host, answer));
-                if answer { Verdict::Allowed } else { verdict }
-            }
-            None => verdict,
+        match asker.ask(&normal_host(host), port, &describe(&self.rules)).await {
+            Some(true) => Verdict::Allowed,
+            Some(false) | None => verdict,
         }
     }
 }

@@ -4,20 +4,23 @@
 //! earlier (a session approval of this command, or a prefix approved for this directory and repository, each
 //! only with the planted reason the person was shown: `crate::outside`), or asked. The retry after a denial
 //! (`crate::retry`) asks through [`Orchestrator::ask_decision`] too, so every decision and every remembered
-//! approval passes here.
+//! approval passes here. So does the domain allowlist's question about a host ([`Orchestrator::network_access`]),
+//! which the proxy asks through the engine: one cache of what a person answered, one port to the person.
 
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{MutexGuard, PoisonError};
 
-use uexec_domain::approval::{ApprovalInput, ApprovalKey, AskReason, Requirement, initial_requirement};
+use uexec_domain::approval::{
+    ApprovalInput, ApprovalKey, AskReason, Requirement, asks_about_hosts, initial_requirement,
+};
 use uexec_domain::command::ParsedCommand;
 use uexec_domain::known_safe::NotKnownSafe;
 use uexec_domain::rules::{approved_prefixes_admit, session_prefix_offer};
 use uexec_domain::trust::SandboxWrites;
 use uexec_domain::{ApprovalPolicy, ReviewDecision, SandboxPermissions, SessionId};
-use uexec_ports::{ApprovalKind, ApprovalRequest, ExecEvent};
+use uexec_ports::{ApprovalKind, ApprovalRequest, ExecEvent, NetworkAccessRequest};
 
 use crate::engine::{Call, Orchestrator};
 use crate::error::ExecError;
@@ -247,5 +250,42 @@ impl Orchestrator {
         };
         self.ask(request, &key, planted).await?;
         Ok(Approval { by_person: true, escalate, plantable, key })
+    }
+
+    /// The domain allowlist's question about `host` (asked for on `port`; `rules` is the allowlist in words):
+    /// `Some(true)` when a person allowed it for the session, `Some(false)` when a person refused it, `None`
+    /// when nobody can be asked (the host is then refused; a later connection may ask again). Asked only under
+    /// `on-request` (`uexec_domain::approval::asks_about_hosts`), through the approver port like every other
+    /// question, one at a time (connections to one host come in bursts), and remembered here with the
+    /// session's other approvals: one host is never asked about twice.
+    pub(crate) async fn network_access(&self, host: &str, port: u16, rules: &str) -> Option<bool> {
+        if !asks_about_hosts(self.config.approval_policy) {
+            return None;
+        }
+        if let Some(answer) = self.host_answer(host) {
+            return Some(answer);
+        }
+        let _one_at_a_time = self.asking_hosts.lock().await;
+        if let Some(answer) = self.host_answer(host) {
+            return Some(answer);
+        }
+        let request = NetworkAccessRequest { host: host.to_owned(), port, rules: rules.to_owned() };
+        match self.deps.approver.request_network_access(request).await {
+            Ok(decision) => {
+                let allowed = decision.is_approved();
+                tracing::info!(host, port, allowed, "a person answered for a host off the domain allowlist");
+                self.hosts.lock().unwrap_or_else(PoisonError::into_inner).insert(host.to_owned(), allowed);
+                Some(allowed)
+            }
+            Err(error) => {
+                tracing::debug!(host, %error, "nobody could be asked about a host off the domain allowlist");
+                None
+            }
+        }
+    }
+
+    /// What a person already answered about `host` this session.
+    fn host_answer(&self, host: &str) -> Option<bool> {
+        self.hosts.lock().unwrap_or_else(PoisonError::into_inner).get(host).copied()
     }
 }

@@ -16,7 +16,8 @@
 //!    question asked outside any call's scope (which the engine never does) is refused the same way, with a
 //!    message saying so and a warning in the log.
 //!
-//! The proxy's domain question (allowlist mode) comes to the same approver (`crate::proxy::DomainAsker`): it
+//! The proxy's domain question (allowlist mode) comes to the same approver through the engine
+//! (`Engine::network_access`, which asks the port's `request_network_access` and remembers the answer): it
 //! belongs to no call, so it goes to the client's own connection, which the approver learns from the first call
 //! of its client ([`McpApprover::connect`]). Each client has its own approver (over HTTP, one per MCP session),
 //! so a question only ever reaches the client whose command caused it.
@@ -36,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use uexec_domain::command::ParsedCommand;
 use uexec_domain::question::{Question, escape_visible_capped};
 use uexec_domain::{ApprovalPolicy, ReviewDecision, SandboxPolicy};
-use uexec_ports::{ApprovalError, ApprovalKind, ApprovalRequest, Approver};
+use uexec_ports::{ApprovalError, ApprovalKind, ApprovalRequest, Approver, NetworkAccessRequest};
 
 pub use super::protocol::FormStyle;
 use super::protocol::{self, Elicitation};
@@ -239,23 +240,30 @@ impl Approver for McpApprover {
             }
         }
     }
-}
 
-/// The domain question of the allowlist mode (`crate::proxy::DomainAsker`): under `on-request`, through the
-/// client's own connection when it takes `elicitation/create` requests ([`McpApprover::connect`]). It belongs to
-/// no call (a proxied connection cannot be tied to one), so it never borrows a call's route. A client whose
-/// questions ride on tool results (2026-07-28 and later), or that cannot be asked, gets no question: the host is
-/// refused, and the tool response notes it.
-#[async_trait]
-impl crate::proxy::DomainAsker for McpApprover {
-    async fn ask(&self, host: &str, port: u16, rules: &str) -> Option<bool> {
-        if self.policy != ApprovalPolicy::OnRequest {
-            return None;
-        }
-        let line = self.client.get()?.clone();
-        let params = domain_elicit_params(host, port, rules, line.style).ok()?;
-        let result = line.peer.create_elicitation_with_timeout(params, Some(APPROVAL_TIMEOUT)).await.ok()?;
-        decision_from_elicit(&result).ok().map(|decision| decision.is_approved())
+    /// The domain question of the allowlist mode, which the engine asks for the proxy
+    /// (`Engine::network_access`: the engine decides whether to ask and remembers the answer): through the
+    /// client's own connection when it takes `elicitation/create` requests ([`McpApprover::connect`]). It
+    /// belongs to no call (a proxied connection cannot be tied to one), so it never borrows a call's route. A
+    /// client whose questions ride on tool results (2026-07-28 and later), or that cannot be asked, gets no
+    /// question: the host is refused, and the tool response notes it.
+    async fn request_network_access(
+        &self,
+        request: NetworkAccessRequest,
+    ) -> Result<ReviewDecision, ApprovalError> {
+        let Some(line) = self.client.get().cloned() else {
+            return Err(ApprovalError::Unavailable(format!(
+                "the client cannot be asked whether sandboxed commands may reach {}",
+                request.host
+            )));
+        };
+        let params = domain_elicit_params(&request.host, request.port, &request.rules, line.style)?;
+        let result = line
+            .peer
+            .create_elicitation_with_timeout(params, Some(APPROVAL_TIMEOUT))
+            .await
+            .map_err(|e| ApprovalError::Failed(format!("elicitation failed: {e}")))?;
+        decision_from_elicit(&result)
     }
 }
 
