@@ -97,14 +97,16 @@ fn prepare_wraps_the_command_and_counts_the_roots() {
         [OsString::from("--"), "ls".into(), "-l".into()]
     );
     assert_eq!(prepared.spawn.cwd, cwd);
-    assert_eq!(
-        prepared.spawn.env,
-        [
-            (OsString::from("HOME"), OsString::from("/h")),
-            (ENV_SANDBOX.into(), "macos-seatbelt".into()),
-            (ENV_NETWORK_DISABLED.into(), "1".into()),
-        ]
+    // With the network off, package managers are told not to retry (`uexec_domain::env::NETWORK_OFF_ENV`).
+    let mut expected: Vec<(OsString, OsString)> = vec![
+        (OsString::from("HOME"), OsString::from("/h")),
+        (ENV_SANDBOX.into(), "macos-seatbelt".into()),
+        (ENV_NETWORK_DISABLED.into(), "1".into()),
+    ];
+    expected.extend(
+        uexec_domain::env::NETWORK_OFF_ENV.iter().map(|(n, v)| (OsString::from(n), OsString::from(v))),
     );
+    assert_eq!(prepared.spawn.env, expected);
     let filesystem = prepared.report.protections.iter().find(|p| p.name == "filesystem").unwrap();
     // The temporary workspace has no .git and no .uexec: nothing to protect, and the report says so; the other
     // tools' files are denied by path whether present or not.
