@@ -201,10 +201,15 @@ async fn each_program_running_git_setting_in_a_writable_repository_needs_approva
         let program = ws.join("planted.sh");
         make_program(&program, &marker);
         plant(&repo, setting, &program);
+        // Git writes the blobs it hands an external diff into `$TMPDIR` (else `/tmp`, read-only to these
+        // sandboxed commands): a temporary directory in the workspace, the same for the probes and the twin.
+        let tmp = ws.join("tmp");
+        std::fs::create_dir(&tmp).unwrap();
+        let env = [("TMPDIR", tmp.to_str().unwrap())];
 
         // Denied: asked once (a run question), nothing ran.
         let asked = Asked::new(Some(ReviewDecision::Denied));
-        let engine = untrusted_engine(&ws, workspace_only(), &[], Arc::clone(&asked));
+        let engine = untrusted_engine(&ws, workspace_only(), &env, Arc::clone(&asked));
         let error = run_in(&engine, &repo, setting.command).await.unwrap_err();
         assert_eq!(error, ExecError::Rejected, "{}", setting.key);
         assert_eq!(asked.kinds(), vec![ApprovalKind::Run], "{}", setting.key);
@@ -212,7 +217,7 @@ async fn each_program_running_git_setting_in_a_writable_repository_needs_approva
 
         // Nobody to ask: refused, nothing ran.
         let nobody = Asked::new(None);
-        let engine = untrusted_engine(&ws, workspace_only(), &[], Arc::clone(&nobody));
+        let engine = untrusted_engine(&ws, workspace_only(), &env, Arc::clone(&nobody));
         let error = run_in(&engine, &repo, setting.command).await.unwrap_err();
         assert!(matches!(error, ExecError::ApprovalUnavailable(_)), "{}: {error:?}", setting.key);
         assert!(!marker.exists(), "{}", setting.key);
@@ -220,8 +225,9 @@ async fn each_program_running_git_setting_in_a_writable_repository_needs_approva
         // The allowed twin: a person approves, and the setting does run its program (inside the sandbox, which
         // lets it write the workspace).
         let approve = Asked::new(Some(ReviewDecision::Approved));
-        let engine = untrusted_engine(&ws, workspace_only(), &[], Arc::clone(&approve));
-        run_in(&engine, &repo, setting.command).await.unwrap();
+        let engine = untrusted_engine(&ws, workspace_only(), &env, Arc::clone(&approve));
+        let ran = run_in(&engine, &repo, setting.command).await.unwrap();
+        assert_eq!(ran.exit_code, Some(0), "{}: {}", setting.key, ran.output);
         assert!(marker.exists(), "{}: the setting should run its program once approved", setting.key);
     }
 }
