@@ -1,5 +1,6 @@
 //! `uexec mcp --listen`: the Streamable HTTP server's guarantees, driven over real TCP with a small HTTP/1.1
-//! client: bearer-token auth (401 with no detail), a token always (generated into a private file when none is
+//! client: bearer-token auth (401 with no detail), the `Origin` rule against DNS rebinding (403 beyond loopback,
+//! any `Host`), a token always (generated into a private file when none is
 //! given, unreadable by the sandboxed commands of this or another uexec, so none can become a client), the
 //! refusal to listen beyond loopback without a token file, client isolation (sessions, processes, and in the
 //! allowlist mode loopback listeners and proxy quotas), connections without the token and the descriptor limit,
@@ -211,7 +212,10 @@ async fn try_send(
         .await
         .map_err(|e| format!("handshake: {e}"))?;
     tokio::spawn(connection);
-    let mut request = http::Request::builder().method(method).uri(path).header("host", addr.to_string());
+    let mut request = http::Request::builder().method(method).uri(path);
+    if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("host")) {
+        request = request.header("host", addr.to_string());
+    }
     for (name, value) in headers {
         request = request.header(*name, value);
     }
@@ -409,6 +413,58 @@ async fn requests_without_the_right_token_get_a_bare_401() {
     let (error, text) = client.call("exec_command", json!({"cmd": "echo authorized", "login": false})).await;
     assert!(!error && output_of(&text) == "authorized\n", "{text}");
     assert_eq!(metric(&server, "uexec_http_unauthorized_total").await, 8.0);
+}
+
+/// The transport's rule against DNS rebinding: an `Origin` header (which only a browser sends) must name a page on
+/// this machine's loopback, else 403 and no MCP session; any `Host` is accepted (behind a Service it is a cluster
+/// name), and so is a request without an `Origin` (what every MCP client sends). The token is checked first.
+#[tokio::test]
+async fn an_origin_beyond_loopback_is_refused_and_any_host_is_accepted() {
+    let server = start(&[], Some(TOKEN));
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let own = format!("http://{}", server.addr);
+    let cases: [(Option<&str>, Option<&str>, u16); 11] = [
+        // A page under a name re-pointed at this server (the Host is the browser's, the same name).
+        (Some("evil.example.com"), Some("http://evil.example.com"), 403),
+        (None, Some("http://evil.example.com:8080"), 403),
+        (None, Some("http://127.0.0.1.evil.example"), 403),
+        (None, Some("null"), 403),
+        (None, Some("not an origin"), 403),
+        // Pages on this machine's loopback, any port, either scheme.
+        (None, Some(own.as_str()), 200),
+        (None, Some("http://localhost:3000"), 200),
+        (None, Some("http://[::1]:8080"), 200),
+        (None, Some("https://localhost"), 200),
+        // No Origin: any Host.
+        (Some("uexec.agents.svc.cluster.local:8080"), None, 200),
+        (None, None, 200),
+    ];
+    for (host, origin, status) in cases {
+        let mut headers = vec![
+            ("content-type", "application/json".to_owned()),
+            ("accept", "application/json, text/event-stream".to_owned()),
+            ("authorization", format!("Bearer {TOKEN}")),
+        ];
+        headers.extend(host.map(|host| ("host", host.to_owned())));
+        headers.extend(origin.map(|origin| ("origin", origin.to_owned())));
+        let reply = send(server.addr, "POST", "/mcp", &headers, init.to_string()).await;
+        assert_eq!(reply.status, status, "Host {host:?}, Origin {origin:?}: {}", reply.body);
+        if status == 200 {
+            assert_eq!(reply.response(0)["result"]["protocolVersion"], PROTOCOL, "{origin:?}");
+            assert!(reply.headers.get("mcp-session-id").is_some(), "{origin:?}");
+        } else {
+            assert!(reply.headers.get("mcp-session-id").is_none(), "{origin:?}: {}", reply.body);
+        }
+    }
+    // Without the token the answer is the bare 401, whatever the Origin.
+    let headers = [
+        ("content-type", "application/json".to_owned()),
+        ("accept", "application/json, text/event-stream".to_owned()),
+        ("origin", "http://evil.example.com".to_owned()),
+    ];
+    let reply = send(server.addr, "POST", "/mcp", &headers, init.to_string()).await;
+    assert_eq!((reply.status, reply.body.as_str()), (401, ""));
 }
 
 #[tokio::test]

@@ -8,7 +8,9 @@
 //! gave in a file, or one generated at start into a private file (`settings::generated_token_dirs`), hidden like
 //! the given one from every sandboxed command, so that no command of this or another uexec server can become a
 //! client and approve its own questions. The probes stay open because a kubelet probe cannot read a Secret, and
-//! they say nothing but "ok".
+//! they say nothing but "ok". Any `Host` header is accepted (behind a Service it is a cluster name), but an
+//! `Origin` header on `/mcp` must name a page on this machine's loopback, else 403: the transport's rule against
+//! DNS rebinding (`LOOPBACK_ORIGINS`).
 //!
 //! Clients: each MCP session (an `initialize` handshake, named by its `Mcp-Session-Id`) gets its own engine,
 //! approver and handler, built by the service factory: its sessions are invisible to every other client. The
@@ -686,6 +688,16 @@ async fn reap(fleet: Arc<Fleet>, sessions: Arc<LocalSessionManager>, stop: Cance
     }
 }
 
+/// The browser origins `/mcp` accepts in an `Origin` header (any port): pages on this machine's loopback.
+const LOOPBACK_ORIGINS: [&str; 6] = [
+    "http://localhost:*",
+    "http://127.0.0.1:*",
+    "http://[::1]:*",
+    "https://localhost:*",
+    "https://127.0.0.1:*",
+    "https://[::1]:*",
+];
+
 /// Serve MCP over Streamable HTTP until SIGTERM or SIGINT.
 pub async fn serve(
     settings: &Settings,
@@ -764,9 +776,12 @@ pub async fn serve(
     let mut http_config = StreamableHttpServerConfig::default()
         .with_cancellation_token(stop.child_token())
         .with_max_request_body_bytes(super::transport::MAX_LINE_BYTES);
-    // Behind a Service the Host header is a cluster name; DNS rebinding needs a browser, which cannot add the
-    // bearer token every request needs.
-    http_config = http_config.disable_allowed_hosts();
+    // Behind a Service the Host header is a cluster name, so any Host is accepted: DNS rebinding needs a browser,
+    // which cannot add the bearer token every request needs. The Origin header is validated all the same, as the
+    // transport requires (403 when present and invalid): no MCP client sends one, and the only pages a browser may
+    // send it from are on this machine's loopback (uexec answers no CORS preflight, so only a page of the same
+    // origin could reach /mcp at all); a page under a rebound name (`http://evil.example:8080`) is refused.
+    http_config = http_config.disable_allowed_hosts().with_allowed_origins(LOOPBACK_ORIGINS);
     let factory_fleet = Arc::clone(&fleet);
     let factory_blueprint = Arc::clone(&blueprint);
     let mcp = StreamableHttpService::new(

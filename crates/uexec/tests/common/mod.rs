@@ -286,6 +286,17 @@ impl McpServer {
         self.child.as_ref().expect("a client of another server's process").id()
     }
 
+    /// Where a listening server serves MCP (`http://ADDR/mcp`) and the bearer token its clients send.
+    pub fn http_endpoint(&self) -> (String, String) {
+        let Link::Http(link) = &self.link else { panic!("the endpoint of a stdio server") };
+        (format!("http://{}/mcp", link.addr), link.token.clone())
+    }
+
+    /// Whether the server process is still running (false once it exited, whatever the reason).
+    pub fn is_running(&mut self) -> bool {
+        self.child.as_mut().expect("a client of another server's process").try_wait().unwrap().is_none()
+    }
+
     /// Another MCP client (a session of its own, not yet initialized) of this listening server.
     pub fn another_http_client(&self) -> McpServer {
         let Link::Http(link) = &self.link else { panic!("another client of a stdio server") };
