@@ -237,3 +237,43 @@ fn a_signal_to_a_process_outside_the_sandbox_is_noted_and_recorded() {
     drop(shared);
     assert!(records(&shared_audit, "sandbox_refused").is_empty());
 }
+
+/// The protections a response lists (`list_sessions`) say where the notes come from, and the runs agree: a
+/// privileged server records lookups itself and notes one; a server without CAP_SYS_ADMIN has no offline
+/// responder, says only the keyword heuristic remains, and notes no lookup.
+#[test]
+fn the_protections_say_where_refusals_are_known_from() {
+    let evidence = |server: &mut McpServer| -> Value {
+        let listed = server.call("list_sessions", json!({}));
+        let protections = listed["structuredContent"]["protections"]["protections"].as_array().cloned();
+        protections
+            .unwrap_or_default()
+            .into_iter()
+            .find(|p| p["name"] == "refusal_evidence")
+            .unwrap_or_else(|| panic!("{listed}"))
+    };
+    let ws = Workspace::new();
+    let mut privileged = McpServer::start_initialized(&ws, &[], false);
+    let known = evidence(&mut privileged);
+    assert_eq!(known["status"], "enforced", "{known}");
+    assert!(
+        known["detail"].as_str().unwrap().contains("name lookups (the offline namespace's responder)"),
+        "{known}"
+    );
+    let r = privileged.call("exec_command", json!({ "cmd": LOOKUP, "login": false }));
+    assert_eq!(text(&r).matches(NOTE).count(), 1, "{r}");
+
+    let mut command = std::process::Command::new("setpriv");
+    command.args(["--bounding-set=-sys_admin", "--inh-caps=-sys_admin", "--", uexec(), "mcp"]);
+    let mut unprivileged = McpServer::start_command(&ws, command);
+    unprivileged.initialize(false);
+    let fallback = evidence(&mut unprivileged);
+    assert_eq!(fallback["status"], "not-requested", "{fallback}");
+    assert!(
+        fallback["detail"].as_str().unwrap().starts_with("keyword heuristic only (the fallback)"),
+        "{fallback}"
+    );
+    let r = unprivileged.call("exec_command", json!({ "cmd": LOOKUP, "login": false }));
+    assert_ne!(exit_code(&r), Some(0), "{r}");
+    assert!(!text(&r).contains(NOTE), "nothing recorded the lookup: {r}");
+}
