@@ -192,23 +192,69 @@ impl Refusal {
 
     /// What was refused and why, in a few words (`lookup of pypi.org (network off)`).
     pub fn what(&self) -> String {
+        let reason = self.reason();
         match self {
-            Refusal::Lookup { name } => format!("lookup of {name} (network off)"),
-            Refusal::Connect { target, reason, .. } => format!("connection to {target} ({reason})"),
+            Refusal::Lookup { name } => format!("lookup of {name} ({reason})"),
+            Refusal::Connect { target, .. } => format!("connection to {target} ({reason})"),
+            Refusal::File { path, rule: FileRule::Hidden { .. } | FileRule::Proc } => {
+                format!("access to {path} ({reason})")
+            }
+            Refusal::File { path, .. } => format!("write to {path} ({reason})"),
+            Refusal::Signal { target } => format!("signal to process {target} ({reason})"),
+            Refusal::Trace => format!("ptrace ({reason})"),
+        }
+    }
+
+    /// What kind of thing was refused, as the audit record names it: `lookup`, `connect`, `write`, `access`,
+    /// `signal` or `ptrace`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Refusal::Lookup { .. } => "lookup",
+            Refusal::Connect { .. } => "connect",
+            Refusal::File { rule: FileRule::Hidden { .. } | FileRule::Proc, .. } => "access",
+            Refusal::File { .. } => "write",
+            Refusal::Signal { .. } => "signal",
+            Refusal::Trace => "ptrace",
+        }
+    }
+
+    /// What was refused: the name, `host:port`, path or process (`None` for ptrace, which names none).
+    pub fn target(&self) -> Option<&str> {
+        match self {
+            Refusal::Lookup { name } => Some(name),
+            Refusal::Connect { target, .. } | Refusal::Signal { target } => Some(target),
+            Refusal::File { path, .. } => Some(path),
+            Refusal::Trace => None,
+        }
+    }
+
+    /// Why it was refused (`network off`, `outside the writable roots`, `protected entry /w/.git/config`).
+    pub fn reason(&self) -> String {
+        match self {
+            Refusal::Lookup { .. } => "network off".to_owned(),
+            Refusal::Connect { reason, .. } => reason.clone(),
             Refusal::File { path, rule } => match rule {
-                FileRule::ReadOnlyPolicy => format!("write to {path} (read-only sandbox)"),
-                FileRule::OutsideRoots => format!("write to {path} (outside the writable roots)"),
-                FileRule::Protected { entry } if entry == path => {
-                    format!("write to {path} (protected entry)")
-                }
-                FileRule::Protected { entry } => format!("write to {path} (protected entry {entry})"),
-                FileRule::Hidden { location } => {
-                    format!("access to {path} (hidden secret location {location})")
-                }
-                FileRule::Proc => format!("access to {path} (the sandbox's /proc)"),
+                FileRule::ReadOnlyPolicy => "read-only sandbox".to_owned(),
+                FileRule::OutsideRoots => "outside the writable roots".to_owned(),
+                FileRule::Protected { entry } if entry == path => "protected entry".to_owned(),
+                FileRule::Protected { entry } => format!("protected entry {entry}"),
+                FileRule::Hidden { location } => format!("hidden secret location {location}"),
+                FileRule::Proc => "the sandbox's /proc".to_owned(),
             },
-            Refusal::Signal { target } => format!("signal to process {target} (outside the sandbox)"),
-            Refusal::Trace => "ptrace (debuggers and tracers are denied)".to_owned(),
+            Refusal::Signal { .. } => "outside the sandbox".to_owned(),
+            Refusal::Trace => "debuggers and tracers are denied".to_owned(),
+        }
+    }
+
+    /// This refusal as the audit log records it (the one shape of every kind, see [`RefusalRecord`]).
+    pub fn record(&self) -> RefusalRecord {
+        RefusalRecord {
+            kind: self.kind(),
+            target: self.target().map(str::to_owned),
+            reason: self.reason(),
+            allow: self.how(),
+            source: self.source(),
+            text: self.what(),
         }
     }
 
@@ -240,6 +286,24 @@ impl Refusal {
             Refusal::Signal { .. } | Refusal::Trace => format!("only {ESCALATE}"),
         }
     }
+}
+
+/// One refusal in the audit log: the same fields whatever refused it (the offline namespace's responder, the
+/// allowlist proxy, the plan matched against the output), in one `sandbox_refused` record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RefusalRecord {
+    /// [`Refusal::kind`].
+    pub kind: &'static str,
+    /// [`Refusal::target`].
+    pub target: Option<String>,
+    /// [`Refusal::reason`].
+    pub reason: String,
+    /// The setting or approval that would allow it.
+    pub allow: String,
+    /// How it is known.
+    pub source: EvidenceSource,
+    /// [`Refusal::what`]: what the note says of it.
+    pub text: String,
 }
 
 /// The one note for what the sandbox refused during a command (`None` when nothing): one line, each distinct
@@ -382,6 +446,13 @@ pub fn failing_paths(output: &[u8]) -> Vec<(String, FileError)> {
             continue;
         };
         let mut words = paths_in(line);
+        // `/usr/bin/bash: line 1: /x: Read-only file system`: the program that prints, not a path it failed on.
+        if let Some((program, between)) = line.get(..at).and_then(|before| before.split_once(": "))
+            && !program.contains(char::is_whitespace)
+            && between.contains(": ")
+        {
+            words.retain(|w| w != program);
+        }
         // `prog: NAME: Read-only file system`: the word right before the message names the path, slash or not.
         if let Some(before) = line.get(..at).and_then(|b| b.strip_suffix(": "))
             && let Some(word) = before.rsplit(": ").next()
@@ -696,6 +767,16 @@ mod refusal_tests {
             failing_paths(b"bash: line 1: out.txt: Read-only file system\n"),
             vec![("out.txt".to_owned(), ReadOnly)]
         );
+        assert_eq!(
+            failing_paths(b"/usr/bin/bash: line 1: /o/new.txt: Read-only file system\n"),
+            vec![("/o/new.txt".to_owned(), ReadOnly)],
+            "the shell that prints is not a failing path"
+        );
+        assert_eq!(
+            failing_paths(b"/etc/hosts: Read-only file system\n"),
+            vec![("/etc/hosts".to_owned(), ReadOnly)],
+            "a line that begins with the path"
+        );
     }
 
     #[test]
@@ -799,5 +880,68 @@ mod refusal_tests {
         assert_eq!(evidence_from(0, b"", Some(lookup)), None);
         // Where the sandbox cannot say, the keywords decide.
         assert!(evidence_from(1, b"Permission denied", None).is_some());
+    }
+
+    #[test]
+    fn every_refusal_is_recorded_in_one_shape() {
+        let cases = [
+            (
+                Refusal::Lookup { name: "pypi.org".into() },
+                "lookup",
+                Some("pypi.org"),
+                "network off",
+                "--allow-domain pypi.org",
+            ),
+            (
+                Refusal::Connect {
+                    target: "a.com:443".into(),
+                    reason: "not on the domain allowlist".into(),
+                    allow: Some("a.com".into()),
+                },
+                "connect",
+                Some("a.com:443"),
+                "not on the domain allowlist",
+                "--allow-domain a.com",
+            ),
+            (
+                Refusal::File { path: "/etc/hosts".into(), rule: FileRule::OutsideRoots },
+                "write",
+                Some("/etc/hosts"),
+                "outside the writable roots",
+                "--writable-root DIR",
+            ),
+            (
+                Refusal::File {
+                    path: "/h/.ssh/id".into(),
+                    rule: FileRule::Hidden { location: "/h/.ssh".into() },
+                },
+                "access",
+                Some("/h/.ssh/id"),
+                "hidden secret location /h/.ssh",
+                "hidden_paths",
+            ),
+            (
+                Refusal::Signal { target: "1".into() },
+                "signal",
+                Some("1"),
+                "outside the sandbox",
+                "only sandbox_permissions",
+            ),
+            (Refusal::Trace, "ptrace", None, "debuggers and tracers are denied", "only sandbox_permissions"),
+        ];
+        for (refusal, kind, target, reason, allow) in cases {
+            let record = refusal.record();
+            assert_eq!(
+                (record.kind, record.target.as_deref(), record.reason.as_str()),
+                (kind, target, reason)
+            );
+            assert!(record.allow.starts_with(allow), "{record:?}");
+            assert_eq!(record.text, refusal.what());
+            assert_eq!(record.source, refusal.source());
+            assert!(
+                refusal_text(std::slice::from_ref(&refusal)).unwrap().contains(&record.allow),
+                "{record:?}"
+            );
+        }
     }
 }

@@ -133,6 +133,7 @@ impl Plan {
             self.syscalls(),
             self.scopes(),
             self.capabilities(),
+            self.refusal_evidence(),
         ];
         ProtectionReport {
             sandbox: SandboxKind::LinuxLandlockSeccomp,
@@ -599,6 +600,32 @@ impl Plan {
         };
         protection("capabilities", ProtectionStatus::Enforced, detail)
     }
+
+    /// Where the notes of what the sandbox refused come from (`Sandbox::refusals`): the sandbox's own record,
+    /// the plan matched against the output, or, as the fallback, only the keyword heuristic. Never degrades the
+    /// report: it says how a refusal is known, it protects nothing.
+    fn refusal_evidence(&self) -> Protection {
+        const NAME: &str = "refusal_evidence";
+        const PLAN: &str = "matched against the plan: the paths and process operations a failing command's \
+                            output names (noted \"seen in the output\")";
+        let recorded = if self.proxy.is_some() {
+            "recorded by the sandbox: the connections the domain-allowlist proxy refused"
+        } else if !self.network_off {
+            "no network refusal to record (network allowed)"
+        } else if self.offline {
+            "recorded by the sandbox: name lookups (the offline namespace's responder)"
+        } else {
+            return protection(
+                NAME,
+                ProtectionStatus::NotRequested,
+                "keyword heuristic only (the fallback): without the offline namespace (network off, seccomp and \
+                 CAP_SYS_ADMIN) nothing records a lookup, so a failure counts as the sandbox's when its output \
+                 holds a denial keyword or it exited 159"
+                    .into(),
+            );
+        };
+        protection(NAME, ProtectionStatus::Enforced, format!("{recorded}; {PLAN}; no keyword heuristic"))
+    }
 }
 
 /// Every degraded protection as `name: status (detail)`, for the `Unenforceable` error.
@@ -793,6 +820,44 @@ mod tests {
             ..full()
         };
         assert_eq!(status(&Plan::new(&policy, &abi2).report(None), "filesystem"), ProtectionStatus::Partial);
+    }
+
+    #[test]
+    fn the_report_says_where_refusals_are_known_from_and_never_degrades_for_it() {
+        let entry = |plan: &Plan| {
+            let report = plan.report(None);
+            assert!(!report.is_degraded(), "{report}");
+            report.protections.into_iter().find(|p| p.name == "refusal_evidence").unwrap()
+        };
+        let mut offline = Plan::new(&SandboxPolicy::default(), &full());
+        offline.offline = true;
+        let known = entry(&offline);
+        assert_eq!(known.status, ProtectionStatus::Enforced);
+        assert!(
+            known.detail.contains("name lookups (the offline namespace's responder)"),
+            "{}",
+            known.detail
+        );
+        assert!(
+            known.detail.contains("matched against the plan")
+                && known.detail.ends_with("no keyword heuristic")
+        );
+        offline.offline = false;
+        let fallback = entry(&offline);
+        assert_eq!(fallback.status, ProtectionStatus::NotRequested);
+        assert!(fallback.detail.starts_with("keyword heuristic only (the fallback)"), "{}", fallback.detail);
+        let online = SandboxPolicy::ReadOnly { network_access: true };
+        let mut proxied = Plan::new(&online, &full());
+        proxied.proxy = Some((3128, "pypi.org".into()));
+        let known = entry(&proxied);
+        assert_eq!(known.status, ProtectionStatus::Enforced);
+        assert!(
+            known.detail.contains("the connections the domain-allowlist proxy refused"),
+            "{}",
+            known.detail
+        );
+        let open = entry(&Plan::new(&online, &full()));
+        assert!(open.detail.starts_with("no network refusal to record"), "{}", open.detail);
     }
 
     #[test]

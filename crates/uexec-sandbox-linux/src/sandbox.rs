@@ -281,7 +281,11 @@ impl LinuxSandbox {
         {
             plan.proxy = Some((proxy.port(), proxy.rules().to_owned()));
         }
-        plan.offline = plan.network_off && plan.seccomp && plan.mounts == Some(MountMode::Privileged);
+        // `Some(None)`: made without it (`without_offline_namespace`), or it could not be started.
+        plan.offline = plan.network_off
+            && plan.seccomp
+            && plan.mounts == Some(MountMode::Privileged)
+            && !matches!(self.offline.get(), Some(None));
         plan
     }
 }

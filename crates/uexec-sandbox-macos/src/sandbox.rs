@@ -398,6 +398,14 @@ fn report(
         format!("mach-lookup limited to {services} services; sysctl reads to an allow-list"),
         unavailable,
     ));
+    // `Sandbox::refusals` is the port's default here: the Seatbelt violation log is not read.
+    protections.push(protection(
+        "refusal_evidence",
+        ProtectionStatus::NotRequested,
+        "keyword heuristic only (the fallback): Seatbelt's refusals (the unified log's sandbox messages) are not \
+         read, so a failure counts as the sandbox's when its output holds a denial keyword"
+            .to_owned(),
+    ));
 
     ProtectionReport {
         sandbox: SandboxKind::MacosSeatbelt,

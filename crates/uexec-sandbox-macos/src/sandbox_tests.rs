@@ -33,9 +33,12 @@ fn on_macos_every_protection_is_enforced() {
             ("network", ProtectionStatus::Enforced),
             ("process", ProtectionStatus::Enforced),
             ("system_services", ProtectionStatus::Enforced),
+            ("refusal_evidence", ProtectionStatus::NotRequested),
             ("keychain", ProtectionStatus::Enforced),
         ]
     );
+    let evidence = report.protections.iter().find(|p| p.name == "refusal_evidence").unwrap();
+    assert!(evidence.detail.starts_with("keyword heuristic only (the fallback)"), "{evidence:?}");
     assert!(!report.is_degraded());
     // The twin: the person's opt-in shows as not requested, not as enforced.
     let open = available().with_keychain(true).report(&SandboxPolicy::default());
@@ -61,7 +64,11 @@ fn an_unavailable_host_turns_everything_off_and_says_why() {
     let sandbox =
         SeatbeltSandbox { host: Host::Unavailable("sandbox-exec is macOS-only".into()), ..available() };
     let report = sandbox.report(&SandboxPolicy::ReadOnly { network_access: false });
-    assert!(report.protections.iter().all(|p| p.status == ProtectionStatus::Off), "{report}");
+    // What protects is off; how a refusal is known (the keywords) is no protection, and stays as it is.
+    assert!(
+        report.protections.iter().all(|p| p.status == ProtectionStatus::Off || p.name == "refusal_evidence"),
+        "{report}"
+    );
     assert!(report.protections[0].detail.contains("sandbox-exec is unavailable here"), "{report}");
     assert!(report.protections[1].detail.starts_with("would enforce: reads everywhere"), "{report}");
     assert!(report.is_degraded());

@@ -3,8 +3,9 @@
 //! Recorded: every approval request and decision, every command's begin (`command` as approved, `argv` exactly
 //! as executed with the sandbox's wrapper and the shell flag actually used, cwd, tty, sandbox, protections)
 //! and end (exit code, duration, output size, and the begin's argv, cwd and sandbox again so an end line stands
-//! alone), and every write to a session's stdin (what was typed into a shell is as much a command as the
-//! command that started it). Output itself is not recorded, only its size: the log is for who ran what where
+//! alone), every refusal of the sandboxes and of the allowlist proxy (one `sandbox_refused` record each, one
+//! shape for every kind: [`refusal_record`]), and every write to a session's stdin (what was typed into a shell
+//! is as much a command as the command that started it). Output itself is not recorded, only its size: the log is for who ran what where
 //! and under which protection, and stays small.
 //!
 //! Every line carries `time` (RFC 3339, UTC, milliseconds) and `unix_ms`. Each record is one `write(2)` of a
@@ -30,6 +31,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
+use uexec_domain::denial::Refusal;
 use uexec_domain::{ProtectionReport, SessionId};
 use uexec_ports::{EventSink, ExecEvent};
 
@@ -196,19 +198,17 @@ impl EventSink for AuditLog {
                 "decision": decision,
                 "error": error,
             }),
-            ExecEvent::Refused { call_id, session_id, refusals } => json!({
-                "event": "sandbox_refused",
-                "call_id": call_id,
-                "session_id": session_id,
-                "refusals": refusals.iter().map(|r| {
-                    let mut value = serde_json::to_value(r).unwrap_or(Value::Null);
-                    if let Value::Object(map) = &mut value {
-                        map.insert("source".into(), json!(r.source()));
-                        map.insert("text".into(), json!(r.what()));
-                    }
-                    value
-                }).collect::<Vec<_>>(),
-            }),
+            ExecEvent::Refused { call_id, session_id, refusals } => {
+                // A connection the allowlist proxy refused is recorded by the proxy as it refuses it
+                // (`crate::proxy`), once per connection, whichever call notes it.
+                for refusal in refusals.iter().filter(|r| !matches!(r, Refusal::Connect { .. })) {
+                    let mut record = refusal_record(refusal);
+                    record.insert("call_id".into(), json!(call_id));
+                    record.insert("session_id".into(), json!(session_id));
+                    self.record(record);
+                }
+                return;
+            }
             ExecEvent::OutputDelta { .. } => return,
             // Future event kinds are recorded as they serialise.
             #[allow(unreachable_patterns)]
@@ -221,6 +221,17 @@ impl EventSink for AuditLog {
             self.record(map);
         }
     }
+}
+
+/// The audit record of one refusal, whatever refused it: `{"event":"sandbox_refused","kind",
+/// "target","reason","allow","source","text"}` (`uexec_domain::denial::RefusalRecord`).
+pub fn refusal_record(refusal: &Refusal) -> Map<String, Value> {
+    let mut record = Map::new();
+    record.insert("event".into(), json!("sandbox_refused"));
+    if let Ok(Value::Object(fields)) = serde_json::to_value(refusal.record()) {
+        record.extend(fields);
+    }
+    record
 }
 
 /// `unix_ms` as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
@@ -342,6 +353,52 @@ mod tests {
         assert!(lines[4]["time"].as_str().unwrap().ends_with('Z'));
         assert!(lines[4]["unix_ms"].as_u64().unwrap() > 1_600_000_000_000);
         assert_eq!(log.failures(), 0);
+    }
+
+    #[test]
+    fn each_refusal_is_one_record_of_one_shape_and_the_proxys_are_its_own() {
+        use uexec_domain::denial::FileRule;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        let connect = Refusal::Connect {
+            target: "a.com:443".into(),
+            reason: "not on the domain allowlist".into(),
+            allow: Some("a.com".into()),
+        };
+        log.emit(ExecEvent::Refused {
+            call_id: "c1".into(),
+            session_id: SessionId(1000),
+            refusals: vec![
+                Refusal::Lookup { name: "pypi.org".into() },
+                connect.clone(),
+                Refusal::File { path: "/etc/hosts".into(), rule: FileRule::OutsideRoots },
+            ],
+        });
+        // What the proxy writes when it refuses (`crate::proxy`).
+        let mut by_proxy = refusal_record(&connect);
+        by_proxy.insert("by".into(), json!("proxy"));
+        log.record(by_proxy);
+        let lines = lines(&path);
+        assert_eq!(lines.len(), 3, "the engine's connect is the proxy's record: {lines:#?}");
+        for line in &lines {
+            assert_eq!(line["event"], "sandbox_refused");
+            for field in ["kind", "target", "reason", "allow", "source", "text"] {
+                assert!(line[field].is_string(), "{field} in {line}");
+            }
+        }
+        assert_eq!(
+            lines.iter().map(|l| l["kind"].as_str().unwrap()).collect::<Vec<_>>(),
+            ["lookup", "write", "connect"]
+        );
+        assert_eq!(lines[0]["call_id"], "c1");
+        assert_eq!(lines[0]["session_id"], 1000);
+        assert_eq!(lines[1]["target"], "/etc/hosts");
+        assert_eq!(lines[1]["reason"], "outside the writable roots");
+        assert_eq!(lines[1]["source"], "output");
+        assert_eq!(lines[2]["by"], "proxy");
+        assert_eq!(lines[2]["target"], "a.com:443");
+        assert!(lines[2]["allow"].as_str().unwrap().starts_with("--allow-domain a.com"), "{}", lines[2]);
     }
 
     fn stdin_record(log: &AuditLog, chars: &str) {

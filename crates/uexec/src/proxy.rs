@@ -21,7 +21,7 @@
 //! refuses the request, local ones are dropped unless an allow rule names them. The proxy connects to those
 //! socket addresses and nothing else (never resolving again, so a DNS answer that changes in between changes
 //! nothing). A refused host gets a `403` whose body names it, why, and the setting that allows it, an audit
-//! record (`network_refused`), and an entry in [`Refusals`], from which each tool call's response lists the
+//! record (`sandbox_refused`, kind `connect`), and an entry in [`Refusals`], from which each tool call's response lists the
 //! hosts refused while it ran.
 //!
 //! Inside a `CONNECT` tunnel the proxy sees only bytes: the rule decides which address and port are reached, not
@@ -591,25 +591,13 @@ async fn refuse(
         Verdict::NotAllowed | Verdict::Allowed => "not on the domain allowlist".to_owned(),
     };
     let allow = matches!(verdict, Verdict::NotAllowed | Verdict::Allowed).then(|| host.to_string());
-    proxy.refusals.record(Refusal::Connect { target: target.clone(), reason, allow });
-    if let Some(audit) = &proxy.audit
-        && let serde_json::Value::Object(record) = json!({
-            "event": "network_refused",
-            "host": host.to_string(),
-            "port": port,
-            "reason": match verdict {
-                Verdict::Denied(pattern) => format!("deny pattern {pattern}"),
-                Verdict::DeniedAddress { pattern, address } => {
-                    format!("resolves to {}, deny pattern {pattern}", Host::Ip(*address))
-                }
-                Verdict::LocalOnly => "resolves only to local addresses".to_owned(),
-                Verdict::Invalid => "invalid host".to_owned(),
-                Verdict::NotAllowed | Verdict::Allowed => "not on the allowlist".to_owned(),
-            },
-        })
-    {
+    let refusal = Refusal::Connect { target: target.clone(), reason, allow };
+    if let Some(audit) = &proxy.audit {
+        let mut record = crate::audit::refusal_record(&refusal);
+        record.insert("by".into(), json!("proxy"));
         audit.record(record);
     }
+    proxy.refusals.record(refusal);
     tracing::info!(target = %target, "network proxy refused a connection");
     respond(client, 403, &refusal_text(&host.to_string(), port, verdict)).await
 }

@@ -237,11 +237,96 @@ fn a_password_typed_by_the_person_at_an_echo_off_prompt_never_reaches_the_model_
     assert_eq!(typed, "hunter2-swordfish\r".len() as u64, "how much was typed is recorded: {log}");
 }
 
+/// The model's `stty size` of PTY session `id`.
+fn stty_size(server: &mut McpServer, id: u64, marker: &str) -> String {
+    let (seen, code) = model_until_sent(server, id, &format!("echo {marker} $(stty size)\n"), marker);
+    assert_eq!(code, None, "{seen:?}");
+    seen.lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("{marker} ")).map(str::to_owned))
+        .unwrap_or_else(|| panic!("no size in {seen:?}"))
+}
+
+/// Send `chars` to session `id`, then poll until its output holds `needle` after them.
+fn model_until_sent(server: &mut McpServer, id: u64, chars: &str, needle: &str) -> (String, Option<i64>) {
+    let first =
+        server.call("write_stdin", json!({ "session_id": id, "chars": chars, "yield_time_ms": 2000 }));
+    let mut seen = output(&first);
+    if let Some(at) = seen.find(chars.trim_end()) {
+        seen = seen[at + chars.trim_end().len()..].to_owned();
+    }
+    // The echoed command line holds the needle too: wait for a line that begins with it.
+    let printed = |seen: &str| seen.lines().any(|l| l.trim().starts_with(needle));
+    if printed(&seen) {
+        return (seen, exit_code(&first));
+    }
+    let (more, code) = model_until(server, id, needle);
+    seen.push_str(&more);
+    (seen, code)
+}
+
+#[test]
+fn a_pipe_session_shows_its_output_and_a_watchers_size_never_resizes_a_session() {
+    let ws = Workspace::new();
+    let mut server = server(&ws, &["--sandbox", "danger-full-access"]);
+    // A pipe session (stdin closed): what it printed before the person attached, and what it prints once the
+    // test lets it go on.
+    let script = "echo pipe-before; until [ -e go ]; do sleep 0.05; done; echo pipe-after-go; sleep 60";
+    let pipe = server.call("exec_command", json!({ "cmd": script, "login": false, "yield_time_ms": 500 }));
+    let pipe_id = session_id(&pipe);
+    assert!(output(&pipe).contains("pipe-before"), "{pipe}");
+    let watcher = Tmux::start(&person_line(&ws, &format!("attach {pipe_id}")));
+    watcher.wait_for("pipe-before");
+    std::fs::write(ws.path().join("go"), "").unwrap();
+    watcher.wait_for("pipe-after-go");
+    let (seen, _) = model_until(&mut server, pipe_id, "pipe-after-go");
+    assert!(seen.contains("pipe-after-go"), "the model still reads it: {seen:?}");
+    // The keyboard is a terminal's only: a pipe session refuses `--write`, saying why.
+    let typed = person(&ws, &["attach", "--write", &pipe_id.to_string()]);
+    assert!(!typed.status.success(), "{typed:?}");
+    assert!(String::from_utf8_lossy(&typed.stderr).contains("no terminal to type into"), "{typed:?}");
+
+    // A PTY session keeps its own size whatever the watchers' terminals are, and however they change.
+    let shell = server.call(
+        "exec_command",
+        json!({ "cmd": "bash --norc --noprofile", "tty": true, "login": false, "yield_time_ms": 1000 }),
+    );
+    let shell_id = session_id(&shell);
+    let before = stty_size(&mut server, shell_id, "SIZE-A");
+    let keyboard = Tmux::start(&person_line(&ws, &format!("attach --write {shell_id}")));
+    keyboard.wait_for("Ctrl-] detaches");
+    let pane =
+        keyboard.cmd(&["display-message", "-p", "-t", "t", "#{pane_height} #{pane_width}"]).output().unwrap();
+    let pane = String::from_utf8_lossy(&pane.stdout).trim().to_owned();
+    assert_ne!(pane, before, "the watcher's terminal differs from the session's");
+    assert_eq!(stty_size(&mut server, shell_id, "SIZE-B"), before, "attaching resized the session");
+    assert!(keyboard.cmd(&["resize-window", "-t", "t", "-x", "61", "-y", "17"]).status().unwrap().success());
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let out = keyboard.cmd(&["display-message", "-p", "-t", "t", "#{pane_width}"]).output().unwrap();
+        if String::from_utf8_lossy(&out.stdout).trim() == "61" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "tmux never resized its window");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The person types through the resized terminal, and the session still reports its own size.
+    keyboard.keys(&["echo SIZE-C $(stty size)", "Enter"]);
+    keyboard.wait_for(&format!("SIZE-C {before}"));
+    assert_eq!(
+        stty_size(&mut server, shell_id, "SIZE-D"),
+        before,
+        "the watcher's resize reached the session"
+    );
+}
+
 #[test]
 fn sessions_lists_every_server_and_kill_ends_one_session_or_all_of_a_server() {
     let ws = Workspace::new();
-    let mut one = server(&ws, &["--sandbox", "danger-full-access"]);
-    let mut two = server(&ws, &[]);
+    let audit_one = ws.outside.path().join("one.jsonl");
+    let audit_two = ws.outside.path().join("two.jsonl");
+    let mut one =
+        server(&ws, &["--sandbox", "danger-full-access", "--audit-log", audit_one.to_str().unwrap()]);
+    let mut two = server(&ws, &["--audit-log", audit_two.to_str().unwrap()]);
     let a = session_id(&one.call(
         "exec_command",
         json!({ "cmd": "echo alpha; sleep 60", "tty": true, "login": false, "yield_time_ms": 500 }),
@@ -274,6 +359,28 @@ fn sessions_lists_every_server_and_kill_ends_one_session_or_all_of_a_server() {
         let after = two.call("write_stdin", json!({ "session_id": id, "chars": "", "yield_time_ms": 5000 }));
         assert!(exit_code(&after).is_some(), "{after}");
     }
+    // Each kill is the server's audit record: which session, whose request, how it ended.
+    let kills = |audit: &Path| -> Vec<Value> {
+        std::fs::read_to_string(audit)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|r| r["event"] == "operator_kill")
+            .collect()
+    };
+    let by_one = kills(&audit_one);
+    assert_eq!(by_one.len(), 1, "{by_one:?}");
+    assert_eq!(by_one[0]["session_id"], json!(a), "{by_one:?}");
+    assert_eq!(by_one[0]["client"], 0, "{by_one:?}");
+    assert!(by_one[0]["peer_pid"].as_u64().is_some_and(|p| p > 0), "the person's uexec: {by_one:?}");
+    assert!(by_one[0]["exit_code"].is_i64(), "{by_one:?}");
+    let by_two = kills(&audit_two);
+    let mut ids: Vec<u64> = by_two.iter().map(|r| r["session_id"].as_u64().unwrap()).collect();
+    ids.sort_unstable();
+    let mut expected = vec![b, c];
+    expected.sort_unstable();
+    assert_eq!(ids, expected, "{by_two:?}");
+    assert!(by_two.iter().all(|r| r["all"] == true), "{by_two:?}");
     let unknown = person(&ws, &["attach", "99999"]);
     assert!(!unknown.status.success());
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no live session 99999"), "{unknown:?}");

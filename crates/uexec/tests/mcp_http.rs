@@ -942,6 +942,73 @@ async fn clients_cannot_see_poll_or_close_each_others_sessions() {
     assert_eq!(reply.status, 401);
 }
 
+/// The audit log's records of `event`.
+fn audit_records(audit: &Path, event: &str) -> Vec<Value> {
+    std::fs::read_to_string(audit)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["event"] == event)
+        .collect()
+}
+
+/// The operator's routes: a live view and a kill of a session are audit records of the server, marked as coming
+/// over HTTP; a kill without the token is refused and recorded nowhere.
+#[tokio::test]
+async fn an_operators_watch_and_kill_over_http_are_audit_records() {
+    let logs = outside();
+    let audit = logs.path().join("audit.jsonl");
+    let server = start(&["--audit-log", audit.to_str().unwrap()], Some(TOKEN));
+    let mut client = Client::connect(&server).await;
+    let (session, pid) = start_sleeper(&mut client).await;
+    let auth = vec![("authorization", format!("Bearer {TOKEN}"))];
+    let listing = send(server.addr, "GET", "/operator/api/sessions", &auth, Bytes::new()).await;
+    assert_eq!(listing.status, 200, "{}", listing.body);
+    let listing: Value = serde_json::from_str(&listing.body).unwrap();
+    let listed = listing["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["session_id"] == json!(session))
+        .unwrap_or_else(|| panic!("{listing}"))
+        .clone();
+    let number = listed["client"].as_u64().unwrap();
+    let route = |action: &str| format!("/operator/api/sessions/{number}/{session}/{action}");
+
+    // A watch: its stream ends with the session's exit.
+    let addr = server.addr;
+    let (watch_route, watch_auth) = (route("watch"), auth.clone());
+    let watch = tokio::spawn(async move { send(addr, "GET", &watch_route, &watch_auth, Bytes::new()).await });
+    eventually("the watch is recorded", || !audit_records(&audit, "operator_attach").is_empty()).await;
+
+    let refused = send(server.addr, "POST", &route("kill"), &[], Bytes::new()).await;
+    assert_eq!(refused.status, 401);
+    assert!(alive(pid), "a kill without the token killed nothing");
+    assert!(audit_records(&audit, "operator_kill").is_empty(), "and is recorded nowhere");
+
+    let killed = send(server.addr, "POST", &route("kill"), &auth, Bytes::new()).await;
+    assert_eq!(killed.status, 200, "{}", killed.body);
+    eventually("the sleeper is gone", || !alive(pid)).await;
+    let watched = watch.await.unwrap();
+    assert!(watched.body.contains("event: exit"), "{}", watched.body);
+
+    let attach = audit_records(&audit, "operator_attach");
+    assert_eq!(attach.len(), 1, "{attach:?}");
+    let kills = audit_records(&audit, "operator_kill");
+    assert_eq!(kills.len(), 1, "{kills:?}");
+    for record in [&attach[0], &kills[0]] {
+        assert_eq!(record["via"], "http", "{record}");
+        assert_eq!(record["session_id"], json!(session), "{record}");
+        assert_eq!(record["client"], json!(number), "{record}");
+    }
+    assert_eq!(attach[0]["write"], false);
+    assert!(kills[0]["exit_code"].is_i64(), "{}", kills[0]);
+    // The model's next call reads the exit.
+    let (_, text) =
+        client.call("write_stdin", json!({"session_id": session, "chars": "", "yield_time_ms": 5000})).await;
+    assert!(text.contains("Process exited with code"), "{text}");
+}
+
 /// One sandbox per client: a client's sandboxed commands see and stop each other's processes across its
 /// sessions, but never another client's (nor the server's), though they share the server.
 #[tokio::test]

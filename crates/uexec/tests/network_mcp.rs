@@ -156,7 +156,17 @@ fn allowed_registries_work_and_everything_else_is_refused() {
     );
     assert_eq!(last.matches("[uexec] sandbox refused").count(), 1, "one note: {refused:?}");
     let log = std::fs::read_to_string(&audit).unwrap();
-    assert!(log.lines().any(|l| l.contains("\"network_refused\"") && l.contains("\"example.com\"")), "{log}");
+    let refused: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["event"] == "sandbox_refused" && r["target"] == "example.com:443")
+        .collect();
+    assert!(!refused.is_empty(), "{log}");
+    let record = &refused[0];
+    assert_eq!(record["kind"], "connect", "{record}");
+    assert_eq!(record["reason"], "not on the domain allowlist", "{record}");
+    assert!(record["allow"].as_str().unwrap().starts_with("--allow-domain example.com"), "{record}");
+    assert_eq!(record["by"], "proxy", "{record}");
 
     // No other way out: the proxy's port is reachable, nothing else is.
     let probes = printed(&run_to_end(&mut server, &format!("python3 -c '{PROBES}'")));

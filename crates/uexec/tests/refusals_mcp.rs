@@ -1,8 +1,8 @@
 //! What the sandbox refused, end to end through `uexec mcp` and `uexec run`: with the network off a lookup fails
 //! at once and the response carries one note naming the name and how to allow it; writes outside the roots, to
-//! a protected entry and reads of a hidden path are noted with the path and the rule; each refusal is an audit
-//! record; under `on-failure` a denial whose wording the keywords miss is retried only through a question that
-//! shows the sandbox's evidence. Each denied probe is paired with an allowed twin that gets no note.
+//! a protected entry and reads of a hidden path are noted with the path and the rule, a signal to a process
+//! outside the sandbox with the process; each refusal is an audit record; under `on-failure` a denial whose
+//! wording the keywords miss is retried only through a question that shows the sandbox's evidence. Each denied probe is paired with an allowed twin that gets no note.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -63,9 +63,11 @@ fn a_lookup_with_the_network_off_fails_at_once_with_one_note_and_a_record() {
     );
     let refused = wait_records(&audit, "sandbox_refused", 1);
     assert_eq!(refused.len(), 1, "{refused:?}");
-    let refusal = &refused[0]["refusals"][0];
+    let refusal = &refused[0];
     assert_eq!(refusal["kind"], "lookup", "{refusal}");
-    assert_eq!(refusal["name"], "pkgs.example.org", "{refusal}");
+    assert_eq!(refusal["target"], "pkgs.example.org", "{refusal}");
+    assert_eq!(refusal["reason"], "network off", "{refusal}");
+    assert!(refusal["allow"].as_str().unwrap().starts_with("--allow-domain pkgs.example.org"), "{refusal}");
     assert_eq!(refusal["source"], "sandbox", "{refusal}");
     // The twin: a name the machine knows itself resolves, and nothing is noted or recorded.
     let r = server.call("exec_command", json!({ "cmd": "getent hosts localhost", "login": false }));
@@ -122,9 +124,14 @@ fn file_and_ptrace_refusals_name_the_path_and_the_rule() {
         assert!(!said.contains("KEY"), "{said}");
         let records = wait_records(&audit, "sandbox_refused", i + 1);
         assert_eq!(records.len(), i + 1, "{records:?}");
-        let kind = if denied.starts_with("strace") { "trace" } else { "file" };
-        assert_eq!(records[i]["refusals"][0]["kind"], kind, "{records:?}");
-        assert_eq!(records[i]["refusals"][0]["source"], "output", "{records:?}");
+        let kind = match i {
+            2 => "ptrace",
+            3 => "access",
+            _ => "write",
+        };
+        assert_eq!(records[i]["kind"], kind, "{records:?}");
+        assert_eq!(records[i]["source"], "output", "{records:?}");
+        assert!(note.contains(records[i]["text"].as_str().unwrap()), "{note}: {records:?}");
         let r = server.call("exec_command", json!({ "cmd": allowed, "login": false }));
         assert_eq!(exit_code(&r), Some(0), "{allowed}: {r}");
         assert!(!text(&r).contains(NOTE), "{r}");
@@ -176,4 +183,97 @@ fn uexec_run_prints_the_note_on_stderr() {
     let out = uexec_command(&ws, &["run", "--", "bash", "-c", "getent hosts localhost"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && !stderr.contains(NOTE), "{stderr}");
+}
+
+/// A signal to a process outside the sandbox. A server without CAP_SYS_ADMIN (as most people run it) gives each
+/// command its own Landlock signal scope: the kernel refuses the signal with EPERM, and the note and the record
+/// name the process (with the network on: without the offline responder nothing records a lookup, and the
+/// keywords decide instead). A privileged server's commands share a PID namespace that holds no process
+/// outside the sandbox: there is none to name, so nothing is refused or noted.
+#[test]
+fn a_signal_to_a_process_outside_the_sandbox_is_noted_and_recorded() {
+    let ws = Workspace::new();
+    let audit = ws.outside.path().join("audit.jsonl");
+    let mut command = std::process::Command::new("setpriv");
+    command.args(["--bounding-set=-sys_admin", "--inh-caps=-sys_admin", "--", uexec(), "mcp", "--network"]);
+    command.args(["--audit-log", audit.to_str().unwrap()]);
+    let mut server = McpServer::start_command(&ws, command);
+    server.initialize(false);
+    let outside = std::process::id();
+    let r = server.call("exec_command", json!({ "cmd": format!("kill -0 {outside}"), "login": false }));
+    assert_eq!(exit_code(&r), Some(1), "{r}");
+    let said = text(&r);
+    assert!(said.contains("Operation not permitted"), "the kernel refused it: {said}");
+    assert_eq!(said.matches(NOTE).count(), 1, "{said}");
+    assert!(
+        said.contains(&format!(
+            "signal to process {outside} (outside the sandbox) [seen in the output]; allow: only \
+             sandbox_permissions=require_escalated"
+        )),
+        "{said}"
+    );
+    let refused = wait_records(&audit, "sandbox_refused", 1);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    let record = &refused[0];
+    assert_eq!(record["kind"], "signal", "{record}");
+    assert_eq!(record["target"], outside.to_string(), "{record}");
+    assert_eq!(record["reason"], "outside the sandbox", "{record}");
+    assert_eq!(record["source"], "output", "{record}");
+    // The twin: a signal to its own process is delivered, and nothing is noted or recorded.
+    let r = server.call("exec_command", json!({ "cmd": "kill -0 $$", "login": false }));
+    assert_eq!(exit_code(&r), Some(0), "{r}");
+    assert!(!text(&r).contains(NOTE), "{r}");
+    assert_eq!(records(&audit, "sandbox_refused").len(), 1);
+
+    let shared_audit = ws.outside.path().join("shared.jsonl");
+    let mut shared = McpServer::start_initialized(
+        &ws,
+        &["--network", "--audit-log", shared_audit.to_str().unwrap()],
+        false,
+    );
+    let r = shared.call("exec_command", json!({ "cmd": format!("kill -0 {outside}"), "login": false }));
+    assert_eq!(exit_code(&r), Some(1), "{r}");
+    assert!(text(&r).contains("No such process") && !text(&r).contains(NOTE), "{r}");
+    drop(shared);
+    assert!(records(&shared_audit, "sandbox_refused").is_empty());
+}
+
+/// The protections a response lists (`list_sessions`) say where the notes come from, and the runs agree: a
+/// privileged server records lookups itself and notes one; a server without CAP_SYS_ADMIN has no offline
+/// responder, says only the keyword heuristic remains, and notes no lookup.
+#[test]
+fn the_protections_say_where_refusals_are_known_from() {
+    let evidence = |server: &mut McpServer| -> Value {
+        let listed = server.call("list_sessions", json!({}));
+        let protections = listed["structuredContent"]["protections"]["protections"].as_array().cloned();
+        protections
+            .unwrap_or_default()
+            .into_iter()
+            .find(|p| p["name"] == "refusal_evidence")
+            .unwrap_or_else(|| panic!("{listed}"))
+    };
+    let ws = Workspace::new();
+    let mut privileged = McpServer::start_initialized(&ws, &[], false);
+    let known = evidence(&mut privileged);
+    assert_eq!(known["status"], "enforced", "{known}");
+    assert!(
+        known["detail"].as_str().unwrap().contains("name lookups (the offline namespace's responder)"),
+        "{known}"
+    );
+    let r = privileged.call("exec_command", json!({ "cmd": LOOKUP, "login": false }));
+    assert_eq!(text(&r).matches(NOTE).count(), 1, "{r}");
+
+    let mut command = std::process::Command::new("setpriv");
+    command.args(["--bounding-set=-sys_admin", "--inh-caps=-sys_admin", "--", uexec(), "mcp"]);
+    let mut unprivileged = McpServer::start_command(&ws, command);
+    unprivileged.initialize(false);
+    let fallback = evidence(&mut unprivileged);
+    assert_eq!(fallback["status"], "not-requested", "{fallback}");
+    assert!(
+        fallback["detail"].as_str().unwrap().starts_with("keyword heuristic only (the fallback)"),
+        "{fallback}"
+    );
+    let r = unprivileged.call("exec_command", json!({ "cmd": LOOKUP, "login": false }));
+    assert_ne!(exit_code(&r), Some(0), "{r}");
+    assert!(!text(&r).contains(NOTE), "nothing recorded the lookup: {r}");
 }

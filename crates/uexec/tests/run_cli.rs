@@ -482,6 +482,17 @@ fn sandbox_report_text_and_json() {
     assert!(text.contains("Protections:") && text.contains("Verdict:"), "{text}");
     // A git directory is writable but for what git runs or reads as configuration.
     assert!(text.contains("as a git directory only config, config.worktree, hooks, info"), "{text}");
+    // Where the notes of refusals come from: here (privileged, network off) the offline namespace's responder.
+    let evidence =
+        text.lines().find(|l| l.trim_start().starts_with("refusal_evidence")).unwrap_or_else(|| {
+            panic!("no refusal_evidence entry in\n{text}");
+        });
+    assert!(evidence.contains("enforced"), "{evidence}");
+    assert!(
+        text.contains("recorded by the sandbox: name lookups (the offline namespace's responder)")
+            && text.contains("no keyword heuristic"),
+        "{text}"
+    );
 
     let out = uexec_command(&ws, &["sandbox-report", "--json", "--sandbox", "read-only", "--network"])
         .output()
@@ -492,6 +503,16 @@ fn sandbox_report_text_and_json() {
     assert_eq!(json["policy"]["network_access"], true);
     assert_eq!(json["mechanism"], "linux-landlock-seccomp");
     assert!(json["report"]["protections"].as_array().is_some_and(|p| !p.is_empty()), "{json}");
+    let evidence = json["report"]["protections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "refusal_evidence")
+        .unwrap_or_else(|| panic!("{json}"));
+    assert!(
+        evidence["detail"].as_str().unwrap().starts_with("no network refusal to record (network allowed)"),
+        "{evidence}"
+    );
     assert!(json["verdict"].is_string());
     assert!(json["git_directory_protection"].as_str().is_some_and(|t| t.contains("hooks")), "{json}");
 }
