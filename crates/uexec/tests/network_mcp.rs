@@ -439,3 +439,78 @@ fn an_allowed_loopback_address_is_the_hosts_and_reached_with_the_clients_default
     let served = served.lock().unwrap().clone();
     assert_eq!(served, vec![format!("hosts=127.0.0.1:{port}"); 2], "{served:?}");
 }
+
+/// The Codex CLI's two network-denial scenarios of its unified-exec suite
+/// (`unified_exec_network_denial_emits_failed_background_end_event` and
+/// `unified_exec_short_lived_network_denial_emits_failed_end_event`), replayed through `uexec mcp` in the
+/// domain-allowlist mode (Codex's "limited" managed network): a Python program sends a plain request for a host
+/// off the list to the proxy named by `HTTP_PROXY`. In the background scenario the call returns after 50 ms with
+/// the session running and a later `write_stdin` reads the refusal; in the short-lived one the call's own
+/// response has it. Either way the model reads the one refusal note naming the host and how to allow it, and
+/// the audit log has its record; the twin, a host on the list, gets no note.
+#[test]
+fn the_codex_network_denial_scenarios_replayed_name_the_refused_host() {
+    let ws = Workspace::new();
+    let audit = ws.outside.path().join("audit.jsonl");
+    let args = ["--audit-log", audit.to_str().unwrap(), "--allow-domain", "allowed.invalid"];
+    let mut server = McpServer::start_initialized(&ws, &args, false);
+    let request = |host: &str, tail: &str| {
+        format!(
+            "python3 -c \"import os, socket, time, urllib.parse; time.sleep(0.3); \
+             proxy = urllib.parse.urlparse(os.environ['HTTP_PROXY']); \
+             sock = socket.create_connection((proxy.hostname, proxy.port), timeout=2); \
+             sock.sendall(b'GET http://{host}/ HTTP/1.1\\r\\nHost: {host}\\r\\n\\r\\n'); \
+             print(sock.recv(1024).split(b'\\r\\n')[0].decode()){tail}\""
+        )
+    };
+    let note = |host: &str| {
+        format!("[uexec] sandbox refused: connection to {host}:80 (not on the domain allowlist)")
+    };
+
+    // The background scenario: `yield_time_ms` 50, the program keeps running for 5 s after its request.
+    let host = "codex-network-denied.invalid";
+    let first = server.call(
+        "exec_command",
+        json!({ "cmd": request(host, "; time.sleep(5)"), "yield_time_ms": 50, "login": false }),
+    );
+    assert_eq!(exit_code(&first), None, "{first}");
+    let id = session_id(&first);
+    let mut texts = vec![text(&first)];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !texts.iter().any(|t| t.contains(&note(host))) {
+        assert!(std::time::Instant::now() < deadline, "no refusal note: {texts:?}");
+        let poll =
+            server.call("write_stdin", json!({ "session_id": id, "chars": "", "yield_time_ms": 2000 }));
+        texts.push(text(&poll));
+        if exit_code(&poll).is_some() {
+            break;
+        }
+    }
+    let all = texts.join("\n");
+    assert!(all.contains("HTTP/1.1 403"), "{texts:?}");
+    assert!(all.contains(&note(host)) && all.contains(&format!("--allow-domain {host}")), "{texts:?}");
+    assert_eq!(all.matches("[uexec] sandbox refused").count(), 1, "noted once: {texts:?}");
+
+    // The short-lived scenario: the response that reports the exit has the output and the note.
+    let host = "codex-short-network-denied.invalid";
+    let short = run_to_end(&mut server, &request(host, ""));
+    let last = short.last().unwrap();
+    assert!(printed(&short).contains("HTTP/1.1 403"), "{short:?}");
+    assert!(last.contains(&note(host)), "{short:?}");
+
+    // The audit log has one record per refused connection.
+    let log = std::fs::read_to_string(&audit).unwrap();
+    for host in ["codex-network-denied.invalid:80", "codex-short-network-denied.invalid:80"] {
+        let records = log
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["event"] == "sandbox_refused" && r["target"] == host)
+            .count();
+        assert_eq!(records, 1, "{host}: {log}");
+    }
+
+    // The twin: a host on the list is not refused (it does not resolve, so the proxy answers 502), no note.
+    let allowed = run_to_end(&mut server, &request("allowed.invalid", ""));
+    assert!(!printed(&allowed).contains("403"), "{allowed:?}");
+    assert!(!allowed.iter().any(|t| t.contains("sandbox refused")), "{allowed:?}");
+}
