@@ -110,7 +110,8 @@ fn instructions(settings: &Settings) -> String {
                 .map(|r| r.root.display().to_string())
                 .collect();
             format!(
-                "workspace-write: commands can write only under {} (.git stays read-only)",
+                "workspace-write: commands can write only under {} (in .git, not what git runs or reads as \
+                 configuration; nor other tools' settings such as .vscode)",
                 roots.join(", ")
             )
         }
@@ -130,7 +131,8 @@ fn instructions(settings: &Settings) -> String {
         " Credential stores under the home (~/.ssh, ~/.aws, ~/.netrc, ...) are unreadable inside the sandbox."
     };
     format!(
-        "Run shell commands with exec_command. A command still running when the wait ends returns a session ID: \
+        "Run shell commands in a sandbox, in interactive terminal sessions: exec_command runs a command \
+         (a shell, a REPL, a build, a test run, git). A command still running when the wait ends returns a session ID: \
          continue it with write_stdin (send input, or an empty string to wait for more output), and close it with \
          close_session when done. Use tty=true for interactive programs. Edit files with apply_patch through \
          exec_command (`apply_patch <<'EOF'` with a `*** Begin Patch` ... `*** End Patch` body). Working directory: \
