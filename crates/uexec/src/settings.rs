@@ -737,37 +737,12 @@ pub fn control_dirs_of(ctx: &ProcessContext) -> Vec<PathBuf> {
 /// --write` would type into), created mode 0700 (its parent too, when uexec makes it), owned by this user and
 /// canonical. An error says why none fits.
 pub fn control_home(settings: &Settings) -> Result<PathBuf> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
     let roots = server_file_roots(settings);
     let mut refused = Vec::new();
-    for dir in &settings.control_dirs {
-        if let Some(found) = writable_by_sandbox(dir, &roots) {
-            refused.push(format!("{}: {}", dir.display(), found.describe()));
-            continue;
-        }
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
-        let canonical =
-            std::fs::canonicalize(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
-        if let Some(found) = writable_by_sandbox(&canonical, &roots) {
-            refused.push(format!("{}: {}", canonical.display(), found.describe()));
-            continue;
-        }
-        let meta = std::fs::metadata(&canonical)?;
-        if meta.uid() != rustix::process::geteuid().as_raw() {
-            bail!(
-                "{} belongs to another user: it cannot hold this server's control socket",
-                canonical.display()
-            );
-        }
-        if meta.mode() & 0o077 != 0 {
-            std::fs::set_permissions(&canonical, std::fs::Permissions::from_mode(0o700))
-                .with_context(|| format!("cannot make {} private (mode 0700)", canonical.display()))?;
-        }
-        return Ok(canonical);
+    if let Some(home) =
+        private_home(&settings.control_dirs, &roots, "this server's control socket", &mut refused)?
+    {
+        return Ok(home);
     }
     if refused.is_empty() {
         bail!("no runtime or state directory is known ($XDG_RUNTIME_DIR, $XDG_STATE_HOME, $HOME)");
@@ -777,6 +752,46 @@ pub fn control_home(settings: &Settings) -> Result<PathBuf> {
          a private directory outside them",
         refused.join("; ")
     )
+}
+
+/// The first of `dirs` outside every possible writable root of `roots` (given and canonical), created mode 0700
+/// (its parents too, when uexec makes them), owned by this user and canonical: where the server keeps `what`,
+/// which only the person may reach. `Ok(None)` when every candidate lies in a writable root, each refused
+/// candidate said in `refused`; an error when a candidate cannot be made private or belongs to another user.
+fn private_home(
+    dirs: &[PathBuf],
+    roots: &SandboxWrites,
+    what: &str,
+    refused: &mut Vec<String>,
+) -> Result<Option<PathBuf>> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    for dir in dirs {
+        if let Some(found) = writable_by_sandbox(dir, roots) {
+            refused.push(format!("{}: {}", dir.display(), found.describe()));
+            continue;
+        }
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("cannot create {} for {what}", dir.display()))?;
+        let canonical =
+            std::fs::canonicalize(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
+        if let Some(found) = writable_by_sandbox(&canonical, roots) {
+            refused.push(format!("{}: {}", canonical.display(), found.describe()));
+            continue;
+        }
+        let meta = std::fs::metadata(&canonical)?;
+        if meta.uid() != rustix::process::geteuid().as_raw() {
+            bail!("{} belongs to another user: it cannot hold {what}", canonical.display());
+        }
+        if meta.mode() & 0o077 != 0 {
+            std::fs::set_permissions(&canonical, std::fs::Permissions::from_mode(0o700))
+                .with_context(|| format!("cannot make {} private (mode 0700)", canonical.display()))?;
+        }
+        return Ok(Some(canonical));
+    }
+    Ok(None)
 }
 
 /// Hidden-path patterns that name exactly `path` (its components taken literally, never refused): for the
@@ -963,36 +978,10 @@ fn generate_token() -> Result<AuthToken> {
 /// The directory a generated token goes to: the first of [`Settings::token_dirs`] outside every possible
 /// writable root, created mode 0700 and canonical (refused when someone else owns it).
 fn generated_token_home(settings: &Settings, roots: &SandboxWrites) -> Result<PathBuf> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
     let mut refused = Vec::new();
-    for dir in &settings.token_dirs {
-        if let Some(found) = writable_by_sandbox(dir, roots) {
-            refused.push(format!("{}: {}", dir.display(), found.describe()));
-            continue;
-        }
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("cannot create {} for a generated bearer token", dir.display()))?;
-        let canonical =
-            std::fs::canonicalize(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
-        if let Some(found) = writable_by_sandbox(&canonical, roots) {
-            refused.push(format!("{}: {}", canonical.display(), found.describe()));
-            continue;
-        }
-        let meta = std::fs::metadata(&canonical)?;
-        if meta.uid() != rustix::process::geteuid().as_raw() {
-            bail!(
-                "{} belongs to another user: it cannot hold a generated bearer token; give a token file with                  --auth-token-file FILE",
-                canonical.display()
-            );
-        }
-        if meta.mode() & 0o077 != 0 {
-            std::fs::set_permissions(&canonical, std::fs::Permissions::from_mode(0o700))
-                .with_context(|| format!("cannot make {} private (mode 0700)", canonical.display()))?;
-        }
-        return Ok(canonical);
+    let what = "a generated bearer token (give a token file with --auth-token-file FILE)";
+    if let Some(home) = private_home(&settings.token_dirs, roots, what, &mut refused)? {
+        return Ok(home);
     }
     let tried = if refused.is_empty() {
         "no runtime or state directory is known ($XDG_RUNTIME_DIR, $XDG_STATE_HOME, $HOME)".to_owned()
