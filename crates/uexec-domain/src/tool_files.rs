@@ -169,19 +169,25 @@ impl ToolFiles {
         text
     }
 
-    /// When `relative` (a path inside a writable root, relative to it) lies in a protected tool entry: the
-    /// sentence that explains a refused write to it, naming the rule and the key that allows it.
-    pub fn refusal(&self, relative: &Path) -> Option<String> {
+    /// The protected entry that holds `relative` (a path inside the workspace, relative to it), if any.
+    pub fn holding(&self, relative: &Path) -> Option<&'static ToolEntry> {
         let first = match relative.components().next()? {
             Component::Normal(name) => name.to_str()?,
             _ => return None,
         };
-        let entry = self.protected().find(|e| e.name == first)?;
-        Some(format!(
-            "{} is read-only to sandboxed commands ({}); to let them write it, set {ALLOW_KEY} = [\"{}\"] in \
-             the config, or run the command outside the sandbox",
-            entry.name, entry.reason, entry.name
-        ))
+        self.protected().find(|e| e.name == first)
+    }
+}
+
+impl ToolEntry {
+    /// The entry called `name` (as in [`TOOL_ENTRIES`]), protected or not.
+    pub fn named(name: &str) -> Option<&'static ToolEntry> {
+        TOOL_ENTRIES.iter().find(|e| e.name == name)
+    }
+
+    /// The config setting that lets sandboxed commands write it (`allow_tool_files = [".vscode"]`).
+    pub fn allow_setting(&self) -> String {
+        format!("{ALLOW_KEY} = [\"{}\"]", self.name)
     }
 }
 
@@ -217,15 +223,14 @@ mod tests {
     #[test]
     fn a_refusal_names_the_entry_and_the_key() {
         let all = ToolFiles::all();
-        let why = all.refusal(Path::new(".vscode/tasks.json")).unwrap();
-        assert!(
-            why.contains(".vscode is read-only") && why.contains("allow_tool_files = [\".vscode\"]"),
-            "{why}"
-        );
-        assert!(all.refusal(Path::new(".mcp.json")).is_some());
-        assert_eq!(all.refusal(Path::new("src/.vscode/x")), None);
-        assert_eq!(all.refusal(Path::new(".vscodex")), None);
-        assert_eq!(all.refusal(Path::new("")), None);
-        assert_eq!(ToolFiles::allowing(&[".vscode"]).unwrap().refusal(Path::new(".vscode/x")), None);
+        let vscode = all.holding(Path::new(".vscode/tasks.json")).unwrap();
+        assert_eq!(vscode.allow_setting(), "allow_tool_files = [\".vscode\"]");
+        assert_eq!(all.holding(Path::new(".mcp.json")).map(|e| e.name), Some(".mcp.json"));
+        assert_eq!(all.holding(Path::new("src/.vscode/x")), None);
+        assert_eq!(all.holding(Path::new(".vscodex")), None);
+        assert_eq!(all.holding(Path::new("")), None);
+        assert_eq!(ToolFiles::allowing(&[".vscode"]).unwrap().holding(Path::new(".vscode/x")), None);
+        assert_eq!(ToolEntry::named(".envrc").map(|e| e.kind), Some(ToolEntryKind::File));
+        assert_eq!(ToolEntry::named(".git"), None);
     }
 }

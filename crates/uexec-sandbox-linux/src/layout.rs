@@ -44,6 +44,9 @@ pub(crate) struct FsLayout {
     pub(crate) ignored: Vec<String>,
     /// Protected subpaths that do not exist (nothing to protect; creating them is not prevented).
     pub(crate) absent: Vec<PathBuf>,
+    /// The entries of [`FsLayout::protected`] that are other tools' files of the workspace
+    /// (`uexec_domain::tool_files`), each with its name, so that a refusal names the rule and the key.
+    pub(crate) tool_entries: Vec<(PathBuf, &'static str)>,
     /// Files that stay writable under every policy: `/dev/null` and `/dev/tty` (when they exist).
     pub(crate) writable_files: Vec<PathBuf>,
     /// The secret locations hidden from the command (filled in by the sandbox after [`FsLayout::resolve`]).
@@ -137,7 +140,11 @@ impl FsLayout {
             if owner.is_some() && owner == workspace && !tool_files_done {
                 tool_files_done = true;
                 for entry in tool_files.protected() {
-                    layout.add_tool_entry(&root.root.join(entry.name), entry.kind, &mut canonical)?;
+                    if let Some(path) =
+                        layout.add_tool_entry(&root.root.join(entry.name), entry.kind, &mut canonical)?
+                    {
+                        layout.tool_entries.push((path, entry.name));
+                    }
                 }
             }
         }
@@ -200,39 +207,38 @@ impl FsLayout {
 
     /// Record the tool entry `entry` of the workspace (`uexec_domain::tool_files`): protected itself when it
     /// exists, like `.uexec` ([`FsLayout::add_entry`]); an absent directory gets an empty placeholder first
-    /// (opened without following a symlink), so that nothing can be created in it.
+    /// (opened without following a symlink), so that nothing can be created in it. The path protected, if any.
     fn add_tool_entry(
         &mut self,
         entry: &Path,
         kind: ToolEntryKind,
         canonical: &mut Canonical,
-    ) -> Result<(), SandboxError> {
+    ) -> Result<Option<PathBuf>, SandboxError> {
         self.add_entry(entry, canonical)?;
-        if kind != ToolEntryKind::Directory {
-            return Ok(());
-        }
         let (Some(parent), Some(name)) = (entry.parent(), entry.file_name()) else {
-            return Ok(());
+            return Ok(None);
         };
         let Ok(path) = canonical.get(parent).map(|parent| parent.join(name)) else {
-            return Ok(());
+            return Ok(None);
         };
-        if !self.absent.contains(&path) || !self.is_writable(&path) {
-            return Ok(());
-        }
-        self.absent.retain(|a| a != &path);
-        match crate::gitdirs::create_placeholder(&path, WhenAbsent::EmptyDir) {
-            Ok(()) => push_unique(&mut self.protected, path),
-            Err(e) => {
-                // Fails closed: a command could create it, so the report says so.
-                push_unique_text(
-                    &mut self.ignored,
-                    format!("{}: cannot create the placeholder ({e}), so it can be created", path.display()),
-                );
-                push_unique(&mut self.absent, path);
+        if kind == ToolEntryKind::Directory && self.absent.contains(&path) && self.is_writable(&path) {
+            self.absent.retain(|a| a != &path);
+            match crate::gitdirs::create_placeholder(&path, WhenAbsent::EmptyDir) {
+                Ok(()) => push_unique(&mut self.protected, path.clone()),
+                Err(e) => {
+                    // Fails closed: a command could create it, so the report says so.
+                    push_unique_text(
+                        &mut self.ignored,
+                        format!(
+                            "{}: cannot create the placeholder ({e}), so it can be created",
+                            path.display()
+                        ),
+                    );
+                    push_unique(&mut self.absent, path.clone());
+                }
             }
         }
-        Ok(())
+        Ok(self.protected.contains(&path).then_some(path))
     }
 
     /// Record `gitdir`, named by the `.git` file of the writable root `owner` (canonical; `None` when the root
