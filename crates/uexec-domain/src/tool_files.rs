@@ -18,8 +18,10 @@ pub enum ToolEntryKind {
     /// A directory of settings: an absent one in the workspace gets an empty placeholder (read as no settings by
     /// its program), so nothing can be created in it.
     Directory,
-    /// A file: protected when present only. An empty file is no inert placeholder for these (`.mcp.json` must be
-    /// JSON, an empty `.envrc` makes direnv ask), and their programs ask before a new one runs anything.
+    /// A file: on Linux protected when present only. A placeholder for an absent one would be a stray file in
+    /// the person's work tree (untracked in `git status`, committed by `git add -A`, read by its program:
+    /// `.mcp.json` must be JSON, any `.envrc` makes direnv say it is blocked), and a directory in its place breaks
+    /// the program; their programs ask before a new one runs anything. The macOS profile denies it by path.
     File,
 }
 
@@ -158,7 +160,8 @@ impl ToolFiles {
                 protected.iter().copied().filter(|e| e.kind == ToolEntryKind::File).collect();
             format!(
                 "other tools' files that run code without asking, in the workspace: {} (an absent one gets an \
-                 empty read-only placeholder on Linux) and {} (when present)",
+                 empty read-only placeholder on Linux) and {} (on Linux when present: a placeholder would be a stray \
+                 file in the work tree)",
                 names(&dirs.into_iter().copied().collect::<Vec<_>>()),
                 names(&files.into_iter().copied().collect::<Vec<_>>()),
             )
