@@ -412,16 +412,85 @@ fn a_submodule_commits_and_its_git_dir_configuration_stays_read_only() {
         "echo '* filter=evil' > .git/modules/lib/info/attributes",
         "mv .git/modules/lib/hooks .git/modules/lib/hooks-away",
         "cd lib && git config core.fsmonitor evil",
+        // The submodule's work tree `.git` file (a nested entry of the workspace) cannot be redirected.
+        "echo 'gitdir: /tmp/evil' > lib/.git",
     ] {
         let probe = bash(policy(), &s.ws, attack);
         assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
     }
-    // The twin: the rest of the submodule's git dir is writable. (Its work tree's `.git` file is a nested entry
-    // of the workspace, not protected: see docs/sandbox.md.)
-    let twin = bash(policy(), &s.ws, "touch .git/modules/lib/ORIG_HEAD.test && mkdir .git/modules/lib/x");
+    // The twin: the rest of the submodule's git dir and its work tree are writable.
+    let twin = bash(
+        policy(),
+        &s.ws,
+        "touch .git/modules/lib/ORIG_HEAD.test && mkdir .git/modules/lib/x && touch lib/y",
+    );
     assert!(twin.ok(), "{twin:?}");
     assert_eq!(fs::read(module.join("config")).unwrap(), config_before);
     assert!(!module.join("hooks/post-checkout").exists() && !module.join("hooks-away").exists());
+}
+
+/// A repository nested in the workspace (a vendored checkout at its top level): what git runs or reads as
+/// configuration stays read-only, present or absent, also through a symlink and a rename of its directory; the
+/// rest of its git directory is writable and git works in it. Each probe has a twin.
+#[test]
+fn a_nested_repository_s_configuration_and_hooks_stay_read_only_present_or_absent() {
+    let s = Scratch::new();
+    repository(&s.ws);
+    let nested = s.ws.join("nested");
+    repository(&nested);
+    fs::write(nested.join(".git/hooks/pre-push"), "#!/bin/sh\n").unwrap();
+    fs::remove_dir_all(nested.join(".git/info")).unwrap();
+    // Another one with no hooks directory.
+    let bare_hooks = s.ws.join("other");
+    repository(&bare_hooks);
+    fs::remove_dir_all(bare_hooks.join(".git/hooks")).unwrap();
+    let config_before = fs::read(nested.join(".git/config")).unwrap();
+    for (attack, twin) in [
+        ("echo '[core] fsmonitor = evil' >> nested/.git/config", "echo x >> nested/.git/description"),
+        (
+            "cd nested && git config core.fsmonitor evil",
+            "cd nested && echo c > c.txt && git add c.txt && git commit -q -m c",
+        ),
+        ("touch nested/.git/hooks/post-checkout", "touch nested/.git/hooks-nearby"),
+        ("echo evil > nested/.git/hooks/pre-push", "echo y > nested/.git/ORIG_HEAD.test"),
+        ("mkdir -p other/.git/hooks && touch other/.git/hooks/post-checkout", "mkdir -p other/.git/rr-cache"),
+        ("echo '* filter=evil' > nested/.git/info/attributes", "echo '* -text' > nested/.gitattributes"),
+        ("echo '[core]' > nested/.git/config.worktree", "echo z > nested/.git/FETCH_HEAD.test"),
+        ("ln -s nested/.git/hooks h && touch h/post-commit", "ln -s nested/.git/refs r && ls r/heads"),
+        ("mv nested nested-away && touch nested-away/.git/hooks/post-checkout", "mkdir d && mv d d2"),
+        ("mv nested/.git nested/git-away", "touch nested/.git/x && mv nested/.git/x nested/.git/y"),
+    ] {
+        let allowed = bash(policy(), &s.ws, twin);
+        assert!(allowed.ok(), "{twin}: {allowed:?}");
+        let probe = bash(policy(), &s.ws, attack);
+        assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
+    }
+    assert_eq!(fs::read(nested.join(".git/config")).unwrap(), config_before);
+    assert_eq!(Scratch::read(&nested.join(".git/hooks/pre-push")), "#!/bin/sh\n");
+    assert!(
+        !nested.join(".git/hooks/post-checkout").exists() && !nested.join(".git/info/attributes").exists()
+    );
+    assert_eq!(fs::read_dir(bare_hooks.join(".git/hooks")).unwrap().count(), 0);
+    assert!(!s.ws.join("nested-away").exists() && !nested.join("git-away").exists());
+    assert_eq!(git(&nested, &["log", "-1", "--format=%s"]).trim(), "c");
+}
+
+/// A repository made by a sandboxed command (`git init`, `git clone`) in a workspace that is no repository is
+/// protected from the next command on.
+#[test]
+fn a_repository_created_inside_the_sandbox_is_protected_from_the_next_command() {
+    let s = Scratch::new();
+    let init = bash(policy(), &s.ws, "git init -q made && echo x > made/.git/description");
+    assert!(init.ok(), "{init:?}");
+    let twin = bash(policy(), &s.ws, "echo y > made/.git/description && touch made/.git/ORIG_HEAD.test");
+    assert!(twin.ok(), "{twin:?}");
+    for attack in
+        ["echo '[core] fsmonitor = evil' >> made/.git/config", "touch made/.git/hooks/post-checkout"]
+    {
+        let probe = bash(policy(), &s.ws, attack);
+        assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
+    }
+    assert!(!Scratch::read(&s.ws.join("made/.git/config")).contains("fsmonitor"));
 }
 
 #[test]
