@@ -151,7 +151,7 @@ impl FsLayout {
                 }
             }
         }
-        layout.protected.sort_by_key(|p| (depth(p), p.clone()));
+        layout.protected.sort_by_cached_key(|p| (depth(p), p.clone()));
         layout.protected.dedup();
         layout.absent.dedup();
         layout.ignored.dedup();
@@ -287,7 +287,7 @@ impl FsLayout {
             let dir = entry.path();
             // The workspace's own `.git`, and what is read-only as a whole already (`.uexec`, other tools'
             // directories), cost no `lstat`.
-            if entry.file_name() == ".git" || self.protected.contains(&dir) {
+            if entry.file_name() == ".git" || holds(&self.protected, &dir) {
                 continue;
             }
             let dot_git = dir.join(".git");
@@ -418,7 +418,7 @@ impl FsLayout {
                 push_unique(&mut pinned, dir.to_path_buf());
             }
         }
-        pinned.sort_by_key(|p| (depth(p), p.clone()));
+        pinned.sort_by_cached_key(|p| (depth(p), p.clone()));
         pinned
     }
 }
@@ -456,7 +456,7 @@ impl FsLayout {
                 }
             }
         }
-        pinned.sort_by_key(|p| (depth(p), p.clone()));
+        pinned.sort_by_cached_key(|p| (depth(p), p.clone()));
         pinned
     }
 }
@@ -513,9 +513,17 @@ fn push_unique_text(list: &mut Vec<String>, text: String) {
 
 /// Push `path` unless present.
 fn push_unique(list: &mut Vec<PathBuf>, path: PathBuf) {
-    if !list.contains(&path) {
+    if !holds(list, &path) {
         list.push(path);
     }
+}
+
+/// True when `list` holds `path`, compared byte for byte: the paths here are made by joining names to canonical
+/// paths, so each has one spelling, and comparing components (`Path`'s `==`) made a layout with many protected
+/// entries (nested repositories) quadratic in a costly way.
+fn holds(list: &[PathBuf], path: &Path) -> bool {
+    let bytes = path.as_os_str().as_bytes();
+    list.iter().any(|p| p.as_os_str().as_bytes() == bytes)
 }
 
 /// The number of normal components of `path`.
