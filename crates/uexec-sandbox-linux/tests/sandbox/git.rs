@@ -475,8 +475,8 @@ fn a_nested_repository_s_configuration_and_hooks_stay_read_only_present_or_absen
     assert_eq!(git(&nested, &["log", "-1", "--format=%s"]).trim(), "c");
 }
 
-/// A repository made by a sandboxed command (`git init`, `git clone`) in a workspace that is no repository is
-/// protected from the next command on.
+/// A repository made by a sandboxed command (`git init`, `git clone`) in a workspace that is no repository, at
+/// its top level or the workspace itself, is protected from the next command on.
 #[test]
 fn a_repository_created_inside_the_sandbox_is_protected_from_the_next_command() {
     let s = Scratch::new();
@@ -491,6 +491,14 @@ fn a_repository_created_inside_the_sandbox_is_protected_from_the_next_command() 
         assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
     }
     assert!(!Scratch::read(&s.ws.join("made/.git/config")).contains("fsmonitor"));
+    // The same for the workspace's own repository, made during the session.
+    let init = bash(policy(), &s.ws, "git init -q . && echo x > .git/description");
+    assert!(init.ok(), "{init:?}");
+    let twin = bash(policy(), &s.ws, "echo y > .git/description");
+    assert!(twin.ok(), "{twin:?}");
+    let probe = bash(policy(), &s.ws, "echo '[core] fsmonitor = evil' >> .git/config");
+    assert!(!probe.ok() && refused(&probe.text()), "{probe:?}");
+    assert!(!Scratch::read(&s.ws.join(".git/config")).contains("fsmonitor"));
 }
 
 #[test]
