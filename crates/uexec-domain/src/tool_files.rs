@@ -7,7 +7,6 @@
 //! an absent directory of the workspace an empty read-only placeholder, the macOS profile denies writes by path).
 
 use std::fmt;
-use std::path::{Component, Path};
 
 /// The config key that allows sandboxed commands to write some of these entries.
 pub const ALLOW_KEY: &str = "allow_tool_files";
@@ -171,15 +170,6 @@ impl ToolFiles {
         }
         text
     }
-
-    /// The protected entry that holds `relative` (a path inside the workspace, relative to it), if any.
-    pub fn holding(&self, relative: &Path) -> Option<&'static ToolEntry> {
-        let first = match relative.components().next()? {
-            Component::Normal(name) => name.to_str()?,
-            _ => return None,
-        };
-        self.protected().find(|e| e.name == first)
-    }
 }
 
 impl ToolEntry {
@@ -225,15 +215,12 @@ mod tests {
 
     #[test]
     fn a_refusal_names_the_entry_and_the_key() {
-        let all = ToolFiles::all();
-        let vscode = all.holding(Path::new(".vscode/tasks.json")).unwrap();
+        let vscode = ToolEntry::named(".vscode").unwrap();
         assert_eq!(vscode.allow_setting(), "allow_tool_files = [\".vscode\"]");
-        assert_eq!(all.holding(Path::new(".mcp.json")).map(|e| e.name), Some(".mcp.json"));
-        assert_eq!(all.holding(Path::new("src/.vscode/x")), None);
-        assert_eq!(all.holding(Path::new(".vscodex")), None);
-        assert_eq!(all.holding(Path::new("")), None);
-        assert_eq!(ToolFiles::allowing(&[".vscode"]).unwrap().holding(Path::new(".vscode/x")), None);
+        assert_eq!(ToolEntry::named(".mcp.json").map(|e| e.kind), Some(ToolEntryKind::File));
         assert_eq!(ToolEntry::named(".envrc").map(|e| e.kind), Some(ToolEntryKind::File));
+        assert_eq!(ToolEntry::named(".vscodex"), None);
         assert_eq!(ToolEntry::named(".git"), None);
+        assert_eq!(ToolEntry::named(""), None);
     }
 }
