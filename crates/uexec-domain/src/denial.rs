@@ -13,6 +13,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::tool_files::ToolEntry;
+
 /// Lower-case fragments of the messages a sandbox denial produces.
 pub const SANDBOX_DENIED_KEYWORDS: [&str; 7] = [
     "operation not permitted",
@@ -137,6 +139,14 @@ pub enum FileRule {
         /// The protected entry that holds the path.
         entry: String,
     },
+    /// Another tool's file in the workspace (`.vscode`, `.mcp.json`: `crate::tool_files`), which the person can
+    /// allow by name.
+    ToolFile {
+        /// The protected entry that holds the path.
+        entry: String,
+        /// Its name in `crate::tool_files::TOOL_ENTRIES` (`.vscode`).
+        name: String,
+    },
     /// The sandbox's `/proc`: read-only, other processes' memory, environment and descriptors out of reach,
     /// and kernel state that needs a capability the sandbox drops (`/proc/self/stack`).
     Proc,
@@ -238,6 +248,8 @@ impl Refusal {
                 FileRule::OutsideRoots => "outside the writable roots".to_owned(),
                 FileRule::Protected { entry } if entry == path => "protected entry".to_owned(),
                 FileRule::Protected { entry } => format!("protected entry {entry}"),
+                FileRule::ToolFile { entry, .. } if entry == path => "tool file rule".to_owned(),
+                FileRule::ToolFile { name, .. } => format!("tool file rule {name}"),
                 FileRule::Hidden { location } => format!("hidden secret location {location}"),
                 FileRule::Proc => "the sandbox's /proc".to_owned(),
             },
@@ -280,6 +292,11 @@ impl Refusal {
             Refusal::File { rule: FileRule::Protected { .. } | FileRule::Proc, .. } => {
                 format!("only {ESCALATE}")
             }
+            Refusal::File { rule: FileRule::ToolFile { name, .. }, .. } => match ToolEntry::named(name) {
+                // Shorter than the others ("in the config" and who approves left out): the key names itself.
+                Some(tool) => format!("{}, or sandbox_permissions=require_escalated", tool.allow_setting()),
+                None => format!("only {ESCALATE}"),
+            },
             Refusal::File { rule: FileRule::Hidden { .. }, .. } => {
                 format!("hidden_paths / hide_secrets in the config, or {ESCALATE}")
             }
@@ -357,6 +374,8 @@ pub struct FilePlan {
     pub writable_roots: Vec<String>,
     /// The protected entries inside them (canonical).
     pub protected: Vec<String>,
+    /// Those of [`FilePlan::protected`] that are other tools' files (`crate::tool_files`), each with its name.
+    pub tool_files: Vec<(String, String)>,
     /// The hidden locations (canonical), directories and files.
     pub hidden: Vec<String>,
     /// Files writable outside the roots (`/dev/null`, `/dev/tty`).
@@ -416,13 +435,17 @@ impl FilePlan {
         let protected = self.protected.iter().filter(|p| beneath(path, p)).max_by_key(|p| p.len());
         let in_root = self.writable_roots.iter().any(|root| beneath(path, root));
         let outside = if self.read_only { FileRule::ReadOnlyPolicy } else { FileRule::OutsideRoots };
+        let rule = |entry: &String| match self.tool_files.iter().find(|(tool, _)| tool == entry) {
+            Some((_, name)) => FileRule::ToolFile { entry: entry.clone(), name: name.clone() },
+            None => FileRule::Protected { entry: entry.clone() },
+        };
         match error {
             FileError::ReadOnly => match protected {
-                Some(entry) if !self.read_only => Some(FileRule::Protected { entry: entry.clone() }),
+                Some(entry) if !self.read_only => Some(rule(entry)),
                 _ if self.read_only || !in_root => Some(outside),
                 _ => None,
             },
-            FileError::Busy => protected.map(|entry| FileRule::Protected { entry: entry.clone() }),
+            FileError::Busy => protected.map(rule),
             FileError::Denied => (beneath(path, "/dev") && !in_root).then_some(outside),
             FileError::Missing => None,
         }
@@ -693,7 +716,13 @@ mod refusal_tests {
         FilePlan {
             read_only: false,
             writable_roots: vec!["/ws".into(), "/tmp".into()],
-            protected: vec!["/ws/.git/config".into(), "/ws/.git/hooks".into(), "/ws/.uexec".into()],
+            protected: vec![
+                "/ws/.git/config".into(),
+                "/ws/.git/hooks".into(),
+                "/ws/.uexec".into(),
+                "/ws/.vscode".into(),
+            ],
+            tool_files: vec![("/ws/.vscode".into(), ".vscode".into())],
             hidden: vec!["/home/me/.ssh".into(), "/ws/.env".into()],
             writable_files: vec!["/dev/null".into()],
         }
@@ -723,6 +752,10 @@ mod refusal_tests {
                 Some(FileRule::Hidden { location: "/home/me/.ssh".into() })
             );
         }
+        let vscode = FileRule::ToolFile { entry: "/ws/.vscode".into(), name: ".vscode".into() };
+        assert_eq!(plan.classify("/ws/.vscode/tasks.json", ReadOnly), Some(vscode.clone()));
+        assert_eq!(plan.classify("/ws/.vscode", Busy), Some(vscode));
+        assert_eq!(plan.classify("/ws/src/.vscode/tasks.json", ReadOnly), None);
         assert_eq!(plan.classify("/ws/.env", Denied), Some(FileRule::Hidden { location: "/ws/.env".into() }));
         assert_eq!(plan.classify("/dev/sda", Denied), Some(FileRule::OutsideRoots));
         assert_eq!(plan.classify("/proc/self/stack", Denied), Some(FileRule::Proc));
@@ -836,6 +869,30 @@ mod refusal_tests {
             "{note}"
         );
         assert!(note.contains("--writable-root DIR"), "{note}");
+        // Another tool's file: the rule and the key that allows it by name, not escalation alone; a protected
+        // git entry beside it keeps its own "allow:".
+        let tool = [
+            Refusal::File {
+                path: "/ws/.vscode/tasks.json".into(),
+                rule: FileRule::ToolFile { entry: "/ws/.vscode".into(), name: ".vscode".into() },
+            },
+            Refusal::File {
+                path: "/ws/.git/config".into(),
+                rule: FileRule::Protected { entry: "/ws/.git/config".into() },
+            },
+        ];
+        let note = refusal_note(&tool).unwrap();
+        assert!(
+            note.contains(
+                "write to /ws/.vscode/tasks.json (tool file rule .vscode) [seen in the output]; allow: \
+                 allow_tool_files = [\".vscode\"], or sandbox_permissions=require_escalated"
+            ),
+            "{note}"
+        );
+        assert!(
+            note.contains("write to /ws/.git/config (protected entry) [seen in the output]; allow: only"),
+            "{note}"
+        );
         assert_eq!(refusal_note(&[]), None);
         let many: Vec<Refusal> = (0..9).map(|i| Refusal::Lookup { name: format!("h{i}.example") }).collect();
         let note = refusal_note(&many).unwrap();
@@ -858,6 +915,12 @@ mod refusal_tests {
         }])
         .unwrap();
         assert!(approx_token_count(file.len()) <= 46, "{} tokens: {file}", approx_token_count(file.len()));
+        let tool = refusal_text(&[Refusal::File {
+            path: "/home/me/project/.mcp.json".into(),
+            rule: FileRule::ToolFile { entry: "/home/me/project/.mcp.json".into(), name: ".mcp.json".into() },
+        }])
+        .unwrap();
+        assert!(approx_token_count(tool.len()) <= 46, "{} tokens: {tool}", approx_token_count(tool.len()));
         let many: Vec<Refusal> =
             (0..50).map(|i| Refusal::Lookup { name: format!("host{i}.example.org") }).collect();
         let note = refusal_text(&many).unwrap();

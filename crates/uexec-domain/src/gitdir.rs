@@ -374,6 +374,15 @@ pub const MAX_GIT_DIR_ENTRIES: usize = 4096;
 /// directory read-only.
 pub const MAX_MODULE_NAME_DEPTH: usize = 8;
 
+/// The most entries of the workspace's top level read, per command, while looking for the repositories nested
+/// there (`sub/.git`: a vendored checkout, a submodule's work tree, a folder of several repositories opened as
+/// one workspace); those beyond are not looked at, and the report says so.
+pub const MAX_NESTED_SCAN_ENTRIES: usize = 1024;
+
+/// The most repositories nested at the workspace's top level protected per command; those beyond are not, and
+/// the report says so.
+pub const MAX_NESTED_REPOSITORIES: usize = 32;
+
 /// The most pack files (`objects/pack/*`: `.pack`, `.idx`, `.rev`, ...) of one git directory bound read-only
 /// over themselves, so that no sandboxed command can remove or replace the history they hold (new packs can
 /// still be written: `fetch` works). Beyond it `objects/pack` stays read-only as a whole (a fetch of more than

@@ -7,7 +7,6 @@
 //! an absent directory of the workspace an empty read-only placeholder, the macOS profile denies writes by path).
 
 use std::fmt;
-use std::path::{Component, Path};
 
 /// The config key that allows sandboxed commands to write some of these entries.
 pub const ALLOW_KEY: &str = "allow_tool_files";
@@ -18,8 +17,10 @@ pub enum ToolEntryKind {
     /// A directory of settings: an absent one in the workspace gets an empty placeholder (read as no settings by
     /// its program), so nothing can be created in it.
     Directory,
-    /// A file: protected when present only. An empty file is no inert placeholder for these (`.mcp.json` must be
-    /// JSON, an empty `.envrc` makes direnv ask), and their programs ask before a new one runs anything.
+    /// A file: on Linux protected when present only. A placeholder for an absent one would be a stray file in
+    /// the person's work tree (untracked in `git status`, committed by `git add -A`, read by its program:
+    /// `.mcp.json` must be JSON, any `.envrc` makes direnv say it is blocked), and a directory in its place breaks
+    /// the program; their programs ask before a new one runs anything. The macOS profile denies it by path.
     File,
 }
 
@@ -158,7 +159,8 @@ impl ToolFiles {
                 protected.iter().copied().filter(|e| e.kind == ToolEntryKind::File).collect();
             format!(
                 "other tools' files that run code without asking, in the workspace: {} (an absent one gets an \
-                 empty read-only placeholder on Linux) and {} (when present)",
+                 empty read-only placeholder on Linux) and {} (on Linux when present: a placeholder would be a stray \
+                 file in the work tree)",
                 names(&dirs.into_iter().copied().collect::<Vec<_>>()),
                 names(&files.into_iter().copied().collect::<Vec<_>>()),
             )
@@ -168,20 +170,17 @@ impl ToolFiles {
         }
         text
     }
+}
 
-    /// When `relative` (a path inside a writable root, relative to it) lies in a protected tool entry: the
-    /// sentence that explains a refused write to it, naming the rule and the key that allows it.
-    pub fn refusal(&self, relative: &Path) -> Option<String> {
-        let first = match relative.components().next()? {
-            Component::Normal(name) => name.to_str()?,
-            _ => return None,
-        };
-        let entry = self.protected().find(|e| e.name == first)?;
-        Some(format!(
-            "{} is read-only to sandboxed commands ({}); to let them write it, set {ALLOW_KEY} = [\"{}\"] in \
-             the config, or run the command outside the sandbox",
-            entry.name, entry.reason, entry.name
-        ))
+impl ToolEntry {
+    /// The entry called `name` (as in [`TOOL_ENTRIES`]), protected or not.
+    pub fn named(name: &str) -> Option<&'static ToolEntry> {
+        TOOL_ENTRIES.iter().find(|e| e.name == name)
+    }
+
+    /// The config setting that lets sandboxed commands write it (`allow_tool_files = [".vscode"]`).
+    pub fn allow_setting(&self) -> String {
+        format!("{ALLOW_KEY} = [\"{}\"]", self.name)
     }
 }
 
@@ -216,16 +215,12 @@ mod tests {
 
     #[test]
     fn a_refusal_names_the_entry_and_the_key() {
-        let all = ToolFiles::all();
-        let why = all.refusal(Path::new(".vscode/tasks.json")).unwrap();
-        assert!(
-            why.contains(".vscode is read-only") && why.contains("allow_tool_files = [\".vscode\"]"),
-            "{why}"
-        );
-        assert!(all.refusal(Path::new(".mcp.json")).is_some());
-        assert_eq!(all.refusal(Path::new("src/.vscode/x")), None);
-        assert_eq!(all.refusal(Path::new(".vscodex")), None);
-        assert_eq!(all.refusal(Path::new("")), None);
-        assert_eq!(ToolFiles::allowing(&[".vscode"]).unwrap().refusal(Path::new(".vscode/x")), None);
+        let vscode = ToolEntry::named(".vscode").unwrap();
+        assert_eq!(vscode.allow_setting(), "allow_tool_files = [\".vscode\"]");
+        assert_eq!(ToolEntry::named(".mcp.json").map(|e| e.kind), Some(ToolEntryKind::File));
+        assert_eq!(ToolEntry::named(".envrc").map(|e| e.kind), Some(ToolEntryKind::File));
+        assert_eq!(ToolEntry::named(".vscodex"), None);
+        assert_eq!(ToolEntry::named(".git"), None);
+        assert_eq!(ToolEntry::named(""), None);
     }
 }

@@ -15,8 +15,8 @@ use std::path::{Component, Path, PathBuf};
 
 use uexec_domain::gitdir::WhenAbsent;
 use uexec_domain::gitdir::{
-    DotGitKind, GitDirKind, GitFileProblem, MAX_GIT_FILE_BYTES, UnprotectedGitdir, dot_git_entry,
-    gitdir_protection, normalize_lexically,
+    DotGitKind, GitDirKind, GitFileProblem, MAX_GIT_FILE_BYTES, MAX_NESTED_REPOSITORIES,
+    MAX_NESTED_SCAN_ENTRIES, UnprotectedGitdir, dot_git_entry, gitdir_protection, normalize_lexically,
 };
 use uexec_domain::tool_files::{ToolEntryKind, ToolFiles};
 use uexec_domain::{GitEntry, PROTECTED_SUBDIRS};
@@ -44,6 +44,9 @@ pub(crate) struct FsLayout {
     pub(crate) ignored: Vec<String>,
     /// Protected subpaths that do not exist (nothing to protect; creating them is not prevented).
     pub(crate) absent: Vec<PathBuf>,
+    /// The entries of [`FsLayout::protected`] that are other tools' files of the workspace
+    /// (`uexec_domain::tool_files`), each with its name, so that a refusal names the rule and the key.
+    pub(crate) tool_entries: Vec<(PathBuf, &'static str)>,
     /// Files that stay writable under every policy: `/dev/null` and `/dev/tty` (when they exist).
     pub(crate) writable_files: Vec<PathBuf>,
     /// The secret locations hidden from the command (filled in by the sandbox after [`FsLayout::resolve`]).
@@ -137,11 +140,18 @@ impl FsLayout {
             if owner.is_some() && owner == workspace && !tool_files_done {
                 tool_files_done = true;
                 for entry in tool_files.protected() {
-                    layout.add_tool_entry(&root.root.join(entry.name), entry.kind, &mut canonical)?;
+                    if let Some(path) =
+                        layout.add_tool_entry(&root.root.join(entry.name), entry.kind, &mut canonical)?
+                    {
+                        layout.tool_entries.push((path, entry.name));
+                    }
+                }
+                if let Some(workspace) = &workspace {
+                    layout.add_nested_repositories(workspace);
                 }
             }
         }
-        layout.protected.sort_by_key(|p| (depth(p), p.clone()));
+        layout.protected.sort_by_cached_key(|p| (depth(p), p.clone()));
         layout.protected.dedup();
         layout.absent.dedup();
         layout.ignored.dedup();
@@ -200,39 +210,120 @@ impl FsLayout {
 
     /// Record the tool entry `entry` of the workspace (`uexec_domain::tool_files`): protected itself when it
     /// exists, like `.uexec` ([`FsLayout::add_entry`]); an absent directory gets an empty placeholder first
-    /// (opened without following a symlink), so that nothing can be created in it.
+    /// (opened without following a symlink), so that nothing can be created in it. The path protected, if any.
     fn add_tool_entry(
         &mut self,
         entry: &Path,
         kind: ToolEntryKind,
         canonical: &mut Canonical,
-    ) -> Result<(), SandboxError> {
+    ) -> Result<Option<PathBuf>, SandboxError> {
         self.add_entry(entry, canonical)?;
-        if kind != ToolEntryKind::Directory {
-            return Ok(());
-        }
         let (Some(parent), Some(name)) = (entry.parent(), entry.file_name()) else {
-            return Ok(());
+            return Ok(None);
         };
         let Ok(path) = canonical.get(parent).map(|parent| parent.join(name)) else {
-            return Ok(());
+            return Ok(None);
         };
-        if !self.absent.contains(&path) || !self.is_writable(&path) {
-            return Ok(());
-        }
-        self.absent.retain(|a| a != &path);
-        match crate::gitdirs::create_placeholder(&path, WhenAbsent::EmptyDir) {
-            Ok(()) => push_unique(&mut self.protected, path),
-            Err(e) => {
-                // Fails closed: a command could create it, so the report says so.
-                push_unique_text(
-                    &mut self.ignored,
-                    format!("{}: cannot create the placeholder ({e}), so it can be created", path.display()),
-                );
-                push_unique(&mut self.absent, path);
+        if kind == ToolEntryKind::Directory && self.absent.contains(&path) && self.is_writable(&path) {
+            self.absent.retain(|a| a != &path);
+            match crate::gitdirs::create_placeholder(&path, WhenAbsent::EmptyDir) {
+                Ok(()) => push_unique(&mut self.protected, path.clone()),
+                Err(e) => {
+                    // Fails closed: a command could create it, so the report says so.
+                    push_unique_text(
+                        &mut self.ignored,
+                        format!(
+                            "{}: cannot create the placeholder ({e}), so it can be created",
+                            path.display()
+                        ),
+                    );
+                    push_unique(&mut self.absent, path.clone());
+                }
             }
         }
-        Ok(())
+        Ok(self.protected.contains(&path).then_some(path))
+    }
+
+    /// Record the repositories nested at the top level of the workspace `root` (canonical): each real
+    /// subdirectory's `.git` (one `lstat` each, after one listing of `root`; none for `.git` itself and the
+    /// directories protected as a whole already), protected as the root's own is
+    /// ([`FsLayout::add_entry`]: a `.git` directory entry by entry, with its placeholders; a `.git` file or
+    /// symlink itself), and the gitdir a `.git` file names when the rules of `add_gitdir` allow it. Deeper ones
+    /// are not looked for (a walk of the tree per command); beyond the budgets the report names what was left.
+    fn add_nested_repositories(&mut self, root: &Path) {
+        let listing = match fs::read_dir(root) {
+            Ok(listing) => listing,
+            Err(e) => {
+                push_unique_text(
+                    &mut self.ignored,
+                    format!(
+                        "{}: cannot list it ({e}), so nested repositories are not protected",
+                        root.display()
+                    ),
+                );
+                return;
+            }
+        };
+        let mut found = 0usize;
+        let over_budget = |layout: &mut FsLayout| {
+            push_unique_text(
+                &mut layout.ignored,
+                format!(
+                    "{}: more than {MAX_NESTED_SCAN_ENTRIES} entries or {MAX_NESTED_REPOSITORIES} nested \
+                     repositories, so the rest are not protected",
+                    root.display()
+                ),
+            );
+        };
+        for (read, entry) in listing.enumerate() {
+            let Ok(entry) = entry else { break };
+            if read >= MAX_NESTED_SCAN_ENTRIES {
+                return over_budget(self);
+            }
+            // A symlink is not followed (it names a directory a command chose, maybe outside the workspace).
+            if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                continue;
+            }
+            let dir = entry.path();
+            // The workspace's own `.git`, and what is read-only as a whole already (`.uexec`, other tools'
+            // directories), cost no `lstat`.
+            if entry.file_name() == ".git" || holds(&self.protected, &dir) {
+                continue;
+            }
+            let dot_git = dir.join(".git");
+            let Ok(meta) = fs::symlink_metadata(&dot_git) else { continue };
+            if !self.is_writable(&dot_git) {
+                continue;
+            }
+            if found == MAX_NESTED_REPOSITORIES {
+                return over_budget(self);
+            }
+            found += 1;
+            if meta.is_dir() {
+                self.add_git_dir_contents(&dot_git, GitDirKind::Repository, &dir);
+                continue;
+            }
+            if meta.is_file()
+                && let (GitEntry::File { gitdir }, _) = inspect_git(&dir)
+            {
+                // A submodule's work tree names `<root>/.git/modules/<name>`, a linked worktree
+                // `<root>/.git/worktrees/<id>`: protected with the root's git directory already.
+                if !normalize_lexically(&gitdir).starts_with(root.join(".git")) {
+                    self.add_gitdir(&gitdir, Some(root));
+                }
+            } else if meta.file_type().is_symlink() {
+                let target =
+                    fs::read_link(&dot_git).map_or_else(|e| format!("<{e}>"), |t| t.display().to_string());
+                push_unique_text(
+                    &mut self.ignored,
+                    format!(
+                        "{}: a symlink to {target} (only the link is protected, its target is not)",
+                        dot_git.display()
+                    ),
+                );
+            }
+            push_unique(&mut self.protected, dot_git);
+        }
     }
 
     /// Record `gitdir`, named by the `.git` file of the writable root `owner` (canonical; `None` when the root
@@ -327,7 +418,7 @@ impl FsLayout {
                 push_unique(&mut pinned, dir.to_path_buf());
             }
         }
-        pinned.sort_by_key(|p| (depth(p), p.clone()));
+        pinned.sort_by_cached_key(|p| (depth(p), p.clone()));
         pinned
     }
 }
@@ -365,7 +456,7 @@ impl FsLayout {
                 }
             }
         }
-        pinned.sort_by_key(|p| (depth(p), p.clone()));
+        pinned.sort_by_cached_key(|p| (depth(p), p.clone()));
         pinned
     }
 }
@@ -422,9 +513,17 @@ fn push_unique_text(list: &mut Vec<String>, text: String) {
 
 /// Push `path` unless present.
 fn push_unique(list: &mut Vec<PathBuf>, path: PathBuf) {
-    if !list.contains(&path) {
+    if !holds(list, &path) {
         list.push(path);
     }
+}
+
+/// True when `list` holds `path`, compared byte for byte: the paths here are made by joining names to canonical
+/// paths, so each has one spelling, and comparing components (`Path`'s `==`) made a layout with many protected
+/// entries (nested repositories) quadratic in a costly way.
+fn holds(list: &[PathBuf], path: &Path) -> bool {
+    let bytes = path.as_os_str().as_bytes();
+    list.iter().any(|p| p.as_os_str().as_bytes() == bytes)
 }
 
 /// The number of normal components of `path`.
@@ -669,6 +768,81 @@ mod tests {
             assert!(layout.protected.contains(&main.join(entry)), "{entry}: {:?}", layout.protected);
         }
         assert!(!layout.protected.contains(&admin) && !layout.protected.contains(&main));
+    }
+
+    #[test]
+    fn repositories_nested_at_the_workspace_top_level_are_protected_and_links_are_not_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        let ws = base.join("ws");
+        let repo = |dir: &Path| {
+            fs::create_dir_all(dir.join(".git/objects")).unwrap();
+            fs::write(dir.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        };
+        repo(&ws.join("vendored"));
+        repo(&ws.join("deep/er"));
+        repo(&base.join("elsewhere"));
+        std::os::unix::fs::symlink(base.join("elsewhere"), ws.join("link")).unwrap();
+        // A separate git directory named by a `.git` file, inside the workspace.
+        repo(&ws.join("seps/x"));
+        fs::create_dir_all(ws.join("worktree")).unwrap();
+        fs::write(ws.join("worktree/.git"), "gitdir: ../seps/x/.git\n").unwrap();
+        // A `.git` symlink: the link itself.
+        fs::create_dir_all(ws.join("linked")).unwrap();
+        std::os::unix::fs::symlink(base.join("elsewhere/.git"), ws.join("linked/.git")).unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &ws, None, &no_tools()).unwrap();
+        let vendored = ws.join("vendored/.git");
+        for entry in ["config", "hooks", "info", "commondir"] {
+            assert!(layout.protected.contains(&vendored.join(entry)), "{entry}: {:?}", layout.protected);
+        }
+        assert!(!layout.protected.contains(&vendored), "entry by entry: {:?}", layout.protected);
+        assert!(layout.protected.contains(&ws.join("worktree/.git")));
+        assert!(layout.protected.contains(&ws.join("seps/x/.git/config")), "{:?}", layout.protected);
+        assert!(layout.protected.contains(&ws.join("linked/.git")));
+        assert!(layout.ignored.iter().any(|n| n.contains("linked/.git: a symlink")), "{:?}", layout.ignored);
+        // Not followed through the symlinked directory, not looked for deeper down.
+        assert!(!base.join("elsewhere/.git/hooks").exists() && !ws.join("deep/er/.git/hooks").exists());
+        assert!(
+            !layout
+                .protected
+                .iter()
+                .any(|p| p.starts_with(base.join("elsewhere")) || p.starts_with(ws.join("deep")))
+        );
+        // Only the workspace's top level: the same repositories under another writable root are not looked at.
+        let other = base.join("other");
+        repo(&other.join("nested"));
+        let policy = SandboxPolicy::WorkspaceWrite {
+            writable_roots: vec![other.clone()],
+            network_access: false,
+            exclude_slash_tmp: true,
+            exclude_tmpdir_env_var: true,
+        };
+        let layout = FsLayout::resolve(&policy, &ws, None, &no_tools()).unwrap();
+        assert!(layout.protected.contains(&vendored.join("config")));
+        assert!(
+            !layout.protected.iter().any(|p| p.starts_with(other.join("nested"))),
+            "{:?}",
+            layout.protected
+        );
+    }
+
+    #[test]
+    fn beyond_the_budget_nested_repositories_are_named_in_the_report() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = fs::canonicalize(tmp.path()).unwrap();
+        for i in 0..=MAX_NESTED_REPOSITORIES {
+            fs::create_dir_all(ws.join(format!("r{i}/.git/objects"))).unwrap();
+        }
+        let layout = FsLayout::resolve(&cwd_only(), &ws, None, &no_tools()).unwrap();
+        let repositories = (0..=MAX_NESTED_REPOSITORIES)
+            .filter(|i| layout.protected.contains(&ws.join(format!("r{i}/.git/config"))))
+            .count();
+        assert_eq!(repositories, MAX_NESTED_REPOSITORIES);
+        assert!(
+            layout.ignored.iter().any(|n| n.contains("so the rest are not protected")),
+            "{:?}",
+            layout.ignored
+        );
     }
 
     #[test]

@@ -268,9 +268,10 @@ impl Plan {
         };
         let what = match layout {
             None => format!(
-                ".uexec and a .git file or symlink in each writable root, and inside each git directory (a \
-                 root's .git, the gitdir its .git file names, the git dirs of their linked worktrees and \
-                 submodules) over what git runs or reads as configuration: {}; history: {}",
+                ".uexec and a .git file or symlink in each writable root and in each directory at the \
+                 workspace's top level, and inside each git directory (a root's .git, a repository's nested at \
+                 the workspace's top level, the gitdir a .git file names, the git dirs of their linked \
+                 worktrees and submodules) over what git runs or reads as configuration: {}; history: {}",
                 uexec_domain::gitdir::protected_git_entries_text(),
                 uexec_domain::gitdir::history_text()
             ),

@@ -31,6 +31,11 @@ fn file_plan(
         read_only: !matches!(query.policy, uexec_domain::SandboxPolicy::WorkspaceWrite { .. }),
         writable_roots: text(&layout.roots),
         protected: text(&layout.protected),
+        tool_files: layout
+            .tool_entries
+            .iter()
+            .map(|(path, name)| (path.to_string_lossy().into_owned(), (*name).to_owned()))
+            .collect(),
         hidden: hidden_paths,
         writable_files: text(&layout.writable_files),
     })

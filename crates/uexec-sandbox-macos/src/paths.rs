@@ -49,6 +49,14 @@ pub trait PathResolver: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// The real directories directly in the real directory `dir` (`lstat`: symlinks are not listed), sorted;
+    /// `None` when it cannot be listed, is not a real directory or holds more than
+    /// `uexec_domain::gitdir::MAX_NESTED_SCAN_ENTRIES` entries. By default none (nothing nested is looked for).
+    fn list_dirs(&self, dir: &Path) -> Option<Vec<PathBuf>> {
+        let _ = dir;
+        Some(Vec::new())
+    }
+
     /// True when something exists at `path` itself (`lstat`: a dangling symlink exists). By default: a symlink
     /// or a path that canonicalises.
     fn entry_exists(&self, path: &Path) -> bool {
@@ -108,6 +116,24 @@ impl PathResolver for RealFs {
             let entry = entry.ok()?;
             let kind = entry.file_type().ok()?;
             if kind.is_file() || kind.is_symlink() {
+                out.push(entry.path());
+            }
+        }
+        out.sort();
+        Some(out)
+    }
+
+    fn list_dirs(&self, dir: &Path) -> Option<Vec<PathBuf>> {
+        if !std::fs::symlink_metadata(dir).ok()?.is_dir() {
+            return None;
+        }
+        let mut out = Vec::new();
+        for (read, entry) in std::fs::read_dir(dir).ok()?.enumerate() {
+            if read >= uexec_domain::gitdir::MAX_NESTED_SCAN_ENTRIES {
+                return None;
+            }
+            let entry = entry.ok()?;
+            if entry.file_type().ok()?.is_dir() {
                 out.push(entry.path());
             }
         }

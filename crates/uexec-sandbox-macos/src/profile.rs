@@ -357,6 +357,9 @@ fn profile_roots(
                 read_only.push(entry);
             }
         }
+        if workspace.as_ref() == Some(owner) {
+            nested_repositories(owner, resolver, &mut read_only, &mut ignored);
+        }
         for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
             match protected_gitdir(resolver, gitdir, owner, &spelled) {
                 Ok(path) => {
@@ -378,6 +381,64 @@ fn profile_roots(
         })
         .collect();
     Ok((roots, ignored, absent))
+}
+
+/// The repositories nested at the top level of the workspace `root` (canonical), as on Linux: for each real
+/// directory in it (symlinks are not followed) whose `.git` exists, a `.git` directory gets [`git_dir_entries`],
+/// a `.git` file or symlink is denied itself (a submodule's work tree cannot be redirected). At most
+/// `MAX_NESTED_SCAN_ENTRIES` entries are listed and `MAX_NESTED_REPOSITORIES` repositories protected; beyond
+/// either, `ignored` says so.
+fn nested_repositories(
+    root: &Path,
+    resolver: &dyn PathResolver,
+    read_only: &mut Vec<PathBuf>,
+    ignored: &mut Vec<String>,
+) {
+    use uexec_domain::gitdir::{MAX_NESTED_REPOSITORIES, MAX_NESTED_SCAN_ENTRIES};
+    let Some(dirs) = resolver.list_dirs(root) else {
+        let why = format!(
+            "{}: cannot be listed or holds more than {MAX_NESTED_SCAN_ENTRIES} entries, so nested repositories are \
+             not protected",
+            root.display()
+        );
+        return push_unique(ignored, why);
+    };
+    let mut found = 0usize;
+    for dir in dirs {
+        let entry = dir.join(".git");
+        if dir.file_name() == Some(std::ffi::OsStr::new(".git")) || !resolver.entry_exists(&entry) {
+            continue;
+        }
+        if found == MAX_NESTED_REPOSITORIES {
+            let why = format!(
+                "{}: more than {MAX_NESTED_REPOSITORIES} nested repositories, so the rest are not protected",
+                root.display()
+            );
+            return push_unique(ignored, why);
+        }
+        found += 1;
+        let target = resolver.symlink_target(&entry);
+        let protected = if target.is_none() && resolver.git_entry(&dir) == GitEntry::Directory {
+            git_dir_entries(&entry, resolver)
+        } else {
+            if let Some(target) = target {
+                push_unique(
+                    ignored,
+                    format!(
+                        "{}: a symlink to {} (only the link is protected, its target is not)",
+                        entry.display(),
+                        target.display()
+                    ),
+                );
+            }
+            vec![entry]
+        };
+        for path in protected {
+            if !read_only.contains(&path) {
+                read_only.push(path);
+            }
+        }
+    }
 }
 
 /// The read-only entries of a root's `.git` directory `git` (canonical, no symlink): the entries of

@@ -339,7 +339,8 @@ fn report(
         (SandboxPolicy::WorkspaceWrite { .. }, Some(launch)) => {
             let mut text = format!(
                 "reads everywhere; writes only under {} writable roots minus {} read-only subpaths (.git, \
-                 gitdir, .uexec, other tools' files: under every spelling, and the directories above them cannot be renamed), plus \
+                 gitdir, .uexec, the .git of the repositories at the workspace's top level, other tools' files: \
+                 under every spelling, and the directories above them cannot be renamed), plus \
                  /dev/null and the command's own terminal",
                 launch.writable_root_count(),
                 launch.read_only_subpath_count()

@@ -1,8 +1,9 @@
 //! What the sandbox refused, end to end through `uexec mcp` and `uexec run`: with the network off a lookup fails
 //! at once and the response carries one note naming the name and how to allow it; writes outside the roots, to
-//! a protected entry and reads of a hidden path are noted with the path and the rule, a signal to a process
-//! outside the sandbox with the process; each refusal is an audit record; under `on-failure` a denial whose
-//! wording the keywords miss is retried only through a question that shows the sandbox's evidence. Each denied probe is paired with an allowed twin that gets no note.
+//! a protected entry, to another tool's file (with the key that allows it) and reads of a hidden path are noted
+//! with the path and the rule, a signal to a process outside the sandbox with the process; each refusal is an
+//! audit record; under `on-failure` a denial whose wording the keywords miss is retried only through a question
+//! that shows the sandbox's evidence. Each denied probe is paired with an allowed twin that gets no note.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -103,6 +104,15 @@ fn file_and_ptrace_refusals_name_the_path_and_the_rule() {
             "echo '[x]' >> .git/config".to_owned(),
             format!("write to {}/.git/config (protected entry)", ws_path.display()),
             "echo x > .git/description".to_owned(),
+        ),
+        (
+            "echo '{}' > .vscode/tasks.json".to_owned(),
+            format!(
+                "write to {}/.vscode/tasks.json (tool file rule .vscode) [seen in the output]; allow: \
+                 allow_tool_files = [\".vscode\"], or sandbox_permissions=require_escalated",
+                ws_path.display()
+            ),
+            "mkdir -p src/.vscode && echo '{}' > src/.vscode/tasks.json".to_owned(),
         ),
         (
             "strace -f true".to_owned(),

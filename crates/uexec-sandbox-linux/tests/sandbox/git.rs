@@ -1,4 +1,5 @@
-//! Git in a sandboxed command: everyday git works in a repository inside a writable root, while what
+//! Git in a sandboxed command: everyday git works in a repository inside a writable root, a linked worktree and
+//! a submodule (and `worktree add`, `fetch` from a readable remote), while what
 //! git executes or takes configuration from (config, config.worktree, hooks/, info/, objects/info/alternates)
 //! cannot be written nor created, also when absent, through a symlink or after a rename. Each denied probe has an
 //! allowed twin; the repositories are made and checked by a real git outside the sandbox.
@@ -40,38 +41,160 @@ fn refused(text: &str) -> bool {
     denied(&lower) || lower.contains("busy") || lower.contains("could not lock config file")
 }
 
+/// Everyday git, one sandboxed command per step, in the repository `repo` (a work tree, on branch `trunk`) with
+/// the sandbox's working directory `cwd` under `policy`; then checked by a real git outside the sandbox, and the
+/// denied twin: the same sandbox refuses to write the repository's configuration. The one list of operations
+/// every setting (a repository, a linked worktree, a submodule) runs.
+fn everyday_git_works(policy: &dyn Fn() -> SandboxPolicy, cwd: &Path, repo: &Path, trunk: &str) {
+    let steps = [
+        "echo two >> a.txt && git add a.txt && git commit -q -m two".to_owned(),
+        "git commit -q --amend -m two-amended".to_owned(),
+        "git branch topic && git tag v1 && git notes add -m noted HEAD".to_owned(),
+        "git checkout -q -b feature && echo f > f.txt && git add f.txt && git commit -q -m feature"
+            .to_owned(),
+        format!("git switch -q {trunk} && echo m > m.txt && git add m.txt && git commit -q -m main-side"),
+        "git merge -q --no-edit feature".to_owned(),
+        "git reset -q --hard HEAD~1".to_owned(),
+        "echo dirty >> a.txt && git stash -q && git stash pop -q && git checkout -q -- a.txt".to_owned(),
+        format!("git switch -q feature && git rebase -q {trunk}"),
+        format!("git switch -q {trunk} && git cherry-pick feature"),
+    ];
+    let into = format!("cd '{}'", repo.display());
+    for step in &steps {
+        let probe = bash(policy(), cwd, &format!("{into} && {step}"));
+        assert!(probe.ok(), "{step} in {}: {probe:?}", repo.display());
+    }
+    // The history is the real repository's, seen by git outside the sandbox.
+    let log = git(repo, &["log", "--format=%s", "--all"]);
+    for subject in ["two-amended", "feature", "main-side"] {
+        assert!(log.lines().any(|l| l == subject), "{subject}: {log}");
+    }
+    assert_eq!(git(repo, &["log", "-1", "--format=%s", trunk]).trim(), "feature", "the cherry-pick");
+    assert!(git(repo, &["tag"]).lines().any(|t| t == "v1"));
+    assert_eq!(git(repo, &["notes", "list"]).lines().count(), 1);
+    assert_eq!(git(repo, &["status", "--porcelain", "--untracked-files=no"]).trim(), "");
+    // The denied twin: the same sandbox refuses git's own configuration.
+    let config = bash(policy(), cwd, &format!("{into} && git config core.fsmonitor 'touch pwned'"));
+    assert!(!config.ok() && refused(&config.text()), "{config:?}");
+    assert!(!git(repo, &["config", "--list"]).contains("fsmonitor"));
+}
+
 #[test]
 fn everyday_git_works_in_a_sandboxed_command() {
     let s = Scratch::new();
     repository(&s.ws);
-    let steps = [
-        "echo two >> a.txt && git add a.txt && git commit -q -m two",
-        "git commit -q --amend -m two-amended",
-        "git branch topic && git tag v1 && git notes add -m noted HEAD",
-        "git checkout -q -b feature && echo f > f.txt && git add f.txt && git commit -q -m feature",
-        "git switch -q main && echo m > m.txt && git add m.txt && git commit -q -m main-side",
-        "git merge -q --no-edit feature",
-        "git reset -q --hard HEAD~1",
-        "echo dirty >> a.txt && git stash -q && git stash pop -q && git checkout -q -- a.txt",
-        "git switch -q feature && git rebase -q main",
-        "git switch -q main && git cherry-pick feature",
-    ];
-    for step in steps {
-        let probe = bash(policy(), &s.ws, step);
-        assert!(probe.ok(), "{step}: {probe:?}");
+    everyday_git_works(&policy, &s.ws, &s.ws, "main");
+    assert!(git(&s.ws, &["log", "--format=%s", "--all"]).lines().any(|l| l == "one"));
+}
+
+#[test]
+fn everyday_git_works_in_a_linked_worktree() {
+    let s = Scratch::new();
+    repository(&s.ws);
+    git(&s.ws, &["worktree", "add", "-q", "-b", "wt-branch", "wt"]);
+    let wt = s.ws.join("wt");
+    // The worktree is the cwd; the main repository (its common dir) is a writable root too.
+    let policy = || workspace_only(vec![s.ws.clone()], false);
+    everyday_git_works(&policy, &wt, &wt, "wt-branch");
+    // The main worktree's branch is untouched.
+    assert_eq!(git(&s.ws, &["log", "--format=%s", "main"]).trim(), "one");
+}
+
+#[test]
+fn everyday_git_works_in_a_submodule() {
+    let s = Scratch::new();
+    let upstream = s.outside.join("lib");
+    repository(&upstream);
+    repository(&s.ws);
+    submodule_add(&s.ws, &upstream, "lib");
+    let sub = s.ws.join("lib");
+    git(&sub, &["config", "user.name", "Sandboxed"]);
+    git(&sub, &["config", "user.email", "s@example.invalid"]);
+    everyday_git_works(&policy, &s.ws, &sub, "main");
+    // The superproject sees the submodule's new commit.
+    assert!(git(&s.ws, &["status", "--porcelain"]).contains("lib"), "the gitlink moved");
+}
+
+/// `git submodule add upstream name` in `repo`, outside the sandbox, and its commit.
+fn submodule_add(repo: &Path, upstream: &Path, name: &str) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["-c", "protocol.file.allow=always", "submodule", "add", "-q"])
+        .arg(upstream)
+        .arg(name)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    git(repo, &["commit", "-q", "-m", &format!("add {name}")]);
+}
+
+#[test]
+fn a_worktree_added_inside_the_sandbox_commits_and_its_admin_files_are_protected_next_time() {
+    let s = Scratch::new();
+    repository(&s.ws);
+    let add = bash(policy(), &s.ws, "git worktree add -q -b wt2 wt2");
+    assert!(add.ok(), "{add:?}");
+    let wt2 = s.ws.join("wt2");
+    let commit =
+        bash(policy(), &s.ws, "cd wt2 && echo w > w.txt && git add w.txt && git commit -q -m in-wt2");
+    assert!(commit.ok(), "{commit:?}");
+    assert_eq!(git(&wt2, &["log", "-1", "--format=%s"]).trim(), "in-wt2");
+    assert!(git(&s.ws, &["worktree", "list"]).contains("wt2"));
+    // The next command sees a linked worktree: its redirection files are read-only; beside them is writable.
+    let admin = s.ws.join(".git/worktrees/wt2");
+    let twin = bash(policy(), &s.ws, "touch .git/worktrees/wt2/ORIG_HEAD.test");
+    assert!(twin.ok(), "{twin:?}");
+    for attack in [
+        "echo /tmp/evil > .git/worktrees/wt2/commondir",
+        "echo /tmp/evil > .git/worktrees/wt2/gitdir",
+        "echo '[core]' > .git/worktrees/wt2/config.worktree",
+    ] {
+        let probe = bash(policy(), &s.ws, attack);
+        assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
     }
-    // The history is the real repository's, seen by git outside the sandbox.
-    let log = git(&s.ws, &["log", "--format=%s", "--all"]);
-    for subject in ["one", "two-amended", "feature", "main-side"] {
-        assert!(log.lines().any(|l| l == subject), "{subject}: {log}");
-    }
-    assert_eq!(git(&s.ws, &["tag"]).trim(), "v1");
-    assert!(git(&s.ws, &["notes", "list"]).lines().count() == 1);
-    assert_eq!(git(&s.ws, &["status", "--porcelain", "--untracked-files=no"]).trim(), "");
-    // The denied twin: the same sandbox refuses git's own configuration.
-    let config = bash(policy(), &s.ws, "git config core.fsmonitor 'touch pwned'");
-    assert!(!config.ok() && refused(&config.text()), "{config:?}");
-    assert!(!git(&s.ws, &["config", "--list", "--local"]).contains("fsmonitor"));
+    assert_eq!(Scratch::read(&admin.join("commondir")), "../..\n");
+}
+
+#[test]
+fn fetch_from_a_readable_bare_remote_outside_the_roots_works_and_push_to_it_is_refused() {
+    let s = Scratch::new();
+    let remote = s.outside.join("remote.git");
+    let out = Command::new("git").args(["init", "-q", "--bare", "-b", "main"]).arg(&remote).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    repository(&s.ws);
+    git(&s.ws, &["remote", "add", "origin", &remote.display().to_string()]);
+    git(&s.ws, &["push", "-q", "origin", "main"]);
+    // Someone else pushes to the remote (outside the sandbox).
+    let other = s.outside.join("other");
+    let out = Command::new("git").arg("clone").arg("-q").arg(&remote).arg(&other).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    git(
+        &other,
+        &[
+            "-c",
+            "user.name=O",
+            "-c",
+            "user.email=o@example.invalid",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "upstream",
+        ],
+    );
+    git(&other, &["push", "-q", "origin", "main"]);
+    let remote_before = git(&remote, &["rev-parse", "main"]);
+    let fetch = bash(policy(), &s.ws, "git fetch -q origin && git merge -q --ff-only origin/main");
+    assert!(fetch.ok(), "{fetch:?}");
+    assert_eq!(git(&s.ws, &["log", "-1", "--format=%s"]).trim(), "upstream");
+    // The denied twin: the remote lies outside the writable roots, so a push to it is refused (git says the
+    // receiving side could not write its objects), while the same push outside the sandbox goes through.
+    let push = bash(policy(), &s.ws, "git commit -q --allow-empty -m local && git push -q origin main");
+    assert!(!push.ok() && push.stderr.contains("unable to create temporary object directory"), "{push:?}");
+    assert_eq!(git(&remote, &["rev-parse", "main"]), remote_before);
+    git(&s.ws, &["push", "-q", "origin", "main"]);
+    assert_eq!(git(&remote, &["log", "-1", "--format=%s", "main"]).trim(), "local");
 }
 
 /// Attacks on what git runs or reads as configuration, each with an allowed twin writing beside it.
@@ -272,16 +395,7 @@ fn a_submodule_commits_and_its_git_dir_configuration_stays_read_only() {
     let upstream = s.outside.join("lib");
     repository(&upstream);
     repository(&s.ws);
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(&s.ws)
-        .args(["-c", "protocol.file.allow=always", "submodule", "add", "-q"])
-        .arg(&upstream)
-        .arg("lib")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    git(&s.ws, &["commit", "-q", "-m", "add lib"]);
+    submodule_add(&s.ws, &upstream, "lib");
     let module = s.ws.join(".git/modules/lib");
     assert!(module.join("HEAD").is_file());
     let sub = s.ws.join("lib");
@@ -298,16 +412,93 @@ fn a_submodule_commits_and_its_git_dir_configuration_stays_read_only() {
         "echo '* filter=evil' > .git/modules/lib/info/attributes",
         "mv .git/modules/lib/hooks .git/modules/lib/hooks-away",
         "cd lib && git config core.fsmonitor evil",
+        // The submodule's work tree `.git` file (a nested entry of the workspace) cannot be redirected.
+        "echo 'gitdir: /tmp/evil' > lib/.git",
     ] {
         let probe = bash(policy(), &s.ws, attack);
         assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
     }
-    // The twin: the rest of the submodule's git dir is writable. (Its work tree's `.git` file is a nested entry
-    // of the workspace, not protected: see docs/sandbox.md.)
-    let twin = bash(policy(), &s.ws, "touch .git/modules/lib/ORIG_HEAD.test && mkdir .git/modules/lib/x");
+    // The twin: the rest of the submodule's git dir and its work tree are writable.
+    let twin = bash(
+        policy(),
+        &s.ws,
+        "touch .git/modules/lib/ORIG_HEAD.test && mkdir .git/modules/lib/x && touch lib/y",
+    );
     assert!(twin.ok(), "{twin:?}");
     assert_eq!(fs::read(module.join("config")).unwrap(), config_before);
     assert!(!module.join("hooks/post-checkout").exists() && !module.join("hooks-away").exists());
+}
+
+/// A repository nested in the workspace (a vendored checkout at its top level): what git runs or reads as
+/// configuration stays read-only, present or absent, also through a symlink and a rename of its directory; the
+/// rest of its git directory is writable and git works in it. Each probe has a twin.
+#[test]
+fn a_nested_repository_s_configuration_and_hooks_stay_read_only_present_or_absent() {
+    let s = Scratch::new();
+    repository(&s.ws);
+    let nested = s.ws.join("nested");
+    repository(&nested);
+    fs::write(nested.join(".git/hooks/pre-push"), "#!/bin/sh\n").unwrap();
+    fs::remove_dir_all(nested.join(".git/info")).unwrap();
+    // Another one with no hooks directory.
+    let bare_hooks = s.ws.join("other");
+    repository(&bare_hooks);
+    fs::remove_dir_all(bare_hooks.join(".git/hooks")).unwrap();
+    let config_before = fs::read(nested.join(".git/config")).unwrap();
+    for (attack, twin) in [
+        ("echo '[core] fsmonitor = evil' >> nested/.git/config", "echo x >> nested/.git/description"),
+        (
+            "cd nested && git config core.fsmonitor evil",
+            "cd nested && echo c > c.txt && git add c.txt && git commit -q -m c",
+        ),
+        ("touch nested/.git/hooks/post-checkout", "touch nested/.git/hooks-nearby"),
+        ("echo evil > nested/.git/hooks/pre-push", "echo y > nested/.git/ORIG_HEAD.test"),
+        ("mkdir -p other/.git/hooks && touch other/.git/hooks/post-checkout", "mkdir -p other/.git/rr-cache"),
+        ("echo '* filter=evil' > nested/.git/info/attributes", "echo '* -text' > nested/.gitattributes"),
+        ("echo '[core]' > nested/.git/config.worktree", "echo z > nested/.git/FETCH_HEAD.test"),
+        ("ln -s nested/.git/hooks h && touch h/post-commit", "ln -s nested/.git/refs r && ls r/heads"),
+        ("mv nested nested-away && touch nested-away/.git/hooks/post-checkout", "mkdir d && mv d d2"),
+        ("mv nested/.git nested/git-away", "touch nested/.git/x && mv nested/.git/x nested/.git/y"),
+    ] {
+        let allowed = bash(policy(), &s.ws, twin);
+        assert!(allowed.ok(), "{twin}: {allowed:?}");
+        let probe = bash(policy(), &s.ws, attack);
+        assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
+    }
+    assert_eq!(fs::read(nested.join(".git/config")).unwrap(), config_before);
+    assert_eq!(Scratch::read(&nested.join(".git/hooks/pre-push")), "#!/bin/sh\n");
+    assert!(
+        !nested.join(".git/hooks/post-checkout").exists() && !nested.join(".git/info/attributes").exists()
+    );
+    assert_eq!(fs::read_dir(bare_hooks.join(".git/hooks")).unwrap().count(), 0);
+    assert!(!s.ws.join("nested-away").exists() && !nested.join("git-away").exists());
+    assert_eq!(git(&nested, &["log", "-1", "--format=%s"]).trim(), "c");
+}
+
+/// A repository made by a sandboxed command (`git init`, `git clone`) in a workspace that is no repository, at
+/// its top level or the workspace itself, is protected from the next command on.
+#[test]
+fn a_repository_created_inside_the_sandbox_is_protected_from_the_next_command() {
+    let s = Scratch::new();
+    let init = bash(policy(), &s.ws, "git init -q made && echo x > made/.git/description");
+    assert!(init.ok(), "{init:?}");
+    let twin = bash(policy(), &s.ws, "echo y > made/.git/description && touch made/.git/ORIG_HEAD.test");
+    assert!(twin.ok(), "{twin:?}");
+    for attack in
+        ["echo '[core] fsmonitor = evil' >> made/.git/config", "touch made/.git/hooks/post-checkout"]
+    {
+        let probe = bash(policy(), &s.ws, attack);
+        assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
+    }
+    assert!(!Scratch::read(&s.ws.join("made/.git/config")).contains("fsmonitor"));
+    // The same for the workspace's own repository, made during the session.
+    let init = bash(policy(), &s.ws, "git init -q . && echo x > .git/description");
+    assert!(init.ok(), "{init:?}");
+    let twin = bash(policy(), &s.ws, "echo y > .git/description");
+    assert!(twin.ok(), "{twin:?}");
+    let probe = bash(policy(), &s.ws, "echo '[core] fsmonitor = evil' >> .git/config");
+    assert!(!probe.ok() && refused(&probe.text()), "{probe:?}");
+    assert!(!Scratch::read(&s.ws.join(".git/config")).contains("fsmonitor"));
 }
 
 #[test]

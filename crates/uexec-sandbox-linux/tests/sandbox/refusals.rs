@@ -6,6 +6,7 @@ use std::path::Path;
 use uexec_domain::SandboxPolicy;
 use uexec_domain::denial::{FileRule, Refusal};
 use uexec_domain::hidden::{HiddenPaths, HiddenPattern};
+use uexec_domain::tool_files::ToolFiles;
 use uexec_ports::{RefusalQuery, Sandbox};
 use uexec_sandbox_linux::LinuxSandbox;
 
@@ -65,6 +66,42 @@ fn a_write_to_a_protected_entry_names_the_entry() {
     // The twin: what git writes in the same directory is writable, and nothing is reported.
     let (probe, refusals) =
         refused(&sandbox, workspace_only(vec![], false), &s.ws, "echo x > .git/description");
+    assert!(probe.ok() && refusals.is_empty(), "{probe:?} {refusals:?}");
+}
+
+#[test]
+fn a_write_to_another_tools_file_names_the_tool_file_rule_and_the_key() {
+    let s = Scratch::new();
+    std::fs::write(s.ws.join(".mcp.json"), "{}\n").unwrap();
+    let sandbox = LinuxSandbox::default();
+    let policy = || workspace_only(vec![], false);
+    // An absent directory (its placeholder) and a present file.
+    let vscode = s.ws.join(".vscode");
+    let mcp = s.ws.join(".mcp.json").to_string_lossy().into_owned();
+    for (script, path, entry, name) in [
+        (
+            "echo '{}' > .vscode/tasks.json",
+            vscode.join("tasks.json").to_string_lossy().into_owned(),
+            vscode.to_string_lossy().into_owned(),
+            ".vscode",
+        ),
+        ("echo '{\"mcpServers\":{}}' > .mcp.json", mcp.clone(), mcp.clone(), ".mcp.json"),
+    ] {
+        let (probe, refusals) = refused(&sandbox, policy(), &s.ws, script);
+        assert!(!probe.ok(), "{script}: {probe:?}");
+        let rule = FileRule::ToolFile { entry, name: name.into() };
+        assert_eq!(refusals, vec![Refusal::File { path, rule }], "{script}: {probe:?}");
+        let note = uexec_domain::denial::refusal_note(&refusals).unwrap();
+        assert!(note.contains(&format!("allow: allow_tool_files = [\"{name}\"]")), "{note}");
+        assert!(note.contains("tool file rule"), "{note}");
+    }
+    // The twins: the same names deeper in the tree are writable and nothing is reported; allowed by the key,
+    // the entry is writable and nothing is reported either.
+    let (probe, refusals) =
+        refused(&sandbox, policy(), &s.ws, "mkdir -p src/.vscode && echo '{}' > src/.vscode/tasks.json");
+    assert!(probe.ok() && refusals.is_empty(), "{probe:?} {refusals:?}");
+    let allowing = LinuxSandbox::default().with_tool_files(ToolFiles::allowing(&[".mcp.json"]).unwrap());
+    let (probe, refusals) = refused(&allowing, policy(), &s.ws, "echo '{}' > .mcp.json");
     assert!(probe.ok() && refusals.is_empty(), "{probe:?} {refusals:?}");
 }
 

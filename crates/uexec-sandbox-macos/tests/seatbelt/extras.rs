@@ -203,3 +203,50 @@ fn other_tools_files_are_denied_present_or_not_unless_allowed() {
         ".vscode allowed",
     );
 }
+
+/// Repositories nested at the workspace's top level, as on Linux: what git runs or reads as configuration is
+/// denied present or not, a work tree's `.git` file cannot be redirected, and a symlinked directory is not
+/// followed; the rest of their git directories, and repositories deeper down, stay writable.
+#[test]
+fn repositories_nested_at_the_workspace_top_level_are_protected() {
+    let fs = mac()
+        .dir("/Users/dev/ws/vendored/.git/objects")
+        .git("/Users/dev/ws/vendored", GitEntry::Directory)
+        .dir("/Users/dev/ws/lib")
+        .git("/Users/dev/ws/lib", GitEntry::File { gitdir: "/Users/dev/ws/.git/modules/lib".into() })
+        .file("/Users/dev/ws/lib/.git")
+        .dir("/Users/dev/elsewhere/.git")
+        .git("/Users/dev/elsewhere", GitEntry::Directory)
+        .link("/Users/dev/ws/link", "/Users/dev/elsewhere")
+        .dir("/Users/dev/ws/deep/er/.git")
+        .git("/Users/dev/ws/deep/er", GitEntry::Directory);
+    let launch = uexec_sandbox_macos::build_launch_with(
+        &workspace(false),
+        Path::new("/Users/dev/ws"),
+        None,
+        &[OsString::from("true")],
+        &fs,
+        &uexec_domain::tool_files::ToolFiles::all(),
+    )
+    .unwrap();
+    let write = |path: &str| Request::file("file-write-data", path);
+    let create = |path: &str| Request::file("file-write-create", path);
+    check(
+        &launch,
+        &[
+            (write("/Users/dev/ws/vendored/.git/config"), false),
+            (create("/Users/dev/ws/vendored/.git/hooks/post-checkout"), false),
+            (create("/Users/dev/ws/vendored/.git/info/attributes"), false),
+            (create("/Users/dev/ws/vendored/.git/config.worktree"), false),
+            (Request::file("file-write-unlink", "/Users/dev/ws/vendored/.git"), false),
+            (write("/Users/dev/ws/lib/.git"), false),
+            // The twins: the rest of the git directory, the work trees, and what is not looked into.
+            (write("/Users/dev/ws/vendored/.git/index"), true),
+            (create("/Users/dev/ws/vendored/.git/objects/ab"), true),
+            (write("/Users/dev/ws/vendored/src.rs"), true),
+            (write("/Users/dev/ws/lib/src.rs"), true),
+            (write("/Users/dev/ws/deep/er/.git/config"), true),
+        ],
+        "nested",
+    );
+}

@@ -135,4 +135,22 @@ impl PathResolver for FakeFs {
     fn is_regular_file(&self, path: &Path) -> bool {
         self.files.contains(path) || (self.everything_exists && path.ends_with("HEAD"))
     }
+
+    fn list_dirs(&self, dir: &Path) -> Option<Vec<PathBuf>> {
+        if self.links.contains_key(dir) || !self.dirs.contains(dir) {
+            return None;
+        }
+        // A `.git` directory set with [`FakeFs::git`] counts as a directory of its root.
+        let gits = self.git.iter().filter(|(_, (entry, _))| *entry == GitEntry::Directory);
+        let mut out: Vec<PathBuf> = self
+            .dirs
+            .iter()
+            .cloned()
+            .chain(gits.map(|(root, _)| root.join(".git")))
+            .filter(|d| d.parent() == Some(dir) && !self.links.contains_key(d))
+            .collect();
+        out.sort();
+        out.dedup();
+        Some(out)
+    }
 }
