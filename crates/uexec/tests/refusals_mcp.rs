@@ -135,8 +135,8 @@ fn file_and_ptrace_refusals_name_the_path_and_the_rule() {
         let records = wait_records(&audit, "sandbox_refused", i + 1);
         assert_eq!(records.len(), i + 1, "{records:?}");
         let kind = match i {
-            2 => "ptrace",
-            3 => "access",
+            3 => "ptrace",
+            4 => "access",
             _ => "write",
         };
         assert_eq!(records[i]["kind"], kind, "{records:?}");
