@@ -94,6 +94,11 @@ function median(values) {
   return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
+/** A ratio to two significant digits (0.0031x, 0.16x, 1.2x). */
+function ratio(r) {
+  return `${Number(r.toPrecision(2))}x`;
+}
+
 function seconds(ms) {
   return (ms / 1000).toFixed(2);
 }
@@ -179,7 +184,7 @@ async function main() {
     const [um, cm] = [median(u.map((x) => x.ms)), median(c.map((x) => x.ms))];
     const [umin, cmin] = [Math.min(...u.map((x) => x.ms)), Math.min(...c.map((x) => x.ms))];
     const [ut, ct] = [median(u.map((x) => x.tokens)), median(c.map((x) => x.tokens))];
-    lines.push(`| \`${row}\` | ${seconds(um)} / ${seconds(umin)} | ${seconds(cm)} / ${seconds(cmin)} | ${(um / cm).toFixed(2)}x | ${ut} / ${ct} |`);
+    lines.push(`| \`${row}\` | ${seconds(um)} / ${seconds(umin)} | ${seconds(cm)} / ${seconds(cmin)} | ${ratio(um / cm)} | ${ut} / ${ct} |`);
   }
   console.log(`load average after: ${loadAfter.map((l) => l.toFixed(2)).join(' ')}`);
   console.log(`${calls.length} calls measured of ${measured.length}, ${rounds} rounds\n`);
