@@ -9,6 +9,8 @@
 //!   from the login snapshot) against `login: false`, on a HOME whose `.bashrc` takes 100 ms.
 //! - `run` (here): whole processes, measured side by side in one interleaved run on the release build:
 //!   `uexec run -- /bin/true` against bubblewrap, `codex sandbox` and `srt`; and the PTY peers tmux and pexpect.
+//! - `clients` (tests/clients/compare.mjs): through the Codex CLI with a scripted model, the turnaround and tokens
+//!   of each tool call through uexec against the Codex CLI's own unified exec, interleaved, on the release build.
 //!
 //! Each benchmark prints `target: <name> = <value> (<op> <bound>)` lines and `peer-row: | ... |` lines; this
 //! module collects them from the benchmarks' output and prints the summary and a markdown table of the peers
@@ -53,7 +55,7 @@ const BWRAP_ARGS: [&str; 13] = [
     "/bin/true",
 ];
 
-/// `cargo xtask bench [--quick] [--only NAME]`: NAME is `pty`, `sandbox`, `engine`, `login` or `run`.
+/// `cargo xtask bench [--quick] [--only NAME]`: NAME is `pty`, `sandbox`, `engine`, `login`, `run` or `clients`.
 pub fn run(root: &Path, quick: bool, only: Option<&str>) -> Result<()> {
     let mut report = Vec::new();
     let cargo_benches: [(&str, &str, &str); 4] = [
@@ -77,6 +79,12 @@ pub fn run(root: &Path, quick: bool, only: Option<&str>) -> Result<()> {
     }
     if only.is_none_or(|only| only == "run") {
         let output = crate::step("bench run (whole processes, release build)", || run_bench(root, quick))?;
+        report.push(output);
+    }
+    if only.is_none_or(|only| only == "clients") {
+        let output = crate::step("bench clients (through the Codex CLI, release build)", || {
+            clients_bench(root, quick)
+        })?;
         report.push(output);
     }
     summarise(&report.join("\n"))
@@ -195,6 +203,38 @@ fn median(samples: &[Duration]) -> Duration {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+/// tests/clients/compare.mjs on the release build: uexec against the Codex CLI's own unified exec, through the
+/// Codex CLI. Skipped (said so in the summary) when node or the pinned npm clients are not installed.
+fn clients_bench(root: &Path, quick: bool) -> Result<String> {
+    let clients = root.join("tests/clients");
+    let installed = Command::new("node").arg(clients.join("installed.mjs")).output();
+    match installed {
+        Ok(output) if output.status.success() => {}
+        Ok(output) => {
+            let why = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+            println!("skipped: clients ({why})");
+            return Ok(format!("skipped: clients ({why})\n"));
+        }
+        Err(e) => {
+            println!("skipped: clients (node: {e}; apt-get install nodejs npm)");
+            return Ok(format!("skipped: clients (node: {e}; apt-get install nodejs npm)\n"));
+        }
+    }
+    crate::cargo(root, &["build", "--release", "--quiet", "-p", "uexec"])?;
+    let rounds = if quick { "1" } else { "5" };
+    let status = Command::new("node")
+        .arg(clients.join("compare.mjs"))
+        .args(["--rounds", rounds])
+        .env("UEXEC_BIN", root.join("target/release/uexec"))
+        .current_dir(root)
+        .status()
+        .context("could not run node tests/clients/compare.mjs")?;
+    if !status.success() {
+        bail!("tests/clients/compare.mjs exited with {status}");
+    }
+    Ok(String::new())
 }
 
 /// `program` on the PATH.

@@ -48,7 +48,7 @@ commands:
               memory (RSS) bounds checked (release build; --servers N, --clients N, --rounds N go to
               crates/uexec/examples/soak_fleet.rs)
   bench       run every benchmark, then print each target (met / NOT met) and the peer table
-              (--quick for a short run; --only pty|sandbox|engine|login|run for one of them)
+              (--quick for a short run; --only pty|sandbox|engine|login|run|clients for one of them)
   soak        soak and load of the engine and the MCP server on the release build, each figure against its
               bound (--sessions N, default 10000; --secs N idle window, default 60; --streamers N, default 64;
               --stream-mib N, default 16; --only engine|mcp|load)

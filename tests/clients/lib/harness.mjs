@@ -10,13 +10,16 @@ import { fileURLToPath } from 'node:url';
 
 export const CLIENTS_DIR = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 
-/** The uexec binary under test (UEXEC_BIN); fails loudly when it is not set. */
+/**
+ * The uexec binary under test (UEXEC_BIN), as an absolute path (a client starts it from another directory); fails
+ * loudly when it is not set.
+ */
 export function uexecBin() {
   const bin = process.env.UEXEC_BIN;
   if (!bin || !fs.existsSync(bin)) {
     throw new Error(`UEXEC_BIN must name the uexec binary to test (got ${JSON.stringify(bin)})`);
   }
-  return bin;
+  return path.resolve(bin);
 }
 
 const scratchDirs = [];

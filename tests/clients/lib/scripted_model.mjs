@@ -3,7 +3,9 @@
 // `ev_function_call`, `ev_assistant_message`, `ev_completed`). Each request is answered with the next function
 // call of the script, chosen by how many tool outputs the conversation already holds, so a retried request gets
 // the same answer; once the script is done the model says "done" and the turn ends. Every tool output the Codex
-// CLI sends back, that is what the model reads, is recorded by call id.
+// CLI sends back, that is what the model reads, is recorded by call id, with the turnaround of the call: the time
+// from the scripted model's answer holding the function call (the response written) to the arrival of the
+// request holding its output.
 
 import http from 'node:http';
 import zlib from 'node:zlib';
@@ -34,9 +36,14 @@ export async function startScriptedModel(script) {
   const requests = [];
   const unexpected = [];
   const errors = [];
+  // Call id -> performance.now() when the answer holding that function call was written / when the request
+  // holding its output arrived (its headers; the body is read after).
+  const calledAt = new Map();
+  const turnaround = new Map();
   let responseCount = 0;
 
   const server = http.createServer((req, res) => {
+    const arrived = performance.now();
     const chunks = [];
     req.on('data', (chunk) => chunks.push(chunk));
     req.on('end', () => {
@@ -58,7 +65,12 @@ export async function startScriptedModel(script) {
       requests.push(body);
       const input = Array.isArray(body.input) ? body.input : [];
       const toolOutputs = input.filter((item) => item.type === 'function_call_output');
-      for (const item of toolOutputs) outputs.set(item.call_id, item.output);
+      for (const item of toolOutputs) {
+        if (!outputs.has(item.call_id) && calledAt.has(item.call_id)) {
+          turnaround.set(item.call_id, arrived - calledAt.get(item.call_id));
+        }
+        outputs.set(item.call_id, item.output);
+      }
 
       responseCount += 1;
       const id = `resp-${responseCount}`;
@@ -91,7 +103,9 @@ export async function startScriptedModel(script) {
           usage: { input_tokens: 0, input_tokens_details: null, output_tokens: 0, output_tokens_details: null, total_tokens: 0 },
         },
       });
+      const called = events.find((event) => event.item?.type === 'function_call')?.item.call_id;
       res.writeHead(200, { 'content-type': 'text/event-stream' });
+      if (called && !outputs.has(called)) calledAt.set(called, performance.now());
       res.end(events.map(sseEvent).join(''));
     });
   });
@@ -101,6 +115,8 @@ export async function startScriptedModel(script) {
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     outputs,
+    /** Call id -> milliseconds from the function call written to its output arriving. */
+    turnaround,
     requests,
     unexpected,
     errors,
