@@ -99,8 +99,8 @@ mod linux {
             (
                 "a unix socket pair",
                 "python3 -c 'import socket; socket.socketpair()'",
-                "an internet socket",
-                "python3 -c 'import socket; socket.socket()'",
+                "reach an internet address",
+                "python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 443), timeout=5)'",
             ),
         ];
         let mut wrong = Vec::new();
