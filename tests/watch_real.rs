@@ -165,9 +165,17 @@ async fn a_password_typed_at_a_prompt_without_echo_never_reaches_the_model() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pipe_session_is_watched_from_its_newest_output_and_cannot_be_typed_into() {
     let engine = engine();
+    // The program prints its second line only once the watcher is there (the test makes `go`), however late
+    // the first call returns on a loaded machine.
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
     let first = engine
         .exec_command(exec(
-            "echo pipe-before; read -t 30 x < /dev/tty 2>/dev/null; sleep 0.5; echo pipe-after; sleep 30",
+            &format!(
+                "echo pipe-before; for i in $(seq 600); do [ -e '{}' ] && break; sleep 0.05; done; \
+                 echo pipe-after; sleep 30",
+                go.display()
+            ),
             false,
         ))
         .await
@@ -177,6 +185,7 @@ async fn a_pipe_session_is_watched_from_its_newest_output_and_cannot_be_typed_in
     assert!(!watch.tty);
     // The model took "pipe-before" already; the watcher still starts from it.
     assert!(String::from_utf8_lossy(&watch.present).contains("pipe-before"), "{:?}", watch.present);
+    std::fs::write(&go, "").unwrap();
     let (watched, _) = watch_until(&mut watch, "pipe-after", Duration::from_secs(20)).await;
     assert!(watched.contains("pipe-after"), "{watched:?}");
     assert!(
