@@ -316,25 +316,12 @@ fn profile_roots(
                 // A git directory: writable but for what git runs or reads as configuration, its linked
                 // worktrees' and submodules' git dirs, and its pack files (see `git_dir_entries`).
                 for protected in git_dir_entries(&entry, resolver) {
-                    if !read_only.contains(&protected) {
-                        read_only.push(protected);
-                    }
+                    push_unique(&mut read_only, protected);
                 }
                 continue;
             }
-            if let Some(target) = resolver.symlink_target(&entry) {
-                push_unique(
-                    &mut ignored,
-                    format!(
-                        "{}: a symlink to {} (only the link is protected, its target is not)",
-                        entry.display(),
-                        target.display()
-                    ),
-                );
-            }
-            if !read_only.contains(&entry) {
-                read_only.push(entry);
-            }
+            note_symlink(&entry, resolver.symlink_target(&entry).as_deref(), &mut ignored);
+            push_unique(&mut read_only, entry);
         }
         // The workspace's are denied present or not; another root's (`/tmp`) when present, as on Linux.
         let workspace = resolver.canonicalize(cwd).ok();
@@ -343,30 +330,15 @@ fn profile_roots(
             if workspace.as_ref() != Some(owner) && !resolver.entry_exists(&entry) {
                 continue;
             }
-            if let Some(target) = resolver.symlink_target(&entry) {
-                push_unique(
-                    &mut ignored,
-                    format!(
-                        "{}: a symlink to {} (only the link is protected, its target is not)",
-                        entry.display(),
-                        target.display()
-                    ),
-                );
-            }
-            if !read_only.contains(&entry) {
-                read_only.push(entry);
-            }
+            note_symlink(&entry, resolver.symlink_target(&entry).as_deref(), &mut ignored);
+            push_unique(&mut read_only, entry);
         }
         if workspace.as_ref() == Some(owner) {
             nested_repositories(owner, resolver, &mut read_only, &mut ignored);
         }
         for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
             match protected_gitdir(resolver, gitdir, owner, &spelled) {
-                Ok(path) => {
-                    if !read_only.contains(&path) {
-                        read_only.push(path);
-                    }
-                }
+                Ok(path) => push_unique(&mut read_only, path),
                 Err(why) => push_unique(&mut ignored, format!("gitdir {}: {why}", gitdir.display())),
             }
         }
@@ -421,22 +393,11 @@ fn nested_repositories(
         let protected = if target.is_none() && resolver.git_entry(&dir) == GitEntry::Directory {
             git_dir_entries(&entry, resolver)
         } else {
-            if let Some(target) = target {
-                push_unique(
-                    ignored,
-                    format!(
-                        "{}: a symlink to {} (only the link is protected, its target is not)",
-                        entry.display(),
-                        target.display()
-                    ),
-                );
-            }
+            note_symlink(&entry, target.as_deref(), ignored);
             vec![entry]
         };
         for path in protected {
-            if !read_only.contains(&path) {
-                read_only.push(path);
-            }
+            push_unique(read_only, path);
         }
     }
 }
@@ -463,10 +424,24 @@ pub(crate) fn git_dir_entries(git: &Path, resolver: &dyn PathResolver) -> Vec<Pa
     out
 }
 
-/// Push `text` unless present.
-fn push_unique(list: &mut Vec<String>, text: String) {
-    if !list.contains(&text) {
-        list.push(text);
+/// Push `item` unless present.
+fn push_unique<T: PartialEq>(list: &mut Vec<T>, item: T) {
+    if !list.contains(&item) {
+        list.push(item);
+    }
+}
+
+/// Say in `ignored` that `entry`, a symlink to `target` when there is one, is protected as the link only.
+fn note_symlink(entry: &Path, target: Option<&Path>, ignored: &mut Vec<String>) {
+    if let Some(target) = target {
+        push_unique(
+            ignored,
+            format!(
+                "{}: a symlink to {} (only the link is protected, its target is not)",
+                entry.display(),
+                target.display()
+            ),
+        );
     }
 }
 
