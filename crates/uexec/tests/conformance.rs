@@ -15,11 +15,11 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use common::{McpServer, Transport, Workspace};
 use serde_json::{Value, json};
@@ -100,38 +100,6 @@ fn server_scenarios() -> Vec<String> {
     names
 }
 
-/// Wait for `child` (in a process group of its own) until `deadline`, its stdout and stderr read meanwhile; `None`
-/// when the deadline passed (its whole process group is then killed).
-fn collect(child: &mut Child, deadline: Duration) -> (String, Option<ExitStatus>) {
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout.read_to_string(&mut text);
-        text
-    });
-    let err = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if started.elapsed() > deadline {
-            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).status();
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let text = format!("{}{}", out.join().unwrap(), err.join().unwrap());
-    (text, status)
-}
-
 /// The checks the suite recorded for `scenario` (`OUT/server-SCENARIO-TIMESTAMP/checks.json`).
 fn checks_of(out: &Path, scenario: &str) -> Vec<Value> {
     let prefix = format!("server-{scenario}-");
@@ -200,7 +168,8 @@ fn the_official_conformance_suite_passes_against_the_listening_server() {
         .process_group(0)
         .spawn()
         .unwrap();
-    let (log, exit) = collect(&mut child, SUITE_DEADLINE);
+    let (stdout, stderr, exit) = common::collect_output(&mut child, SUITE_DEADLINE);
+    let log = format!("{stdout}{stderr}");
     // The summary for whoever reads the test's output.
     let _ = writeln!(std::io::stderr(), "{log}");
     let exit =

@@ -8,12 +8,14 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Set (to the test's name) in the copy of the test binary that runs inside the private namespace.
 const PRIVATE_TMP_ENV: &str = "UEXEC_TEST_PLANTED_PRIVATE_TMP";
@@ -51,7 +53,7 @@ fn with_private_tmp(test: &str, body: impl FnOnce()) {
         .process_group(0)
         .spawn()
         .expect("unshare -m");
-    let (out, err, status) = collect(&mut child, Duration::from_secs(600));
+    let (out, err, status) = common::collect_output(&mut child, Duration::from_secs(600));
     let status =
         status.unwrap_or_else(|| panic!("{test} in a private /tmp did not finish (a hang):\n{out}\n{err}"));
     assert!(status.success() && out.contains("1 passed"), "{test} in a private /tmp failed:\n{out}\n{err}");
@@ -61,38 +63,6 @@ fn with_private_tmp(test: &str, body: impl FnOnce()) {
 fn is_private_tmpfs() -> bool {
     std::fs::read_to_string("/proc/self/mounts")
         .is_ok_and(|mounts| mounts.lines().any(|l| l.starts_with(&format!("{TMPFS_NAME} /tmp tmpfs"))))
-}
-
-/// Wait for `child` (spawned in a process group of its own) at most `timeout`, reading its output meanwhile;
-/// `None` status when it timed out (its whole process group is then killed, so nothing it started keeps the
-/// pipes open).
-fn collect(child: &mut std::process::Child, timeout: Duration) -> (String, String, Option<ExitStatus>) {
-    let mut stdout = child.stdout.take().expect("piped");
-    let mut stderr = child.stderr.take().expect("piped");
-    let out = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout.read_to_string(&mut text);
-        text
-    });
-    let err = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break Some(status);
-        }
-        if started.elapsed() > timeout {
-            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).status();
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    (out.join().expect("reader"), err.join().expect("reader"), status)
 }
 
 /// The workspace.
@@ -133,7 +103,7 @@ fn uexec_run(script: &str) -> Run {
         .process_group(0)
         .spawn()
         .expect("spawn uexec run");
-    let (stdout, stderr, status) = collect(&mut child, RUN_TIMEOUT);
+    let (stdout, stderr, status) = common::collect_output(&mut child, RUN_TIMEOUT);
     let status = status.unwrap_or_else(|| {
         panic!("`uexec run -- bash -c {script:?}` did not finish within {RUN_TIMEOUT:?} (a hang):\n{stdout}\n{stderr}")
     });

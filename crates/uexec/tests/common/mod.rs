@@ -3,7 +3,7 @@
 //! one message), a temporary workspace, and /proc helpers.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -691,4 +691,39 @@ async fn read_messages(
         });
         let _ = tx.send((error.to_string(), error));
     }
+}
+
+/// Wait for `child` (spawned in a process group of its own, stdout and stderr piped) at most `timeout`,
+/// reading its output meanwhile: its stdout, its stderr, and a `None` status when it timed out (its whole process group is then killed, so nothing it started keeps the
+/// pipes open).
+pub fn collect_output(
+    child: &mut Child,
+    timeout: Duration,
+) -> (String, String, Option<std::process::ExitStatus>) {
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let out = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        text
+    });
+    let err = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if started.elapsed() > timeout {
+            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).status();
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (out.join().expect("reader"), err.join().expect("reader"), status)
 }
