@@ -398,6 +398,103 @@ pub fn history_text() -> String {
     )
 }
 
+/// The repository a linked worktree's administrative directory `gitdir` belongs to, by its text: `<common>` when
+/// `gitdir` (resolved by its text) is `<common>/worktrees/<id>`, as `git worktree add` makes it. Nothing is
+/// looked up; `None` for any other path (and for `<common>` = `/`).
+pub fn worktree_common_dir(gitdir: &Path) -> Option<PathBuf> {
+    let gitdir = normalize_lexically(gitdir);
+    let worktrees = gitdir.parent()?;
+    if gitdir.file_name().is_none() || worktrees.file_name()? != "worktrees" {
+        return None;
+    }
+    worktrees.parent().filter(|common| depth(common) > 0).map(Path::to_path_buf)
+}
+
+/// Why the repository of a linked worktree whose git directory lies outside every writable root is not made
+/// writable for it (see [`worktree_grant`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoWorktreeGrant {
+    /// The gitdir the `.git` file names is not `<repository>/worktrees/<id>`.
+    NotAWorktreeDir,
+    /// The repository lies in a writable root (the rules for a gitdir inside a root apply instead).
+    InsideWritableRoot(PathBuf),
+    /// The repository contains this writable root: granting it would widen the root.
+    ContainsWritableRoot(PathBuf),
+    /// The worktree's `commondir` names another directory than the repository above it.
+    CommonDirElsewhere(PathBuf),
+    /// The worktree's `gitdir` file (git's link back to the work tree) names another `.git` than this root's:
+    /// the root's `.git` file was not made by `git worktree add` for this directory.
+    BackLinkElsewhere(PathBuf),
+    /// A file git needs could not be read by the rules of this module.
+    Unreadable(&'static str, GitFileProblem),
+    /// The repository or its worktree directory is not what git would use (`HEAD`, `objects/` missing, a
+    /// symlink on the way).
+    NotARepository(String),
+}
+
+impl fmt::Display for NoWorktreeGrant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NoWorktreeGrant::NotAWorktreeDir => {
+                f.write_str("not a linked worktree's <repository>/worktrees/<id>")
+            }
+            NoWorktreeGrant::InsideWritableRoot(root) => {
+                write!(f, "its repository lies in the writable root {}", root.display())
+            }
+            NoWorktreeGrant::ContainsWritableRoot(root) => {
+                write!(f, "its repository contains the writable root {}", root.display())
+            }
+            NoWorktreeGrant::CommonDirElsewhere(dir) => write!(f, "its commondir names {}", dir.display()),
+            NoWorktreeGrant::BackLinkElsewhere(dir) => {
+                write!(f, "its gitdir file names {}, another work tree", dir.display())
+            }
+            NoWorktreeGrant::Unreadable(name, why) => write!(f, "its {name}: {why}"),
+            NoWorktreeGrant::NotARepository(why) => f.write_str(why),
+        }
+    }
+}
+
+/// The repository (common dir) that becomes writable, its protected entries aside, for the linked worktree
+/// whose work tree is the writable root `root` (canonical) and whose git directory `gitdir` (named by `root`'s
+/// `.git` file) lies outside every writable root: `git worktree add` made `gitdir` as `<common>/worktrees/<id>`
+/// with `commondir` = `../..` and a `gitdir` file naming `root/.git` back. `commondir` and `back_link` are
+/// those two files' contents (at most [`MAX_GIT_FILE_BYTES`], read without following a symlink). The back link
+/// lies outside every writable root, so no sandboxed command could have written it (in a granted repository
+/// the worktrees' `gitdir` files stay read-only): a `.git` file a command planted in a root cannot name a
+/// repository into writing unless that repository already lists the root as its worktree. `roots` are every
+/// writable root, canonical.
+pub fn worktree_grant(
+    root: &Path,
+    gitdir: &Path,
+    commondir: &[u8],
+    back_link: &[u8],
+    roots: &[PathBuf],
+) -> Result<PathBuf, NoWorktreeGrant> {
+    let gitdir = normalize_lexically(gitdir);
+    let common = worktree_common_dir(&gitdir).ok_or(NoWorktreeGrant::NotAWorktreeDir)?;
+    if let Some(root) = roots.iter().find(|r| common.starts_with(r)) {
+        return Err(NoWorktreeGrant::InsideWritableRoot(root.clone()));
+    }
+    if let Some(root) = roots.iter().find(|r| r.starts_with(&common)) {
+        return Err(NoWorktreeGrant::ContainsWritableRoot(root.clone()));
+    }
+    let named =
+        parse_commondir(&gitdir, commondir).map_err(|why| NoWorktreeGrant::Unreadable("commondir", why))?;
+    if named != common {
+        return Err(NoWorktreeGrant::CommonDirElsewhere(named));
+    }
+    // git (worktree.c) reads the back link whole, right-trimmed; a relative one is relative to `gitdir`.
+    let text = back_link.trim_ascii_end();
+    if text.is_empty() || text.contains(&0) {
+        return Err(NoWorktreeGrant::Unreadable("gitdir", GitFileProblem::NoPath));
+    }
+    let linked = normalize_lexically(&gitdir.join(path_from_bytes(text)));
+    if linked != root.join(".git") {
+        return Err(NoWorktreeGrant::BackLinkElsewhere(linked));
+    }
+    Ok(common)
+}
+
 /// The number of normal components of `path`.
 fn depth(path: &Path) -> usize {
     path.components().filter(|c| matches!(c, Component::Normal(_))).count()
@@ -432,6 +529,73 @@ mod tests {
             use std::os::unix::ffi::OsStrExt;
             let raw = parse_git_file(root, b"gitdir: /caf\xe9/.git\n").unwrap();
             assert_eq!(raw.as_os_str().as_bytes(), b"/caf\xe9/.git");
+        }
+    }
+
+    #[test]
+    fn a_worktree_s_repository_is_the_directory_above_worktrees() {
+        assert_eq!(worktree_common_dir(Path::new("/r/main/.git/worktrees/wt")), Some(p("/r/main/.git")));
+        assert_eq!(
+            worktree_common_dir(Path::new("/r/main/.git/worktrees/a/../wt/")),
+            Some(p("/r/main/.git"))
+        );
+        assert_eq!(worktree_common_dir(Path::new("/bare.git/worktrees/wt")), Some(p("/bare.git")));
+        assert_eq!(worktree_common_dir(Path::new("/worktrees/wt")), None, "the repository would be /");
+        assert_eq!(worktree_common_dir(Path::new("/r/main/.git/modules/wt")), None);
+        assert_eq!(worktree_common_dir(Path::new("/r/main/.git/worktrees")), None);
+        assert_eq!(worktree_common_dir(Path::new("/r/main/.git/worktrees/..")), None);
+    }
+
+    #[test]
+    fn a_worktree_s_repository_is_granted_only_when_it_lists_the_root_as_its_worktree() {
+        let roots = [p("/ws/wt"), p("/tmp")];
+        let gitdir = Path::new("/home/p/main/.git/worktrees/wt");
+        let grant =
+            |commondir: &[u8], back: &[u8]| worktree_grant(&roots[0], gitdir, commondir, back, &roots);
+        assert_eq!(grant(b"../..\n", b"/ws/wt/.git\n"), Ok(p("/home/p/main/.git")));
+        assert_eq!(grant(b"/home/p/main/.git", b"../../../../../../ws/wt/.git"), Ok(p("/home/p/main/.git")));
+        // Planted: the repository lists another work tree, or its commondir names elsewhere.
+        assert_eq!(
+            grant(b"../..\n", b"/home/p/wt/.git\n"),
+            Err(NoWorktreeGrant::BackLinkElsewhere(p("/home/p/wt/.git")))
+        );
+        assert_eq!(grant(b"../..\n", b"/ws/wt\n"), Err(NoWorktreeGrant::BackLinkElsewhere(p("/ws/wt"))));
+        assert_eq!(grant(b"/etc\n", b"/ws/wt/.git\n"), Err(NoWorktreeGrant::CommonDirElsewhere(p("/etc"))));
+        assert!(matches!(grant(b"", b"/ws/wt/.git"), Err(NoWorktreeGrant::Unreadable("commondir", _))));
+        assert!(matches!(grant(b"../..", b" \n"), Err(NoWorktreeGrant::Unreadable("gitdir", _))));
+        // Never a repository in a root, nor one holding a root.
+        let inside = worktree_grant(
+            &roots[0],
+            Path::new("/tmp/m/.git/worktrees/wt"),
+            b"../..",
+            b"/ws/wt/.git",
+            &roots,
+        );
+        assert_eq!(inside, Err(NoWorktreeGrant::InsideWritableRoot(p("/tmp"))));
+        let holding =
+            worktree_grant(&roots[0], Path::new("/ws/worktrees/wt"), b"../..", b"/ws/wt/.git", &roots);
+        assert_eq!(holding, Err(NoWorktreeGrant::ContainsWritableRoot(p("/ws/wt"))));
+        let not = worktree_grant(&roots[0], Path::new("/home/p/main/.git"), b"../..", b"/ws/wt/.git", &roots);
+        assert_eq!(not, Err(NoWorktreeGrant::NotAWorktreeDir));
+    }
+
+    proptest! {
+        #[test]
+        fn a_granted_repository_never_holds_nor_lies_in_a_root(
+            parts in proptest::collection::vec(prop_oneof!["a", "b", "worktrees", "\\.\\.", "\\."], 1..7),
+            root_parts in proptest::collection::vec(prop_oneof!["a", "b", "worktrees"], 0..4),
+        ) {
+            let gitdir = PathBuf::from("/").join(parts.iter().collect::<PathBuf>());
+            let root = PathBuf::from("/").join(root_parts.iter().collect::<PathBuf>());
+            let roots = vec![root.clone(), p("/tmp")];
+            let back = root.join(".git");
+            if let Ok(common) = worktree_grant(&root, &gitdir, b"../..", back.as_os_str().as_encoded_bytes(), &roots) {
+                prop_assert!(depth(&common) > 0);
+                for r in &roots {
+                    prop_assert!(!common.starts_with(r) && !r.starts_with(&common), "{common:?} {r:?}");
+                }
+                prop_assert_eq!(Some(common), worktree_common_dir(&gitdir));
+            }
         }
     }
 

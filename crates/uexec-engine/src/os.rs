@@ -54,3 +54,34 @@ pub(crate) fn create_private_dir_all(path: &Path) -> io::Result<()> {
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
     builder.create(path)
 }
+
+/// The content of the regular file `path` when it holds at most `limit` bytes: opened without following a
+/// symlink, without blocking and without becoming a controlling terminal (a FIFO or device planted there is
+/// never waited on), checked with `fstat`. `None` for anything else.
+#[cfg(unix)]
+pub(crate) fn read_small_regular_file(path: &Path, limit: u64) -> Option<Vec<u8>> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let fd = rustix::fs::open(path, flags, Mode::empty()).ok()?;
+    bounded_read(File::from(fd), limit)
+}
+
+/// The content of the regular file `path` when it holds at most `limit` bytes (checked with `lstat` first).
+#[cfg(not(unix))]
+pub(crate) fn read_small_regular_file(path: &Path, limit: u64) -> Option<Vec<u8>> {
+    if !std::fs::symlink_metadata(path).ok()?.is_file() {
+        return None;
+    }
+    bounded_read(File::open(path).ok()?, limit)
+}
+
+fn bounded_read(file: File, limit: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > limit {
+        return None;
+    }
+    let mut content = Vec::new();
+    file.take(limit + 1).read_to_end(&mut content).ok()?;
+    (content.len() as u64 <= limit).then_some(content)
+}

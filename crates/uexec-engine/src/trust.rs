@@ -28,7 +28,27 @@ pub fn gather_writes(
     sandbox_dirs: &[PathBuf],
 ) -> SandboxWrites {
     let facts = WritableFacts { policy, workspace, tmpdir, sandbox_dirs };
+    let mut dirs = sandbox_dirs.to_vec();
+    dirs.extend(worktree_repositories(&facts.directories()));
+    let facts = WritableFacts { sandbox_dirs: &dirs, ..facts };
     SandboxWrites::gather(&facts, |dir| std::fs::canonicalize(dir).ok())
+}
+
+/// The repository of each of `dirs` that is a linked worktree: its `.git` file names
+/// `<repository>/worktrees/<id>` (`uexec_domain::gitdir::worktree_common_dir`). The Linux sandbox makes such a
+/// repository writable for the worktree when it lists the directory as its worktree
+/// (`uexec_domain::gitdir::worktree_grant`); here it counts whenever it is named, a superset, so that git run
+/// outside the sandbox in the main work tree is checked like git in the workspace. One `lstat` per directory
+/// without a `.git` file; a `.git` file is read as the sandbox reads it (regular, small, not followed).
+fn worktree_repositories(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    use uexec_domain::gitdir::{MAX_GIT_FILE_BYTES, parse_git_file, worktree_common_dir};
+    dirs.iter()
+        .filter(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok_and(|m| m.is_file()))
+        .filter_map(|dir| {
+            let content = crate::os::read_small_regular_file(&dir.join(".git"), MAX_GIT_FILE_BYTES)?;
+            worktree_common_dir(&parse_git_file(dir, &content).ok()?)
+        })
+        .collect()
 }
 
 /// [`gather_writes`] for a command of this engine with environment `env` (its `$TMPDIR`, read here once).
@@ -174,6 +194,31 @@ mod tests {
             Some(InWritableRoot { root: root.clone(), location: base.join("a/f") })
         );
         assert_eq!(writable_by_sandbox(&root, &writes), None, "a root is not inside");
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn the_repository_of_a_linked_worktree_counts_as_written_and_its_work_tree_does_not() {
+        let base = std::fs::canonicalize(tempfile_dir()).unwrap();
+        let ws = base.join("wt");
+        std::fs::create_dir(&ws).unwrap();
+        let policy = SandboxPolicy::WorkspaceWrite {
+            writable_roots: vec![],
+            network_access: false,
+            exclude_slash_tmp: true,
+            exclude_tmpdir_env_var: true,
+        };
+        let hook = base.join("main/.git/hooks/post-checkout");
+        let plain = gather_writes(&policy, &ws, None, &[]);
+        assert_eq!(writable_by_sandbox(&hook, &plain), None, "no .git file: the repository is not counted");
+        std::fs::write(ws.join(".git"), "gitdir: ../main/.git/worktrees/wt\n").unwrap();
+        let writes = gather_writes(&policy, &ws, None, &[]);
+        let found = writable_by_sandbox(&hook, &writes).expect("counted");
+        assert_eq!(found.root, base.join("main/.git"));
+        assert_eq!(writable_by_sandbox(&base.join("main/a.txt"), &writes), None, "the main work tree is not");
+        // A `.git` naming anything but `<repository>/worktrees/<id>` adds nothing.
+        std::fs::write(ws.join(".git"), "gitdir: ../main/.git/modules/wt\n").unwrap();
+        assert_eq!(gather_writes(&policy, &ws, None, &[]), plain);
         std::fs::remove_dir_all(&base).unwrap();
     }
 

@@ -16,7 +16,8 @@ use std::path::{Component, Path, PathBuf};
 use uexec_domain::gitdir::WhenAbsent;
 use uexec_domain::gitdir::{
     DotGitKind, GitDirKind, GitFileProblem, MAX_GIT_FILE_BYTES, MAX_NESTED_REPOSITORIES,
-    MAX_NESTED_SCAN_ENTRIES, UnprotectedGitdir, dot_git_entry, gitdir_protection, normalize_lexically,
+    MAX_NESTED_SCAN_ENTRIES, NoWorktreeGrant, UnprotectedGitdir, dot_git_entry, gitdir_protection,
+    normalize_lexically, worktree_grant,
 };
 use uexec_domain::tool_files::{ToolEntryKind, ToolFiles};
 use uexec_domain::{GitEntry, PROTECTED_SUBDIRS};
@@ -42,6 +43,10 @@ pub(crate) struct FsLayout {
     /// targets, gitdirs that are or contain a writable root or lie outside their own root, unreadable `.git`
     /// files.
     pub(crate) ignored: Vec<String>,
+    /// The repositories (common dirs) outside every configured root made writable, their protected entries
+    /// aside, for the linked worktree that is a writable root, as `(repository, work tree)`
+    /// (`uexec_domain::gitdir::worktree_grant`); each is in [`FsLayout::roots`] too.
+    pub(crate) worktree_repositories: Vec<(PathBuf, PathBuf)>,
     /// Protected subpaths that do not exist (nothing to protect; creating them is not prevented).
     pub(crate) absent: Vec<PathBuf>,
     /// The entries of [`FsLayout::protected`] that are other tools' files of the workspace
@@ -344,8 +349,44 @@ impl FsLayout {
                 let kind = crate::gitdirs::kind_of(&lexical);
                 self.add_git_dir_contents(&lexical, kind, owner);
             }
+            Err(UnprotectedGitdir::ReadOnlyAnyway)
+                if uexec_domain::gitdir::worktree_common_dir(&lexical).is_some() =>
+            {
+                if let Err(why) = self.grant_worktree_repository(&lexical, owner) {
+                    push_unique_text(
+                        &mut self.ignored,
+                        format!(
+                            "gitdir {}: outside every writable root, left read-only ({why}; git in {} can read, \
+                             not commit)",
+                            gitdir.display(),
+                            owner.display()
+                        ),
+                    );
+                }
+            }
             Err(why) => push_unique_text(&mut self.ignored, format!("gitdir {}: {why}", gitdir.display())),
         }
+    }
+
+    /// Make the repository of the linked worktree `owner` (a writable root whose `.git` file names `gitdir`, a
+    /// `<repository>/worktrees/<id>` outside every writable root) writable for it, when
+    /// `uexec_domain::gitdir::worktree_grant` allows it: the repository becomes a writable root whose git
+    /// directory is protected as a root's own `.git` (configuration, hooks, redirections, every worktree's
+    /// admin files, pack files), and the main worktree's own `HEAD` and `index` stay read-only (the person's
+    /// checkout and staged changes, outside the writable roots). Every directory on the way is opened without
+    /// following a symlink; both files the rule reads are read as a `.git` file is.
+    fn grant_worktree_repository(&mut self, gitdir: &Path, owner: &Path) -> Result<(), NoWorktreeGrant> {
+        let common = granted_repository(gitdir, owner, &self.roots)?;
+        self.roots.push(common.clone());
+        self.worktree_repositories.push((common.clone(), owner.to_path_buf()));
+        self.add_git_dir_contents(&common, GitDirKind::Repository, &common);
+        for name in ["HEAD", "index"] {
+            let path = common.join(name);
+            if fs::symlink_metadata(&path).is_ok() {
+                push_unique(&mut self.protected, path);
+            }
+        }
+        Ok(())
     }
 
     /// Whether the git directory `lexical` (resolved by its text), named by something in the writable root
@@ -555,6 +596,52 @@ fn inspect_git(root: &Path) -> (GitEntry, Option<GitFileProblem>) {
         Ok(_) => DotGitKind::Other,
     };
     dot_git_entry(root, kind, || crate::gitdirs::read_small_file(&dot_git, MAX_GIT_FILE_BYTES))
+}
+
+/// The repository made writable for the linked worktree `owner` (a canonical writable root) whose `.git` file
+/// names `gitdir`, given every writable root `roots` (canonical): the I/O of
+/// `uexec_domain::gitdir::worktree_grant` (both files it reads are read as a `.git` file is, each directory
+/// on the way opened without following a symlink).
+fn granted_repository(gitdir: &Path, owner: &Path, roots: &[PathBuf]) -> Result<PathBuf, NoWorktreeGrant> {
+    let gitdir = normalize_lexically(gitdir);
+    let read = |name: &'static str| {
+        crate::gitdirs::read_small_file(&gitdir.join(name), MAX_GIT_FILE_BYTES)
+            .map_err(|why| NoWorktreeGrant::Unreadable(name, why))
+    };
+    uexec_domain::gitdir::worktree_common_dir(&gitdir).ok_or(NoWorktreeGrant::NotAWorktreeDir)?;
+    real_git_dir(&gitdir, false)?;
+    let common = worktree_grant(owner, &gitdir, &read("commondir")?, &read("gitdir")?, roots)?;
+    real_git_dir(&common, true)?;
+    Ok(common)
+}
+
+/// For `uexec sandbox-report`: when the writable root `root`'s `.git` file names a linked worktree's
+/// `<repository>/worktrees/<id>`, whether the sandbox makes that repository writable for it (`Ok`: the
+/// repository) or not (`Err`: why), with `roots` every writable root as given; `None` when `root` is no such
+/// worktree. The same decision each command's layout takes.
+pub fn linked_worktree_repository(root: &Path, roots: &[PathBuf]) -> Option<Result<PathBuf, String>> {
+    let canonical_root = canonicalize(root).ok()?.0;
+    let GitEntry::File { gitdir } = git_entry(&canonical_root) else {
+        return None;
+    };
+    uexec_domain::gitdir::worktree_common_dir(&gitdir)?;
+    let canonical: Vec<PathBuf> = roots.iter().filter_map(|r| canonicalize(r).ok().map(|c| c.0)).collect();
+    Some(granted_repository(&gitdir, &canonical_root, &canonical).map_err(|why| why.to_string()))
+}
+
+/// Check that `dir` is a git directory git would use, reached without a symlink: it opens with
+/// `RESOLVE_NO_SYMLINKS` and holds a `HEAD` file (and an `objects/` directory when `repository`).
+fn real_git_dir(dir: &Path, repository: bool) -> Result<(), NoWorktreeGrant> {
+    let c = c_path(dir).map_err(|e| NoWorktreeGrant::NotARepository(e.to_string()))?;
+    crate::sys::open_dir_no_symlinks(&c)
+        .map_err(|e| NoWorktreeGrant::NotARepository(format!("{}: {e}", dir.display())))?;
+    if !fs::symlink_metadata(dir.join("HEAD")).is_ok_and(|m| m.is_file()) {
+        return Err(NoWorktreeGrant::NotARepository(format!("{}: no HEAD file", dir.display())));
+    }
+    if repository && !fs::symlink_metadata(dir.join("objects")).is_ok_and(|m| m.is_dir()) {
+        return Err(NoWorktreeGrant::NotARepository(format!("{}: no objects directory", dir.display())));
+    }
+    Ok(())
 }
 
 /// A path as a C string (paths from the OS contain no NUL; `SandboxError::InvalidPath` otherwise).

@@ -117,7 +117,7 @@ mod sys;
 mod template;
 
 pub use copy_on_write::CopyOnWriteDir;
-pub use layout::git_entry;
+pub use layout::{git_entry, linked_worktree_repository};
 pub use netns::{OfflineNamespace, ProxyNamespace, ProxyNamespaceError};
 pub use plan::DEGRADED_SETTING;
 pub use sandbox::LinuxSandbox;

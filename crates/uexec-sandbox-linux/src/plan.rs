@@ -189,6 +189,15 @@ impl Plan {
                         paths(&layout.refused_roots)
                     ));
                 }
+                for (repository, worktree) in &layout.worktree_repositories {
+                    text.push_str(&format!(
+                        " ({} is writable as the repository of the linked worktree {}: its configuration, hooks, \
+                         redirections, worktrees' admin files, pack files and the main worktree's HEAD and index \
+                         stay read-only)",
+                        repository.display(),
+                        worktree.display()
+                    ));
+                }
                 text
             }
         };

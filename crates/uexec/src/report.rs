@@ -38,6 +38,7 @@ pub fn sandbox_report(args: &ReportArgs) -> Result<ExitCode> {
             "approval_policy": settings.approval_policy.as_str(),
             "allow_degraded_sandbox": settings.allow_degraded_sandbox,
             "writable_roots": roots,
+            "linked_worktree_repositories": linked_worktree_lines(&roots),
             "git_directory_protection": git_directory_protection(),
             "report": report,
             "enforced": verdict(&settings, &report) == Verdict::Enforced,
@@ -123,6 +124,9 @@ fn human_report(
                     root.read_only_subpaths.iter().map(|p| p.display().to_string()).collect();
                 let _ = writeln!(out, "  {}  (read-only inside: {})", root.root.display(), ro.join(", "));
             }
+            for line in linked_worktree_lines(roots) {
+                let _ = writeln!(out, "  {line}");
+            }
             let _ = writeln!(out, "  /dev/null");
             let _ = writeln!(
                 out,
@@ -190,6 +194,41 @@ fn git_directory_protection() -> String {
          worktrees/, modules/ and its pack files; a gitdir a .git file names stays read-only as a whole"
             .to_owned()
     }
+}
+
+/// The report's lines on the repositories of linked worktrees among `roots` (see "Git inside the sandbox" in
+/// `docs/sandbox.md`): on Linux the sandbox's own decision for each, on macOS that it is not granted.
+fn linked_worktree_lines(roots: &[WritableRoot]) -> Vec<String> {
+    let all: Vec<std::path::PathBuf> = roots.iter().map(|r| r.root.clone()).collect();
+    roots
+        .iter()
+        .filter_map(|root| {
+            #[cfg(target_os = "linux")]
+            let decision = uexec_sandbox_linux::linked_worktree_repository(&root.root, &all)?;
+            #[cfg(not(target_os = "linux"))]
+            let decision: Result<std::path::PathBuf, String> = {
+                let _ = &all;
+                let GitEntry::File { gitdir } = git_entry(&root.root) else {
+                    return None;
+                };
+                uexec_domain::gitdir::worktree_common_dir(&gitdir)?;
+                Err("the macOS sandbox does not grant a worktree's repository".to_owned())
+            };
+            Some(match decision {
+                Ok(repository) => format!(
+                    "{}  (the repository of the linked worktree {}: writable for git, protected as a root's .git, \
+                     its main worktree's HEAD and index read-only)",
+                    repository.display(),
+                    root.root.display()
+                ),
+                Err(why) => format!(
+                    "(the repository of the linked worktree {} stays read-only: {why}; git there can read, not \
+                     commit)",
+                    root.root.display()
+                ),
+            })
+        })
+        .collect()
 }
 
 /// What a root's `.git` entry is (a directory, a `gitdir:` file, or nothing), read the way this platform's sandbox

@@ -100,6 +100,94 @@ fn everyday_git_works_in_a_linked_worktree() {
     assert_eq!(git(&s.ws, &["log", "--format=%s", "main"]).trim(), "one");
 }
 
+/// A repository at `base/main` (outside every writable root) and its linked worktree `base/wtree` on
+/// `wt-branch`, made by a real git: the worktree is the workspace, its git dir and common dir are not in it.
+fn worktree_of_an_outside_repository(base: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let main = base.join("main");
+    repository(&main);
+    let wt = base.join("wtree");
+    git(&main, &["worktree", "add", "-q", "-b", "wt-branch", wt.to_str().unwrap()]);
+    (main, wt)
+}
+
+#[test]
+fn everyday_git_works_in_a_linked_worktree_whose_repository_is_outside_the_writable_roots() {
+    let s = Scratch::new();
+    let (main, wt) = worktree_of_an_outside_repository(&s.base);
+    let index_before = fs::read(main.join(".git/index")).unwrap();
+    // The only writable root is the worktree (the cwd): the repository is granted for it, nothing else.
+    let policy = || workspace_only(vec![], false);
+    everyday_git_works(&policy, &wt, &wt, "wt-branch");
+    // The main worktree's branch, checkout and staged state are untouched.
+    assert_eq!(git(&main, &["log", "--format=%s", "main"]).trim(), "one");
+    assert_eq!(fs::read(main.join(".git/index")).unwrap(), index_before);
+    // A second worktree added from inside the sandbox commits too.
+    let add = bash(
+        policy(),
+        &wt,
+        "git worktree add -q -b wt3 wt3 && cd wt3 && echo 3 > 3.txt && git add 3.txt && git commit -q -m three",
+    );
+    assert!(add.ok(), "{add:?}");
+    assert!(git(&main, &["log", "--format=%s", "wt3"]).contains("three"));
+    // Denied twins: what the grant leaves read-only, and the main work tree itself.
+    let common = main.join(".git");
+    let admin = common.join("worktrees/wtree");
+    for attack in [
+        format!("echo x >> {}/a.txt", main.display()),
+        format!("cp /dev/null {}/index", common.display()),
+        format!("echo 'ref: refs/heads/x' > {}/HEAD", common.display()),
+        format!("echo '[core]' >> {}/config", common.display()),
+        format!("touch {}/hooks/post-checkout", common.display()),
+        format!("echo /tmp/evil > {}/commondir", admin.display()),
+        format!("echo /tmp/evil > {}/gitdir", admin.display()),
+        format!("echo '[core]' > {}/config.worktree", admin.display()),
+        format!("echo '* filter=x' > {}/info/attributes", common.display()),
+        format!("mv {}/objects {}/objects.x", common.display(), common.display()),
+        format!("touch {}/../outside.txt", common.display()),
+    ] {
+        let probe = bash(policy(), &wt, &attack);
+        assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
+    }
+    assert!(!common.join("hooks/post-checkout").exists());
+    assert!(!main.join("outside.txt").exists());
+    let twin = bash(
+        policy(),
+        &wt,
+        &format!("touch {}/ORIG_HEAD.test {}/refs/heads/x.test", admin.display(), common.display()),
+    );
+    assert!(twin.ok(), "{twin:?}");
+    // The report names the grant.
+    let report = crate::common::prepare(policy(), &["true"], &wt).report;
+    let fs_line = report.protections.iter().find(|p| p.name == "filesystem").unwrap().detail.clone();
+    assert!(
+        fs_line
+            .contains(&format!("{} is writable as the repository of the linked worktree", common.display())),
+        "{fs_line}"
+    );
+    assert_eq!(uexec_sandbox_linux::linked_worktree_repository(&wt, &[wt.clone()]), Some(Ok(common.clone())));
+    assert_eq!(uexec_sandbox_linux::linked_worktree_repository(&main, &[main.clone()]), None, "no worktree");
+}
+
+#[test]
+fn a_git_file_naming_a_worktree_of_another_directory_grants_nothing() {
+    let s = Scratch::new();
+    let (main, _wt) = worktree_of_an_outside_repository(&s.base);
+    let common = main.join(".git");
+    // A workspace whose `.git` file (planted, or copied) names the worktree of another directory: the repository
+    // lists `wtree`, not this one, as its worktree, so it stays read-only.
+    fs::write(s.ws.join(".git"), format!("gitdir: {}\n", common.join("worktrees/wtree").display())).unwrap();
+    let probe = bash(policy(), &s.ws, &format!("touch {}/objects/planted", common.display()));
+    assert!(!probe.ok() && denied(&probe.text()), "{probe:?}");
+    let report = crate::common::prepare(policy(), &["true"], &s.ws).report;
+    let subpaths = report.protections.iter().find(|p| p.name == "read_only_subpaths").unwrap().detail.clone();
+    assert!(subpaths.contains("another work tree"), "{subpaths}");
+    let said = uexec_sandbox_linux::linked_worktree_repository(&s.ws, &[s.ws.clone()]);
+    assert!(matches!(&said, Some(Err(why)) if why.contains("another work tree")), "{said:?}");
+    // The allowed twin: the workspace itself is writable.
+    let twin = bash(policy(), &s.ws, "touch mine.txt");
+    assert!(twin.ok(), "{twin:?}");
+}
+
 #[test]
 fn everyday_git_works_in_a_submodule() {
     let s = Scratch::new();
