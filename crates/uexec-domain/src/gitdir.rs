@@ -389,12 +389,31 @@ pub const MAX_NESTED_REPOSITORIES: usize = 32;
 /// `fetch.unpackLimit` objects, a `gc` or a `repack` then fail inside the sandbox).
 pub const MAX_PINNED_PACK_FILES: usize = 64;
 
+/// The most loose objects (`objects/<xx>/<rest>`: commits, trees and blobs written since the last pack) of one
+/// git directory bound read-only over themselves when a command starts, so that no sandboxed command can
+/// remove them (`git prune`, `gc --prune=now`). Beyond it the first ones in name order are pinned and the
+/// report says how the rest can be kept (a `git gc` outside packs them, and pack files are pinned).
+pub const MAX_PINNED_LOOSE_OBJECTS: usize = 256;
+
+/// True when `name` is a loose object's file name in a fan-out directory: the rest of a SHA-1 (38) or SHA-256
+/// (62) object name in lowercase hexadecimal (git's temporary `tmp_obj_*` files are not).
+pub fn is_loose_object_name(name: &[u8]) -> bool {
+    matches!(name.len(), 38 | 62) && name.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// True when `name` is a fan-out directory of `objects/`: two lowercase hexadecimal digits.
+pub fn is_fan_out_name(name: &[u8]) -> bool {
+    name.len() == 2 && name.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// The history rule in words, for the protection report: which objects a sandboxed command cannot remove.
 pub fn history_text() -> String {
     format!(
-        "the pack files present when the command starts (at most {MAX_PINNED_PACK_FILES} per git directory, else \
-         objects/pack as a whole) cannot be removed or replaced, so the packed history survives reset --hard, \
-         branch -D, reflog expire and gc --prune=now inside the sandbox; loose objects and refs can be removed"
+        "the objects present when the command starts, the pack files (at most {MAX_PINNED_PACK_FILES} per git \
+         directory, else objects/pack as a whole) and the loose objects (the first {MAX_PINNED_LOOSE_OBJECTS} by \
+         name), cannot be removed or replaced, so that history survives reset --hard, branch -D, reflog expire \
+         and gc --prune=now inside the sandbox (on Linux; macOS pins the pack files); refs and reflogs can be \
+         removed, and objects a command writes can be removed by later ones until they are packed"
     )
 }
 
@@ -530,6 +549,17 @@ mod tests {
             let raw = parse_git_file(root, b"gitdir: /caf\xe9/.git\n").unwrap();
             assert_eq!(raw.as_os_str().as_bytes(), b"/caf\xe9/.git");
         }
+    }
+
+    #[test]
+    fn loose_object_names_are_hexadecimal_of_an_object_name_s_length() {
+        assert!(is_loose_object_name(b"0123456789abcdef0123456789abcdef012345"));
+        assert!(is_loose_object_name(&[b'f'; 62]));
+        assert!(!is_loose_object_name(b"0123456789ABCDEF0123456789abcdef012345"), "uppercase");
+        assert!(!is_loose_object_name(b"tmp_obj_abcdef"));
+        assert!(!is_loose_object_name(&[b'a'; 40]));
+        assert!(is_fan_out_name(b"0a") && !is_fan_out_name(b"pack") && !is_fan_out_name(b"info"));
+        assert!(!is_fan_out_name(b"0G") && !is_fan_out_name(b"a"));
     }
 
     #[test]

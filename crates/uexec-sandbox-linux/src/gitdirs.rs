@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 
 use uexec_domain::gitdir::{
     GitDirKind, GitFileProblem, MAX_GIT_DIR_ENTRIES, MAX_GIT_DIRS, MAX_GIT_FILE_BYTES, MAX_MODULE_NAME_DEPTH,
-    MAX_PINNED_PACK_FILES, UnprotectedGitdir, WhenAbsent, git_dir_kind, parse_commondir,
-    protected_git_entries,
+    MAX_PINNED_LOOSE_OBJECTS, MAX_PINNED_PACK_FILES, UnprotectedGitdir, WhenAbsent, git_dir_kind,
+    is_fan_out_name, is_loose_object_name, parse_commondir, protected_git_entries,
 };
 
 /// What to do about one writable git directory.
@@ -58,6 +58,7 @@ pub(crate) fn protect(gitdir: &Path, kind: GitDirKind, allow_common: CommonDirCh
         }
         if *kind == GitDirKind::Repository {
             pin_packs(dir, &mut out);
+            pin_loose_objects(dir, &mut out);
         }
         if let Err(why) = protect_entries(dir, *kind, &mut out) {
             if dir == gitdir {
@@ -147,6 +148,53 @@ fn pin_packs(dir: &Path, out: &mut GitDirProtection) {
     }
     files.sort();
     out.protected.extend(files);
+}
+
+/// Pin the loose objects of the repository `dir` (`objects/<xx>/<rest>`, regular files only, at most
+/// [`MAX_PINNED_LOOSE_OBJECTS`] in name order): each is bound read-only over itself, so a sandboxed `git prune`
+/// or `rm` fails with `EBUSY` while new objects are still written beside them. A fan-out directory that cannot
+/// be listed, or a symlink, is noted and left as it is (it holds no object git wrote there).
+fn pin_loose_objects(dir: &Path, out: &mut GitDirProtection) {
+    let objects = dir.join("objects");
+    let Ok(listing) = fs::read_dir(&objects) else {
+        return;
+    };
+    let mut fan_outs: Vec<PathBuf> = listing
+        .filter_map(Result::ok)
+        .filter(|e| is_fan_out_name(e.file_name().as_bytes()) && e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect();
+    fan_outs.sort();
+    let mut pinned = 0usize;
+    for fan_out in fan_outs {
+        let mut files: Vec<PathBuf> = match fs::read_dir(&fan_out) {
+            Ok(listing) => listing
+                .filter_map(Result::ok)
+                .filter(|e| {
+                    is_loose_object_name(e.file_name().as_bytes()) && e.file_type().is_ok_and(|t| t.is_file())
+                })
+                .map(|e| e.path())
+                .collect(),
+            Err(e) => {
+                out.notes
+                    .push(format!("{}: loose objects not pinned (cannot list it: {e})", fan_out.display()));
+                continue;
+            }
+        };
+        files.sort();
+        let room = MAX_PINNED_LOOSE_OBJECTS - pinned;
+        if files.len() > room {
+            out.protected.extend(files.into_iter().take(room));
+            out.notes.push(format!(
+                "{}: only the first {MAX_PINNED_LOOSE_OBJECTS} loose objects are pinned (the others can be \
+                 removed inside the sandbox; a git gc outside packs them, and pack files are pinned)",
+                objects.display()
+            ));
+            return;
+        }
+        pinned += files.len();
+        out.protected.extend(files);
+    }
 }
 
 /// True when `path` is a directory (`lstat`: a symlink is not).

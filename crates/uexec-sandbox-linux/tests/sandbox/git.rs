@@ -164,8 +164,15 @@ fn everyday_git_works_in_a_linked_worktree_whose_repository_is_outside_the_writa
             .contains(&format!("{} is writable as the repository of the linked worktree", common.display())),
         "{fs_line}"
     );
-    assert_eq!(uexec_sandbox_linux::linked_worktree_repository(&wt, &[wt.clone()]), Some(Ok(common.clone())));
-    assert_eq!(uexec_sandbox_linux::linked_worktree_repository(&main, &[main.clone()]), None, "no worktree");
+    assert_eq!(
+        uexec_sandbox_linux::linked_worktree_repository(&wt, std::slice::from_ref(&wt)),
+        Some(Ok(common.clone()))
+    );
+    assert_eq!(
+        uexec_sandbox_linux::linked_worktree_repository(&main, std::slice::from_ref(&main)),
+        None,
+        "no worktree"
+    );
 }
 
 #[test]
@@ -181,7 +188,7 @@ fn a_git_file_naming_a_worktree_of_another_directory_grants_nothing() {
     let report = crate::common::prepare(policy(), &["true"], &s.ws).report;
     let subpaths = report.protections.iter().find(|p| p.name == "read_only_subpaths").unwrap().detail.clone();
     assert!(subpaths.contains("another work tree"), "{subpaths}");
-    let said = uexec_sandbox_linux::linked_worktree_repository(&s.ws, &[s.ws.clone()]);
+    let said = uexec_sandbox_linux::linked_worktree_repository(&s.ws, std::slice::from_ref(&s.ws));
     assert!(matches!(&said, Some(Err(why)) if why.contains("another work tree")), "{said:?}");
     // The allowed twin: the workspace itself is writable.
     let twin = bash(policy(), &s.ws, "touch mine.txt");
@@ -640,4 +647,39 @@ fn destroying_refs_inside_the_sandbox_leaves_every_packed_commit_recoverable() {
     }
     git(&s.ws, &["branch", "recovered", &commits[0]]);
     assert_eq!(git(&s.ws, &["rev-list", "--count", "recovered"]).trim(), "3");
+}
+
+#[test]
+fn destroying_refs_inside_the_sandbox_leaves_every_loose_commit_recoverable() {
+    let s = Scratch::new();
+    repository(&s.ws);
+    for n in ["two", "three"] {
+        fs::write(s.ws.join("a.txt"), n).unwrap();
+        git(&s.ws, &["commit", "-q", "-am", n]);
+    }
+    // The person's recent work, not packed yet (loose objects, as between two gc runs).
+    let commits: Vec<String> = git(&s.ws, &["rev-list", "--all"]).lines().map(str::to_owned).collect();
+    assert_eq!(commits.len(), 3);
+    assert!(!s.ws.join(".git/objects/pack").read_dir().unwrap().any(|_| true), "nothing packed yet");
+    // Inside the sandbox: refs destroyed, reflogs expired, loose objects pruned and removed by hand.
+    let destroy = bash(
+        policy(),
+        &s.ws,
+        "rm -f .git/objects/??/*; git checkout -q --orphan wiped && git rm -q -rf . && \
+         git commit -q --allow-empty -m wiped && git branch -D main; git reflog expire --expire=now --all && \
+         git prune --expire=now; git gc -q --prune=now; git rev-list --all --count",
+    );
+    assert_eq!(destroy.stdout.lines().last(), Some("1"), "the refs are gone inside: {destroy:?}");
+    assert!(refused(&destroy.stderr), "the loose objects could not be removed: {destroy:?}");
+    // The twin: new objects are still written, and commits made inside are seen outside.
+    let write = bash(policy(), &s.ws, "echo new > n.txt && git add n.txt && git commit -q -m new");
+    assert!(write.ok(), "{write:?}");
+    assert!(git(&s.ws, &["log", "--format=%s", "wiped"]).contains("new"));
+    // Outside: every commit the person had is still there and can be brought back.
+    for commit in &commits {
+        git(&s.ws, &["cat-file", "-e", &format!("{commit}^{{commit}}")]);
+    }
+    git(&s.ws, &["branch", "recovered", &commits[0]]);
+    assert_eq!(git(&s.ws, &["rev-list", "--count", "recovered"]).trim(), "3");
+    assert_eq!(git(&s.ws, &["show", "recovered:a.txt"]), "three");
 }
