@@ -138,7 +138,7 @@ impl FsLayout {
             }
             let owner = canonical.get(&root.root).ok();
             for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
-                layout.add_gitdir(gitdir, owner.as_deref());
+                layout.add_gitdir(gitdir, owner.as_deref(), true);
             }
             // Other tools' files of the workspace (the folder the person opens in those tools); not of `/tmp`,
             // `/dev/shm` or `$TMPDIR`, which keeps the per-command cost at one `lstat` per entry.
@@ -314,7 +314,9 @@ impl FsLayout {
                 // A submodule's work tree names `<root>/.git/modules/<name>`, a linked worktree
                 // `<root>/.git/worktrees/<id>`: protected with the root's git directory already.
                 if !normalize_lexically(&gitdir).starts_with(root.join(".git")) {
-                    self.add_gitdir(&gitdir, Some(root));
+                    // A worktree nested here whose repository lies outside every root is not granted (only a
+                    // root's own `.git` file is: the trust rule counts those repositories, see `add_gitdir`).
+                    self.add_gitdir(&gitdir, Some(root), false);
                 }
             } else if meta.file_type().is_symlink() {
                 let target =
@@ -336,8 +338,11 @@ impl FsLayout {
     /// directory (has a `HEAD` file); otherwise the reason goes to `ignored`. The path is resolved by its text
     /// (`..` included) and then looked up without following any symlink, and only when that text lies in a
     /// writable root: a planted `gitdir:` makes the server touch nothing outside the writable roots (no
-    /// automounter, no device) and follow no link a command chose.
-    fn add_gitdir(&mut self, gitdir: &Path, owner: Option<&Path>) {
+    /// automounter, no device) and follow no link a command chose. The one exception: when `roots_own` (the
+    /// `.git` file is `owner`'s own, not a nested repository's) and the text names `<repository>/worktrees/<id>`
+    /// outside every root, that directory and the repository are opened (never following a symlink, files read
+    /// without blocking) to decide the linked worktree's grant ([`FsLayout::grant_worktree_repository`]).
+    fn add_gitdir(&mut self, gitdir: &Path, owner: Option<&Path>, roots_own: bool) {
         let Some(owner) = owner else {
             return;
         };
@@ -350,7 +355,7 @@ impl FsLayout {
                 self.add_git_dir_contents(&lexical, kind, owner);
             }
             Err(UnprotectedGitdir::ReadOnlyAnyway)
-                if uexec_domain::gitdir::worktree_common_dir(&lexical).is_some() =>
+                if roots_own && uexec_domain::gitdir::worktree_common_dir(&lexical).is_some() =>
             {
                 if let Err(why) = self.grant_worktree_repository(&lexical, owner) {
                     push_unique_text(
