@@ -395,6 +395,42 @@ mod tests {
     }
 
     #[test]
+    fn loose_objects_are_pinned_up_to_the_bound_and_temporary_files_are_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let g = fs::canonicalize(tmp.path()).unwrap().join(".git");
+        git_dir(&g);
+        let name = |i: usize| format!("{i:038x}");
+        for i in 0..MAX_PINNED_LOOSE_OBJECTS + 6 {
+            let fan_out = g.join(format!("objects/{:02x}", i % 7));
+            fs::create_dir_all(&fan_out).unwrap();
+            fs::write(fan_out.join(name(i)), "x").unwrap();
+        }
+        fs::write(g.join("objects/00/tmp_obj_abcdef"), "x").unwrap();
+        fs::create_dir_all(g.join("objects/pack")).unwrap();
+        std::os::unix::fs::symlink("/etc", g.join("objects/0f")).unwrap();
+        let p = protect(&g, GitDirKind::Repository, &|_| Ok(()));
+        let loose: Vec<&PathBuf> = p
+            .protected
+            .iter()
+            .filter(|path| {
+                path.parent().and_then(Path::file_name).is_some_and(|d| is_fan_out_name(d.as_bytes()))
+            })
+            .collect();
+        assert_eq!(loose.len(), MAX_PINNED_LOOSE_OBJECTS, "{loose:?}");
+        assert!(!p.protected.contains(&g.join("objects/00/tmp_obj_abcdef")));
+        assert!(p.notes.iter().any(|n| n.contains("only the first")), "{:?}", p.notes);
+        // Under the bound: every one, and no note.
+        let small = tempfile::tempdir().unwrap();
+        let g = fs::canonicalize(small.path()).unwrap().join(".git");
+        git_dir(&g);
+        fs::create_dir_all(g.join("objects/ab")).unwrap();
+        fs::write(g.join("objects/ab").join(name(1)), "x").unwrap();
+        let p = protect(&g, GitDirKind::Repository, &|_| Ok(()));
+        assert!(p.protected.contains(&g.join("objects/ab").join(name(1))));
+        assert!(!p.notes.iter().any(|n| n.contains("only the first")), "{:?}", p.notes);
+    }
+
+    #[test]
     fn protects_configuration_creates_inert_placeholders_and_leaves_the_rest_writable() {
         let tmp = tempfile::tempdir().unwrap();
         let g = fs::canonicalize(tmp.path()).unwrap().join(".git");
