@@ -105,6 +105,8 @@ fn linked_worktrees_and_submodules_commit_while_their_protected_entries_stay_rea
             // Without commondir or objects: read-only as a whole; with a commondir naming itself: a repository.
             (write(&g("worktrees/lost/HEAD")), false),
             (create(&g("worktrees/lost/config")), false),
+            (create(&g("worktrees/lost/commondir")), false),
+            (create(&g("worktrees/own/commondir.lock")), true),
             (write(&g("worktrees/own/index")), true),
             (write(&g("worktrees/own/config")), false),
             (create(&g("worktrees/own/hooks/pre-commit")), false),
