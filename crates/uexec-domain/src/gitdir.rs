@@ -414,7 +414,7 @@ pub fn history_text() -> String {
         "the objects present when the command starts, the pack files (at most {MAX_PINNED_PACK_FILES} per git \
          directory, else objects/pack as a whole) and the loose objects (the first {MAX_PINNED_LOOSE_OBJECTS} by \
          name), cannot be removed or replaced, so that history survives reset --hard, branch -D, reflog expire \
-         and gc --prune=now inside the sandbox (on Linux; macOS pins the pack files); refs and reflogs can be \
+         and gc --prune=now inside the sandbox; refs and reflogs can be \
          removed, and objects a command writes can be removed by later ones until they are packed"
     )
 }

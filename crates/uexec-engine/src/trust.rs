@@ -35,7 +35,7 @@ pub fn gather_writes(
 }
 
 /// The repository of each of `dirs` that is a linked worktree: its `.git` file names
-/// `<repository>/worktrees/<id>` (`uexec_domain::gitdir::worktree_common_dir`). The Linux sandbox makes such a
+/// `<repository>/worktrees/<id>` (`uexec_domain::gitdir::worktree_common_dir`). Both sandboxes make such a
 /// repository writable for the worktree when it lists the directory as its worktree
 /// (`uexec_domain::gitdir::worktree_grant`); here it counts whenever it is named, a superset, so that git run
 /// outside the sandbox in the main work tree is checked like git in the workspace. One `lstat` per directory

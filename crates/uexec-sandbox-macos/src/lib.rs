@@ -65,6 +65,7 @@
 #![forbid(unsafe_code)]
 
 mod extras;
+mod gitdirs;
 mod nested;
 mod paths;
 mod profile;
@@ -74,5 +75,7 @@ mod spelling;
 pub use extras::{Extras, MACOS_SECRETS, extend_launch};
 pub use nested::nested_sandbox_hint;
 pub use paths::{PathResolver, RealFs};
-pub use profile::{SANDBOX_EXEC, SeatbeltLaunch, build_launch, build_launch_with};
+pub use profile::{
+    SANDBOX_EXEC, SeatbeltLaunch, build_launch, build_launch_with, linked_worktree_repository,
+};
 pub use sandbox::SeatbeltSandbox;

@@ -62,6 +62,22 @@ pub trait PathResolver: Send + Sync + std::fmt::Debug {
     fn entry_exists(&self, path: &Path) -> bool {
         self.symlink_target(path).is_some() || self.canonicalize(path).is_ok()
     }
+
+    /// True when `path` itself is a directory (`lstat`: a symlink to one is not). By default false (callers then
+    /// treat it as absent or fail closed).
+    fn is_dir(&self, path: &Path) -> bool {
+        let _ = path;
+        false
+    }
+
+    /// The content of the small file at `path` (a `commondir`, a linked worktree's `gitdir`), read the way a
+    /// `.git` file is: without following a symlink, without blocking, only a regular file of at most
+    /// `uexec_domain::gitdir::MAX_GIT_FILE_BYTES`. By default unreadable (callers then take the stricter
+    /// reading: a git directory whose `commondir` cannot be read is a repository of its own).
+    fn read_small_file(&self, path: &Path) -> Result<Vec<u8>, GitFileProblem> {
+        let _ = path;
+        Err(GitFileProblem::Unreadable("this resolver reads no file".into()))
+    }
 }
 
 /// The real filesystem, through `std::fs`.
@@ -87,7 +103,15 @@ impl PathResolver for RealFs {
             Ok(meta) if meta.is_file() => DotGitKind::File,
             Ok(_) => DotGitKind::Other,
         };
-        dot_git_entry(&root, kind, || read_git_file(&dot_git))
+        dot_git_entry(&root, kind, || read_small_file(&dot_git))
+    }
+
+    fn is_dir(&self, path: &Path) -> bool {
+        std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir())
+    }
+
+    fn read_small_file(&self, path: &Path) -> Result<Vec<u8>, GitFileProblem> {
+        read_small_file(path)
     }
 
     fn symlink_target(&self, path: &Path) -> Option<PathBuf> {
@@ -142,11 +166,12 @@ impl PathResolver for RealFs {
     }
 }
 
-/// The content of the `.git` file at `path`, read the way every file a command may have planted is read: opened
-/// with `O_NOFOLLOW | O_NONBLOCK | O_NOCTTY` (a link swapped in is refused, a FIFO does not block), read only if
-/// `fstat` says it is a regular file of at most `MAX_GIT_FILE_BYTES`. (The Linux adapter has the same reader
-/// with `openat2`; adapters do not depend on each other, and the shared rules live in `uexec_domain::gitdir`.)
-fn read_git_file(path: &Path) -> Result<Vec<u8>, GitFileProblem> {
+/// The content of the `.git` file (or `commondir`, or a linked worktree's `gitdir` file) at `path`, read the way
+/// every file a command may have planted is read: opened with `O_NOFOLLOW | O_NONBLOCK | O_NOCTTY` (a link
+/// swapped in is refused, a FIFO does not block), read only if `fstat` says it is a regular file of at most
+/// `MAX_GIT_FILE_BYTES`. (The Linux adapter has the same reader with `openat2`; adapters do not depend on each
+/// other, and the shared rules live in `uexec_domain::gitdir`.)
+fn read_small_file(path: &Path) -> Result<Vec<u8>, GitFileProblem> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let limit = MAX_GIT_FILE_BYTES;

@@ -24,9 +24,13 @@
 //!   renamed parent would carry the entry to a path no rule names: `mv ws w2; echo > w2/.git/hooks/x; mv w2 ws`).
 //! - A read-only entry never freezes more than itself: it is a root's `.git` or `.uexec` that exists (a symlink
 //!   there is protected as the link, never its target; an absent one is not protected, as on Linux, so `git
-//!   init` works; a `.git` directory is protected entry by entry, [`git_dir_entries`]), a gitdir that is no
-//!   writable root, contains none and lies in the root its `.git` belongs to
-//!   (`uexec_domain::gitdir::gitdir_protection`), or one of the other tools' files (`uexec_domain::tool_files`).
+//!   init` works; a `.git` directory is protected entry by entry, with the git dirs of its linked worktrees and
+//!   submodules and the history present, `crate::gitdirs`), a gitdir that is no writable root, contains none
+//!   and lies in the root its `.git` belongs to (`uexec_domain::gitdir::gitdir_protection`; protected entry by
+//!   entry by its kind), or one of the other tools' files (`uexec_domain::tool_files`).
+//! - A root is never widened but by one rule: the repository of a linked worktree whose repository lies outside
+//!   every writable root becomes one more root when `uexec_domain::gitdir::worktree_grant` allows it (its
+//!   protected entries, `HEAD` and `index` denied).
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -35,10 +39,14 @@ use std::path::{Path, PathBuf};
 use uexec_domain::SandboxPolicy;
 use uexec_ports::SandboxError;
 
-use uexec_domain::gitdir::GitFileProblem;
+use uexec_domain::gitdir::{
+    GitDirKind, GitFileProblem, NoWorktreeGrant, UnprotectedGitdir, normalize_lexically, worktree_common_dir,
+    worktree_grant,
+};
 use uexec_domain::tool_files::ToolFiles;
 use uexec_domain::{GitEntry, PROTECTED_SUBDIRS, WritableRoot};
 
+use crate::gitdirs::{CommonDirCheck, GitDirProtection, kind_of, protect};
 use crate::paths::{PathResolver, canonical_existing, protected_gitdir};
 use crate::spelling::any_spelling;
 
@@ -71,11 +79,15 @@ pub struct SeatbeltLaunch {
     pub argv: Vec<OsString>,
     /// What a protected entry named but is not protected, and why (`path: reason`), for the report: symlink
     /// targets, gitdirs that are or contain a writable root or lie outside their own root, unreadable `.git`
-    /// files (`docs/sandbox.md`, P4).
+    /// files (`docs/sandbox.md`, P4), a linked worktree's repository outside every root that is not granted, git
+    /// directories denied as a whole and loose objects beyond the budget.
     pub ignored: Vec<String>,
     /// The `.git` and `.uexec` entries of the writable roots that do not exist, so are not protected (as on
     /// Linux: `git init` must work in a fresh workspace), for the report.
     pub absent: Vec<PathBuf>,
+    /// The repositories made writable roots for a linked worktree whose repository lies outside every writable
+    /// root, each with that worktree's root (`(repository, worktree)`, canonical), for the report.
+    pub worktree_repositories: Vec<(PathBuf, PathBuf)>,
 }
 
 impl SeatbeltLaunch {
@@ -111,8 +123,8 @@ fn all_digits(text: &str) -> bool {
     !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// The roots, what was not followed (for the report) and the absent entries.
-type Layout = (Vec<ProfileRoot>, Vec<String>, Vec<PathBuf>);
+/// The roots, what was not followed (for the report), the absent entries and the granted worktree repositories.
+type Layout = (Vec<ProfileRoot>, Vec<String>, Vec<PathBuf>, Vec<(PathBuf, PathBuf)>);
 
 /// A writable root as the profile sees it: canonical, with every read-only spelling inside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,7 +170,8 @@ pub fn build_launch_with(
     if argv.is_empty() {
         return Err(SandboxError::EmptyCommand);
     }
-    let (roots, ignored, absent) = profile_roots(policy, cwd, tmpdir, resolver, tool_files)?;
+    let (roots, ignored, absent, worktree_repositories) =
+        profile_roots(policy, cwd, tmpdir, resolver, tool_files)?;
     let shape: Vec<usize> = roots.iter().map(|r| r.read_only.len()).collect();
     let canonical_roots: Vec<PathBuf> = roots.iter().map(|r| r.root.clone()).collect();
     let entries: Vec<PathBuf> = roots.iter().flat_map(|r| r.read_only.iter().cloned()).collect();
@@ -190,7 +203,7 @@ pub fn build_launch_with(
     }
     full.push(OsString::from("--"));
     full.extend(argv.iter().cloned());
-    Ok(SeatbeltLaunch { profile, params, argv: full, ignored, absent })
+    Ok(SeatbeltLaunch { profile, params, argv: full, ignored, absent, worktree_repositories })
 }
 
 /// The name of root `i`'s parameter.
@@ -257,8 +270,11 @@ pub(crate) fn user_cache_dir(tmpdir: &Path) -> Option<PathBuf> {
 /// The read-only subpaths follow `docs/sandbox.md` (P1-P4), as the Linux adapter does: `.git` and `.uexec` of
 /// each root protect themselves when they exist, spelled with the root's canonical path and their own name (a
 /// symlink is never followed, so `ln -s /tmp/ws /tmp/.git` protects the link, not the workspace); the gitdir a
-/// `.git` file names is protected only as [`protected_gitdir`] allows. Under `workspace-write` the per-user
-/// cache directory next to `$TMPDIR` is one more root when it exists ([`user_cache_dir`]).
+/// `.git` file names is protected only as [`protected_gitdir`] allows, entry by entry by its kind
+/// (`gitdirs::protect`), and one outside every root that is a linked worktree's admin dir makes its repository
+/// one more root when [`granted_repository`] allows it. Under `workspace-write` the per-user cache directory
+/// next to `$TMPDIR` is one more root when it exists ([`user_cache_dir`]). Also returns the granted
+/// repositories with their worktrees.
 fn profile_roots(
     policy: &SandboxPolicy,
     cwd: &Path,
@@ -299,6 +315,9 @@ fn profile_roots(
         }
     }
     let mut read_only: Vec<PathBuf> = Vec::new();
+    let mut grants: Vec<(PathBuf, PathBuf)> = Vec::new();
+    // The loose objects the profile may still pin (`gitdirs::protect`: a bound for the whole command line).
+    let mut loose_left = uexec_domain::gitdir::MAX_PINNED_LOOSE_OBJECTS;
     for (root, (_, owner)) in writable.iter().zip(&spelled) {
         let entries: Vec<PathBuf> = PROTECTED_SUBDIRS.iter().map(|name| root.root.join(name)).collect();
         for name in PROTECTED_SUBDIRS {
@@ -313,11 +332,11 @@ fn profile_roots(
                 && resolver.symlink_target(&entry).is_none()
                 && resolver.git_entry(owner) == GitEntry::Directory
             {
-                // A git directory: writable but for what git runs or reads as configuration, its linked
-                // worktrees' and submodules' git dirs, and its pack files (see `git_dir_entries`).
-                for protected in git_dir_entries(&entry, resolver) {
-                    push_unique(&mut read_only, protected);
-                }
+                // A git directory: writable but for what git runs or reads as configuration in it and in the
+                // git dirs of its linked worktrees and submodules, and the history present (`gitdirs`).
+                let check = |common: &Path| protected_gitdir(resolver, common, owner, &spelled);
+                let found = protect(&entry, GitDirKind::Repository, false, resolver, &check, &mut loose_left);
+                add_protection(found, &mut read_only, &mut ignored);
                 continue;
             }
             note_symlink(&entry, resolver.symlink_target(&entry).as_deref(), &mut ignored);
@@ -334,13 +353,53 @@ fn profile_roots(
             push_unique(&mut read_only, entry);
         }
         if workspace.as_ref() == Some(owner) {
-            nested_repositories(owner, resolver, &mut read_only, &mut ignored);
+            let check = |common: &Path| protected_gitdir(resolver, common, owner, &spelled);
+            nested_repositories(owner, resolver, &check, &mut loose_left, &mut read_only, &mut ignored);
         }
         for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
             match protected_gitdir(resolver, gitdir, owner, &spelled) {
-                Ok(path) => push_unique(&mut read_only, path),
+                // A linked worktree's administrative directory (its `commondir` names another directory) or a
+                // repository's own git directory (a submodule's, a separate one), each protected entry by entry.
+                Ok(path) => {
+                    let kind = kind_of(resolver, &path);
+                    let check = |common: &Path| protected_gitdir(resolver, common, owner, &spelled);
+                    add_protection(
+                        protect(&path, kind, true, resolver, &check, &mut loose_left),
+                        &mut read_only,
+                        &mut ignored,
+                    );
+                }
+                Err(UnprotectedGitdir::ReadOnlyAnyway) if worktree_common_dir(gitdir).is_some() => {
+                    match granted_repository(resolver, gitdir, owner, &roots) {
+                        Ok(common) => push_unique(&mut grants, (common, owner.clone())),
+                        Err(why) => push_unique(
+                            &mut ignored,
+                            format!(
+                                "gitdir {}: outside every writable root, left read-only ({why}; git in {} can \
+                                 read, not commit)",
+                                gitdir.display(),
+                                owner.display()
+                            ),
+                        ),
+                    }
+                }
                 Err(why) => push_unique(&mut ignored, format!("gitdir {}: {why}", gitdir.display())),
             }
+        }
+    }
+    // The repository of a linked worktree outside every root: one more root, protected as a root's own `.git`,
+    // with the main worktree's `HEAD` and `index` (the person's checkout and staged changes) read-only too.
+    for (common, _) in &grants {
+        if roots.contains(common) {
+            continue;
+        }
+        roots.push(common.clone());
+        spelled.push((common.clone(), common.clone()));
+        let check = |dir: &Path| protected_gitdir(resolver, dir, common, &spelled);
+        let found = protect(common, GitDirKind::Repository, false, resolver, &check, &mut loose_left);
+        add_protection(found, &mut read_only, &mut ignored);
+        for name in ["HEAD", "index"] {
+            push_unique(&mut read_only, common.join(name));
         }
     }
     // An entry that exists under one spelling of a root exists under all: drop it from the absent list.
@@ -352,17 +411,19 @@ fn profile_roots(
             ProfileRoot { root, read_only: inside }
         })
         .collect();
-    Ok((roots, ignored, absent))
+    Ok((roots, ignored, absent, grants))
 }
 
 /// The repositories nested at the top level of the workspace `root` (canonical), as on Linux: for each real
-/// directory in it (symlinks are not followed) whose `.git` exists, a `.git` directory gets [`git_dir_entries`],
-/// a `.git` file or symlink is denied itself (a submodule's work tree cannot be redirected). At most
-/// `MAX_NESTED_SCAN_ENTRIES` entries are listed and `MAX_NESTED_REPOSITORIES` repositories protected; beyond
-/// either, `ignored` says so.
+/// directory in it (symlinks are not followed) whose `.git` exists, a `.git` directory is protected as a root's
+/// own (`gitdirs::protect`; the common dirs its worktrees name as `allow_common` allows), a `.git` file or
+/// symlink is denied itself (a submodule's work tree cannot be redirected). At most `MAX_NESTED_SCAN_ENTRIES`
+/// entries are listed and `MAX_NESTED_REPOSITORIES` repositories protected; beyond either, `ignored` says so.
 fn nested_repositories(
     root: &Path,
     resolver: &dyn PathResolver,
+    allow_common: CommonDirCheck<'_>,
+    loose_left: &mut usize,
     read_only: &mut Vec<PathBuf>,
     ignored: &mut Vec<String>,
 ) {
@@ -390,38 +451,90 @@ fn nested_repositories(
         }
         found += 1;
         let target = resolver.symlink_target(&entry);
-        let protected = if target.is_none() && resolver.git_entry(&dir) == GitEntry::Directory {
-            git_dir_entries(&entry, resolver)
+        if target.is_none() && resolver.git_entry(&dir) == GitEntry::Directory {
+            let protection =
+                protect(&entry, GitDirKind::Repository, false, resolver, allow_common, loose_left);
+            add_protection(protection, read_only, ignored);
         } else {
             note_symlink(&entry, target.as_deref(), ignored);
-            vec![entry]
-        };
-        for path in protected {
-            push_unique(read_only, path);
+            push_unique(read_only, entry);
         }
     }
 }
 
-/// The read-only entries of a root's `.git` directory `git` (canonical, no symlink): the entries of
-/// `uexec_domain::gitdir::protected_git_entries` for a repository (denied by path, so absent ones cannot be
-/// created either: no placeholder is needed), `worktrees/` and `modules/` as a whole (the linked worktrees' and
-/// submodules' git dirs stay read-only, as before), and each pack file present (`objects/pack/*`: the packed
-/// history cannot be removed or replaced; `objects/pack` as a whole when it cannot be listed or holds more than
-/// `MAX_PINNED_PACK_FILES`). Everything else (index, objects, refs, logs, HEAD) is writable, so git works.
-pub(crate) fn git_dir_entries(git: &Path, resolver: &dyn PathResolver) -> Vec<PathBuf> {
-    use uexec_domain::gitdir::{GitDirKind, MAX_PINNED_PACK_FILES, protected_git_entries};
-    let mut out: Vec<PathBuf> =
-        protected_git_entries(GitDirKind::Repository).iter().map(|e| git.join(e.name)).collect();
-    out.push(git.join("worktrees"));
-    out.push(git.join("modules"));
-    let pack = git.join("objects/pack");
-    if resolver.entry_exists(&pack) {
-        match resolver.list_files(&pack) {
-            Some(files) if files.len() <= MAX_PINNED_PACK_FILES => out.extend(files),
-            _ => out.push(pack),
-        }
+/// Add what `gitdirs::protect` found to the read-only entries and its notes to `ignored`.
+fn add_protection(protection: GitDirProtection, read_only: &mut Vec<PathBuf>, ignored: &mut Vec<String>) {
+    for path in protection.read_only {
+        push_unique(read_only, path);
     }
-    out
+    for note in protection.notes {
+        push_unique(ignored, note);
+    }
+}
+
+/// The repository made a writable root for the linked worktree `owner` (a canonical writable root) whose `.git`
+/// file names `gitdir`, outside every writable root, given every writable root `roots` (canonical): the I/O of
+/// `uexec_domain::gitdir::worktree_grant`. The worktree's directory and the repository must be real directories
+/// reached without a symlink (each canonicalises to itself) holding a `HEAD` file (and the repository an
+/// `objects/` directory); both files the rule reads are read as a `.git` file is.
+fn granted_repository(
+    resolver: &dyn PathResolver,
+    gitdir: &Path,
+    owner: &Path,
+    roots: &[PathBuf],
+) -> Result<PathBuf, NoWorktreeGrant> {
+    let gitdir = normalize_lexically(gitdir);
+    worktree_common_dir(&gitdir).ok_or(NoWorktreeGrant::NotAWorktreeDir)?;
+    real_git_dir(resolver, &gitdir, false)?;
+    let read = |name: &'static str| {
+        resolver.read_small_file(&gitdir.join(name)).map_err(|why| NoWorktreeGrant::Unreadable(name, why))
+    };
+    let common = worktree_grant(owner, &gitdir, &read("commondir")?, &read("gitdir")?, roots)?;
+    real_git_dir(resolver, &common, true)?;
+    Ok(common)
+}
+
+/// Check that `dir` is a git directory git would use, reached without a symlink: it canonicalises to itself,
+/// is a directory and holds a `HEAD` file (and an `objects/` directory when `repository`).
+fn real_git_dir(resolver: &dyn PathResolver, dir: &Path, repository: bool) -> Result<(), NoWorktreeGrant> {
+    match resolver.canonicalize(dir) {
+        Ok(resolved) if resolved.components().eq(dir.components()) && resolver.is_dir(dir) => {}
+        Ok(_) => {
+            return Err(NoWorktreeGrant::NotARepository(format!(
+                "{}: not a directory reached without a symlink",
+                dir.display()
+            )));
+        }
+        Err(e) => return Err(NoWorktreeGrant::NotARepository(format!("{}: {e}", dir.display()))),
+    }
+    if !resolver.is_regular_file(&dir.join("HEAD")) {
+        return Err(NoWorktreeGrant::NotARepository(format!("{}: no HEAD file", dir.display())));
+    }
+    if repository && !resolver.is_dir(&dir.join("objects")) {
+        return Err(NoWorktreeGrant::NotARepository(format!("{}: no objects directory", dir.display())));
+    }
+    Ok(())
+}
+
+/// For `uexec sandbox-report`: when the writable root `root`'s `.git` file names a linked worktree's
+/// `<repository>/worktrees/<id>` outside every writable root, whether the profile makes that repository a
+/// writable root (`Ok`: the repository) or not (`Err`: why), with `roots` every writable root as given; `None`
+/// when `root` is no such worktree. The same decision [`crate::build_launch`] takes.
+pub fn linked_worktree_repository(
+    root: &Path,
+    roots: &[PathBuf],
+    resolver: &dyn PathResolver,
+) -> Option<Result<PathBuf, String>> {
+    let canonical_root = resolver.canonicalize(root).ok()?;
+    let GitEntry::File { gitdir } = resolver.git_entry(&canonical_root) else {
+        return None;
+    };
+    worktree_common_dir(&gitdir)?;
+    let canonical: Vec<PathBuf> = roots.iter().filter_map(|r| resolver.canonicalize(r).ok()).collect();
+    if canonical.iter().any(|r| normalize_lexically(&gitdir).starts_with(r)) {
+        return None;
+    }
+    Some(granted_repository(resolver, &gitdir, &canonical_root, &canonical).map_err(|why| why.to_string()))
 }
 
 /// Push `item` unless present.

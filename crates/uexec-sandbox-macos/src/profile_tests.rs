@@ -175,6 +175,8 @@ fn only_a_gitdir_inside_its_own_root_is_listed_and_the_others_are_reported() {
         [
             "gitdir /elsewhere/wt: outside every writable root (read-only anyway)",
             "gitdir /tmp/gitdirs/x: lies in the writable root /private/tmp, not in /third where its .git is",
+            // A HEAD file alone is not a repository git can use: denied as a whole.
+            "/wt/gitdirs/wt: read-only as a whole (no objects directory)",
             "gitdir /other: is the writable root /other (protecting it would freeze the root)",
         ]
     );

@@ -125,10 +125,9 @@ fn prepare_wraps_the_command_and_counts_the_roots() {
         "{}",
         filesystem.detail
     );
-    // The twin: once .git exists it is protected, entry by entry (its configuration, hooks, ..., worktrees/
-    // and modules/).
-    let git =
-        uexec_domain::gitdir::protected_git_entries(uexec_domain::gitdir::GitDirKind::Repository).len() + 2;
+    // The twin: once .git exists it is protected, entry by entry (its configuration, hooks, ...; it has no
+    // linked worktree, submodule or object yet).
+    let git = uexec_domain::gitdir::protected_git_entries(uexec_domain::gitdir::GitDirKind::Repository).len();
     std::fs::create_dir(cwd.join(".git")).unwrap();
     let again = available().prepare(SandboxRequest { ..request_in(&cwd) }).unwrap();
     let filesystem = again.report.protections.iter().find(|p| p.name == "filesystem").unwrap();

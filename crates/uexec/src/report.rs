@@ -181,8 +181,9 @@ fn weak_protections(report: &ProtectionReport) -> String {
         .join(", ")
 }
 
-/// What stays read-only in a git directory listed among `read_only_subpaths`: on Linux only what git runs or
-/// reads as configuration (and the pack files); on macOS the same for a root's `.git` directory.
+/// What stays read-only in a git directory listed among `read_only_subpaths`: what git runs or reads as
+/// configuration (on Linux covered by placeholders when absent; on macOS denied by path, and the history
+/// present, which the Linux report gives among its protections).
 fn git_directory_protection() -> String {
     #[cfg(target_os = "linux")]
     {
@@ -190,14 +191,22 @@ fn git_directory_protection() -> String {
     }
     #[cfg(not(target_os = "linux"))]
     {
-        "on macOS a root's .git directory is writable but for what git runs or reads as configuration, \
-         worktrees/, modules/ and its pack files; a gitdir a .git file names stays read-only as a whole"
-            .to_owned()
+        use uexec_domain::gitdir::{GitDirKind, protected_git_entries};
+        let names = |kind| protected_git_entries(kind).iter().map(|e| e.name).collect::<Vec<_>>().join(", ");
+        format!(
+            "only {} (and {} of worktrees/<id>, or of any git directory with a commondir file; modules/<name> \
+             like a repository, and the common dir a linked worktree's commondir names when it lies in the same \
+             root) stay read-only, denied by path whether present or not, the rest (index, objects, refs, logs, \
+             HEAD) is writable; history: {}",
+            names(GitDirKind::Repository),
+            names(GitDirKind::LinkedWorktree),
+            uexec_domain::gitdir::history_text()
+        )
     }
 }
 
 /// The report's lines on the repositories of linked worktrees among `roots` (see "Git inside the sandbox" in
-/// `docs/sandbox.md`): on Linux the sandbox's own decision for each, on macOS that it is not granted.
+/// `docs/sandbox.md`): the sandbox's own decision for each.
 fn linked_worktree_lines(roots: &[WritableRoot]) -> Vec<String> {
     let all: Vec<std::path::PathBuf> = roots.iter().map(|r| r.root.clone()).collect();
     roots
@@ -206,14 +215,8 @@ fn linked_worktree_lines(roots: &[WritableRoot]) -> Vec<String> {
             #[cfg(target_os = "linux")]
             let decision = uexec_sandbox_linux::linked_worktree_repository(&root.root, &all)?;
             #[cfg(not(target_os = "linux"))]
-            let decision: Result<std::path::PathBuf, String> = {
-                let _ = &all;
-                let GitEntry::File { gitdir } = git_entry(&root.root) else {
-                    return None;
-                };
-                uexec_domain::gitdir::worktree_common_dir(&gitdir)?;
-                Err("the macOS sandbox does not grant a worktree's repository".to_owned())
-            };
+            let decision =
+                uexec_sandbox_macos::linked_worktree_repository(&root.root, &all, &uexec_sandbox_macos::RealFs)?;
             Some(match decision {
                 Ok(repository) => format!(
                     "{}  (the repository of the linked worktree {}: writable for git, protected as a root's .git, \

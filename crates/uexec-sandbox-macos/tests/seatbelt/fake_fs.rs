@@ -16,6 +16,7 @@ pub struct FakeFs {
     links: BTreeMap<PathBuf, PathBuf>,
     dirs: BTreeSet<PathBuf>,
     files: BTreeSet<PathBuf>,
+    contents: BTreeMap<PathBuf, Vec<u8>>,
     git: BTreeMap<PathBuf, (GitEntry, Option<GitFileProblem>)>,
     everything_exists: bool,
 }
@@ -61,6 +62,15 @@ impl FakeFs {
             None => self,
         };
         fs.files.insert(path.to_path_buf());
+        fs
+    }
+
+    /// Adds the regular file `path` holding `content` (what [`PathResolver::read_small_file`] returns; the other
+    /// files read as empty).
+    pub fn content(self, path: impl AsRef<Path>, content: &str) -> Self {
+        let path = path.as_ref();
+        let mut fs = self.file(path);
+        fs.contents.insert(path.to_path_buf(), content.as_bytes().to_vec());
         fs
     }
 
@@ -134,6 +144,36 @@ impl PathResolver for FakeFs {
 
     fn is_regular_file(&self, path: &Path) -> bool {
         self.files.contains(path) || (self.everything_exists && path.ends_with("HEAD"))
+    }
+
+    fn is_dir(&self, path: &Path) -> bool {
+        !self.links.contains_key(path) && (self.dirs.contains(path) || self.everything_exists)
+    }
+
+    fn read_small_file(&self, path: &Path) -> Result<Vec<u8>, GitFileProblem> {
+        if self.links.contains_key(path) {
+            return Err(GitFileProblem::Symlink);
+        }
+        if !self.files.contains(path) {
+            return Err(GitFileProblem::Unreadable("No such file or directory".into()));
+        }
+        Ok(self.contents.get(path).cloned().unwrap_or_default())
+    }
+
+    fn list_files(&self, dir: &Path) -> Option<Vec<PathBuf>> {
+        if self.links.contains_key(dir) || !self.dirs.contains(dir) {
+            return None;
+        }
+        let mut out: Vec<PathBuf> = self
+            .files
+            .iter()
+            .chain(self.links.keys())
+            .filter(|f| f.parent() == Some(dir) && !self.dirs.contains(*f))
+            .cloned()
+            .collect();
+        out.sort();
+        out.dedup();
+        Some(out)
     }
 
     fn list_dirs(&self, dir: &Path) -> Option<Vec<PathBuf>> {

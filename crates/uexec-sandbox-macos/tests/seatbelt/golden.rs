@@ -21,7 +21,8 @@ fn mac() -> FakeFs {
         .dir("/Users/dev/project/src")
         .dir("/Users/dev/project/.git")
         .dir("/Users/dev/cache")
-        .dir("/Users/dev/mono/.git/worktrees/wt")
+        .file("/Users/dev/mono/.git/worktrees/wt/HEAD")
+        .content("/Users/dev/mono/.git/worktrees/wt/commondir", "../..\n")
         .dir("/Users/dev/mono/wt")
         .dir("/Users/dev/shared-uexec")
         .dir("/private/var/folders/zz/abc123/T")
@@ -204,16 +205,16 @@ fn workspace_probes() -> Vec<(Request, bool)> {
         (file("file-write-create", "/Users/dev/project/.git/refs/heads/topic.lock"), true),
         (file("file-write-create", "/Users/dev/project/.git/rebase-merge/git-rebase-todo"), true),
         (file("file-write-unlink", "/Users/dev/project/.git/index.lock"), true),
-        // ... while what git runs or reads as configuration is not, present or absent, in any spelling, and
-        // neither are the git dirs of linked worktrees and submodules.
+        // ... while what git runs or reads as configuration is not, present or absent, in any spelling.
         (file("file-write-create", "/Users/dev/project/.git/hooks/post-checkout"), false),
         (file("file-write-create", "/Users/dev/project/.git/config.worktree"), false),
         (file("file-write-create", "/Users/dev/project/.git/commondir"), false),
         (file("file-write-create", "/Users/dev/project/.git/info/attributes"), false),
         (file("file-write-create", "/Users/dev/project/.git/objects/info/alternates"), false),
         (file("file-write-create", "/Users/dev/project/.git/Objects/Info/Alternates"), false),
-        (file("file-write-create", "/Users/dev/project/.git/worktrees/wt/commondir"), false),
-        (file("file-write-create", "/Users/dev/project/.git/modules/lib/config"), false),
+        // git worktree add and git submodule add make new git dirs (protected from the next command on).
+        (file("file-write-create", "/Users/dev/project/.git/worktrees/wt/commondir"), true),
+        (file("file-write-create", "/Users/dev/project/.git/modules/lib/config"), true),
         (file("file-write-unlink", "/Users/dev/project/.git/hooks"), false),
         (file("file-write-unlink", "/Users/dev/project/.git/objects"), false),
         (file("file-write-unlink", "/Users/dev/project/.git/refs"), true),
@@ -351,7 +352,10 @@ fn cases() -> Vec<Case> {
                 (file("file-write-data", "/Users/dev/mono/wt/lib.rs"), true),
                 (file("file-write-data", "/Users/dev/mono/README"), true),
                 (file("file-write-create", "/Users/dev/mono/wt/.git"), false),
-                (file("file-write-data", "/Users/dev/mono/.git/worktrees/wt/HEAD"), false),
+                // The worktree commits (its HEAD is written), its admin files stay read-only.
+                (file("file-write-data", "/Users/dev/mono/.git/worktrees/wt/HEAD"), true),
+                (file("file-write-data", "/Users/dev/mono/.git/worktrees/wt/commondir"), false),
+                (file("file-write-create", "/Users/dev/mono/.git/worktrees/wt/gitdir"), false),
                 (file("file-write-unlink", "/Users/dev/mono/.git/worktrees"), false),
                 (file("file-write-unlink", "/Users/dev/mono/.uexec"), false),
                 (file("file-write-create", "/Users/dev/shared-uexec/config.toml"), false),

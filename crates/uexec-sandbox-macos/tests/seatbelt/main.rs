@@ -8,6 +8,7 @@ mod adapter;
 mod canonical;
 mod extras;
 mod fake_fs;
+mod gitdirs;
 mod golden;
 mod planted;
 mod props;
