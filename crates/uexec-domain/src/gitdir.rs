@@ -516,6 +516,97 @@ pub fn worktree_grant(
     Ok(common)
 }
 
+/// What the walk of [`git_dirs_below`] asks of the file system: each adapter's own I/O, none of which follows a
+/// symbolic link.
+pub trait GitDirLook {
+    /// The real subdirectories of `dir`, sorted (none when it does not exist), adding what was read to
+    /// `entries_read` and failing beyond [`MAX_GIT_DIR_ENTRIES`] or when `dir` cannot be listed; a symlink among
+    /// them may be noted in `notes`, never followed.
+    fn subdirs(
+        &self,
+        dir: &Path,
+        entries_read: &mut usize,
+        notes: &mut Vec<String>,
+    ) -> Result<Vec<PathBuf>, String>;
+    /// True when `dir/HEAD` is a regular file.
+    fn has_head(&self, dir: &Path) -> bool;
+    /// The kind of the git directory `dir` ([`git_dir_kind`] of its `commondir`).
+    fn kind_of(&self, dir: &Path) -> GitDirKind;
+    /// The common dir the `commondir` file of `dir` names ([`parse_commondir`]), the problem in words.
+    fn common_dir(&self, dir: &Path) -> Result<PathBuf, String>;
+}
+
+/// The git directory `gitdir` of `kind` and the git directories below it that git uses: each `worktrees/<id>`
+/// (linked worktrees) and every `modules/<name>` (submodules, whose names may hold slashes) with a `HEAD` file,
+/// recursively, each of the kind its `commondir` gives; and the common dir a linked worktree's `commondir`
+/// names, as `allow_common` spells it when it allows it (else a note says why). The one walk both adapters
+/// make. `Err` (why) beyond [`MAX_GIT_DIRS`] git directories, [`MAX_GIT_DIR_ENTRIES`] entries read, submodule
+/// names deeper than [`MAX_MODULE_NAME_DEPTH`] or a directory that cannot be listed: the caller fails closed.
+pub fn git_dirs_below(
+    gitdir: &Path,
+    kind: GitDirKind,
+    look: &dyn GitDirLook,
+    allow_common: &dyn Fn(&Path) -> Result<PathBuf, UnprotectedGitdir>,
+    notes: &mut Vec<String>,
+) -> Result<Vec<(PathBuf, GitDirKind)>, String> {
+    let mut found = vec![(gitdir.to_path_buf(), kind)];
+    let mut entries_read = 0usize;
+    let mut next = 0;
+    let add = |found: &mut Vec<(PathBuf, GitDirKind)>, dir: PathBuf, kind: GitDirKind| {
+        if !found.iter().any(|(known, _)| known == &dir) {
+            found.push((dir, kind));
+        }
+    };
+    while next < found.len() {
+        let (dir, kind) = found[next].clone();
+        next += 1;
+        if kind == GitDirKind::LinkedWorktree {
+            // Its configuration and hooks are the common dir's: protected with it when the rules allow.
+            match look.common_dir(&dir) {
+                Ok(common) if found.iter().any(|(known, _)| known == &common) => {}
+                Ok(common) => match allow_common(&common) {
+                    Ok(spelled) => add(&mut found, spelled, GitDirKind::Repository),
+                    Err(why) => notes.push(format!(
+                        "{}/commondir names {}: {why} (git in that worktree uses its config and hooks)",
+                        dir.display(),
+                        common.display()
+                    )),
+                },
+                Err(why) => notes.push(format!(
+                    "{}/commondir: {why} (git follows it; only the file is protected)",
+                    dir.display()
+                )),
+            }
+            continue;
+        }
+        for child in look.subdirs(&dir.join("worktrees"), &mut entries_read, notes)? {
+            let kind = look.kind_of(&child);
+            add(&mut found, child, kind);
+        }
+        // Submodule names may hold slashes: walk `modules/` down to a directory with a HEAD file.
+        let mut walk = vec![(dir.join("modules"), 0usize)];
+        while let Some((below, depth)) = walk.pop() {
+            for child in look.subdirs(&below, &mut entries_read, notes)? {
+                if look.has_head(&child) {
+                    let kind = look.kind_of(&child);
+                    add(&mut found, child, kind);
+                } else if depth + 1 < MAX_MODULE_NAME_DEPTH {
+                    walk.push((child, depth + 1));
+                } else {
+                    return Err(format!(
+                        "submodule names deeper than {MAX_MODULE_NAME_DEPTH} under {}",
+                        dir.display()
+                    ));
+                }
+            }
+        }
+        if found.len() > MAX_GIT_DIRS {
+            return Err(format!("more than {MAX_GIT_DIRS} linked worktree and submodule git directories"));
+        }
+    }
+    Ok(found)
+}
+
 /// The number of normal components of `path`.
 fn depth(path: &Path) -> usize {
     path.components().filter(|c| matches!(c, Component::Normal(_))).count()
@@ -551,6 +642,81 @@ mod tests {
             let raw = parse_git_file(root, b"gitdir: /caf\xe9/.git\n").unwrap();
             assert_eq!(raw.as_os_str().as_bytes(), b"/caf\xe9/.git");
         }
+    }
+
+    /// A file system of directories (each with a HEAD file when listed in `heads`) and `commondir` contents.
+    struct FakeLook {
+        dirs: Vec<PathBuf>,
+        heads: Vec<PathBuf>,
+        commondirs: Vec<(PathBuf, &'static [u8])>,
+    }
+
+    impl GitDirLook for FakeLook {
+        fn subdirs(&self, dir: &Path, read: &mut usize, _: &mut Vec<String>) -> Result<Vec<PathBuf>, String> {
+            let mut out: Vec<PathBuf> =
+                self.dirs.iter().filter(|d| d.parent() == Some(dir)).cloned().collect();
+            out.sort();
+            *read += out.len();
+            if *read > MAX_GIT_DIR_ENTRIES { Err("too many".into()) } else { Ok(out) }
+        }
+        fn has_head(&self, dir: &Path) -> bool {
+            self.heads.iter().any(|h| h == dir)
+        }
+        fn kind_of(&self, dir: &Path) -> GitDirKind {
+            let commondir = self
+                .commondirs
+                .iter()
+                .find(|(d, _)| d == dir)
+                .map(|(_, content)| parse_commondir(dir, content));
+            git_dir_kind(dir, commondir.as_ref())
+        }
+        fn common_dir(&self, dir: &Path) -> Result<PathBuf, String> {
+            let (_, content) = self.commondirs.iter().find(|(d, _)| d == dir).ok_or("none")?;
+            parse_commondir(dir, content).map_err(|e| e.to_string())
+        }
+    }
+
+    #[test]
+    fn the_walk_finds_worktrees_and_nested_modules_and_fails_closed_beyond_its_bounds() {
+        let g = p("/w/.git");
+        let look = FakeLook {
+            dirs: vec![
+                g.join("worktrees/wt"),
+                g.join("worktrees/orphan"),
+                g.join("modules/a"),
+                g.join("modules/a/b"),
+                g.join("modules/a/b/modules/c"),
+            ],
+            heads: vec![g.join("modules/a/b"), g.join("modules/a/b/modules/c")],
+            commondirs: vec![(g.join("worktrees/wt"), b"../..\n")],
+        };
+        let allow = |c: &Path| Ok(c.to_path_buf());
+        let mut notes = Vec::new();
+        let found = git_dirs_below(&g, GitDirKind::Repository, &look, &allow, &mut notes).unwrap();
+        assert_eq!(
+            found,
+            vec![
+                (g.clone(), GitDirKind::Repository),
+                (g.join("worktrees/orphan"), GitDirKind::Repository),
+                (g.join("worktrees/wt"), GitDirKind::LinkedWorktree),
+                (g.join("modules/a/b"), GitDirKind::Repository),
+                (g.join("modules/a/b/modules/c"), GitDirKind::Repository),
+            ]
+        );
+        assert!(notes.is_empty(), "{notes:?}");
+        // A worktree naming a common dir elsewhere: the rule is asked, and its refusal is noted.
+        let wt = p("/w/gitdirs/wt");
+        let look = FakeLook { dirs: vec![], heads: vec![], commondirs: vec![(wt.clone(), b"/elsewhere\n")] };
+        let refuse = |_: &Path| Err(UnprotectedGitdir::ReadOnlyAnyway);
+        let found = git_dirs_below(&wt, GitDirKind::LinkedWorktree, &look, &refuse, &mut notes).unwrap();
+        assert_eq!(found.len(), 1);
+        assert!(notes.iter().any(|n| n.contains("commondir names /elsewhere")), "{notes:?}");
+        // Submodule names deeper than the bound fail closed.
+        let deep: Vec<PathBuf> = (1..=MAX_MODULE_NAME_DEPTH)
+            .map(|n| (0..n).fold(g.join("modules"), |d, i| d.join(format!("d{i}"))))
+            .collect();
+        let look = FakeLook { dirs: deep, heads: vec![], commondirs: vec![] };
+        assert!(git_dirs_below(&g, GitDirKind::Repository, &look, &allow, &mut notes).is_err());
     }
 
     #[test]

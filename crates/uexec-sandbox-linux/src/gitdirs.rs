@@ -1,7 +1,8 @@
 //! What stays read-only inside a writable git directory (the I/O side of `uexec_domain::gitdir`'s
 //! [`protected_git_entries`]): the git directories below one (linked worktrees' and submodules' git dirs), the
 //! entries to bind read-only in each, and the inert placeholders created where one is absent, so that the kernel
-//! refuses its creation (a mount needs something to cover).
+//! refuses its creation (a mount needs something to cover). The walk of the git directories below one is the
+//! domain's, `uexec_domain::gitdir::git_dirs_below`, shared with the macOS adapter; this module is its I/O.
 //!
 //! Everything else in a git directory stays writable, so that `git add`, `commit`, `checkout -b`, `stash`,
 //! `rebase` and the like work in a sandboxed command. Nothing here follows a symbolic link: a git directory or a
@@ -17,9 +18,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use uexec_domain::gitdir::{
-    GitDirKind, GitFileProblem, MAX_GIT_DIR_ENTRIES, MAX_GIT_DIRS, MAX_GIT_FILE_BYTES, MAX_MODULE_NAME_DEPTH,
+    GitDirKind, GitDirLook, GitFileProblem, MAX_GIT_DIR_ENTRIES, MAX_GIT_FILE_BYTES,
     MAX_PINNED_LOOSE_OBJECTS, MAX_PINNED_PACK_FILES, UnprotectedGitdir, WhenAbsent, git_dir_kind,
-    is_fan_out_name, is_loose_object_name, parse_commondir, protected_git_entries,
+    git_dirs_below, is_fan_out_name, is_loose_object_name, parse_commondir, protected_git_entries,
 };
 
 /// What to do about one writable git directory.
@@ -33,14 +34,14 @@ pub(crate) struct GitDirProtection {
 
 /// Whether a common dir named by a linked worktree's `commondir` may be protected (the caller's rules: P3 of
 /// `docs/sandbox.md`, the same as for a gitdir a `.git` file names).
-pub(crate) type CommonDirCheck<'a> = &'a dyn Fn(&Path) -> Result<(), UnprotectedGitdir>;
+pub(crate) type CommonDirCheck<'a> = &'a dyn Fn(&Path) -> Result<PathBuf, UnprotectedGitdir>;
 
 /// The protection of the git directory `gitdir` (a real directory reached without a symlink, inside a writable
 /// root): its protected entries and those of the git directories below it, and of the common dir a linked
 /// worktree's `commondir` names when `allow_common` allows it.
 pub(crate) fn protect(gitdir: &Path, kind: GitDirKind, allow_common: CommonDirCheck<'_>) -> GitDirProtection {
     let mut out = GitDirProtection::default();
-    let dirs = match git_dirs_below(gitdir, kind, allow_common, &mut out.notes) {
+    let dirs = match git_dirs_below(gitdir, kind, &HostLook, allow_common, &mut out.notes) {
         Ok(dirs) => dirs,
         Err(why) => return whole(gitdir, why),
     };
@@ -216,74 +217,6 @@ pub(crate) fn kind_of(dir: &Path) -> GitDirKind {
     git_dir_kind(dir, commondir.as_ref())
 }
 
-/// `gitdir` and the git directories below it: `worktrees/<id>` (linked worktrees) and every `modules/<name>`
-/// (submodules, whose names may hold slashes) with a `HEAD` file, recursively, each of the kind its
-/// `commondir` gives; and the common dir a linked worktree's `commondir` names, when `allow_common` allows it.
-/// Symlinks are never followed.
-fn git_dirs_below(
-    gitdir: &Path,
-    kind: GitDirKind,
-    allow_common: CommonDirCheck<'_>,
-    notes: &mut Vec<String>,
-) -> Result<Vec<(PathBuf, GitDirKind)>, String> {
-    let mut found = vec![(gitdir.to_path_buf(), kind)];
-    let mut entries_read = 0usize;
-    let mut next = 0;
-    let add = |found: &mut Vec<(PathBuf, GitDirKind)>, dir: PathBuf, kind: GitDirKind| {
-        if !found.iter().any(|(known, _)| known == &dir) {
-            found.push((dir, kind));
-        }
-    };
-    while next < found.len() {
-        let (dir, kind) = found[next].clone();
-        next += 1;
-        if kind == GitDirKind::LinkedWorktree {
-            // Its configuration and hooks are the common dir's: protected with it when it lies in this root.
-            match common_dir(&dir) {
-                Ok(common) if found.iter().any(|(known, _)| known == &common) => {}
-                Ok(common) => match allow_common(&common) {
-                    Ok(()) => add(&mut found, common, GitDirKind::Repository),
-                    Err(why) => notes.push(format!(
-                        "{}/commondir names {}: {why} (git in that worktree uses its config and hooks)",
-                        dir.display(),
-                        common.display()
-                    )),
-                },
-                Err(why) => notes.push(format!(
-                    "{}/commondir: {why} (git follows it; only the file is protected)",
-                    dir.display()
-                )),
-            }
-            continue;
-        }
-        for child in subdirs(&dir.join("worktrees"), &mut entries_read, notes)? {
-            let kind = kind_of(&child);
-            add(&mut found, child, kind);
-        }
-        // Submodule names may hold slashes: walk `modules/` down to a directory with a HEAD file.
-        let mut walk = vec![(dir.join("modules"), 0usize)];
-        while let Some((below, depth)) = walk.pop() {
-            for child in subdirs(&below, &mut entries_read, notes)? {
-                if fs::symlink_metadata(child.join("HEAD")).is_ok_and(|m| m.is_file()) {
-                    let kind = kind_of(&child);
-                    add(&mut found, child, kind);
-                } else if depth + 1 < MAX_MODULE_NAME_DEPTH {
-                    walk.push((child, depth + 1));
-                } else {
-                    return Err(format!(
-                        "submodule names deeper than {MAX_MODULE_NAME_DEPTH} under {}",
-                        dir.display()
-                    ));
-                }
-            }
-        }
-        if found.len() > MAX_GIT_DIRS {
-            return Err(format!("more than {MAX_GIT_DIRS} linked worktree and submodule git directories"));
-        }
-    }
-    Ok(found)
-}
-
 /// The common dir the `commondir` file of `dir` names, read without following a symlink, bounded and without
 /// blocking ([`read_small_file`]), parsed as git does (`uexec_domain::gitdir::parse_commondir`).
 fn common_dir_file(dir: &Path) -> Result<PathBuf, GitFileProblem> {
@@ -323,33 +256,54 @@ pub(crate) fn read_small_file(path: &Path, limit: u64) -> Result<Vec<u8>, GitFil
     Ok(content)
 }
 
-/// The real subdirectories of `dir` (none when it does not exist); a symlink among them is noted, not followed.
-fn subdirs(dir: &Path, entries_read: &mut usize, notes: &mut Vec<String>) -> Result<Vec<PathBuf>, String> {
-    let listing = match fs::read_dir(dir) {
-        Ok(listing) => listing,
-        Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) => {
-            return Ok(Vec::new());
+/// The host's file system as [`git_dirs_below`] looks at it (`lstat` and `readdir`, no symlink followed).
+struct HostLook;
+
+impl GitDirLook for HostLook {
+    fn subdirs(
+        &self,
+        dir: &Path,
+        entries_read: &mut usize,
+        notes: &mut Vec<String>,
+    ) -> Result<Vec<PathBuf>, String> {
+        let listing = match fs::read_dir(dir) {
+            Ok(listing) => listing,
+            Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) => {
+                return Ok(Vec::new());
+            }
+            Err(e) => return Err(format!("cannot list {}: {e}", dir.display())),
+        };
+        let mut out = Vec::new();
+        for entry in listing {
+            *entries_read += 1;
+            if *entries_read > MAX_GIT_DIR_ENTRIES {
+                return Err(format!("more than {MAX_GIT_DIR_ENTRIES} entries under worktrees/ and modules/"));
+            }
+            let entry = entry.map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => out.push(entry.path()),
+                Ok(kind) if kind.is_symlink() => notes.push(format!(
+                    "{}: a symlink (not looked into; protected entries behind it are not)",
+                    entry.path().display()
+                )),
+                _ => {}
+            }
         }
-        Err(e) => return Err(format!("cannot list {}: {e}", dir.display())),
-    };
-    let mut out = Vec::new();
-    for entry in listing {
-        *entries_read += 1;
-        if *entries_read > MAX_GIT_DIR_ENTRIES {
-            return Err(format!("more than {MAX_GIT_DIR_ENTRIES} entries under worktrees/ and modules/"));
-        }
-        let entry = entry.map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
-        match entry.file_type() {
-            Ok(kind) if kind.is_dir() => out.push(entry.path()),
-            Ok(kind) if kind.is_symlink() => notes.push(format!(
-                "{}: a symlink (not looked into; protected entries behind it are not)",
-                entry.path().display()
-            )),
-            _ => {}
-        }
+        out.sort();
+        Ok(out)
     }
-    out.sort();
-    Ok(out)
+
+    fn has_head(&self, dir: &Path) -> bool {
+        fs::symlink_metadata(dir.join("HEAD")).is_ok_and(|m| m.is_file())
+    }
+
+    fn kind_of(&self, dir: &Path) -> GitDirKind {
+        kind_of(dir)
+    }
+
+    fn common_dir(&self, dir: &Path) -> Result<PathBuf, String> {
+        common_dir(dir)
+    }
 }
 
 /// Create the empty directory or file `path` (absent) in its parent, opened without following any symlink, with
@@ -408,7 +362,7 @@ mod tests {
         fs::write(g.join("objects/00/tmp_obj_abcdef"), "x").unwrap();
         fs::create_dir_all(g.join("objects/pack")).unwrap();
         std::os::unix::fs::symlink("/etc", g.join("objects/0f")).unwrap();
-        let p = protect(&g, GitDirKind::Repository, &|_| Ok(()));
+        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()));
         let loose: Vec<&PathBuf> = p
             .protected
             .iter()
@@ -425,7 +379,7 @@ mod tests {
         git_dir(&g);
         fs::create_dir_all(g.join("objects/ab")).unwrap();
         fs::write(g.join("objects/ab").join(name(1)), "x").unwrap();
-        let p = protect(&g, GitDirKind::Repository, &|_| Ok(()));
+        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()));
         assert!(p.protected.contains(&g.join("objects/ab").join(name(1))));
         assert!(!p.notes.iter().any(|n| n.contains("only the first")), "{:?}", p.notes);
     }
@@ -440,7 +394,7 @@ mod tests {
         fs::write(g.join("worktrees/wt/commondir"), "../..\n").unwrap();
         fs::write(g.join("worktrees/wt/gitdir"), "/w/wt/.git\n").unwrap();
         std::os::unix::fs::symlink("/etc", g.join("worktrees/link")).unwrap();
-        let p = protect(&g, GitDirKind::Repository, &|_| Ok(()));
+        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()));
         for entry in [
             "config",
             "config.worktree",
@@ -465,7 +419,7 @@ mod tests {
         assert_eq!(fs::read(g.join("commondir")).unwrap(), b".\n");
         assert!(p.notes.iter().any(|n| n.contains("worktrees/link")), "{:?}", p.notes);
         // Protecting again finds the same entries and creates nothing new.
-        assert_eq!(protect(&g, GitDirKind::Repository, &|_| Ok(())).protected, p.protected);
+        assert_eq!(protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf())).protected, p.protected);
     }
 
     #[test]
@@ -494,7 +448,11 @@ mod tests {
         fs::create_dir_all(&refused).unwrap();
         fs::write(refused.join("commondir"), "/elsewhere\n").unwrap();
         let allow = |common: &Path| {
-            if common.starts_with(&base) { Ok(()) } else { Err(UnprotectedGitdir::ReadOnlyAnyway) }
+            if common.starts_with(&base) {
+                Ok(common.to_path_buf())
+            } else {
+                Err(UnprotectedGitdir::ReadOnlyAnyway)
+            }
         };
         let p = protect(&g, GitDirKind::Repository, &allow);
         for entry in ["worktrees/wt/gitdir", "worktrees/wt/commondir", "worktrees/wt/config.worktree"] {
@@ -529,7 +487,7 @@ mod tests {
             fs::write(pack.join(format!("pack-1.{ext}")), "x").unwrap();
         }
         fs::create_dir(pack.join("subdir")).unwrap();
-        let p = protect(&g, GitDirKind::Repository, &|_| Ok(()));
+        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()));
         for ext in ["pack", "idx", "rev"] {
             assert!(p.protected.contains(&pack.join(format!("pack-1.{ext}"))), "{p:?}");
         }
@@ -540,14 +498,14 @@ mod tests {
         fs::write(elsewhere.join("x.pack"), "x").unwrap();
         fs::rename(&pack, g.join("objects/pack-real")).unwrap();
         std::os::unix::fs::symlink(&elsewhere, &pack).unwrap();
-        let p = protect(&g, GitDirKind::Repository, &|_| Ok(()));
+        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()));
         assert!(p.protected.contains(&pack) && !p.protected.iter().any(|e| e.ends_with("x.pack")), "{p:?}");
         fs::remove_file(&pack).unwrap();
         fs::rename(g.join("objects/pack-real"), &pack).unwrap();
         for i in 0..MAX_PINNED_PACK_FILES {
             fs::write(pack.join(format!("pack-x{i}.pack")), "x").unwrap();
         }
-        let p = protect(&g, GitDirKind::Repository, &|_| Ok(()));
+        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()));
         assert!(p.protected.contains(&pack) && !p.protected.contains(&pack.join("pack-1.pack")), "{p:?}");
         assert!(p.notes.iter().any(|n| n.contains("more than 64 pack files")), "{:?}", p.notes);
     }
@@ -557,9 +515,10 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let g = fs::canonicalize(tmp.path()).unwrap().join(".git");
         git_dir(&g);
-        let deep: PathBuf = (0..MAX_MODULE_NAME_DEPTH + 1).map(|i| format!("d{i}")).collect();
+        let deep: PathBuf =
+            (0..uexec_domain::gitdir::MAX_MODULE_NAME_DEPTH + 1).map(|i| format!("d{i}")).collect();
         fs::create_dir_all(g.join("modules").join(deep)).unwrap();
-        let p = protect(&g, GitDirKind::Repository, &|_| Ok(()));
+        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()));
         assert_eq!(p.protected, vec![g.clone()]);
         assert!(p.notes[0].contains("read-only as a whole"), "{:?}", p.notes);
     }

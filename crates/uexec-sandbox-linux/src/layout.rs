@@ -416,7 +416,7 @@ impl FsLayout {
     /// those of the git directories below it and of a common dir in `owner` that a linked worktree's
     /// `commondir` names, and what is not looked into (see `crate::gitdirs`).
     fn add_git_dir_contents(&mut self, gitdir: &Path, kind: GitDirKind, owner: &Path) {
-        let check = |common: &Path| self.gitdir_verdict(common, owner);
+        let check = |common: &Path| self.gitdir_verdict(common, owner).map(|()| common.to_path_buf());
         let found = crate::gitdirs::protect(gitdir, kind, &check);
         for path in found.protected {
             push_unique(&mut self.protected, path);

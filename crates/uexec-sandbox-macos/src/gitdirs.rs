@@ -1,7 +1,8 @@
 //! What stays read-only inside a writable git directory, by path (the macOS side of `uexec_domain::gitdir`'s
 //! `protected_git_entries`, mirroring `gitdirs.rs` of the Linux adapter): the git directories below one (linked
 //! worktrees' `worktrees/<id>` and submodules' `modules/<name>`, recursively), the entries denied in each, and
-//! the history pinned in each repository (its pack files and loose objects).
+//! the history pinned in each repository (its pack files and loose objects). The walk itself is the domain's,
+//! `uexec_domain::gitdir::git_dirs_below`, shared with the Linux adapter; this module is its I/O and the denies.
 //!
 //! Seatbelt matches paths, so an entry is denied whether it exists or not and no placeholder is made. Nothing is
 //! followed through a symlink: [`PathResolver::list_dirs`] lists real directories only and a `commondir` is read
@@ -12,9 +13,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use uexec_domain::gitdir::{
-    GitDirKind, MAX_GIT_DIR_ENTRIES, MAX_GIT_DIRS, MAX_MODULE_NAME_DEPTH, MAX_PINNED_LOOSE_OBJECTS,
-    MAX_PINNED_PACK_FILES, UnprotectedGitdir, git_dir_kind, is_fan_out_name, is_loose_object_name,
-    parse_commondir, protected_git_entries,
+    GitDirKind, GitDirLook, MAX_GIT_DIR_ENTRIES, MAX_PINNED_LOOSE_OBJECTS, MAX_PINNED_PACK_FILES,
+    UnprotectedGitdir, git_dir_kind, git_dirs_below, is_fan_out_name, is_loose_object_name, parse_commondir,
+    protected_git_entries,
 };
 
 use crate::paths::PathResolver;
@@ -52,7 +53,7 @@ pub(crate) fn protect(
         out.notes.push(format!("{}: read-only as a whole (no objects directory)", gitdir.display()));
         return out;
     }
-    let (dirs, fallback) = match git_dirs_below(gitdir, kind, resolver, allow_common, &mut out.notes) {
+    let (dirs, fallback) = match git_dirs_below(gitdir, kind, &Look(resolver), allow_common, &mut out.notes) {
         Ok(dirs) => (dirs, false),
         Err(why) => {
             let mut heads = vec![(gitdir.to_path_buf(), kind)];
@@ -186,93 +187,39 @@ fn common_dir(resolver: &dyn PathResolver, dir: &Path) -> Result<PathBuf, String
         .map_err(|problem| problem.to_string())
 }
 
-/// `gitdir` and the git directories below it: each real directory `worktrees/<id>` (linked worktrees) and every
-/// `modules/<name>` (submodules, whose names may hold slashes) with a `HEAD` file, recursively, each of the kind
-/// its `commondir` gives; and the common dir a linked worktree's `commondir` names, when `allow_common` allows
-/// it. Symlinks are never followed. Beyond `MAX_GIT_DIRS` git directories, `MAX_GIT_DIR_ENTRIES` directories
-/// read, submodule names deeper than `MAX_MODULE_NAME_DEPTH` or a directory that cannot be listed: why.
-fn git_dirs_below(
-    gitdir: &Path,
-    kind: GitDirKind,
-    resolver: &dyn PathResolver,
-    allow_common: CommonDirCheck<'_>,
-    notes: &mut Vec<String>,
-) -> Result<Vec<(PathBuf, GitDirKind)>, String> {
-    let mut found = vec![(gitdir.to_path_buf(), kind)];
-    let mut entries_read = 0usize;
-    let mut next = 0;
-    let add = |found: &mut Vec<(PathBuf, GitDirKind)>, dir: PathBuf, kind: GitDirKind| {
-        if !found.iter().any(|(known, _)| known == &dir) {
-            found.push((dir, kind));
-        }
-    };
-    while next < found.len() {
-        let (dir, kind) = found[next].clone();
-        next += 1;
-        if kind == GitDirKind::LinkedWorktree {
-            // Its configuration and hooks are the common dir's: protected with it when the rules allow.
-            match common_dir(resolver, &dir) {
-                Ok(common) if found.iter().any(|(known, _)| known == &common) => {}
-                Ok(common) => match allow_common(&common) {
-                    Ok(common) => add(&mut found, common, GitDirKind::Repository),
-                    Err(why) => notes.push(format!(
-                        "{}/commondir names {}: {why} (git in that worktree uses its config and hooks)",
-                        dir.display(),
-                        common.display()
-                    )),
-                },
-                Err(why) => notes.push(format!(
-                    "{}/commondir: {why} (git follows it; only the file is protected)",
-                    dir.display()
-                )),
-            }
-            continue;
-        }
-        for child in subdirs(resolver, &dir.join("worktrees"), &mut entries_read)? {
-            let kind = kind_of(resolver, &child);
-            add(&mut found, child, kind);
-        }
-        // Submodule names may hold slashes: walk `modules/` down to a directory with a HEAD file.
-        let mut walk = vec![(dir.join("modules"), 0usize)];
-        while let Some((below, depth)) = walk.pop() {
-            for child in subdirs(resolver, &below, &mut entries_read)? {
-                if resolver.is_regular_file(&child.join("HEAD")) {
-                    let kind = kind_of(resolver, &child);
-                    add(&mut found, child, kind);
-                } else if depth + 1 < MAX_MODULE_NAME_DEPTH {
-                    walk.push((child, depth + 1));
-                } else {
-                    return Err(format!(
-                        "submodule names deeper than {MAX_MODULE_NAME_DEPTH} under {}",
-                        dir.display()
-                    ));
-                }
-            }
-        }
-        if found.len() > MAX_GIT_DIRS {
-            return Err(format!("more than {MAX_GIT_DIRS} linked worktree and submodule git directories"));
-        }
-    }
-    Ok(found)
-}
+/// A [`PathResolver`] as [`git_dirs_below`] looks at it (real directories only, no symlink followed).
+struct Look<'a>(&'a dyn PathResolver);
 
-/// The real subdirectories of `dir`, sorted (none when nothing is there; symlinks are not listed, so not
-/// followed), counted into `entries_read`.
-fn subdirs(
-    resolver: &dyn PathResolver,
-    dir: &Path,
-    entries_read: &mut usize,
-) -> Result<Vec<PathBuf>, String> {
-    if !resolver.entry_exists(dir) {
-        return Ok(Vec::new());
+impl GitDirLook for Look<'_> {
+    fn subdirs(
+        &self,
+        dir: &Path,
+        entries_read: &mut usize,
+        _notes: &mut Vec<String>,
+    ) -> Result<Vec<PathBuf>, String> {
+        if !self.0.entry_exists(dir) {
+            return Ok(Vec::new());
+        }
+        if !self.0.is_dir(dir) {
+            return Err(format!("{} is not a directory", dir.display()));
+        }
+        let dirs = self.0.list_dirs(dir).ok_or_else(|| format!("cannot list {}", dir.display()))?;
+        *entries_read += dirs.len();
+        if *entries_read > MAX_GIT_DIR_ENTRIES {
+            return Err(format!("more than {MAX_GIT_DIR_ENTRIES} directories under worktrees/ and modules/"));
+        }
+        Ok(dirs)
     }
-    if !resolver.is_dir(dir) {
-        return Err(format!("{} is not a directory", dir.display()));
+
+    fn has_head(&self, dir: &Path) -> bool {
+        self.0.is_regular_file(&dir.join("HEAD"))
     }
-    let dirs = resolver.list_dirs(dir).ok_or_else(|| format!("cannot list {}", dir.display()))?;
-    *entries_read += dirs.len();
-    if *entries_read > MAX_GIT_DIR_ENTRIES {
-        return Err(format!("more than {MAX_GIT_DIR_ENTRIES} directories under worktrees/ and modules/"));
+
+    fn kind_of(&self, dir: &Path) -> GitDirKind {
+        kind_of(self.0, dir)
     }
-    Ok(dirs)
+
+    fn common_dir(&self, dir: &Path) -> Result<PathBuf, String> {
+        common_dir(self.0, dir)
+    }
 }

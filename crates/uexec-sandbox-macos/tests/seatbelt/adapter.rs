@@ -7,10 +7,9 @@ use std::sync::Arc;
 #[cfg(not(target_os = "macos"))]
 use uexec_domain::ProtectionStatus;
 use uexec_domain::SandboxPolicy;
+use uexec_ports::Sandbox;
 #[cfg(not(target_os = "macos"))]
 use uexec_ports::SandboxError;
-use uexec_ports::process::{IoMode, SpawnRequest};
-use uexec_ports::{Sandbox, SandboxRequest};
 use uexec_sandbox_macos::{SANDBOX_EXEC, SeatbeltSandbox, build_launch};
 
 use crate::fake_fs::FakeFs;
@@ -38,23 +37,6 @@ fn argv_is_sandbox_exec_profile_params_separator_then_the_command() {
     assert_eq!(launch.argv.len(), params_end + 1 + argv.len());
 }
 
-fn request(cwd: PathBuf, policy: SandboxPolicy) -> SandboxRequest {
-    SandboxRequest {
-        workspace: cwd.clone(),
-        spawn: SpawnRequest {
-            argv: vec!["echo".into(), "hi".into()],
-            cwd,
-            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
-            mode: IoMode::Pipes,
-            setup: Vec::new(),
-            pid_scope: Default::default(),
-        },
-        policy,
-        tmpdir: None,
-        allow_degraded: true,
-    }
-}
-
 #[cfg(not(target_os = "macos"))]
 #[test]
 fn off_macos_the_enforcing_adapter_refuses_and_reports_off() {
@@ -62,7 +44,7 @@ fn off_macos_the_enforcing_adapter_refuses_and_reports_off() {
     let reason = sandbox.unavailable_reason().unwrap();
     assert!(reason.starts_with("sandbox-exec is macOS-only"), "{reason}");
 
-    let err = sandbox.prepare(request(PathBuf::from("/"), SandboxPolicy::default())).unwrap_err();
+    let err = sandbox.prepare(crate::request(PathBuf::from("/"), SandboxPolicy::default())).unwrap_err();
     assert!(
         matches!(err, SandboxError::Unsupported(ref m) if m.starts_with("sandbox-exec is macOS-only;")),
         "{err}"
@@ -85,7 +67,7 @@ fn off_macos_the_inspection_adapter_prepares_the_wrapped_command() {
     let dir = tempfile::tempdir().unwrap();
     let cwd = std::fs::canonicalize(dir.path()).unwrap();
     let sandbox = SeatbeltSandbox::for_inspection();
-    let prepared = sandbox.prepare(request(cwd.clone(), SandboxPolicy::default())).unwrap();
+    let prepared = sandbox.prepare(crate::request(cwd.clone(), SandboxPolicy::default())).unwrap();
     assert_eq!(prepared.spawn.argv[0], OsString::from(SANDBOX_EXEC));
     assert!(prepared.spawn.argv.contains(&OsString::from(format!("-DWRITABLE_ROOT_0={}", cwd.display()))));
     assert!(prepared.spawn.env.contains(&("UEXEC_SANDBOX".into(), "macos-seatbelt".into())));
@@ -101,7 +83,7 @@ fn a_fake_filesystem_can_be_injected_into_the_adapter() {
         sandbox.launch(&SandboxPolicy::default(), Path::new("/tmp/w"), None, &["true".into()]).unwrap();
     assert_eq!(launch.params[0], ("WRITABLE_ROOT_0".to_owned(), OsString::from("/private/tmp/w")));
     let prepared = sandbox
-        .prepare(request(PathBuf::from("/tmp/w"), SandboxPolicy::ReadOnly { network_access: true }))
+        .prepare(crate::request(PathBuf::from("/tmp/w"), SandboxPolicy::ReadOnly { network_access: true }))
         .unwrap();
     assert!(!prepared.spawn.env.iter().any(|(name, _)| name == "UEXEC_SANDBOX_NETWORK_DISABLED"));
 }

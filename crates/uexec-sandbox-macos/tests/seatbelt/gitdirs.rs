@@ -427,27 +427,11 @@ fn the_real_filesystem_is_read_the_same_way() {
 #[test]
 fn the_report_names_the_granted_repository() {
     use std::sync::Arc;
-    use uexec_ports::process::{IoMode, SpawnRequest};
-    use uexec_ports::{Sandbox, SandboxRequest};
+    use uexec_ports::Sandbox;
     let fs = outside_repository("/Users/dev/wt/.git\n");
     let sandbox = uexec_sandbox_macos::SeatbeltSandbox::for_inspection().with_resolver(Arc::new(fs));
     let cwd = PathBuf::from("/Users/dev/wt");
-    let prepared = sandbox
-        .prepare(SandboxRequest {
-            workspace: cwd.clone(),
-            spawn: SpawnRequest {
-                argv: vec!["git".into(), "commit".into()],
-                cwd,
-                env: Vec::new(),
-                mode: IoMode::Pipes,
-                setup: Vec::new(),
-                pid_scope: Default::default(),
-            },
-            policy: SandboxPolicy::default(),
-            tmpdir: None,
-            allow_degraded: true,
-        })
-        .unwrap();
+    let prepared = sandbox.prepare(crate::request(cwd, SandboxPolicy::default())).unwrap();
     let filesystem = prepared.report.protections.iter().find(|p| p.name == "filesystem").unwrap();
     assert!(
         filesystem.detail.contains(

@@ -16,7 +16,30 @@ mod sexpr;
 
 use std::ffi::OsString;
 
+use std::path::PathBuf;
+
+use uexec_domain::SandboxPolicy;
+use uexec_ports::SandboxRequest;
+use uexec_ports::process::{IoMode, SpawnRequest};
 use uexec_sandbox_macos::SeatbeltLaunch;
+
+/// A request to run `echo hi` in `cwd` (also the workspace) under `policy`, degraded protection allowed.
+pub fn request(cwd: PathBuf, policy: SandboxPolicy) -> SandboxRequest {
+    SandboxRequest {
+        workspace: cwd.clone(),
+        spawn: SpawnRequest {
+            argv: vec!["echo".into(), "hi".into()],
+            cwd,
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            mode: IoMode::Pipes,
+            setup: Vec::new(),
+            pid_scope: Default::default(),
+        },
+        policy,
+        tmpdir: None,
+        allow_degraded: true,
+    }
+}
 
 /// True for the name of a path parameter: a writable root `WRITABLE_ROOT_i` or a read-only entry
 /// `WRITABLE_ROOT_i_RO_j` (not their every-spelling expressions, `_ANY`, nor the ancestors).

@@ -10,8 +10,7 @@ use std::sync::Arc;
 use uexec_domain::GitEntry;
 use uexec_domain::SandboxPolicy;
 use uexec_domain::gitdir::{GitFileProblem, MAX_GIT_FILE_BYTES};
-use uexec_ports::process::{IoMode, SpawnRequest};
-use uexec_ports::{Sandbox, SandboxRequest};
+use uexec_ports::Sandbox;
 use uexec_sandbox_macos::{SeatbeltLaunch, SeatbeltSandbox, build_launch};
 
 use crate::fake_fs::FakeFs;
@@ -252,22 +251,7 @@ fn the_report_names_what_was_not_followed() {
     let fs = mac().link("/private/tmp/.git", "/tmp/ws").link("/private/tmp/ws/.uexec", "/tmp");
     let sandbox = SeatbeltSandbox::for_inspection().with_resolver(Arc::new(fs));
     let cwd = PathBuf::from("/tmp/ws");
-    let prepared = sandbox
-        .prepare(SandboxRequest {
-            workspace: cwd.clone(),
-            spawn: SpawnRequest {
-                argv: vec!["touch".into(), "ok".into()],
-                cwd,
-                env: Vec::new(),
-                mode: IoMode::Pipes,
-                setup: Vec::new(),
-                pid_scope: Default::default(),
-            },
-            policy: SandboxPolicy::default(),
-            tmpdir: None,
-            allow_degraded: true,
-        })
-        .unwrap();
+    let prepared = sandbox.prepare(crate::request(cwd, SandboxPolicy::default())).unwrap();
     let filesystem = prepared.report.protections.iter().find(|p| p.name == "filesystem").unwrap();
     assert!(
         filesystem.detail.contains(
