@@ -475,6 +475,18 @@ impl fmt::Display for NoWorktreeGrant {
     }
 }
 
+/// The protection report's words for a repository granted to the linked worktree `worktree` by
+/// [`worktree_grant`] (both adapters say it the same way).
+pub fn worktree_grant_text(repository: &Path, worktree: &Path) -> String {
+    format!(
+        "{} is writable as the repository of the linked worktree {}: its configuration, hooks, redirections, \
+         worktrees' admin files, pack files, loose objects and the HEAD and index of the main worktree and of the \
+         other worktrees stay read-only",
+        repository.display(),
+        worktree.display()
+    )
+}
+
 /// The repository (common dir) that becomes writable, its protected entries aside, for the linked worktree
 /// whose work tree is the writable root `root` (canonical) and whose git directory `gitdir` (named by `root`'s
 /// `.git` file) lies outside every writable root: `git worktree add` made `gitdir` as `<common>/worktrees/<id>`

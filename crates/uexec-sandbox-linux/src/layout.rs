@@ -377,18 +377,31 @@ impl FsLayout {
     /// `<repository>/worktrees/<id>` outside every writable root) writable for it, when
     /// `uexec_domain::gitdir::worktree_grant` allows it: the repository becomes a writable root whose git
     /// directory is protected as a root's own `.git` (configuration, hooks, redirections, every worktree's
-    /// admin files, pack files), and the main worktree's own `HEAD` and `index` stay read-only (the person's
-    /// checkout and staged changes, outside the writable roots). Every directory on the way is opened without
+    /// admin files, pack files), and the `HEAD` and `index` of the main worktree and of every other linked
+    /// worktree stay read-only (the person's other checkouts and staged changes, outside the writable roots). Every directory on the way is opened without
     /// following a symlink; both files the rule reads are read as a `.git` file is.
     fn grant_worktree_repository(&mut self, gitdir: &Path, owner: &Path) -> Result<(), NoWorktreeGrant> {
         let common = granted_repository(gitdir, owner, &self.roots)?;
         self.roots.push(common.clone());
         self.worktree_repositories.push((common.clone(), owner.to_path_buf()));
         self.add_git_dir_contents(&common, GitDirKind::Repository, &common);
-        for name in ["HEAD", "index"] {
-            let path = common.join(name);
-            if fs::symlink_metadata(&path).is_ok() {
-                push_unique(&mut self.protected, path);
+        // The person's other checkouts: the main worktree's and every other linked worktree's `HEAD` and
+        // `index` (real directories only; more than the walk allows made the repository read-only already).
+        let others: Vec<PathBuf> = fs::read_dir(common.join("worktrees"))
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .filter(|dir| *dir != normalize_lexically(gitdir))
+            .take(uexec_domain::gitdir::MAX_GIT_DIRS)
+            .collect();
+        for dir in std::iter::once(common.clone()).chain(others) {
+            for name in ["HEAD", "index"] {
+                let path = dir.join(name);
+                if fs::symlink_metadata(&path).is_ok() {
+                    push_unique(&mut self.protected, path);
+                }
             }
         }
         Ok(())

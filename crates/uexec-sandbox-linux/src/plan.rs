@@ -190,13 +190,7 @@ impl Plan {
                     ));
                 }
                 for (repository, worktree) in &layout.worktree_repositories {
-                    text.push_str(&format!(
-                        " ({} is writable as the repository of the linked worktree {}: its configuration, hooks, \
-                         redirections, worktrees' admin files, pack files and the main worktree's HEAD and index \
-                         stay read-only)",
-                        repository.display(),
-                        worktree.display()
-                    ));
+                    text.push_str(&format!(" ({})", uexec_domain::gitdir::worktree_grant_text(repository, worktree)));
                 }
                 text
             }

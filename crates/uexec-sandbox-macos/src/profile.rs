@@ -40,8 +40,8 @@ use uexec_domain::SandboxPolicy;
 use uexec_ports::SandboxError;
 
 use uexec_domain::gitdir::{
-    GitDirKind, GitFileProblem, NoWorktreeGrant, UnprotectedGitdir, normalize_lexically, worktree_common_dir,
-    worktree_grant,
+    GitDirKind, GitFileProblem, MAX_GIT_DIRS, NoWorktreeGrant, UnprotectedGitdir, normalize_lexically,
+    worktree_common_dir, worktree_grant,
 };
 use uexec_domain::tool_files::ToolFiles;
 use uexec_domain::{GitEntry, PROTECTED_SUBDIRS, WritableRoot};
@@ -316,6 +316,8 @@ fn profile_roots(
     }
     let mut read_only: Vec<PathBuf> = Vec::new();
     let mut grants: Vec<(PathBuf, PathBuf)> = Vec::new();
+    // The worktree administrative directory each grant was made for (not among the person's other checkouts).
+    let mut granted_admins: Vec<PathBuf> = Vec::new();
     // The loose objects the profile may still pin (`gitdirs::protect`: a bound for the whole command line).
     let mut loose_left = uexec_domain::gitdir::MAX_PINNED_LOOSE_OBJECTS;
     for (root, (_, owner)) in writable.iter().zip(&spelled) {
@@ -371,7 +373,10 @@ fn profile_roots(
                 }
                 Err(UnprotectedGitdir::ReadOnlyAnyway) if worktree_common_dir(gitdir).is_some() => {
                     match granted_repository(resolver, gitdir, owner, &roots) {
-                        Ok(common) => push_unique(&mut grants, (common, owner.clone())),
+                        Ok(common) => {
+                            push_unique(&mut grants, (common, owner.clone()));
+                            push_unique(&mut granted_admins, normalize_lexically(gitdir));
+                        }
                         Err(why) => push_unique(
                             &mut ignored,
                             format!(
@@ -388,7 +393,8 @@ fn profile_roots(
         }
     }
     // The repository of a linked worktree outside every root: one more root, protected as a root's own `.git`,
-    // with the main worktree's `HEAD` and `index` (the person's checkout and staged changes) read-only too.
+    // with the `HEAD` and `index` of the main worktree and of every other linked worktree (the person's other
+    // checkouts and staged changes) read-only too.
     for (common, _) in &grants {
         if roots.contains(common) {
             continue;
@@ -398,8 +404,11 @@ fn profile_roots(
         let check = |dir: &Path| protected_gitdir(resolver, dir, common, &spelled);
         let found = protect(common, GitDirKind::Repository, false, resolver, &check, &mut loose_left);
         add_protection(found, &mut read_only, &mut ignored);
-        for name in ["HEAD", "index"] {
-            push_unique(&mut read_only, common.join(name));
+        let others = resolver.list_dirs(&common.join("worktrees")).unwrap_or_default();
+        let checkouts = std::iter::once(common.clone())
+            .chain(others.into_iter().filter(|dir| !granted_admins.contains(dir)).take(MAX_GIT_DIRS));
+        for (dir, name) in checkouts.flat_map(|dir| [(dir.clone(), "HEAD"), (dir, "index")]) {
+            push_unique(&mut read_only, dir.join(name));
         }
     }
     // An entry that exists under one spelling of a root exists under all: drop it from the absent list.

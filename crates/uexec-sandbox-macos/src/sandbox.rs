@@ -350,13 +350,7 @@ fn report(
                 text.push_str(&format!(" (absent, so not protected: {})", absent.join(", ")));
             }
             for (repository, worktree) in &launch.worktree_repositories {
-                text.push_str(&format!(
-                    " ({} is writable as the repository of the linked worktree {}: its configuration, hooks, \
-                     redirections, worktrees' admin files, pack files, loose objects and the main worktree's HEAD \
-                     and index stay read-only)",
-                    repository.display(),
-                    worktree.display()
-                ));
+                text.push_str(&format!(" ({})", uexec_domain::gitdir::worktree_grant_text(repository, worktree)));
             }
             if !launch.ignored.is_empty() {
                 text.push_str(&format!(" (not followed: {})", launch.ignored.join("; ")));

@@ -220,7 +220,7 @@ fn linked_worktree_lines(roots: &[WritableRoot]) -> Vec<String> {
             Some(match decision {
                 Ok(repository) => format!(
                     "{}  (the repository of the linked worktree {}: writable for git, protected as a root's .git, \
-                     its main worktree's HEAD and index read-only)",
+                     the HEAD and index of its other checkouts read-only)",
                     repository.display(),
                     root.root.display()
                 ),

@@ -114,6 +114,8 @@ fn worktree_of_an_outside_repository(base: &Path) -> (std::path::PathBuf, std::p
 fn everyday_git_works_in_a_linked_worktree_whose_repository_is_outside_the_writable_roots() {
     let s = Scratch::new();
     let (main, wt) = worktree_of_an_outside_repository(&s.base);
+    // The person's other checkout of the same repository.
+    git(&main, &["worktree", "add", "-q", "-b", "other", s.base.join("other").to_str().unwrap()]);
     let index_before = fs::read(main.join(".git/index")).unwrap();
     // The only writable root is the worktree (the cwd): the repository is granted for it, nothing else.
     let policy = || workspace_only(vec![], false);
@@ -136,6 +138,8 @@ fn everyday_git_works_in_a_linked_worktree_whose_repository_is_outside_the_writa
         format!("echo x >> {}/a.txt", main.display()),
         format!("cp /dev/null {}/index", common.display()),
         format!("echo 'ref: refs/heads/x' > {}/HEAD", common.display()),
+        format!("echo 'ref: refs/heads/x' > {}/worktrees/other/HEAD", common.display()),
+        format!("cp /dev/null {}/worktrees/other/index", common.display()),
         format!("echo '[core]' >> {}/config", common.display()),
         format!("touch {}/hooks/post-checkout", common.display()),
         format!("echo /tmp/evil > {}/commondir", admin.display()),

@@ -232,6 +232,9 @@ fn outside_repository(back_link: &str) -> FakeFs {
         .file(format!("{git}/worktrees/wt/HEAD"))
         .content(format!("{git}/worktrees/wt/commondir"), "../..\n")
         .content(format!("{git}/worktrees/wt/gitdir"), back_link)
+        .file(format!("{git}/worktrees/other/HEAD"))
+        .content(format!("{git}/worktrees/other/commondir"), "../..\n")
+        .content(format!("{git}/worktrees/other/gitdir"), "/Users/dev/other/.git\n")
         .git("/Users/dev/wt", GitEntry::File { gitdir: PathBuf::from(format!("{git}/worktrees/wt")) })
         .file("/Users/dev/wt/.git")
 }
@@ -264,6 +267,10 @@ fn a_linked_worktree_commits_to_its_repository_outside_every_root() {
             (write("/Users/dev/main/a.txt"), false),
             (write(&g("worktrees/wt/gitdir")), false),
             (write(&g("worktrees/wt/commondir")), false),
+            // ... nor the person's other checkout's HEAD and index.
+            (write(&g("worktrees/other/HEAD")), false),
+            (write(&g("worktrees/other/index")), false),
+            (write(&g("worktrees/other/commondir")), false),
             (unlink(&g(&format!("objects/ab/{LOOSE}"))), false),
             (unlink(&g("objects")), false),
             (unlink("/Users/dev/main/.git"), false),
@@ -436,8 +443,8 @@ fn the_report_names_the_granted_repository() {
     assert!(
         filesystem.detail.contains(
             "(/Users/dev/main/.git is writable as the repository of the linked worktree /Users/dev/wt: its \
-             configuration, hooks, redirections, worktrees' admin files, pack files, loose objects and the main \
-             worktree's HEAD and index stay read-only)"
+             configuration, hooks, redirections, worktrees' admin files, pack files, loose objects and the HEAD and \
+             index of the main worktree and of the other worktrees stay read-only)"
         ),
         "{}",
         filesystem.detail
