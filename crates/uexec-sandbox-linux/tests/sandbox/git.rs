@@ -147,6 +147,10 @@ fn everyday_git_works_in_a_linked_worktree_whose_repository_is_outside_the_writa
         format!("echo '[core]' > {}/config.worktree", admin.display()),
         format!("echo '* filter=x' > {}/info/attributes", common.display()),
         format!("mv {}/objects {}/objects.x", common.display(), common.display()),
+        format!("mv {0}/worktrees/other {0}/worktrees/moved", common.display()),
+        format!("mv {0}/hooks {0}/hooks.x", common.display()),
+        format!("ln -sfn {} via && echo '[core]' >> via/config", common.display()),
+        format!("ln -sfn {} via2 && touch via2/hooks/pre-commit", common.display()),
         format!("touch {}/../outside.txt", common.display()),
     ] {
         let probe = bash(policy(), &wt, &attack);
