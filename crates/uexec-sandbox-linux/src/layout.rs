@@ -130,13 +130,17 @@ impl FsLayout {
         layout.ignored = git_problems;
         // The workspace (the cwd root): the root whose other tools' files are protected.
         let workspace = canonical.get(cwd).ok();
+        // One listing of the workspace's top level answers for its `.git`, `.uexec`, other tools' files and
+        // nested repositories (`TopLevel`), instead of an `lstat` each.
+        let top = workspace.as_deref().filter(|_| !writable.is_empty()).map(TopLevel::list);
         let mut tool_files_done = false;
         for root in &writable {
             let entries: Vec<PathBuf> = PROTECTED_SUBDIRS.iter().map(|name| root.root.join(name)).collect();
-            for entry in &entries {
-                layout.add_entry(entry, &mut canonical)?;
-            }
             let owner = canonical.get(&root.root).ok();
+            let known = top.as_ref().filter(|_| owner.is_some() && owner == workspace);
+            for entry in &entries {
+                layout.add_entry(entry, &mut canonical, known)?;
+            }
             for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
                 layout.add_gitdir(gitdir, owner.as_deref(), true);
             }
@@ -145,14 +149,17 @@ impl FsLayout {
             if owner.is_some() && owner == workspace && !tool_files_done {
                 tool_files_done = true;
                 for entry in tool_files.protected() {
-                    if let Some(path) =
-                        layout.add_tool_entry(&root.root.join(entry.name), entry.kind, &mut canonical)?
-                    {
+                    if let Some(path) = layout.add_tool_entry(
+                        &root.root.join(entry.name),
+                        entry.kind,
+                        &mut canonical,
+                        known,
+                    )? {
                         layout.tool_entries.push((path, entry.name));
                     }
                 }
-                if let Some(workspace) = &workspace {
-                    layout.add_nested_repositories(workspace);
+                if let (Some(workspace), Some(top)) = (&workspace, &top) {
+                    layout.add_nested_repositories(workspace, top);
                 }
             }
         }
@@ -171,7 +178,14 @@ impl FsLayout {
     /// Record protected entry `entry` (`.git` or `.uexec` of a root): protected itself when it exists inside a
     /// writable root, whatever it is. A symlink is never followed: a command may have planted it to name a writable
     /// root or an ancestor of one (`ln -s /tmp /tmp/.uexec`), and its target is no protected entry.
-    fn add_entry(&mut self, entry: &Path, canonical: &mut Canonical) -> Result<(), SandboxError> {
+    /// `known` is the listing of the directory the entry is in, when it was listed (a name it does not hold
+    /// is absent; one it holds has the type it lists), else the entry is looked up with `lstat`.
+    fn add_entry(
+        &mut self,
+        entry: &Path,
+        canonical: &mut Canonical,
+        known: Option<&TopLevel>,
+    ) -> Result<(), SandboxError> {
         let (Some(parent), Some(name)) = (entry.parent(), entry.file_name()) else {
             return Ok(());
         };
@@ -182,8 +196,12 @@ impl FsLayout {
                 return Ok(());
             }
         };
-        let meta = match fs::symlink_metadata(&entry) {
-            Ok(meta) => meta,
+        let looked_up = match known.and_then(|top| top.lookup(name)) {
+            Some(listed) => listed.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound)),
+            None => fs::symlink_metadata(&entry).map(|meta| meta.file_type()),
+        };
+        let kind = match looked_up {
+            Ok(kind) => kind,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 push_unique(&mut self.absent, entry);
                 return Ok(());
@@ -193,13 +211,13 @@ impl FsLayout {
         if !self.is_writable(&entry) {
             return Ok(());
         }
-        if meta.is_dir() && entry.file_name() == Some(std::ffi::OsStr::new(".git")) {
+        if kind.is_dir() && entry.file_name() == Some(std::ffi::OsStr::new(".git")) {
             // A git directory: writable but for what git executes or takes configuration from.
             let owner = entry.parent().map(Path::to_path_buf).unwrap_or_default();
             self.add_git_dir_contents(&entry, GitDirKind::Repository, &owner);
             return Ok(());
         }
-        if meta.file_type().is_symlink() {
+        if kind.is_symlink() {
             let target = fs::read_link(&entry).map_or_else(|e| format!("<{e}>"), |t| t.display().to_string());
             push_unique_text(
                 &mut self.ignored,
@@ -221,8 +239,9 @@ impl FsLayout {
         entry: &Path,
         kind: ToolEntryKind,
         canonical: &mut Canonical,
+        known: Option<&TopLevel>,
     ) -> Result<Option<PathBuf>, SandboxError> {
-        self.add_entry(entry, canonical)?;
+        self.add_entry(entry, canonical, known)?;
         let (Some(parent), Some(name)) = (entry.parent(), entry.file_name()) else {
             return Ok(None);
         };
@@ -255,20 +274,14 @@ impl FsLayout {
     /// ([`FsLayout::add_entry`]: a `.git` directory entry by entry, with its placeholders; a `.git` file or
     /// symlink itself), and the gitdir a `.git` file names when the rules of `add_gitdir` allow it. Deeper ones
     /// are not looked for (a walk of the tree per command); beyond the budgets the report names what was left.
-    fn add_nested_repositories(&mut self, root: &Path) {
-        let listing = match fs::read_dir(root) {
-            Ok(listing) => listing,
-            Err(e) => {
-                push_unique_text(
-                    &mut self.ignored,
-                    format!(
-                        "{}: cannot list it ({e}), so nested repositories are not protected",
-                        root.display()
-                    ),
-                );
-                return;
-            }
-        };
+    fn add_nested_repositories(&mut self, root: &Path, top: &TopLevel) {
+        if let Some(e) = &top.error {
+            push_unique_text(
+                &mut self.ignored,
+                format!("{}: cannot list it ({e}), so nested repositories are not protected", root.display()),
+            );
+            return;
+        }
         let mut found = 0usize;
         let over_budget = |layout: &mut FsLayout| {
             push_unique_text(
@@ -280,19 +293,15 @@ impl FsLayout {
                 ),
             );
         };
-        for (read, entry) in listing.enumerate() {
-            let Ok(entry) = entry else { break };
-            if read >= MAX_NESTED_SCAN_ENTRIES {
-                return over_budget(self);
-            }
+        for (name, kind) in &top.entries {
             // A symlink is not followed (it names a directory a command chose, maybe outside the workspace).
-            if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            if !kind.is_dir() {
                 continue;
             }
-            let dir = entry.path();
+            let dir = root.join(name);
             // The workspace's own `.git`, and what is read-only as a whole already (`.uexec`, other tools'
             // directories), cost no `lstat`.
-            if entry.file_name() == ".git" || holds(&self.protected, &dir) {
+            if name == ".git" || holds(&self.protected, &dir) {
                 continue;
             }
             let dot_git = dir.join(".git");
@@ -330,6 +339,9 @@ impl FsLayout {
                 );
             }
             push_unique(&mut self.protected, dot_git);
+        }
+        if !top.complete {
+            over_budget(self);
         }
     }
 
@@ -614,6 +626,55 @@ fn inspect_git(root: &Path) -> (GitEntry, Option<GitFileProblem>) {
         Ok(_) => DotGitKind::Other,
     };
     dot_git_entry(root, kind, || crate::gitdirs::read_small_file(&dot_git, MAX_GIT_FILE_BYTES))
+}
+
+/// One listing of the workspace's top level, made once per command: the names and types (`d_type`, no symlink
+/// followed) of at most `MAX_NESTED_SCAN_ENTRIES` entries. It answers for the workspace's protected entries
+/// and other tools' files (a name it lacks is absent, when the listing is complete) and is where nested
+/// repositories are looked for.
+#[derive(Debug, Default)]
+pub(crate) struct TopLevel {
+    /// The entries read, in listing order.
+    entries: Vec<(std::ffi::OsString, fs::FileType)>,
+    /// True when every entry was read (no error, within the budget).
+    complete: bool,
+    /// Why the directory could not be listed, if it could not.
+    error: Option<io::Error>,
+}
+
+impl TopLevel {
+    /// List `dir`.
+    fn list(dir: &Path) -> TopLevel {
+        let listing = match fs::read_dir(dir) {
+            Ok(listing) => listing,
+            Err(e) => return TopLevel { error: Some(e), ..TopLevel::default() },
+        };
+        let mut top = TopLevel { complete: true, ..TopLevel::default() };
+        for entry in listing {
+            if top.entries.len() >= MAX_NESTED_SCAN_ENTRIES {
+                top.complete = false;
+                break;
+            }
+            match entry.and_then(|e| e.file_type().map(|kind| (e.file_name(), kind))) {
+                Ok(found) => top.entries.push(found),
+                Err(_) => {
+                    top.complete = false;
+                    break;
+                }
+            }
+        }
+        top
+    }
+
+    /// What the listing says of `name`: `Some(Some(type))` listed, `Some(None)` absent (the listing is
+    /// complete), `None` not known (look it up).
+    fn lookup(&self, name: &std::ffi::OsStr) -> Option<Option<fs::FileType>> {
+        match self.entries.iter().find(|(n, _)| n == name) {
+            Some((_, kind)) => Some(Some(*kind)),
+            None if self.complete => Some(None),
+            None => None,
+        }
+    }
 }
 
 /// The repository made writable for the linked worktree `owner` (a canonical writable root) whose `.git` file
@@ -948,6 +1009,42 @@ mod tests {
             "{:?}",
             layout.ignored
         );
+    }
+
+    #[test]
+    fn beyond_the_listing_budget_the_workspace_s_entries_are_still_looked_up() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = fs::canonicalize(tmp.path()).unwrap();
+        for i in 0..MAX_NESTED_SCAN_ENTRIES + 8 {
+            fs::write(ws.join(format!("f{i}")), "").unwrap();
+        }
+        fs::create_dir_all(ws.join(".git/objects")).unwrap();
+        fs::write(ws.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        fs::write(ws.join(".uexec"), "").unwrap();
+        fs::write(ws.join(".mcp.json"), "{}").unwrap();
+        let tools = ToolFiles::default();
+        let layout = FsLayout::resolve(&cwd_only(), &ws, None, &tools).unwrap();
+        // Wherever the listing stopped, each entry is protected, and an absent tool directory gets its placeholder.
+        for entry in [".git/config", ".uexec", ".mcp.json", ".vscode"] {
+            assert!(layout.protected.contains(&ws.join(entry)), "{entry}: {:?}", layout.protected);
+        }
+        assert!(ws.join(".vscode").is_dir());
+        assert!(
+            layout.ignored.iter().any(|n| n.contains("so the rest are not protected")),
+            "{:?}",
+            layout.ignored
+        );
+        // Within the budget the listing answers alone, with the same result.
+        let small = tempfile::tempdir().unwrap();
+        let ws = fs::canonicalize(small.path()).unwrap();
+        fs::write(ws.join(".mcp.json"), "{}").unwrap();
+        std::os::unix::fs::symlink("/etc", ws.join(".uexec")).unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &ws, None, &tools).unwrap();
+        assert!(
+            layout.protected.contains(&ws.join(".mcp.json")) && layout.protected.contains(&ws.join(".uexec"))
+        );
+        assert!(layout.absent.contains(&ws.join(".envrc")) && layout.absent.contains(&ws.join(".git")));
+        assert!(layout.ignored.iter().any(|n| n.contains("a symlink to /etc")), "{:?}", layout.ignored);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use uexec_domain::denial::Refusal;
 use uexec_domain::hidden::HiddenPaths;
@@ -56,6 +56,9 @@ pub struct LinuxSandbox {
     hidden_budget: Option<usize>,
     /// Which other tools' files stay read-only (all by default: see [`LinuxSandbox::with_tool_files`]).
     tool_files: ToolFiles,
+    /// The last protection report made, with the plan and layout it was made from: a command whose plan and
+    /// layout are those again (most commands of a session) gets a copy instead of the report formatted anew.
+    last_report: Mutex<Option<(Plan, FsLayout, ProtectionReport)>>,
     /// The network namespace of commands with the network off, with its DNS responder (made on the first such
     /// command in the privileged mode; `None` when it cannot be: those commands then get the seccomp filter
     /// alone, and no record of their lookups).
@@ -355,7 +358,7 @@ impl Sandbox for LinuxSandbox {
             None
         };
 
-        let report = plan.report(Some(&layout));
+        let report = self.report_for(&plan, &layout);
         if report.is_degraded() {
             if !allow_degraded {
                 return Err(SandboxError::Unenforceable {
@@ -452,6 +455,23 @@ fn namespace_id(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<(u64, u64)> 
     Ok((metadata.dev(), metadata.ino()))
 }
 
+impl LinuxSandbox {
+    /// The protection report of `plan` with `layout`: the last one made when both are equal to what it was
+    /// made from (it is a function of them), else made and remembered.
+    fn report_for(&self, plan: &Plan, layout: &FsLayout) -> ProtectionReport {
+        let mut last = self.last_report.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((known_plan, known_layout, report)) = last.as_ref()
+            && known_plan == plan
+            && known_layout == layout
+        {
+            return report.clone();
+        }
+        let report = plan.report(Some(layout));
+        *last = Some((plan.clone(), layout.clone(), report.clone()));
+        report
+    }
+}
+
 /// The report for `danger-full-access`: this sandbox enforces nothing for it.
 fn full_access_report() -> ProtectionReport {
     ProtectionReport {
@@ -545,6 +565,34 @@ mod tests {
     use uexec_ports::process::{IoMode, SpawnRequest};
 
     use super::*;
+
+    #[test]
+    fn a_report_is_reused_only_for_the_same_plan_and_layout() {
+        let sandbox = LinuxSandbox::default();
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        let policy = SandboxPolicy::WorkspaceWrite {
+            writable_roots: vec![],
+            network_access: false,
+            exclude_slash_tmp: true,
+            exclude_tmpdir_env_var: true,
+        };
+        let plan = sandbox.plan(&policy);
+        let layout = FsLayout::resolve(&policy, &ws, None, &sandbox.tool_files).unwrap();
+        let first = sandbox.report_for(&plan, &layout);
+        assert_eq!(first, plan.report(Some(&layout)));
+        assert_eq!(sandbox.report_for(&plan, &layout), first);
+        // Another layout (a root more) and another plan (the network on) each get their own.
+        let mut wider = layout.clone();
+        wider.roots.push(PathBuf::from("/srv/extra"));
+        let report = sandbox.report_for(&plan, &wider);
+        assert_eq!(report, plan.report(Some(&wider)));
+        assert_ne!(report, first);
+        let mut open = plan.clone();
+        open.network_off = false;
+        assert_eq!(sandbox.report_for(&open, &layout), open.report(Some(&layout)));
+        assert_eq!(sandbox.report_for(&plan, &layout), first);
+    }
 
     /// Run `script` under `sandbox` (workspace-write in `workspace`) and return its stdout.
     fn run(sandbox: &LinuxSandbox, workspace: &Path, script: &str) -> String {
