@@ -145,7 +145,8 @@ impl FsLayout {
                 layout.add_gitdir(gitdir, owner.as_deref(), true);
             }
             // Other tools' files of the workspace (the folder the person opens in those tools); not of `/tmp`,
-            // `/dev/shm` or `$TMPDIR`, which keeps the per-command cost at one `lstat` per entry.
+            // `/dev/shm` or `$TMPDIR`: the workspace's one listing answers for them (an `lstat` each only beyond
+            // its budget).
             if owner.is_some() && owner == workspace && !tool_files_done {
                 tool_files_done = true;
                 for entry in tool_files.protected() {
