@@ -13,7 +13,7 @@ use uexec_domain::SessionId;
 use uexec_domain::limits::PTY_ROWS;
 
 use super::{
-    DETACH_KEY, FRAME_EXIT, FRAME_INPUT, FRAME_OUTPUT, Listed, Listing, Request, read_frame, write_frame,
+    DETACH_KEY, FRAME_EXIT, FRAME_INPUT, FRAME_OUTPUT, FrameReader, Listed, Listing, Request, write_frame,
 };
 use crate::cli::{AttachArgs, KillArgs, SessionsArgs};
 use crate::settings::ProcessContext;
@@ -316,9 +316,10 @@ async fn attach_async(ctx: &ProcessContext, args: &AttachArgs) -> Result<ExitCod
     }
     let mut first = true;
     let mut keys_open = true;
+    let mut frames = FrameReader::new(&mut reader);
     let ending = loop {
         tokio::select! {
-            frame = read_frame(&mut reader) => match frame {
+            frame = frames.next() => match frame {
                 Ok(Some((FRAME_OUTPUT, bytes))) => {
                     stdout.write_all(&bytes)?;
                     if std::mem::take(&mut first) && let Some(row) = status_row {

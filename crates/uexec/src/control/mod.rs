@@ -140,22 +140,53 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(
     writer.flush().await
 }
 
-/// Read one frame; `None` at the end of the stream. A frame longer than [`MAX_FRAME_BYTES`] is an error.
-pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> std::io::Result<Option<(u8, Vec<u8>)>> {
-    let mut header = [0u8; 5];
-    match reader.read_exact(&mut header).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e),
+/// Reads frames from a stream, safely inside `tokio::select!`: a call cancelled part-way (output to forward
+/// won the race) loses nothing, as what it read stays buffered for the next call. (`read_exact` would drop a
+/// half-read frame with its future and leave the stream mid-frame: a person's keys arriving while an output
+/// frame was being read ended the attach with "server ended the connection".)
+#[derive(Debug)]
+pub struct FrameReader<R> {
+    reader: R,
+    buffer: Vec<u8>,
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    /// Frames from `reader` (which may hold bytes already buffered, past a request line).
+    pub fn new(reader: R) -> FrameReader<R> {
+        FrameReader { reader, buffer: Vec::new() }
     }
-    let [kind, a, b, c, d] = header;
-    let len = u32::from_be_bytes([a, b, c, d]) as usize;
-    if len > MAX_FRAME_BYTES {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("a frame of {len} bytes")));
+
+    /// The next frame; `None` at the end of the stream. A frame longer than [`MAX_FRAME_BYTES`], or a stream
+    /// that ends inside a frame, is an error. Cancel-safe: the only await is one `read`, whose bytes are kept
+    /// as soon as it returns.
+    pub async fn next(&mut self) -> std::io::Result<Option<(u8, Vec<u8>)>> {
+        loop {
+            if let Some(&[kind, a, b, c, d]) = self.buffer.get(..5) {
+                let len = u32::from_be_bytes([a, b, c, d]) as usize;
+                if len > MAX_FRAME_BYTES {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("a frame of {len} bytes"),
+                    ));
+                }
+                if let Some(payload) = self.buffer.get(5..5 + len) {
+                    let payload = payload.to_vec();
+                    self.buffer.drain(..5 + len);
+                    return Ok(Some((kind, payload)));
+                }
+            }
+            let mut chunk = [0u8; 16 * 1024];
+            let n = self.reader.read(&mut chunk).await?;
+            if n == 0 {
+                return if self.buffer.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
+                };
+            }
+            self.buffer.extend_from_slice(chunk.get(..n).unwrap_or_default());
+        }
     }
-    let mut payload = vec![0u8; len];
-    reader.read_exact(&mut payload).await?;
-    Ok(Some((kind, payload)))
 }
 
 #[cfg(test)]
@@ -168,13 +199,31 @@ mod tests {
         let mut buffer = Vec::new();
         write_frame(&mut buffer, FRAME_OUTPUT, b"hello").await.unwrap();
         write_frame(&mut buffer, FRAME_EXIT, b"").await.unwrap();
-        let mut reader = &buffer[..];
-        assert_eq!(read_frame(&mut reader).await.unwrap(), Some((FRAME_OUTPUT, b"hello".to_vec())));
-        assert_eq!(read_frame(&mut reader).await.unwrap(), Some((FRAME_EXIT, Vec::new())));
-        assert_eq!(read_frame(&mut reader).await.unwrap(), None);
+        let mut frames = FrameReader::new(&buffer[..]);
+        assert_eq!(frames.next().await.unwrap(), Some((FRAME_OUTPUT, b"hello".to_vec())));
+        assert_eq!(frames.next().await.unwrap(), Some((FRAME_EXIT, Vec::new())));
+        assert_eq!(frames.next().await.unwrap(), None);
         let mut huge = vec![FRAME_INPUT];
         huge.extend_from_slice(&u32::MAX.to_be_bytes());
-        assert!(read_frame(&mut &huge[..]).await.is_err());
+        assert!(FrameReader::new(&huge[..]).next().await.is_err());
+        // A stream that ends inside a frame is an error, not a clean end.
+        assert!(FrameReader::new(&buffer[..7]).next().await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_read_cancelled_mid_frame_loses_nothing() {
+        let (mut tx, rx) = tokio::io::duplex(64);
+        let mut frames = FrameReader::new(rx);
+        let mut bytes = Vec::new();
+        write_frame(&mut bytes, FRAME_OUTPUT, b"first frame").await.unwrap();
+        write_frame(&mut bytes, FRAME_INPUT, b"second").await.unwrap();
+        // Half of the first frame arrives, and the read is cancelled (as `select!` does when another branch wins).
+        tx.write_all(&bytes[..8]).await.unwrap();
+        let cancelled = tokio::time::timeout(std::time::Duration::from_millis(20), frames.next()).await;
+        assert!(cancelled.is_err(), "no whole frame yet");
+        tx.write_all(&bytes[8..]).await.unwrap();
+        assert_eq!(frames.next().await.unwrap(), Some((FRAME_OUTPUT, b"first frame".to_vec())));
+        assert_eq!(frames.next().await.unwrap(), Some((FRAME_INPUT, b"second".to_vec())));
     }
 
     #[test]

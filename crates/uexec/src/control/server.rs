@@ -10,8 +10,8 @@ use uexec_domain::SessionId;
 use uexec_engine::{Engine, LiveState, SessionView, WatchEvent};
 
 use super::{
-    FRAME_EXIT, FRAME_INPUT, FRAME_OUTPUT, Listed, Listing, MAX_REQUEST_BYTES, Request, ServerInfo,
-    read_frame, write_frame,
+    FRAME_EXIT, FRAME_INPUT, FRAME_OUTPUT, FrameReader, Listed, Listing, MAX_REQUEST_BYTES, Request,
+    ServerInfo, write_frame,
 };
 use crate::audit::AuditLog;
 use crate::settings::Settings;
@@ -291,6 +291,7 @@ async fn attach(
     answer(&mut write, json!({ "ok": true, "tty": watch.tty, "write": keyboard })).await?;
     write_frame(&mut write, FRAME_OUTPUT, &watch.present).await?;
     let mut typed = 0u64;
+    let mut frames = FrameReader::new(&mut reader);
     let outcome = loop {
         tokio::select! {
             event = watch.next() => match event {
@@ -302,7 +303,7 @@ async fn attach(
                 }
                 None => break "dropped",
             },
-            frame = read_frame(&mut reader) => match frame {
+            frame = frames.next() => match frame {
                 Ok(Some((FRAME_INPUT, bytes))) if keyboard && !bytes.is_empty() => {
                     let len = bytes.len() as u64;
                     match engine.write_for_person(session, bytes).await {
