@@ -34,19 +34,30 @@ pub fn gather_writes(
     SandboxWrites::gather(&facts, |dir| std::fs::canonicalize(dir).ok())
 }
 
-/// The repository of each of `dirs` that is a linked worktree: its `.git` file names
-/// `<repository>/worktrees/<id>` (`uexec_domain::gitdir::worktree_common_dir`). Both sandboxes make such a
-/// repository writable for the worktree when it lists the directory as its worktree
-/// (`uexec_domain::gitdir::worktree_grant`); here it counts whenever it is named, a superset, so that git run
-/// outside the sandbox in the main work tree is checked like git in the workspace. One `lstat` per directory
-/// without a `.git` file; a `.git` file is read as the sandbox reads it (regular, small, not followed).
+/// The repository of each of `dirs` that is a linked worktree whose repository the sandbox may make writable
+/// for it: its `.git` file names `<repository>/worktrees/<id>` and the rule of both sandboxes,
+/// `uexec_domain::gitdir::worktree_grant`, allows it (that directory's `commondir` names the repository and
+/// its `gitdir` file, outside every root, links back to this directory's `.git`). The sandboxes also require
+/// `HEAD`, `objects/` and no symlink on the way, which are not checked here: a superset of what they grant, so
+/// that git run outside the sandbox in the main work tree is checked like git in the workspace. A `.git` file
+/// a command planted, naming another directory's worktree (or `/usr/worktrees/x`), adds nothing. One `lstat`
+/// per directory without a `.git` file; each file is read as the sandbox reads a `.git` file (regular, small,
+/// not followed, without blocking).
 fn worktree_repositories(dirs: &[PathBuf]) -> Vec<PathBuf> {
-    use uexec_domain::gitdir::{MAX_GIT_FILE_BYTES, parse_git_file, worktree_common_dir};
+    use uexec_domain::gitdir::{MAX_GIT_FILE_BYTES, parse_git_file, worktree_grant};
+    let read = |path: &Path| crate::os::read_small_regular_file(path, MAX_GIT_FILE_BYTES);
+    let roots: Vec<PathBuf> = dirs
+        .iter()
+        .flat_map(|dir| std::iter::once(dir.clone()).chain(std::fs::canonicalize(dir).ok()))
+        .collect();
     dirs.iter()
         .filter(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok_and(|m| m.is_file()))
         .filter_map(|dir| {
-            let content = crate::os::read_small_regular_file(&dir.join(".git"), MAX_GIT_FILE_BYTES)?;
-            worktree_common_dir(&parse_git_file(dir, &content).ok()?)
+            let root = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+            let gitdir = parse_git_file(&root, &read(&dir.join(".git"))?).ok()?;
+            let commondir = read(&gitdir.join("commondir"))?;
+            let back_link = read(&gitdir.join("gitdir"))?;
+            worktree_grant(&root, &gitdir, &commondir, &back_link, &roots).ok()
         })
         .collect()
 }
@@ -211,7 +222,14 @@ mod tests {
         let hook = base.join("main/.git/hooks/post-checkout");
         let plain = gather_writes(&policy, &ws, None, &[]);
         assert_eq!(writable_by_sandbox(&hook, &plain), None, "no .git file: the repository is not counted");
+        let admin = base.join("main/.git/worktrees/wt");
+        std::fs::create_dir_all(&admin).unwrap();
+        std::fs::write(admin.join("commondir"), "../..\n").unwrap();
         std::fs::write(ws.join(".git"), "gitdir: ../main/.git/worktrees/wt\n").unwrap();
+        // The repository lists another work tree: a planted `.git` naming it counts for nothing.
+        std::fs::write(admin.join("gitdir"), format!("{}\n", base.join("elsewhere/.git").display())).unwrap();
+        assert_eq!(gather_writes(&policy, &ws, None, &[]), plain, "not this directory's worktree");
+        std::fs::write(admin.join("gitdir"), format!("{}\n", ws.join(".git").display())).unwrap();
         let writes = gather_writes(&policy, &ws, None, &[]);
         let found = writable_by_sandbox(&hook, &writes).expect("counted");
         assert_eq!(found.root, base.join("main/.git"));
