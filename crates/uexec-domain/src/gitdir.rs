@@ -493,7 +493,8 @@ pub fn worktree_grant_text(repository: &Path, worktree: &Path) -> String {
 /// with `commondir` = `../..` and a `gitdir` file naming `root/.git` back. `commondir` and `back_link` are
 /// those two files' contents (at most [`MAX_GIT_FILE_BYTES`], read without following a symlink). The back link
 /// lies outside every writable root, so no sandboxed command could have written it (in a granted repository
-/// the worktrees' `gitdir` files stay read-only): a `.git` file a command planted in a root cannot name a
+/// the worktrees' `gitdir` files stay read-only; a command there can make a new worktree, which extends only
+/// that same repository to another directory): a `.git` file a command planted in a root cannot name a
 /// repository into writing unless that repository already lists the root as its worktree. `roots` are every
 /// writable root, canonical.
 pub fn worktree_grant(
