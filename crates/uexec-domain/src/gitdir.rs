@@ -475,6 +475,11 @@ impl fmt::Display for NoWorktreeGrant {
     }
 }
 
+/// A checkout's own files in its git directory: the branch it has checked out and its staged changes. Kept
+/// read-only, in a repository granted by [`worktree_grant`], for the main worktree and every other linked
+/// worktree (the person's other checkouts).
+pub const CHECKOUT_FILES: [&str; 2] = ["HEAD", "index"];
+
 /// The protection report's words for a repository granted to the linked worktree `worktree` by
 /// [`worktree_grant`] (both adapters say it the same way).
 pub fn worktree_grant_text(repository: &Path, worktree: &Path) -> String {

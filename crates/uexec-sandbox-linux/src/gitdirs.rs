@@ -30,6 +30,9 @@ pub(crate) struct GitDirProtection {
     pub(crate) protected: Vec<PathBuf>,
     /// What was not looked into, or why a git directory stays read-only as a whole (for the report).
     pub(crate) notes: Vec<String>,
+    /// The linked worktrees' administrative directories the walk found in the git directory's `worktrees/`
+    /// (none when it stays read-only as a whole).
+    pub(crate) worktrees: Vec<PathBuf>,
 }
 
 /// Whether a common dir named by a linked worktree's `commondir` may be protected (the caller's rules: P3 of
@@ -49,6 +52,9 @@ pub(crate) fn protect(gitdir: &Path, kind: GitDirKind, allow_common: CommonDirCh
         // Not a repository git can use (nor one whose placeholders could all be made): frozen whole.
         return whole(gitdir, format!("{}: no objects directory", gitdir.display()));
     }
+    let worktrees = gitdir.join("worktrees");
+    out.worktrees =
+        dirs.iter().map(|(dir, _)| dir).filter(|dir| dir.parent() == Some(&worktrees)).cloned().collect();
     for (dir, kind) in &dirs {
         if *kind == GitDirKind::Repository && dir != gitdir && !is_real_dir(&dir.join("objects")) {
             // A `worktrees/<id>` without commondir, a module without objects: git would use its config and
@@ -208,6 +214,7 @@ fn whole(gitdir: &Path, why: String) -> GitDirProtection {
     GitDirProtection {
         protected: vec![gitdir.to_path_buf()],
         notes: vec![format!("{}: read-only as a whole ({why})", gitdir.display())],
+        worktrees: Vec::new(),
     }
 }
 

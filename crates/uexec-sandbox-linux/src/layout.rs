@@ -397,20 +397,12 @@ impl FsLayout {
         let common = granted_repository(gitdir, owner, &self.roots)?;
         self.roots.push(common.clone());
         self.worktree_repositories.push((common.clone(), owner.to_path_buf()));
-        self.add_git_dir_contents(&common, GitDirKind::Repository, &common);
-        // The person's other checkouts: the main worktree's and every other linked worktree's `HEAD` and
-        // `index` (real directories only; more than the walk allows made the repository read-only already).
-        let others: Vec<PathBuf> = fs::read_dir(common.join("worktrees"))
-            .into_iter()
-            .flatten()
-            .filter_map(Result::ok)
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .map(|e| e.path())
-            .filter(|dir| *dir != normalize_lexically(gitdir))
-            .take(uexec_domain::gitdir::MAX_GIT_DIRS)
-            .collect();
-        for dir in std::iter::once(common.clone()).chain(others) {
-            for name in ["HEAD", "index"] {
+        let worktrees = self.add_git_dir_contents(&common, GitDirKind::Repository, &common);
+        // The person's other checkouts: the main worktree's and every other linked worktree the walk found
+        // (none when the repository stays read-only as a whole).
+        let ours = normalize_lexically(gitdir);
+        for dir in std::iter::once(common.clone()).chain(worktrees.into_iter().filter(|dir| *dir != ours)) {
+            for name in uexec_domain::gitdir::CHECKOUT_FILES {
                 let path = dir.join(name);
                 if fs::symlink_metadata(&path).is_ok() {
                     push_unique(&mut self.protected, path);
@@ -440,8 +432,9 @@ impl FsLayout {
 
     /// Record the protected entries of the git directory `gitdir` (a real directory in the writable root `owner`),
     /// those of the git directories below it and of a common dir in `owner` that a linked worktree's
-    /// `commondir` names, and what is not looked into (see `crate::gitdirs`).
-    fn add_git_dir_contents(&mut self, gitdir: &Path, kind: GitDirKind, owner: &Path) {
+    /// `commondir` names, and what is not looked into (see `crate::gitdirs`); returns the linked worktrees'
+    /// admin directories found in its `worktrees/`.
+    fn add_git_dir_contents(&mut self, gitdir: &Path, kind: GitDirKind, owner: &Path) -> Vec<PathBuf> {
         let check = |common: &Path| self.gitdir_verdict(common, owner).map(|()| common.to_path_buf());
         let found = crate::gitdirs::protect(gitdir, kind, &check);
         for path in found.protected {
@@ -450,6 +443,7 @@ impl FsLayout {
         for note in found.notes {
             push_unique_text(&mut self.ignored, note);
         }
+        found.worktrees
     }
 
     /// The roots to bind-mount writable: the canonical roots minus those beneath another root (the outer root's

@@ -27,6 +27,9 @@ pub(crate) struct GitDirProtection {
     pub(crate) read_only: Vec<PathBuf>,
     /// What was not looked into, or why something is denied as a whole (for the report).
     pub(crate) notes: Vec<String>,
+    /// The linked worktrees' administrative directories the walk found in the git directory's `worktrees/`
+    /// (none when `worktrees/` is denied as a whole).
+    pub(crate) worktrees: Vec<PathBuf>,
 }
 
 /// Whether a common dir named by a linked worktree's `commondir` may be protected, and its path to deny under
@@ -74,6 +77,9 @@ pub(crate) fn protect(
             (heads, true)
         }
     };
+    let worktrees = gitdir.join("worktrees");
+    out.worktrees =
+        dirs.iter().map(|(dir, _)| dir).filter(|dir| dir.parent() == Some(&worktrees)).cloned().collect();
     for (dir, kind) in &dirs {
         if *kind == GitDirKind::Repository
             && (dir != gitdir || whole_without_objects)

@@ -40,8 +40,8 @@ use uexec_domain::SandboxPolicy;
 use uexec_ports::SandboxError;
 
 use uexec_domain::gitdir::{
-    GitDirKind, GitFileProblem, MAX_GIT_DIRS, NoWorktreeGrant, UnprotectedGitdir, normalize_lexically,
-    worktree_common_dir, worktree_grant,
+    GitDirKind, GitFileProblem, NoWorktreeGrant, UnprotectedGitdir, normalize_lexically, worktree_common_dir,
+    worktree_grant,
 };
 use uexec_domain::tool_files::ToolFiles;
 use uexec_domain::{GitEntry, PROTECTED_SUBDIRS, WritableRoot};
@@ -402,13 +402,16 @@ fn profile_roots(
         roots.push(common.clone());
         spelled.push((common.clone(), common.clone()));
         let check = |dir: &Path| protected_gitdir(resolver, dir, common, &spelled);
-        let found = protect(common, GitDirKind::Repository, false, resolver, &check, &mut loose_left);
+        let mut found = protect(common, GitDirKind::Repository, false, resolver, &check, &mut loose_left);
+        // The other checkouts the walk found (none when `worktrees/` is denied as a whole).
+        let others = std::mem::take(&mut found.worktrees);
         add_protection(found, &mut read_only, &mut ignored);
-        let others = resolver.list_dirs(&common.join("worktrees")).unwrap_or_default();
         let checkouts = std::iter::once(common.clone())
-            .chain(others.into_iter().filter(|dir| !granted_admins.contains(dir)).take(MAX_GIT_DIRS));
-        for (dir, name) in checkouts.flat_map(|dir| [(dir.clone(), "HEAD"), (dir, "index")]) {
-            push_unique(&mut read_only, dir.join(name));
+            .chain(others.into_iter().filter(|dir| !granted_admins.contains(dir)));
+        for dir in checkouts {
+            for name in uexec_domain::gitdir::CHECKOUT_FILES {
+                push_unique(&mut read_only, dir.join(name));
+            }
         }
     }
     // An entry that exists under one spelling of a root exists under all: drop it from the absent list.
