@@ -27,11 +27,16 @@ pub fn gather_writes(
     tmpdir: Option<&Path>,
     sandbox_dirs: &[PathBuf],
 ) -> SandboxWrites {
+    let canonical = |dir: &Path| std::fs::canonicalize(dir).ok();
     let facts = WritableFacts { policy, workspace, tmpdir, sandbox_dirs };
+    let writes = SandboxWrites::gather(&facts, canonical);
+    let repositories = worktree_repositories(&facts.directories(), writes.roots());
+    if repositories.is_empty() {
+        return writes;
+    }
     let mut dirs = sandbox_dirs.to_vec();
-    dirs.extend(worktree_repositories(&facts.directories()));
-    let facts = WritableFacts { sandbox_dirs: &dirs, ..facts };
-    SandboxWrites::gather(&facts, |dir| std::fs::canonicalize(dir).ok())
+    dirs.extend(repositories);
+    SandboxWrites::gather(&WritableFacts { sandbox_dirs: &dirs, ..facts }, canonical)
 }
 
 /// The repository of each of `dirs` that is a linked worktree whose repository the sandbox may make writable
@@ -42,14 +47,10 @@ pub fn gather_writes(
 /// that git run outside the sandbox in the main work tree is checked like git in the workspace. A `.git` file
 /// a command planted, naming another directory's worktree (or `/usr/worktrees/x`), adds nothing. One `lstat`
 /// per directory without a `.git` file; each file is read as the sandbox reads a `.git` file (regular, small,
-/// not followed, without blocking).
-fn worktree_repositories(dirs: &[PathBuf]) -> Vec<PathBuf> {
+/// not followed, without blocking). `roots` are the roots gathered from `dirs`, given and canonical.
+fn worktree_repositories(dirs: &[PathBuf], roots: &[PathBuf]) -> Vec<PathBuf> {
     use uexec_domain::gitdir::{MAX_GIT_FILE_BYTES, parse_git_file, worktree_grant};
     let read = |path: &Path| crate::os::read_small_regular_file(path, MAX_GIT_FILE_BYTES);
-    let roots: Vec<PathBuf> = dirs
-        .iter()
-        .flat_map(|dir| std::iter::once(dir.clone()).chain(std::fs::canonicalize(dir).ok()))
-        .collect();
     dirs.iter()
         .filter(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok_and(|m| m.is_file()))
         .filter_map(|dir| {
@@ -57,7 +58,7 @@ fn worktree_repositories(dirs: &[PathBuf]) -> Vec<PathBuf> {
             let gitdir = parse_git_file(&root, &read(&dir.join(".git"))?).ok()?;
             let commondir = read(&gitdir.join("commondir"))?;
             let back_link = read(&gitdir.join("gitdir"))?;
-            worktree_grant(&root, &gitdir, &commondir, &back_link, &roots).ok()
+            worktree_grant(&root, &gitdir, &commondir, &back_link, roots).ok()
         })
         .collect()
 }
