@@ -1,12 +1,13 @@
 //! Project automation, one binary with subcommands: `cargo xtask ci`, `cargo xtask layering`,
-//! `cargo xtask tidy`, `cargo xtask deploy`, `cargo xtask examples`, `cargo xtask package`, `cargo xtask bench`,
+//! `cargo xtask tidy`, `cargo xtask deploy`, `cargo xtask environments`, `cargo xtask examples`, `cargo xtask package`, `cargo xtask bench`,
 //! `cargo xtask fuzz`, `cargo xtask soak`, `cargo xtask soak-fleet`.
 //!
 //! `ci` is what `.ci/run` calls and what the README names as the test command: formatting, clippy with
 //! warnings denied (for this machine, for both macOS targets, and for Windows the domain, the ports and the
 //! engine, whose standard libraries it installs with rustup when missing; linking needs the platform's SDK,
 //! checking does not), cargo-deny, the layering and tidy
-//! checks, the Kubernetes manifests' schema check, every test (nextest plus doctests), every example of the
+//! checks, the Kubernetes manifests' schema check, every test (nextest plus doctests; the environment-aware
+//! tests again as an ordinary user and in a container-like environment), every example of the
 //! workspace run to exit 0, and `cargo package` of the publishable crates.
 
 // A command-line tool: printing is its job.
@@ -14,6 +15,7 @@
 
 mod bench;
 mod deploy;
+mod environments;
 mod examples;
 mod fuzz;
 mod layering;
@@ -42,6 +44,9 @@ commands:
               claim of ARCHITECTURE.md or a crate README that it holds (unsafe, environment reads, the
               engine's files, xtask commands, dependencies) no longer matches the tree
   deploy      validate deploy/kubernetes/*.yaml against the Kubernetes API schemas (kubernetes-validate from PyPI)
+  environments  the environment-aware tests (crates/uexec/tests/environments.rs) as an ordinary user (uexec-ci,
+              created when missing) and in a container-like environment (container-sim: no new namespaces, no
+              mounts, no CAP_SYS_ADMIN), as root and as that user; the root run is nextest's
   examples    build every example of the workspace and run each (stdin /dev/null, must exit 0 in 120 s)
   package     cargo package (verified) of every publishable crate, together
   soak-fleet  16 uexec servers on loopback ports, 64 concurrent clients with interactive scenarios, isolation and
@@ -95,6 +100,7 @@ fn main() -> Result<()> {
         "examples" => no_flags().and_then(|()| examples::run(&root)),
         "package" => no_flags().and_then(|()| package::run(&root)),
         "deploy" => no_flags().and_then(|()| deploy::run(&root)),
+        "environments" => no_flags().and_then(|()| environments::run(&root)),
         "soak-fleet" => {
             known_flags(command, rest, &[], &["--servers", "--clients", "--rounds"])?;
             soak_fleet(&root, rest)
@@ -209,6 +215,7 @@ fn ci(root: &Path) -> Result<()> {
     step("tidy", || tidy::run(root))?;
     step("deploy", || deploy::run(root))?;
     step("nextest", || cargo(root, &["nextest", "run", "--workspace", "--all-features", "--no-fail-fast"]))?;
+    step("environments (ordinary user, container)", || environments::run(root))?;
     step("doctests", || cargo(root, &["test", "--workspace", "--all-features", "--doc"]))?;
     step("examples", || examples::run(root))?;
     step("package", || package::run(root))?;

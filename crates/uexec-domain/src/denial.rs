@@ -189,6 +189,9 @@ pub enum Refusal {
     },
     /// Tracing or debugging (ptrace and friends), which the sandbox always refuses.
     Trace,
+    /// Network access with the network off where nothing recorded the lookup (no offline namespace): the
+    /// seccomp filter refuses every socket but a unix one, and the output shows a resolver or socket failure.
+    Network,
 }
 
 impl Refusal {
@@ -196,7 +199,9 @@ impl Refusal {
     pub fn source(&self) -> EvidenceSource {
         match self {
             Refusal::Lookup { .. } | Refusal::Connect { .. } => EvidenceSource::Sandbox,
-            Refusal::File { .. } | Refusal::Signal { .. } | Refusal::Trace => EvidenceSource::Output,
+            Refusal::File { .. } | Refusal::Signal { .. } | Refusal::Trace | Refusal::Network => {
+                EvidenceSource::Output
+            }
         }
     }
 
@@ -212,6 +217,7 @@ impl Refusal {
             Refusal::File { path, .. } => format!("write to {path} ({reason})"),
             Refusal::Signal { target } => format!("signal to process {target} ({reason})"),
             Refusal::Trace => format!("ptrace ({reason})"),
+            Refusal::Network => format!("network access ({reason})"),
         }
     }
 
@@ -225,6 +231,7 @@ impl Refusal {
             Refusal::File { .. } => "write",
             Refusal::Signal { .. } => "signal",
             Refusal::Trace => "ptrace",
+            Refusal::Network => "network",
         }
     }
 
@@ -234,14 +241,14 @@ impl Refusal {
             Refusal::Lookup { name } => Some(name),
             Refusal::Connect { target, .. } | Refusal::Signal { target } => Some(target),
             Refusal::File { path, .. } => Some(path),
-            Refusal::Trace => None,
+            Refusal::Trace | Refusal::Network => None,
         }
     }
 
     /// Why it was refused (`network off`, `outside the writable roots`, `protected entry /w/.git/config`).
     pub fn reason(&self) -> String {
         match self {
-            Refusal::Lookup { .. } => "network off".to_owned(),
+            Refusal::Lookup { .. } | Refusal::Network => "network off".to_owned(),
             Refusal::Connect { reason, .. } => reason.clone(),
             Refusal::File { path, rule } => match rule {
                 FileRule::ReadOnlyPolicy => "read-only sandbox".to_owned(),
@@ -301,6 +308,7 @@ impl Refusal {
                 format!("hidden_paths / hide_secrets in the config, or {ESCALATE}")
             }
             Refusal::Signal { .. } | Refusal::Trace => format!("only {ESCALATE}"),
+            Refusal::Network => format!("--allow-domain HOST, network = true, or {ESCALATE}"),
         }
     }
 }
@@ -596,6 +604,35 @@ pub fn process_refusals(output: &[u8]) -> Vec<Refusal> {
         }
     }
     found
+}
+
+/// Lower-case fragments of what a resolver or a socket call prints when the network is cut off: a lookup
+/// that cannot open a socket, a connection refused by a filter, an unreachable network.
+const NETWORK_FAILURES: [&str; 10] = [
+    "could not resolve host",
+    "temporary failure in name resolution",
+    "name or service not known",
+    "no address associated with hostname",
+    "failed to resolve",
+    "failed to lookup address",
+    "network is unreachable",
+    "socket: operation not permitted",
+    "connect: operation not permitted",
+    "getaddrinfo",
+];
+
+/// A network refusal the output reports, for a command that ran with the network off where nothing records its
+/// lookups (no offline namespace): the evidence is the output's wording, and only network wording counts, so a
+/// file the person cannot read (`cat /etc/shadow`) is not taken for the sandbox's refusal.
+pub fn network_refusals(output: &[u8]) -> Vec<Refusal> {
+    let text = String::from_utf8_lossy(output);
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.len().saturating_sub(MAX_SEARCHED_LINES);
+    let seen = lines[start..].iter().any(|line| {
+        let lower = line.to_ascii_lowercase();
+        NETWORK_FAILURES.iter().any(|phrase| lower.contains(phrase))
+    });
+    if seen { vec![Refusal::Network] } else { Vec::new() }
 }
 
 /// True when a run that exited with `exit_code` and printed `output` was most likely denied by the sandbox.

@@ -292,6 +292,98 @@ fn apply_mounts(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
     Ok(())
 }
 
+/// Why [`try_mounts`] failed: the step and its errno, as the forked child saw them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ProbeFailure {
+    /// The step (a [`ChildSetupFailure`] stage, or the probe's own `pipe2`/`fork`).
+    pub(crate) stage: String,
+    /// Its errno.
+    pub(crate) errno: i32,
+}
+
+/// Try step 1 for `plan` in a forked child that then exits: what a command would get, learnt by doing it (a
+/// container's seccomp profile, an outer sandbox or an AppArmor rule refuse it where sysctls and capabilities
+/// say nothing). The child only issues raw system calls on data prepared here, so forking a threaded process
+/// is safe; it reports the failing step through a pipe and is reaped before this returns. Nothing it did
+/// outlives it: its namespaces die with it.
+pub(crate) fn try_mounts(plan: &MountPlan) -> Result<(), ProbeFailure> {
+    let fail = |stage: &str| ProbeFailure { stage: stage.to_owned(), errno: last_errno() };
+    let mut fds = [-1i32; 2];
+    // SAFETY: pipe2 writes two descriptors into the two-element array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(fail("pipe2"));
+    }
+    let [read_end, write_end] = fds;
+    // SAFETY: the child runs only `apply_mounts` (raw system calls on `plan`, which the fork copied), a raw
+    // `write` and `_exit`: nothing that needs a lock another thread might hold.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let code = match apply_mounts(plan) {
+            Ok(()) => 0,
+            Err(failure) => {
+                let mut message = [0u8; 128];
+                let stage = failure.stage.as_bytes();
+                let len = stage.len().min(message.len() - 4);
+                message[..4].copy_from_slice(&failure.errno.to_le_bytes());
+                message[4..4 + len].copy_from_slice(&stage[..len]);
+                // SAFETY: write from a stack buffer of at least `4 + len` bytes to the pipe's write end.
+                let _ = unsafe {
+                    sys::syscall(
+                        libc::SYS_write,
+                        [write_end as usize, message.as_ptr() as usize, 4 + len, 0, 0, 0],
+                    )
+                };
+                1
+            }
+        };
+        // SAFETY: _exit ends the child without running anything of the parent's (no atexit, no destructors).
+        unsafe { libc::_exit(code) }
+    }
+    let forked = if pid < 0 { Err(fail("fork")) } else { Ok(pid) };
+    // SAFETY: closing the write end this process holds (the child has its own copy).
+    unsafe { libc::close(write_end) };
+    let mut message = [0u8; 128];
+    let mut filled = 0;
+    while forked.is_ok() && filled < message.len() {
+        // SAFETY: read into the unfilled part of a stack buffer.
+        let n =
+            unsafe { libc::read(read_end, message[filled..].as_mut_ptr().cast(), message.len() - filled) };
+        match n {
+            n if n > 0 => filled += n as usize,
+            n if n < 0 && last_errno() == libc::EINTR => continue,
+            _ => break,
+        }
+    }
+    // SAFETY: closing the read end opened above.
+    unsafe { libc::close(read_end) };
+    let pid = forked?;
+    let mut status = 0;
+    // SAFETY: waitpid on the child forked above, into a local.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+        if last_errno() != libc::EINTR {
+            return Err(fail("waitpid"));
+        }
+    }
+    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+        return Ok(());
+    }
+    match message.get(..4).filter(|_| filled >= 4) {
+        Some(errno) => Err(ProbeFailure {
+            stage: String::from_utf8_lossy(&message[4..filled]).into_owned(),
+            errno: i32::from_le_bytes([errno[0], errno[1], errno[2], errno[3]]),
+        }),
+        None => Err(ProbeFailure {
+            stage: format!("the probe child (wait status {status})"),
+            errno: libc::ECHILD,
+        }),
+    }
+}
+
+/// The calling thread's errno.
+fn last_errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
+
 /// Step 1 with a namespace built earlier: `setns` into it (the root and the working directory become its root),
 /// `unshare` a UTS namespace of the command's own, then enter the working directory again.
 fn enter_mounts(namespace: i32, cwd: &CStr) -> Result<(), ChildSetupFailure> {
@@ -410,13 +502,13 @@ fn build_tree(plan: &MountPlan, strict_proc: bool) -> Result<(), ChildSetupFailu
     Ok(())
 }
 
-/// Cover the hidden secret locations: an empty read-only tmpfs (mode 000) over each directory, a read-only
+/// Cover the hidden secret locations: an empty read-only tmpfs (mode 555: listable, empty, for root and everyone else) over each directory, a read-only
 /// `nodev`/`noexec` copy of `/dev/null` over each file. Opening a hidden file then fails with `EACCES` (a device
 /// on a `nodev` mount), whoever asks; a hidden directory is empty. Both are mount points, so a command cannot
 /// rename, remove or hard-link them away (`EBUSY`, `EXDEV`).
 ///
 /// Only the first hidden directory gets a new tmpfs; the others get a copy of that mount (`open_tree` clone and
-/// `move_mount`), which shares its superblock: the same empty, read-only, mode-000 directory, without creating and
+/// `move_mount`), which shares its superblock: the same empty, read-only directory, without creating and
 /// later tearing down one filesystem per directory. Nothing can be written to it, so sharing it shares nothing.
 fn hide(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
     let flags = (libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC) as usize;
@@ -441,7 +533,7 @@ fn hide(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
         let ret = unsafe {
             sys::syscall(
                 libc::SYS_mount,
-                [ptr(c"tmpfs"), ptr(first), ptr(c"tmpfs"), flags, ptr(c"size=4k,nr_inodes=1,mode=000"), 0],
+                [ptr(c"tmpfs"), ptr(first), ptr(c"tmpfs"), flags, ptr(c"size=4k,nr_inodes=1,mode=555"), 0],
             )
         };
         check("mount(tmpfs) over a hidden directory", ret)?;

@@ -162,9 +162,14 @@ impl Plan {
         format!("no seccomp: {}", self.seccomp_missing.as_deref().unwrap_or("unavailable"))
     }
 
-    /// Why there is no mount namespace.
+    /// Why there is no mount namespace, in full (said once, by `metadata`, the first protection it takes away).
     fn no_mounts(&self) -> String {
         format!("no private mount namespace: {}", self.mounts_missing.as_deref().unwrap_or("unavailable"))
+    }
+
+    /// The same, short, for the other protections it takes away.
+    fn no_mounts_short(&self) -> &'static str {
+        "no private mount namespace (see metadata)"
     }
 
     fn filesystem(&self, layout: Option<&FsLayout>) -> Protection {
@@ -266,7 +271,10 @@ impl Plan {
             return protection(
                 "read_only_subpaths",
                 ProtectionStatus::Off,
-                format!("{}, Landlock cannot exempt .git or .uexec inside a writable root", self.no_mounts()),
+                format!(
+                    "{}, Landlock cannot exempt .git or .uexec inside a writable root",
+                    self.no_mounts_short()
+                ),
             );
         };
         let what = match layout {
@@ -324,7 +332,7 @@ impl Plan {
             return protection(
                 "hidden_paths",
                 ProtectionStatus::Off,
-                format!("{}, secret locations under the home stay readable", self.no_mounts()),
+                format!("{}, secret locations under the home stay readable", self.no_mounts_short()),
             );
         };
         let what = match layout.map(|l| &l.hidden) {
@@ -406,7 +414,7 @@ impl Plan {
             Some(MountMode::UserNamespace) => Some(
                 "an overlay needs CAP_SYS_ADMIN (the sandbox runs in an unprivileged user namespace)".into(),
             ),
-            None => Some(self.no_mounts()),
+            None => Some(self.no_mounts_short().to_owned()),
         }
         .or_else(|| self.copy_on_write_unavailable.clone());
         if let Some(why) = unavailable {
@@ -622,10 +630,11 @@ impl Plan {
             return protection(
                 NAME,
                 ProtectionStatus::NotRequested,
-                "keyword heuristic only (the fallback): without the offline namespace (network off, seccomp and \
-                 CAP_SYS_ADMIN) nothing records a lookup, so a failure counts as the sandbox's when its output \
-                 holds a denial keyword or it exited 159"
-                    .into(),
+                format!(
+                    "lookups not recorded: without the offline namespace (network off, seccomp and CAP_SYS_ADMIN) \
+                     nothing records a lookup, so a network refusal is known from a failing command's resolver or \
+                     socket errors (noted \"seen in the output\"); {PLAN}; no keyword heuristic"
+                ),
             );
         };
         protection(NAME, ProtectionStatus::Enforced, format!("{recorded}; {PLAN}; no keyword heuristic"))
@@ -849,7 +858,7 @@ mod tests {
         offline.offline = false;
         let fallback = entry(&offline);
         assert_eq!(fallback.status, ProtectionStatus::NotRequested);
-        assert!(fallback.detail.starts_with("keyword heuristic only (the fallback)"), "{}", fallback.detail);
+        assert!(fallback.detail.starts_with("lookups not recorded"), "{}", fallback.detail);
         let online = SandboxPolicy::ReadOnly { network_access: true };
         let mut proxied = Plan::new(&online, &full());
         proxied.proxy = Some((3128, "pypi.org".into()));

@@ -14,29 +14,49 @@ use uexec_ports::RefusalQuery;
 use crate::hidden::HiddenLayout;
 use crate::layout::FsLayout;
 
-/// The plan `query`'s command ran under, as the domain matches paths against it (`None` when the layout cannot
-/// be worked out now: a root removed since, say).
+/// Which of the plan's file rules the kernel enforced for the command: a refusal is only claimed for a rule
+/// that was in force (without a mount namespace, a failure under `~/.ssh` or in `.git` is not the sandbox's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Enforced {
+    /// The private mount namespace: protected entries, tool files and hidden locations.
+    pub(crate) mounts: bool,
+    /// Landlock: writes outside the writable roots (the read-only remount covers them too).
+    pub(crate) landlock: bool,
+}
+
+/// The plan `query`'s command ran under, as the domain matches paths against it, reduced to the rules
+/// `enforced` (`None` when the layout cannot be worked out now, a root removed since, say, or when nothing
+/// about files was enforced).
 fn file_plan(
     query: &RefusalQuery<'_>,
     hidden: &HiddenPaths,
     tools: &ToolFiles,
     budget: usize,
+    enforced: Enforced,
 ) -> Option<FilePlan> {
+    if !enforced.mounts && !enforced.landlock {
+        return None;
+    }
     let layout = FsLayout::resolve(query.policy, query.workspace, query.tmpdir, tools).ok()?;
     let hidden = HiddenLayout::resolve(hidden, query.workspace, query.cwd, budget).ok()?;
     let text = |paths: &[PathBuf]| paths.iter().map(|p| p.to_string_lossy().into_owned()).collect::<Vec<_>>();
     let mut hidden_paths = text(&hidden.dirs);
     hidden_paths.extend(text(&hidden.files));
+    let mounted = |paths: Vec<String>| if enforced.mounts { paths } else { Vec::new() };
     Some(FilePlan {
         read_only: !matches!(query.policy, uexec_domain::SandboxPolicy::WorkspaceWrite { .. }),
         writable_roots: text(&layout.roots),
-        protected: text(&layout.protected),
-        tool_files: layout
-            .tool_entries
-            .iter()
-            .map(|(path, name)| (path.to_string_lossy().into_owned(), (*name).to_owned()))
-            .collect(),
-        hidden: hidden_paths,
+        protected: mounted(text(&layout.protected)),
+        tool_files: if enforced.mounts {
+            layout
+                .tool_entries
+                .iter()
+                .map(|(path, name)| (path.to_string_lossy().into_owned(), (*name).to_owned()))
+                .collect()
+        } else {
+            Vec::new()
+        },
+        hidden: mounted(hidden_paths),
         writable_files: text(&layout.writable_files),
     })
 }
@@ -67,11 +87,12 @@ pub(crate) fn from_output(
     hidden: &HiddenPaths,
     tools: &ToolFiles,
     budget: usize,
+    enforced: Enforced,
 ) -> Vec<Refusal> {
     let mut found = Vec::new();
     let candidates = denial::failing_paths(query.output);
     if !candidates.is_empty()
-        && let Some(plan) = file_plan(query, hidden, tools, budget)
+        && let Some(plan) = file_plan(query, hidden, tools, budget, enforced)
     {
         let cwd = query.cwd.to_string_lossy();
         let home = hidden.home.as_ref().map(|h| h.to_string_lossy().into_owned());

@@ -361,12 +361,17 @@ impl Sandbox for LinuxSandbox {
         let report = self.report_for(&plan, &layout);
         if report.is_degraded() {
             if !allow_degraded {
+                let mut missing = degraded_summary(&report);
+                if plan.mounts.is_none() {
+                    missing = format!("{missing}; {}", support::FULL_PROTECTION_REMEDIES);
+                }
                 return Err(SandboxError::Unenforceable {
-                    missing: degraded_summary(&report),
+                    missing,
                     setting: Some(DEGRADED_SETTING.to_owned()),
                 });
             }
-            tracing::warn!(report = %report, "running with degraded sandbox protection, as the policy allows");
+            // The caller says so where the person sees it (`[uexec] Sandbox:`); this is for the debug log.
+            tracing::debug!(report = %report, "running with degraded sandbox protection, as the policy allows");
         }
 
         let mounts = match plan.mounts {
@@ -434,14 +439,30 @@ impl Sandbox for LinuxSandbox {
             return None;
         }
         let mut found = Vec::new();
+        let failed = query.exit_code.is_some_and(|code| code != 0);
         if !query.policy.has_network_access() {
-            // Without the responder nothing records a lookup: the keywords decide (the caller's fallback).
-            let offline = self.made_offline()?;
-            found.extend(offline.log().since(query.mark).into_iter().map(|name| Refusal::Lookup { name }));
+            match self.made_offline() {
+                Some(offline) => found
+                    .extend(offline.log().since(query.mark).into_iter().map(|name| Refusal::Lookup { name })),
+                // Without the responder nothing records a lookup: a resolver or socket failure in the output of
+                // a failed command is the evidence (network wording only, never a file's "Permission denied").
+                None if failed => found.extend(uexec_domain::denial::network_refusals(query.output)),
+                None => {}
+            }
         }
-        if query.exit_code.is_some_and(|code| code != 0) {
+        if failed {
             let budget = self.hidden_budget.unwrap_or(uexec_domain::hidden::MAX_VISITED);
-            found.extend(crate::refusals::from_output(query, &self.hidden, &self.tool_files, budget));
+            let enforced = crate::refusals::Enforced {
+                mounts: self.support().mount_namespace.is_available(),
+                landlock: self.support().landlock_abi > 0,
+            };
+            found.extend(crate::refusals::from_output(
+                query,
+                &self.hidden,
+                &self.tool_files,
+                budget,
+                enforced,
+            ));
         }
         Some(found)
     }

@@ -1,14 +1,15 @@
-//! What the running kernel and process can enforce, probed without running anything.
+//! What the running kernel and process can enforce: asked of the kernel, and for namespaces tried once.
 //!
 //! [`KernelSupport::detect`] asks the kernel (Landlock ABI through `landlock_create_ruleset` with
 //! `LANDLOCK_CREATE_RULESET_VERSION`, seccomp through `prctl(PR_GET_SECCOMP)` and
-//! `/proc/sys/kernel/seccomp/actions_avail`, mount namespaces through the effective capabilities and the user
-//! namespace sysctls). The value is plain data so tests can inject a weaker kernel (for example Landlock ABI 0)
+//! `/proc/sys/kernel/seccomp/actions_avail`, mount namespaces by trying the strategy the capabilities allow in a
+//! forked child, after the user namespace sysctls). The value is plain data so tests can inject a weaker kernel (for example Landlock ABI 0)
 //! and check that the adapter fails closed.
 #![allow(unsafe_code)] // Reason: the probes are raw system calls (landlock_create_ruleset, prctl, capget).
 
 use std::fs;
 
+use crate::child::{self, MountMode, MountPlan, MountRoot, ProbeFailure};
 use crate::sys;
 
 /// Whether a mechanism can be used, and if not, why.
@@ -40,6 +41,13 @@ pub enum MountNamespace {
     Unavailable(String),
 }
 
+impl MountNamespace {
+    /// True when commands get a private mount namespace (either way).
+    pub fn is_available(&self) -> bool {
+        !matches!(self, MountNamespace::Unavailable(_))
+    }
+}
+
 /// What this kernel and process can enforce. Build it with [`KernelSupport::detect`], or by hand to simulate
 /// another machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +63,8 @@ pub struct KernelSupport {
 }
 
 impl KernelSupport {
-    /// Probe the running kernel and process. Runs no program and changes nothing.
+    /// Probe the running kernel and process. Runs no program and changes nothing (the mount namespace is tried
+    /// in a forked child that exits).
     pub fn detect() -> Self {
         let (landlock_abi, landlock_missing) = match landlock_abi() {
             Ok(abi) => (abi, None),
@@ -116,33 +125,164 @@ fn seccomp_availability() -> Availability {
     }
 }
 
-/// How a private mount namespace can be had.
+/// How a private mount namespace can be had: the sysctls that forbid one outright are read first (their
+/// reason is the clearest), then the strategy is tried in a forked child ([`child::try_mounts`]): the
+/// namespaces, the id maps and the mounts a plan needs. A refusal there (a container's seccomp profile, an
+/// outer sandbox, an AppArmor rule) makes it unavailable, with the step, the errno and the likely cause.
 fn mount_namespace_support() -> MountNamespace {
     // SAFETY: a mount_setattr on fd -1 with no attributes only returns EBADF/EINVAL, or ENOSYS before Linux 5.12.
     if let Err(libc::ENOSYS) = unsafe { sys::syscall(libc::SYS_mount_setattr, [usize::MAX, 0, 0, 0, 0, 0]) } {
         return MountNamespace::Unavailable("this kernel lacks mount_setattr (Linux 5.12)".into());
     }
-    if has_effective_capability(sys::CAP_SYS_ADMIN) {
-        return MountNamespace::Privileged;
+    let privileged = has_effective_capability(sys::CAP_SYS_ADMIN);
+    let mut refused = Vec::new();
+    if privileged {
+        match try_strategy(MountMode::Privileged) {
+            Ok(()) => return MountNamespace::Privileged,
+            Err(failure) => refused.push(failure),
+        }
     }
+    if let Some(why) = user_namespaces_disabled() {
+        return MountNamespace::Unavailable(match refused.first() {
+            Some(first) => format!("{}; {why}", failed_text(MountMode::Privileged, first)),
+            None => why,
+        });
+    }
+    match try_strategy(MountMode::UserNamespace) {
+        Ok(()) => MountNamespace::UserNamespace,
+        Err(failure) => {
+            let mut text: Vec<String> =
+                refused.iter().map(|first| failed_text(MountMode::Privileged, first)).collect();
+            text.push(failed_text(MountMode::UserNamespace, &failure));
+            MountNamespace::Unavailable(format!("{} ({})", text.join("; "), likely_cause(failure.errno)))
+        }
+    }
+}
+
+/// The sysctl that disables unprivileged user namespaces here, if one does.
+fn user_namespaces_disabled() -> Option<String> {
     if read_number("/proc/sys/user/max_user_namespaces") == Some(0) {
-        return MountNamespace::Unavailable(
-            "user namespaces are disabled (user.max_user_namespaces = 0)".into(),
-        );
+        return Some("user namespaces are disabled (user.max_user_namespaces = 0)".into());
     }
     if read_number("/proc/sys/kernel/unprivileged_userns_clone") == Some(0) {
-        return MountNamespace::Unavailable(
+        return Some(
             "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0)".into(),
         );
     }
+    // `kernel.apparmor_restrict_unprivileged_userns = 1` is not read here: a profile with `userns` may still
+    // allow this binary, so the probe decides, and `likely_cause` names the sysctl when it refuses.
+    None
+}
+
+/// "a new mount namespace (CAP_SYS_ADMIN): unshare(...) failed with EPERM ...".
+fn failed_text(mode: MountMode, failure: &ProbeFailure) -> String {
+    let how = match mode {
+        MountMode::Privileged => "with CAP_SYS_ADMIN",
+        MountMode::UserNamespace => "in a user namespace",
+    };
+    format!(
+        "a private mount namespace {how} was refused: {} failed with {}",
+        failure.stage,
+        errno_text(failure.errno)
+    )
+}
+
+/// Step 1 of the child for a plan like every command's (a writable root re-attached, the rest read-only, a
+/// hidden directory covered), tried in a forked child.
+fn try_strategy(mode: MountMode) -> Result<(), ProbeFailure> {
+    let (uid, gid) = effective_ids();
+    let scratch = ["/tmp", "/var/tmp", "/dev/shm"]
+        .into_iter()
+        .find(|dir| fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()))
+        .and_then(|dir| std::ffi::CString::new(dir).ok());
+    let plan = MountPlan {
+        mode,
+        uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+        gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+        readonly_everything: true,
+        roots: scratch.iter().map(|path| MountRoot { path: path.clone(), nodev: true }).collect(),
+        pinned: Vec::new(),
+        protected: Vec::new(),
+        nodev: Vec::new(),
+        hidden_pinned: Vec::new(),
+        hidden_dirs: scratch.iter().cloned().collect(),
+        empty_dir: None,
+        hidden_files: Vec::new(),
+        copy_on_write: Vec::new(),
+        cwd: c"/".to_owned(),
+        proc_hidepid: true,
+        procfs: None,
+    };
+    child::try_mounts(&plan)
+}
+
+/// The likely reason the kernel refused a namespace or a mount with `errno`, from what this process can see of
+/// its surroundings, for reports and errors.
+pub(crate) fn likely_cause(errno: i32) -> String {
+    if errno == libc::ENOSPC {
+        return "likely cause: the limit of user namespaces is reached (user.max_user_namespaces)".into();
+    }
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let filters = status
+        .lines()
+        .find_map(|line| line.strip_prefix("Seccomp_filters:"))
+        .and_then(|n| n.trim().parse::<u32>().ok())
+        .unwrap_or(0);
+    let filtered = status.lines().any(|line| line.starts_with("Seccomp:") && line.trim_end().ends_with('2'));
+    let mut causes = Vec::new();
+    if filtered {
+        let whose = match container_runtime() {
+            Some(runtime) => format!("the container's ({runtime}) default profile, or another sandbox's"),
+            None => {
+                "a container runtime's profile, or another sandbox's (uexec's own, an agent's, bubblewrap, \
+                     firejail)"
+                    .into()
+            }
+        };
+        causes.push(format!("this process runs under {filters} seccomp filter(s): {whose}"));
+    } else if let Some(runtime) = container_runtime() {
+        causes.push(format!("uexec runs in a container ({runtime}) that refuses new namespaces"));
+    }
     if read_number("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == Some(1) {
-        return MountNamespace::Unavailable(
-            "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)"
-                .into(),
+        causes.push(
+            "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1) \
+             and no profile grants `userns` to this binary"
+                .to_owned(),
         );
     }
-    MountNamespace::UserNamespace
+    if causes.is_empty() {
+        causes.push(if errno == libc::EPERM {
+            "an LSM or a seccomp filter of this environment refuses it".to_owned()
+        } else {
+            "the kernel refused it".to_owned()
+        });
+    }
+    format!("likely cause: {}", causes.join("; "))
 }
+
+/// The container runtime this process seems to run under, from the files runtimes leave.
+fn container_runtime() -> Option<String> {
+    if fs::symlink_metadata("/.dockerenv").is_ok() {
+        return Some("Docker".into());
+    }
+    if fs::symlink_metadata("/run/.containerenv").is_ok() {
+        return Some("Podman".into());
+    }
+    let cgroup = fs::read_to_string("/proc/1/cgroup").unwrap_or_default();
+    ["kubepods", "docker", "containerd", "libpod", "lxc"]
+        .into_iter()
+        .find(|needle| cgroup.contains(needle))
+        .map(|needle| format!("cgroup {needle}"))
+}
+
+/// What restores the protections a missing mount namespace takes away, for the error that refuses to run
+/// without them.
+pub(crate) const FULL_PROTECTION_REMEDIES: &str = "for full protection, let uexec make namespaces: in Docker or \
+     Podman run the container with `--security-opt seccomp=unconfined` (or a profile that allows unshare, clone \
+     with namespace flags, setns and the mount calls) or `--cap-add SYS_ADMIN`; on Ubuntu 24.04 install an \
+     AppArmor profile granting `userns` to the uexec binary (or set kernel.apparmor_restrict_unprivileged_userns \
+     = 0); elsewhere set user.max_user_namespaces above 0; nested in another sandbox, run uexec outside it \
+     (docs/deploy.md, \"Where uexec runs\")";
 
 /// True when the calling thread has capability `cap` in its effective set.
 pub(crate) fn has_effective_capability(cap: u32) -> bool {
@@ -170,9 +310,34 @@ fn read_number(path: &str) -> Option<u64> {
     fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-/// `ENOSYS (Function not implemented)`-style text for an errno.
+/// `EPERM (Operation not permitted)`-style text for an errno.
 pub(crate) fn errno_text(errno: i32) -> String {
-    format!("{} (errno {errno})", std::io::Error::from_raw_os_error(errno))
+    let name = match errno {
+        libc::EPERM => "EPERM",
+        libc::ENOENT => "ENOENT",
+        libc::EIO => "EIO",
+        libc::EBADF => "EBADF",
+        libc::ECHILD => "ECHILD",
+        libc::ENOMEM => "ENOMEM",
+        libc::EACCES => "EACCES",
+        libc::EBUSY => "EBUSY",
+        libc::EINVAL => "EINVAL",
+        libc::ENOSPC => "ENOSPC",
+        libc::EUSERS => "EUSERS",
+        libc::ENOSYS => "ENOSYS",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        _ => return format!("errno {errno} ({})", describe(errno)),
+    };
+    format!("{name} ({})", describe(errno))
+}
+
+/// The C library's description of `errno`, without Rust's "(os error N)" suffix.
+fn describe(errno: i32) -> String {
+    let text = std::io::Error::from_raw_os_error(errno).to_string();
+    match text.rfind(" (os error ") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
+    }
 }
 
 #[cfg(test)]

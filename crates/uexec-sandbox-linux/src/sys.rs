@@ -301,14 +301,14 @@ fn open_no_symlinks(path: &std::ffi::CStr, flags: i32) -> std::io::Result<std::o
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
-/// An empty, read-only tmpfs (`size=4k`, `nr_inodes=1`, `mode=000`, superblock and mount read-only, `nosuid`,
+/// An empty, read-only tmpfs (`size=4k`, `nr_inodes=1`, `mode=555`: empty and listable by anyone, superblock and mount read-only, `nosuid`,
 /// `nodev`, `noexec`) as a detached mount: `fsopen`, `fsconfig`, `fsmount`. Made once per sandbox in the parent;
 /// each child attaches copies of it over the hidden directories instead of creating a tmpfs of its own.
 pub(crate) fn empty_read_only_tmpfs() -> std::io::Result<std::os::fd::OwnedFd> {
     detached_read_only_mount(c"tmpfs", |context| {
         fsconfig(context, FSCONFIG_SET_STRING, c"size", Some(c"4k"), 0)?;
         fsconfig(context, FSCONFIG_SET_STRING, c"nr_inodes", Some(c"1"), 0)?;
-        fsconfig(context, FSCONFIG_SET_STRING, c"mode", Some(c"000"), 0)?;
+        fsconfig(context, FSCONFIG_SET_STRING, c"mode", Some(c"555"), 0)?;
         fsconfig(context, FSCONFIG_SET_FLAG, c"ro", None, 0)
     })
 }

@@ -279,11 +279,19 @@ fn the_protections_say_where_refusals_are_known_from() {
     unprivileged.initialize(false);
     let fallback = evidence(&mut unprivileged);
     assert_eq!(fallback["status"], "not-requested", "{fallback}");
-    assert!(
-        fallback["detail"].as_str().unwrap().starts_with("keyword heuristic only (the fallback)"),
-        "{fallback}"
-    );
+    assert!(fallback["detail"].as_str().unwrap().starts_with("lookups not recorded"), "{fallback}");
     let r = unprivileged.call("exec_command", json!({ "cmd": LOOKUP, "login": false }));
     assert_ne!(exit_code(&r), Some(0), "{r}");
-    assert!(!text(&r).contains(NOTE), "nothing recorded the lookup: {r}");
+    let said = text(&r);
+    assert!(
+        said.contains("network access (network off) [seen in the output]")
+            && !said.contains("pkgs.example.org ("),
+        "nothing recorded the lookup, the resolver's failure is the evidence: {r}"
+    );
+    // The twin: a file the person cannot read either (the sandbox lets every command read it) is not the
+    // sandbox's refusal: no note, whatever the wording.
+    let denied = "echo 'cat: /etc/shadow: Permission denied' >&2; exit 1";
+    let r = unprivileged.call("exec_command", json!({ "cmd": denied, "login": false }));
+    assert_ne!(exit_code(&r), Some(0), "{r}");
+    assert!(!text(&r).contains(NOTE), "{r}");
 }

@@ -1,0 +1,214 @@
+//! What uexec gives where people run it: as root, as an ordinary user (user namespaces available) and in a
+//! container whose seccomp profile forbids new namespaces (emulated by `container-sim`, the `tests` package's
+//! binary). The same tests run in each: `cargo xtask ci` runs this binary once as root (with the rest of the
+//! suite), once as an ordinary user and once under `container-sim`, naming the environment in
+//! `UEXEC_TEST_ENVIRONMENT`; each test first checks that the environment is what it is said to be, then that the
+//! protection report matches what commands meet there, with an allowed probe beside every denied one.
+//!
+//! Root and the ordinary user get every protection (the report says so, and `.git`, the outside and the hidden
+//! directories hold); in the container the sandbox refuses to run without `--allow-degraded-sandbox`, naming the
+//! cause and the remedies, and runs with it under Landlock and seccomp with an honest note, never claiming a
+//! refusal it did not make.
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::fs;
+
+use serde_json::json;
+
+use common::{McpServer, Workspace, exit_code, is_error, text, uexec_command};
+
+/// Where this test process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Environment {
+    /// Root with `CAP_SYS_ADMIN`, no seccomp filter.
+    Root,
+    /// An ordinary user, no seccomp filter: user namespaces work.
+    User,
+    /// Under a seccomp filter that forbids new namespaces and mounts (root without `CAP_SYS_ADMIN`, or a user).
+    Container,
+}
+
+/// The environment, as this process sees it; when `UEXEC_TEST_ENVIRONMENT` names one, it must agree (so a
+/// run that was meant to be in a container and is not fails instead of passing as root).
+fn environment() -> Environment {
+    let status = fs::read_to_string("/proc/self/status").unwrap();
+    let filtered = status.lines().any(|l| l.starts_with("Seccomp:") && l.trim_end().ends_with('2'));
+    let root = rustix::process::geteuid().is_root();
+    let seen = match (filtered, root) {
+        (true, _) => Environment::Container,
+        (false, true) => Environment::Root,
+        (false, false) => Environment::User,
+    };
+    if let Ok(said) = std::env::var("UEXEC_TEST_ENVIRONMENT") {
+        let expected = match said.as_str() {
+            "root" => Environment::Root,
+            "user" => Environment::User,
+            "container" => Environment::Container,
+            other => panic!("UEXEC_TEST_ENVIRONMENT={other}: expected root, user or container"),
+        };
+        assert_eq!(seen, expected, "UEXEC_TEST_ENVIRONMENT={said}, but this process sees {seen:?}");
+    }
+    seen
+}
+
+/// `uexec ARGS` in `ws`: exit code, stdout, stderr.
+fn run(ws: &Workspace, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = uexec_command(ws, args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// What the refusal of a container's sandbox says: the cause, the remedy and the setting that accepts it.
+fn assert_names_cause_and_remedy(said: &str) {
+    for needle in [
+        "unshare(CLONE_NEWUSER|CLONE_NEWNS) failed with EPERM",
+        "likely cause: this process runs under",
+        "seccomp filter",
+        "--security-opt seccomp=unconfined",
+        "docs/deploy.md",
+        "--allow-degraded-sandbox",
+    ] {
+        assert!(said.contains(needle), "missing {needle:?} in: {said}");
+    }
+}
+
+#[test]
+fn the_report_says_what_this_environment_enforces() {
+    let ws = Workspace::new();
+    let (code, report, stderr) = run(&ws, &["sandbox-report"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let line = report.lines().find(|l| l.trim_start().starts_with("mount namespace:")).unwrap_or_default();
+    match environment() {
+        Environment::Root => assert!(line.contains("available (CAP_SYS_ADMIN)"), "{report}"),
+        Environment::User => assert!(line.contains("available (unprivileged user namespace)"), "{report}"),
+        Environment::Container => {
+            assert!(line.contains("unavailable"), "{report}");
+            assert!(line.contains("seccomp filter"), "the cause is named: {report}");
+            assert!(report.contains("cannot be fully enforced here"), "{report}");
+            assert!(report.contains("hidden_paths        off"), "{report}");
+        }
+    }
+    if environment() != Environment::Container {
+        assert!(report.contains("every protection of this policy is enforced here"), "{report}");
+    }
+}
+
+/// Writes into the workspace, into `.git/config` and outside every writable root, saying which held.
+fn write_probe(ws: &Workspace) -> String {
+    fs::create_dir_all(ws.path().join(".git")).unwrap();
+    fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
+    let outside = ws.outside.path().join("planted");
+    format!(
+        "echo in > ok.txt && echo in-written; (echo x >> .git/config && echo git-written || echo git-refused); \
+         (echo out > {} && echo out-written || echo out-refused)",
+        outside.display()
+    )
+}
+
+#[test]
+fn uexec_run_confines_or_refuses_naming_the_remedy() {
+    let ws = Workspace::new();
+    let probe = write_probe(&ws);
+    let (code, stdout, stderr) = run(&ws, &["run", "--", "bash", "-c", &probe]);
+    if environment() == Environment::Container {
+        assert_ne!(code, Some(0), "{stdout}{stderr}");
+        assert_names_cause_and_remedy(&stderr);
+        assert!(stderr.contains("nothing was run"), "{stderr}");
+        assert!(!ws.path().join("ok.txt").exists(), "nothing ran before the refusal");
+
+        let (code, stdout, stderr) =
+            run(&ws, &["run", "--allow-degraded-sandbox", "--", "bash", "-c", &probe]);
+        assert_eq!(code, Some(0), "{stdout}{stderr}");
+        // Landlock still holds the outside; `.git` is writable, and the note says so.
+        assert!(stdout.contains("in-written") && stdout.contains("out-refused"), "{stdout}{stderr}");
+        assert!(stdout.contains("git-written"), "{stdout}");
+        assert!(stderr.contains("read_only_subpaths: off"), "the degraded note: {stderr}");
+        assert!(!ws.outside.path().join("planted").exists());
+        return;
+    }
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("in-written"), "the allowed probe: {stdout}{stderr}");
+    assert!(stdout.contains("git-refused") && stdout.contains("out-refused"), "{stdout}{stderr}");
+    assert_eq!(fs::read_to_string(ws.path().join(".git/config")).unwrap(), "[core]\n");
+    assert!(!ws.outside.path().join("planted").exists());
+}
+
+#[test]
+fn the_mcp_server_runs_a_login_shell_or_refuses_naming_the_remedy() {
+    let ws = Workspace::new();
+    let call = json!({ "cmd": "echo $((40 + 2))", "login": true, "yield_time_ms": 10000 });
+    let mut server = McpServer::start_initialized(&ws, &[], false);
+    let r = server.call("exec_command", call.clone());
+    if environment() == Environment::Container {
+        assert!(is_error(&r), "{r}");
+        assert_names_cause_and_remedy(&text(&r));
+        drop(server);
+        let mut degraded = McpServer::start_initialized(&ws, &["--allow-degraded-sandbox"], false);
+        let r = degraded.call("exec_command", call);
+        assert!(!is_error(&r) && exit_code(&r) == Some(0), "{r}");
+        let said = text(&r);
+        assert!(said.contains("\n42\n"), "{said}");
+        assert!(said.contains("[uexec] Sandbox:") && said.contains("hidden_paths off"), "{said}");
+        return;
+    }
+    assert!(!is_error(&r) && exit_code(&r) == Some(0), "{r}");
+    let said = text(&r);
+    assert!(said.contains("\n42\n") && !said.contains("[uexec] Sandbox:"), "nothing degraded: {said}");
+}
+
+/// `cmd` through `uexec mcp --allow-degraded-sandbox` (which accepts nothing less where nothing is degraded): the
+/// response's text.
+fn exec(server: &mut McpServer, cmd: &str) -> String {
+    let r = server.call("exec_command", json!({ "cmd": cmd, "login": false, "yield_time_ms": 30000 }));
+    assert!(!is_error(&r), "{r}");
+    text(&r)
+}
+
+#[test]
+fn a_hidden_directory_looks_empty_and_no_refusal_is_claimed_that_was_not_made() {
+    let ws = Workspace::new();
+    // `uexec_command` makes the workspace the home: `~/.ssh` is one of the hidden credential stores.
+    fs::create_dir_all(ws.path().join(".ssh")).unwrap();
+    fs::write(ws.path().join(".ssh/id_test"), "PRIVATE-KEY\n").unwrap();
+    fs::write(ws.path().join("notes.txt"), "visible\n").unwrap();
+    let mut server = McpServer::start_initialized(&ws, &["--allow-degraded-sandbox"], false);
+    let said = exec(&mut server, "ls -A ~/.ssh; echo listed=$?; cat ~/.ssh/id_test");
+    if environment() == Environment::Container {
+        // Not hidden here, and the note says so; none pretends the sandbox refused anything under it.
+        assert!(said.contains("id_test") && said.contains("PRIVATE-KEY"), "{said}");
+        assert!(said.contains("hidden_paths off"), "{said}");
+        assert!(!said.contains("hidden secret location"), "{said}");
+        return;
+    }
+    assert!(said.contains("listed=0"), "an empty directory, listed without an error: {said}");
+    assert!(!said.contains("id_test\n") && !said.contains("PRIVATE-KEY"), "{said}");
+    assert!(said.contains("(hidden secret location "), "the refusal is named: {said}");
+    // The allowed twin: a file beside the hidden directory reads, and nothing is noted.
+    let said = exec(&mut server, "cat notes.txt");
+    assert!(said.contains("visible") && !said.contains("sandbox refused"), "{said}");
+}
+
+#[test]
+fn a_network_refusal_is_named_and_a_permission_error_of_the_persons_own_is_not() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &["--allow-degraded-sandbox"], false);
+    let said = exec(&mut server, "curl -sS --max-time 20 https://pkgs.example.org/");
+    let expected = match environment() {
+        // The offline namespace's responder recorded the lookup.
+        Environment::Root => "sandbox refused: lookup of pkgs.example.org (network off)",
+        // Nothing records it: the resolver's failure in the output is the evidence, and the note says so.
+        Environment::User | Environment::Container => {
+            "sandbox refused: network access (network off) [seen in the output]"
+        }
+    };
+    assert!(said.contains(expected), "{said}");
+    // The twin: the wording of a permission error on a file the sandbox lets every command read is no evidence.
+    let said = exec(&mut server, "echo 'cat: /etc/shadow: Permission denied' >&2; exit 1");
+    assert!(said.contains("exited with code 1") && !said.contains("sandbox refused"), "{said}");
+}
