@@ -40,7 +40,9 @@ impl Orchestrator {
     /// A sandbox plans its mounts from the file system as `prepare` saw it; a path of that plan that vanishes
     /// before the child mounts it (a directory another program removes from a shared `/tmp`) fails the child's
     /// setup with `ENOENT`, closed: nothing ran. Such a spawn is prepared again from the file system as it is now,
-    /// at most [`SETUP_RACE_ATTEMPTS`] times in all; any other failure, or the same one again, is the caller's.
+    /// at most [`SETUP_RACE_ATTEMPTS`] times in all. A setup the machine refused (a namespace it no longer
+    /// allows) is prepared again too when the sandbox says it has planned without it
+    /// (`Sandbox::replan_after_setup_failure`); any other failure, or the same one again, is the caller's.
     /// `placed` sees each placed request right before it is spawned (the last call is the one that ran).
     pub(crate) fn place_and_spawn(
         &self,
@@ -64,6 +66,18 @@ impl Orchestrator {
                         stage,
                         attempt,
                         "sandbox setup found a planned path gone; preparing again"
+                    );
+                    attempt += 1;
+                }
+                Err(SpawnError::ChildSetup { stage, errno })
+                    if placement == Placement::Sandboxed
+                        && attempt < SETUP_RACE_ATTEMPTS
+                        && self.deps.sandbox.replan_after_setup_failure(stage, errno) =>
+                {
+                    tracing::warn!(
+                        stage,
+                        errno,
+                        "the sandbox's setup was refused here; planning again without it"
                     );
                     attempt += 1;
                 }

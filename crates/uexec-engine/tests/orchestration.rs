@@ -252,6 +252,7 @@ fn sandbox_ok(prepares: Arc<AtomicUsize>) -> MockSandbox {
     sandbox.expect_refusal_mark().returning(|| 0);
     sandbox.expect_refusals().returning(|_| None);
     sandbox.expect_denial_hint().returning(|_, _| None);
+    sandbox.expect_replan_after_setup_failure().returning(|_, _| false);
     sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
     sandbox.expect_prepare().returning(move |request| {
         prepares.fetch_add(1, Ordering::SeqCst);
@@ -2134,6 +2135,47 @@ async fn a_setup_race_that_persists_and_other_setup_failures_fail_the_call_witho
         assert_eq!(prepares.load(Ordering::SeqCst), expected_calls, "errno {errno}");
         assert_eq!(engine.reserved_id_count(), 0, "errno {errno}");
         assert_eq!(count(&events, is_begin), 0, "errno {errno}");
+    }
+}
+
+/// A setup the machine refused at spawn time (a namespace refused since the sandbox probed): the sandbox says it
+/// planned without it, and the command is prepared again with the new plan, once; a sandbox that has not
+/// re-planned gets no second prepare.
+#[tokio::test(start_paused = true)]
+async fn a_setup_the_machine_refused_is_prepared_again_when_the_sandbox_replanned() {
+    const EPERM: i32 = 1;
+    let refused = SpawnError::ChildSetup { stage: "unshare(CLONE_NEWUSER|CLONE_NEWNS)", errno: EPERM };
+    for (replans, expected_calls) in [(true, 2), (false, 1)] {
+        let (prepares, calls) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let mut sandbox = MockSandbox::new();
+        let asked = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&asked);
+        sandbox.expect_refusal_mark().returning(|| 0);
+        sandbox.expect_refusals().returning(|_| None);
+        sandbox.expect_denial_hint().returning(|_, _| None);
+        sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
+        sandbox.expect_replan_after_setup_failure().returning(move |stage, errno| {
+            assert_eq!((stage, errno), ("unshare(CLONE_NEWUSER|CLONE_NEWNS)", EPERM));
+            counted.fetch_add(1, Ordering::SeqCst);
+            replans
+        });
+        let counting = Arc::clone(&prepares);
+        sandbox.expect_prepare().returning(move |request| {
+            counting.fetch_add(1, Ordering::SeqCst);
+            Ok(SandboxedSpawn { spawn: request.spawn, report: sandbox_report() })
+        });
+        let engine = engine(
+            config(ApprovalPolicy::OnRequest, SANDBOXED()),
+            spawner_failing_first(1, refused.clone(), Script::exits("ok\n", 0), Arc::clone(&calls)),
+            sandbox,
+            approver_never(),
+            Events::default(),
+        );
+        let result = engine.exec_command(exec("ls")).await;
+        assert_eq!(result.is_ok(), replans, "{result:?}");
+        assert_eq!(calls.load(Ordering::SeqCst), expected_calls);
+        assert_eq!(prepares.load(Ordering::SeqCst), expected_calls);
+        assert_eq!(asked.load(Ordering::SeqCst), 1);
     }
 }
 

@@ -133,4 +133,14 @@ pub trait Sandbox: Send + Sync {
         let _ = query;
         None
     }
+
+    /// The child's setup of a command this sandbox prepared failed at `stage` with `errno` (nothing ran).
+    /// `true` when that shows a mechanism of the plan does not work here after all (a namespace the machine
+    /// refused since it was probed) and the sandbox has taken it out of every later plan: the caller prepares
+    /// the command again, and the new plan decides (degraded, or refused naming the cause). `false` (the
+    /// default): the failure is the caller's.
+    fn replan_after_setup_failure(&self, stage: &str, errno: i32) -> bool {
+        let _ = (stage, errno);
+        false
+    }
 }

@@ -379,6 +379,27 @@ pub(crate) fn try_mounts(plan: &MountPlan) -> Result<(), ProbeFailure> {
     }
 }
 
+/// The stages of step 1 (the mount namespace), as [`ChildSetupFailure::stage`] names them.
+const MOUNT_STAGES: [&str; 12] = [
+    "unshare(CLONE_NEWNS)",
+    "unshare(CLONE_NEWUSER|CLONE_NEWNS)",
+    "unshare(CLONE_NEWUTS)",
+    "setns(CLONE_NEWNS)",
+    "write /proc/self/setgroups",
+    "write /proc/self/uid_map",
+    "write /proc/self/gid_map",
+    "mount(/, MS_REC|MS_PRIVATE)",
+    "open_tree(OPEN_TREE_CLONE)",
+    "mount_setattr",
+    "move_mount",
+    "mount(tmpfs) over a hidden directory",
+];
+
+/// True when `stage` is one of step 1's: the mount namespace or a mount in it.
+pub(crate) fn is_mount_stage(stage: &str) -> bool {
+    MOUNT_STAGES.iter().any(|known| stage.starts_with(known))
+}
+
 /// The calling thread's errno.
 fn last_errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)

@@ -21,7 +21,7 @@ use crate::layout::{FsLayout, c_path};
 use crate::netns::{OfflineNamespace, ProxyNamespace};
 use crate::plan::{DEGRADED_SETTING, Plan, degraded_summary};
 use crate::seccomp::{self, SeccompPrograms, Sockets};
-use crate::support::{self, KernelSupport};
+use crate::support::{self, KernelSupport, MountNamespace};
 use crate::template::Templates;
 
 /// Cached seccomp programs for one network setting (building them is pure, so once per process is enough).
@@ -37,6 +37,9 @@ pub struct LinuxSandbox {
     injected: Option<KernelSupport>,
     /// The probed kernel support.
     detected: OnceLock<KernelSupport>,
+    /// The support after a command's setup showed the mount namespace refused after all (see
+    /// `Sandbox::replan_after_setup_failure`): every later plan is made from it.
+    replanned: OnceLock<KernelSupport>,
     /// Seccomp programs: `[network off, network on, network through the proxy]`.
     programs: [ProgramCache; 3],
     /// The secret locations commands cannot read.
@@ -206,6 +209,9 @@ impl LinuxSandbox {
 
     /// The kernel support this sandbox works with.
     pub fn support(&self) -> &KernelSupport {
+        if let Some(support) = self.replanned.get() {
+            return support;
+        }
         match &self.injected {
             Some(support) => support,
             None => self.detected.get_or_init(KernelSupport::detect),
@@ -428,6 +434,25 @@ impl Sandbox for LinuxSandbox {
         // Every sandboxed command shares the process adapter's sandbox PID namespace, where there is one.
         spawn.pid_scope = PidScope::Sandbox;
         Ok(SandboxedSpawn { spawn, report })
+    }
+
+    fn replan_after_setup_failure(&self, stage: &str, errno: i32) -> bool {
+        if !child::is_mount_stage(stage)
+            || !matches!(errno, libc::EPERM | libc::EACCES | libc::ENOSPC | libc::EUSERS | libc::ENOSYS)
+            || !self.support().mount_namespace.is_available()
+        {
+            return false;
+        }
+        let mut support = self.support().clone();
+        support.mount_namespace = MountNamespace::Unavailable(format!(
+            "a command's setup failed at {stage} with {} ({})",
+            support::errno_text(errno),
+            support::likely_cause(errno)
+        ));
+        tracing::warn!(stage, errno, "the mount namespace was refused at spawn time: planning without it");
+        // A second failure racing this one finds it set: either way, later plans are made without it.
+        let _ = self.replanned.set(support);
+        true
     }
 
     fn refusal_mark(&self) -> u64 {

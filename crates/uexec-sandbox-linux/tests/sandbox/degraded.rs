@@ -183,3 +183,38 @@ fn privileged_strategy_runs_in_a_vfork_compatible_hook() {
     assert!(prepared.spawn.setup.iter().all(|h| !h.requires_fork()));
     assert!(run(&prepared).ok());
 }
+
+/// A mount namespace refused at spawn time (the machine changed since the probe): the sandbox takes it out of
+/// every later plan and says why, so the next prepare is refused naming the cause and the remedies (nothing
+/// runs), or, accepted, runs under Landlock and seccomp; the twins: a failure of another step, or a missing
+/// path (a race, not a refusal), changes nothing.
+#[test]
+fn a_mount_namespace_refused_at_spawn_time_is_planned_without() {
+    let s = Scratch::new();
+    let argv = write_probe(&s);
+    let sandbox = LinuxSandbox::default();
+    assert!(!sandbox.replan_after_setup_failure("seccomp(SECCOMP_SET_MODE_FILTER)", libc::EPERM));
+    assert!(!sandbox.replan_after_setup_failure("open_tree(OPEN_TREE_CLONE)", libc::ENOENT));
+    assert!(sandbox.prepare(request_for(workspace_only(vec![], false), &argv, &s, false)).is_ok());
+
+    assert!(sandbox.replan_after_setup_failure("unshare(CLONE_NEWUSER|CLONE_NEWNS)", libc::EPERM));
+    assert!(!sandbox.support().mount_namespace.is_available());
+    match sandbox.prepare(request_for(workspace_only(vec![], false), &argv, &s, false)) {
+        Err(SandboxError::Unenforceable { missing, setting }) => {
+            assert!(
+                missing.contains("a command's setup failed at unshare(CLONE_NEWUSER|CLONE_NEWNS)"),
+                "{missing}"
+            );
+            assert!(missing.contains("likely cause") && missing.contains("for full protection"), "{missing}");
+            assert_eq!(setting.as_deref(), Some(DEGRADED_SETTING));
+        }
+        other => panic!("expected Unenforceable, got {other:?}"),
+    }
+    let degraded = sandbox.prepare(request_for(workspace_only(vec![], false), &argv, &s, true)).unwrap();
+    assert!(degraded.report.is_degraded());
+    let probe = run(&degraded);
+    assert!(probe.stdout.contains("refused"), "Landlock still holds the outside: {probe:?}");
+    assert_eq!(Scratch::read(&s.ws.join("ok.txt")), "in\n");
+    // Said once: a second failure finds the plan made without the namespace already.
+    assert!(!sandbox.replan_after_setup_failure("unshare(CLONE_NEWUSER|CLONE_NEWNS)", libc::EPERM));
+}
