@@ -318,26 +318,25 @@ pub(crate) fn try_mounts(plan: &MountPlan) -> Result<(), ProbeFailure> {
     // `write` and `_exit`: nothing that needs a lock another thread might hold.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let code = match apply_mounts(plan) {
-            Ok(()) => 0,
+        // The answer is a message, never the exit status alone: a host that reaps every child (uexec-pty's
+        // subreaper thread) may collect this one before `waitpid` below.
+        let mut message = [0u8; 128];
+        let len = match apply_mounts(plan) {
+            Ok(()) => 4,
             Err(failure) => {
-                let mut message = [0u8; 128];
                 let stage = failure.stage.as_bytes();
                 let len = stage.len().min(message.len() - 4);
                 message[..4].copy_from_slice(&failure.errno.to_le_bytes());
                 message[4..4 + len].copy_from_slice(&stage[..len]);
-                // SAFETY: write from a stack buffer of at least `4 + len` bytes to the pipe's write end.
-                let _ = unsafe {
-                    sys::syscall(
-                        libc::SYS_write,
-                        [write_end as usize, message.as_ptr() as usize, 4 + len, 0, 0, 0],
-                    )
-                };
-                1
+                4 + len
             }
         };
+        // SAFETY: write from a stack buffer of at least `len` bytes to the pipe's write end.
+        let _ = unsafe {
+            sys::syscall(libc::SYS_write, [write_end as usize, message.as_ptr() as usize, len, 0, 0, 0])
+        };
         // SAFETY: _exit ends the child without running anything of the parent's (no atexit, no destructors).
-        unsafe { libc::_exit(code) }
+        unsafe { libc::_exit(0) }
     }
     let forked = if pid < 0 { Err(fail("fork")) } else { Ok(pid) };
     // SAFETY: closing the write end this process holds (the child has its own copy).
@@ -358,25 +357,26 @@ pub(crate) fn try_mounts(plan: &MountPlan) -> Result<(), ProbeFailure> {
     unsafe { libc::close(read_end) };
     let pid = forked?;
     let mut status = 0;
-    // SAFETY: waitpid on the child forked above, into a local.
-    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
-        if last_errno() != libc::EINTR {
-            return Err(fail("waitpid"));
+    // SAFETY: waitpid on the child forked above, into a local. ECHILD: another thread reaped it already, which
+    // is fine: the pipe has said how it went.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && last_errno() == libc::EINTR {}
+    let Some(errno) = message.get(..4).filter(|_| filled >= 4) else {
+        return Err(ProbeFailure {
+            stage: "the probe child, which ended without an answer".into(),
+            errno: libc::ECHILD,
+        });
+    };
+    match i32::from_le_bytes([errno[0], errno[1], errno[2], errno[3]]) {
+        0 => Ok(()),
+        errno => {
+            Err(ProbeFailure { stage: String::from_utf8_lossy(&message[4..filled]).into_owned(), errno })
         }
     }
-    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
-        return Ok(());
-    }
-    match message.get(..4).filter(|_| filled >= 4) {
-        Some(errno) => Err(ProbeFailure {
-            stage: String::from_utf8_lossy(&message[4..filled]).into_owned(),
-            errno: i32::from_le_bytes([errno[0], errno[1], errno[2], errno[3]]),
-        }),
-        None => Err(ProbeFailure {
-            stage: format!("the probe child (wait status {status})"),
-            errno: libc::ECHILD,
-        }),
-    }
+}
+
+/// The calling thread's errno.
+fn last_errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
 }
 
 /// The stages of step 1 (the mount namespace), as [`ChildSetupFailure::stage`] names them.
@@ -398,11 +398,6 @@ const MOUNT_STAGES: [&str; 12] = [
 /// True when `stage` is one of step 1's: the mount namespace or a mount in it.
 pub(crate) fn is_mount_stage(stage: &str) -> bool {
     MOUNT_STAGES.iter().any(|known| stage.starts_with(known))
-}
-
-/// The calling thread's errno.
-fn last_errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
 }
 
 /// Step 1 with a namespace built earlier: `setns` into it (the root and the working directory become its root),

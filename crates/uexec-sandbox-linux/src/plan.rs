@@ -577,9 +577,14 @@ impl Plan {
             let detail = if self.shared_pid_namespace {
                 "landlock: no abstract UNIX socket connections outside the command's own sandbox; signals reach \
                  this server's sandboxed commands only (they share one PID namespace, which holds nothing else)"
-            } else {
+            } else if self.mounts == Some(MountMode::Privileged) {
                 "landlock: no signals to and no abstract UNIX socket connections with processes outside the \
                  sandbox"
+            } else {
+                // No procfs of its own without CAP_SYS_ADMIN: the inherited `/proc` lists the host's processes.
+                "landlock: no signals to and no abstract UNIX socket connections with processes outside the \
+                 sandbox; /proc is the host's (no PID namespace without CAP_SYS_ADMIN): other processes' command \
+                 lines are visible, their memory and environment are not"
             };
             protection("scopes", ProtectionStatus::Enforced, detail.into())
         } else {

@@ -97,6 +97,9 @@ fn the_report_says_what_this_environment_enforces() {
     if environment() != Environment::Container {
         assert!(report.contains("every protection of this policy is enforced here"), "{report}");
     }
+    // Without a PID namespace of its own a command's `/proc` lists the host's processes, and the report says so.
+    let scopes = report.lines().find(|l| l.trim_start().starts_with("scopes")).unwrap_or_default();
+    assert_eq!(scopes.contains("/proc is the host's"), environment() != Environment::Root, "{report}");
 }
 
 /// Writes into the workspace, into `.git/config` and outside every writable root, saying which held.
