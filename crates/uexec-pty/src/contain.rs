@@ -13,6 +13,7 @@ use rustix::process::Pid;
 use uexec_ports::process::OsError;
 
 use crate::reap::lock;
+use crate::sys::SpawnFailure;
 #[cfg(target_os = "linux")]
 use crate::sys::{self, Job};
 
@@ -30,8 +31,9 @@ pub enum Containment {
         init_pid: u32,
     },
     /// The host is a child subreaper and reaps adopted orphans; escaped descendants are killed by
-    /// `kill_tree` but survive a SIGKILL of the host (no privilege for a PID namespace). Every session runs in
-    /// the host's PID namespace.
+    /// `kill_tree`, and when the host dies, even by SIGKILL, a watchdog (started before the first session) kills
+    /// every process that still carries one of its session tokens; one that cleared its environment survives a
+    /// SIGKILL of the host (no privilege for a PID namespace). Every session runs in the host's PID namespace.
     Subreaper,
 }
 
@@ -106,8 +108,10 @@ pub enum ContainError {
 ///    exited child of the host: the session leaders (handing their status to their session) and the adopted
 ///    orphans. It waits for "any child" (`waitid(P_ALL, WNOWAIT)`), which is only acceptable because the
 ///    application asked for this mode: it must then start its other children through this crate too, since
-///    the reaper would reap a child started with `std::process` before its `wait`. In this mode an escaped
-///    descendant survives a SIGKILL of the host ([`Containment::Subreaper`] says so), and there is one PID
+///    the reaper would reap a child started with `std::process` before its `wait`. Before the first session
+///    the host's watchdog is forked, as for host-scope sessions above: when the host dies, even by SIGKILL, it
+///    kills every process carrying one of the host's session tokens. An escaped descendant that cleared its
+///    environment survives a SIGKILL of the host ([`Containment::Subreaper`] says so), and there is one PID
 ///    namespace for all: the host's.
 ///
 /// All of this is Linux's: on other platforms nothing changes and the call says so
@@ -226,6 +230,36 @@ pub(crate) fn hold_for_spawn()
         return Some(crate::reap::live_leaders());
     }
     None
+}
+
+/// The pipe the subreaper host's watchdog waits on (both ends kept open for the host's life), or the errno of
+/// the failure to start it.
+#[cfg(target_os = "linux")]
+static SUBREAPER_WATCHDOG: OnceLock<Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd), i32>> =
+    OnceLock::new();
+
+/// Before the first session of a subreaper host (an ordinary user's: no PID namespace), start the host's
+/// watchdog (`sys::spawn_host_watchdog`): when the host dies, even by SIGKILL, it kills every process that
+/// still carries one of the host's session tokens (background jobs, dev servers, a sandboxed command's
+/// children), which the subreaper alone leaves to the system's init. A descendant that cleared its environment
+/// escapes it (`Containment::Subreaper`). A host that is no subreaper needs none (`Ok`). An error when it
+/// cannot be started: the caller spawns nothing, rather than a session whose processes could outlive the host.
+pub(crate) fn ensure_subreaper_watchdog() -> Result<(), SpawnFailure> {
+    #[cfg(target_os = "linux")]
+    if REAPER_ACTIVE.load(std::sync::atomic::Ordering::Acquire) {
+        use std::os::fd::AsFd;
+        let started = SUBREAPER_WATCHDOG.get_or_init(|| {
+            let errno = |e: std::io::Error| crate::error::errno_of(&e);
+            let entry = crate::token::host_entry_prefix().map_err(errno)?;
+            let (reader, writer) = sys::pipe_cloexec().map_err(errno)?;
+            sys::spawn_host_watchdog(reader.as_fd(), writer.as_fd(), entry.as_bytes()).map_err(errno)?;
+            Ok((reader, writer))
+        });
+        if let Err(errno) = started {
+            return Err(SpawnFailure::Os { call: "clone (the host's watchdog)", errno: *errno });
+        }
+    }
+    Ok(())
 }
 
 /// Tell the reaper thread a child was created (it sleeps while the host has none).

@@ -42,6 +42,7 @@ pub(crate) fn start(
     own: Option<&OwnNamespace>,
 ) -> Result<Started, SpawnFailure> {
     let status: StatusSlot = Arc::new(Mutex::new(None));
+    contain::ensure_subreaper_watchdog()?;
     let held = contain::hold_for_spawn();
     let placement = contain::placement();
     let (job_scope, namespace_init) = match (scope, own) {

@@ -18,7 +18,9 @@ use std::fs;
 
 use serde_json::json;
 
-use common::{McpServer, Workspace, exit_code, is_error, text, uexec_command};
+use common::{
+    McpServer, Workspace, exit_code, is_error, marker_seconds, text, uexec_command, wait_gone, wait_present,
+};
 
 /// Where this test process runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,4 +216,40 @@ fn a_network_refusal_is_named_and_a_permission_error_of_the_persons_own_is_not()
     // The twin: the wording of a permission error on a file the sandbox lets every command read is no evidence.
     let said = exec(&mut server, "echo 'cat: /etc/shadow: Permission denied' >&2; exit 1");
     assert!(said.contains("exited with code 1") && !said.contains("sandbox refused"), "{said}");
+}
+
+/// No process outlives the server, whoever runs it: a background job of a sandboxed session (and one of an
+/// unsandboxed session) dies when the server is SIGKILLed: with the PID namespace's init as root, by the
+/// host's watchdog as an ordinary user and in the container. The twin: while the server lives, the jobs run.
+#[test]
+fn background_jobs_die_with_a_sigkilled_server() {
+    let ws = Workspace::new();
+    let sandboxed = marker_seconds(41);
+    let unsandboxed = marker_seconds(42);
+    let mut server = McpServer::start(&ws, &["--allow-degraded-sandbox"]);
+    server.initialize(true);
+    // A session that stays open (a session's processes die when it ends): the shell, its leader, waits for a
+    // job of its own, which a SIGKILL of the server would leave behind with only a parent-death signal.
+    let job = |marker: &str| format!("sleep {marker} >/dev/null 2>&1 & echo started; wait");
+    let r =
+        server.call("exec_command", json!({ "cmd": job(&sandboxed), "login": false, "yield_time_ms": 500 }));
+    assert!(!is_error(&r) && text(&r).contains("started"), "{r}");
+    // Outside the sandbox, after the person approves it.
+    server.answers = vec!["approve".into()];
+    let r = server.call(
+        "exec_command",
+        json!({ "cmd": job(&unsandboxed), "login": false, "yield_time_ms": 500,
+                "sandbox_permissions": "require_escalated", "justification": "test" }),
+    );
+    assert!(!is_error(&r) && text(&r).contains("started"), "{r}");
+    for marker in [&sandboxed, &unsandboxed] {
+        let alive = wait_present(&["sleep", marker], std::time::Duration::from_secs(30));
+        assert!(!alive.is_empty(), "the job runs while the server lives ({marker})");
+    }
+    // SAFETY: kill with a plain pid and signal.
+    assert_eq!(unsafe { libc::kill(server.pid() as i32, libc::SIGKILL) }, 0);
+    for marker in [&sandboxed, &unsandboxed] {
+        let left = wait_gone(&["sleep", marker], std::time::Duration::from_secs(30));
+        assert!(left.is_empty(), "{left:?} outlived the server ({marker}, {:?})", environment());
+    }
 }

@@ -42,7 +42,8 @@ use crate::error::errno_of;
 
 #[cfg(target_os = "linux")]
 pub(crate) use clone::{
-    NewNamespace, PidNamespaces, Target, spawn_namespace_init, unshare_pid_namespace, wait_any_exited_nowait,
+    NewNamespace, PidNamespaces, Target, spawn_host_watchdog, spawn_namespace_init, unshare_pid_namespace,
+    wait_any_exited_nowait,
 };
 #[cfg(target_os = "macos")]
 pub(crate) use macos::{all_pids, bsd_info, drain_kqueue, kqueue_for_exit, process_arguments};
