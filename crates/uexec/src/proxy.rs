@@ -14,6 +14,8 @@
 //! - anything else: `400` (also userinfo in the request target, an IPv6 address without brackets, control
 //!   characters, folded or malformed header lines, ambiguous framing).
 //!
+//! The head is parsed, and the body's framing read, in [`head`]: `httparse` under uexec's own rules.
+//!
 //! The decision is `uexec_domain::network`'s, made twice and acted on exactly: `DomainRules::decide_host` on the
 //! host in its canonical form (every spelling of an address is that address: `0xc6120009`, `[::ffff:c612:9]`),
 //! then, for a name resolved by the proxy itself (commands have no DNS; the name in its canonical form, which no
@@ -28,6 +30,8 @@
 //! which virtual host answers there (a TLS client may send any SNI and `Host` to the allowed host's address: a
 //! shared front end then serves whatever it hosts there).
 
+pub(crate) mod head;
+
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,17 +39,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use uexec_domain::denial::Refusal;
-use uexec_domain::network::{DomainRules, Host, NetworkPolicy, Verdict, parse_port, refusal_text};
+use uexec_domain::network::{DomainRules, Host, NetworkPolicy, Verdict, refusal_text};
 
+use self::head::{BadRequest, MAX_HEAD, Request, parse_head, read_head, send_body};
 use crate::audit::AuditLog;
 use crate::platform::SandboxSetup;
 use crate::settings::Settings;
-
-/// The longest request head read.
-pub const MAX_HEAD: usize = 64 * 1024;
 
 /// How long a connection to an upstream host may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -83,9 +85,6 @@ const LINGER: Duration = Duration::from_secs(2);
 
 /// The most the proxy reads (and drops) while it lingers.
 const LINGER_BYTES: usize = 1024 * 1024;
-
-/// The longest chunk-size line of a chunked request body.
-const MAX_CHUNK_LINE: usize = 4096;
 
 /// How many refusals are remembered for tool responses.
 const MAX_REMEMBERED: usize = 256;
@@ -316,187 +315,6 @@ pub async fn serve(listener: std::net::TcpListener, proxy: Arc<Proxy>, limits: C
     }
 }
 
-/// A parsed request head.
-#[derive(Debug, PartialEq, Eq)]
-struct Request {
-    /// `CONNECT` or not.
-    connect: bool,
-    /// The host, canonical.
-    host: Host,
-    /// The port.
-    port: u16,
-    /// For a plain request: the head to send upstream (origin form, the one `Host`, canonical framing,
-    /// `Connection: close`, no hop-by-hop headers).
-    forward: Vec<u8>,
-    /// For a plain request: the body the head declares.
-    body: Body,
-}
-
-/// The body of a plain request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Body {
-    /// None (neither `Content-Length` nor `Transfer-Encoding`).
-    Empty,
-    /// `Content-Length` bytes.
-    Length(u64),
-    /// `Transfer-Encoding: chunked`.
-    Chunked,
-}
-
-/// Why a head is not a proxy request (the `400` body).
-#[derive(Debug, PartialEq, Eq)]
-struct BadRequest(String);
-
-/// Headers never forwarded: hop-by-hop ones (RFC 9110 7.6.1), `Host` (the proxy writes its own) and the framing
-/// (written again, canonical).
-const DROPPED: &[&str] =
-    &["host", "connection", "keep-alive", "te", "trailer", "upgrade", "transfer-encoding", "content-length"];
-
-/// True for a byte of a header name (an RFC 9110 token).
-fn token_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
-/// Parse a request head (without the final empty line).
-fn parse_head(head: &str) -> Result<Request, BadRequest> {
-    let mut lines = head.split("\r\n");
-    let first = lines.next().unwrap_or_default();
-    if !first.bytes().all(|b| (0x21..0x7f).contains(&b) || b == b' ') {
-        return Err(BadRequest(format!("malformed request line {first:?}")));
-    }
-    let mut parts = first.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(BadRequest(format!("malformed request line {first:?}")));
-    };
-    if !version.starts_with("HTTP/1.") {
-        return Err(BadRequest(format!("unsupported version {version:?}")));
-    }
-    if method.eq_ignore_ascii_case("CONNECT") {
-        let (host, port) = split_authority(target, None)?;
-        return Ok(Request { connect: true, host, port, forward: Vec::new(), body: Body::Empty });
-    }
-    let Some(rest) =
-        target.get(..7).filter(|scheme| scheme.eq_ignore_ascii_case("http://")).map(|_| &target[7..])
-    else {
-        return Err(BadRequest(format!(
-            "this is uexec's network proxy: send CONNECT host:port or an absolute http:// URL, not {target:?}"
-        )));
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(end);
-    if authority.contains('@') {
-        return Err(BadRequest(format!(
-            "userinfo in the request target {target:?} is not accepted (send credentials in a header)"
-        )));
-    }
-    let (host, port) = split_authority(authority, Some(80))?;
-    let path = path.split('#').next().unwrap_or_default();
-    let path = if path.is_empty() {
-        "/".to_owned()
-    } else if path.starts_with('?') {
-        format!("/{path}")
-    } else {
-        path.to_owned()
-    };
-    let mut headers: Vec<(&str, &str)> = Vec::new();
-    for line in lines {
-        let malformed = || BadRequest(format!("malformed header line {line:?}"));
-        let (name, value) = line.split_once(':').ok_or_else(malformed)?;
-        if name.is_empty() || !name.bytes().all(token_byte) {
-            // Also a folded line (leading whitespace) and whitespace before the colon.
-            return Err(malformed());
-        }
-        if value.chars().any(|c| c.is_ascii_control() && c != '\t') {
-            return Err(malformed());
-        }
-        headers.push((name, value.trim_matches([' ', '\t'])));
-    }
-    let body = framing(&headers)?;
-    let hop_by_hop: Vec<String> = headers
-        .iter()
-        .filter(|(name, _)| name.eq_ignore_ascii_case("connection"))
-        .flat_map(|(_, value)| value.split(','))
-        .map(|token| token.trim().to_ascii_lowercase())
-        .collect();
-    let host_header = if port == 80 { host.to_string() } else { host.authority(port) };
-    let mut forward = format!("{method} {path} {version}\r\nHost: {host_header}\r\n");
-    for (name, value) in &headers {
-        let lower = name.to_ascii_lowercase();
-        if lower.starts_with("proxy-") || DROPPED.contains(&lower.as_str()) || hop_by_hop.contains(&lower) {
-            continue;
-        }
-        forward.push_str(&format!("{name}: {value}\r\n"));
-    }
-    match body {
-        Body::Empty => {}
-        Body::Length(n) => forward.push_str(&format!("Content-Length: {n}\r\n")),
-        Body::Chunked => forward.push_str("Transfer-Encoding: chunked\r\n"),
-    }
-    forward.push_str("Connection: close\r\n\r\n");
-    Ok(Request { connect: false, host, port, forward: forward.into_bytes(), body })
-}
-
-/// The body a request's headers declare: one `Content-Length` value (repeated identically at most), or
-/// `Transfer-Encoding: chunked` alone; anything else (both, other codings, differing lengths) is refused, so the
-/// upstream cannot read the body differently from the proxy.
-fn framing(headers: &[(&str, &str)]) -> Result<Body, BadRequest> {
-    let values = |wanted: &str| -> Vec<String> {
-        headers
-            .iter()
-            .filter(|(name, _)| name.eq_ignore_ascii_case(wanted))
-            .flat_map(|(_, value)| value.split(','))
-            .map(|v| v.trim().to_ascii_lowercase())
-            .collect()
-    };
-    let codings = values("transfer-encoding");
-    let lengths = values("content-length");
-    match (codings.as_slice(), lengths.as_slice()) {
-        ([], []) => Ok(Body::Empty),
-        ([only], []) if only == "chunked" => Ok(Body::Chunked),
-        ([], [first, ..]) => {
-            let valid = !first.is_empty() && first.len() <= 18 && first.bytes().all(|b| b.is_ascii_digit());
-            match first.parse::<u64>() {
-                Ok(n) if valid && lengths.iter().all(|l| l == first) => Ok(Body::Length(n)),
-                _ => Err(BadRequest(format!("bad Content-Length {lengths:?}"))),
-            }
-        }
-        (_, []) => Err(BadRequest(format!("unsupported Transfer-Encoding {codings:?} (only chunked)"))),
-        _ => Err(BadRequest("both Transfer-Encoding and Content-Length".to_owned())),
-    }
-}
-
-/// `host:port` (`[v6]:port`), the host canonical; `default` when the port is absent. An IPv6 address needs its
-/// brackets (`::1:443` would be ambiguous).
-fn split_authority(text: &str, default: Option<u16>) -> Result<(Host, u16), BadRequest> {
-    let bad = || BadRequest(format!("bad host and port {text:?}"));
-    let (host, port) = if text.starts_with('[') {
-        match text.rsplit_once("]:") {
-            Some((host, port)) => (&text[..host.len() + 1], Some(port)),
-            None => (text, None),
-        }
-    } else {
-        match text.rsplit_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (text, None),
-        }
-    };
-    let port = match port {
-        Some(port) => parse_port(port).ok_or_else(bad)?,
-        None => default.ok_or_else(bad)?,
-    };
-    if host.contains(':') && !host.starts_with('[') {
-        return Err(bad());
-    }
-    let host = Host::parse(host).ok_or_else(|| {
-        BadRequest(format!(
-            "bad host {host:?}: not an ASCII host name or IP address (no userinfo, zone id or percent-encoding)"
-        ))
-    })?;
-    Ok((host, port))
-}
-
 /// Serve one connection.
 async fn handle(mut client: TcpStream, proxy: &Proxy) -> std::io::Result<()> {
     let (head, rest) = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await {
@@ -709,101 +527,9 @@ where
     Ok(())
 }
 
-/// Copy the request body `kind` from `from` to `to`: `Content-Length` bytes exactly, or a chunked body re-framed
-/// (sizes in lower-case hex, extensions and trailers dropped). Ends with an error (and the request is dropped)
-/// when the client's body ends early or is not valid chunked encoding.
-async fn send_body<R, W>(kind: Body, from: &mut R, to: &mut W) -> std::io::Result<()>
-where
-    R: AsyncBufRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let invalid =
-        |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("request body: {what}"));
-    match kind {
-        Body::Empty => Ok(()),
-        Body::Length(n) => copy_exact(from, to, n).await,
-        Body::Chunked => loop {
-            let line = read_line(from, MAX_CHUNK_LINE).await?;
-            let size = line.split(|b| *b == b';').next().unwrap_or_default();
-            let size = size.strip_suffix(b" ").unwrap_or(size);
-            if size.is_empty() || size.len() > 15 || !size.iter().all(u8::is_ascii_hexdigit) {
-                return Err(invalid("bad chunk size"));
-            }
-            let size = std::str::from_utf8(size)
-                .ok()
-                .and_then(|text| u64::from_str_radix(text, 16).ok())
-                .ok_or_else(|| invalid("bad chunk size"))?;
-            if size == 0 {
-                let mut trailers = 0;
-                while !read_line(from, MAX_HEAD).await?.is_empty() {
-                    trailers += 1;
-                    if trailers > 100 {
-                        return Err(invalid("too many trailer lines"));
-                    }
-                }
-                return to.write_all(b"0\r\n\r\n").await;
-            }
-            to.write_all(format!("{size:x}\r\n").as_bytes()).await?;
-            copy_exact(from, to, size).await?;
-            if !read_line(from, 0).await?.is_empty() {
-                return Err(invalid("chunk data longer than its size"));
-            }
-            to.write_all(b"\r\n").await?;
-        },
-    }
-}
-
-/// Copy exactly `n` bytes.
-async fn copy_exact<R, W>(from: &mut R, to: &mut W, n: u64) -> std::io::Result<()>
-where
-    R: AsyncBufRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let copied = tokio::io::copy_buf(&mut from.take(n), to).await?;
-    if copied == n {
-        Ok(())
-    } else {
-        Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "request body shorter than declared"))
-    }
-}
-
-/// One line ending in CRLF, of at most `limit` bytes before it, without the CRLF; an error for a longer line,
-/// a bare CR or LF, or the end of the stream.
-async fn read_line<R: AsyncBufRead + Unpin>(from: &mut R, limit: usize) -> std::io::Result<Vec<u8>> {
-    let mut line = Vec::new();
-    from.take(limit as u64 + 2).read_until(b'\n', &mut line).await?;
-    match line.strip_suffix(b"\r\n") {
-        Some(text) if !text.contains(&b'\r') && !text.contains(&b'\n') => Ok(text.to_vec()),
-        _ => Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "request body: malformed line")),
-    }
-}
-
 /// The host as the rules normalise it (for records and notes).
 fn normal_host(host: &str) -> String {
     Host::parse(host).map_or_else(|| host.to_owned(), |h| h.to_string())
-}
-
-/// Read up to the end of the head: the head text and the bytes already read after it. `None` when the
-/// connection ends first or the head exceeds [`MAX_HEAD`].
-async fn read_head(client: &mut TcpStream) -> std::io::Result<Option<(String, Vec<u8>)>> {
-    let mut buf: Vec<u8> = Vec::with_capacity(4096);
-    let mut chunk = [0u8; 4096];
-    loop {
-        let n = client.read(&mut chunk).await?;
-        if n == 0 {
-            return Ok(None);
-        }
-        let searched_from = buf.len().saturating_sub(3);
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(at) = buf[searched_from..].windows(4).position(|w| w == b"\r\n\r\n") {
-            let end = searched_from + at;
-            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-            return Ok(Some((head, buf[end + 4..].to_vec())));
-        }
-        if buf.len() > MAX_HEAD {
-            return Ok(None);
-        }
-    }
 }
 
 /// Write a short response with `body` and close.
@@ -878,148 +604,6 @@ mod tests {
             allow: allow.iter().map(|p| DomainPattern::parse(p).unwrap()).collect(),
             deny: deny.iter().map(|p| DomainPattern::parse(p).unwrap()).collect(),
         }
-    }
-
-    fn forward_of(head: &str) -> String {
-        String::from_utf8(parse_head(head).unwrap().forward).unwrap()
-    }
-
-    #[test]
-    fn connect_and_absolute_form_heads_parse() {
-        let r = parse_head("CONNECT pypi.org:443 HTTP/1.1\r\nHost: pypi.org:443").unwrap();
-        assert_eq!((r.connect, r.host.to_string(), r.port), (true, "pypi.org".to_owned(), 443));
-        let r = parse_head("CONNECT [::1]:8443 HTTP/1.1").unwrap();
-        assert_eq!((r.host.to_string(), r.port), ("[::1]".to_owned(), 8443));
-        let r = parse_head("CONNECT 0xc6120009:443 HTTP/1.1").unwrap();
-        assert_eq!(r.host.to_string(), "198.18.0.9");
-        let r = parse_head(
-            "GET HTTP://Example.COM./a?b=1#frag HTTP/1.1\r\nHost: example.com\r\nProxy-Connection: keep-alive\r\n\
-             Connection: keep-alive, X-Hop\r\nX-Hop: 1\r\nProxy-Authorization: x\r\nAccept: */*",
-        )
-        .unwrap();
-        assert_eq!(
-            (r.connect, r.host.to_string(), r.port, r.body),
-            (false, "example.com".to_owned(), 80, Body::Empty)
-        );
-        assert_eq!(
-            String::from_utf8(r.forward).unwrap(),
-            "GET /a?b=1 HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\nConnection: close\r\n\r\n"
-        );
-        let r = parse_head("GET http://example.com:8080?q HTTP/1.0").unwrap();
-        assert_eq!(r.port, 8080);
-        assert!(
-            String::from_utf8(r.forward)
-                .unwrap()
-                .starts_with("GET /?q HTTP/1.0\r\nHost: example.com:8080\r\n")
-        );
-        for bad in [
-            "GET /path HTTP/1.1",
-            "CONNECT pypi.org HTTP/1.1",
-            "CONNECT :443 HTTP/1.1",
-            "GET",
-            "CONNECT a:0 HTTP/1.1",
-            "CONNECT a:+443 HTTP/1.1",
-            "CONNECT ::1:443 HTTP/1.1",
-            "CONNECT [fe80::1%25eth0]:443 HTTP/1.1",
-            "CONNECT %31%32%37.0.0.1:443 HTTP/1.1",
-            "CONNECT user@pypi.org:443 HTTP/1.1",
-            "GET https://x/ HTTP/1.1",
-            "GET http://x/ HTTP/2",
-            "GET http://user@example.com/ HTTP/1.1",
-            "GET http://allowed.test@forbidden.test/ HTTP/1.1",
-            "GET http://forbidden.test\\@allowed.test/ HTTP/1.1",
-            "GET http://ex%61mple.com/ HTTP/1.1",
-            "GET http://[::ffff:127.0.0.1%lo]/ HTTP/1.1",
-            "GET http://a.com/x\nHost:b.com HTTP/1.1",
-            "GET\thttp://a.com/ HTTP/1.1",
-        ] {
-            assert!(parse_head(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn the_host_header_names_the_host_the_rule_checked() {
-        // RFC 9112 3.2.2: a proxy replaces whatever Host the client wrote with the request line's authority.
-        for extra in [
-            "Host: forbidden.test",
-            "Host: forbidden.test\r\nHost: other.test",
-            "Host: user@forbidden.test",
-            "HOST:forbidden.test",
-            "X-Before: 1\r\nhost: forbidden.test:80",
-        ] {
-            let forward = forward_of(&format!("GET http://allowed.test/ HTTP/1.1\r\n{extra}\r\nAccept: */*"));
-            assert!(forward.starts_with("GET / HTTP/1.1\r\nHost: allowed.test\r\n"), "{forward}");
-            assert!(!forward.to_ascii_lowercase().contains("forbidden"), "{forward}");
-            assert_eq!(forward.to_ascii_lowercase().matches("\r\nhost:").count(), 1, "{forward}");
-        }
-        // No Host at all (HTTP/1.0): one is added.
-        assert!(
-            forward_of("GET http://[::1]:8080/ HTTP/1.0")
-                .starts_with("GET / HTTP/1.0\r\nHost: [::1]:8080\r\n")
-        );
-        // Lines a server could read as another header are refused, not forwarded.
-        for bad in [
-            "X-A: 1\r\n Host: forbidden.test",
-            "X-A: 1\r\n\tHost: forbidden.test",
-            "Host : forbidden.test",
-            "X-A: 1\nHost: forbidden.test",
-            "X-A: 1\rHost: forbidden.test",
-            "Host\u{0}: forbidden.test",
-            "no colon here",
-            ": empty name",
-        ] {
-            let head = format!("GET http://allowed.test/ HTTP/1.1\r\n{bad}");
-            assert!(parse_head(&head).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn the_body_is_framed_once_and_unambiguously() {
-        let head = |headers: &str| format!("POST http://a.test/ HTTP/1.1\r\n{headers}");
-        assert_eq!(parse_head(&head("Content-Length: 5")).unwrap().body, Body::Length(5));
-        assert_eq!(
-            parse_head(&head("Content-Length: 5\r\nContent-Length: 5")).unwrap().body,
-            Body::Length(5)
-        );
-        assert_eq!(parse_head(&head("Transfer-Encoding: Chunked")).unwrap().body, Body::Chunked);
-        assert!(forward_of(&head("Content-Length: 007")).contains("\r\nContent-Length: 7\r\n"));
-        for bad in [
-            "Content-Length: 5\r\nTransfer-Encoding: chunked",
-            "Content-Length: 5\r\nContent-Length: 6",
-            "Content-Length: 5, 6",
-            "Content-Length: -1",
-            "Content-Length: +5",
-            "Content-Length: 0x5",
-            "Content-Length: ",
-            "Transfer-Encoding: gzip, chunked",
-            "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked",
-            "Transfer-Encoding: identity",
-        ] {
-            assert!(parse_head(&head(bad)).is_err(), "{bad:?}");
-        }
-    }
-
-    #[tokio::test]
-    async fn chunked_bodies_are_reframed_and_end_at_the_last_chunk() {
-        let mut out = Vec::new();
-        let mut from: &[u8] =
-            b"5;ext=1\r\nhello\r\nA \r\n0123456789\r\n0\r\nX-Trailer: 1\r\n\r\nGET / HTTP/1.1\r\n\r\n";
-        send_body(Body::Chunked, &mut from, &mut out).await.unwrap();
-        assert_eq!(out, b"5\r\nhello\r\na\r\n0123456789\r\n0\r\n\r\n");
-        assert_eq!(from, b"GET / HTTP/1.1\r\n\r\n");
-        for bad in [
-            &b"5\r\nhelloX\r\n0\r\n\r\n"[..],
-            b"5\nhello\r\n0\r\n\r\n",
-            b"-5\r\nhello\r\n0\r\n\r\n",
-            b"ffffffffffffffffff\r\n",
-            b"5\r\nhel",
-            b"\r\n",
-        ] {
-            let mut from = bad;
-            assert!(send_body(Body::Chunked, &mut from, &mut Vec::new()).await.is_err(), "{bad:?}");
-        }
-        let mut from: &[u8] = b"abc";
-        assert!(send_body(Body::Length(4), &mut from, &mut Vec::new()).await.is_err());
     }
 
     #[tokio::test]
