@@ -28,7 +28,8 @@ pub const MAX_SESSIONS: usize = 64;
 pub const WARNING_SESSIONS: usize = 60;
 /// The most recently used sessions that pruning never picks.
 pub const PROTECTED_RECENT_SESSIONS: usize = 8;
-/// Early-exit grace after spawn: the only window in which a sandbox denial triggers a retry.
+/// Default early-exit grace after spawn ([`Limits::early_exit_grace_ms`]): the only window in which a sandbox
+/// denial triggers a retry.
 pub const EARLY_EXIT_GRACE_MS: u64 = 150;
 /// How long to wait for trailing output after the process exited.
 pub const POST_EXIT_CLOSE_WAIT_MS: u64 = 50;
@@ -73,6 +74,10 @@ pub struct Limits {
     pub max_poll_yield_time_ms: u64,
     /// Largest `chars` of one `write_stdin`, in bytes.
     pub max_write_bytes: usize,
+    /// The early-exit grace, in milliseconds: a sandboxed first attempt that ends this soon after its spawn (and
+    /// within its yield window) is judged for a sandbox denial, and may be retried outside the sandbox; one that
+    /// ends later is an ordinary result. Tests set a long grace so that every quick run is judged.
+    pub early_exit_grace_ms: u64,
 }
 
 impl Default for Limits {
@@ -88,6 +93,7 @@ impl Default for Limits {
             min_poll_yield_time_ms: MIN_EMPTY_POLL_YIELD_TIME_MS,
             max_poll_yield_time_ms: MAX_EMPTY_POLL_YIELD_TIME_MS,
             max_write_bytes: MAX_WRITE_STDIN_BYTES,
+            early_exit_grace_ms: EARLY_EXIT_GRACE_MS,
         }
     }
 }

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use uexec_domain::approval::{RetryDecision, no_retry_note, retry_after_denial, retry_question};
 use uexec_domain::denial::{DenialEvidence, evidence_from};
-use uexec_domain::limits::EARLY_EXIT_GRACE_MS;
 use uexec_domain::{EscapeReason, ReviewDecision};
 use uexec_ports::{ApprovalKind, ApprovalRequest};
 
@@ -41,7 +40,9 @@ impl Orchestrator {
             return Ok(attempt);
         }
         let session = &attempt.session;
-        let grace_end = (session.started + Duration::from_millis(EARLY_EXIT_GRACE_MS)).min(attempt.deadline);
+        let grace = Duration::from_millis(self.config.limits.early_exit_grace_ms);
+        let grace_end =
+            session.started.checked_add(grace).map_or(attempt.deadline, |end| end.min(attempt.deadline));
         if !session.wait_finished(grace_end).await {
             return Ok(attempt);
         }

@@ -1169,6 +1169,21 @@ async fn retry_happens_only_inside_the_early_exit_grace_and_only_for_denials() {
         assert!(response.exit_code.is_some_and(|c| c != 0));
         assert_eq!(record.requests.lock().unwrap().len(), 1);
     }
+    // The grace is the configured one: a longer grace covers the same late denial, whose retry is asked about.
+    let mut longer = config(ApprovalPolicy::OnFailure, SANDBOXED());
+    longer.limits.early_exit_grace_ms = 500;
+    let late = Script { exit_after: Some((Duration::from_millis(400), 1)), ..denial() };
+    let Checked { engine, asked, spawned: record, .. } = check(Case {
+        config: longer,
+        processes: Processes::Run(vec![late, Script::exits("written\n", 0)]),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Always(ReviewDecision::Approved, 1),
+    });
+    let response =
+        engine.exec_command(ExecCommandRequest { yield_time_ms: Some(2000), ..exec("x") }).await.unwrap();
+    assert_eq!(response.exit_code, Some(0));
+    assert_eq!(asked.lock().unwrap()[0].kind, ApprovalKind::RetryWithoutSandbox);
+    assert_eq!(record.requests.lock().unwrap().len(), 2);
 }
 
 #[tokio::test(start_paused = true)]

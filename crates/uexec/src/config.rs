@@ -33,6 +33,7 @@
 //! [limits]                              # uexec_domain::limits::Limits, every field optional
 //! max_sessions = 64
 //! output_buffer_bytes = 1048576
+//! early_exit_grace_ms = 150             # a sandboxed command ending this soon is judged for a sandbox denial
 //!
 //! [server]                              # `uexec mcp --listen` only (flags override every key)
 //! auth_token_file = "/run/secrets/uexec/token" # like --auth-token-file (relative: to this file's directory)

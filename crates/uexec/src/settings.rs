@@ -1055,7 +1055,7 @@ fn refuse_audit_log_in_writable_root(path: &Path, writes: &SandboxWrites) -> Res
 
 /// Range checks the type system cannot express; the message names the offending field.
 fn validate_limits(limits: &Limits) -> std::result::Result<(), String> {
-    let checks: [(bool, &str); 8] = [
+    let checks: [(bool, &str); 9] = [
         (limits.max_sessions >= 1, "max_sessions must be at least 1"),
         (limits.warning_sessions >= 1, "warning_sessions must be at least 1"),
         (limits.output_buffer_bytes >= 1024, "output_buffer_bytes must be at least 1024"),
@@ -1074,6 +1074,10 @@ fn validate_limits(limits: &Limits) -> std::result::Result<(), String> {
             "min_poll_yield_time_ms must not exceed max_poll_yield_time_ms",
         ),
         (limits.max_write_bytes >= 1, "max_write_bytes must be at least 1"),
+        (
+            limits.early_exit_grace_ms <= limits.max_yield_time_ms,
+            "early_exit_grace_ms must not exceed max_yield_time_ms (the grace ends with the yield window)",
+        ),
     ];
     match checks.iter().find(|(ok, _)| !ok) {
         Some((_, message)) => Err((*message).to_owned()),
@@ -1594,6 +1598,16 @@ mod tests {
             resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap_err()
         );
         assert!(err.contains("limits") && err.contains("min_yield_time_ms"), "{err}");
+        // The early-exit grace is a limit like the others, and ends with the yield window.
+        let cfg = loaded(dir.path(), "[limits]\nearly_exit_grace_ms = 5000\n");
+        let settings = resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap();
+        assert_eq!(settings.limits.early_exit_grace_ms, 5000);
+        let cfg = loaded(dir.path(), "[limits]\nearly_exit_grace_ms = 30001\n");
+        let err = format!(
+            "{:#}",
+            resolve_with(&PolicyArgs::default(), None, &ctx(dir.path()), Some(&cfg)).unwrap_err()
+        );
+        assert!(err.contains("early_exit_grace_ms must not exceed max_yield_time_ms"), "{err}");
         let cfg = loaded(dir.path(), "[[rules]]\nprefix = []\ndecision = \"allow\"\n");
         let err = format!(
             "{:#}",

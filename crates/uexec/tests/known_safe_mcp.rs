@@ -10,15 +10,10 @@ use std::process::Command;
 use common::*;
 use serde_json::json;
 
-/// The denial heuristic only looks at runs that end within the 150 ms early-exit grace; a loaded machine can
-/// miss it. Calls `attempt` up to five times until it reports that the denial was seen.
-fn until_the_denial_is_seen(mut attempt: impl FnMut() -> bool) {
-    for _ in 0..5 {
-        if attempt() {
-            return;
-        }
-    }
-    panic!("no attempt ended within the early-exit grace");
+/// `uexec mcp` under `policy`, judging every sandboxed run that ends within its yield window for a denial.
+fn start(ws: &Workspace, policy: &str, elicitation: bool) -> McpServer {
+    let grace = whole_window_grace(ws);
+    McpServer::start_initialized(ws, &[&grace[0], &grace[1], "--approval-policy", policy], elicitation)
 }
 
 #[test]
@@ -56,36 +51,28 @@ fn git_in_a_writable_repository_is_asked_about_and_echo_is_not() {
 #[test]
 fn the_retry_question_shows_the_denial_escaped_and_says_full_access() {
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &["--approval-policy", "untrusted"], true);
+    let mut server = start(&ws, "untrusted", true);
     // Known safe, so nobody approved it: its retry outside the sandbox must be asked about. A read only the
     // sandbox refuses (the kernel stack needs CAP_SYS_ADMIN, which the sandbox drops; this test runs as root).
-    let cmd = "cat /proc/self/stack";
-    until_the_denial_is_seen(|| {
-        let asked_before = server.elicitations.len();
-        server.answers = vec!["deny".into()];
-        let r = server.call("exec_command", json!({ "cmd": cmd }));
-        assert!(!is_error(&r), "{r}");
-        assert_eq!(exit_code(&r), Some(1), "{r}");
-        assert_eq!(output(&r), "cat: /proc/self/stack: Permission denied\n", "{r}");
-        if server.elicitations.len() == asked_before {
-            return false;
-        }
-        let message = server.elicitations[asked_before]["message"].as_str().unwrap().to_owned();
-        assert!(message.contains("FULL ACCESS (no sandbox)"), "{message}");
-        assert!(
-            message.contains(
-                "exit code 1; the sandbox refused: access to /proc/self/stack (the sandbox's /proc)"
-            ),
-            "{message}"
-        );
-        assert!(
-            text(&r).contains("Warning: sandbox refused: access to /proc/self/stack")
-                && text(&r).contains("the sandbox appears to have blocked this command")
-                && text(&r).contains("a person declined"),
-            "{r}"
-        );
-        true
-    });
+    server.answers = vec!["deny".into()];
+    let r = server.call("exec_command", json!({ "cmd": "cat /proc/self/stack" }));
+    assert!(!is_error(&r), "{r}");
+    assert_eq!(exit_code(&r), Some(1), "{r}");
+    assert_eq!(output(&r), "cat: /proc/self/stack: Permission denied\n", "{r}");
+    assert_eq!(server.elicitations.len(), 1, "the retry was not asked about: {r}");
+    let message = server.elicitations[0]["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("FULL ACCESS (no sandbox)"), "{message}");
+    assert!(
+        message
+            .contains("exit code 1; the sandbox refused: access to /proc/self/stack (the sandbox's /proc)"),
+        "{message}"
+    );
+    assert!(
+        text(&r).contains("Warning: sandbox refused: access to /proc/self/stack")
+            && text(&r).contains("the sandbox appears to have blocked this command")
+            && text(&r).contains("a person declined"),
+        "{r}"
+    );
 }
 
 /// Over-blocking regression: a failing command whose output merely contains "permission denied" is an ordinary
@@ -96,47 +83,23 @@ fn the_retry_question_shows_the_denial_escaped_and_says_full_access() {
 fn an_ordinary_failure_is_not_a_denial_and_a_real_one_returns_the_output_and_a_note() {
     for policy in ["untrusted", "on-failure"] {
         let ws = Workspace::new();
-        let mut server = McpServer::start_initialized(&ws, &["--approval-policy", policy], false);
-        let mut quick = false;
-        for run in 0..10 {
-            if quick && run >= 3 {
-                break;
-            }
-            let r = server.call(
-                "exec_command",
-                json!({ "cmd": "echo 'ls: cannot open x: Permission denied' && false" }),
-            );
-            assert!(!is_error(&r), "{policy}: {r}");
-            assert_eq!(exit_code(&r), Some(1), "{r}");
-            assert_eq!(output(&r), "ls: cannot open x: Permission denied\n", "{r}");
-            assert!(
-                !text(&r).contains("Warning:"),
-                "{policy}: an ordinary failure was taken for a denial: {r}"
-            );
-            quick |= wall_seconds(&r) < 0.14;
-        }
-        assert!(quick, "no run ended within the early-exit grace, so the probe proved nothing");
-        until_the_denial_is_seen(|| {
-            let r = server.call("exec_command", json!({ "cmd": "cat /proc/self/stack" }));
-            assert!(!is_error(&r), "{policy}: {r}");
-            assert_eq!(exit_code(&r), Some(1), "{r}");
-            let text = text(&r);
-            if !text.contains("not run again without the sandbox") {
-                return false;
-            }
-            assert!(text.contains("Warning: sandbox refused: access to /proc/self/stack"), "{text}");
-            assert!(
-                text.contains("it was not run again without the sandbox (approval unavailable: retrying it without the sandbox needs a person"),
-                "{text}"
-            );
-            true
-        });
+        // Every run is judged (the grace is the whole window), so the ordinary failure below is one the
+        // heuristic looked at.
+        let mut server = start(&ws, policy, false);
+        let r = server
+            .call("exec_command", json!({ "cmd": "echo 'ls: cannot open x: Permission denied' && false" }));
+        assert!(!is_error(&r), "{policy}: {r}");
+        assert_eq!(exit_code(&r), Some(1), "{r}");
+        assert_eq!(output(&r), "ls: cannot open x: Permission denied\n", "{r}");
+        assert!(!text(&r).contains("Warning:"), "{policy}: an ordinary failure was taken for a denial: {r}");
+        let r = server.call("exec_command", json!({ "cmd": "cat /proc/self/stack" }));
+        assert!(!is_error(&r), "{policy}: {r}");
+        assert_eq!(exit_code(&r), Some(1), "{r}");
+        let text = text(&r);
+        assert!(text.contains("Warning: sandbox refused: access to /proc/self/stack"), "{policy}: {text}");
+        assert!(
+            text.contains("it was not run again without the sandbox (approval unavailable: retrying it without the sandbox needs a person"),
+            "{policy}: {text}"
+        );
     }
-}
-
-/// The wall time a response reports.
-fn wall_seconds(result: &serde_json::Value) -> f64 {
-    let text = text(result);
-    let line = text.lines().find_map(|l| l.strip_prefix("Wall time: ")).unwrap_or_else(|| panic!("{text}"));
-    line.trim_end_matches(" seconds").parse().unwrap()
 }

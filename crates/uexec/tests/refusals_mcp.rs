@@ -16,13 +16,6 @@ const LOOKUP: &str = "curl -sS https://pkgs.example.org/";
 /// How a response's warning begins the note (`uexec run` prints it with `[uexec] ` in front).
 const NOTE: &str = "sandbox refused: ";
 
-/// The wall time a response reports.
-fn wall_seconds(result: &Value) -> f64 {
-    let text = text(result);
-    let line = text.lines().find_map(|l| l.strip_prefix("Wall time: ")).unwrap_or_else(|| panic!("{text}"));
-    line.trim_end_matches(" seconds").parse().unwrap()
-}
-
 /// The audit log's records of `event`.
 fn records(audit: &std::path::Path, event: &str) -> Vec<Value> {
     std::fs::read_to_string(audit)
@@ -52,7 +45,8 @@ fn a_lookup_with_the_network_off_fails_at_once_with_one_note_and_a_record() {
     let mut server = McpServer::start_initialized(&ws, &["--audit-log", audit.to_str().unwrap()], false);
     let r = server.call("exec_command", json!({ "cmd": LOOKUP, "login": false }));
     assert_eq!(exit_code(&r), Some(6), "{r}");
-    assert!(wall_seconds(&r) < 5.0, "the lookup did not fail at once: {r}");
+    // The note names the lookup: the offline namespace's responder answered it (REFUSED, at once), instead of
+    // a resolver waiting out its timeouts.
     let said = text(&r);
     assert_eq!(said.matches(NOTE).count(), 1, "one note: {said}");
     assert!(
@@ -150,32 +144,23 @@ fn file_and_ptrace_refusals_name_the_path_and_the_rule() {
 }
 
 /// Under `on-failure` a denial the keywords miss (`Could not resolve host`) is one the sandbox recorded: the
-/// retry is asked about with that evidence (here declined: the output comes back with the note). Runs are
-/// judged only when they end within the early-exit grace, so a loaded machine may need a few tries.
+/// retry is asked about with that evidence (here declined: the output comes back with the note). Runs are judged
+/// only when they end within the early-exit grace: here it is the whole yield window, so this run is.
 #[test]
 fn on_failure_asks_to_retry_a_denial_the_keywords_miss_showing_the_evidence() {
     let ws = Workspace::new();
-    let mut server = McpServer::start_initialized(&ws, &["--approval-policy", "on-failure"], true);
-    for _ in 0..8 {
-        server.answers = vec!["deny".into()];
-        let asked = server.elicitations.len();
-        let r = server.call("exec_command", json!({ "cmd": LOOKUP, "login": false }));
-        assert_eq!(exit_code(&r), Some(6), "{r}");
-        if server.elicitations.len() == asked {
-            assert!(wall_seconds(&r) > 0.1, "a quick run with evidence was not asked about: {r}");
-            continue;
-        }
-        let message = server.elicitations[asked]["message"].as_str().unwrap().to_owned();
-        assert!(
-            message.contains("the sandbox refused: lookup of pkgs.example.org (network off)"),
-            "{message}"
-        );
-        assert!(message.contains("FULL ACCESS"), "{message}");
-        let said = text(&r);
-        assert!(said.contains("lookup of pkgs.example.org") && said.contains("a person declined"), "{said}");
-        return;
-    }
-    panic!("no run ended within the early-exit grace");
+    let grace = whole_window_grace(&ws);
+    let mut server =
+        McpServer::start_initialized(&ws, &[&grace[0], &grace[1], "--approval-policy", "on-failure"], true);
+    server.answers = vec!["deny".into()];
+    let r = server.call("exec_command", json!({ "cmd": LOOKUP, "login": false }));
+    assert_eq!(exit_code(&r), Some(6), "{r}");
+    assert_eq!(server.elicitations.len(), 1, "a run with evidence was not asked about: {r}");
+    let message = server.elicitations[0]["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("the sandbox refused: lookup of pkgs.example.org (network off)"), "{message}");
+    assert!(message.contains("FULL ACCESS"), "{message}");
+    let said = text(&r);
+    assert!(said.contains("lookup of pkgs.example.org") && said.contains("a person declined"), "{said}");
 }
 
 #[test]

@@ -44,6 +44,15 @@ impl Workspace {
     }
 }
 
+/// `--config` with a file (outside the workspace) whose early-exit grace is the whole longest yield window: every
+/// sandboxed run that ends within its yield window is judged for a sandbox denial, however slow the machine (the
+/// default grace, 150 ms, is a race a loaded machine can lose).
+pub fn whole_window_grace(ws: &Workspace) -> [String; 2] {
+    let config = ws.outside.path().join("whole-window-grace.toml");
+    std::fs::write(&config, "[limits]\nearly_exit_grace_ms = 30000\n").unwrap();
+    ["--config".to_owned(), config.to_str().unwrap().to_owned()]
+}
+
 fn home() -> PathBuf {
     std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"))
 }
