@@ -3,8 +3,10 @@
 //! tty vs pipes, the truncation example, pruning, Ctrl-C without a PTY) and the uexec extensions (waiting for
 //! input, the screen view).
 //!
-//! Timing assertions are deliberately loose (the machine has 2 cores and runs other builds): "returns early"
-//! means well under the window, not a number of milliseconds.
+//! No timing is asserted (the machine has 2 cores and runs other builds): a window shows in what it returns (an
+//! exit code, a session that runs on, the early return for input), and a wait for a process to end has a
+//! deadline. The windows themselves are measured on tokio's paused clock, in `uexec-engine`'s orchestration
+//! tests.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
@@ -136,33 +138,6 @@ async fn a_short_window_then_a_later_poll_returns_the_delayed_output() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let late = engine.write_stdin(write(id, "", 100)).await.unwrap();
     assert!(late.output.contains("codex"), "the poll returns what came since: {late:?}");
-    engine.shutdown().await;
-}
-
-/// `max_wait` (what the caller's client waits) cuts the default exec window (10 s) and an empty poll below its
-/// 5 s minimum, and the command runs on in its session. Paired: the same poll without `max_wait` waits its
-/// full minimum.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn max_wait_cuts_every_window_below_its_minimum() {
-    let (engine, _events) = setup();
-    let max_wait = Some(Duration::from_millis(700));
-    let started = Instant::now();
-    let request = ExecCommandRequest { cmd: "sleep 30".into(), max_wait, ..Default::default() };
-    let first = engine.exec_command(request).await.unwrap();
-    let id = first.session_id.expect("the command still runs in its session");
-    assert!(started.elapsed() < Duration::from_secs(4), "the 10 s window was cut: {:?}", started.elapsed());
-    let started = Instant::now();
-    let poll = engine.write_stdin(WriteStdinRequest { max_wait, ..write(id, "", 5_000) }).await.unwrap();
-    assert_eq!(poll.session_id, Some(id));
-    assert!(started.elapsed() < Duration::from_secs(4), "the 5 s poll was cut: {:?}", started.elapsed());
-    let started = Instant::now();
-    let full = engine.write_stdin(write(id, "", 5_000)).await.unwrap();
-    assert_eq!(full.session_id, Some(id));
-    assert!(
-        started.elapsed() >= Duration::from_millis(4_900),
-        "uncut, the poll waits 5 s: {:?}",
-        started.elapsed()
-    );
     engine.shutdown().await;
 }
 
@@ -334,10 +309,9 @@ async fn ctrl_c_to_a_pipe_session_stops_it() {
     let open = engine.exec_command(cmd("sleep 100", false, 250)).await.unwrap();
     let id = open.session_id.unwrap();
     assert_eq!(engine.write_stdin(write(id, "more", 250)).await.unwrap_err(), ExecError::StdinClosed);
-    let start = Instant::now();
+    // Stopped within the window: without the signal, `sleep 100` would outlast it and report no exit code.
     let stopped = engine.write_stdin(write(id, "\u{3}", 10_000)).await.unwrap();
     assert_eq!(stopped.exit_code, Some(130), "{stopped:?}");
-    assert!(start.elapsed() < Duration::from_secs(5));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -490,7 +464,6 @@ async fn a_background_job_holding_the_output_ends_with_its_session() {
 fn expect_prompt(response: &ExecResponse, what: &str, first: bool) {
     assert!(response.waiting_for_input, "{what}: expected an early return for input: {response:?}");
     assert!(response.session_id.is_some());
-    assert!(response.wall_time < Duration::from_secs(5), "{what}: took {:?}", response.wall_time);
     let text = response.to_text();
     assert_eq!(text.ends_with("\n[uexec] Process is waiting for input"), first, "{what}: {text}");
 }

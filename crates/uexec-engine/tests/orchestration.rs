@@ -1276,6 +1276,37 @@ fn full_access() -> EngineConfig {
     config(ApprovalPolicy::OnRequest, SandboxPolicy::DangerFullAccess)
 }
 
+/// `max_wait` (what the caller's client waits) cuts the default exec window (10 s) and an empty poll below its
+/// 5 s minimum, and the command runs on in its session. Paired: the same poll without `max_wait` waits its full
+/// minimum. On tokio's paused clock, so the windows are measured exactly, whatever the machine's load.
+#[tokio::test(start_paused = true)]
+async fn max_wait_cuts_every_window_below_its_minimum() {
+    let engine = engine_with(full_access(), vec![Script::runs("")], Events::default());
+    let max_wait = Some(Duration::from_millis(700));
+    let cut = Duration::from_millis(700)..Duration::from_secs(1);
+    let started = tokio::time::Instant::now();
+    let first = engine.exec_command(ExecCommandRequest { max_wait, ..exec("sleep 30") }).await.unwrap();
+    let id = first.session_id.expect("the command still runs in its session");
+    assert!(cut.contains(&started.elapsed()), "the 10 s window was not cut: {:?}", started.elapsed());
+    let started = tokio::time::Instant::now();
+    let poll = engine
+        .write_stdin(WriteStdinRequest { max_wait, yield_time_ms: Some(5_000), ..write(id, "") })
+        .await
+        .unwrap();
+    assert_eq!(poll.session_id, Some(id));
+    assert!(cut.contains(&started.elapsed()), "the 5 s poll was not cut: {:?}", started.elapsed());
+    let started = tokio::time::Instant::now();
+    let full =
+        engine.write_stdin(WriteStdinRequest { yield_time_ms: Some(5_000), ..write(id, "") }).await.unwrap();
+    assert_eq!(full.session_id, Some(id));
+    assert!(
+        started.elapsed() >= Duration::from_secs(5),
+        "uncut, the poll waits 5 s: {:?}",
+        started.elapsed()
+    );
+    engine.shutdown().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_live_session_returns_only_new_output_and_is_reaped_after_it_exits() {
     let Checked { engine, events, .. } = check(Case {

@@ -434,11 +434,9 @@ fn bad_input_gets_clear_errors_and_the_server_keeps_its_sessions(t: Transport) {
     assert!(is_error(&r), "{}", &text(&r)[..200.min(text(&r).len())]);
     assert!(text(&r).starts_with("write_stdin failed: "), "{}", text(&r));
 
-    // Huge yields are clamped: an exiting command returns at once.
-    let started = std::time::Instant::now();
+    // Huge yields are clamped, not refused: an exiting command returns with its exit code.
     let r = server.call("exec_command", json!({ "cmd": "true", "yield_time_ms": 1e30 }));
     assert_eq!(exit_code(&r), Some(0), "{r}");
-    assert!(started.elapsed() < Duration::from_secs(25));
     let r = server.call(
         "write_stdin",
         json!({ "session_id": session, "chars": "ping\n", "yield_time_ms": 1u64 << 62 }),
