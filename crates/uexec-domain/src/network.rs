@@ -632,7 +632,8 @@ pub fn dns_question(packet: &[u8]) -> Option<(String, usize)> {
         if len == 0 {
             break;
         }
-        if len > 63 || name.len() + len + 1 > 254 {
+        // The name with this label (and the dot before it) stays within 253 bytes.
+        if len > 63 || name.len() + usize::from(!name.is_empty()) + len > 253 {
             return None;
         }
         let label = packet.get(at..at + len)?;
@@ -1174,6 +1175,10 @@ mod tests {
         compressed[12] = 0xc0;
         assert_eq!(dns_question(&compressed), None);
         assert_eq!(dns_question(&[]), None);
+        // At most 253 bytes in all: four labels of 63, 63, 63 and 61 bytes are a name; one byte more is not.
+        let name = |last: usize| ["a".repeat(63), "b".repeat(63), "c".repeat(63), "d".repeat(last)].join(".");
+        assert_eq!(dns_question(&query(&name(61))).map(|(n, _)| n.len()), Some(253));
+        assert_eq!(dns_question(&query(&name(62))), None);
     }
 
     #[test]
