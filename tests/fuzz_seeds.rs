@@ -55,6 +55,11 @@ fn screen_seeds_and_mutations_hold() {
     run_mutations("screen", fuzz::screen);
 }
 
+#[test]
+fn dns_question_seeds_and_mutations_hold() {
+    run_mutations("dns_question", fuzz::dns_question);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -66,6 +71,24 @@ proptest! {
     #[test]
     fn shell_split_holds_for_random_scripts(script in "[a-z |;&()<>'\"$`\\\\\n=-]{0,80}") {
         fuzz::shell_split(script.as_bytes());
+    }
+
+    #[test]
+    fn dns_question_holds_for_random_questions(
+        header in prop::collection::vec(any::<u8>(), 12),
+        labels in prop::collection::vec(prop::collection::vec(
+            prop_oneof![Just(b'a'), Just(b'Z'), Just(b'0'), Just(b'-'), Just(b'_'), Just(b'.'), any::<u8>()], 0..70), 0..6),
+        tail in prop::collection::vec(any::<u8>(), 0..8),
+    ) {
+        let mut packet = header;
+        packet[4..6].copy_from_slice(&[0, 1]);
+        for label in &labels {
+            packet.push(u8::try_from(label.len()).unwrap());
+            packet.extend_from_slice(label);
+        }
+        packet.push(0);
+        packet.extend_from_slice(&tail);
+        fuzz::dns_question(&packet);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! crates re-exported from the `tests` package.
 //!
 //! Only modules that touch no other app module are mounted (the command line's value types, the config file,
-//! the MCP tool arguments and the JSON-RPC repair layer), with `crate::fuzz_bodies` holding the app's bodies; the
-//! same bodies run as unit tests in the app crate on every `cargo xtask ci`.
+//! the MCP tool arguments, the JSON-RPC repair layer and the proxy's head parser and body framing), with
+//! `crate::fuzz_bodies` holding the app's bodies; the same bodies run as unit tests in the app crate on every
+//! `cargo xtask ci`.
 
 #![allow(dead_code, unused_imports, missing_docs, missing_debug_implementations)]
 
@@ -17,5 +18,8 @@ pub mod fuzz_bodies;
 
 #[path = "mcp_modules.rs"]
 mod mcp;
+
+#[path = "proxy_modules.rs"]
+mod proxy;
 
 pub use tests::fuzz as library_bodies;

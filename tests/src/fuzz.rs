@@ -1,6 +1,7 @@
 //! The bodies of the fuzz targets over the library crates' public APIs: the output buffer and truncation, the
 //! shell-script splitter with the known-safe classifier and the command rules, the `apply_patch` parser, and the
-//! terminal stream fed to the screen model behind its escape guard.
+//! terminal stream fed to the screen model behind its escape guard, and the DNS question the offline network
+//! namespace reads from every datagram a sandboxed command sends it (with the refusal it answers).
 //!
 //! The cargo-fuzz targets in `fuzz/` call these functions; `tests/fuzz_seeds.rs` calls them too, over the
 //! committed seed corpus and random inputs, on every `cargo xtask ci`. A body panics only when an invariant
@@ -13,6 +14,7 @@ use uexec_domain::buffer::HeadTailBuffer;
 use uexec_domain::command;
 use uexec_domain::escape::EscapeGuard;
 use uexec_domain::limits::{APPROX_BYTES_PER_TOKEN, PTY_COLS, PTY_ROWS};
+use uexec_domain::network;
 use uexec_domain::patch;
 use uexec_domain::rules::{CommandRules, PrefixRule, RuleDecision, session_prefix_offer};
 use uexec_domain::truncate::{truncate_output_with_dropped, truncate_segments};
@@ -145,4 +147,39 @@ pub fn screen(data: &[u8]) {
     let contents = parser.screen().contents();
     let grid = usize::from(PTY_ROWS) * (usize::from(PTY_COLS) + 1);
     assert!(contents.chars().count() <= grid * 16, "{} characters on the screen", contents.chars().count());
+}
+
+/// The offline namespace's DNS codec on any datagram: a question it reads is a host name (labels of letters,
+/// digits, `-` and `_`, lower-case, 253 bytes at most) spelled exactly by the packet's question section, which
+/// ends within the packet; the refusal it answers keeps the id, the opcode and the question, says `REFUSED`,
+/// carries no records, and is never itself read as a question.
+pub fn dns_question(data: &[u8]) {
+    let Some((name, end)) = network::dns_question(data) else { return };
+    assert!(end <= data.len(), "the question ends at {end}, past the packet's {} bytes", data.len());
+    assert!(!name.is_empty() && name.len() <= 253, "{} bytes: {name:?}", name.len());
+    for label in name.split('.') {
+        assert!((1..=63).contains(&label.len()), "label {label:?} of {name:?}");
+        assert!(
+            label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_'),
+            "label {label:?} of {name:?}"
+        );
+    }
+    let mut wire = Vec::new();
+    for label in name.split('.') {
+        wire.push(u8::try_from(label.len()).unwrap_or(u8::MAX));
+        wire.extend_from_slice(label.as_bytes());
+    }
+    wire.push(0);
+    assert_eq!(end, 12 + wire.len() + 4, "{name:?}");
+    assert_eq!(data[12..end - 4].to_ascii_lowercase(), wire, "{name:?}");
+    let reply = network::dns_refusal(&data[..end]);
+    assert_eq!(reply.len(), end);
+    assert_eq!(reply[..2], data[..2], "the id");
+    assert_eq!(reply[2], 0x80 | (data[2] & 0x79), "QR, the opcode and RD");
+    assert_eq!(reply[3], 0x80 | 5, "RA and REFUSED");
+    assert_eq!(reply[4..6], [0, 1], "one question");
+    assert_eq!(reply[6..12], [0; 6], "no records");
+    assert_eq!(reply[12..], data[12..end], "the question");
+    assert_eq!(network::dns_question(&reply), None, "a reply read as a question");
+    let _ = network::is_network_lookup(&name);
 }

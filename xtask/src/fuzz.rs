@@ -14,8 +14,18 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 
 /// Every target, in the order they run.
-pub const TARGETS: [&str; 7] =
-    ["tool_args", "config", "jsonrpc_lines", "buffer", "shell_split", "patch", "screen"];
+pub const TARGETS: [&str; 10] = [
+    "tool_args",
+    "config",
+    "jsonrpc_lines",
+    "proxy_head",
+    "proxy_body",
+    "buffer",
+    "shell_split",
+    "patch",
+    "screen",
+    "dns_question",
+];
 
 /// The default time per target.
 pub const DEFAULT_SECS: u64 = 30;

@@ -1,0 +1,5 @@
+//! Fuzz target `proxy_head`: see `crates/uexec/src/fuzz_bodies.rs` for what it checks.
+
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| uexec_fuzz::fuzz_bodies::proxy_head(data));
