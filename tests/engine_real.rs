@@ -306,8 +306,16 @@ async fn pruning_65_sessions_kills_the_least_recently_used() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_to_a_pipe_session_stops_it() {
     let (engine, _events) = setup();
-    let open = engine.exec_command(cmd("sleep 100", false, 250)).await.unwrap();
+    let open = engine.exec_command(cmd("echo ready; exec sleep 100", false, 250)).await.unwrap();
     let id = open.session_id.unwrap();
+    // Past the login shell's startup (its profile runs commands of its own), so that the signal finds the
+    // command itself.
+    let mut seen = open.output.clone();
+    let start = Instant::now();
+    while !seen.contains("ready") && start.elapsed() < Duration::from_secs(60) {
+        seen.push_str(&engine.write_stdin(write(id, "", 5_000)).await.unwrap().output);
+    }
+    assert!(seen.contains("ready"), "the command never started: {seen:?}");
     assert_eq!(engine.write_stdin(write(id, "more", 250)).await.unwrap_err(), ExecError::StdinClosed);
     // Stopped within the window: without the signal, `sleep 100` would outlast it and report no exit code.
     let stopped = engine.write_stdin(write(id, "\u{3}", 10_000)).await.unwrap();
