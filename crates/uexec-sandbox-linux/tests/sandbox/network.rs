@@ -73,14 +73,16 @@ fn a_lookup_with_the_network_off_fails_at_once_and_is_recorded() {
     use uexec_ports::{RefusalQuery, Sandbox};
     let s = Scratch::new();
     let sandbox = uexec_sandbox_linux::LinuxSandbox::default();
+    // The lookup has a deadline (SIGALRM ends the probe, printing nothing) below the resolver's own 5 s timeout:
+    // only an answer, not the resolver giving up, makes it print.
     let code = r#"
-import socket, time
-t = time.monotonic()
+import signal, socket
+signal.alarm(4)
 try:
     socket.getaddrinfo("pkgs.example.org", 443); print("resolved")
 except socket.gaierror as e:
     print("gaierror", e.errno)
-print("took", time.monotonic() - t)
+signal.alarm(0)
 print("localhost", socket.getaddrinfo("localhost", 80)[0][4][0])
 "#;
     let run = |network: bool| {
@@ -103,9 +105,7 @@ print("localhost", socket.getaddrinfo("localhost", 80)[0][4][0])
         (probe, refusals)
     };
     let (off, refusals) = run(false);
-    assert!(off.stdout.contains("gaierror"), "{off:?}");
-    let took: f64 = off.stdout.lines().find_map(|l| l.strip_prefix("took ")).unwrap().parse().unwrap();
-    assert!(took < 2.0, "the lookup took {took} s: {off:?}");
+    assert!(off.stdout.contains("gaierror"), "no answer to the lookup before its deadline: {off:?}");
     assert!(off.stdout.contains("localhost 127.0.0.1") || off.stdout.contains("localhost ::1"), "{off:?}");
     assert_eq!(refusals, Some(vec![Refusal::Lookup { name: "pkgs.example.org".into() }]), "{off:?}");
     let protections =
