@@ -188,10 +188,12 @@ struct Reply {
     protections: bool,
 }
 
-/// Releases the reserved id when `exec_command` fails or is dropped before the session is stored; commits the
-/// stored session (keeps it reachable) when the call is dropped mid-window.
+/// Releases the reserved id when `exec_command` fails or is dropped before the session is stored; admits the
+/// stored session (keeps it reachable, pruning as an answered call does) when the call is dropped mid-window.
 pub(crate) struct Reservation<'a> {
     store: &'a Store,
+    /// The cap [`Store::admit`] prunes to.
+    max_sessions: usize,
     id: SessionId,
     session: Option<Arc<Session>>,
     done: bool,
@@ -230,7 +232,24 @@ impl Drop for Reservation<'_> {
         }
         match &self.session {
             None => self.store.release(self.id),
-            Some(session) => self.store.commit_quietly(session),
+            Some(session) => {
+                let (pruned, _) = self.store.admit(session, self.max_sessions);
+                kill_pruned(pruned);
+            }
+        }
+    }
+}
+
+/// Kill sessions pruned where nothing can wait for them (a dropped call): on the runtime when there is one,
+/// else by dropping them (the process adapter's drop sweep kills a session's tree on a thread of its own).
+fn kill_pruned(pruned: Vec<Arc<Session>>) {
+    for victim in pruned {
+        tracing::info!(session_id = %victim.spec.id, "pruning the least recently used session");
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { victim.terminate().await });
+            }
+            Err(_) => drop(victim),
         }
     }
 }
@@ -472,7 +491,13 @@ impl Orchestrator {
     async fn exec_command(&self, req: ExecCommandRequest) -> Result<ExecResponse, ExecError> {
         let call = self.validate(&req).await?;
         let id = self.store.reserve()?;
-        let mut reservation = Reservation { store: &self.store, id, session: None, done: false };
+        let mut reservation = Reservation {
+            store: &self.store,
+            max_sessions: self.config.limits.max_sessions,
+            id,
+            session: None,
+            done: false,
+        };
         let approval = self.approve(&call, id).await?;
         let run = self.place_call(&call, id, &approval).await;
         let window = capped(clamp_exec_yield(req.yield_time_ms, &self.config.limits), req.max_wait);
@@ -675,7 +700,7 @@ impl Orchestrator {
             if let Some(watch) = watch {
                 self.keep_watch(session.spec.id, watch);
             }
-            let (pruned, live) = self.store.commit(&session, limits.max_sessions);
+            let (pruned, live) = self.store.admit(&session, limits.max_sessions);
             reservation.done();
             for victim in pruned {
                 tracing::info!(session_id = %victim.spec.id, "pruning the least recently used session");

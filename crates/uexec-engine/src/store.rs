@@ -156,10 +156,11 @@ impl Store {
         self.lock().sessions.get(&id).map(|e| Arc::clone(&e.session))
     }
 
-    /// Make a provisional session a committed live session and prune down to `max_sessions` committed
-    /// sessions. Returns the pruned sessions (already out of the store, ids released: the caller kills them)
-    /// and the number of live sessions afterwards.
-    pub(crate) fn commit(&self, session: &Arc<Session>, max_sessions: usize) -> (Vec<Arc<Session>>, usize) {
+    /// Admit a provisional session as a committed live session and prune down to `max_sessions` committed
+    /// sessions: the one way a session joins the sessions the cap counts, whether its call answered or was
+    /// cancelled mid-window. Returns the pruned sessions (already out of the store, ids released: the caller
+    /// kills them) and the number of live sessions afterwards.
+    pub(crate) fn admit(&self, session: &Arc<Session>, max_sessions: usize) -> (Vec<Arc<Session>>, usize) {
         let mut inner = self.lock();
         inner.tick += 1;
         let tick = inner.tick;
@@ -191,15 +192,6 @@ impl Store {
         }
         let live = inner.sessions.len();
         (pruned, live)
-    }
-
-    /// Mark a provisional session committed without pruning (its call was dropped mid-window).
-    pub(crate) fn commit_quietly(&self, session: &Arc<Session>) {
-        let mut inner = self.lock();
-        let id = session.spec.id;
-        if let Some(entry) = inner.sessions.get_mut(&id).filter(|e| Arc::ptr_eq(&e.session, session)) {
-            entry.provisional = false;
-        }
     }
 
     /// Number of stored sessions.

@@ -1707,6 +1707,36 @@ async fn an_exec_call_dropped_mid_window_leaves_a_reachable_session() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn exec_calls_dropped_mid_window_are_pruned_to_the_cap_like_answered_ones() {
+    let Checked { engine, events, spawned: record, .. } = check(Case {
+        config: full_access(),
+        processes: Processes::Run(vec![Script::runs("")]),
+        sandbox: Sandboxing::Never,
+        answers: Answers::Never,
+    });
+    for n in 0..70 {
+        let call =
+            engine.exec_command(ExecCommandRequest { yield_time_ms: Some(10_000), ..exec(&format!("s{n}")) });
+        assert!(tokio::time::timeout(Duration::from_secs(1), call).await.is_err(), "the window is 10 s");
+        assert!(engine.list_sessions().await.len() <= 64, "after {} dropped calls", n + 1);
+    }
+    assert_eq!(engine.list_sessions().await.len(), 64);
+    assert_eq!(engine.reserved_id_count(), 64, "the pruned sessions' ids are released");
+    // The six least recently used were pruned, and their processes killed.
+    eventually("the pruned processes to be killed", || {
+        let controls = record.controls.lock().unwrap();
+        controls.iter().filter(|c| c.kills.load(Ordering::SeqCst) == 1).count() == 6
+    })
+    .await;
+    eventually("the pruned sessions to end", || ends(&events).len() == 6).await;
+    let response =
+        engine.exec_command(ExecCommandRequest { yield_time_ms: Some(250), ..exec("s70") }).await.unwrap();
+    assert!(response.warning.unwrap().contains("64"), "the answered call warns at the cap");
+    assert_eq!(engine.list_sessions().await.len(), 64);
+    engine.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_write_stdin_call_dropped_mid_window_releases_the_session_at_once() {
     // A cancelled MCP call drops the engine future: the call lock must go with it, and the session stay.
     let engine =
