@@ -12,6 +12,8 @@ use uexec_domain::{ApprovalPolicy, SandboxPolicy};
 use uexec_ports::process::ProcessSpawner;
 use uexec_ports::{Approver, EventSink, Sandbox};
 
+use crate::budget::SessionBudget;
+
 /// The adapters the engine talks to, injected as trait objects.
 #[derive(Clone)]
 pub struct EngineDeps {
@@ -73,6 +75,9 @@ pub struct EngineConfig {
     /// Directories beyond the policy's roots that the sandbox adapter lets sandboxed commands write (the copy-on-
     /// write views' upper layers): counted as written by sandboxed commands (`uexec_domain::trust`).
     pub sandbox_written_dirs: Vec<PathBuf>,
+    /// A limit on sessions shared with other engines (a server's limit across its clients), counted from the
+    /// reservation of a call's id to the session's removal. `None` (the default): only `limits.max_sessions`.
+    pub session_budget: Option<SessionBudget>,
 }
 
 impl EngineConfig {
@@ -96,6 +101,7 @@ impl EngineConfig {
             snapshot_dir: None,
             sandbox_cache: None,
             sandbox_written_dirs: Vec::new(),
+            session_budget: None,
         }
     }
 

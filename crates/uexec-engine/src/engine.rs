@@ -268,7 +268,7 @@ impl Engine {
         Engine {
             inner: Arc::new(Orchestrator {
                 snapshots,
-                store: Store::new(seed),
+                store: Store::new(seed, config.session_budget.clone()),
                 config,
                 deps,
                 approvals: Mutex::new(HashSet::new()),

@@ -114,4 +114,14 @@ pub enum ExecError {
     /// Every session id is in use.
     #[error("too many sessions: every session id is in use; close sessions that are no longer needed")]
     TooManySessions,
+    /// Every session a budget shared with other engines allows is in use (a server's limit across its clients).
+    #[error(
+        "refused: this server holds {limit} sessions across its clients (live sessions and calls in progress), \
+         its limit; close sessions you no longer need (close_session), or wait for running commands to end, then \
+         retry"
+    )]
+    SessionBudgetFull {
+        /// The budget's limit.
+        limit: usize,
+    },
 }

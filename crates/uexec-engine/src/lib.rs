@@ -135,6 +135,7 @@
 
 mod api;
 mod attempt;
+mod budget;
 mod collect;
 mod config;
 mod engine;
@@ -154,6 +155,7 @@ mod watch;
 pub use api::{
     ExecCommandRequest, ExecResponse, LiveState, SessionState, SessionSummary, SessionView, WriteStdinRequest,
 };
+pub use budget::SessionBudget;
 pub use config::{EngineConfig, EngineDeps};
 pub use engine::{Engine, WeakEngine};
 pub use error::ExecError;

@@ -12,6 +12,7 @@ use uexec_domain::ids::{IdAllocator, SplitMix64};
 use uexec_domain::limits::PROTECTED_RECENT_SESSIONS;
 use uexec_domain::prune::{PruneCandidate, choose_session_to_prune};
 
+use crate::budget::SessionBudget;
 use crate::error::ExecError;
 use crate::session::Session;
 
@@ -31,6 +32,19 @@ struct Inner {
     tick: u64,
     /// Set by [`Store::drain`] (shutdown): no id is reserved and no session stored any more.
     closed: bool,
+    /// Shared with other engines: one unit per reserved id.
+    budget: Option<SessionBudget>,
+}
+
+impl Inner {
+    /// Release a reserved id, and its unit of the shared budget.
+    fn release(&mut self, id: SessionId) {
+        if self.ids.release(id)
+            && let Some(budget) = &self.budget
+        {
+            budget.give_back();
+        }
+    }
 }
 
 /// Live sessions and reserved ids.
@@ -51,8 +65,8 @@ pub(crate) struct Listed {
 }
 
 impl Store {
-    /// A store whose ids and chunk ids come from `seed`.
-    pub(crate) fn new(seed: u64) -> Store {
+    /// A store whose ids and chunk ids come from `seed`, counting its reserved ids in `budget`.
+    pub(crate) fn new(seed: u64, budget: Option<SessionBudget>) -> Store {
         Store {
             inner: Mutex::new(Inner {
                 ids: IdAllocator::new(seed),
@@ -60,6 +74,7 @@ impl Store {
                 sessions: HashMap::new(),
                 tick: 0,
                 closed: false,
+                budget,
             }),
         }
     }
@@ -79,14 +94,25 @@ impl Store {
         if inner.closed {
             return Err(ExecError::ShuttingDown);
         }
-        inner.ids.reserve().map_err(|_| ExecError::TooManySessions)
+        if let Some(budget) = &inner.budget
+            && !budget.take()
+        {
+            return Err(ExecError::SessionBudgetFull { limit: budget.limit() });
+        }
+        let reserved = inner.ids.reserve().map_err(|_| ExecError::TooManySessions);
+        if reserved.is_err()
+            && let Some(budget) = &inner.budget
+        {
+            budget.give_back();
+        }
+        reserved
     }
 
     /// Release an id that has no stored session.
     pub(crate) fn release(&self, id: SessionId) {
         let mut inner = self.lock();
         if !inner.sessions.contains_key(&id) {
-            inner.ids.release(id);
+            inner.release(id);
         }
     }
 
@@ -123,7 +149,7 @@ impl Store {
         let id = session.spec.id;
         if inner.sessions.get(&id).is_some_and(|e| Arc::ptr_eq(&e.session, session)) {
             inner.sessions.remove(&id);
-            inner.ids.release(id);
+            inner.release(id);
             session.mark_removed();
             true
         } else {
@@ -135,7 +161,7 @@ impl Store {
     pub(crate) fn remove_id(&self, id: SessionId) -> Option<Arc<Session>> {
         let mut inner = self.lock();
         let entry = inner.sessions.remove(&id)?;
-        inner.ids.release(id);
+        inner.release(id);
         entry.session.mark_removed();
         Some(entry.session)
     }
@@ -186,7 +212,7 @@ impl Store {
                 break;
             };
             let Some(entry) = inner.sessions.remove(&victim) else { break };
-            inner.ids.release(victim);
+            inner.release(victim);
             entry.session.mark_removed();
             pruned.push(entry.session);
         }
@@ -219,7 +245,7 @@ impl Store {
         let entries: Vec<(SessionId, Entry)> = inner.sessions.drain().collect();
         let mut sessions = Vec::with_capacity(entries.len());
         for (id, entry) in entries {
-            inner.ids.release(id);
+            inner.release(id);
             entry.session.mark_removed();
             sessions.push(entry.session);
         }

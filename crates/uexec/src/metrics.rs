@@ -76,9 +76,9 @@ impl Metrics {
         self.clients_refused.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// An `exec_command` was refused because the server holds its maximum number of sessions.
-    pub fn session_refused(&self) {
-        self.sessions_refused.fetch_add(1, Ordering::Relaxed);
+    /// How many `exec_command` calls were refused so far because the server held its maximum number of sessions.
+    pub fn set_sessions_refused(&self, total: u64) {
+        self.sessions_refused.store(total, Ordering::Relaxed);
     }
 
     /// A request without the right bearer token was refused.
@@ -95,11 +95,6 @@ impl Metrics {
     /// How many connections the network proxy has refused so far (to domains the policy does not allow).
     pub fn set_network_refused(&self, total: u64) {
         self.network_refused.store(total, Ordering::Relaxed);
-    }
-
-    /// Live sessions across every client (spawned and not yet ended).
-    pub fn sessions_open(&self) -> i64 {
-        self.sessions_open.load(Ordering::Relaxed)
     }
 
     fn record_spawn_latency(&self, latency: Duration) {
@@ -349,9 +344,9 @@ mod tests {
             session_id: SessionId(1000),
             chunk: vec![b'x'; 7],
         });
-        assert_eq!(metrics.sessions_open(), 2);
+        assert_eq!(metrics.sessions_open.load(Ordering::Relaxed), 2);
         b.emit(end("c2"));
-        assert_eq!(metrics.sessions_open(), 1);
+        assert_eq!(metrics.sessions_open.load(Ordering::Relaxed), 1);
         let text = metrics.render();
         assert_eq!(value(&text, "uexec_spawns_total"), "2");
         assert_eq!(value(&text, "uexec_sessions_open"), "1");

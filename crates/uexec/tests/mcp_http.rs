@@ -1211,13 +1211,48 @@ async fn limits_refuse_clients_and_sessions_beyond_them_with_a_reason() {
 
     let (session, _) = start_sleeper(&mut a).await;
     let (error, text) = b.call("exec_command", json!({"cmd": "echo no-room", "login": false})).await;
-    assert!(error && text.contains("exec_command refused") && !text.contains("no-room\n"), "{text}");
+    assert!(
+        error && text.contains("refused: this server holds 1 sessions") && !text.contains("no-room\n"),
+        "{text}"
+    );
     assert_eq!(metric(&server, "uexec_sessions_refused_total").await, 1.0);
     // Room again once A's session is closed.
     let (error, text) = a.call("close_session", json!({"session_id": session})).await;
     assert!(!error, "{text}");
     let (error, text) = b.call("exec_command", json!({"cmd": "echo room", "login": false})).await;
     assert!(!error && output_of(&text) == "room\n", "{text}");
+}
+
+#[tokio::test]
+async fn concurrent_calls_start_exactly_as_many_sessions_as_the_total_limit() {
+    let server = start(&["--max-sessions-total", "20", "--sandbox", "danger-full-access"], Some(TOKEN));
+    let mut clients = Vec::new();
+    for _ in 0..30 {
+        clients.push(Client::connect(&server).await);
+    }
+    // Every call is still in its window when the others are admitted: a session in flight counts once.
+    let unique = 7_000_000 + std::process::id() % 100_000 * 10;
+    let mut calls = tokio::task::JoinSet::new();
+    for (n, mut client) in clients.into_iter().enumerate() {
+        calls.spawn(async move {
+            let cmd = format!("exec sleep {}{n:02}", unique);
+            client.call("exec_command", json!({"cmd": cmd, "login": false, "yield_time_ms": 2000})).await
+        });
+    }
+    let (mut started, mut refused) = (0, 0);
+    while let Some(outcome) = calls.join_next().await {
+        let (error, text) = outcome.unwrap();
+        if error {
+            assert!(text.contains("refused: this server holds 20 sessions"), "{text}");
+            refused += 1;
+        } else {
+            assert!(text.contains("Process running with session ID"), "{text}");
+            started += 1;
+        }
+    }
+    assert_eq!((started, refused), (20, 10), "(started, refused) of 30 concurrent calls with a limit of 20");
+    assert_eq!(metric(&server, "uexec_sessions_refused_total").await, 10.0);
+    assert_eq!(metric(&server, "uexec_sessions_open").await, 20.0);
 }
 
 #[test]

@@ -20,7 +20,8 @@
 //!
 //! Limits: a client's live sessions are capped by its engine's `max_sessions` (the least recently used is pruned
 //! beyond, as over stdio); the live sessions of all clients by `sessions_total` (`exec_command` is refused
-//! beyond, with a tool error that says so); new clients by `max_clients` (503). What others can make the server
+//! beyond, with a tool error that says so; a `uexec_engine::SessionBudget` the engines share counts each session
+//! once, from its call's id reservation to its removal, so calls in flight are neither missed nor counted twice); new clients by `max_clients` (503). What others can make the server
 //! hold has shares of the descriptor limit (`crate::fdlimit::FdBudget`): connections that have not presented the
 //! token pass the gate of [`super::gate`]; in the domain-allowlist mode each client has a proxy (and a network
 //! namespace) of its own, whose quota is below the bound all clients' proxies share.
@@ -66,13 +67,12 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use uexec_engine::{Engine, EngineConfig};
+use uexec_engine::{Engine, EngineConfig, SessionBudget};
 use uexec_ports::EventSink;
 
 use super::StopReason;
 use super::gate::{self, Gate, Ticket};
 use super::server::{ExecObserver, UexecServer};
-use super::tools;
 use crate::metrics::{ClientEvents, Metrics};
 use crate::settings::{AuthToken, ServerSettings, Settings, TokenOrigin};
 
@@ -133,8 +133,10 @@ struct Fleet {
     /// Every live client's engine, by an internal client number.
     engines: Mutex<HashMap<u64, Engine>>,
     next_client: AtomicU64,
-    /// `exec_command` calls admitted and not yet returned (a session they spawn is counted live from `Begin`).
-    admitting: Mutex<usize>,
+    /// The live sessions of every client's engine together, and the calls that reserved one
+    /// (`--max-sessions-total`): each engine's store counts a session once, from its call's reservation to its
+    /// removal.
+    sessions: SessionBudget,
     /// Tool calls in flight plus POST responses not yet sent to the end, for the drain.
     calls: watch::Sender<usize>,
     /// Open requests and streams per MCP session id, and since when a client has had none.
@@ -211,23 +213,6 @@ impl Fleet {
         refusals.0.values().map(|r| r.mark()).sum::<u64>() + refusals.1
     }
 
-    /// Admit one `exec_command`, or say why not.
-    fn admit(self: &Arc<Self>) -> Result<Admitted, String> {
-        let mut admitting = lock(&self.admitting);
-        let live = usize::try_from(self.metrics.sessions_open()).unwrap_or(0);
-        if live + *admitting >= self.limits.sessions_total {
-            self.metrics.session_refused();
-            return Err(format!(
-                "exec_command refused: this server holds {} live sessions across its clients, its limit (the \
-                 session and memory bound of --max-sessions-total / --memory-total). Close sessions you no longer \
-                 need (close_session), or wait for running commands to end, then retry.",
-                self.limits.sessions_total
-            ));
-        }
-        *admitting += 1;
-        Ok(Admitted(Arc::clone(self)))
-    }
-
     /// One more request or stream of `session` is open.
     fn opened(self: &Arc<Self>, session: &str) -> OpenGuard {
         let mut activity = lock(&self.activity);
@@ -254,16 +239,6 @@ impl Fleet {
     fn forget(&self, session: &str) {
         lock(&self.activity).remove(session);
         self.filters.forget(session);
-    }
-}
-
-/// An admitted `exec_command` call.
-struct Admitted(Arc<Fleet>);
-
-impl Drop for Admitted {
-    fn drop(&mut self) {
-        let mut admitting = lock(&self.0.admitting);
-        *admitting = admitting.saturating_sub(1);
     }
 }
 
@@ -437,14 +412,6 @@ impl ServerHandler for HttpClient {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let _call = CallGuard::new(&self.fleet);
-        let _admitted = if request.name == tools::EXEC_COMMAND && request.request_state.is_none() {
-            match self.fleet.admit() {
-                Ok(admitted) => Some(admitted),
-                Err(text) => return Ok(tools::error_result(text).into()),
-            }
-        } else {
-            None
-        };
         self.inner.call_tool(request, context).await
     }
 }
@@ -538,6 +505,7 @@ impl Router {
         match request.uri().path() {
             "/metrics" if request.method() == Method::GET => {
                 self.fleet.metrics.set_network_refused(self.fleet.network_refused());
+                self.fleet.metrics.set_sessions_refused(self.fleet.sessions.refused());
                 self.fleet.metrics.set_connections_dropped(self.gate.dropped());
                 let mut response = Response::new(Full::new(Bytes::from(self.fleet.metrics.render())).boxed());
                 response.headers_mut().insert(
@@ -743,6 +711,8 @@ pub async fn serve(
     config.id_seed = id_seed;
     config.limits.max_sessions = server.sessions_per_client;
     config.limits.warning_sessions = config.limits.warning_sessions.min(server.sessions_per_client);
+    let session_budget = SessionBudget::new(server.sessions_total);
+    config.session_budget = Some(session_budget.clone());
     let pending = super::operator::PendingApprovals::new(events);
     let blueprint = Arc::new(Blueprint {
         config,
@@ -759,7 +729,7 @@ pub async fn serve(
         limits: server.clone(),
         engines: Mutex::new(HashMap::new()),
         next_client: AtomicU64::new(1),
-        admitting: Mutex::new(0),
+        sessions: session_budget,
         calls,
         activity: Mutex::new(HashMap::new()),
         shared: Mutex::new(HashMap::new()),
