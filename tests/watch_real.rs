@@ -56,6 +56,7 @@ async fn watch_until(watch: &mut Watch, needle: &str, limit: Duration) -> (Strin
         match tokio::time::timeout_at(deadline, watch.next()).await {
             Ok(Some(WatchEvent::Output(piece))) => seen.push_str(&String::from_utf8_lossy(piece.as_bytes())),
             Ok(Some(WatchEvent::Exited { exit_code })) => return (seen, Some(exit_code)),
+            Ok(Some(WatchEvent::Skipped { bytes })) => seen.push_str(&format!("[skipped {bytes}]")),
             Ok(None) | Err(_) => break,
         }
     }

@@ -161,4 +161,4 @@ pub use engine::{Engine, WeakEngine};
 pub use error::ExecError;
 pub use placement::{Placement, SandboxContext, place};
 pub use trust::{gather_writes, writable_by_sandbox};
-pub use watch::{OutputPiece, WATCH_QUEUE, Watch, WatchEvent};
+pub use watch::{OutputPiece, WATCH_QUEUE_BYTES, Watch, WatchEvent};

@@ -184,6 +184,7 @@ impl Session {
             finished: false,
         };
         let (changed, _) = watch::channel(0);
+        let watchers = Watchers::new(spec.buffer_bytes);
         let session = Arc::new(Session {
             spec,
             protections,
@@ -199,7 +200,7 @@ impl Session {
             end_emitted: AtomicBool::new(false),
             removed: AtomicBool::new(false),
             waiting_said: AtomicBool::new(false),
-            watchers: Watchers::default(),
+            watchers,
         });
         tokio::spawn(read_loop(Arc::clone(&session), process.output));
         tokio::spawn(wait_loop(Arc::clone(&session)));

@@ -510,3 +510,83 @@ fn another_user_cannot_use_the_control_socket_even_through_a_link_it_can_open() 
     assert_eq!(probe_as(None, &link), "ANSWER", "the twin: the same user through the same link");
     drop(server);
 }
+
+/// The server's resident memory, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+#[allow(clippy::print_stderr)]
+fn a_stalled_attach_to_a_flooding_session_costs_the_server_a_bounded_queue_and_is_told_what_it_missed() {
+    let ws = Workspace::new();
+    let mut server = server(&ws, &["--sandbox", "danger-full-access"]);
+    socket_of(&ws, server.pid());
+    let id = session_id(&server.call(
+        "exec_command",
+        json!({ "cmd": "exec cat /dev/zero", "login": false, "yield_time_ms": 250, "max_output_tokens": 16 }),
+    ));
+    let output_bytes = || listed(&ws, server.pid(), id).unwrap()["output_bytes"].as_u64().unwrap();
+    // The flood alone: the session's own buffers, then steady.
+    let start = output_bytes();
+    while output_bytes() < start + (64 << 20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let before = rss_kib(server.pid());
+    // A person attaches and stops reading (a terminal stopped with Ctrl-S): nothing reads the attach's stdout.
+    let mut attach = uexec_command(&ws, &["attach", &id.to_string()])
+        .env("XDG_RUNTIME_DIR", runtime_dir(&ws))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Past what a queue of 4096 whole read chunks (64 KiB each) could hold.
+    let attached_at = output_bytes();
+    let mut peak = before;
+    while output_bytes() < attached_at + (320 << 20) {
+        peak = peak.max(rss_kib(server.pid()));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    peak = peak.max(rss_kib(server.pid()));
+    eprintln!("server RSS with a stalled attach: {before} KiB before, {peak} KiB at most over 320 MiB of output");
+    assert!(
+        peak <= before + 32 * 1024,
+        "the server grew from {before} KiB to {peak} KiB with a stalled watcher (bound: + 32 MiB)"
+    );
+    // Reading again, the person is told how much output it missed.
+    let mut stdout = attach.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let needle = b"bytes of output skipped: this attach fell behind]";
+        let mut seen = Vec::new();
+        let mut buffer = vec![0u8; 1 << 16];
+        let deadline = Instant::now() + DEADLINE;
+        while Instant::now() < deadline {
+            let n = stdout.read(&mut buffer).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            // Only the text after the zeros matters: keep what is not a NUL.
+            seen.extend(buffer[..n].iter().copied().filter(|b| *b != 0));
+            if seen.windows(needle.len()).any(|w| w == needle) {
+                return String::from_utf8_lossy(&seen).into_owned();
+            }
+        }
+        panic!("no skip marker in what the attach printed: {:?}", String::from_utf8_lossy(&seen));
+    });
+    let seen = reader.join().unwrap();
+    let skipped: u64 = seen
+        .split("[uexec: ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{seen:?}"));
+    assert!(skipped >= 64 << 20, "the marker says {skipped} bytes were skipped");
+    let closed = server.call("close_session", json!({ "session_id": id }));
+    assert!(exit_code(&closed).is_some(), "{closed}");
+    // Its reader is gone: the attach ends on its next write, or now.
+    let _ = attach.kill();
+    let _ = attach.wait();
+}

@@ -260,6 +260,11 @@ async fn kill_all(shared: &Shared, peer: Option<i32>) -> Value {
     json!({ "ok": true, "killed": killed })
 }
 
+/// What a person attached to a session reads where output was dropped because the attach did not keep up.
+fn skipped_note(bytes: u64) -> String {
+    format!("\r\n[uexec: {bytes} bytes of output skipped: this attach fell behind]\r\n")
+}
+
 async fn attach(
     shared: &Shared,
     mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
@@ -296,6 +301,9 @@ async fn attach(
         tokio::select! {
             event = watch.next() => match event {
                 Some(WatchEvent::Output(piece)) => write_frame(&mut write, FRAME_OUTPUT, piece.as_bytes()).await?,
+                Some(WatchEvent::Skipped { bytes }) => {
+                    write_frame(&mut write, FRAME_OUTPUT, skipped_note(bytes).as_bytes()).await?;
+                }
                 Some(WatchEvent::Exited { exit_code }) => {
                     let body = json!({ "exit_code": exit_code }).to_string();
                     write_frame(&mut write, FRAME_EXIT, body.as_bytes()).await?;

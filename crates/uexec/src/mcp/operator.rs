@@ -9,7 +9,8 @@
 //!   session: its newest output), its state;
 //! - `GET /operator/api/sessions/{client}/{id}/watch`: a live view as server-sent events: `present` (the
 //!   screen drawn with escape sequences, or a pipe session's newest output), `output` (every later piece), `exit`;
-//!   each event's data a JSON string of the bytes (invalid UTF-8 replaced);
+//!   each event's data a JSON string of the bytes (invalid UTF-8 replaced); `skipped` (data: a number of bytes)
+//!   where a page that stopped reading lost output (the session keeps a bounded queue for it, `uexec_engine::watch`);
 //! - `POST /operator/api/sessions/{client}/{id}/kill`: kill its process tree (the model's next call reads the
 //!   exit).
 //!
@@ -251,6 +252,8 @@ impl Operator {
             while let Some(next) = watch.next().await {
                 let frame = match next {
                     WatchEvent::Output(piece) => event("output", piece.as_bytes()),
+                    // The page fell behind: this many bytes of output were dropped before what follows.
+                    WatchEvent::Skipped { bytes } => event("skipped", bytes.to_string().as_bytes()),
                     WatchEvent::Exited { exit_code } => event("exit", exit_code.to_string().as_bytes()),
                 };
                 if tx.send(frame).await.is_err() {
@@ -284,7 +287,8 @@ where
     F: FnOnce(tokio::sync::mpsc::Sender<FrameResult>) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    // A few frames: a page that stops reading leaves its output in the session's bounded watcher queue.
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
     tokio::spawn(feed(tx));
     ChannelBody(rx)
 }
