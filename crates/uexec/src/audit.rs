@@ -10,7 +10,10 @@
 //!
 //! Every line carries `time` (RFC 3339, UTC, milliseconds) and `unix_ms`. Each record is one `write(2)` of a
 //! whole line on an unbuffered append-only file, so it is on disk (in the page cache) when `emit` returns and
-//! concurrent writers never interleave inside a line. `emit` holds a mutex only for that one write.
+//! concurrent writers never interleave inside a line. `emit` holds a mutex only for that one write. A write
+//! that takes only part of the line (a disk that fills up mid-record) is undone: the file is truncated back to
+//! where the record began, so the log stays whole JSON lines and the record counts as lost, like one that did
+//! not fit at all. Should the truncation fail too, the next record starts on a line of its own.
 //!
 //! When the log cannot be written (disk full, the directory gone, an I/O error), commands still run: the audit
 //! log records what happened, it protects nothing (the sandbox and the approvals do), and refusing every command
@@ -54,6 +57,92 @@ pub struct AuditLog {
     lost_in_a_row: AtomicU64,
     /// True while the last write failed.
     failing: AtomicBool,
+    /// Part of a record stayed in the file (a short write that could not be undone): the next record starts
+    /// with a newline, so it is a line of its own.
+    torn: AtomicBool,
+}
+
+/// What a record is appended to: one write at a time, its end, and a way back to an earlier end.
+trait Append {
+    /// One `write(2)`: how many bytes it took.
+    fn write_once(&mut self, bytes: &[u8]) -> std::io::Result<usize>;
+    /// The offset right after the last write.
+    fn position(&mut self) -> std::io::Result<u64>;
+    /// Cut the file back to `len` bytes.
+    fn truncate(&mut self, len: u64) -> std::io::Result<()>;
+}
+
+impl Append for File {
+    fn write_once(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        Write::write(self, bytes)
+    }
+
+    fn position(&mut self) -> std::io::Result<u64> {
+        std::io::Seek::stream_position(self)
+    }
+
+    fn truncate(&mut self, len: u64) -> std::io::Result<()> {
+        self.set_len(len)
+    }
+}
+
+/// What became of one record.
+#[derive(Debug)]
+enum Appended {
+    /// Written whole.
+    Whole,
+    /// Not written: nothing of it stays (a part that was written is cut off again).
+    Lost(std::io::Error),
+    /// Not written, and a part of it stays in the file (cutting it off failed too).
+    Torn(std::io::Error),
+}
+
+/// Append one record's `line`, first ending a part of an earlier record that stayed in the file (`torn`), and
+/// note in `torn` whether a part of this one stays.
+fn append_record(file: &mut impl Append, line: &str, torn: &mut bool) -> std::io::Result<()> {
+    let appended = if *torn {
+        append_whole(file, format!("\n{line}").as_bytes())
+    } else {
+        append_whole(file, line.as_bytes())
+    };
+    match appended {
+        Appended::Whole => {
+            *torn = false;
+            Ok(())
+        }
+        Appended::Lost(e) => Err(e),
+        Appended::Torn(e) => {
+            *torn = true;
+            Err(e)
+        }
+    }
+}
+
+/// Append `line` (one record and its newline) in one write. A short write is undone by truncating the file back
+/// to where the record began (an `O_APPEND` write starts at the end of the file: its end minus what it took).
+fn append_whole(file: &mut impl Append, line: &[u8]) -> Appended {
+    let written = loop {
+        match file.write_once(line) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Appended::Lost(e),
+            Ok(n) => break n,
+        }
+    };
+    if written == line.len() {
+        return Appended::Whole;
+    }
+    let short = std::io::Error::other(format!(
+        "short write: {written} of {} bytes (no space left on the device?)",
+        line.len()
+    ));
+    if written == 0 {
+        return Appended::Lost(short);
+    }
+    let undone = file.position().and_then(|end| file.truncate(end.saturating_sub(written as u64)));
+    match undone {
+        Ok(()) => Appended::Lost(short),
+        Err(e) => Appended::Torn(std::io::Error::other(format!("{short}; cutting it off failed: {e}"))),
+    }
 }
 
 impl AuditLog {
@@ -67,6 +156,7 @@ impl AuditLog {
             failures: AtomicU64::new(0),
             lost_in_a_row: AtomicU64::new(0),
             failing: AtomicBool::new(false),
+            torn: AtomicBool::new(false),
         })
     }
 
@@ -86,11 +176,18 @@ impl AuditLog {
         let mut text = Value::Object(line).to_string();
         text.push('\n');
         let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
-        let result = self.reopen_if_replaced(&mut file).and_then(|()| {
-            file.write_all(text.as_bytes())?;
-            file.flush()
-        });
-        drop(file);
+        let result = match self.reopen_if_replaced(&mut file) {
+            Err(e) => Err(e),
+            Ok(reopened) => {
+                // A part of an earlier record may stay at the end of this file, not of a new one.
+                let mut torn = !reopened && self.torn.load(Ordering::Relaxed);
+                let appended = append_record(&mut *file, &text, &mut torn);
+                self.torn.store(torn, Ordering::Relaxed);
+                appended
+            }
+        };
+        // Counted under the same lock as the write: the lost records a recovery reports are exactly those that
+        // failed before it.
         match result {
             Ok(()) => {
                 if self.failing.swap(false, Ordering::Relaxed) {
@@ -114,14 +211,15 @@ impl AuditLog {
                 }
             }
         }
+        drop(file);
     }
 
     /// Reopen the log at its path when the open file is no longer the one there (removed, or renamed away by a
-    /// rotation): a new file is created. A character device (`/dev/full`, `/dev/null`) is left as it is.
-    fn reopen_if_replaced(&self, file: &mut File) -> std::io::Result<()> {
+    /// rotation): a new file is created (true). A character device (`/dev/full`, `/dev/null`) is left as it is.
+    fn reopen_if_replaced(&self, file: &mut File) -> std::io::Result<bool> {
         let open = file.metadata()?;
         if !open.file_type().is_file() {
-            return Ok(());
+            return Ok(false);
         }
         let same = match std::fs::metadata(&self.path) {
             Ok(at_path) => at_path.dev() == open.dev() && at_path.ino() == open.ino(),
@@ -132,7 +230,7 @@ impl AuditLog {
             *file = OpenOptions::new().create(true).append(true).open(&self.path)?;
             tracing::warn!(path = %self.path.display(), "the audit log was removed or replaced; recreated it");
         }
-        Ok(())
+        Ok(!same)
     }
 
     fn remember_begin(&self, key: (String, SessionId), info: BeginInfo) {
@@ -417,6 +515,95 @@ mod tests {
         assert_eq!(log.failures(), 2);
         assert!(log.failing.load(Ordering::Relaxed));
         assert_eq!(log.lost_in_a_row.load(Ordering::Relaxed), 2);
+    }
+
+    /// A disk with `room` bytes left: a write takes what fits (a short write), then fails with ENOSPC.
+    struct SmallDisk {
+        data: Vec<u8>,
+        room: usize,
+        /// Writes that fail with EINTR before taking anything.
+        interrupts: usize,
+        truncate_fails: bool,
+    }
+
+    impl Append for SmallDisk {
+        fn write_once(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            if self.interrupts > 0 {
+                self.interrupts -= 1;
+                return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
+            }
+            let free = self.room.saturating_sub(self.data.len());
+            if free == 0 {
+                return Err(std::io::Error::from_raw_os_error(28));
+            }
+            let n = free.min(bytes.len());
+            self.data.extend_from_slice(&bytes[..n]);
+            Ok(n)
+        }
+
+        fn position(&mut self) -> std::io::Result<u64> {
+            Ok(self.data.len() as u64)
+        }
+
+        fn truncate(&mut self, len: u64) -> std::io::Result<()> {
+            if self.truncate_fails {
+                return Err(std::io::Error::from_raw_os_error(5));
+            }
+            self.data.truncate(len as usize);
+            Ok(())
+        }
+    }
+
+    fn record_line(n: usize) -> String {
+        format!("{}\n", json!({ "event": "stdin", "n": n, "chars": "x".repeat(n % 97) }))
+    }
+
+    #[test]
+    fn a_disk_that_fills_mid_record_leaves_whole_lines_and_every_lost_record_is_counted() {
+        for room in [0, 1, 50, 333, 1000, 4096] {
+            let mut disk = SmallDisk { data: Vec::new(), room, interrupts: 1, truncate_fails: false };
+            let (mut torn, mut lost) = (false, 0);
+            for n in 0..100 {
+                if append_record(&mut disk, &record_line(n), &mut torn).is_err() {
+                    lost += 1;
+                }
+            }
+            // Room again: the next records are whole lines after the kept ones.
+            disk.room = usize::MAX;
+            for n in 100..103 {
+                append_record(&mut disk, &record_line(n), &mut torn).unwrap();
+            }
+            assert!(!torn);
+            let text = String::from_utf8(disk.data).unwrap();
+            let kept: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+            assert!(text.ends_with('\n'));
+            assert_eq!(kept.len() - 3 + lost, 100, "room {room}: every record is kept or counted as lost");
+            let numbers: Vec<u64> = kept.iter().map(|l| l["n"].as_u64().unwrap()).collect();
+            assert!(numbers.windows(2).all(|w| w[0] < w[1]), "in order: {numbers:?}");
+            assert_eq!(&numbers[numbers.len() - 3..], [100, 101, 102]);
+        }
+    }
+
+    #[test]
+    fn a_part_that_cannot_be_cut_off_is_ended_before_the_next_record() {
+        let room = record_line(1).len() + 10;
+        let mut disk = SmallDisk { data: Vec::new(), room, interrupts: 0, truncate_fails: true };
+        let mut torn = false;
+        assert!(append_record(&mut disk, &record_line(1), &mut torn).is_ok());
+        assert!(append_record(&mut disk, &record_line(2), &mut torn).is_err());
+        assert!(torn, "a part of the record stays");
+        disk.room = usize::MAX;
+        append_record(&mut disk, &record_line(3), &mut torn).unwrap();
+        assert!(!torn);
+        let text = String::from_utf8(disk.data).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text:?}");
+        assert_eq!(serde_json::from_str::<Value>(lines[0]).unwrap()["n"], 1);
+        assert!(
+            serde_json::from_str::<Value>(lines[1]).is_err(),
+            "the part that stayed is a line of its own"
+        );
+        assert_eq!(serde_json::from_str::<Value>(lines[2]).unwrap()["n"], 3);
     }
 
     #[test]

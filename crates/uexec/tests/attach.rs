@@ -551,7 +551,9 @@ fn a_stalled_attach_to_a_flooding_session_costs_the_server_a_bounded_queue_and_i
         std::thread::sleep(Duration::from_millis(20));
     }
     peak = peak.max(rss_kib(server.pid()));
-    eprintln!("server RSS with a stalled attach: {before} KiB before, {peak} KiB at most over 320 MiB of output");
+    eprintln!(
+        "server RSS with a stalled attach: {before} KiB before, {peak} KiB at most over 320 MiB of output"
+    );
     assert!(
         peak <= before + 32 * 1024,
         "the server grew from {before} KiB to {peak} KiB with a stalled watcher (bound: + 32 MiB)"

@@ -377,6 +377,113 @@ fn a_full_audit_disk_keeps_commands_running_and_says_so_and_recovers() {
     assert!(errors.contains("2 audit log record(s) could not be written"), "{errors}");
 }
 
+/// Whether this test process runs as root (mounting a tmpfs needs it).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        == Some("0")
+}
+
+/// Run `echo record-N` for the next N.
+fn run_echo(server: &mut McpServer, commands: &mut u64) {
+    *commands += 1;
+    let r = server.call(
+        "exec_command",
+        json!({ "cmd": format!("echo record-{commands}"), "login": false, "yield_time_ms": 10_000 }),
+    );
+    assert_eq!(exit_code(&r), Some(0), "commands keep running: {r}");
+}
+
+/// The number right before `what` in `text`.
+fn count_before(text: &str, what: &str) -> Option<u64> {
+    let before = &text[..text.find(what)?];
+    before.rsplit(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+#[test]
+#[allow(clippy::print_stderr)]
+fn an_audit_disk_that_fills_mid_record_keeps_whole_lines_and_counts_every_lost_record_needs_root() {
+    if !is_root() {
+        eprintln!("skipped: mounting the small tmpfs needs root");
+        return;
+    }
+    let ws = Workspace::new();
+    let dir = ws.outside.path().join("audit-mount");
+    std::fs::create_dir(&dir).unwrap();
+    let log = dir.join("audit.jsonl");
+    let stderr = ws.outside.path().join("stderr.txt");
+    let script = format!(
+        "mount -t tmpfs -o size=64k uexec-audit {dir} && exec {uexec} mcp --sandbox danger-full-access \
+         --audit-log {log} 2>{stderr}",
+        dir = dir.display(),
+        uexec = uexec(),
+        log = log.display(),
+        stderr = stderr.display()
+    );
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "sh", "-c", &script]);
+    let mut server = McpServer::start_command(&ws, cmd);
+    server.initialize(false);
+    let pid = server.pid();
+    let inside = |name: &str| {
+        std::path::PathBuf::from(format!("/proc/{pid}/root")).join(dir.strip_prefix("/").unwrap()).join(name)
+    };
+    let log_inside = inside("audit.jsonl");
+    let mut commands = 0;
+    // Each command is two records, a begin and an end.
+    for _ in 0..3 {
+        run_echo(&mut server, &mut commands);
+    }
+    let lines = std::fs::read_to_string(&log_inside).unwrap().lines().count();
+    assert_eq!(lines, 6, "two records per command");
+    // Fill the disk: the log ends mid-page, so records go on into that page's slack until one crosses its end.
+    let filler = inside("filler");
+    assert!(
+        std::fs::write(&filler, vec![b'f'; 1024 * 1024]).is_err(),
+        "1 MiB does not fit on a 64 KiB tmpfs"
+    );
+    let failing =
+        || std::fs::read_to_string(&stderr).unwrap_or_default().contains("cannot write the audit log");
+    while !failing() {
+        assert!(commands < 200, "the log never filled up");
+        run_echo(&mut server, &mut commands);
+    }
+    // A few more, all lost; then room again.
+    for _ in 0..3 {
+        run_echo(&mut server, &mut commands);
+    }
+    std::fs::remove_file(&filler).unwrap();
+    for _ in 0..2 {
+        run_echo(&mut server, &mut commands);
+    }
+    // The log is read while the server (and its mount namespace) lives: once the last command's end is in.
+    let last = format!("echo record-{commands}\"");
+    let lines_of_last = |text: &str| text.lines().filter(|l| l.contains(&last)).count();
+    let deadline = std::time::Instant::now() + ANSWER_TIMEOUT;
+    let mut text = std::fs::read_to_string(&log_inside).unwrap();
+    while lines_of_last(&text) < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        text = std::fs::read_to_string(&log_inside).unwrap();
+    }
+    server.close_stdin();
+    assert!(server.wait_exit(Duration::from_secs(30)).is_some());
+    let errors = std::fs::read_to_string(&stderr).unwrap();
+    assert!(text.ends_with('\n'), "the log ends with a whole line");
+    for line in text.lines() {
+        assert!(serde_json::from_str::<Value>(line).is_ok(), "not a whole JSON record: {line:?}");
+    }
+    let kept = text.lines().count() as u64;
+    let lost = count_before(&errors, " audit log record(s) could not be written").expect(&errors);
+    let lost_then = count_before(&errors, " record(s) were lost").expect(&errors);
+    eprintln!("{commands} commands, {kept} records kept, {lost} reported lost");
+    assert_eq!(kept + lost, 2 * commands, "every record is kept or counted as lost: {errors}");
+    assert_eq!(lost_then, lost, "the recovery reports every lost record: {errors}");
+    assert_eq!(lines_of_last(&text), 2, "the last command's records are kept: {text}");
+}
+
 #[test]
 fn an_audit_log_removed_while_running_is_recreated() {
     let ws = Workspace::new();
