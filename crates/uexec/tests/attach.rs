@@ -592,3 +592,63 @@ fn a_stalled_attach_to_a_flooding_session_costs_the_server_a_bounded_queue_and_i
     let _ = attach.kill();
     let _ = attach.wait();
 }
+
+/// Sends SIGCONT to a stopped server when dropped (the test fails or not), so it can end.
+struct Stopped(u32);
+
+impl Stopped {
+    fn stop(pid: u32) -> Stopped {
+        assert!(Command::new("kill").args(["-STOP", &pid.to_string()]).status().unwrap().success());
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-CONT", &self.0.to_string()]).status();
+    }
+}
+
+#[test]
+fn sessions_lists_the_servers_that_answer_and_names_a_stopped_one() {
+    let ws = Workspace::new();
+    let mut live = server(&ws, &["--sandbox", "danger-full-access"]);
+    let mut stopped = server(&ws, &["--sandbox", "danger-full-access"]);
+    let id = session_id(
+        &live.call("exec_command", json!({ "cmd": "exec cat", "tty": true, "yield_time_ms": 250 })),
+    );
+    let other = session_id(
+        &stopped.call("exec_command", json!({ "cmd": "exec cat", "tty": true, "yield_time_ms": 250 })),
+    );
+    socket_of(&ws, live.pid());
+    socket_of(&ws, stopped.pid());
+    wait_listed(&ws, stopped.pid(), other, "waiting_for_input");
+    let _stopped = Stopped::stop(stopped.pid());
+    for json in [false, true] {
+        let mut args = vec!["sessions"];
+        if json {
+            args.push("--json");
+        }
+        let mut child = uexec_command(&ws, &args)
+            .env("XDG_RUNTIME_DIR", runtime_dir(&ws))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let (out, err, status) = common::collect_output(&mut child, DEADLINE);
+        let status = status.unwrap_or_else(|| panic!("`uexec {args:?}` never ended with a stopped server"));
+        assert!(status.success(), "{status}: {err}");
+        let note = format!("server {} did not answer", stopped.pid());
+        if json {
+            let servers: Vec<Value> = serde_json::from_str(&out).unwrap();
+            let pids: Vec<&Value> = servers.iter().map(|s| &s["server"]["pid"]).collect();
+            assert_eq!(pids, [&json!(live.pid())], "{out}");
+            assert_eq!(servers[0]["sessions"][0]["session_id"], json!(id));
+            assert!(err.contains(&note), "{err}");
+        } else {
+            assert!(out.contains(&format!("{} (stdio)", live.pid())), "{out}");
+            assert!(out.contains(&note), "{out}");
+        }
+    }
+}

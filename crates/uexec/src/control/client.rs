@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::Value;
@@ -94,20 +95,73 @@ async fn ask(
     Ok((value, reader, write))
 }
 
-/// Every server that answers, with its listing and its socket.
-async fn all_listings(ctx: &ProcessContext) -> Vec<(PathBuf, Listing)> {
-    let mut out = Vec::new();
-    for path in sockets(ctx) {
-        let Some(stream) = connect(&path).await else { continue };
-        match ask(stream, &Request::List).await {
-            Ok((value, _, _)) => match serde_json::from_value::<Listing>(value) {
-                Ok(listing) => out.push((path, listing)),
-                Err(e) => tracing::warn!(path = %path.display(), "a listing that does not parse: {e}"),
-            },
-            Err(e) => tracing::warn!(path = %path.display(), "no listing: {e:#}"),
+/// How long a server may take to accept a connection and answer a listing. The servers are asked at once, so a
+/// stopped (SIGSTOP) or stuck server holds up neither the others nor the person for longer than this.
+const ANSWER_DEADLINE: Duration = Duration::from_secs(3);
+
+/// What this user's servers answered.
+struct Listings {
+    /// Every server that answered, with its listing and its socket, in the order of the sockets.
+    answered: Vec<(PathBuf, Listing)>,
+    /// The sockets whose server did not answer within [`ANSWER_DEADLINE`].
+    silent: Vec<PathBuf>,
+}
+
+/// Ask every server for its listing, all at once, each within [`ANSWER_DEADLINE`].
+async fn all_listings(ctx: &ProcessContext) -> Listings {
+    let mut asks = tokio::task::JoinSet::new();
+    for (index, path) in sockets(ctx).into_iter().enumerate() {
+        asks.spawn(async move {
+            let outcome = tokio::time::timeout(ANSWER_DEADLINE, listing_of(&path)).await;
+            (index, path, outcome)
+        });
+    }
+    let mut answered = Vec::new();
+    let mut silent = Vec::new();
+    while let Some(joined) = asks.join_next().await {
+        let Ok((index, path, outcome)) = joined else { continue };
+        match outcome {
+            Ok(Some(listing)) => answered.push((index, path, listing)),
+            Ok(None) => {}
+            Err(_) => {
+                tracing::debug!(path = %path.display(), "no answer within {ANSWER_DEADLINE:?}");
+                silent.push((index, path));
+            }
         }
     }
-    out
+    answered.sort_by_key(|(index, _, _)| *index);
+    silent.sort_by_key(|(index, _)| *index);
+    Listings {
+        answered: answered.into_iter().map(|(_, path, listing)| (path, listing)).collect(),
+        silent: silent.into_iter().map(|(_, path)| path).collect(),
+    }
+}
+
+/// The listing of the server at `path`; `None` when nobody serves it or its answer is not a listing.
+async fn listing_of(path: &Path) -> Option<Listing> {
+    let stream = connect(path).await?;
+    match ask(stream, &Request::List).await {
+        Ok((value, _, _)) => match serde_json::from_value::<Listing>(value) {
+            Ok(listing) => Some(listing),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), "a listing that does not parse: {e}");
+                None
+            }
+        },
+        Err(e) => {
+            tracing::warn!(path = %path.display(), "no listing: {e:#}");
+            None
+        }
+    }
+}
+
+/// What the person reads about a server that did not answer.
+fn silent_note(path: &Path) -> String {
+    let server = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
+    format!(
+        "server {server} did not answer within {} s (stopped or stuck): its sessions are not listed",
+        ANSWER_DEADLINE.as_secs()
+    )
 }
 
 /// A command line for a table cell: control characters written `\u{HEX}` (a command's text must not drive the
@@ -159,10 +213,14 @@ fn state(listed: &Listed) -> String {
 pub fn sessions(args: &SessionsArgs) -> Result<ExitCode> {
     let ctx = ProcessContext::current()?;
     let rt = crate::runtime()?;
-    let listings = rt.block_on(all_listings(&ctx));
+    let Listings { answered: listings, silent } = rt.block_on(all_listings(&ctx));
     rt.shutdown_background();
     let mut out = std::io::stdout().lock();
     if args.json {
+        // The servers that did not answer are named on stderr: stdout stays the JSON array.
+        for path in &silent {
+            say(&format!("uexec: {}\n", silent_note(path)));
+        }
         let servers: Vec<&Listing> = listings.iter().map(|(_, l)| l).collect();
         writeln!(out, "{}", serde_json::to_string(&servers)?)?;
         return Ok(ExitCode::SUCCESS);
@@ -199,9 +257,12 @@ pub fn sessions(args: &SessionsArgs) -> Result<ExitCode> {
         let servers = listings.len();
         writeln!(
             out,
-            "no live sessions ({servers} uexec server{} of yours running)",
+            "no live sessions ({servers} uexec server{} of yours answering)",
             if servers == 1 { "" } else { "s" }
         )?;
+        for path in &silent {
+            writeln!(out, "{}", silent_note(path))?;
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let mut widths = [0usize; 9];
@@ -221,6 +282,9 @@ pub fn sessions(args: &SessionsArgs) -> Result<ExitCode> {
         }
         writeln!(out, "{}", line.trim_end())?;
     }
+    for path in &silent {
+        writeln!(out, "{}", silent_note(path))?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -232,7 +296,8 @@ async fn find(
     client: Option<u64>,
 ) -> Result<(PathBuf, u32, Listed)> {
     let mut matches = Vec::new();
-    for (path, listing) in all_listings(ctx).await {
+    let Listings { answered, silent } = all_listings(ctx).await;
+    for (path, listing) in answered {
         if server.is_some_and(|s| s != listing.server.pid) {
             continue;
         }
@@ -243,6 +308,10 @@ async fn find(
         }
     }
     match matches.len() {
+        0 if !silent.is_empty() => {
+            let notes: Vec<String> = silent.iter().map(|path| silent_note(path)).collect();
+            bail!("no live session {id} in the uexec servers of yours that answered; {}", notes.join("; "))
+        }
         0 => bail!("no live session {id} in any uexec server of yours (see `uexec sessions`)"),
         1 => matches.pop().ok_or_else(|| anyhow!("no session")),
         _ => {
@@ -389,7 +458,7 @@ async fn kill_async(ctx: &ProcessContext, args: &KillArgs) -> Result<ExitCode> {
         }
         None => {
             let Some(server) = args.server else { bail!("name a session ID, or a server with --server PID") };
-            let found = all_listings(ctx).await.into_iter().find(|(_, l)| l.server.pid == server);
+            let found = all_listings(ctx).await.answered.into_iter().find(|(_, l)| l.server.pid == server);
             let Some((path, _)) = found else {
                 bail!("no uexec server {server} of yours (see `uexec sessions`)")
             };
