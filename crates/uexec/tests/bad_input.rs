@@ -88,7 +88,7 @@ fn cases(first_id: i64, session: u64, flag: &str) -> Vec<Case> {
             line.extend_from_slice(b"}}}");
             line
         }),
-        rpc_null(-32700),
+        rpc(-32700),
     ));
     rows.push(("a JSON string", Box::new(|_| b"\"hello\"".to_vec()), rpc_null(-32600)));
     rows.push(("a JSON number", Box::new(|_| b"42".to_vec()), rpc_null(-32600)));
@@ -283,7 +283,7 @@ fn cases(first_id: i64, session: u64, flag: &str) -> Vec<Case> {
         Expect::Tool("`max_output_tokens`"),
     ));
     rows.push(("exec_command: max_output_tokens 2^64 (clamped)", Box::new(|id| text(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"exec_command","arguments":{{"cmd":"true","max_output_tokens":18446744073709551616}}}}}}"#))), Expect::Fine));
-    rows.push(("exec_command: a number beyond f64 (1e400)", Box::new(|id| text(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"exec_command","arguments":{{"cmd":"true","yield_time_ms":1e400}}}}}}"#))), rpc_null(-32700)));
+    rows.push(("exec_command: a number beyond f64 (1e400)", Box::new(|id| text(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"exec_command","arguments":{{"cmd":"true","yield_time_ms":1e400}}}}}}"#))), rpc(-32700)));
     rows.push((
         "exec_command: workdir missing on disk",
         tool("exec_command", json!({ "cmd": "true", "workdir": "/no/such/dir" })),

@@ -6,7 +6,8 @@
 
 mod common;
 
-use std::time::Duration;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::{Value, json};
@@ -58,7 +59,42 @@ over_both_transports!(
     batches_are_refused_after_2025_03_26,
     totals_past_the_buffer_errors_and_the_argument_limit_describe_the_whole_command,
     a_codex_prefix_rule_is_offered_and_an_approved_prefix_is_not_asked_again,
+    an_id_in_use_is_refused_and_a_message_cut_after_its_id_is_answered_with_it,
 );
+
+fn an_id_in_use_is_refused_and_a_message_cut_after_its_id_is_answered_with_it(t: Transport) {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized_over(t, &ws, &["--sandbox", "danger-full-access"], false);
+    let seconds = t.marker(3);
+    let call = server.fresh_id();
+    server.send(&tool_call(
+        call,
+        "exec_command",
+        json!({ "cmd": format!("exec sleep {seconds}"), "yield_time_ms": 30_000 }),
+    ));
+    let pids = wait_present(&["sleep", &seconds], ANSWER_TIMEOUT);
+    assert_eq!(pids.len(), 1, "the command never ran");
+    // The same id while the call is in progress: refused, with that id.
+    server.send(&json!({ "jsonrpc": "2.0", "id": call, "method": "ping" }));
+    let refused = server.wait_response(&json!(call));
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("in progress"), "{refused}");
+    // The call itself still gets its answer.
+    assert!(Command::new("kill").args(["-TERM", &pids[0].to_string()]).status().unwrap().success());
+    let answered = server.wait_response(&json!(call));
+    assert_eq!(exit_code(&answered["result"]), Some(143), "{answered}");
+    // Answered, the id is free again.
+    server.send(&json!({ "jsonrpc": "2.0", "id": call, "method": "ping" }));
+    let pong = server.wait_response(&json!(call));
+    assert!(pong.get("result").is_some(), "{pong}");
+    // A message cut after its id.
+    let cut = server.fresh_id();
+    server.send_raw(&format!(
+        r#"{{"jsonrpc":"2.0","id":{cut},"method":"tools/call","params":{{"name":"exec_comm"#
+    ));
+    let error = server.wait_response(&json!(cut));
+    assert_eq!(error["error"]["code"], -32700, "{error}");
+}
 
 fn tool_call(id: i64, name: &str, arguments: Value) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": { "name": name, "arguments": arguments } })

@@ -29,8 +29,14 @@
 //!    with an error saying why.
 //! 5. **Elicitation fields per version**: rmcp always writes `mode: "form"`, a 2025-11-25 field; for versions
 //!    without it, it is removed (the form's schema is built for the version in the `approval` module).
+//! 6. **An id in use is refused.** A request whose id is that of a request still in progress (forwarded, not yet
+//!    answered nor cancelled) is answered with an error carrying that id; rmcp would run it and drop one of the
+//!    two answers.
+//! 7. **A message that is not valid JSON is answered with its id when the id was readable**: a top-level `id`
+//!    that is whole before the point where the text breaks off or goes wrong (a frame cut short, a value nested
+//!    too deep, a number out of range).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use rmcp::model::ClientJsonRpcMessage;
 use serde::Deserialize;
@@ -104,6 +110,8 @@ pub struct Filter {
     batches: HashMap<u64, Batch>,
     /// Batch answers completed by a cancellation, to write after the current input line.
     settled: Vec<String>,
+    /// The ids ([`id_key`]) of the requests forwarded to rmcp and not yet answered nor cancelled.
+    in_flight: HashSet<String>,
 }
 
 impl Default for Filter {
@@ -116,6 +124,7 @@ impl Default for Filter {
             next_batch: 1,
             batches: HashMap::new(),
             settled: Vec::new(),
+            in_flight: HashSet::new(),
         }
     }
 }
@@ -152,6 +161,7 @@ impl Filter {
             Ok(value) => value,
             Err(e) => {
                 let id = recover_id(line);
+                let id = if id == "null" { leading_id(line).unwrap_or(id) } else { id };
                 let mut message = format!("Parse error: the message is not valid JSON: {e}");
                 if std::str::from_utf8(line).is_err() {
                     message.push_str(" (the line is not valid UTF-8, which JSON text must be)");
@@ -282,6 +292,15 @@ impl Filter {
             }
             return reply(INVALID_REQUEST, "Invalid request: a request needs a `method` (a string)");
         };
+        if self.in_flight.contains(&id_key(&raw_id)) {
+            return reply(
+                INVALID_REQUEST,
+                &format!(
+                    "Invalid request: the id {raw_id} is that of a request still in progress; give each request \
+                     an id of its own"
+                ),
+            );
+        }
         if let Some(refusal) = self.lifecycle(&method, &raw_id, object, batch) {
             return refusal;
         }
@@ -311,7 +330,10 @@ impl Filter {
             (text.to_owned(), value)
         };
         match serde_json::from_value::<ClientJsonRpcMessage>(parsed) {
-            Ok(_) => Outcome::Forward(line),
+            Ok(_) => {
+                self.in_flight.insert(id_key(&raw_id));
+                Outcome::Forward(line)
+            }
             Err(e) => {
                 if needs_surrogate {
                     // Its error is one of the batch's answers; `batch` settles it after the last element.
@@ -378,6 +400,8 @@ impl Filter {
         }
         let Some(params) = raw_member(text, "params") else { return text.to_owned() };
         let Some(raw_id) = raw_member(&params, "requestId") else { return text.to_owned() };
+        // rmcp sends no answer to a cancelled request: its id is free again.
+        self.in_flight.remove(&id_key(&raw_id));
         let Some(surrogate) = self.surrogates.get(&raw_id).cloned() else { return text.to_owned() };
         // rmcp sends no answer to a cancelled request: stop waiting for one (a batch it completes is answered
         // after this line).
@@ -441,6 +465,7 @@ impl Filter {
             raw_id = route.raw;
             batch = route.batch;
         }
+        self.in_flight.remove(&id_key(&raw_id));
         if let Phase::Initializing(init) = &self.phase
             && *init == raw_id
         {
@@ -522,6 +547,111 @@ fn without_elicitation_mode(text: &str) -> String {
         params.remove("mode");
     }
     value.to_string()
+}
+
+/// The id written as `raw` in one canonical form (`"a\u0062"` and `"ab"` are the same id; rmcp writes the
+/// ids it carries its own way).
+fn id_key(raw: &str) -> String {
+    serde_json::from_str::<Value>(raw).map_or_else(|_| raw.to_owned(), |id| id.to_string())
+}
+
+/// The raw top-level `id` of a message that is not valid JSON, when it is whole before the text breaks off or
+/// goes wrong: a string, or a number followed by what ends a member (a number at the very end may be cut).
+/// `None` for anything else, and for a message that already showed itself to be a response (`result`, `error`).
+fn leading_id(line: &[u8]) -> Option<String> {
+    let mut at = skip_space(line, 0);
+    if line.get(at) != Some(&b'{') {
+        return None;
+    }
+    at += 1;
+    loop {
+        at = skip_space(line, at);
+        let key_end = skip_string(line, at)?;
+        let key: String = serde_json::from_slice(line.get(at..key_end)?).ok()?;
+        at = skip_space(line, key_end);
+        if line.get(at) != Some(&b':') {
+            return None;
+        }
+        at = skip_space(line, at + 1);
+        let value_end = skip_value(line, at)?;
+        if key == "result" || key == "error" {
+            return None;
+        }
+        let after = skip_space(line, value_end);
+        let ended = matches!(line.get(after), Some(b',' | b'}'));
+        if key == "id" {
+            let raw = line.get(at..value_end)?;
+            let whole = raw.first() == Some(&b'"') || ended;
+            return match serde_json::from_slice::<Value>(raw).ok()? {
+                Value::Number(_) | Value::String(_) if whole => {
+                    std::str::from_utf8(raw).ok().map(str::to_owned)
+                }
+                _ => None,
+            };
+        }
+        if !ended || line.get(after) == Some(&b'}') {
+            return None;
+        }
+        at = after + 1;
+    }
+}
+
+fn skip_space(line: &[u8], mut at: usize) -> usize {
+    while line.get(at).is_some_and(u8::is_ascii_whitespace) {
+        at += 1;
+    }
+    at
+}
+
+/// The end (one past the closing quote) of the string starting at `at`; `None` when there is none there or it
+/// is cut.
+fn skip_string(line: &[u8], at: usize) -> Option<usize> {
+    if line.get(at) != Some(&b'"') {
+        return None;
+    }
+    let mut i = at + 1;
+    loop {
+        match line.get(i)? {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+}
+
+/// The end of the JSON value starting at `at` (strings and nesting followed, not checked); `None` when it is cut.
+fn skip_value(line: &[u8], at: usize) -> Option<usize> {
+    match line.get(at)? {
+        b'"' => skip_string(line, at),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = at;
+            loop {
+                match line.get(i)? {
+                    b'"' => {
+                        i = skip_string(line, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        _ => {
+            let mut i = at;
+            while line.get(i).is_some_and(|b| !matches!(b, b',' | b'}' | b']') && !b.is_ascii_whitespace()) {
+                i += 1;
+            }
+            (i > at).then_some(i)
+        }
+    }
 }
 
 /// A JSON-RPC error answer to the request whose raw id is `raw_id` (`null` when it has none).
@@ -719,6 +849,61 @@ mod tests {
     }
 
     #[test]
+    fn a_request_reusing_the_id_of_one_in_progress_is_refused_until_that_one_is_answered_or_cancelled() {
+        let mut filter = ready("2025-11-25");
+        let call = r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"exec_command","arguments":{"cmd":"sleep 9"}}}"#;
+        forwarded(&mut filter, call);
+        let again = r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#;
+        let refused = reply_to(&mut filter, again);
+        assert_eq!(
+            (refused["id"].clone(), refused["error"]["code"].clone()),
+            (json!(5), json!(INVALID_REQUEST))
+        );
+        assert!(refused["error"]["message"].as_str().unwrap().contains("in progress"), "{refused}");
+        // The same number as a string is another id; the same string spelled with an escape is the same one.
+        forwarded(&mut filter, r#"{"jsonrpc":"2.0","id":"5","method":"ping"}"#);
+        assert_eq!(reply_to(&mut filter, r#"{"jsonrpc":"2.0","id":"\u0035","method":"ping"}"#)["id"], "5");
+        assert_eq!(
+            filter.output(br#"{"jsonrpc":"2.0","id":"5","result":{}}"#).map(|l| l.is_empty()),
+            Some(false)
+        );
+        // Answered: the id is free again.
+        assert!(filter.output(br#"{"jsonrpc":"2.0","id":5,"result":{"content":[]}}"#).is_some());
+        forwarded(&mut filter, again);
+        // Cancelled: free as well (rmcp sends no answer).
+        filter.input(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}"#);
+        forwarded(&mut filter, again);
+        // An id rmcp cannot carry is tracked by what the client wrote.
+        let big = r#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}"#;
+        forwarded(&mut filter, big);
+        assert_eq!(reply_to(&mut filter, big)["error"]["code"], INVALID_REQUEST);
+    }
+
+    #[test]
+    fn a_message_cut_after_its_id_is_answered_with_that_id() {
+        for (line, id) in [
+            (r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"exec_comm"#, json!(7)),
+            (r#"{"jsonrpc":"2.0","id":"abc","#, json!("abc")),
+            (r#"{"jsonrpc":"2.0","id":"abc""#, json!("abc")),
+            (r#" { "id" : -12 , "method": "tools/call", "params": {"a": [1, "]}", {"#, json!(-12)),
+            (r#"{"params":{"x":"}\"{"},"id":8,"method":"#, json!(8)),
+            (r#"{"jsonrpc":"2.0","id":9,"method":"x","params":{"n":1e400}}"#, json!(9)),
+            // Not readable: cut inside the id, a number that may be cut, before it, a response, no object.
+            (r#"{"jsonrpc":"2.0","id":"ab"#, Value::Null),
+            (r#"{"jsonrpc":"2.0","id":12"#, Value::Null),
+            (r#"{"jsonrpc":"2.0","method":"ping","#, Value::Null),
+            (r#"{"jsonrpc":"2.0","result":{},"id":3,"#, Value::Null),
+            (r#"{"jsonrpc":"2.0","id":{"a":1},"#, Value::Null),
+            (r#"{"jsonrpc":"2.0" "id":4,"#, Value::Null),
+            (r#"[{"id":4,"#, Value::Null),
+        ] {
+            let r = reply(line);
+            assert_eq!(r["error"]["code"], PARSE_ERROR, "{line}");
+            assert_eq!(r["id"], id, "{line}");
+        }
+    }
+
+    #[test]
     fn surrogate_repair_is_exact() {
         assert_eq!(replace_lone_surrogates(r#""a\ud800b""#), r#""a\uFFFDb""#);
         assert_eq!(replace_lone_surrogates(r#""\ud83d\ude00""#), r#""\ud83d\ude00""#);
@@ -743,8 +928,10 @@ mod tests {
             assert!(r["error"]["message"].as_str().unwrap().contains(needle), "{params}: {r}");
         }
         let mut filter = ready("2025-11-25");
-        for params in [r#"{"name":"list_sessions"}"#, r#"{"name":"list_sessions","arguments":null}"#] {
-            let line = format!(r#"{{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{params}}}"#);
+        for (id, params) in
+            [(10, r#"{"name":"list_sessions"}"#), (11, r#"{"name":"list_sessions","arguments":null}"#)]
+        {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#);
             forwarded(&mut filter, &line);
         }
     }
