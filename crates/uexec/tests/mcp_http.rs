@@ -1361,3 +1361,99 @@ fn sigterm(pid: u32) {
     let status = Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
     assert!(status.success());
 }
+
+/// The server's resident memory, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A page that stops reading its live view of a flooding session (a background tab) costs the server a bounded
+/// queue, and is told how much it missed when it reads again.
+#[tokio::test]
+#[allow(clippy::print_stderr)]
+async fn a_stalled_operator_watch_of_a_flooding_session_costs_a_bounded_queue_and_says_what_it_missed() {
+    use std::io::{Read, Write};
+    let server = start(&["--sandbox", "danger-full-access"], Some(TOKEN));
+    let mut client = Client::connect(&server).await;
+    let (error, text) = client
+        .call(
+            "exec_command",
+            json!({"cmd": "exec cat /dev/zero", "login": false, "yield_time_ms": 250, "max_output_tokens": 16}),
+        )
+        .await;
+    assert!(!error, "{text}");
+    let session = session_of(&text);
+    let auth = vec![("authorization", format!("Bearer {TOKEN}"))];
+    let listed = || {
+        let auth = auth.clone();
+        async move {
+            let listing = send(server.addr, "GET", "/operator/api/sessions", &auth, Bytes::new()).await;
+            let listing: Value = serde_json::from_str(&listing.body).unwrap();
+            listing["sessions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["session_id"] == json!(session))
+                .unwrap_or_else(|| panic!("{listing}"))
+                .clone()
+        }
+    };
+    let number = listed().await["client"].as_u64().unwrap();
+    let output_bytes = || async { listed().await["output_bytes"].as_u64().unwrap() };
+    let start_bytes = output_bytes().await;
+    while output_bytes().await < start_bytes + (64 << 20) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pid = server.child.id();
+    let before = rss_kib(pid);
+    // A page opens the live view and stops reading it.
+    let mut page = std::net::TcpStream::connect(server.addr).unwrap();
+    write!(
+        page,
+        "GET /operator/api/sessions/{number}/{session}/watch HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n",
+        server.addr
+    )
+    .unwrap();
+    let watched_at = output_bytes().await;
+    let mut peak = before;
+    while output_bytes().await < watched_at + (320 << 20) {
+        peak = peak.max(rss_kib(pid));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    peak = peak.max(rss_kib(pid));
+    eprintln!(
+        "server RSS with a stalled operator watch: {before} KiB before, {peak} KiB at most over 320 MiB"
+    );
+    assert!(peak <= before + 32 * 1024, "the server grew from {before} KiB to {peak} KiB (bound: + 32 MiB)");
+    // Reading again: a `skipped` event says how much was dropped.
+    let reader = std::thread::spawn(move || {
+        let needle = b"event: skipped\ndata: ";
+        let mut seen: Vec<u8> = Vec::new();
+        let mut buffer = vec![0u8; 1 << 16];
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            let n = page.read(&mut buffer).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&buffer[..n]);
+            if let Some(at) = seen.windows(needle.len()).position(|w| w == needle) {
+                let rest = &seen[at + needle.len()..];
+                if let Some(end) = rest.iter().position(|b| *b == b'\n') {
+                    return String::from_utf8_lossy(&rest[..end]).parse::<u64>().unwrap();
+                }
+            }
+            // Keep only a tail long enough to hold the event.
+            if seen.len() > 1 << 20 {
+                seen.drain(..seen.len() - 256);
+            }
+        }
+        panic!("no skipped event in the live view");
+    });
+    let skipped = tokio::task::spawn_blocking(move || reader.join().unwrap()).await.unwrap();
+    assert!(skipped >= 64 << 20, "the skipped event says {skipped} bytes");
+    let (error, text) = client.call("close_session", json!({"session_id": session})).await;
+    assert!(!error, "{text}");
+}

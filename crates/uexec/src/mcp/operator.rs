@@ -9,7 +9,7 @@
 //!   session: its newest output), its state;
 //! - `GET /operator/api/sessions/{client}/{id}/watch`: a live view as server-sent events: `present` (the
 //!   screen drawn with escape sequences, or a pipe session's newest output), `output` (every later piece), `exit`;
-//!   each event's data a JSON string of the bytes (invalid UTF-8 replaced); `skipped` (data: a number of bytes)
+//!   each event's data a JSON string of the bytes (invalid UTF-8 replaced); `skipped` (data: a JSON number of bytes)
 //!   where a page that stopped reading lost output (the session keeps a bounded queue for it, `uexec_engine::watch`);
 //! - `POST /operator/api/sessions/{client}/{id}/kill`: kill its process tree (the model's next call reads the
 //!   exit).
@@ -253,7 +253,9 @@ impl Operator {
                 let frame = match next {
                     WatchEvent::Output(piece) => event("output", piece.as_bytes()),
                     // The page fell behind: this many bytes of output were dropped before what follows.
-                    WatchEvent::Skipped { bytes } => event("skipped", bytes.to_string().as_bytes()),
+                    WatchEvent::Skipped { bytes } => {
+                        Ok(Frame::data(Bytes::from(format!("event: skipped\ndata: {bytes}\n\n"))))
+                    }
                     WatchEvent::Exited { exit_code } => event("exit", exit_code.to_string().as_bytes()),
                 };
                 if tx.send(frame).await.is_err() {
