@@ -531,7 +531,9 @@ fn a_stalled_attach_to_a_flooding_session_costs_the_server_a_bounded_queue_and_i
     let output_bytes = || listed(&ws, server.pid(), id).unwrap()["output_bytes"].as_u64().unwrap();
     // The flood alone: the session's own buffers, then steady.
     let start = output_bytes();
+    let flood_deadline = Instant::now() + Duration::from_secs(300);
     while output_bytes() < start + (64 << 20) {
+        assert!(Instant::now() < flood_deadline, "the flood stalled");
         std::thread::sleep(Duration::from_millis(50));
     }
     let before = rss_kib(server.pid());
@@ -547,6 +549,7 @@ fn a_stalled_attach_to_a_flooding_session_costs_the_server_a_bounded_queue_and_i
     let attached_at = output_bytes();
     let mut peak = before;
     while output_bytes() < attached_at + (320 << 20) {
+        assert!(Instant::now() < flood_deadline, "the flood stalled");
         peak = peak.max(rss_kib(server.pid()));
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -1403,7 +1403,9 @@ async fn a_stalled_operator_watch_of_a_flooding_session_costs_a_bounded_queue_an
     let number = listed().await["client"].as_u64().unwrap();
     let output_bytes = || async { listed().await["output_bytes"].as_u64().unwrap() };
     let start_bytes = output_bytes().await;
+    let flood_deadline = Instant::now() + Duration::from_secs(300);
     while output_bytes().await < start_bytes + (64 << 20) {
+        assert!(Instant::now() < flood_deadline, "the flood stalled");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let pid = server.child.id();
@@ -1419,6 +1421,7 @@ async fn a_stalled_operator_watch_of_a_flooding_session_costs_a_bounded_queue_an
     let watched_at = output_bytes().await;
     let mut peak = before;
     while output_bytes().await < watched_at + (320 << 20) {
+        assert!(Instant::now() < flood_deadline, "the flood stalled");
         peak = peak.max(rss_kib(pid));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
