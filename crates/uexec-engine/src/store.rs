@@ -58,6 +58,18 @@ impl std::fmt::Debug for Store {
     }
 }
 
+impl Drop for Store {
+    /// An engine dropped without its shutdown gives back what its ids held of a shared budget.
+    fn drop(&mut self) {
+        let inner = self.lock();
+        if let Some(budget) = &inner.budget {
+            for _ in 0..inner.ids.reserved_count() {
+                budget.give_back();
+            }
+        }
+    }
+}
+
 /// One listed session with its recency.
 pub(crate) struct Listed {
     pub(crate) session: Arc<Session>,
@@ -255,5 +267,30 @@ impl Store {
     /// Number of reserved ids.
     pub(crate) fn reserved_count(&self) -> usize {
         self.lock().ids.reserved_count()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_ids_hold_the_shared_budget_until_released_or_the_store_is_gone() {
+        let budget = SessionBudget::new(3);
+        let a = Store::new(1, Some(budget.clone()));
+        let b = Store::new(2, Some(budget.clone()));
+        let first = a.reserve().unwrap();
+        let _second = a.reserve().unwrap();
+        let _third = b.reserve().unwrap();
+        assert_eq!(b.reserve().unwrap_err(), ExecError::SessionBudgetFull { limit: 3 });
+        a.release(first);
+        a.release(first);
+        assert_eq!(budget.in_use(), 2, "a release gives back once");
+        let _fourth = b.reserve().unwrap();
+        drop(a);
+        assert_eq!(budget.in_use(), 2, "the dropped store's id is given back");
+        drop(b);
+        assert_eq!((budget.in_use(), budget.refused()), (0, 1));
     }
 }
