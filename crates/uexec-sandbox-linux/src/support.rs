@@ -1,10 +1,12 @@
-//! What the running kernel and process can enforce: asked of the kernel, and for namespaces tried once.
+//! What the running kernel and process can enforce: asked of the kernel, and namespaces tried where something
+//! unseen may refuse them.
 //!
 //! [`KernelSupport::detect`] asks the kernel (Landlock ABI through `landlock_create_ruleset` with
 //! `LANDLOCK_CREATE_RULESET_VERSION`, seccomp through `prctl(PR_GET_SECCOMP)` and
-//! `/proc/sys/kernel/seccomp/actions_avail`, mount namespaces by trying the strategy the capabilities allow in a
-//! forked child, after the user namespace sysctls). The value is plain data so tests can inject a weaker kernel (for example Landlock ABI 0)
-//! and check that the adapter fails closed.
+//! `/proc/sys/kernel/seccomp/actions_avail`; mount namespaces from the capabilities and the user namespace
+//! sysctls, and, under a seccomp filter or a confining LSM profile, by trying them in a forked child). The value
+//! is plain data so tests can inject a weaker kernel (for example Landlock ABI 0) and check that the adapter
+//! fails closed.
 #![allow(unsafe_code)] // Reason: the probes are raw system calls (landlock_create_ruleset, prctl, capget).
 
 use std::fs;
@@ -63,8 +65,8 @@ pub struct KernelSupport {
 }
 
 impl KernelSupport {
-    /// Probe the running kernel and process. Runs no program and changes nothing (the mount namespace is tried
-    /// in a forked child that exits).
+    /// Probe the running kernel and process. Runs no program and changes nothing (where the mount namespace is
+    /// tried, that happens in a forked child that exits).
     pub fn detect() -> Self {
         let (landlock_abi, landlock_missing) = match landlock_abi() {
             Ok(abi) => (abi, None),
