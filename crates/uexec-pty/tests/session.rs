@@ -76,7 +76,10 @@ async fn stdout_and_stderr_are_merged_in_order_in_pipe_mode(spawner: PtySpawner)
 
 async fn inherit_mode_hands_the_hosts_own_stdio_to_the_child(spawner: PtySpawner) {
     // The child records what its fds 0, 1 and 2 are; they must be this process's (nextest's pipes or files).
-    let dir = std::env::temp_dir().join(format!("uexec-pty-inherit-{}", std::process::id()));
+    // A directory of its own: under `cargo test` both backends' runs share this process (and its pid).
+    static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("uexec-pty-inherit-{}-{run}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let record = dir.join("fds");
     let script = format!(

@@ -690,9 +690,10 @@ struct InitContext {
 
 /// Fork the init process of the PID namespace the calling thread has unshared: it becomes PID 1 of the
 /// namespace, gets SIGKILL when this thread dies (and then the kernel kills everything in the namespace),
-/// and reaps the orphans that are reparented to it, forever. `host_alive` is the read end of a pipe whose
-/// write end (`host_alive_writer`) the host keeps open for its whole life: if it is already closed when
-/// the parent-death signal is armed, the host died in between and the init exits.
+/// and reaps the orphans that are reparented to it. `host_alive` is the read end of a pipe whose write end
+/// (`host_alive_writer`) the host keeps open for its whole life: the init watches it for as long as it runs and
+/// exits at its end of file, so a host that died before the parent-death signal was armed takes the namespace
+/// along too.
 pub(crate) fn spawn_namespace_init(
     host_alive: BorrowedFd<'_>,
     host_alive_writer: BorrowedFd<'_>,
@@ -719,34 +720,56 @@ extern "C" fn init_entry(argument: *mut c_void) -> c_int {
     let name = c"uexec-init";
     replace_arguments(name.to_bytes());
     // SAFETY: plain system calls on values of this process: name the process, arm the parent-death signal,
-    // drop the copy of the pipe's write end, check the host is still alive, close every other fd.
+    // drop the copy of the pipe's write end, close every fd but the pipe's read end.
     unsafe {
         libc::prctl(libc::PR_SET_NAME, name.as_ptr());
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
             libc::_exit(1);
         }
         libc::close(context.host_alive_writer);
-        let mut poll = libc::pollfd { fd: context.host_alive, events: libc::POLLIN, revents: 0 };
-        if libc::poll(&raw mut poll, 1, 0) != 0 {
-            // Readable or hung up: the writer is gone, so the host died before the signal was armed.
-            libc::_exit(0);
+        let keep = context.host_alive as u32;
+        if keep > 0 {
+            libc::syscall(libc::SYS_close_range, 0u32, keep - 1, 0u32);
         }
-        libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32);
+        libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32);
     }
     // SAFETY: an empty sigset plus SIGCHLD, built in a local; every signal stays blocked (as inherited from
-    // the parent) and SIGCHLD is only consumed with sigwaitinfo.
+    // the parent) and SIGCHLD is only consumed through the signalfd.
     let mut child_signal: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `child_signal` is a valid sigset_t.
-    unsafe {
+    // SAFETY: `child_signal` is a valid sigset_t; signalfd reads it and returns a new descriptor or -1.
+    let signals = unsafe {
         libc::sigemptyset(&raw mut child_signal);
         libc::sigaddset(&raw mut child_signal, libc::SIGCHLD);
-    }
+        libc::signalfd(-1, &raw const child_signal, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK)
+    };
+    // The host's end of the pipe is watched for good, not only once: the parent-death signal misses a host
+    // that died before it was armed, and a check right then misses it too while another of the host's
+    // children (one being spawned, another init) still held a copy of the write end. The end of file comes
+    // once every copy is gone, and then this init exits, taking the namespace with it. Without the signalfd
+    // (it cannot fail short of a descriptor limit) the loop wakes every 100 ms instead.
+    let timeout = if signals < 0 { 100 } else { -1 };
+    let mut drained = [0u8; 1024];
     loop {
         // SAFETY: reaps any exited child of ours (orphans of the namespace are reparented to us).
         while unsafe { libc::waitpid(-1, ptr::null_mut(), libc::WNOHANG) } > 0 {}
-        // SAFETY: waits for the next SIGCHLD; the null info pointer is allowed.
-        unsafe {
-            libc::sigwaitinfo(&raw const child_signal, ptr::null_mut());
+        let mut watched = [
+            libc::pollfd { fd: context.host_alive, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: signals, events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: poll on a local array of two pollfds (a negative fd is ignored).
+        let ready = unsafe { libc::poll(watched.as_mut_ptr(), 2, timeout) };
+        if ready < 0 && errno_now() != libc::EINTR {
+            // SAFETY: `_exit` runs no atexit handlers.
+            unsafe { libc::_exit(1) }
+        }
+        if watched[0].revents != 0 {
+            // Readable or hung up: nobody writes to it, so every copy of the write end is gone: the host died.
+            // SAFETY: `_exit` runs no atexit handlers.
+            unsafe { libc::_exit(0) }
+        }
+        if watched[1].revents != 0 {
+            // SAFETY: reads queued signal records into a local buffer (non-blocking).
+            while unsafe { libc::read(signals, drained.as_mut_ptr().cast(), drained.len()) } > 0 {}
         }
     }
 }
