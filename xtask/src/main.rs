@@ -8,7 +8,8 @@
 //! checking does not), cargo-deny, the layering and tidy
 //! checks, the Kubernetes manifests' schema check, every test (nextest plus doctests; the environment-aware
 //! tests again as an ordinary user and in a container-like environment), every example of the
-//! workspace run to exit 0, and `cargo package` of the publishable crates.
+//! workspace run to exit 0, `cargo package` of the publishable crates, and a check that no process of
+//! uexec's (a namespace's init, a watchdog, a server) was left orphaned by the suite.
 
 // A command-line tool: printing is its job.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -19,6 +20,7 @@ mod environments;
 mod examples;
 mod fuzz;
 mod layering;
+mod leftovers;
 mod modules;
 mod package;
 mod soak;
@@ -36,7 +38,7 @@ usage: cargo xtask <command>
 commands:
   ci          fmt --check, clippy -D warnings (here, for macOS, and for Windows: domain, ports, engine),
               cargo deny, layering, tidy, deploy,
-              nextest, doctests, examples, package
+              nextest, environments, doctests, examples, package, and no process of uexec's left behind
   layering    fail when a crate depends on a layer it must not (reads `cargo metadata`), or when the
               modules of a crate form a cycle
   tidy        fail when a source file lacks its `//!` line, the tree holds a stub, a poisoned lock is skipped,
@@ -184,6 +186,7 @@ fn workspace_root() -> Result<PathBuf> {
 
 fn ci(root: &Path) -> Result<()> {
     let started = Instant::now();
+    let orphans_before = leftovers::scan();
     step("fmt", || cargo(root, &["fmt", "--all", "--", "--check"]))?;
     step("clippy", || {
         cargo(root, &["clippy", "--workspace", "--all-targets", "--all-features", "--", "-D", "warnings"])
@@ -219,6 +222,7 @@ fn ci(root: &Path) -> Result<()> {
     step("doctests", || cargo(root, &["test", "--workspace", "--all-features", "--doc"]))?;
     step("examples", || examples::run(root))?;
     step("package", || package::run(root))?;
+    step("no process left behind", || leftovers::check(&orphans_before))?;
     eprintln!("xtask ci: all steps passed in {:.1}s", started.elapsed().as_secs_f64());
     Ok(())
 }
