@@ -379,20 +379,33 @@ fn last_errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
 }
 
-/// The stages of step 1 (the mount namespace), as [`ChildSetupFailure::stage`] names them.
+/// The stages of step 1 (the mount namespace), as [`ChildSetupFailure::stage`] names them: the calls below
+/// name their failures with these, and [`is_mount_stage`] knows a step-1 failure by them.
+const UNSHARE_NS: &str = "unshare(CLONE_NEWNS)";
+const UNSHARE_USER_NS: &str = "unshare(CLONE_NEWUSER|CLONE_NEWNS)";
+const UNSHARE_UTS: &str = "unshare(CLONE_NEWUTS)";
+const SETNS_NS: &str = "setns(CLONE_NEWNS)";
+const WRITE_SETGROUPS: &str = "write /proc/self/setgroups";
+const WRITE_UID_MAP: &str = "write /proc/self/uid_map";
+const WRITE_GID_MAP: &str = "write /proc/self/gid_map";
+const MOUNT_PRIVATE: &str = "mount(/, MS_REC|MS_PRIVATE)";
+const OPEN_TREE: &str = "open_tree(OPEN_TREE_CLONE)";
+const MOUNT_SETATTR: &str = "mount_setattr";
+const MOVE_MOUNT: &str = "move_mount";
+const MOUNT_HIDDEN_TMPFS: &str = "mount(tmpfs) over a hidden directory";
 const MOUNT_STAGES: [&str; 12] = [
-    "unshare(CLONE_NEWNS)",
-    "unshare(CLONE_NEWUSER|CLONE_NEWNS)",
-    "unshare(CLONE_NEWUTS)",
-    "setns(CLONE_NEWNS)",
-    "write /proc/self/setgroups",
-    "write /proc/self/uid_map",
-    "write /proc/self/gid_map",
-    "mount(/, MS_REC|MS_PRIVATE)",
-    "open_tree(OPEN_TREE_CLONE)",
-    "mount_setattr",
-    "move_mount",
-    "mount(tmpfs) over a hidden directory",
+    UNSHARE_NS,
+    UNSHARE_USER_NS,
+    UNSHARE_UTS,
+    SETNS_NS,
+    WRITE_SETGROUPS,
+    WRITE_UID_MAP,
+    WRITE_GID_MAP,
+    MOUNT_PRIVATE,
+    OPEN_TREE,
+    MOUNT_SETATTR,
+    MOVE_MOUNT,
+    MOUNT_HIDDEN_TMPFS,
 ];
 
 /// True when `stage` is one of step 1's: the mount namespace or a mount in it.
@@ -407,10 +420,10 @@ fn enter_mounts(namespace: i32, cwd: &CStr) -> Result<(), ChildSetupFailure> {
     let ret = unsafe {
         sys::syscall(libc::SYS_setns, [namespace as isize as usize, libc::CLONE_NEWNS as usize, 0, 0, 0, 0])
     };
-    check("setns(CLONE_NEWNS)", ret)?;
+    check(SETNS_NS, ret)?;
     // SAFETY: unshare takes an integer flag set.
     let ret = unsafe { sys::syscall(libc::SYS_unshare, [libc::CLONE_NEWUTS as usize, 0, 0, 0, 0, 0]) };
-    check("unshare(CLONE_NEWUTS)", ret)?;
+    check(UNSHARE_UTS, ret)?;
     // SAFETY: chdir on a NUL-terminated path owned by the hook.
     let ret = unsafe { sys::syscall(libc::SYS_chdir, [ptr(cwd), 0, 0, 0, 0, 0]) };
     check("chdir", ret).map(drop)
@@ -442,16 +455,16 @@ fn new_namespace(plan: &MountPlan, also: i32) -> Result<(), ChildSetupFailure> {
             let flags = (libc::CLONE_NEWNS | also) as usize;
             // SAFETY: unshare takes an integer flag set.
             let ret = unsafe { sys::syscall(libc::SYS_unshare, [flags, 0, 0, 0, 0, 0]) };
-            check("unshare(CLONE_NEWNS)", ret)?;
+            check(UNSHARE_NS, ret)?;
         }
         MountMode::UserNamespace => {
             let flags = (libc::CLONE_NEWUSER | libc::CLONE_NEWNS | also) as usize;
             // SAFETY: unshare takes an integer flag set.
             let ret = unsafe { sys::syscall(libc::SYS_unshare, [flags, 0, 0, 0, 0, 0]) };
-            check("unshare(CLONE_NEWUSER|CLONE_NEWNS)", ret)?;
-            write_file(c"/proc/self/setgroups", b"deny", "write /proc/self/setgroups")?;
-            write_file(c"/proc/self/uid_map", &plan.uid_map, "write /proc/self/uid_map")?;
-            write_file(c"/proc/self/gid_map", &plan.gid_map, "write /proc/self/gid_map")?;
+            check(UNSHARE_USER_NS, ret)?;
+            write_file(c"/proc/self/setgroups", b"deny", WRITE_SETGROUPS)?;
+            write_file(c"/proc/self/uid_map", &plan.uid_map, WRITE_UID_MAP)?;
+            write_file(c"/proc/self/gid_map", &plan.gid_map, WRITE_GID_MAP)?;
         }
     }
     Ok(())
@@ -464,11 +477,11 @@ fn build_tree(plan: &MountPlan, strict_proc: bool) -> Result<(), ChildSetupFailu
     let private = (libc::MS_REC | libc::MS_PRIVATE) as usize;
     // SAFETY: mount with null source/type/data and a static target string.
     let ret = unsafe { sys::syscall(libc::SYS_mount, [0, ptr(c"/"), 0, private, 0, 0]) };
-    check("mount(/, MS_REC|MS_PRIVATE)", ret)?;
+    check(MOUNT_PRIVATE, ret)?;
 
     // Clone each writable root's mount tree while it still has the host's mount flags.
     if plan.roots.len() > MAX_MOUNT_ROOTS {
-        return Err(ChildSetupFailure { stage: "open_tree(OPEN_TREE_CLONE)", errno: libc::E2BIG });
+        return Err(ChildSetupFailure { stage: OPEN_TREE, errno: libc::E2BIG });
     }
     let mut clones = [-1i32; MAX_MOUNT_ROOTS];
     for (slot, root) in clones.iter_mut().zip(&plan.roots) {
@@ -552,7 +565,7 @@ fn hide(plan: &MountPlan) -> Result<(), ChildSetupFailure> {
                 [ptr(c"tmpfs"), ptr(first), ptr(c"tmpfs"), flags, ptr(c"size=4k,nr_inodes=1,mode=555"), 0],
             )
         };
-        check("mount(tmpfs) over a hidden directory", ret)?;
+        check(MOUNT_HIDDEN_TMPFS, ret)?;
         for dir in others {
             // A copy of the tmpfs just mounted on `first` (its flags included), attached over `dir`.
             let fd = open_tree(first, 0)?;
@@ -632,9 +645,8 @@ fn open_tree(path: &CStr, extra: usize) -> Result<i32, ChildSetupFailure> {
     let flags = sys::OPEN_TREE_CLONE | sys::OPEN_TREE_CLOEXEC | sys::AT_RECURSIVE | extra;
     // SAFETY: open_tree on a NUL-terminated path owned by the plan.
     let ret = unsafe { sys::syscall(libc::SYS_open_tree, [AT_FDCWD, ptr(path), flags, 0, 0, 0]) };
-    let fd = check("open_tree(OPEN_TREE_CLONE)", ret)?;
-    i32::try_from(fd)
-        .map_err(|_| ChildSetupFailure { stage: "open_tree(OPEN_TREE_CLONE)", errno: libc::EBADF })
+    let fd = check(OPEN_TREE, ret)?;
+    i32::try_from(fd).map_err(|_| ChildSetupFailure { stage: OPEN_TREE, errno: libc::EBADF })
 }
 
 /// `open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH)`: a copy of the detached mount `fd`.
@@ -643,8 +655,7 @@ fn clone_detached(fd: i32) -> Result<i32, ChildSetupFailure> {
     // SAFETY: open_tree on a descriptor owned by the plan with an empty static path.
     let ret = unsafe { sys::syscall(libc::SYS_open_tree, [fd as isize as usize, ptr(c""), flags, 0, 0, 0]) };
     let fd = check("open_tree(OPEN_TREE_CLONE) of a detached mount", ret)?;
-    i32::try_from(fd)
-        .map_err(|_| ChildSetupFailure { stage: "open_tree(OPEN_TREE_CLONE)", errno: libc::EBADF })
+    i32::try_from(fd).map_err(|_| ChildSetupFailure { stage: OPEN_TREE, errno: libc::EBADF })
 }
 
 /// `mount_setattr(dirfd, path, AT_RECURSIVE | flags, {attr_set})`.
@@ -658,7 +669,7 @@ fn set_attr(dirfd: usize, path: &CStr, flags: usize, attr_set: u64) -> Result<()
             [dirfd, ptr(path), sys::AT_RECURSIVE | flags, &raw const attr as usize, size, 0],
         )
     };
-    check("mount_setattr", ret).map(drop)
+    check(MOUNT_SETATTR, ret).map(drop)
 }
 
 /// `move_mount(fd, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH)`, then close `fd`.
@@ -672,7 +683,7 @@ fn attach(fd: i32, path: &CStr) -> Result<(), ChildSetupFailure> {
             [from, ptr(c""), AT_FDCWD, ptr(path), sys::MOVE_MOUNT_F_EMPTY_PATH, 0],
         )
     };
-    check("move_mount", ret)?;
+    check(MOVE_MOUNT, ret)?;
     // SAFETY: closing the descriptor this child opened.
     let _ = unsafe { sys::syscall(libc::SYS_close, [from, 0, 0, 0, 0, 0]) };
     Ok(())
