@@ -14,9 +14,17 @@
 //! roots (all resolved through symlinks by the caller), a command that passes the word check is known safe
 //! unless
 //!
+//! 0. what it runs is read by one model ([`crate::runs::what_runs`]): the programs behind wrappers (`timeout`,
+//!    `env`, `nice`, `xargs`, `exec`, ...), the script files of shells and interpreters, the directories an
+//!    interpreter imports from (`python3 -m pip` imports from the working directory), the project files of build
+//!    and test runners, and git's `-C`, `--git-dir`, `--work-tree`, `--exec-path` and `-c`; each of these in a
+//!    writable root is code a sandboxed command could have written ([`NotKnownSafe::WritableCode`]), and what
+//!    the model cannot read counts as such code ([`NotKnownSafe::CannotTell`]);
 //! 1. any `PATH` directory, or a file the environment names for loading code or shell startup (`LD_PRELOAD`,
-//!    `LD_LIBRARY_PATH`, `LD_AUDIT`, `GCONV_PATH`, `BASH_ENV`, `ENV`; for zsh, `$ZDOTDIR`/`$HOME` `.zshenv`),
-//!    lies in a writable root;
+//!    `LD_LIBRARY_PATH`, `LD_AUDIT`, `GCONV_PATH`, `BASH_ENV`, `ENV`, `PYTHONSTARTUP`; the interpreters' search
+//!    paths `PYTHONPATH`, `NODE_PATH`, `PERL5LIB`, `RUBYLIB`, `CLASSPATH`, ...; for zsh, `$ZDOTDIR`/`$HOME`
+//!    `.zshenv`), lies in a writable root, or an interpreter's options variable (`NODE_OPTIONS`, `RUBYOPT`,
+//!    `PERL5OPT`, `JAVA_TOOL_OPTIONS`) loads code;
 //! 2. for `git`:
 //!    - a `cd` runs before it in the same script (git would discover a repository from a directory this rule
 //!      did not look at);
@@ -43,6 +51,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
 
 use crate::command::ParsedCommand;
+use crate::runs::{GitRun, Runs, what_runs};
 use crate::trust::SandboxWrites;
 
 /// What `dir/.git` is, seen without following it.
@@ -125,13 +134,20 @@ pub enum NotKnownSafe {
         /// Where it lies (the program, or the working directory).
         path: PathBuf,
     },
+    /// What the command runs cannot be read from its words ([`Runs::Unknown`]: a script that is not plain, a
+    /// shell reading its commands from its input, a wrapper option this rule does not know); it counts as code
+    /// a sandboxed command could have written.
+    CannotTell(String),
 }
 
 impl NotKnownSafe {
-    /// Whether an approval of the same command given before can cover it: never for
-    /// [`NotKnownSafe::WritableCode`], whose content may have changed since.
+    /// Whether an approval of the same command given before can cover it: only when what was found is in the
+    /// command's words, which the person read ([`NotKnownSafe::NotReadOnly`], [`NotKnownSafe::GitInlineConfig`]).
+    /// Never for code a sandboxed command can write ([`NotKnownSafe::WritableCode`]: its content may have
+    /// changed since), nor for what cannot be resolved or read from the words ([`NotKnownSafe::CannotTell`],
+    /// [`NotKnownSafe::Unresolved`], a `.git` file, git after `cd`), which counts as such code.
     pub fn is_coverable(&self) -> bool {
-        !matches!(self, NotKnownSafe::WritableCode { .. })
+        matches!(self, NotKnownSafe::NotReadOnly | NotKnownSafe::GitInlineConfig)
     }
 }
 
@@ -152,6 +168,11 @@ impl std::fmt::Display for NotKnownSafe {
             NotKnownSafe::GitInlineConfig => {
                 write!(f, "GIT_CONFIG_PARAMETERS or GIT_CONFIG_COUNT is set")
             }
+            NotKnownSafe::CannotTell(why) => write!(
+                f,
+                "what it runs cannot be read from its words ({why}), so it may run code that sandboxed commands \
+                 wrote"
+            ),
             NotKnownSafe::WritableCode { what, path } => write!(
                 f,
                 "{what} ({}) can be written by sandboxed commands, and may differ from what was approved",
@@ -175,94 +196,80 @@ pub fn check_known_safe(
     if !command.is_read_only() {
         return Err(NotKnownSafe::NotReadOnly);
     }
-    let commands = command.commands_in_order().ok_or(NotKnownSafe::NotReadOnly)?;
-    check_commands(commands, ctx, fs)
+    check_runs(&what_runs(command.argv()), ctx, fs)
 }
 
 /// Whether anything `command` runs could have been chosen by a file a sandboxed command wrote, whatever its words
 /// (the analysis of [`check_known_safe`] without the read-only test): for a command placed outside the sandbox
 /// (an escalation, a retry after a denial, a command a prefix approval admits). `Ok` when nothing was found.
-/// A script that does not split into plain commands is judged by its environment and its shell only: what it
-/// runs cannot be read from its words, which the person reads in the question.
+/// What it runs is read by one model of wrappers, shells, interpreters, runners and git's options
+/// ([`crate::runs::what_runs`]); what that model cannot read ([`Runs::Unknown`]) counts as code a sandboxed
+/// command could have written ([`NotKnownSafe::CannotTell`]).
 pub fn check_planted(
     command: &ParsedCommand,
     ctx: &KnownSafeContext<'_>,
     fs: &dyn FsView,
 ) -> Result<(), NotKnownSafe> {
-    let program_only;
-    let commands = match command.commands_in_order() {
-        Some(commands) => commands,
-        None => {
-            program_only = command.first().map(|a| vec![vec![a.clone()]]).unwrap_or_default();
-            &program_only[..]
-        }
-    };
-    check_commands(commands, ctx, fs)?;
-    // A build or test runner runs the project files of its working directory.
-    let checker = Checker { ctx, fs, changes_directory: false };
-    for command in commands {
-        if let Some(what) = project_runner(command) {
-            let lookup = checker.lookup(what, ctx.cwd)?;
-            if let Some(found) = ctx.writes.holding_entries(&lookup) {
-                return Err(NotKnownSafe::WritableCode { what: what.to_owned(), path: found.location });
-            }
-        }
-    }
-    Ok(())
+    check_runs(&what_runs(command.argv()), ctx, fs)
 }
 
-/// What a build or test runner runs from its working directory (`make`: its Makefile), when `command` is one.
-fn project_runner(command: &[String]) -> Option<&'static str> {
-    let program = command.first()?;
-    let name = program.rsplit('/').next().unwrap_or(program);
-    let sub = command.get(1).map(String::as_str).unwrap_or_default();
-    let tests = "the tests and conftest.py files of the working directory";
-    Some(match name {
-        "make" | "gmake" | "bmake" => "make's Makefile and recipes in the working directory",
-        "just" => "the justfile of the working directory",
-        "rake" => "the Rakefile of the working directory",
-        "gradle" | "gradlew" | "mvn" | "mvnw" | "ant" | "sbt" => "the build files of the working directory",
-        "npm" | "pnpm" | "yarn" | "bun"
-            if !matches!(sub, "view" | "info" | "ls" | "list" | "whoami" | "config" | "-v" | "--version") =>
-        {
-            "the package.json scripts of the working directory"
-        }
-        "cargo" if !matches!(sub, "--version" | "-V" | "search" | "tree" | "metadata") => {
-            "the build scripts and code of the working directory's crate"
-        }
-        "go" if matches!(sub, "run" | "test" | "generate" | "build" | "install" | "vet") => {
-            "the code of the working directory's module"
-        }
-        "pytest" | "tox" | "nox" => tests,
-        "python" | "python3" if command.get(2).is_some_and(|m| m == "pytest") => tests,
-        _ => return None,
-    })
-}
-
-fn check_commands(
-    commands: &[Vec<String>],
-    ctx: &KnownSafeContext<'_>,
-    fs: &dyn FsView,
-) -> Result<(), NotKnownSafe> {
-    let changes_directory = commands.iter().any(|c| c.first().is_some_and(|p| p == "cd"));
-    let checker = Checker { ctx, fs, changes_directory };
+/// The checks of both rules over what a command runs, in order.
+fn check_runs(runs: &[Runs], ctx: &KnownSafeContext<'_>, fs: &dyn FsView) -> Result<(), NotKnownSafe> {
     if ctx.writes.roots().is_empty() {
         return Ok(());
     }
+    let changes_directory = runs.contains(&Runs::ChangesDirectory);
+    let mut checker = Checker { ctx, fs, changes_directory, assigned: Vec::new() };
     checker.check_env_loading()?;
     let mut cd_seen = false;
-    for command in commands {
-        let Some(program) = command.first() else { continue };
-        let name = program.rsplit('/').next().unwrap_or(program);
-        checker.check_program(program)?;
-        match name {
-            "cd" => cd_seen = true,
-            "zsh" => checker.check_zsh()?,
-            "git" if cd_seen => return Err(NotKnownSafe::GitAfterCd),
-            "git" => checker.check_git()?,
-            "rg" => checker
-                .check_path_var("RIPGREP_CONFIG_PATH", "the ripgrep config file (RIPGREP_CONFIG_PATH)")?,
-            _ => {}
+    // A program's content, a script's, a project's: a sandboxed command's choice at every run.
+    let as_code = |error: NotKnownSafe| match error {
+        NotKnownSafe::Writable { what, path } => NotKnownSafe::WritableCode { what, path },
+        other => other,
+    };
+    for run in runs {
+        match run {
+            Runs::Program(program) => {
+                checker.check_program(program)?;
+                let name = program.rsplit('/').next().unwrap_or(program);
+                match name {
+                    "zsh" => checker.check_zsh()?,
+                    "rg" => checker.check_path_var(
+                        "RIPGREP_CONFIG_PATH",
+                        "the ripgrep config file (RIPGREP_CONFIG_PATH)",
+                    )?,
+                    _ => {}
+                }
+            }
+            Runs::ChangesDirectory => cd_seen = true,
+            Runs::Script { by, path } => {
+                checker
+                    .outside(&format!("the file {path} that {by} runs"), Path::new(path))
+                    .map_err(as_code)?;
+            }
+            Runs::ImportsFrom { by, dir } => {
+                let (what, dir) = match dir {
+                    Some(dir) => (format!("the directory {dir} that {by} imports from"), PathBuf::from(dir)),
+                    None => (format!("the working directory, which {by} imports from"), PathBuf::from(".")),
+                };
+                checker.entries_outside(&what, &dir).map_err(as_code)?;
+            }
+            Runs::Project(what) => {
+                let lookup = checker.lookup(what, ctx.cwd)?;
+                if let Some(found) = ctx.writes.holding_entries(&lookup) {
+                    return Err(NotKnownSafe::WritableCode {
+                        what: (*what).to_owned(),
+                        path: found.location,
+                    });
+                }
+            }
+            Runs::Git(_) if cd_seen => return Err(NotKnownSafe::GitAfterCd),
+            Runs::Git(git) => checker.check_git(git)?,
+            Runs::Assignment { name, value } => {
+                checker.assigned.push((OsString::from(name), OsString::from(value)));
+                checker.check_env_loading()?;
+            }
+            Runs::Unknown(why) => return Err(NotKnownSafe::CannotTell(why.clone())),
         }
     }
     Ok(())
@@ -270,12 +277,49 @@ fn check_commands(
 
 /// The variables that make every program load code, or every shell source a file, with their list separators
 /// and whether their entries are directories (whose entries matter) rather than files.
-const LOADER_VARS: [(&str, &[char], bool); 4] = [
+const LOADER_VARS: [(&str, &[char], bool); 12] = [
     ("LD_PRELOAD", &[' ', ':'], false),
     ("LD_LIBRARY_PATH", &[':', ';'], true),
     ("LD_AUDIT", &[':'], false),
     ("GCONV_PATH", &[':'], true),
+    // Interpreters' module search paths: `python3 -m pip` imports a planted `pip/` from any of them.
+    ("PYTHONPATH", &[':'], true),
+    ("PYTHONHOME", &[':'], true),
+    ("PYTHONUSERBASE", &[], true),
+    ("NODE_PATH", &[':'], true),
+    ("PERL5LIB", &[':'], true),
+    ("PERLLIB", &[':'], true),
+    ("RUBYLIB", &[':'], true),
+    ("CLASSPATH", &[':'], true),
 ];
+
+/// Variables holding an interpreter's options, and the options among them that load code (a module, an agent,
+/// a class path): with one of these, what the interpreter runs is chosen by a file this rule does not follow.
+const OPTION_VARS: [(&str, &[&str]); 6] = [
+    ("NODE_OPTIONS", &["-r", "--require", "--import", "--loader", "--experimental-loader", "--env-file"]),
+    ("RUBYOPT", &["-r", "-I"]),
+    ("PERL5OPT", &["-M", "-m", "-I"]),
+    ("JAVA_TOOL_OPTIONS", JAVA_LOADING),
+    ("_JAVA_OPTIONS", JAVA_LOADING),
+    ("JDK_JAVA_OPTIONS", JAVA_LOADING),
+];
+
+/// The Java options that load code.
+const JAVA_LOADING: &[&str] = &[
+    "-javaagent",
+    "-agentpath",
+    "-agentlib",
+    "-Xbootclasspath",
+    "-cp",
+    "-classpath",
+    "--class-path",
+    "-Djava.class.path",
+];
+
+/// The first option of `value` (an [`OPTION_VARS`] variable's) that loads code, if any.
+fn loading_option<'v>(value: &'v str, loading: &[&str]) -> Option<&'v str> {
+    value.split_whitespace().find(|word| loading.iter().any(|option| word.starts_with(option)))
+}
 
 /// Shell builtins and keywords: found by no `PATH` search.
 const SHELL_BUILTINS: [&str; 30] = [
@@ -313,7 +357,18 @@ pub fn without_plantable_entries(
         };
         let list: Option<(&[char], bool)> = match key {
             "PATH" => Some((&[':'], true)),
-            "BASH_ENV" | "ENV" => Some((&[], false)),
+            "BASH_ENV" | "ENV" | "PYTHONSTARTUP" => Some((&[], false)),
+            _ if OPTION_VARS.iter().any(|(n, _)| *n == key) => {
+                let loading =
+                    OPTION_VARS.iter().find(|(n, _)| *n == key).map(|(_, l)| *l).unwrap_or_default();
+                match loading_option(&value.to_string_lossy(), loading) {
+                    Some(option) => {
+                        removed.push(format!("{key} (its option {} loads code)", shown(Path::new(option))));
+                        continue;
+                    }
+                    None => None,
+                }
+            }
             _ => LOADER_VARS.iter().find(|(n, _, _)| *n == key).map(|(_, sep, dir)| (*sep, *dir)),
         };
         let Some((separators, directory)) = list else {
@@ -358,11 +413,19 @@ struct Checker<'a> {
     /// The script runs `cd`: a relative path the environment names (`PATH=bin`, `BASH_ENV=env.sh`) may then
     /// be looked up from a directory this rule did not look at.
     changes_directory: bool,
+    /// Variables the command sets for what it runs (`env NAME=VALUE cmd`), in order: they override the
+    /// environment for every check after them.
+    assigned: Vec<(OsString, OsString)>,
 }
 
-impl<'a> Checker<'a> {
-    fn var(&self, name: &str) -> Option<&'a OsStr> {
-        self.ctx.env.iter().rev().find(|(key, _)| key == name).map(|(_, value)| value.as_os_str())
+impl Checker<'_> {
+    fn var(&self, name: &str) -> Option<&OsStr> {
+        self.assigned
+            .iter()
+            .rev()
+            .chain(self.ctx.env.iter().rev())
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_os_str())
     }
 
     fn absolute(&self, what: &str, path: &Path) -> Result<PathBuf, NotKnownSafe> {
@@ -478,6 +541,17 @@ impl<'a> Checker<'a> {
                 }
             }
         }
+        for (name, loading) in OPTION_VARS {
+            if let Some(value) = self.var(name)
+                && let Some(option) = loading_option(&value.to_string_lossy(), loading)
+            {
+                return Err(NotKnownSafe::Unresolved {
+                    what: format!("{name}, whose option {option} loads code"),
+                    path: self.ctx.cwd.to_path_buf(),
+                });
+            }
+        }
+        self.check_path_var("PYTHONSTARTUP", "the PYTHONSTARTUP file")?;
         self.check_path_var("BASH_ENV", "the BASH_ENV startup file")?;
         self.check_path_var("ENV", "the ENV startup file")?;
         Ok(())
@@ -492,9 +566,11 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn check_git(&self) -> Result<(), NotKnownSafe> {
+    /// git, with what its options choose (`-C`, `--git-dir`, `--work-tree`, `--exec-path`, `-c`) and what its
+    /// environment names.
+    fn check_git(&self, run: &GitRun) -> Result<(), NotKnownSafe> {
         let set = |name: &str| self.var(name).filter(|v| !v.is_empty());
-        if set("GIT_CONFIG_PARAMETERS").is_some() || set("GIT_CONFIG_COUNT").is_some() {
+        if run.inline_config || set("GIT_CONFIG_PARAMETERS").is_some() || set("GIT_CONFIG_COUNT").is_some() {
             return Err(NotKnownSafe::GitInlineConfig);
         }
         for (name, what) in [
@@ -504,8 +580,24 @@ impl<'a> Checker<'a> {
         ] {
             self.check_path_var(name, what)?;
         }
-        if let Some(dir) = set("GIT_EXEC_PATH") {
-            self.entries_outside("git's program directory (GIT_EXEC_PATH)", Path::new(dir))?;
+        // `-C` directories, each relative to the one before: where git starts, and what relative options and
+        // variables are read from.
+        let start = match &run.dirs[..] {
+            [] => self.ctx.cwd.to_path_buf(),
+            dirs => {
+                let joined = dirs.iter().fold(PathBuf::new(), |at, dir| at.join(dir));
+                self.absolute("the directory git -C names", &joined)?
+            }
+        };
+        let from_start = |value: &str| start.join(value);
+        let exec_path =
+            run.exec_path.clone().or_else(|| set("GIT_EXEC_PATH").map(|v| v.to_string_lossy().into_owned()));
+        if let Some(dir) = exec_path {
+            self.entries_outside("git's program directory (--exec-path, GIT_EXEC_PATH)", &from_start(&dir))?;
+        }
+        // A subcommand that is not built in runs an alias (config, checked below) or `git-<name>` on PATH.
+        if let Some(sub) = run.subcommand.as_deref().filter(|s| !crate::rules::is_git_builtin(s)) {
+            self.check_program(&format!("git-{sub}"))?;
         }
         // A diff program the environment names (`git diff` runs it): by path, or found through PATH.
         if let Some(program) = set("GIT_EXTERNAL_DIFF").and_then(|v| v.to_str())
@@ -513,13 +605,16 @@ impl<'a> Checker<'a> {
         {
             self.check_program(first)?;
         }
-        for (name, what) in [
-            ("GIT_DIR", "the git directory (GIT_DIR)"),
-            ("GIT_WORK_TREE", "the git work tree (GIT_WORK_TREE)"),
-            ("GIT_COMMON_DIR", "the git common directory (GIT_COMMON_DIR)"),
-        ] {
-            if let Some(dir) = set(name) {
-                self.tree_outside(what, Path::new(dir))?;
+        let dirs = [
+            ("GIT_DIR", "the git directory (GIT_DIR, --git-dir)", run.git_dir.as_deref()),
+            ("GIT_WORK_TREE", "the git work tree (GIT_WORK_TREE, --work-tree)", run.work_tree.as_deref()),
+            ("GIT_COMMON_DIR", "the git common directory (GIT_COMMON_DIR)", None),
+        ];
+        for (name, what, option) in dirs {
+            let value =
+                option.map(str::to_owned).or_else(|| set(name).map(|v| v.to_string_lossy().into_owned()));
+            if let Some(dir) = value {
+                self.tree_outside(what, &from_start(&dir))?;
             }
         }
         if set("GIT_CONFIG_GLOBAL").is_none() {
@@ -535,9 +630,13 @@ impl<'a> Checker<'a> {
         if set("GIT_CONFIG_NOSYSTEM").is_none() && set("GIT_CONFIG_SYSTEM").is_none() {
             self.outside("the system git config", Path::new("/etc/gitconfig"))?;
         }
-        // Discovery: git looks for `.git` in the working directory, then in each parent.
-        let cwd =
-            self.entries_outside("the working directory (git discovers a repository from it)", self.ctx.cwd)?;
+        // Discovery: git looks for `.git` in the directory it starts in, then in each parent.
+        let what = if run.dirs.is_empty() {
+            "the working directory (git discovers a repository from it)"
+        } else {
+            "the directory git -C names (git discovers a repository from it)"
+        };
+        let cwd = self.entries_outside(what, &start)?;
         for dir in cwd.ancestors() {
             let dot_git = dir.join(".git");
             match self.fs.dot_git(dir) {

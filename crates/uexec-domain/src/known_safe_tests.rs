@@ -421,6 +421,128 @@ fn runners_of_writable_project_files_and_writable_programs_are_writable_code() {
     for (script, cwd) in [("make test", "/srv"), ("npm view left-pad", "/home/u/ws"), ("ls", "/home/u/ws")] {
         assert_eq!(planted(script, cwd), Ok(()), "{script} in {cwd}");
     }
-    // The person can still be shown other reasons, and those stay coverable.
-    assert!(NotKnownSafe::GitAfterCd.is_coverable());
+    // Only what the words show stays coverable; what cannot be followed counts as writable code.
+    assert!(NotKnownSafe::GitInlineConfig.is_coverable() && NotKnownSafe::NotReadOnly.is_coverable());
+    assert!(!NotKnownSafe::GitAfterCd.is_coverable());
+    assert!(!NotKnownSafe::CannotTell("x".into()).is_coverable());
+}
+
+/// `check_planted` of `argv` in `cwd` with `vars`, the workspace `/home/u/ws` and `/tmp` writable.
+fn planted_argv(argv: Vec<String>, cwd: &str, vars: &[(&str, &str)]) -> Result<(), NotKnownSafe> {
+    let fs = repo_fs();
+    let mut environment = env(&BASE_ENV);
+    environment.extend(env(vars));
+    let writes = writes_of(&fs, &roots(&["/home/u/ws", "/tmp"]));
+    let ctx = KnownSafeContext { writes: &writes, cwd: Path::new(cwd), env: &environment };
+    check_planted(&ParsedCommand::new(argv), &ctx, &fs)
+}
+
+#[test]
+fn wrappers_shells_and_interpreters_are_seen_through() {
+    // Denied: what runs lies in a writable root, behind a wrapper, a shell, `.` or an interpreter.
+    for (script, cwd) in [
+        ("bash run-tests.sh", "/home/u/ws"),
+        ("timeout 30 ./run-tests.sh", "/home/u/ws"),
+        ("timeout -s KILL 20 ./build.sh", "/home/u/ws"),
+        ("nice -n 5 ./x", "/home/u/ws"),
+        ("env FOO=1 ./x", "/home/u/ws"),
+        ("xargs -0 ./x", "/home/u/ws"),
+        (". ./env.sh", "/home/u/ws"),
+        ("source env.sh", "/home/u/ws"),
+        ("sh /tmp/t.sh", "/srv"),
+        ("timeout 5 bash /tmp/t.sh", "/srv"),
+        ("python3 tools/gen.py", "/home/u/ws"),
+        ("python3 -m pip install requests", "/home/u/ws"),
+        ("python3 -c 'import json'", "/home/u/ws"),
+        ("node -e 1", "/home/u/ws"),
+        ("perl /tmp/x.pl", "/srv"),
+        ("awk -f /tmp/prog.awk data", "/srv"),
+        ("sed -f /tmp/e.sed f", "/srv"),
+        ("nohup uv run serve", "/home/u/ws"),
+    ] {
+        let error = planted_argv(bash(script), cwd, &[]).unwrap_err();
+        assert!(matches!(error, NotKnownSafe::WritableCode { .. }), "{script}: {error:?}");
+        assert!(!error.is_coverable(), "{script}");
+    }
+    // Allowed twins: the same shapes with nothing in a writable root.
+    for (script, cwd) in [
+        ("timeout 30 ls", "/home/u/ws"),
+        ("bash /usr/share/doc/x.sh", "/srv"),
+        ("nice -n 5 ls", "/srv"),
+        ("python3 -m pip install requests", "/srv"),
+        ("python3 -I -m pip install requests", "/home/u/ws"),
+        ("env FOO=1 ls", "/home/u/ws"),
+        ("xargs -0 rm", "/home/u/ws"),
+    ] {
+        assert_eq!(planted_argv(bash(script), cwd, &[]), Ok(()), "{script} in {cwd}");
+    }
+}
+
+#[test]
+fn what_cannot_be_read_from_the_words_counts_as_written_code() {
+    for script in ["./x > out", "cat x | bash", "eval \"$(cat f)\"", "bash -s", "xargs sh", "env -C /tmp ls"]
+    {
+        let error = planted_argv(bash(script), "/srv", &[]).unwrap_err();
+        assert!(!error.is_coverable(), "{script}: {error:?}");
+    }
+    // A plain script of programs outside every root is read whole.
+    assert_eq!(planted_argv(bash("ls && git --version"), "/srv", &[]), Ok(()));
+}
+
+#[test]
+fn git_options_name_the_repository_that_is_checked() {
+    for script in [
+        "git -C /tmp/evil status",
+        "git -C /tmp -C evil status",
+        "git --git-dir=/tmp/evil/.git log",
+        "git --work-tree /tmp/w status",
+        "git --exec-path=/tmp/bin status",
+        "timeout 20 git -C /tmp/evil status",
+    ] {
+        let error = planted_argv(bash(script), "/srv", &[]).unwrap_err();
+        assert!(!error.is_coverable(), "{script}: {error:?}");
+    }
+    assert_eq!(planted_argv(bash("git -C /home/u/repo status"), "/srv", &[]), Ok(()));
+    assert_eq!(
+        planted_argv(bash("git -c core.pager=cat log"), "/srv", &[]),
+        Err(NotKnownSafe::GitInlineConfig)
+    );
+    // An env assignment is seen by what it wraps.
+    assert!(planted_argv(bash("env GIT_DIR=/tmp/evil/.git git log"), "/srv", &[]).is_err());
+    assert!(planted_argv(bash("env PATH=/tmp/bin ls"), "/srv", &[]).is_err());
+}
+
+#[test]
+fn interpreter_search_paths_and_options_in_writable_roots_are_named_and_scrubbed() {
+    let fs = repo_fs();
+    let writes = writes_of(&fs, &roots(&["/home/u/ws", "/tmp"]));
+    for (name, value) in [
+        ("PYTHONPATH", "/usr/lib/x:/tmp/py"),
+        ("NODE_PATH", "/home/u/ws/node_modules"),
+        ("PERL5LIB", "/tmp/perl"),
+        ("RUBYLIB", "/tmp/rb"),
+        ("PYTHONSTARTUP", "/tmp/start.py"),
+        ("NODE_OPTIONS", "--max-old-space-size=100 --require /srv/x.js"),
+        ("JAVA_TOOL_OPTIONS", "-javaagent:/tmp/a.jar"),
+    ] {
+        assert!(planted_argv(argv(&["ls"]), "/srv", &[(name, value)]).is_err(), "{name}");
+        let environment = env(&[(name, value), ("PATH", "/usr/bin")]);
+        let (kept, removed) = without_plantable_entries(&environment, Path::new("/srv"), &writes, &fs);
+        assert!(removed.iter().any(|r| r.contains(name)), "{name}: {removed:?}");
+        assert!(
+            !kept.iter().any(|(k, v)| k == name && v.to_string_lossy().contains("/tmp")),
+            "{name}: {kept:?}"
+        );
+    }
+    // Allowed twins: outside every root, or options that load nothing.
+    for (name, value) in [
+        ("PYTHONPATH", "/usr/lib/py"),
+        ("NODE_OPTIONS", "--max-old-space-size=100"),
+        ("PERL5LIB", "/opt/perl"),
+    ] {
+        assert_eq!(planted_argv(argv(&["ls"]), "/srv", &[(name, value)]), Ok(()), "{name}");
+        let environment = env(&[(name, value)]);
+        let (kept, removed) = without_plantable_entries(&environment, Path::new("/srv"), &writes, &fs);
+        assert!(removed.is_empty() && kept == environment, "{name}: {removed:?}");
+    }
 }

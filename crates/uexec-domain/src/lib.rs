@@ -79,6 +79,7 @@ pub mod question;
 pub mod quote;
 pub mod response;
 pub mod rules;
+pub mod runs;
 mod session;
 pub mod snapshot;
 pub mod startup;

@@ -297,6 +297,11 @@ const GIT_BUILTINS: &[&str] = &[
     "write-tree",
 ];
 
+/// Whether `sub` is one of git's built-in commands (anything else runs an alias or a `git-<sub>` program).
+pub(crate) fn is_git_builtin(sub: &str) -> bool {
+    GIT_BUILTINS.contains(&sub)
+}
+
 /// Options, per program, that make it run a program or code its arguments (or a file they name) choose:
 /// `(program, long options (a word equal to one, or starting with it and `=`), short option letters (alone or
 /// in a cluster `-xvf`))`.
@@ -418,6 +423,10 @@ pub fn runs_other_code(command: &[String]) -> Option<String> {
         return Some(format!(
             "{name} variables set on the command line (SHELL=, MAKEFLAGS=) choose what runs"
         ));
+    }
+    // What the one model of wrappers and interpreters cannot read (`crate::runs`) is never approved by a prefix.
+    if let Some(why) = crate::runs::unknown_part(command) {
+        return Some(why);
     }
     let (_, long, short) = CODE_OPTIONS.iter().find(|(p, _, _)| *p == name)?;
     args.iter()
