@@ -141,13 +141,18 @@ pub enum NotKnownSafe {
 }
 
 impl NotKnownSafe {
-    /// Whether an approval of the same command given before can cover it: only when what was found is in the
-    /// command's words, which the person read ([`NotKnownSafe::NotReadOnly`], [`NotKnownSafe::GitInlineConfig`]).
-    /// Never for code a sandboxed command can write ([`NotKnownSafe::WritableCode`]: its content may have
-    /// changed since), nor for what cannot be resolved or read from the words ([`NotKnownSafe::CannotTell`],
-    /// [`NotKnownSafe::Unresolved`], a `.git` file, git after `cd`), which counts as such code.
+    /// Whether an approval of the same command given before, shown this same reason, can cover it: when what
+    /// was found is in the command's words ([`NotKnownSafe::NotReadOnly`], [`NotKnownSafe::GitInlineConfig`]) or
+    /// is a place the person was shown and the sandbox protects ([`NotKnownSafe::Writable`]: a root's own
+    /// repository). Never for code a sandboxed command can write ([`NotKnownSafe::WritableCode`]: its content
+    /// may have changed since), nor for what cannot be resolved or read from the words
+    /// ([`NotKnownSafe::CannotTell`], [`NotKnownSafe::Unresolved`], a `.git` file, git after `cd`), which counts
+    /// as such code.
     pub fn is_coverable(&self) -> bool {
-        matches!(self, NotKnownSafe::NotReadOnly | NotKnownSafe::GitInlineConfig)
+        matches!(
+            self,
+            NotKnownSafe::NotReadOnly | NotKnownSafe::GitInlineConfig | NotKnownSafe::Writable { .. }
+        )
     }
 }
 
@@ -222,11 +227,6 @@ fn check_runs(runs: &[Runs], ctx: &KnownSafeContext<'_>, fs: &dyn FsView) -> Res
     let mut checker = Checker { ctx, fs, changes_directory, assigned: Vec::new() };
     checker.check_env_loading()?;
     let mut cd_seen = false;
-    // A program's content, a script's, a project's: a sandboxed command's choice at every run.
-    let as_code = |error: NotKnownSafe| match error {
-        NotKnownSafe::Writable { what, path } => NotKnownSafe::WritableCode { what, path },
-        other => other,
-    };
     for run in runs {
         match run {
             Runs::Program(program) => {
@@ -488,11 +488,6 @@ impl Checker<'_> {
     /// The program a command runs, found as the shell finds it: by its path when it names one, else in the
     /// first `PATH` directory that has it (builtins are not searched).
     fn check_program(&self, program: &str) -> Result<(), NotKnownSafe> {
-        // A program's content is a sandboxed command's choice at every run.
-        let as_code = |error: NotKnownSafe| match error {
-            NotKnownSafe::Writable { what, path } => NotKnownSafe::WritableCode { what, path },
-            other => other,
-        };
         if program.contains('/') {
             return self
                 .outside(&format!("the program {program}"), Path::new(program))
@@ -593,7 +588,8 @@ impl Checker<'_> {
         let exec_path =
             run.exec_path.clone().or_else(|| set("GIT_EXEC_PATH").map(|v| v.to_string_lossy().into_owned()));
         if let Some(dir) = exec_path {
-            self.entries_outside("git's program directory (--exec-path, GIT_EXEC_PATH)", &from_start(&dir))?;
+            self.entries_outside("git's program directory (--exec-path, GIT_EXEC_PATH)", &from_start(&dir))
+                .map_err(as_code)?;
         }
         // A subcommand that is not built in runs an alias (config, checked below) or `git-<name>` on PATH.
         if let Some(sub) = run.subcommand.as_deref().filter(|s| !crate::rules::is_git_builtin(s)) {
@@ -614,7 +610,8 @@ impl Checker<'_> {
             let value =
                 option.map(str::to_owned).or_else(|| set(name).map(|v| v.to_string_lossy().into_owned()));
             if let Some(dir) = value {
-                self.tree_outside(what, &from_start(&dir))?;
+                // A repository named into a writable root is one a sandboxed command could have made.
+                self.tree_outside(what, &from_start(&dir)).map_err(as_code)?;
             }
         }
         if set("GIT_CONFIG_GLOBAL").is_none() {
@@ -630,26 +627,50 @@ impl Checker<'_> {
         if set("GIT_CONFIG_NOSYSTEM").is_none() && set("GIT_CONFIG_SYSTEM").is_none() {
             self.outside("the system git config", Path::new("/etc/gitconfig"))?;
         }
-        // Discovery: git looks for `.git` in the directory it starts in, then in each parent.
+        // Discovery: git looks for `.git` in the directory it starts in, then in each parent. A directory
+        // strictly inside a writable root can get a `.git` from a sandboxed command at any time, and a `.git` in
+        // a root that is not the root's own (which the sandbox protects) is written by sandboxed commands: both
+        // are code a sandboxed command chose. The root's own repository is named, and an approval shown that
+        // reason covers it.
         let what = if run.dirs.is_empty() {
             "the working directory (git discovers a repository from it)"
         } else {
             "the directory git -C names (git discovers a repository from it)"
         };
-        let cwd = self.entries_outside(what, &start)?;
+        let lookup = self.lookup(what, &start)?;
+        let cwd = lookup.last().cloned().unwrap_or_default();
+        if let Some(found) = self.ctx.writes.holding(&lookup) {
+            return Err(NotKnownSafe::WritableCode { what: what.to_owned(), path: found.location });
+        }
+        let start_is_root = self.ctx.writes.holding_entries(&lookup).is_some();
         for dir in cwd.ancestors() {
             let dot_git = dir.join(".git");
             match self.fs.dot_git(dir) {
                 DotGit::Absent => continue,
                 DotGit::Directory | DotGit::Symlink => {
-                    self.tree_outside("the git repository", &dot_git)?;
-                    self.tree_outside("the git work tree", dir)?;
-                    return Ok(());
+                    return match self.tree_outside("the git repository", &dot_git) {
+                        Err(NotKnownSafe::Writable { what, path }) if !(start_is_root && dir == cwd) => {
+                            Err(NotKnownSafe::WritableCode { what, path })
+                        }
+                        Err(error) => Err(error),
+                        Ok(()) => self.tree_outside("the git work tree", dir),
+                    };
                 }
                 DotGit::Other => return Err(NotKnownSafe::GitEntryNotADirectory(dot_git)),
             }
         }
+        if start_is_root {
+            return Err(NotKnownSafe::Writable { what: what.to_owned(), path: cwd });
+        }
         Ok(())
+    }
+}
+
+/// A program's content, a script's, a repository's a sandboxed command made: its choice at every run.
+fn as_code(error: NotKnownSafe) -> NotKnownSafe {
+    match error {
+        NotKnownSafe::Writable { what, path } => NotKnownSafe::WritableCode { what, path },
+        other => other,
     }
 }
 

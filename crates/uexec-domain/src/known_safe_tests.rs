@@ -129,7 +129,9 @@ fn git_whose_working_directory_lies_in_a_writable_root_is_not_known_safe() {
     let fs = repo_fs();
     for cwd in ["/home/u/ws", "/home/u/ws/sub", "/tmp/x", "/tmp/ws-without-repo", "/tmp"] {
         let result = check(&argv(&["git", "status"]), cwd, &[], &fs);
-        assert!(matches!(result, Err(NotKnownSafe::Writable { .. })), "{cwd}: {result:?}");
+        // A root's own repository is named (coverable when shown); anywhere inside a root, it is code.
+        let expected_coverable = cwd == "/home/u/ws" || cwd == "/tmp";
+        assert!(result.as_ref().is_err_and(|e| e.is_coverable() == expected_coverable), "{cwd}: {result:?}");
         // Other known-safe commands still are.
         assert_eq!(check(&argv(&["ls", "-la"]), cwd, &[], &fs), Ok(()), "{cwd}");
     }
@@ -143,7 +145,7 @@ fn git_is_not_known_safe_when_its_repository_or_work_tree_touches_a_writable_roo
     // `.git` a symlink into a writable root.
     let fs = FakeFs::default().git("/home/u/repo", DotGit::Symlink).link("/home/u/repo/.git", "/tmp/planted");
     let result = check(&argv(&["git", "status"]), "/home/u/repo", &[], &fs);
-    assert!(matches!(result, Err(NotKnownSafe::Writable { .. })), "{result:?}");
+    assert!(matches!(result, Err(NotKnownSafe::WritableCode { .. })), "{result:?}");
     // `.git` a symlink to a directory outside: fine.
     let fs =
         FakeFs::default().git("/home/u/repo", DotGit::Symlink).link("/home/u/repo/.git", "/srv/git/repo");
@@ -423,6 +425,7 @@ fn runners_of_writable_project_files_and_writable_programs_are_writable_code() {
     }
     // Only what the words show stays coverable; what cannot be followed counts as writable code.
     assert!(NotKnownSafe::GitInlineConfig.is_coverable() && NotKnownSafe::NotReadOnly.is_coverable());
+    assert!(NotKnownSafe::Writable { what: "x".into(), path: "/w".into() }.is_coverable());
     assert!(!NotKnownSafe::GitAfterCd.is_coverable());
     assert!(!NotKnownSafe::CannotTell("x".into()).is_coverable());
 }
