@@ -165,13 +165,12 @@ pub enum RetryDecision {
 /// and what the retry may do.
 pub const RETRY_QUESTION: &str = "command failed; retry without sandbox?";
 
-/// The whole question asked before a retry outside the sandbox: [`RETRY_QUESTION`], the denial evidence
-/// (escaped), and that the retry runs with full access.
-pub fn retry_question(evidence: &DenialEvidence) -> String {
+/// The engine's question before a retry outside the sandbox: [`RETRY_QUESTION`] and that the retry has full
+/// access. The evidence is shown beside it, as data, with where it comes from (`crate::question`).
+pub fn retry_question() -> String {
     format!(
-        "{RETRY_QUESTION} The sandbox appears to have blocked it ({}). The retry runs with FULL ACCESS (no \
-         sandbox): it can write anywhere this user can and reach the network.",
-        evidence.describe()
+        "{RETRY_QUESTION} The retry runs with FULL ACCESS (no sandbox): it can write anywhere this user can and \
+         reach the network."
     )
 }
 
@@ -189,15 +188,18 @@ pub fn no_retry_note(evidence: &DenialEvidence, why: &str) -> String {
 ///
 /// Only `on-failure` and `untrusted` retry. The retry asks unless `approved_by_person` (the first attempt was
 /// approved by a person in this call) or `session_approval` (a remembered "approved for session" decision
-/// covers the command).
+/// covers the command), and even then unless the sandbox itself recorded what it refused (`confirmed`,
+/// [`DenialEvidence::confirmed_by_sandbox`]): a denial that only the command's output shows is the command's
+/// own word, and never takes it outside the sandbox unasked.
 pub fn retry_after_denial(
     policy: ApprovalPolicy,
     approved_by_person: bool,
     session_approval: bool,
+    confirmed: bool,
 ) -> RetryDecision {
     match policy {
         ApprovalPolicy::OnFailure | ApprovalPolicy::Untrusted => {
-            if approved_by_person || session_approval {
+            if (approved_by_person || session_approval) && confirmed {
                 RetryDecision::RetryWithoutAsking
             } else {
                 RetryDecision::AskThenRetry
@@ -377,20 +379,21 @@ mod tests {
     fn retry_only_under_on_failure_and_untrusted() {
         for approved in [false, true] {
             for session in [false, true] {
-                assert_eq!(
-                    retry_after_denial(ApprovalPolicy::OnRequest, approved, session),
-                    RetryDecision::NoRetry
-                );
-                assert_eq!(
-                    retry_after_denial(ApprovalPolicy::Never, approved, session),
-                    RetryDecision::NoRetry
-                );
+                for confirmed in [false, true] {
+                    for policy in [ApprovalPolicy::OnRequest, ApprovalPolicy::Never] {
+                        assert_eq!(retry_after_denial(policy, approved, session, confirmed), RetryDecision::NoRetry);
+                    }
+                }
             }
         }
         for policy in [ApprovalPolicy::OnFailure, ApprovalPolicy::Untrusted] {
-            assert_eq!(retry_after_denial(policy, false, false), RetryDecision::AskThenRetry);
-            assert_eq!(retry_after_denial(policy, true, false), RetryDecision::RetryWithoutAsking);
-            assert_eq!(retry_after_denial(policy, false, true), RetryDecision::RetryWithoutAsking);
+            assert_eq!(retry_after_denial(policy, false, false, true), RetryDecision::AskThenRetry);
+            assert_eq!(retry_after_denial(policy, true, false, true), RetryDecision::RetryWithoutAsking);
+            assert_eq!(retry_after_denial(policy, false, true, true), RetryDecision::RetryWithoutAsking);
+            // A denial only the output shows never leaves the sandbox unasked.
+            for (approved, session) in [(true, false), (false, true), (true, true), (false, false)] {
+                assert_eq!(retry_after_denial(policy, approved, session, false), RetryDecision::AskThenRetry);
+            }
         }
     }
 
@@ -405,10 +408,10 @@ mod tests {
             line: Some("x: Permission denied\u{1b}]0;".into()),
             refusals: Vec::new(),
         };
-        let question = retry_question(&evidence);
+        let question = retry_question();
         assert!(question.starts_with(RETRY_QUESTION), "{question}");
-        assert!(question.contains("FULL ACCESS") && question.contains("exit code 1"), "{question}");
-        assert!(question.contains("\"x: Permission denied\\u{1b}]0;\""), "{question}");
+        assert!(question.contains("FULL ACCESS"), "{question}");
+        assert!(!evidence.confirmed_by_sandbox() && evidence.provenance().contains("output"));
         let note = no_retry_note(&evidence, "no person could be asked");
         assert!(note.contains("not run again without the sandbox (no person could be asked)"), "{note}");
         assert!(!note.contains('\u{1b}'), "{note}");

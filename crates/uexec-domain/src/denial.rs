@@ -48,6 +48,21 @@ pub struct DenialEvidence {
 }
 
 impl DenialEvidence {
+    /// Whether the sandbox itself recorded what it refused (its DNS responder, its proxy), rather than only the
+    /// command's output saying so: output is the command's to write, so a planted program can print any denial.
+    pub fn confirmed_by_sandbox(&self) -> bool {
+        self.refusals.iter().any(|refusal| refusal.source() == EvidenceSource::Sandbox)
+    }
+
+    /// Where the evidence comes from, in words, for a person deciding on a retry.
+    pub fn provenance(&self) -> &'static str {
+        if self.confirmed_by_sandbox() {
+            "recorded by the sandbox itself"
+        } else {
+            "only the command's output says so, and a command can print anything"
+        }
+    }
+
     /// One line for a person: the exit code and the output line, quoted with every control, bidi, zero-width
     /// or other invisible character escaped (`uexec_domain::question::escape_visible`), so the command cannot
     /// shape the text.

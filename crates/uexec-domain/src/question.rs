@@ -58,19 +58,18 @@ pub fn headline(
             );
             if matches!(policy, ApprovalPolicy::Untrusted | ApprovalPolicy::OnFailure) {
                 headline.push_str(
-                    " If it fails quickly with a message like \"permission denied\", it is run again WITHOUT the \
-                     sandbox, without asking again.",
+                    " If it fails quickly because the sandbox recorded a refusal (a lookup or a connection), it is \
+                     run again WITHOUT the sandbox, without asking again; when only its output says so, you are \
+                     asked again.",
                 );
             }
             headline
         }
         ApprovalKind::Escalation => "Allow this command to run WITHOUT the sandbox?".to_owned(),
         ApprovalKind::RetryWithoutSandbox => match denial {
-            Some(denial) => format!(
-                "The sandbox appears to have blocked this command ({}). Run it again with FULL ACCESS (no \
-                 sandbox)?",
-                denial.describe_raw()
-            ),
+            Some(_) => "This command failed inside the sandbox, and the evidence below says the sandbox may have \
+                        blocked it. Run it again with FULL ACCESS (no sandbox)?"
+                .to_owned(),
             None => {
                 "The sandbox blocked this command. Run it again with FULL ACCESS (no sandbox)?".to_owned()
             }
@@ -116,19 +115,39 @@ pub struct Question<'a> {
     pub cwd: &'a Path,
     /// Why the question is asked (the caller's justification, or the engine's reason).
     pub reason: Option<&'a str>,
+    /// The engine's own safety warnings: shown first, each whole on its own line, never cut.
+    pub warnings: &'a [String],
+    /// For a retry: what made the run look denied (output-derived: shown as data, bounded, with where it
+    /// comes from).
+    pub evidence: Option<&'a DenialEvidence>,
 }
 
 /// The labels of the question's fixed lines: every line of a rendering that does not start with two spaces
 /// starts with one of these (or is the headline, or empty).
 #[cfg(test)]
-pub(crate) const FIXED_LABELS: [&str; 6] =
-    ["Command: ", "Arguments: ", "Shell: ", "Working directory: ", "Reason given with the request:", "... "];
+pub(crate) const FIXED_LABELS: [&str; 8] = [
+    "Command: ",
+    "Arguments: ",
+    "Shell: ",
+    "Working directory: ",
+    "Reason given with the request:",
+    "... ",
+    "Warning from uexec: ",
+    "Evidence that the sandbox blocked it (",
+];
 
 /// The text of `question` (see the module documentation for the rules).
 pub fn render_question(question: &Question<'_>) -> String {
     let mut out = String::new();
     out.push_str(&escape_visible(question.headline));
     out.push_str("\n\n");
+    // The engine's warnings first, whole: no caller text or output can push them out of view.
+    for warning in question.warnings {
+        out.push_str(&format!("Warning from uexec: {}\n", escape_visible(warning)));
+    }
+    if !question.warnings.is_empty() {
+        out.push('\n');
+    }
     let mut escaped = 0;
     match question.argv {
         [shell, flag, script] if flag == "-c" || flag == "-lc" => {
@@ -173,6 +192,12 @@ pub fn render_question(question: &Question<'_>) -> String {
     // A working directory is an existing directory, so it is at most PATH_MAX long: shown whole.
     let cwd = escape_path(question.cwd);
     out.push_str(&format!("Working directory: {cwd}\n"));
+    if let Some(evidence) = question.evidence {
+        let text = evidence.describe_raw();
+        out.push_str(&format!("Evidence that the sandbox blocked it ({}):\n", evidence.provenance()));
+        let _ = push_block(&mut out, &text, MAX_FIELD_CHARS, MAX_REASON_LINES);
+        escaped += count_escaped(&text);
+    }
     if let Some(reason) = question.reason {
         out.push_str("Reason given with the request:\n");
         let _ = push_block(&mut out, reason, MAX_FIELD_CHARS, MAX_REASON_LINES);
@@ -404,7 +429,47 @@ mod tests {
             argv,
             cwd: Path::new(cwd),
             reason,
+            warnings: &[],
+            evidence: None,
         })
+    }
+
+    /// The engine's warnings come first and whole, whatever the caller's justification or the command's output
+    /// hold; the output-derived evidence is bounded, shown as data and says where it comes from.
+    #[test]
+    fn engine_warnings_are_never_cut_and_evidence_is_bounded_data() {
+        let justification = "Beware: nothing to see here. ".repeat(60);
+        let planted_output = format!("touch: /etc/x: Read-only file system{}", "A".repeat(1866));
+        let evidence = DenialEvidence { exit_code: 1, line: Some(planted_output.clone()), refusals: Vec::new() };
+        let warnings = vec![
+            "Beware: the file ./run-tests.sh that bash runs (/w/run-tests.sh) can be written by sandboxed \
+             commands, and may differ from what was approved"
+                .to_owned(),
+            "Left out of its environment because sandboxed commands can write them: PATH entry /w/bin".to_owned(),
+        ];
+        let headline = headline(
+            ApprovalKind::RetryWithoutSandbox,
+            &SandboxPolicy::ReadOnly { network_access: false },
+            ApprovalPolicy::Untrusted,
+            Some(&evidence),
+        );
+        assert!(!headline.contains("Read-only file system"), "no output in the headline: {headline}");
+        let text = render_question(&Question {
+            headline: &headline,
+            argv: &argv("bash", "-lc", "bash run-tests.sh"),
+            cwd: Path::new("/w"),
+            reason: Some(&justification),
+            warnings: &warnings,
+            evidence: Some(&evidence),
+        });
+        let lines: Vec<&str> = text.lines().collect();
+        // Right under the headline, each whole.
+        assert_eq!(lines[2], format!("Warning from uexec: {}", warnings[0]));
+        assert_eq!(lines[3], format!("Warning from uexec: {}", warnings[1]));
+        assert!(text.contains("Evidence that the sandbox blocked it (only the command's output says so"), "{text}");
+        assert!(!text.contains(&planted_output), "the output is bounded");
+        assert!(text.contains("more characters") || text.contains("not shown"), "{text}");
+        assert!(lines.iter().filter(|l| l.starts_with("Warning from uexec: ")).count() == 2);
     }
 
     /// The issue's example: a script that imitates the question's own lines, with zero-width spaces and 60

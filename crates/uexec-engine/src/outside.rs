@@ -50,21 +50,16 @@ impl OutsideRun {
         self.planted.as_ref().map(ToString::to_string)
     }
 
-    /// The lines a question about running outside the sandbox adds: what a sandboxed command could have chosen,
-    /// and what was left out of the environment. Empty when there is nothing to say.
-    pub(crate) fn warning(&self) -> String {
-        let mut out = String::new();
+    /// The warnings a question about running outside the sandbox carries, each whole: what a sandboxed command
+    /// could have chosen, and what was left out of the environment. Empty when there is nothing to say.
+    pub(crate) fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
         if let Some(why) = &self.planted {
-            out.push_str(&format!(
+            out.push(format!(
                 "Beware: {why}: a sandboxed command could have chosen what this runs outside the sandbox."
             ));
         }
-        if let Some(removed) = self.removed_text() {
-            if !out.is_empty() {
-                out.push(' ');
-            }
-            out.push_str(&removed);
-        }
+        out.extend(self.removed_text());
         out
     }
 

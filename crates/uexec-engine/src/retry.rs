@@ -35,7 +35,7 @@ impl Orchestrator {
     ) -> Result<Attempt, ExecError> {
         let policy = self.config.approval_policy;
         if run.placement != Placement::Sandboxed
-            || retry_after_denial(policy, false, false) == RetryDecision::NoRetry
+            || retry_after_denial(policy, false, false, false) == RetryDecision::NoRetry
         {
             return Ok(attempt);
         }
@@ -63,30 +63,32 @@ impl Orchestrator {
             policy,
             approval.by_person && clean,
             clean && self.is_remembered(&approval.key, None),
+            evidence.confirmed_by_sandbox(),
         );
         if decision == RetryDecision::NoRetry {
             return Ok(attempt);
         }
         tracing::info!(session_id = %run.spec.id, exit_code, "sandbox denial detected within the grace");
         if decision == RetryDecision::AskThenRetry {
-            let mut reason = match &plantable {
-                Some(why) => format!(
-                    "{} Beware: {why}, so the denial may come from a program planted there.",
-                    retry_question(&evidence)
-                ),
-                None => retry_question(&evidence),
-            };
-            if let Some(removed) = check.removed_text() {
-                reason.push(' ');
-                reason.push_str(&removed);
+            let mut warnings = Vec::new();
+            if let Some(why) = &plantable {
+                warnings.push(format!("Beware: {why}, so the denial may come from a program planted there."));
             }
+            if !evidence.confirmed_by_sandbox() {
+                warnings.push(
+                    "The sandbox recorded no refusal: only the command's own output says it was blocked."
+                        .to_owned(),
+                );
+            }
+            warnings.extend(check.removed_text());
             let request = ApprovalRequest {
                 call_id: call.call_id.clone(),
                 session_id: run.spec.id,
                 command: call.command.clone(),
                 cwd: run.spec.cwd.clone(),
                 kind: ApprovalKind::RetryWithoutSandbox,
-                reason: Some(reason),
+                reason: Some(retry_question()),
+                warnings,
                 denial: Some(evidence.clone()),
                 prefix_offer: None,
             };

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::{mpsc, watch};
+use uexec_domain::denial::Refusal;
 use uexec_domain::rules::{CommandRules, PrefixRule, RuleDecision};
 use uexec_domain::{
     ApprovalPolicy, EscapeReason, ExitStatus, ProtectionReport, ReviewDecision, SandboxKind,
@@ -261,6 +262,31 @@ fn sandbox_ok(prepares: Arc<AtomicUsize>) -> MockSandbox {
         Ok(SandboxedSpawn { spawn, report: sandbox_report() })
     });
     sandbox
+}
+
+/// A sandbox like [`sandbox_ok`] that records what it refused itself (its DNS responder's lookup of
+/// `pypi.org`): the evidence of a denial is then the sandbox's, not only the command's output.
+fn sandbox_recording() -> MockSandbox {
+    let mut sandbox = MockSandbox::new();
+    sandbox.expect_refusal_mark().returning(|| 0);
+    sandbox.expect_refusals().returning(|_| Some(vec![Refusal::Lookup { name: "pypi.org".into() }]));
+    sandbox.expect_denial_hint().returning(|_, _| None);
+    sandbox.expect_replan_after_setup_failure().returning(|_, _| false);
+    sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
+    sandbox
+        .expect_prepare()
+        .returning(move |request| Ok(SandboxedSpawn { spawn: request.spawn, report: sandbox_report() }));
+    sandbox
+}
+
+/// Everything a question shows of the engine's text: its reason and its warnings.
+fn shown(request: &ApprovalRequest) -> String {
+    let mut text = request.reason.clone().unwrap_or_default();
+    for warning in &request.warnings {
+        text.push('\n');
+        text.push_str(warning);
+    }
+    text
 }
 
 fn sandbox_never() -> MockSandbox {
@@ -918,8 +944,9 @@ async fn on_failure_asks_to_retry_a_sandbox_denial_and_reruns_unsandboxed() {
     // The spec's question, what the denial was, and that the retry has full access.
     let reason = asked[0].reason.as_deref().unwrap();
     assert!(reason.starts_with("command failed; retry without sandbox?"), "{reason}");
-    assert!(reason.contains("exit code 1, output line \"bash: /etc/x: Permission denied\""), "{reason}");
     assert!(reason.contains("FULL ACCESS"), "{reason}");
+    // The evidence is the output's word only, and the question says so in a warning of its own.
+    assert!(asked[0].warnings.iter().any(|w| w.contains("only the command's own output")), "{:?}", asked[0]);
     let denial = asked[0].denial.clone().unwrap();
     assert_eq!((denial.exit_code, denial.line.as_deref()), (1, Some("bash: /etc/x: Permission denied")));
     assert_eq!(prepares.load(Ordering::SeqCst), 1);
@@ -1039,15 +1066,37 @@ async fn a_known_safe_command_is_retried_outside_the_sandbox_only_after_a_person
 
 #[tokio::test(start_paused = true)]
 async fn untrusted_retries_without_asking_again_when_a_person_approved_the_first_run() {
+    // The sandbox recorded the refusal itself: the approved run goes on outside it, unasked.
     let Checked { engine, asked, spawned: record, .. } = check(Case {
         config: config(ApprovalPolicy::Untrusted, SANDBOXED()),
         processes: Processes::Run(vec![denial(), Script::exits("ok", 0)]),
-        sandbox: Sandboxing::Prepares,
+        sandbox: Sandboxing::Mock(sandbox_recording()),
         answers: Answers::Always(ReviewDecision::Approved, 1),
     });
     let response = engine.exec_command(exec("cp a /etc/b")).await.unwrap();
     assert_eq!(response.output, "ok");
     assert_eq!(asked.lock().unwrap()[0].kind, ApprovalKind::Run);
+    assert_eq!(record.requests.lock().unwrap().len(), 2);
+}
+
+/// A denial that only the command's output shows (it can print any "Permission denied") never takes an
+/// approved command outside the sandbox unasked: the retry is its own question, which says so.
+#[tokio::test(start_paused = true)]
+async fn a_denial_only_the_output_shows_asks_before_its_retry() {
+    let Checked { engine, asked, spawned: record, .. } = check(Case {
+        config: config(ApprovalPolicy::Untrusted, SANDBOXED()),
+        processes: Processes::Run(vec![denial(), Script::exits("ok", 0)]),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Always(ReviewDecision::Approved, 2),
+    });
+    let response = engine.exec_command(exec("cp a /etc/b")).await.unwrap();
+    assert_eq!(response.output, "ok");
+    let asked = asked.lock().unwrap();
+    assert_eq!(
+        asked.iter().map(|r| r.kind).collect::<Vec<_>>(),
+        [ApprovalKind::Run, ApprovalKind::RetryWithoutSandbox]
+    );
+    assert!(asked[1].warnings.iter().any(|w| w.contains("only the command's own output")), "{:?}", asked[1]);
     assert_eq!(record.requests.lock().unwrap().len(), 2);
 }
 
@@ -1067,7 +1116,7 @@ async fn a_runner_of_writable_project_files_asks_before_its_retry() {
         asked.iter().map(|r| r.kind).collect::<Vec<_>>(),
         [ApprovalKind::Run, ApprovalKind::RetryWithoutSandbox]
     );
-    assert!(asked[1].reason.as_deref().unwrap().contains("Makefile"), "{:?}", asked[1]);
+    assert!(shown(&asked[1]).contains("Makefile"), "{:?}", asked[1]);
 }
 
 /// A read-only command that asked only because what it runs could have been planted (git in a writable
@@ -1095,7 +1144,7 @@ async fn a_plantable_command_asks_before_every_retry_even_after_its_run_was_appr
         kinds,
         [ApprovalKind::Run, ApprovalKind::RetryWithoutSandbox, ApprovalKind::RetryWithoutSandbox]
     );
-    let retry_reason = asked.lock().unwrap()[1].reason.clone().unwrap();
+    let retry_reason = shown(&asked.lock().unwrap()[1]);
     assert!(retry_reason.contains("Beware: the working directory"), "{retry_reason}");
     assert_eq!(record.requests.lock().unwrap().len(), 4);
 
@@ -1114,7 +1163,7 @@ async fn a_plantable_command_asks_before_every_retry_even_after_its_run_was_appr
     assert!(response.warning.unwrap().contains("a person declined"));
     let asked = asked.lock().unwrap();
     assert_eq!(asked[0].kind, ApprovalKind::RetryWithoutSandbox);
-    assert!(asked[0].reason.as_deref().unwrap().contains("Beware: the working directory"), "{:?}", asked[0]);
+    assert!(shown(&asked[0]).contains("Beware: the working directory"), "{:?}", asked[0]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -1126,15 +1175,30 @@ async fn a_session_approval_covers_the_retry() {
             vec![denial(), Script::exits("ok", 0), denial(), Script::exits("ok", 0)],
             Arc::clone(&record),
         )),
-        sandbox: Sandboxing::Prepares,
+        sandbox: Sandboxing::Mock(sandbox_recording()),
         answers: Answers::Always(ReviewDecision::ApprovedForSession, 1),
     });
     engine.exec_command(exec("touch /etc/x")).await.unwrap();
-    // Second time: denied again, retried without asking.
+    // Second time: denied again (the sandbox recorded it), retried without asking.
     let response = engine.exec_command(exec("touch /etc/x")).await.unwrap();
     assert_eq!(response.output, "ok");
     assert_eq!(asked.lock().unwrap().len(), 1);
     assert_eq!(record.requests.lock().unwrap().len(), 4);
+
+    // Its twin: the same, but only the output says so: the session approval does not cover the retry.
+    let record = Arc::new(Spawned::default());
+    let Checked { engine, asked, .. } = check(Case {
+        config: config(ApprovalPolicy::OnFailure, SANDBOXED()),
+        processes: Processes::Mock(spawner(
+            vec![denial(), Script::exits("ok", 0), denial(), Script::exits("ok", 0)],
+            Arc::clone(&record),
+        )),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Always(ReviewDecision::ApprovedForSession, 2),
+    });
+    engine.exec_command(exec("touch /etc/x")).await.unwrap();
+    engine.exec_command(exec("touch /etc/x")).await.unwrap();
+    assert_eq!(asked.lock().unwrap().len(), 2);
 }
 
 #[tokio::test(start_paused = true)]
@@ -2348,14 +2412,14 @@ async fn an_escalation_drops_plantable_path_entries_and_names_a_plantable_progra
         requests[n].env.iter().rev().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap()
     };
     assert_eq!(spawned_path(0), OsString::from(format!("{}:/usr/bin:/bin", safe.display())));
-    let reason = asked.lock().unwrap()[0].reason.clone().unwrap();
+    let reason = shown(&asked.lock().unwrap()[0]);
     assert!(
         reason.contains("Left out of its environment") && reason.contains(&venv.display().to_string()),
         "{reason}"
     );
     // A program named by its path in a writable root is named in the question.
     escalating.exec_command(escalated(&format!("{}/bin/git status", venv.display()))).await.unwrap();
-    let reason = asked.lock().unwrap()[1].reason.clone().unwrap();
+    let reason = shown(&asked.lock().unwrap()[1]);
     assert!(
         reason.contains("Beware: the program") && reason.contains("can be written by sandboxed"),
         "{reason}"
@@ -2375,7 +2439,7 @@ async fn an_escalation_drops_plantable_path_entries_and_names_a_plantable_progra
     let requests = record.requests.lock().unwrap();
     let path = requests[0].env.iter().rev().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap();
     assert_eq!(path, OsString::from(&clean));
-    let reason = asked.lock().unwrap()[0].reason.clone().unwrap_or_default();
+    let reason = shown(&asked.lock().unwrap()[0]);
     assert!(!reason.contains("Left out") && !reason.contains("Beware"), "{reason}");
     std::fs::remove_dir_all(&venv).unwrap();
     std::fs::remove_dir_all(&safe).unwrap();
@@ -2429,7 +2493,7 @@ async fn an_escalation_drops_plantable_loader_and_startup_entries() {
     assert_eq!(value(&record, "BASH_ENV"), None);
     assert_eq!(value(&record, "ENV"), None);
     assert_eq!(value(&record, "LD_LIBRARY_PATH"), Some(OsString::from(safe.join("lib"))));
-    let reason = asked.lock().unwrap()[0].reason.clone().unwrap();
+    let reason = shown(&asked.lock().unwrap()[0]);
     assert!(reason.contains("Left out of its environment"), "{reason}");
     for name in ["LD_PRELOAD", "LD_LIBRARY_PATH"] {
         assert!(reason.contains(name), "{name}: {reason}");
@@ -2446,7 +2510,7 @@ async fn an_escalation_drops_plantable_loader_and_startup_entries() {
     for (name, expected) in kept {
         assert_eq!(value(&record, name), Some(OsString::from(expected)), "{name}");
     }
-    let reason = asked.lock().unwrap()[0].reason.clone().unwrap_or_default();
+    let reason = shown(&asked.lock().unwrap()[0]);
     assert!(!reason.contains("Left out"), "{reason}");
     std::fs::remove_dir_all(&planted).unwrap();
     std::fs::remove_dir_all(&safe).unwrap();
@@ -2575,7 +2639,7 @@ async fn no_approval_covers_a_runner_of_writable_project_files_outside_the_sandb
         let asked = asked.lock().unwrap();
         assert_eq!(asked.len(), 2, "asked every time in the workspace");
         assert!(asked.iter().all(|q| q.prefix_offer.is_none()), "{asked:?}");
-        let reason = asked[0].reason.clone().unwrap();
+        let reason = shown(&asked[0]);
         assert!(
             reason.contains("Makefile") && reason.contains("may differ from what was approved"),
             "{reason}"
@@ -2669,4 +2733,51 @@ async fn only_on_request_asks_about_a_host_off_the_allowlist() {
         });
         assert_eq!(engine.network_access("example.com", 443, "pypi.org").await, None, "{policy:?}");
     }
+}
+
+/// A session approval of a command whose program hides behind a wrapper, a shell or git's `-C` never covers it
+/// when what it runs lies in a writable root (a sandboxed command can rewrite `./build.sh` or plant
+/// `core.fsmonitor` in `/tmp/evil` after the approval): asked every time. Its twin, the same shapes on files
+/// outside every root, is asked once and then covered.
+#[tokio::test(start_paused = true)]
+async fn session_approvals_never_cover_wrapped_code_a_sandboxed_command_can_write() {
+    let evil = std::fs::canonicalize(std::env::temp_dir())
+        .unwrap()
+        .join(format!("uexec-evil-{}", std::process::id()));
+    std::fs::create_dir_all(evil.join(".git")).unwrap();
+    let evil_git = format!("git -C {} status", evil.display());
+    let outside = outside_dir("wrapped");
+    std::fs::create_dir_all(outside.join(".git")).unwrap();
+    let safe_git = format!("git -C {} status", outside.display());
+    let safe_script = outside.join("build.sh").display().to_string();
+    let wrapped_safe = format!("timeout 20 {safe_script}");
+    for (command, covered) in [
+        ("timeout 20 ./build.sh", false),
+        ("bash ./run-tests.sh", false),
+        ("nice -n 5 ./build.sh", false),
+        ("python3 -m pip --version", false),
+        (evil_git.as_str(), false),
+        (safe_git.as_str(), true),
+        (wrapped_safe.as_str(), true),
+    ] {
+        let Checked { engine, asked, .. } = check(Case {
+            config: config(ApprovalPolicy::OnRequest, SANDBOXED()),
+            processes: Processes::Run(vec![Script::exits("", 0)]),
+            sandbox: Sandboxing::Prepares,
+            answers: Answers::Always(ReviewDecision::ApprovedForSession, if covered { 1 } else { 2 }),
+        });
+        let escalated = || ExecCommandRequest {
+            sandbox_permissions: SandboxPermissions::RequireEscalated,
+            ..exec(command)
+        };
+        engine.exec_command(escalated()).await.unwrap();
+        engine.exec_command(escalated()).await.unwrap();
+        let asked = asked.lock().unwrap();
+        assert_eq!(asked.len(), if covered { 1 } else { 2 }, "{command}: {asked:?}");
+        if !covered {
+            assert!(asked[0].warnings.iter().any(|w| w.starts_with("Beware:")), "{command}: {asked:?}");
+        }
+    }
+    std::fs::remove_dir_all(&evil).unwrap();
+    std::fs::remove_dir_all(&outside).unwrap();
 }

@@ -25,8 +25,13 @@ pub struct ApprovalRequest {
     /// Why the engine asks.
     pub kind: ApprovalKind,
     /// The question shown to the person: the caller's justification, or the engine's reason (for a retry:
-    /// `command failed; retry without sandbox?`, what the denial was, and that the retry has full access).
+    /// `command failed; retry without sandbox?` and that the retry has full access). Bounded when shown.
     pub reason: Option<String>,
+    /// The engine's own safety warnings (what a sandboxed command could have planted in what this runs, what
+    /// was left out of its environment, that the only evidence of a denial is the command's output): shown
+    /// first, each whole, never cut and never mixed with caller text or output.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// A command prefix the person may approve for the rest of the session (the caller's `prefix_rule`,
     /// already checked by `uexec_domain::rules::session_prefix_offer`); answered with
     /// `ReviewDecision::ApprovedPrefixForSession`.

@@ -69,6 +69,7 @@
 //!     cwd: std::env::temp_dir(),
 //!     kind,
 //!     reason: None,
+//!     warnings: Vec::new(),
 //!     prefix_offer: None,
 //!     denial: None,
 //! };

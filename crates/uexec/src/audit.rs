@@ -289,6 +289,7 @@ impl EventSink for AuditLog {
                 "command": request.command,
                 "cwd": request.cwd,
                 "reason": request.reason,
+                "warnings": request.warnings,
             }),
             ExecEvent::ApprovalDecided { call_id, decision, error } => json!({
                 "event": "approval_decided",
@@ -403,6 +404,7 @@ mod tests {
                 cwd: "/w".into(),
                 kind: ApprovalKind::Run,
                 reason: None,
+                warnings: Vec::new(),
                 prefix_offer: None,
                 denial: None,
             },

@@ -368,6 +368,7 @@ mod tests {
             cwd: "/".into(),
             kind,
             reason: None,
+            warnings: Vec::new(),
             denial: None,
             prefix_offer: None,
         };

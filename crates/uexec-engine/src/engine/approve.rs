@@ -225,7 +225,7 @@ impl Orchestrator {
         let kind = if escalate { ApprovalKind::Escalation } else { ApprovalKind::Run };
         // The caller's justification is the question for an escalation only (spec: `justification`); for a run
         // that a command rule or the untrusted policy sends to a person, the engine's reason stays what is shown.
-        let mut question = match (justification, &verdict) {
+        let question = match (justification, &verdict) {
             (Some(text), _) if escalate => text.to_owned(),
             // Read-only words, but something it runs could have been planted: say what.
             (_, Err(why)) if reason == AskReason::Untrusted && *why != NotKnownSafe::NotReadOnly => {
@@ -233,9 +233,12 @@ impl Orchestrator {
             }
             _ => reason.default_question().to_owned(),
         };
-        if let Some(warning) = outside.map(OutsideRun::warning).filter(|w| !w.is_empty()) {
-            question = format!("{question}\n{warning}");
-        }
+        // The agent's justification is shown with every question, as the caller's text (bounded when shown).
+        let question = match justification {
+            Some(text) if !escalate => format!("{question}\nThe agent's justification: {text}"),
+            _ => question,
+        };
+        let warnings = outside.map(OutsideRun::warnings).unwrap_or_default();
         let request = ApprovalRequest {
             call_id: call_id.to_owned(),
             session_id: id,
@@ -243,6 +246,7 @@ impl Orchestrator {
             cwd: cwd.to_path_buf(),
             kind,
             reason: Some(question),
+            warnings,
             prefix_offer: prefix_rule
                 .filter(|_| coverable)
                 .and_then(|prefix| session_prefix_offer(prefix, command)),

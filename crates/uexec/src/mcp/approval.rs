@@ -384,6 +384,8 @@ pub fn question_text(request: &ApprovalRequest, sandbox: &SandboxPolicy, policy:
         argv: &request.command,
         cwd: &request.cwd,
         reason: request.reason.as_deref(),
+        warnings: &request.warnings,
+        evidence: request.denial.as_ref(),
     })
 }
 
@@ -449,6 +451,7 @@ mod tests {
             cwd: "/work".into(),
             kind,
             reason: Some("because".into()),
+            warnings: Vec::new(),
             prefix_offer: None,
             denial: None,
         }
