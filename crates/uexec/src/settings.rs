@@ -142,7 +142,39 @@ impl Settings {
                 &possible_writable_roots(&roots, &cwd, tmpdir.as_deref()),
             )?;
         }
-        resolve_with(args, audit_log_flag, ctx, loaded.as_ref())
+        let settings = resolve_with(args, audit_log_flag, ctx, loaded.as_ref())?;
+        make_own_dirs(&settings);
+        Ok(settings)
+    }
+}
+
+/// Make every directory of uexec's own that sandboxed commands must not see (the control sockets' and the
+/// generated tokens' directories of every uexec of this user, the snapshots of unsandboxed shells, the audit
+/// log's directory) before any command starts: a location is hidden from a sandboxed command only if it exists
+/// when the command starts, and a server started later would otherwise make its directory where a long-running
+/// command of this one can reach it (its socket, its token). Each is made mode 0700 (and owned by this user),
+/// unless it lies in a writable root (no server uses it there, and nothing is left in the person's tree); a
+/// directory that cannot be made is logged, and a server that needs it later refuses to use it
+/// ([`control_home`], [`generated_token_home`]).
+fn make_own_dirs(settings: &Settings) {
+    use std::os::unix::fs::DirBuilderExt;
+    let roots = server_file_roots(settings);
+    let mut dirs: Vec<PathBuf> = settings.control_dirs.iter().chain(&settings.token_dirs).cloned().collect();
+    for place in own_state(settings.state_dir.as_deref(), settings.audit_log.as_deref(), None) {
+        // A file (the audit log, the one place kept with rotated copies): its directory.
+        if place.rotated {
+            dirs.extend(place.path.parent().map(Path::to_path_buf));
+        } else {
+            dirs.push(place.path);
+        }
+    }
+    for dir in dirs {
+        if writable_by_sandbox(&dir, &roots).is_some() {
+            continue;
+        }
+        if let Err(error) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir) {
+            tracing::debug!(dir = %dir.display(), %error, "a directory uexec hides could not be made in advance");
+        }
     }
 }
 

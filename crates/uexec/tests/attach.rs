@@ -659,3 +659,95 @@ fn sessions_lists_the_servers_that_answer_and_names_a_stopped_one() {
         }
     }
 }
+
+/// Reaching a control socket is not a credential: a sandboxed command that reaches the server's socket (here
+/// through a hard link in the workspace) is refused without an answer, while the person through the same link
+/// is answered; and a socket a sandboxed command serves where the person's tools look (an `$XDG_RUNTIME_DIR`
+/// inside the workspace) is not used by `uexec sessions`, which says why, while a real server there is.
+#[test]
+fn neither_side_of_a_control_socket_trusts_a_sandboxed_peer() {
+    let ws = Workspace::new();
+    let mut server = server(&ws, &[]);
+    let socket = socket_of(&ws, server.pid());
+    let link = ws.path().join("link.sock");
+    std::fs::hard_link(&socket, &link).unwrap();
+    let denied = probe_in_session(&mut server, &ws, &link);
+    assert!(denied.contains("NOANSWER"), "a sandboxed command was answered: {denied}");
+    assert_eq!(probe_as(None, &link), "ANSWER", "the twin: the person through the same link");
+
+    // A fake server, served from inside the sandbox, in a runtime directory inside the workspace.
+    let planted_run = ws.path().join("run");
+    let control = planted_run.join("uexec/control");
+    let fake = r#"
+import os, socket, sys
+os.makedirs(sys.argv[1], mode=0o700, exist_ok=True)
+os.chmod(sys.argv[1], 0o700)
+s = socket.socket(socket.AF_UNIX)
+s.bind(os.path.join(sys.argv[1], "4242.sock"))
+s.listen(8)
+print("SERVING", flush=True)
+while True:
+    c, _ = s.accept()
+    c.recv(65536)
+    c.sendall(b'{"ok":true,"server":{"pid":4242,"kind":"stdio","cwd":"/fake","listen":null},"clients":[]}\n')
+    c.close()
+"#;
+    std::fs::write(ws.path().join("fake.py"), fake).unwrap();
+    let started = server.call(
+        "exec_command",
+        json!({ "cmd": format!("{PYTHON} fake.py {}", control.display()), "login": false, "yield_time_ms": 5_000 }),
+    );
+    assert!(output(&started).contains("SERVING"), "{started}");
+    let sock = control.join("4242.sock");
+    let deadline = Instant::now() + DEADLINE;
+    while !sock.exists() {
+        assert!(Instant::now() < deadline, "the planted socket never appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out =
+        uexec_command(&ws, &["sessions", "--json"]).env("XDG_RUNTIME_DIR", &planted_run).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let listed: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert!(
+        !listed.iter().any(|s| s["server"]["pid"] == json!(4242)),
+        "the planted server was listed: {listed:?}"
+    );
+    assert!(stderr.contains("4242.sock is not used") && stderr.contains("sandboxed command"), "{stderr}");
+    // The twin: the person's own server is listed from its runtime directory.
+    assert!(listing(&ws).iter().any(|s| s["server"]["pid"] == json!(server.pid())));
+}
+
+/// Every directory uexec hides as its own (the control sockets' and the generated tokens' directories) exists,
+/// private, before the first command starts, so a long-running sandboxed command started before another
+/// server made its socket or token there never sees them; its twin, a directory of the workspace written the
+/// same way at the same time, is seen.
+#[test]
+fn what_uexec_hides_exists_before_any_command_starts() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = Workspace::new();
+    let mut server = server(&ws, &[]);
+    let run = runtime_dir(&ws);
+    let tokens = run.join("uexec/listen-tokens");
+    for dir in [run.join("uexec/control"), tokens.clone()] {
+        let meta =
+            std::fs::metadata(&dir).unwrap_or_else(|e| panic!("{} not made in advance: {e}", dir.display()));
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700, "{}", dir.display());
+    }
+    let visible = ws.path().join("shared");
+    std::fs::create_dir(&visible).unwrap();
+    // A command that keeps looking, started before anything is written there.
+    let watch = format!(
+        "for i in $(seq 1 100); do if [ -e {t}/x.token ]; then echo SAW-TOKEN; fi; if [ -e {v}/x.token ]; then \
+         echo SAW-TWIN; break; fi; sleep 0.1; done; echo DONE",
+        t = tokens.display(),
+        v = visible.display()
+    );
+    let started = server.call("exec_command", json!({ "cmd": watch, "login": false, "yield_time_ms": 300 }));
+    let id = session_id(&started);
+    // Another server's token appears, then the twin.
+    std::fs::write(tokens.join("x.token"), "secret\n").unwrap();
+    std::fs::write(visible.join("x.token"), "twin\n").unwrap();
+    let (text, _) = model_until(&mut server, id, "DONE");
+    assert!(text.contains("SAW-TWIN"), "the twin was seen: {text}");
+    assert!(!text.contains("SAW-TOKEN"), "a token made after the command started was seen: {text}");
+}

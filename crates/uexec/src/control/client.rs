@@ -47,14 +47,26 @@ fn sockets(ctx: &ProcessContext) -> Vec<PathBuf> {
     found
 }
 
-/// Connect to a server's socket, checking that this user serves it. `None` for a socket nobody serves (left by
-/// a server that was killed: removed).
+/// Connect to a server's socket, checking that this user serves it from no more confinement than this process
+/// (`super::peer`). `None` for a socket nobody serves (left by a server that was killed: removed) or one that
+/// fails the check (said on stderr).
 async fn connect(path: &Path) -> Option<UnixStream> {
     match UnixStream::connect(path).await {
         Ok(stream) => {
             let me = rustix::process::geteuid().as_raw();
             match stream.peer_cred() {
-                Ok(cred) if cred.uid() == me => Some(stream),
+                Ok(cred) if cred.uid() == me => match super::peer::check(cred.pid()) {
+                    Ok(()) => Some(stream),
+                    Err(why) => {
+                        // A sandboxed command's imitation of a server would get the person's typing.
+                        eprintln!(
+                            "uexec: {} is not used: {why}; it may be a sandboxed command imitating a uexec \
+                             server (a server started inside another sandbox is reached from inside it)",
+                            path.display()
+                        );
+                        None
+                    }
+                },
                 _ => {
                     tracing::warn!(path = %path.display(), "served by another user: not used");
                     None

@@ -7,10 +7,13 @@
 //! the user. Who may use it:
 //! - **the same user only**: the directory is 0700, the socket 0600, and the server checks every peer's
 //!   credentials (`SO_PEERCRED`): a connection from another uid is closed without an answer;
-//! - **no sandboxed command**: every uexec hides every control directory from its sandboxed commands (hidden
-//!   paths, `settings::control_dirs`): they see an empty directory, with or without the proxy's network
-//!   namespace (a pathname socket is reached through the file system, which the mount namespace hides). A command
-//!   that could attach could type into a session that runs outside the sandbox;
+//! - **no sandboxed command**: every uexec makes every control directory before its first command and hides
+//!   them all from its sandboxed commands (hidden paths, `settings::control_dirs`): they see an empty directory,
+//!   with or without the proxy's network namespace (a pathname socket is reached through the file system, which
+//!   the mount namespace hides). A command that could attach could type into a session that runs outside the
+//!   sandbox. Reachability is not the only credential: both sides refuse a peer more confined than themselves
+//!   ([`peer`]), so a server does not serve a sandboxed command, and `uexec attach` does not type into a socket
+//!   a sandboxed command planted;
 //! - commands run with `danger-full-access` (or approved outside the sandbox) run as the user, unrestricted:
 //!   they can reach it, as they can reach everything else of the user's (`docs/sandbox.md`, "What is not
 //!   protected").
@@ -23,6 +26,7 @@
 //! are audit-log records.
 
 pub mod client;
+pub mod peer;
 pub mod server;
 
 use std::path::PathBuf;

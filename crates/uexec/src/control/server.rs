@@ -95,11 +95,18 @@ async fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
     }
 }
 
-/// The peer's pid, when it is this user; `None` (the connection is closed unanswered) otherwise.
+/// The peer's pid, when it is this user and not more confined than this server (`super::peer`); `None` (the
+/// connection is closed unanswered) otherwise.
 fn same_user(stream: &UnixStream) -> Option<Option<i32>> {
     let me = rustix::process::geteuid().as_raw();
     match stream.peer_cred() {
-        Ok(cred) if cred.uid() == me => Some(cred.pid()),
+        Ok(cred) if cred.uid() == me => match super::peer::check(cred.pid()) {
+            Ok(()) => Some(cred.pid()),
+            Err(why) => {
+                tracing::warn!(pid = ?cred.pid(), "control socket: a peer that may be sandboxed refused ({why})");
+                None
+            }
+        },
         Ok(cred) => {
             tracing::warn!(uid = cred.uid(), pid = ?cred.pid(), "control socket: a peer of another user refused");
             None
