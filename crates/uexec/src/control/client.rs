@@ -59,11 +59,11 @@ async fn connect(path: &Path) -> Option<UnixStream> {
                     Ok(()) => Some(stream),
                     Err(why) => {
                         // A sandboxed command's imitation of a server would get the person's typing.
-                        eprintln!(
+                        say(&format!(
                             "uexec: {} is not used: {why}; it may be a sandboxed command imitating a uexec \
-                             server (a server started inside another sandbox is reached from inside it)",
+                             server (a server started inside another sandbox is reached from inside it)\n",
                             path.display()
-                        );
+                        ));
                         None
                     }
                 },
