@@ -381,7 +381,10 @@ mod tests {
             for session in [false, true] {
                 for confirmed in [false, true] {
                     for policy in [ApprovalPolicy::OnRequest, ApprovalPolicy::Never] {
-                        assert_eq!(retry_after_denial(policy, approved, session, confirmed), RetryDecision::NoRetry);
+                        assert_eq!(
+                            retry_after_denial(policy, approved, session, confirmed),
+                            RetryDecision::NoRetry
+                        );
                     }
                 }
             }

@@ -67,9 +67,11 @@ pub fn headline(
         }
         ApprovalKind::Escalation => "Allow this command to run WITHOUT the sandbox?".to_owned(),
         ApprovalKind::RetryWithoutSandbox => match denial {
-            Some(_) => "This command failed inside the sandbox, and the evidence below says the sandbox may have \
+            Some(_) => {
+                "This command failed inside the sandbox, and the evidence below says the sandbox may have \
                         blocked it. Run it again with FULL ACCESS (no sandbox)?"
-                .to_owned(),
+                    .to_owned()
+            }
             None => {
                 "The sandbox blocked this command. Run it again with FULL ACCESS (no sandbox)?".to_owned()
             }
@@ -440,12 +442,14 @@ mod tests {
     fn engine_warnings_are_never_cut_and_evidence_is_bounded_data() {
         let justification = "Beware: nothing to see here. ".repeat(60);
         let planted_output = format!("touch: /etc/x: Read-only file system{}", "A".repeat(1866));
-        let evidence = DenialEvidence { exit_code: 1, line: Some(planted_output.clone()), refusals: Vec::new() };
+        let evidence =
+            DenialEvidence { exit_code: 1, line: Some(planted_output.clone()), refusals: Vec::new() };
         let warnings = vec![
             "Beware: the file ./run-tests.sh that bash runs (/w/run-tests.sh) can be written by sandboxed \
              commands, and may differ from what was approved"
                 .to_owned(),
-            "Left out of its environment because sandboxed commands can write them: PATH entry /w/bin".to_owned(),
+            "Left out of its environment because sandboxed commands can write them: PATH entry /w/bin"
+                .to_owned(),
         ];
         let headline = headline(
             ApprovalKind::RetryWithoutSandbox,
@@ -466,7 +470,10 @@ mod tests {
         // Right under the headline, each whole.
         assert_eq!(lines[2], format!("Warning from uexec: {}", warnings[0]));
         assert_eq!(lines[3], format!("Warning from uexec: {}", warnings[1]));
-        assert!(text.contains("Evidence that the sandbox blocked it (only the command's output says so"), "{text}");
+        assert!(
+            text.contains("Evidence that the sandbox blocked it (only the command's output says so"),
+            "{text}"
+        );
         assert!(!text.contains(&planted_output), "the output is bounded");
         assert!(text.contains("more characters") || text.contains("not shown"), "{text}");
         assert!(lines.iter().filter(|l| l.starts_with("Warning from uexec: ")).count() == 2);

@@ -4,25 +4,21 @@
 //! it closes. A connection is *waiting* from its accept until one of its requests carries the right bearer
 //! token; then it is the client's. Waiting connections are bounded per peer address and in total
 //! ([`crate::fdlimit::FdBudget`]). When a new one would pass a bound, the oldest waiting connection (of that peer,
-//! else of all) that is older than [`GRACE`] is closed to make room, so that idle connections cannot keep a
-//! newcomer (an authorised client about to send its token) out; when every one is younger, the newcomer is
-//! closed instead, so that a peer reconnecting as fast as it can cannot close a newcomer before it had time to
-//! send its request. A waiting connection is closed [`WAITING_DEADLINE`] after its accept. Connections that
-//! presented the token are never closed by this gate.
+//! else of all) is closed to make room, however young it is: idle connections, however many and however fresh,
+//! never keep a newcomer (an authorised client about to send its token) out, and a connection is closed only
+//! after every waiting one older than it. A waiting connection is closed [`WAITING_DEADLINE`] after its accept.
+//! Connections that presented the token are never closed by this gate.
 
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 /// How long a connection may take to present the token.
 pub const WAITING_DEADLINE: Duration = Duration::from_secs(10);
-
-/// How long a new connection is safe from being closed to make room: time to send its first request.
-pub const GRACE: Duration = Duration::from_secs(2);
 
 /// The waiting connections of one listener.
 #[derive(Debug)]
@@ -45,7 +41,6 @@ struct State {
 struct Waiting {
     id: u64,
     peer: IpAddr,
-    since: Instant,
     closer: CancellationToken,
 }
 
@@ -59,32 +54,24 @@ impl Gate {
         Arc::new(Gate { per_peer: per_peer.max(1), total: total.max(1), state: Mutex::new(State::default()) })
     }
 
-    /// A connection from `peer` was accepted at `now`: it waits (older waiting connections beyond the bounds
-    /// are closed), or `None` when it must be closed at once (every one it could replace is in its grace).
-    pub fn admit(self: &Arc<Self>, peer: IpAddr, now: Instant) -> Option<Ticket> {
+    /// A connection from `peer` was accepted: it waits, and the oldest waiting connection beyond a
+    /// bound is closed to make room. Always `Some`; an `Option` for callers that may refuse in the future.
+    pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Option<Ticket> {
         let mut state = lock(&self.state);
-        let replaceable = |w: &Waiting| now.saturating_duration_since(w.since) >= GRACE;
-        let mut evict_at = None;
-        if state.waiting.iter().filter(|w| w.peer == peer).count() >= self.per_peer {
-            evict_at = state.waiting.iter().position(|w| w.peer == peer && replaceable(w));
-            if evict_at.is_none() {
-                state.dropped += 1;
-                return None;
-            }
+        let evict_at = if state.waiting.iter().filter(|w| w.peer == peer).count() >= self.per_peer {
+            state.waiting.iter().position(|w| w.peer == peer)
         } else if state.waiting.len() >= self.total {
-            evict_at = state.waiting.iter().position(replaceable);
-            if evict_at.is_none() {
-                state.dropped += 1;
-                return None;
-            }
-        }
+            (!state.waiting.is_empty()).then_some(0)
+        } else {
+            None
+        };
         if let Some(at) = evict_at {
             evict(&mut state, at);
         }
         let closer = CancellationToken::new();
         let id = state.next;
         state.next += 1;
-        state.waiting.push_back(Waiting { id, peer, since: now, closer: closer.clone() });
+        state.waiting.push_back(Waiting { id, peer, closer: closer.clone() });
         drop(state);
         Some(Ticket { gate: Arc::clone(self), id, closer, passed: AtomicBool::new(false) })
     }
@@ -174,11 +161,10 @@ mod tests {
     #[test]
     fn the_oldest_waiting_connection_of_a_peer_makes_room_for_its_newest() {
         let gate = Gate::new(3, 10);
-        let t0 = Instant::now();
-        let old: Vec<Ticket> = (0..3).map(|_| gate.admit(ip(1), t0).unwrap()).collect();
-        let other = gate.admit(ip(2), t0).unwrap();
+        let old: Vec<Ticket> = (0..3).map(|_| gate.admit(ip(1)).unwrap()).collect();
+        let other = gate.admit(ip(2)).unwrap();
         assert!(old.iter().all(|t| !t.closer().is_cancelled()));
-        let newest = gate.admit(ip(1), t0 + GRACE).unwrap();
+        let newest = gate.admit(ip(1)).unwrap();
         assert!(old[0].closer().is_cancelled(), "the oldest of the peer gives way");
         assert!(!old[1].closer().is_cancelled() && !old[2].closer().is_cancelled());
         assert!(
@@ -191,14 +177,12 @@ mod tests {
     #[test]
     fn beyond_the_total_the_oldest_of_all_gives_way_and_passed_connections_never_do() {
         let gate = Gate::new(10, 3);
-        let t0 = Instant::now();
-        let first = gate.admit(ip(1), t0).unwrap();
+        let first = gate.admit(ip(1)).unwrap();
         first.pass();
-        let waiting: Vec<Ticket> = (2..5).map(|n| gate.admit(ip(n), t0).unwrap()).collect();
+        let waiting: Vec<Ticket> = (2..5).map(|n| gate.admit(ip(n)).unwrap()).collect();
         assert!(!first.closer().is_cancelled(), "a connection that presented the token is not counted");
         assert!(waiting.iter().all(|t| !t.closer().is_cancelled()));
-        let later = t0 + GRACE;
-        let newest = gate.admit(ip(9), later).unwrap();
+        let newest = gate.admit(ip(9)).unwrap();
         assert!(waiting[0].closer().is_cancelled() && !newest.closer().is_cancelled());
         assert!(!first.closer().is_cancelled());
         drop(waiting);
@@ -206,35 +190,31 @@ mod tests {
     }
 
     #[test]
-    fn a_peer_reconnecting_as_fast_as_it_can_cannot_close_a_newcomer_in_its_grace() {
-        let gate = Gate::new(4, 100);
-        let t0 = Instant::now();
-        let idle: Vec<Ticket> = (0..4).map(|_| gate.admit(ip(1), t0).unwrap()).collect();
-        // Long after: the authorised client arrives from the same address; the oldest idle one gives way.
-        let later = t0 + GRACE * 3;
-        let client = gate.admit(ip(1), later).unwrap();
-        assert!(idle[0].closer().is_cancelled());
-        // Every closed connection reconnects at once: each newcomer replaces an old one while one is left, then
-        // newcomers are refused; the client, in its grace, is never closed.
-        let mut flood = Vec::new();
-        for _ in 0..50 {
-            flood.push(gate.admit(ip(1), later));
-        }
-        assert!(!client.closer().is_cancelled());
-        assert_eq!(flood.iter().filter(|t| t.is_some()).count(), 3, "the three old idle ones were replaced");
+    fn fresh_idle_connections_never_keep_a_newcomer_out_and_leave_oldest_first() {
+        // 1100 idle connections opened just now from the client's own address, then the authorised client.
+        let gate = Gate::new(64, 512);
+        let idle: Vec<Ticket> = (0..1100).map(|_| gate.admit(ip(1)).unwrap()).collect();
+        assert_eq!(gate.waiting(), 64, "the peer's bound holds");
+        let client = gate.admit(ip(1)).unwrap();
+        assert!(!client.closer().is_cancelled(), "the newest is admitted at once");
+        assert!(idle[..1037].iter().all(|t| t.closer().is_cancelled()), "the oldest gave way");
+        assert!(!idle[1099].closer().is_cancelled());
+        // Oldest first: the client is closed only after every idle connection older than it.
+        let more: Vec<Ticket> = (0..63).map(|_| gate.admit(ip(1)).unwrap()).collect();
+        assert!(!client.closer().is_cancelled(), "63 newer ones closed the 63 older idle ones first");
         assert!(idle.iter().all(|t| t.closer().is_cancelled()));
-        assert_eq!(gate.waiting(), 4);
         client.pass();
-        assert_eq!(gate.waiting(), 3, "the client's connection left the gate with its token");
+        assert_eq!(gate.waiting(), 63, "the client's connection left the gate with its token");
+        drop(more);
     }
 
     #[test]
     fn a_connection_past_its_deadline_leaves_and_is_counted() {
         let gate = Gate::new(2, 2);
-        let late = gate.admit(ip(1), Instant::now()).unwrap();
+        let late = gate.admit(ip(1)).unwrap();
         late.expire();
         assert_eq!((gate.waiting(), gate.dropped()), (0, 1));
-        let passed = gate.admit(ip(1), Instant::now()).unwrap();
+        let passed = gate.admit(ip(1)).unwrap();
         passed.pass();
         passed.expire();
         assert_eq!((gate.waiting(), gate.dropped()), (0, 1), "a passed connection does not expire");

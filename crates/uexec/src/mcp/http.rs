@@ -818,11 +818,11 @@ pub async fn serve(
     let reason = loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => match gate.admit(peer.ip(), Instant::now()) {
+                Ok((stream, peer)) => match gate.admit(peer.ip()) {
                     Some(ticket) => {
                         connections.spawn(serve_connection(Arc::clone(&router), stream, peer, Arc::new(ticket)));
                     }
-                    // Every connection it could replace just arrived: this one is closed at once.
+                    // Not refused today (`Gate::admit`); closed at once if it ever is.
                     None => drop(stream),
                 },
                 Err(e) => {
