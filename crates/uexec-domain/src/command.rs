@@ -225,6 +225,8 @@ pub struct ParsedCommand {
     in_order: Option<Vec<Vec<String>>>,
     read_only: bool,
     apply_patch: ApplyPatchForm,
+    /// What it runs ([`crate::runs::what_runs`], with this module's splitter).
+    runs: Vec<crate::runs::Runs>,
 }
 
 impl ParsedCommand {
@@ -245,7 +247,8 @@ impl ParsedCommand {
             [shell, _, script] if is_patch_shell(shell) => apply_patch_form(script),
             _ => ApplyPatchForm::Absent,
         };
-        ParsedCommand { argv, shell, script_commands, in_order, read_only, apply_patch }
+        let runs = crate::runs::what_runs(&argv, &parse_plain_script);
+        ParsedCommand { argv, shell, script_commands, in_order, read_only, apply_patch, runs }
     }
 
     /// The words.
@@ -316,6 +319,12 @@ impl ParsedCommand {
             Some([only]) if self.shell.is_some() => only.to_vec(),
             _ => self.argv.clone(),
         }
+    }
+
+    /// Everything it runs, read by one model of wrappers, shells, interpreters, runners and git's options
+    /// ([`crate::runs`]).
+    pub fn runs(&self) -> &[crate::runs::Runs] {
+        &self.runs
     }
 
     /// What the script says of `apply_patch`.

@@ -51,7 +51,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
 
 use crate::command::ParsedCommand;
-use crate::runs::{GitRun, Runs, what_runs};
+use crate::runs::{GitRun, Runs};
 use crate::trust::SandboxWrites;
 
 /// What `dir/.git` is, seen without following it.
@@ -201,7 +201,7 @@ pub fn check_known_safe(
     if !command.is_read_only() {
         return Err(NotKnownSafe::NotReadOnly);
     }
-    check_runs(&what_runs(command.argv()), ctx, fs)
+    check_runs(command.runs(), ctx, fs)
 }
 
 /// Whether anything `command` runs could have been chosen by a file a sandboxed command wrote, whatever its words
@@ -215,7 +215,7 @@ pub fn check_planted(
     ctx: &KnownSafeContext<'_>,
     fs: &dyn FsView,
 ) -> Result<(), NotKnownSafe> {
-    check_runs(&what_runs(command.argv()), ctx, fs)
+    check_runs(command.runs(), ctx, fs)
 }
 
 /// The checks of both rules over what a command runs, in order.

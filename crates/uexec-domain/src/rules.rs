@@ -187,6 +187,9 @@ pub fn session_prefix_offer(prefix: &[String], command: &ParsedCommand) -> Optio
         return None;
     }
     let commands = command.plain_commands()?;
+    if crate::runs::unknown_part(command.runs()).is_some() {
+        return None;
+    }
     commands.iter().any(|command| command.starts_with(prefix)).then(|| prefix.to_vec())
 }
 
@@ -424,10 +427,6 @@ pub fn runs_other_code(command: &[String]) -> Option<String> {
             "{name} variables set on the command line (SHELL=, MAKEFLAGS=) choose what runs"
         ));
     }
-    // What the one model of wrappers and interpreters cannot read (`crate::runs`) is never approved by a prefix.
-    if let Some(why) = crate::runs::unknown_part(command) {
-        return Some(why);
-    }
     let (_, long, short) = CODE_OPTIONS.iter().find(|(p, _, _)| *p == name)?;
     args.iter()
         .find(|arg| {
@@ -489,6 +488,10 @@ pub fn approved_prefixes_admit(
         return false;
     }
     let Some(commands) = command.plain_commands() else { return false };
+    // What the one model of wrappers and interpreters cannot read (`crate::runs`) is never approved by a prefix.
+    if crate::runs::unknown_part(command.runs()).is_some() {
+        return false;
+    }
     let mut merged = rules.clone();
     merged.rules.extend(
         prefixes.iter().map(|prefix| PrefixRule { prefix: prefix.clone(), decision: RuleDecision::Allow }),

@@ -25,8 +25,6 @@
 //! as code a sandboxed command could have written. The model is pure: which of these paths lie in a writable
 //! root is the caller's question (`crate::known_safe`).
 
-use crate::command::parse_plain_script;
-
 /// One thing a command runs, or that chooses what it runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Runs {
@@ -298,24 +296,30 @@ fn is_python(name: &str) -> bool {
     trimmed == "python" || trimmed.starts_with("pypy")
 }
 
-/// Everything `argv` runs, in order (see the module documentation).
-pub fn what_runs(argv: &[String]) -> Vec<Runs> {
+/// How a `-c` string is split into plain commands: `crate::command`'s splitter, which
+/// [`crate::command::ParsedCommand`] passes in (a command is parsed once per call, there).
+pub type Split<'a> = &'a dyn Fn(&str) -> Option<Vec<Vec<String>>>;
+
+/// Everything `argv` runs, in order (see the module documentation), splitting `-c` strings with `split`.
+/// Called once per command by [`crate::command::ParsedCommand::new`]; read it with
+/// [`crate::command::ParsedCommand::runs`].
+pub fn what_runs(argv: &[String], split: Split<'_>) -> Vec<Runs> {
     let mut out = Vec::new();
-    walk(argv, 0, false, &mut out);
+    walk(argv, 0, false, split, &mut out);
     out
 }
 
-/// Whether anything `argv` runs is [`Runs::Unknown`], and why.
-pub fn unknown_part(argv: &[String]) -> Option<String> {
-    what_runs(argv).into_iter().find_map(|r| match r {
-        Runs::Unknown(why) => Some(why),
+/// The first part of `runs` that cannot be read from the words, and why.
+pub fn unknown_part(runs: &[Runs]) -> Option<&str> {
+    runs.iter().find_map(|r| match r {
+        Runs::Unknown(why) => Some(why.as_str()),
         _ => None,
     })
 }
 
 /// Walk one command. `appended`: the command gets more arguments from elsewhere (`xargs`), so an operand
 /// missing from its words may still come.
-fn walk(argv: &[String], depth: usize, appended: bool, out: &mut Vec<Runs>) {
+fn walk(argv: &[String], depth: usize, appended: bool, split: Split<'_>, out: &mut Vec<Runs>) {
     let Some(program) = argv.first() else { return };
     if depth > MAX_DEPTH {
         out.push(Runs::Unknown(format!("commands nested deeper than {MAX_DEPTH} levels")));
@@ -337,22 +341,22 @@ fn walk(argv: &[String], depth: usize, appended: bool, out: &mut Vec<Runs>) {
             }
             None => out.push(Runs::Unknown(format!("{name} without a file"))),
         },
-        "eval" => script_string(&args.join(" "), "eval", depth, out),
-        "env" => env(args, depth, appended, out),
-        "busybox" => walk(args, depth + 1, appended, out),
+        "eval" => script_string(&args.join(" "), "eval", depth, split, out),
+        "env" => env(args, depth, appended, split, out),
+        "busybox" => walk(args, depth + 1, appended, split, out),
         "git" => out.push(Runs::Git(git(args))),
         "su" | "script" => match option_value(args, "-c", "--command") {
-            Some(script) => script_string(script, name, depth, out),
+            Some(script) => script_string(script, name, depth, split, out),
             None => out
                 .push(Runs::Unknown(format!("{name} starts a shell that reads its commands from its input"))),
         },
-        _ if SHELLS.contains(&name) => shell(name, args, depth, appended, out),
+        _ if SHELLS.contains(&name) => shell(name, args, depth, appended, split, out),
         _ if OPAQUE.contains(&name) => {
             out.push(Runs::Unknown(format!("what {name} runs is not read from its words")))
         }
         _ => {
             if let Some(wrapper) = WRAPPERS.iter().find(|w| w.name == name) {
-                wrapped(wrapper, args, depth, appended, out);
+                wrapped(wrapper, args, depth, appended, split, out);
                 return;
             }
             if let Some(what) = project_runner(argv) {
@@ -365,11 +369,11 @@ fn walk(argv: &[String], depth: usize, appended: bool, out: &mut Vec<Runs>) {
 }
 
 /// A `-c` string (of a shell, `eval`, `watch`, `su -c`): split as a plain script and walked, or unknown.
-fn script_string(script: &str, by: &str, depth: usize, out: &mut Vec<Runs>) {
-    match parse_plain_script(script) {
+fn script_string(script: &str, by: &str, depth: usize, split: Split<'_>, out: &mut Vec<Runs>) {
+    match split(script) {
         Some(commands) => {
             for command in commands {
-                walk(&command, depth + 1, false, out);
+                walk(&command, depth + 1, false, split, out);
             }
         }
         None => out.push(Runs::Unknown(format!("the script {by} runs is not a list of plain commands"))),
@@ -394,7 +398,14 @@ fn option_value<'a>(args: &'a [String], short: &str, long: &str) -> Option<&'a s
 }
 
 /// A wrapper: skip its options and positionals, then walk the command it runs.
-fn wrapped(wrapper: &Wrapper, args: &[String], depth: usize, appended: bool, out: &mut Vec<Runs>) {
+fn wrapped(
+    wrapper: &Wrapper,
+    args: &[String],
+    depth: usize,
+    appended: bool,
+    split: Split<'_>,
+    out: &mut Vec<Runs>,
+) {
     let name = wrapper.name;
     let mut i = 0;
     let mut positionals = wrapper.positionals;
@@ -437,12 +448,12 @@ fn wrapped(wrapper: &Wrapper, args: &[String], depth: usize, appended: bool, out
         // watch runs its words through `sh -c`, joined by spaces.
         "watch" if !args.iter().any(|a| a == "-x" || a == "--exec") => {
             if !rest.is_empty() {
-                script_string(&rest.join(" "), "watch", depth, out);
+                script_string(&rest.join(" "), "watch", depth, split, out);
             }
         }
         "flock" if args.iter().any(|a| a == "-c" || a == "--command") => {
             match option_value(args, "-c", "--command") {
-                Some(script) => script_string(script, "flock", depth, out),
+                Some(script) => script_string(script, "flock", depth, split, out),
                 None => out.push(Runs::Unknown("flock -c without a command".into())),
             }
         }
@@ -455,14 +466,14 @@ fn wrapped(wrapper: &Wrapper, args: &[String], depth: usize, appended: bool, out
             out.push(Runs::Unknown("sudo starts a shell that reads its commands from its input".into()));
         }
         "xargs" if rest.is_empty() => {}
-        "xargs" => walk(rest, depth + 1, true, out),
+        "xargs" => walk(rest, depth + 1, true, split, out),
         _ if rest.is_empty() => {}
-        _ => walk(rest, depth + 1, appended, out),
+        _ => walk(rest, depth + 1, appended, split, out),
     }
 }
 
 /// `env [-i] [-u NAME] [NAME=VALUE]... [command]`.
-fn env(args: &[String], depth: usize, appended: bool, out: &mut Vec<Runs>) {
+fn env(args: &[String], depth: usize, appended: bool, split: Split<'_>, out: &mut Vec<Runs>) {
     let mut i = 0;
     while let Some(word) = args.get(i) {
         match word.as_str() {
@@ -487,7 +498,7 @@ fn env(args: &[String], depth: usize, appended: bool, out: &mut Vec<Runs>) {
                 if depth >= MAX_DEPTH {
                     out.push(Runs::Unknown("env -S nested too deep".into()));
                 } else {
-                    env(&with_env[1..], depth + 1, appended, out);
+                    env(&with_env[1..], depth + 1, appended, split, out);
                 }
                 return;
             }
@@ -514,12 +525,12 @@ fn env(args: &[String], depth: usize, appended: bool, out: &mut Vec<Runs>) {
     }
     let rest = &args[i.min(args.len())..];
     if !rest.is_empty() {
-        walk(rest, depth + 1, appended, out);
+        walk(rest, depth + 1, appended, split, out);
     }
 }
 
 /// A shell: its `-c` string, its script file, or its input.
-fn shell(name: &str, args: &[String], depth: usize, appended: bool, out: &mut Vec<Runs>) {
+fn shell(name: &str, args: &[String], depth: usize, appended: bool, split: Split<'_>, out: &mut Vec<Runs>) {
     let mut i = 0;
     let mut dash_c = false;
     let mut reads_input = false;
@@ -551,7 +562,7 @@ fn shell(name: &str, args: &[String], depth: usize, appended: bool, out: &mut Ve
     }
     let operand = args.get(i);
     match operand {
-        Some(script) if dash_c => script_string(script, name, depth, out),
+        Some(script) if dash_c => script_string(script, name, depth, split, out),
         None if dash_c && appended => {
             out.push(Runs::Unknown(format!("the script {name} -c runs comes from elsewhere")))
         }
@@ -854,6 +865,11 @@ mod tests {
         text.split_whitespace().map(str::to_owned).collect()
     }
 
+    /// What the command parsed once (as every caller gets it) runs.
+    fn what_runs(argv: &[String]) -> Vec<Runs> {
+        crate::command::ParsedCommand::new(argv.to_vec()).runs().to_vec()
+    }
+
     fn scripts(text: &str) -> Vec<String> {
         what_runs(&argv(text))
             .into_iter()
@@ -933,7 +949,7 @@ mod tests {
             assert_eq!(runs.iter().any(|r| matches!(r, Runs::Unknown(_))), expect, "{unknown}: {runs:?}");
         }
         let not_plain = vec!["bash".to_owned(), "-c".to_owned(), "./x > out".to_owned()];
-        assert!(unknown_part(&not_plain).is_some());
+        assert!(unknown_part(&what_runs(&not_plain)).is_some());
     }
 
     #[test]
