@@ -46,17 +46,18 @@ need a file. The token file is hidden from sandboxed commands. Each MCP session 
 clients.";
 
 const RUN_AFTER_HELP: &str = "\
-When stdin is a terminal the command gets its own pseudo-terminal, relayed to yours in raw mode (restored on
-exit; window resizes are forwarded). When stdin is not a terminal the command runs with pipes: its stdin is
-/dev/null and its stdout and stderr are merged into uexec's stdout.
+When stdin and stdout are both terminals the command gets its own pseudo-terminal, relayed to yours in raw mode
+(restored on exit; window resizes are forwarded). Otherwise (a pipeline, a redirection, a CI job) the command is
+handed uexec's own stdin, stdout and stderr as they are: it reads stdin to its end, its stdout and stderr stay
+apart, and `uexec run -- yes | head -n1` ends as `yes | head -n1` does.
 
 Exit status: the command's exit code, 128+N when it was killed by signal N, 125 when nothing ran (invalid
 configuration, or the sandbox cannot be enforced), 126 when the program is not executable, 127 when it is not
 found.
 
 Nobody is asked for approval (you typed the command): the approval policy and command rules apply to the MCP
-server's commands. The environment policy's inherit/exclude_secrets/set apply, but not the variables forced on
-MCP commands (TERM=dumb, NO_COLOR, ...).
+server's commands, and --approval-policy is refused here. The environment policy's inherit/exclude_secrets/set
+apply, but not the variables forced on MCP commands (TERM=dumb, NO_COLOR, ...).
 
 Examples:
   uexec run -- cargo build
@@ -298,6 +299,8 @@ pub struct ServeArgs {
 
 /// `uexec run`.
 #[derive(Debug, Clone, Args)]
+// Nobody is asked about a command the person typed: the flag is refused, and not offered.
+#[command(mut_arg("approval_policy", |a| a.hide(true)))]
 pub struct RunArgs {
     /// Policy.
     #[command(flatten)]
@@ -305,8 +308,9 @@ pub struct RunArgs {
     /// Append the command's begin and end to FILE (JSON Lines).
     #[arg(long, value_name = "FILE")]
     pub audit_log: Option<PathBuf>,
-    /// The command and its arguments (after `--`).
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    /// The command and its arguments (after `--`; a first word starting with `-` needs the `--`, so that a
+    /// misspelled flag is reported as one instead of run as the program).
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<OsString>,
 }
 

@@ -142,13 +142,36 @@ pub struct ServerSection {
 
 /// `network = true|false`, or `[network]` with `allow` and `deny` domain lists (the allowlist mode: commands
 /// reach only uexec's proxy, which connects to allowed domains only; `deny` wins).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone)]
 pub enum NetworkConfig {
     /// `network = true` (the host's network) or `false` (none).
     Switch(bool),
     /// `[network]`.
     Domains(NetworkSection),
+}
+
+impl<'de> Deserialize<'de> for NetworkConfig {
+    /// Says what is allowed here, never the Rust type (`network = "yes"`: "expected `network = true`, ...").
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct NetworkVisitor;
+        impl<'de> Visitor<'de> for NetworkVisitor {
+            type Value = NetworkConfig;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(
+                    "`network = true`, `network = false`, or a `[network]` table with `allow` and `deny` lists of \
+                     domains",
+                )
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<NetworkConfig, E> {
+                Ok(NetworkConfig::Switch(v))
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<NetworkConfig, A::Error> {
+                NetworkSection::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(NetworkConfig::Domains)
+            }
+        }
+        deserializer.deserialize_any(NetworkVisitor)
+    }
 }
 
 /// `[network]`.

@@ -94,8 +94,13 @@ pub fn report_error(e: &anyhow::Error) {
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp::service=error"));
-    let builder =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(true);
+    // Colour only for a person's terminal: a log file, a pipe or a client's log pane gets plain text.
+    let ansi = terminal::is_terminal(terminal::stderr_fd());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(true)
+        .with_ansi(ansi);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
@@ -112,11 +117,25 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 fn run_mcp(args: &cli::McpArgs) -> Result<ExitCode> {
-    let ctx = ProcessContext::current()?;
-    let mut settings = Settings::resolve(&args.policy, args.audit_log.as_deref(), &ctx)?;
-    settings.client_timeout_secs = args.client_timeout_secs.or(settings.client_timeout_secs);
-    let sinks = compose::event_sink(&settings)?;
-    if let Some(server) = ServerSettings::resolve(&args.serve, &settings, &ctx)? {
+    let prepared = (|| {
+        let ctx = ProcessContext::current()?;
+        let mut settings = Settings::resolve(&args.policy, args.audit_log.as_deref(), &ctx)?;
+        settings.client_timeout_secs = args.client_timeout_secs.or(settings.client_timeout_secs);
+        let sinks = compose::event_sink(&settings)?;
+        let server = ServerSettings::resolve(&args.serve, &settings, &ctx)?;
+        anyhow::Ok((settings, sinks, server))
+    })();
+    let (settings, sinks, server) = match prepared {
+        Ok(prepared) => prepared,
+        // A stdio client that hides stderr would see only "Connection closed": answer it with the error.
+        Err(error) if args.serve.listen.is_none() => {
+            report_error(&error);
+            mcp::unavailable::answer_until_eof(&format!("{error:#}"));
+            return Ok(ExitCode::FAILURE);
+        }
+        Err(error) => return Err(error),
+    };
+    if let Some(server) = server {
         tracing::info!(
             cwd = %settings.cwd.display(),
             sandbox = settings.sandbox_policy.mode_str(),

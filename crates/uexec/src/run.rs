@@ -85,6 +85,13 @@ pub fn needs_proxy(args: &RunArgs) -> bool {
 }
 
 fn run(args: &RunArgs) -> Result<u8, NothingRan> {
+    if let Some(policy) = args.policy.approval_policy {
+        return Err(nothing_ran(anyhow::anyhow!(
+            "--approval-policy {} does nothing for `uexec run`: nobody is asked about a command you typed (the \
+             approval policy applies to `uexec mcp`); leave it out",
+            clap::ValueEnum::to_possible_value(&policy).map(|v| v.get_name().to_owned()).unwrap_or_default()
+        )));
+    }
     let ctx = ProcessContext::current().map_err(nothing_ran)?;
     let settings = Settings::resolve(&args.policy, args.audit_log.as_deref(), &ctx).map_err(nothing_ran)?;
     let sinks = crate::compose::event_sink(&settings).map_err(nothing_ran)?;
@@ -275,7 +282,12 @@ fn spawn_failed(program: &str, e: SpawnError) -> NothingRan {
         SpawnError::NotExecutable { .. } => 126,
         _ => EXIT_NOTHING_RAN,
     };
-    NothingRan { code, error: anyhow!("cannot run {program}: {e}") }
+    // The port's error names the program already (`program not found: X`): say it once.
+    let error = match &e {
+        SpawnError::ProgramNotFound { .. } | SpawnError::NotExecutable { .. } => anyhow!("cannot run: {e}"),
+        _ => anyhow!("cannot run {program}: {e}"),
+    };
+    NothingRan { code, error }
 }
 
 async fn relay_stdin(control: Arc<dyn ProcessControl>) {

@@ -15,6 +15,11 @@ pub fn stdout_fd() -> BorrowedFd<'static> {
     rustix::stdio::stdout()
 }
 
+/// The standard error.
+pub fn stderr_fd() -> BorrowedFd<'static> {
+    rustix::stdio::stderr()
+}
+
 /// True when `fd` is a terminal.
 pub fn is_terminal(fd: BorrowedFd<'_>) -> bool {
     isatty(fd)

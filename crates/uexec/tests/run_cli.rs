@@ -665,3 +665,67 @@ fn run_writes_begin_and_end_to_the_audit_log() {
     assert_eq!(records[1]["event"], "end");
     assert_eq!(records[1]["exit_code"], 6);
 }
+
+/// The mistakes a person makes get a message that says what to do: a misspelled flag is a flag (with clap's
+/// suggestion), not the program; `--approval-policy` on `run` is refused and not offered; a config value of the
+/// wrong shape says what is allowed there, with the line, never a Rust type; an error names the program once; and
+/// a stdio MCP server that cannot start answers its client's `initialize` with the error instead of closing.
+#[test]
+fn a_persons_mistakes_get_messages_that_say_what_to_do() {
+    use std::io::{BufRead, BufReader, Write};
+    let ws = Workspace::new();
+    let run = |args: &[&str]| {
+        let out = uexec_command(&ws, args).stdin(Stdio::null()).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = run(&["run", "--sandbx", "read-only", "--", "true"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("unexpected argument '--sandbx'") && err.contains("--sandbox"), "{err}");
+    // Its twin: the same words after `--` are the command's.
+    let (code, err) = run(&["run", "--", "/bin/sh", "-c", "exit 3", "--sandbx"]);
+    assert_eq!(code, Some(3), "{err}");
+
+    let (code, err) = run(&["run", "--approval-policy", "never", "--", "true"]);
+    assert_eq!(code, Some(125), "{err}");
+    assert!(err.contains("--approval-policy never does nothing for `uexec run`"), "{err}");
+    let help = uexec_command(&ws, &["run", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    assert!(!help.contains("--approval-policy <POLICY>"), "not offered: {help}");
+
+    let (code, err) = run(&["run", "--", "/definitely/not/a/program"]);
+    assert_eq!(code, Some(127));
+    assert_eq!(err.matches("/definitely/not/a/program").count(), 1, "{err}");
+
+    let config = ws.path().join(".no-config/uexec/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(&config, "network = \"yes\"\n").unwrap();
+    let named = config.to_str().unwrap();
+    let (code, err) = run(&["run", "--config", named, "--", "true"]);
+    assert_eq!(code, Some(125), "{err}");
+    assert!(err.contains("config.toml:1:11") && err.contains("expected `network = true`"), "{err}");
+    assert!(!err.contains("untagged") && !err.contains("NetworkConfig") && !err.contains('\u{1b}'), "{err}");
+
+    let mut server = uexec_command(&ws, &["mcp", "--config", named])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = server.stdin.take().unwrap();
+    stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}\n").unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let reply: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(reply["id"], 1);
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("uexec cannot start") && message.contains("expected `network = true`"),
+        "{line}"
+    );
+    drop(stdin);
+    assert_eq!(server.wait().unwrap().code(), Some(1));
+    // Its twin: with a valid file the server initializes.
+    std::fs::write(&config, "network = false\n").unwrap();
+    let mut server = McpServer::start(&ws, &["--config", named]);
+    server.initialize(false);
+}

@@ -19,6 +19,7 @@ pub mod protocol;
 pub mod server;
 pub mod tools;
 pub mod transport;
+pub mod unavailable;
 
 use std::sync::Arc;
 
