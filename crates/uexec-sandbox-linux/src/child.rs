@@ -1,9 +1,11 @@
 //! The child side: everything prepared in the parent, applied between fork and exec with raw system calls.
 //!
 //! Order (see `docs/sandbox.md` for the reasons):
-//! 0. Network namespace (domain-allowlist mode): `setns` into the proxy's namespace, where only loopback exists.
-//! 1. Mount namespace (when planned): `unshare(CLONE_NEWNS | CLONE_NEWUTS)` (or with `CLONE_NEWUSER` plus the id
-//!    maps), make every mount private, clone each writable root's mount tree (made `nodev`), make the whole tree
+//! 0. Without `CAP_SYS_ADMIN`, when the sandbox has its user namespace (`crate::userns`): `setns` into it first
+//!    (the owner's uid has every capability there). Then the network namespace (domain-allowlist mode, or the
+//!    offline one): `setns` into the proxy's namespace, where only loopback exists.
+//! 1. Mount namespace (when planned): `unshare(CLONE_NEWNS | CLONE_NEWUTS)` (with `CAP_SYS_ADMIN`, or in the
+//!    sandbox's user namespace entered at step 0; else with `CLONE_NEWUSER` plus the id maps), make every mount private, clone each writable root's mount tree (made `nodev`), make the whole tree
 //!    read-only and `/dev/pts` `nodev`, attach the writable clones over their roots, bind the directories leading
 //!    from a root to a protected subpath over themselves (pinned), bind each protected subpath read-only over
 //!    itself, attach a copy of each copy-on-write overlay over its directory (writable: the tree is read-only
@@ -66,6 +68,9 @@ pub(crate) enum MountMode {
     Privileged,
     /// `unshare(CLONE_NEWUSER | CLONE_NEWNS)`, mapping the caller's ids to themselves.
     UserNamespace,
+    /// `unshare(CLONE_NEWNS)` in the sandbox's user namespace (`crate::userns`), which the child entered first
+    /// ([`SandboxChild::userns`]): where the network namespaces and overlays it may use were made.
+    SandboxUserNamespace,
 }
 
 /// The mount work, as C strings and byte buffers prepared in the parent.
@@ -144,6 +149,8 @@ pub(crate) struct MountRoot {
 /// The prepared sandbox for one command: the [`ChildSetup`] hook added to the spawn request.
 #[derive(Debug)]
 pub(crate) struct SandboxChild {
+    /// The sandbox's user namespace to enter before anything else (no `CAP_SYS_ADMIN`; see `crate::userns`).
+    pub(crate) userns: Option<Arc<OwnedFd>>,
     /// The proxy's network namespace to enter first (domain-allowlist mode), kept open by this hook.
     pub(crate) netns: Option<Arc<OwnedFd>>,
     /// Mount namespace work, if any.
@@ -183,6 +190,14 @@ unsafe impl ChildSetup for SandboxChild {
     fn run_in_child(&self) -> Result<(), ChildSetupFailure> {
         if let Some(expected) = self.in_pid_namespace {
             check_pid_namespace(expected)?;
+        }
+        if let Some(userns) = &self.userns {
+            let fd = userns.as_raw_fd() as usize;
+            // SAFETY: setns on a namespace descriptor owned by `self`, with an integer flag; the child is a real
+            // fork (`requires_fork`), single-threaded and sharing no file-system context, as the kernel requires.
+            let ret =
+                unsafe { sys::syscall(libc::SYS_setns, [fd, libc::CLONE_NEWUSER as usize, 0, 0, 0, 0]) };
+            check(SETNS_USER, ret)?;
         }
         if let Some(ns) = &self.netns {
             let fd = ns.as_raw_fd() as usize;
@@ -225,7 +240,9 @@ unsafe impl ChildSetup for SandboxChild {
     }
 
     fn requires_fork(&self) -> bool {
-        matches!(&self.mounts, Some(Mounts::Build(plan)) if plan.mode == MountMode::UserNamespace)
+        // A task sharing its parent's memory can neither make nor enter a user namespace.
+        self.userns.is_some()
+            || matches!(&self.mounts, Some(Mounts::Build(plan)) if plan.mode == MountMode::UserNamespace)
     }
 }
 
@@ -385,6 +402,7 @@ const UNSHARE_NS: &str = "unshare(CLONE_NEWNS)";
 const UNSHARE_USER_NS: &str = "unshare(CLONE_NEWUSER|CLONE_NEWNS)";
 const UNSHARE_UTS: &str = "unshare(CLONE_NEWUTS)";
 const SETNS_NS: &str = "setns(CLONE_NEWNS)";
+const SETNS_USER: &str = "setns(CLONE_NEWUSER)";
 const WRITE_SETGROUPS: &str = "write /proc/self/setgroups";
 const WRITE_UID_MAP: &str = "write /proc/self/uid_map";
 const WRITE_GID_MAP: &str = "write /proc/self/gid_map";
@@ -393,8 +411,9 @@ const OPEN_TREE: &str = "open_tree(OPEN_TREE_CLONE)";
 const MOUNT_SETATTR: &str = "mount_setattr";
 const MOVE_MOUNT: &str = "move_mount";
 const MOUNT_HIDDEN_TMPFS: &str = "mount(tmpfs) over a hidden directory";
-const MOUNT_STAGES: [&str; 12] = [
+const MOUNT_STAGES: [&str; 13] = [
     UNSHARE_NS,
+    SETNS_USER,
     UNSHARE_USER_NS,
     UNSHARE_UTS,
     SETNS_NS,
@@ -451,7 +470,7 @@ pub(crate) fn build_template(plan: &MountPlan) -> Result<(), ChildSetupFailure> 
 /// `unshare` the mount namespace plus `also` (and, in user-namespace mode, the user namespace with its id maps).
 fn new_namespace(plan: &MountPlan, also: i32) -> Result<(), ChildSetupFailure> {
     match plan.mode {
-        MountMode::Privileged => {
+        MountMode::Privileged | MountMode::SandboxUserNamespace => {
             let flags = (libc::CLONE_NEWNS | also) as usize;
             // SAFETY: unshare takes an integer flag set.
             let ret = unsafe { sys::syscall(libc::SYS_unshare, [flags, 0, 0, 0, 0, 0]) };

@@ -108,9 +108,10 @@ impl CopyOnWrite {
         CopyOnWrite { base, dirs, made: OnceLock::new() }
     }
 
-    /// The overlays, made on the first call.
-    pub(crate) fn made(&self) -> &Made {
-        self.made.get_or_init(|| make(&self.base, &self.dirs))
+    /// The overlays, made on the first call: in this process with `CAP_SYS_ADMIN`, or `in_user_namespace` (the
+    /// sandbox's, by a forked helper; see `crate::userns`), where the commands that attach them run.
+    pub(crate) fn made(&self, in_user_namespace: bool) -> &Made {
+        self.made.get_or_init(|| make(&self.base, &self.dirs, in_user_namespace))
     }
 
     /// The overlays, if they were made.
@@ -120,7 +121,7 @@ impl CopyOnWrite {
 }
 
 /// Make the overlays of `dirs` in the first free slot beneath `base`.
-fn make(base: &Path, dirs: &[CopyOnWriteDir]) -> Made {
+fn make(base: &Path, dirs: &[CopyOnWriteDir], in_user_namespace: bool) -> Made {
     let mut made = Made::default();
     let skip_all = |why: &str| dirs.iter().map(|d| format!("{}: {why}", d.path.display())).collect();
     if let Err(why) = kernel_copies_detached_mounts() {
@@ -155,7 +156,7 @@ fn make(base: &Path, dirs: &[CopyOnWriteDir]) -> Made {
             ));
             continue;
         }
-        match overlay(&slot.dir, name, &lower) {
+        match overlay(&slot.dir, name, &lower, in_user_namespace) {
             Ok(overlay) => made.overlays.push(overlay),
             Err(error) => made.skipped.push(format!("{}: overlay refused: {error}", lower.display())),
         }
@@ -251,7 +252,11 @@ fn real_dir(dir: &Path) -> io::Result<()> {
 /// again until it is removed; the boot id recorded in `<slot>/<name>/boot` tells whether the host has
 /// restarted since: if not, the layers are intact (a killed uexec unmounts them like any other exit) and the
 /// marker is removed; if so, the layers are emptied (a cache, fetched again when needed).
-fn overlay(slot: &Path, name: &str, lower: &Path) -> io::Result<Overlay> {
+///
+/// `in_user_namespace`: mounted by a forked helper in the sandbox's user namespace (with a mount namespace of
+/// its own there, which `fsmount` needs), with `userxattr` (overlayfs keeps its `user.overlay.*` attributes:
+/// the `trusted.*` ones need `CAP_SYS_ADMIN` in the initial user namespace).
+fn overlay(slot: &Path, name: &str, lower: &Path, in_user_namespace: bool) -> io::Result<Overlay> {
     let layers = slot.join(name);
     real_dir(&layers)?;
     let (upper, work, record) = (layers.join("upper"), layers.join("work"), layers.join("lower"));
@@ -281,7 +286,21 @@ fn overlay(slot: &Path, name: &str, lower: &Path) -> io::Result<Overlay> {
     real_dir(&upper)?;
     real_dir(&work)?;
     let c = |p: &Path| CString::new(p.as_os_str().as_encoded_bytes()).map_err(io::Error::other);
-    let mount = crate::sys::overlay_mount(&c(lower)?, &c(&upper)?, &c(&work)?)?;
+    let (lower_c, upper_c, work_c) = (c(lower)?, c(&upper)?, c(&work)?);
+    let mount = if in_user_namespace {
+        const UNSHARE_NS: &str = "unshare(CLONE_NEWNS)";
+        const MOUNT: &str = "mounting the overlay (fsopen, fsconfig, fsmount)";
+        let [mount] = crate::userns::in_user_namespace(&[UNSHARE_NS, MOUNT], || {
+            crate::userns::unshare(libc::CLONE_NEWNS, UNSHARE_NS)?;
+            let mount = crate::sys::overlay_mount(&lower_c, &upper_c, &work_c, true)
+                .map_err(|e| crate::userns::StepFailure::new(MOUNT, e.raw_os_error().unwrap_or(libc::EIO)))?;
+            Ok([std::os::fd::IntoRawFd::into_raw_fd(mount)])
+        })
+        .map_err(|failure| io::Error::other(failure.text()))?;
+        mount
+    } else {
+        crate::sys::overlay_mount(&lower_c, &upper_c, &work_c, false)?
+    };
     Ok(Overlay { path: lower.to_path_buf(), layers, upper, mount: Arc::new(mount) })
 }
 
@@ -342,6 +361,14 @@ mod tests {
 
     #[test]
     fn the_layers_survive_a_remount_in_this_boot_and_are_emptied_after_a_restart() {
+        // With CAP_SYS_ADMIN in this process, and as an ordinary user gets them: in the sandbox's user namespace.
+        for in_user_namespace in [false, true] {
+            layers_survive_a_remount(in_user_namespace);
+        }
+    }
+
+    fn layers_survive_a_remount(in_user_namespace: bool) {
+        let overlay = |slot: &Path, name: &str, lower: &Path| overlay(slot, name, lower, in_user_namespace);
         let dir = tempfile::tempdir().unwrap();
         let base = fs::canonicalize(dir.path()).unwrap();
         let (lower, slot) = (base.join("lower"), base.join("slot"));

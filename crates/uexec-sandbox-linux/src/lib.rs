@@ -115,6 +115,7 @@ mod seccomp;
 mod support;
 mod sys;
 mod template;
+mod userns;
 
 pub use copy_on_write::CopyOnWriteDir;
 pub use layout::{git_entry, linked_worktree_repository};

@@ -60,6 +60,14 @@ pub(crate) struct Plan {
     /// The network is off and the command enters the offline namespace (loopback only, every address local,
     /// lookups answered and recorded by the sandbox's responder).
     pub(crate) offline: bool,
+    /// Why the network is off without the offline namespace, when it is.
+    pub(crate) offline_missing: Option<String>,
+    /// The command can enter the proxy's network namespace: it was made the way the command's mount namespace
+    /// is (with `CAP_SYS_ADMIN`, or in the sandbox's user namespace).
+    pub(crate) proxy_enterable: bool,
+    /// Why the sandbox's user namespace could not be made (without `CAP_SYS_ADMIN`: the commands then nest a
+    /// user namespace of their own, and get neither the network namespaces nor the overlays).
+    pub(crate) userns_missing: Option<String>,
 }
 
 impl Plan {
@@ -99,6 +107,9 @@ impl Plan {
             copy_on_write_unavailable: None,
             tool_files: uexec_domain::tool_files::ToolFiles::all().text(),
             offline: false,
+            offline_missing: None,
+            proxy_enterable: mounts == Some(MountMode::Privileged),
+            userns_missing: None,
         }
     }
 
@@ -170,6 +181,19 @@ impl Plan {
     /// The same, short, for the other protections it takes away.
     fn no_mounts_short(&self) -> &'static str {
         "no private mount namespace (see metadata)"
+    }
+
+    /// Why the commands cannot have what needs a namespace owned by the sandbox (a network namespace, an
+    /// overlay), or `None` when they can.
+    fn no_owned_namespaces(&self) -> Option<String> {
+        match self.mounts {
+            Some(MountMode::Privileged | MountMode::SandboxUserNamespace) => None,
+            Some(MountMode::UserNamespace) => Some(format!(
+                "without CAP_SYS_ADMIN it needs the sandbox's user namespace, which could not be made: {}",
+                self.userns_missing.as_deref().unwrap_or("unknown")
+            )),
+            None => Some(self.no_mounts_short().to_owned()),
+        }
     }
 
     fn filesystem(&self, layout: Option<&FsLayout>) -> Protection {
@@ -409,14 +433,10 @@ impl Plan {
                 ),
             );
         }
-        let unavailable = match self.mounts {
-            Some(MountMode::Privileged) => None,
-            Some(MountMode::UserNamespace) => Some(
-                "an overlay needs CAP_SYS_ADMIN (the sandbox runs in an unprivileged user namespace)".into(),
-            ),
-            None => Some(self.no_mounts_short().to_owned()),
-        }
-        .or_else(|| self.copy_on_write_unavailable.clone());
+        let unavailable = self
+            .no_owned_namespaces()
+            .map(|why| format!("an overlay {why}"))
+            .or_else(|| self.copy_on_write_unavailable.clone());
         if let Some(why) = unavailable {
             return protection(
                 NAME,
@@ -460,8 +480,8 @@ impl Plan {
 
     fn network(&self) -> Protection {
         if let Some((port, rules)) = &self.proxy {
-            return match (self.seccomp, self.mounts) {
-                (true, Some(MountMode::Privileged)) => protection(
+            return match (self.seccomp, self.proxy_enterable) {
+                (true, true) => protection(
                     "network",
                     ProtectionStatus::Enforced,
                     format!(
@@ -474,14 +494,13 @@ impl Plan {
                     "network",
                     ProtectionStatus::Off,
                     format!(
-                        "the domain allowlist needs seccomp and CAP_SYS_ADMIN to enter the proxy's network \
-                         namespace ({}; {})",
+                        "the domain allowlist needs seccomp and a way into the proxy's network namespace ({}; {})",
                         if self.seccomp { "seccomp available" } else { "no seccomp" },
-                        if self.mounts == Some(MountMode::Privileged) {
-                            "privileged"
-                        } else {
-                            "unprivileged"
-                        }
+                        self.no_owned_namespaces().unwrap_or_else(|| {
+                            "the proxy's namespace was not made the way the commands' mount namespace is \
+                             (with CAP_SYS_ADMIN, or in the sandbox's user namespace)"
+                                .to_owned()
+                        })
                     ),
                 ),
             };
@@ -606,7 +625,11 @@ impl Plan {
 
     fn capabilities(&self) -> Protection {
         let kept: Vec<&str> = KEPT_CAPABILITIES.iter().map(|(_, name)| *name).collect();
-        let detail = if self.privileged {
+        let detail = if self.mounts == Some(MountMode::SandboxUserNamespace) {
+            "every capability dropped (the command held them in the sandbox's user namespace only), ambient set \
+             cleared, no_new_privs keeps exec from raising them"
+                .to_owned()
+        } else if self.privileged {
             format!(
                 "permitted and effective sets reduced to {}, ambient set cleared, no_new_privs keeps exec from \
                  raising them",
@@ -636,9 +659,10 @@ impl Plan {
                 NAME,
                 ProtectionStatus::NotRequested,
                 format!(
-                    "lookups not recorded: without the offline namespace (network off, seccomp and CAP_SYS_ADMIN) \
-                     nothing records a lookup, so a network refusal is known from a failing command's resolver or \
-                     socket errors (noted \"seen in the output\"); {PLAN}; no keyword heuristic"
+                    "lookups not recorded: without the offline namespace ({}) nothing records a lookup, so a \
+                     network refusal is known from a failing command's resolver or socket errors (noted \"seen \
+                     in the output\"); {PLAN}; no keyword heuristic",
+                    self.offline_missing.as_deref().unwrap_or("it was not made")
                 ),
             );
         };
@@ -672,6 +696,7 @@ fn mode_text(mode: MountMode) -> &'static str {
     match mode {
         MountMode::Privileged => "CAP_SYS_ADMIN",
         MountMode::UserNamespace => "user namespace",
+        MountMode::SandboxUserNamespace => "the sandbox's user namespace",
     }
 }
 
@@ -768,15 +793,20 @@ mod tests {
         assert_eq!(status, ProtectionStatus::Enforced);
         assert!(text.contains("stay read-only") && text.contains("old kernel"), "{text}");
         plan.copy_on_write_unavailable = None;
+        plan.mounts = Some(MountMode::SandboxUserNamespace);
+        assert!(detail(&plan, None).1.contains("copy-on-write views (overlayfs)"));
         plan.mounts = Some(MountMode::UserNamespace);
-        assert!(detail(&plan, None).1.contains("unprivileged user namespace"));
+        plan.userns_missing = Some("unshare(CLONE_NEWUSER) failed with EPERM".into());
+        let (status, text) = detail(&plan, None);
+        assert_eq!(status, ProtectionStatus::Enforced);
+        assert!(text.contains("stay read-only") && text.contains("unshare(CLONE_NEWUSER) failed"), "{text}");
         let mut read_only = Plan::new(&SandboxPolicy::ReadOnly { network_access: false }, &full());
         read_only.copy_on_write = plan.copy_on_write.clone();
         assert_eq!(detail(&read_only, None).0, ProtectionStatus::NotRequested);
     }
 
     #[test]
-    fn the_proxied_network_needs_seccomp_and_privilege() {
+    fn the_proxied_network_needs_seccomp_and_a_way_into_the_namespace() {
         let policy = SandboxPolicy::ReadOnly { network_access: true };
         let mut plan = Plan::new(&policy, &full());
         plan.proxy = Some((3128, "pypi.org".into()));
@@ -784,9 +814,19 @@ mod tests {
         assert_eq!(status(&report, "network"), ProtectionStatus::Enforced);
         let detail = &report.protections.iter().find(|p| p.name == "network").unwrap().detail;
         assert!(detail.contains("127.0.0.1:3128") && detail.contains("pypi.org"), "{detail}");
+        // Without CAP_SYS_ADMIN: enforced when the proxy's namespace is the sandbox user namespace's.
+        plan.mounts = Some(MountMode::SandboxUserNamespace);
+        assert_eq!(status(&plan.report(None), "network"), ProtectionStatus::Enforced);
+        plan.proxy_enterable = false;
+        let report = plan.report(None);
+        assert_eq!(status(&report, "network"), ProtectionStatus::Off);
         plan.mounts = Some(MountMode::UserNamespace);
-        assert_eq!(status(&plan.report(None), "network"), ProtectionStatus::Off);
+        plan.userns_missing = Some("setns(CLONE_NEWUSER) failed with EPERM".into());
+        let report = plan.report(None);
+        let detail = &report.protections.iter().find(|p| p.name == "network").unwrap().detail;
+        assert!(detail.contains("the sandbox's user namespace, which could not be made: setns"), "{detail}");
         plan.mounts = Some(MountMode::Privileged);
+        plan.proxy_enterable = true;
         plan.seccomp = false;
         assert_eq!(status(&plan.report(None), "network"), ProtectionStatus::Off);
     }
@@ -861,9 +901,14 @@ mod tests {
                 && known.detail.ends_with("no keyword heuristic")
         );
         offline.offline = false;
+        offline.offline_missing = Some("no seccomp".into());
         let fallback = entry(&offline);
         assert_eq!(fallback.status, ProtectionStatus::NotRequested);
-        assert!(fallback.detail.starts_with("lookups not recorded"), "{}", fallback.detail);
+        assert!(
+            fallback.detail.starts_with("lookups not recorded: without the offline namespace (no seccomp)"),
+            "{}",
+            fallback.detail
+        );
         let online = SandboxPolicy::ReadOnly { network_access: true };
         let mut proxied = Plan::new(&online, &full());
         proxied.proxy = Some((3128, "pypi.org".into()));

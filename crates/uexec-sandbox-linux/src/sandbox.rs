@@ -174,10 +174,15 @@ impl LinuxSandbox {
         // Offline a command can fetch nothing new, and the person's caches serve it read-only as they are (cargo
         // builds `--offline` from a read-only home without a warning): no view, and no overlay made and torn down
         // (about 1 ms of every `uexec run`).
-        if !plan.workspace_write || plan.network_off || plan.mounts != Some(MountMode::Privileged) {
+        let in_user_namespace = match plan.mounts {
+            Some(MountMode::Privileged) => false,
+            Some(MountMode::SandboxUserNamespace) => true,
+            _ => return Vec::new(),
+        };
+        if !plan.workspace_write || plan.network_off {
             return Vec::new();
         }
-        let made = cow.made();
+        let made = cow.made(in_user_namespace);
         layout.copy_on_write_skipped.clone_from(&made.skipped);
         let mut used = Vec::new();
         for overlay in &made.overlays {
@@ -255,18 +260,28 @@ impl LinuxSandbox {
         self
     }
 
-    /// The offline namespace's descriptor, made on first use (see the `offline` field).
-    fn offline(&self) -> Option<Arc<OwnedFd>> {
-        self.offline
-            .get_or_init(|| match OfflineNamespace::start() {
-                Ok(ns) => Some(ns),
-                Err(error) => {
-                    tracing::debug!(%error, "no offline network namespace: lookups are not recorded");
-                    None
-                }
-            })
-            .as_ref()
-            .and_then(OfflineNamespace::descriptor)
+    /// The offline namespace's descriptor for a command whose mount namespace is made as `mode`, made on first
+    /// use (see the `offline` field), or why there is none for it.
+    fn offline(&self, mode: Option<MountMode>) -> Result<Arc<OwnedFd>, String> {
+        let offline = self.offline.get_or_init(|| match OfflineNamespace::start() {
+            Ok(ns) => Some(ns),
+            Err(error) => {
+                tracing::debug!(%error, "no offline network namespace: lookups are not recorded");
+                None
+            }
+        });
+        let Some(offline) = offline else {
+            return Err("its thread could not start".into());
+        };
+        let made = offline.namespace().map_err(|failure| failure.text())?;
+        // A command enters the namespace from the user namespace that owns it.
+        match (mode, &made.owner) {
+            (Some(MountMode::Privileged), None) => Ok(made.ns),
+            (Some(MountMode::SandboxUserNamespace), Some(owner)) if crate::userns::is_shared(owner) => {
+                Ok(made.ns)
+            }
+            _ => Err("it was made in another user namespace than the commands' mount namespace".into()),
+        }
     }
 
     /// The offline namespace, when it was made.
@@ -277,6 +292,14 @@ impl LinuxSandbox {
     /// The plan for `policy`: hidden paths and the proxy as configured.
     fn plan(&self, policy: &SandboxPolicy) -> Plan {
         let mut plan = Plan::new(policy, self.support());
+        // Without CAP_SYS_ADMIN the commands enter the sandbox's user namespace, where the network namespaces
+        // and overlays are made; where it cannot be made they nest a user namespace of their own.
+        if plan.mounts == Some(MountMode::UserNamespace) {
+            match crate::userns::shared() {
+                Ok(_) => plan.mounts = Some(MountMode::SandboxUserNamespace),
+                Err(failure) => plan.userns_missing = Some(failure.text()),
+            }
+        }
         plan.hide = !self.hidden.is_empty();
         plan.tool_files = self.tool_files.text();
         plan.shared_pid_namespace = self.shared_pid_namespace.is_some();
@@ -289,12 +312,31 @@ impl LinuxSandbox {
             && let Some(proxy) = &self.proxy
         {
             plan.proxy = Some((proxy.port(), proxy.rules().to_owned()));
+            plan.proxy_enterable = match (plan.mounts, proxy.owner()) {
+                (Some(MountMode::Privileged), None) => true,
+                (Some(MountMode::SandboxUserNamespace), Some(owner)) => crate::userns::is_shared(owner),
+                _ => false,
+            };
         }
         // `Some(None)`: made without it (`without_offline_namespace`), or it could not be started.
-        plan.offline = plan.network_off
-            && plan.seccomp
-            && plan.mounts == Some(MountMode::Privileged)
-            && !matches!(self.offline.get(), Some(None));
+        let without = matches!(self.offline.get(), Some(None));
+        let owned = matches!(plan.mounts, Some(MountMode::Privileged | MountMode::SandboxUserNamespace));
+        plan.offline = plan.network_off && plan.seccomp && owned && !without;
+        if plan.network_off && !plan.offline {
+            plan.offline_missing = Some(if !plan.seccomp {
+                "it needs seccomp".to_owned()
+            } else if without {
+                "this sandbox was made without it".to_owned()
+            } else {
+                match plan.mounts {
+                    None => "it needs a private mount namespace".to_owned(),
+                    _ => format!(
+                        "without CAP_SYS_ADMIN it needs the sandbox's user namespace, which could not be made: {}",
+                        plan.userns_missing.as_deref().unwrap_or("unknown")
+                    ),
+                }
+            });
+        }
         plan
     }
 }
@@ -330,8 +372,18 @@ impl Sandbox for LinuxSandbox {
         let roots = layout.mount_roots().into_iter().map(Path::to_path_buf).collect::<Vec<_>>();
         layout.hidden.hide_other_names(&roots.iter().map(PathBuf::as_path).collect::<Vec<_>>(), budget);
         let overlays = self.overlays_for(&plan, &mut layout);
-        let offline = if plan.offline { self.offline() } else { None };
-        plan.offline = offline.is_some();
+        let offline = if plan.offline {
+            match self.offline(plan.mounts) {
+                Ok(ns) => Some(ns),
+                Err(why) => {
+                    plan.offline = false;
+                    plan.offline_missing = Some(why);
+                    None
+                }
+            }
+        } else {
+            None
+        };
 
         let landlock = if plan.landlock_abi > 0 {
             let roots = landlock_rules::open_roots(&layout.roots)?;
@@ -409,10 +461,23 @@ impl Sandbox for LinuxSandbox {
             (Some(proxy), Some(_), _) => Some(proxy.descriptor()),
             (_, _, offline) => offline,
         };
+        let userns = match plan.mounts {
+            Some(MountMode::SandboxUserNamespace) => {
+                Some(crate::userns::shared().map_err(|failure| SandboxError::Unenforceable {
+                    missing: failure.text(),
+                    setting: None,
+                })?)
+            }
+            _ => None,
+        };
+        // In the sandbox's user namespace every capability the command holds is one there: none is kept (the
+        // person has none outside either).
+        let keep_capabilities = if userns.is_some() { 0 } else { child::kept_mask() };
         let hook = SandboxChild {
+            userns,
             netns,
             mounts,
-            keep_capabilities: child::kept_mask(),
+            keep_capabilities,
             landlock,
             terminal_access: landlock_rules::terminal_access(plan.landlock_abi),
             seccomp: programs,

@@ -214,6 +214,7 @@ fn failed_text(mode: MountMode, failure: &ProbeFailure) -> String {
     let how = match mode {
         MountMode::Privileged => "with CAP_SYS_ADMIN",
         MountMode::UserNamespace => "in a user namespace",
+        MountMode::SandboxUserNamespace => "in the sandbox's user namespace",
     };
     format!(
         "a private mount namespace {how} was refused: {} failed with {}",

@@ -328,14 +328,20 @@ const FSCONFIG_SET_STRING: usize = 1;
 const FSCONFIG_SET_FD: usize = 5;
 
 /// A writable overlayfs (`lowerdir`, `upperdir`, `workdir`: canonical directories whose paths hold no `:`, `,`
-/// or `\`; `index=off`, `metacopy=off`, `volatile`) as a detached mount (`fsmount` with `NOSUID|NODEV`): made once per sandbox in the
+/// or `\`; `index=off`, `metacopy=off`, `volatile`, and `userxattr` when `user_xattr`) as a detached mount (`fsmount` with `NOSUID|NODEV`): made once per sandbox in the
 /// parent, copied over the lower directory in each command's mount namespace (a copy-on-write view of it).
 pub(crate) fn overlay_mount(
     lower: &std::ffi::CStr,
     upper: &std::ffi::CStr,
     work: &std::ffi::CStr,
+    user_xattr: bool,
 ) -> std::io::Result<std::os::fd::OwnedFd> {
     detached_mount(c"overlay", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, |context| {
+        if user_xattr {
+            // In a user namespace: `user.overlay.*` attributes (the `trusted.*` ones need CAP_SYS_ADMIN in the
+            // initial user namespace).
+            fsconfig(context, FSCONFIG_SET_FLAG, c"userxattr", None, 0)?;
+        }
         fsconfig(context, FSCONFIG_SET_STRING, c"lowerdir", Some(lower), 0)?;
         fsconfig(context, FSCONFIG_SET_STRING, c"upperdir", Some(upper), 0)?;
         fsconfig(context, FSCONFIG_SET_STRING, c"workdir", Some(work), 0)?;

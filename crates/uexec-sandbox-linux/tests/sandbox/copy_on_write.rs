@@ -208,24 +208,60 @@ fn no_view_where_it_would_overlap_a_writable_root_or_the_directory_is_missing() 
 }
 
 #[test]
-fn the_user_namespace_strategy_gets_no_view_and_says_why() {
+fn the_user_namespace_strategy_gets_the_view_in_the_sandboxs_user_namespace() {
+    use std::os::unix::fs::MetadataExt;
+
     use uexec_sandbox_linux::{KernelSupport, MountNamespace};
+    // What an ordinary user gets: the commands enter the sandbox's user namespace, where a forked helper made
+    // the overlay.
     let f = Fixture::new();
+    let before = snapshot(&f.cargo);
     let support = KernelSupport { mount_namespace: MountNamespace::UserNamespace, ..KernelSupport::detect() };
     let dirs = vec![CopyOnWriteDir { name: "cargo".into(), path: f.cargo.clone() }];
-    let sandbox = LinuxSandbox::with_support(support).with_copy_on_write(f.overlays.clone(), dirs);
+    let hidden = HiddenPaths {
+        home: Some(f.home.clone()),
+        patterns: HiddenPattern::defaults(),
+        reachable: Vec::new(),
+    };
+    let sandbox =
+        LinuxSandbox::with_support(support).with_hidden(hidden).with_copy_on_write(f.overlays.clone(), dirs);
     let target = f.cargo.join("registry/cache/crate.txt");
-    let prepared = f.prepare(&sandbox, &try_write(&target));
+    let credentials = f.cargo.join("credentials.toml");
+    let script = format!(
+        "{}{}stat -c '%u:%g' '{}'; cat '{}' 2>/dev/null || echo HIDDEN",
+        try_write(&target),
+        try_write(&f.home.join(".bashrc")),
+        target.display(),
+        credentials.display()
+    );
+    let prepared = f.prepare(&sandbox, &script);
     let out = run(&prepared);
-    assert_eq!(out.stdout, format!("denied {}\n", target.display()), "{out:?}");
-    assert_eq!(fs::read_to_string(&target).unwrap(), "original\n");
+    // SAFETY: geteuid and getegid cannot fail.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    assert_eq!(
+        out.stdout,
+        format!(
+            "wrote {}\ndenied {}\n{uid}:{gid}\nHIDDEN\n",
+            target.display(),
+            f.home.join(".bashrc").display()
+        ),
+        "the view is writable, the file keeps the person's ids, the rest stays read-only and hidden: {out:?}"
+    );
     let entry = prepared.report.protections.iter().find(|p| p.name == "copy_on_write").unwrap();
-    assert_eq!(entry.status, ProtectionStatus::Enforced, "the person's directory is still never written");
-    assert!(entry.detail.contains("stay read-only") && entry.detail.contains("user namespace"), "{entry:?}");
-    assert!(sandbox.copy_on_write_layers().is_empty() && !f.overlays.exists(), "nothing was made");
-    // The twin: the privileged strategy on the same fixture gets the view.
-    let out = f.run(&f.sandbox(true), &try_write(&target));
-    assert_eq!(out.stdout, format!("wrote {}\n", target.display()), "{out:?}");
+    assert!(entry.detail.contains("copy-on-write views (overlayfs)"), "{entry:?}");
+    let metadata = prepared.report.protections.iter().find(|p| p.name == "metadata").unwrap();
+    assert!(metadata.detail.contains("the sandbox's user namespace"), "{metadata:?}");
+    assert!(!prepared.report.is_degraded(), "{}", prepared.report);
+    // The person's directory is never written; the write is in the upper layer, owned by the person.
+    assert_eq!(snapshot(&f.cargo), before);
+    let layers = sandbox.copy_on_write_layers();
+    assert_eq!(layers.len(), 1);
+    let written = layers[0].1.join("registry/cache/crate.txt");
+    assert_eq!(fs::read_to_string(&written).unwrap(), "original\npoison\n");
+    assert_eq!(fs::metadata(&written).unwrap().uid(), uid);
+    // The twin: without the view the same directory is read-only to sandboxed commands.
+    let plain = f.run(&f.sandbox(false), &try_write(&target));
+    assert_eq!(plain.stdout, format!("denied {}\n", target.display()), "{plain:?}");
 }
 
 #[test]

@@ -1,0 +1,355 @@
+//! The sandbox's user namespace, for a process without `CAP_SYS_ADMIN`: made once per process by a forked
+//! helper, it owns the network namespaces of the domain allowlist and of the offline mode and the copy-on-write
+//! overlays, which an ordinary user could not make otherwise.
+//!
+//! Why a forked helper: the kernel gives a new user namespace (`unshare(CLONE_NEWUSER)`) and entry into one
+//! (`setns(fd, CLONE_NEWUSER)`) only to a single-threaded process that shares neither its memory nor its
+//! file-system context; the server is multi-threaded. A forked child is single-threaded, so it can:
+//! 1. make the namespace (`unshare(CLONE_NEWUSER)`, `setgroups` denied, the caller's uid and gid mapped to
+//!    themselves, one id each), or enter the one made before (`setns`); the owner's uid has every capability
+//!    in it;
+//! 2. do the work that needs them (a network namespace with `lo` up and a socket bound in it, an overlay
+//!    mounted detached), with raw system calls only (a fork of a multi-threaded process must not allocate);
+//! 3. send the descriptors (`/proc/self/ns/user`, `/proc/self/ns/net`, the sockets, the mount) over a unix
+//!    socketpair (`SCM_RIGHTS`) and exit.
+//!
+//! The namespaces then live as long as those descriptors: no helper process outlives its call. A command's child
+//! (forked too) enters the user namespace first (`crate::child`), then a network namespace made here, then makes
+//! its mount namespace with the capabilities it holds there, like the privileged path.
+#![allow(unsafe_code)] // Reason: fork, unshare/setns, the id maps and SCM_RIGHTS are raw system calls.
+
+use std::ffi::CStr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::sys;
+
+/// A failing step of a helper and its errno.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StepFailure {
+    /// The step, as the helper names it.
+    pub(crate) stage: &'static str,
+    /// Its errno.
+    pub(crate) errno: i32,
+}
+
+impl StepFailure {
+    /// A failure of `stage` with `errno`.
+    pub(crate) fn new(stage: &'static str, errno: i32) -> Self {
+        StepFailure { stage, errno }
+    }
+
+    /// `stage failed with EPERM (...) (likely cause: ...)`, for reports and errors.
+    pub(crate) fn text(&self) -> String {
+        format!(
+            "{} failed with {} ({})",
+            self.stage,
+            crate::support::errno_text(self.errno),
+            crate::support::likely_cause(self.errno)
+        )
+    }
+}
+
+/// The steps of this module, as a helper names them.
+const UNSHARE_USER: &str = "unshare(CLONE_NEWUSER)";
+const SETNS_USER: &str = "setns(CLONE_NEWUSER)";
+const WRITE_SETGROUPS: &str = "write /proc/self/setgroups";
+const WRITE_UID_MAP: &str = "write /proc/self/uid_map";
+const WRITE_GID_MAP: &str = "write /proc/self/gid_map";
+const OPEN_USER_NS: &str = "open /proc/self/ns/user";
+const HELPER_STEPS: [&str; 6] =
+    [UNSHARE_USER, SETNS_USER, WRITE_SETGROUPS, WRITE_UID_MAP, WRITE_GID_MAP, OPEN_USER_NS];
+
+/// The sandbox's user namespace of this process, once made (or why it could not be).
+static SHARED: Mutex<Option<Result<Arc<OwnedFd>, StepFailure>>> = Mutex::new(None);
+
+/// The sandbox's user namespace, made on the first call by a forked helper (later calls return it, or the
+/// failure of that first try: a kernel or a filter that refused it once refuses it again).
+pub(crate) fn shared() -> Result<Arc<OwnedFd>, StepFailure> {
+    let mut shared = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(known) = shared.as_ref() {
+        return known.clone();
+    }
+    let made = make_user_namespace();
+    *shared = Some(made.clone());
+    made
+}
+
+/// The sandbox's user namespace if it was made already (never makes it).
+pub(crate) fn made_yet() -> Option<Arc<OwnedFd>> {
+    SHARED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+        .and_then(|made| made.as_ref().ok().cloned())
+}
+
+/// True when `fd` is the sandbox's user namespace of this process.
+pub(crate) fn is_shared(fd: &Arc<OwnedFd>) -> bool {
+    made_yet().is_some_and(|shared| Arc::ptr_eq(&shared, fd))
+}
+
+/// Make the user namespace in a helper: the caller's ids mapped to themselves, one each, `setgroups` denied.
+fn make_user_namespace() -> Result<Arc<OwnedFd>, StepFailure> {
+    let (uid, gid) = crate::support::effective_ids();
+    let (uid_map, gid_map) = (id_map(uid), id_map(gid));
+    let [userns] = fork_helper(&[], || {
+        // SAFETY: unshare takes an integer flag set; this helper is single-threaded (a fork).
+        let ret = unsafe { sys::syscall(libc::SYS_unshare, [libc::CLONE_NEWUSER as usize, 0, 0, 0, 0, 0]) };
+        ret.map_err(|errno| StepFailure::new(UNSHARE_USER, errno))?;
+        write_file(c"/proc/self/setgroups", b"deny", WRITE_SETGROUPS)?;
+        write_file(c"/proc/self/uid_map", uid_map.as_bytes(), WRITE_UID_MAP)?;
+        write_file(c"/proc/self/gid_map", gid_map.as_bytes(), WRITE_GID_MAP)?;
+        Ok([open_read_only(c"/proc/self/ns/user", OPEN_USER_NS)?])
+    })?;
+    Ok(Arc::new(userns))
+}
+
+/// `"<id> <id> 1\n"`: the id mapped to itself, one id.
+pub(crate) fn id_map(id: u32) -> String {
+    format!("{id} {id} 1\n")
+}
+
+/// Run `work` in a forked helper that entered the sandbox's user namespace (made first if need be), and return
+/// the `N` descriptors it opened. `steps` are the stage names `work` may fail with.
+///
+/// `work` runs in a fork of this (multi-threaded) process: it may only issue system calls on data prepared
+/// before the call (no allocation, no lock), and it must not panic.
+pub(crate) fn in_user_namespace<const N: usize>(
+    steps: &[&'static str],
+    work: impl FnOnce() -> Result<[i32; N], StepFailure>,
+) -> Result<[OwnedFd; N], StepFailure> {
+    let userns = shared()?;
+    let fd = userns.as_raw_fd() as usize;
+    fork_helper(steps, move || {
+        // SAFETY: setns on a namespace descriptor this helper inherited, with an integer flag; the helper is
+        // single-threaded and shares no file-system context (a fork), as the kernel requires.
+        let ret = unsafe { sys::syscall(libc::SYS_setns, [fd, libc::CLONE_NEWUSER as usize, 0, 0, 0, 0]) };
+        ret.map_err(|errno| StepFailure::new(SETNS_USER, errno))?;
+        work()
+    })
+}
+
+/// The answer of a helper: its errno (0: success), the length of its stage name and the name (cut at the
+/// message's end).
+const MESSAGE_LEN: usize = 128;
+
+/// The most descriptors a helper sends.
+const MAX_FDS: usize = 4;
+
+/// Fork a helper that runs `work`, sends the descriptors it returns (or its failure) over a socketpair, and
+/// exits; wait for it.
+fn fork_helper<const N: usize>(
+    steps: &[&'static str],
+    work: impl FnOnce() -> Result<[i32; N], StepFailure>,
+) -> Result<[OwnedFd; N], StepFailure> {
+    const { assert!(N <= MAX_FDS) };
+    let mut pair = [-1i32; 2];
+    // SAFETY: socketpair writes two descriptors into the two-element array.
+    let ret = unsafe {
+        libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, pair.as_mut_ptr())
+    };
+    if ret != 0 {
+        return Err(StepFailure::new("socketpair", last_errno()));
+    }
+    // SAFETY: both descriptors were just returned by socketpair and are owned by nobody else.
+    let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
+    // SAFETY: the child runs `work` (raw system calls on data prepared before the fork, by its contract),
+    // `sendmsg` from its stack and `_exit`: nothing that needs a lock another thread of this process might hold.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let mut message = [0u8; MESSAGE_LEN];
+        let fds = match work() {
+            Ok(fds) => fds,
+            Err(failure) => {
+                let stage = failure.stage.as_bytes();
+                let len = stage.len().min(MESSAGE_LEN - 8);
+                message[..4].copy_from_slice(&failure.errno.to_le_bytes());
+                message[4..8].copy_from_slice(&(len as u32).to_le_bytes());
+                message[8..8 + len].copy_from_slice(&stage[..len]);
+                [-1; N]
+            }
+        };
+        let count = if message[..4] == [0; 4] { N } else { 0 };
+        send(theirs.as_raw_fd(), &message, &fds[..count]);
+        // SAFETY: _exit ends the helper without running anything of the parent's (no atexit, no destructors).
+        unsafe { libc::_exit(0) }
+    }
+    if pid < 0 {
+        return Err(StepFailure::new("fork", last_errno()));
+    }
+    drop(theirs);
+    let received = receive(&ours);
+    let mut status = 0;
+    // SAFETY: waitpid on the helper forked above, into a local. ECHILD: another thread of the host reaped it
+    // already (uexec-pty's subreaper), which is fine: the socket has said how it went.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && last_errno() == libc::EINTR {}
+    let (message, fds) =
+        received.map_err(|errno| StepFailure::new("receiving the helper's answer", errno))?;
+    let errno = i32::from_le_bytes([message[0], message[1], message[2], message[3]]);
+    if errno != 0 {
+        let len = u32::from_le_bytes([message[4], message[5], message[6], message[7]]) as usize;
+        let named = message.get(8..8 + len).unwrap_or_default();
+        // The stage names are known here: the caller's and this module's.
+        let stage = steps
+            .iter()
+            .chain(HELPER_STEPS.iter())
+            .find(|s| s.as_bytes() == named)
+            .copied()
+            .unwrap_or("a step of the helper");
+        return Err(StepFailure::new(stage, errno));
+    }
+    <[OwnedFd; N]>::try_from(fds)
+        .map_err(|_| StepFailure::new("the helper's answer (a descriptor is missing)", libc::EPROTO))
+}
+
+/// In the helper: `sendmsg` of `message` with `fds` attached (`SCM_RIGHTS`). A failure leaves the parent an
+/// answer without descriptors, which it reports.
+fn send(socket: i32, message: &[u8; MESSAGE_LEN], fds: &[i32]) {
+    #[repr(C, align(8))]
+    struct Control([u8; 64]);
+    let mut control = Control([0; 64]);
+    let mut iov = libc::iovec { iov_base: message.as_ptr().cast_mut().cast(), iov_len: message.len() };
+    // SAFETY: an all-zero msghdr is valid (no name, no control).
+    let mut header: libc::msghdr = unsafe { std::mem::zeroed() };
+    header.msg_iov = &raw mut iov;
+    header.msg_iovlen = 1;
+    let bytes = size_of_val(fds);
+    if !fds.is_empty() && bytes <= MAX_FDS * 4 {
+        header.msg_control = control.0.as_mut_ptr().cast();
+        // SAFETY: CMSG_SPACE is arithmetic on a length.
+        header.msg_controllen = unsafe { libc::CMSG_SPACE(bytes as u32) } as _;
+        // SAFETY: the control buffer holds CMSG_SPACE(16) = 32 bytes at least, aligned for cmsghdr; CMSG_FIRSTHDR
+        // and CMSG_DATA point into it, and `bytes` bytes of descriptors fit after the header.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(&raw const header);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(bytes as u32) as _;
+            std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(cmsg).cast::<i32>(), fds.len());
+        }
+    }
+    // SAFETY: sendmsg reads the header, the message and the control buffer, all alive on this stack frame.
+    let _ = unsafe { libc::sendmsg(socket, &raw const header, libc::MSG_NOSIGNAL) };
+}
+
+/// In the parent: the helper's message and the descriptors it attached (close-on-exec), or an errno (`EPROTO`
+/// when the helper ended without an answer).
+fn receive(socket: &OwnedFd) -> Result<([u8; MESSAGE_LEN], Vec<OwnedFd>), i32> {
+    #[repr(C, align(8))]
+    struct Control([u8; 128]);
+    let mut control = Control([0; 128]);
+    let mut message = [0u8; MESSAGE_LEN];
+    let mut iov = libc::iovec { iov_base: message.as_mut_ptr().cast(), iov_len: message.len() };
+    // SAFETY: an all-zero msghdr is valid.
+    let mut header: libc::msghdr = unsafe { std::mem::zeroed() };
+    header.msg_iov = &raw mut iov;
+    header.msg_iovlen = 1;
+    header.msg_control = control.0.as_mut_ptr().cast();
+    header.msg_controllen = control.0.len() as _;
+    let got = loop {
+        // SAFETY: recvmsg writes into the message and control buffers the header describes, alive here.
+        let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &raw mut header, libc::MSG_CMSG_CLOEXEC) };
+        if n >= 0 {
+            break n;
+        }
+        let errno = last_errno();
+        if errno != libc::EINTR {
+            return Err(errno);
+        }
+    };
+    let mut fds = Vec::new();
+    // SAFETY: the kernel filled `header.msg_control` with well-formed cmsghdrs up to `msg_controllen`; each
+    // SCM_RIGHTS payload holds descriptors now owned by this process, each wrapped once.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&raw const header);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let payload = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                let data = libc::CMSG_DATA(cmsg).cast::<i32>();
+                for i in 0..payload / 4 {
+                    fds.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&raw const header, cmsg);
+        }
+    }
+    if usize::try_from(got).ok() != Some(MESSAGE_LEN) {
+        return Err(libc::EPROTO);
+    }
+    Ok((message, fds))
+}
+
+/// In a helper: write `data` to the file at `path` (`/proc/self/{setgroups,uid_map,gid_map}`).
+fn write_file(path: &CStr, data: &[u8], stage: &'static str) -> Result<(), StepFailure> {
+    let flags = (libc::O_WRONLY | libc::O_CLOEXEC) as usize;
+    let at = libc::AT_FDCWD as isize as usize;
+    // SAFETY: openat on a NUL-terminated path.
+    let fd = unsafe { sys::syscall(libc::SYS_openat, [at, path.as_ptr() as usize, flags, 0, 0, 0]) }
+        .map_err(|errno| StepFailure::new(stage, errno))?;
+    // SAFETY: write from a live slice of `data.len()` bytes.
+    let written = unsafe { sys::syscall(libc::SYS_write, [fd, data.as_ptr() as usize, data.len(), 0, 0, 0]) };
+    // SAFETY: closing the descriptor opened above.
+    let _ = unsafe { sys::syscall(libc::SYS_close, [fd, 0, 0, 0, 0, 0]) };
+    match written {
+        Ok(n) if n == data.len() => Ok(()),
+        Ok(_) => Err(StepFailure::new(stage, libc::EIO)),
+        Err(errno) => Err(StepFailure::new(stage, errno)),
+    }
+}
+
+/// In a helper: open `path` read-only (close-on-exec), as a raw descriptor to send.
+pub(crate) fn open_read_only(path: &CStr, stage: &'static str) -> Result<i32, StepFailure> {
+    let flags = (libc::O_RDONLY | libc::O_CLOEXEC) as usize;
+    let at = libc::AT_FDCWD as isize as usize;
+    // SAFETY: openat on a NUL-terminated path.
+    let fd = unsafe { sys::syscall(libc::SYS_openat, [at, path.as_ptr() as usize, flags, 0, 0, 0]) }
+        .map_err(|errno| StepFailure::new(stage, errno))?;
+    i32::try_from(fd).map_err(|_| StepFailure::new(stage, libc::EBADF))
+}
+
+/// In a helper: `unshare(flags)`, failing as `stage`.
+pub(crate) fn unshare(flags: i32, stage: &'static str) -> Result<(), StepFailure> {
+    // SAFETY: unshare takes an integer flag set.
+    let ret = unsafe { sys::syscall(libc::SYS_unshare, [flags as usize, 0, 0, 0, 0, 0]) };
+    ret.map(drop).map_err(|errno| StepFailure::new(stage, errno))
+}
+
+/// The calling thread's errno.
+fn last_errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+
+    use super::*;
+
+    /// The device and inode of a namespace file.
+    fn id(path: &str) -> (u64, u64) {
+        let meta = std::fs::metadata(path).unwrap();
+        (meta.dev(), meta.ino())
+    }
+
+    #[test]
+    fn a_helper_sends_descriptors_back_and_a_failing_step_is_named() {
+        // Allowed: the user namespace is made (root and an ordinary user alike), is not this process's own, and
+        // a helper that entered it sends a descriptor of its own back.
+        let userns = shared().unwrap();
+        let file = std::fs::File::from(userns.try_clone().unwrap());
+        let made = (file.metadata().unwrap().dev(), file.metadata().unwrap().ino());
+        assert_ne!(made, id("/proc/self/ns/user"));
+        const OPEN: &str = "open /proc/self/ns/user in the helper";
+        let [inside] =
+            in_user_namespace(&[OPEN], || Ok([open_read_only(c"/proc/self/ns/user", OPEN)?])).unwrap();
+        let inside = std::fs::File::from(inside).metadata().unwrap();
+        assert_eq!((inside.dev(), inside.ino()), made, "the helper ran in the sandbox's user namespace");
+        assert!(is_shared(&userns));
+        // Denied: a step that fails is named with its errno, and no descriptor comes back.
+        const MISSING: &str = "open a file that does not exist";
+        let failed = in_user_namespace(&[MISSING], || Ok([open_read_only(c"/nonexistent/uexec", MISSING)?]));
+        assert_eq!(failed.unwrap_err(), StepFailure::new(MISSING, libc::ENOENT));
+    }
+}
