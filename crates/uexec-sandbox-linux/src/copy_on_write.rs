@@ -264,6 +264,11 @@ fn overlay(slot: &Path, name: &str, lower: &Path, in_user_namespace: bool) -> io
     let recorded = read_record(&record)?;
     let boot_record = layers.join("boot");
     let boot = fs::read(BOOT_ID)?;
+    // The kernel leaves `work/work` and the directories it makes there with mode 000: only a process with
+    // CAP_DAC_OVERRIDE in the initial user namespace sees into them. An ordinary user owns them (the overlay was
+    // made in the sandbox's user namespace): opened to the owner again, so the marker below can be seen and
+    // removed, and the layers emptied.
+    open_to_owner(&work)?;
     let volatile_marker = work.join("work/incompat/volatile");
     let crashed_since = read_record(&boot_record)? != boot
         && fs::symlink_metadata(&volatile_marker).is_ok_and(|meta| meta.is_dir());
@@ -302,6 +307,26 @@ fn overlay(slot: &Path, name: &str, lower: &Path, in_user_namespace: bool) -> io
         crate::sys::overlay_mount(&lower_c, &upper_c, &work_c, false)?
     };
     Ok(Overlay { path: lower.to_path_buf(), layers, upper, mount: Arc::new(mount) })
+}
+
+/// Give the owner `rwx` on `dir` and every directory beneath it that lacks them (never through a symbolic
+/// link; the overlay's work directory holds a few at most).
+fn open_to_owner(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    match fs::symlink_metadata(dir) {
+        Ok(meta) if meta.is_dir() => {
+            if meta.permissions().mode() & 0o700 != 0o700 {
+                fs::set_permissions(dir, fs::Permissions::from_mode(meta.permissions().mode() | 0o700))?;
+            }
+            for entry in fs::read_dir(dir)? {
+                open_to_owner(&entry?.path())?;
+            }
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(error),
+    }
 }
 
 /// The kernel's random id of this boot.
@@ -388,6 +413,25 @@ mod tests {
         let third = overlay(&slot, "x", &lower).expect("mounted after emptying");
         assert!(!third.upper.join("kept").exists(), "layers from another boot are emptied");
         assert_eq!(fs::read(slot.join("x/boot")).unwrap(), fs::read(BOOT_ID).unwrap());
+    }
+
+    #[test]
+    fn a_closed_work_directory_is_opened_to_its_owner_and_a_symlink_is_not_followed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (closed, link) = (dir.path().join("work"), dir.path().join("link"));
+        fs::create_dir_all(closed.join("incompat")).unwrap();
+        fs::set_permissions(closed.join("incompat"), fs::Permissions::from_mode(0o000)).unwrap();
+        fs::set_permissions(&closed, fs::Permissions::from_mode(0o000)).unwrap();
+        std::os::unix::fs::symlink(&closed, &link).unwrap();
+        // Denied: through the symbolic link nothing changes.
+        open_to_owner(&link).unwrap();
+        assert_eq!(fs::metadata(&closed).unwrap().permissions().mode() & 0o777, 0o000);
+        // Allowed: the directory itself gets its owner's rights; a missing one is no error.
+        open_to_owner(&closed).unwrap();
+        assert_eq!(fs::metadata(&closed).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(fs::metadata(closed.join("incompat")).unwrap().permissions().mode() & 0o777, 0o700);
+        open_to_owner(&dir.path().join("missing")).unwrap();
     }
 
     #[test]

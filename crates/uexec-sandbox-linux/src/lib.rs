@@ -123,3 +123,4 @@ pub use netns::{OfflineNamespace, ProxyNamespace, ProxyNamespaceError};
 pub use plan::DEGRADED_SETTING;
 pub use sandbox::LinuxSandbox;
 pub use support::{Availability, KernelSupport, MountNamespace};
+pub use userns::user_namespace_availability;

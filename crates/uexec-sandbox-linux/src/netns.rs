@@ -639,7 +639,7 @@ mod offline_tests {
             eprintln!("offline namespace made in {:?} (privileged: {privileged})", started.elapsed());
             assert_eq!(made.owner.is_some(), !privileged);
             let mark = offline.log().mark();
-            let answered = super::tests::inside(&made, || {
+            let answered = tests::inside(&made, || {
                 let Ok(socket) = std::net::UdpSocket::bind(("0.0.0.0", 0)) else { return false };
                 let _ = socket.set_read_timeout(Some(std::time::Duration::from_secs(10)));
                 let query = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x04pkgs\x07example\x03org\x00\x00\x01\x00\x01";

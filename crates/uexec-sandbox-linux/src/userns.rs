@@ -75,6 +75,16 @@ pub(crate) fn shared() -> Result<Arc<OwnedFd>, StepFailure> {
     made
 }
 
+/// Whether this process gets the sandbox's user namespace (made by this call if need be), which commands
+/// without `CAP_SYS_ADMIN` enter for the domain allowlist, the offline namespace and the copy-on-write views:
+/// `Unavailable` names the refused step, its errno and the likely cause.
+pub fn user_namespace_availability() -> crate::Availability {
+    match shared() {
+        Ok(_) => crate::Availability::Available,
+        Err(failure) => crate::Availability::Unavailable(failure.text()),
+    }
+}
+
 /// The sandbox's user namespace if it was made already (never makes it).
 pub(crate) fn made_yet() -> Option<Arc<OwnedFd>> {
     SHARED

@@ -197,10 +197,22 @@ pub fn machine_support() -> Vec<(String, String)> {
             MountNamespace::UserNamespace => "available (unprivileged user namespace)".to_owned(),
             MountNamespace::Unavailable(reason) => format!("unavailable: {reason}"),
         };
+        // What the domain allowlist, the offline namespace and the copy-on-write views are made in.
+        let owned = match &support.mount_namespace {
+            MountNamespace::Privileged => "made with CAP_SYS_ADMIN".to_owned(),
+            MountNamespace::UserNamespace => match uexec_sandbox_linux::user_namespace_availability() {
+                Availability::Available => {
+                    "made in the sandbox's user namespace (no CAP_SYS_ADMIN)".to_owned()
+                }
+                Availability::Unavailable(reason) => format!("unavailable: {reason}"),
+            },
+            MountNamespace::Unavailable(_) => "unavailable: no mount namespace".to_owned(),
+        };
         vec![
             ("landlock".to_owned(), landlock),
             ("seccomp".to_owned(), seccomp),
             ("mount namespace".to_owned(), mounts),
+            ("network namespaces, overlays".to_owned(), owned),
         ]
     }
     #[cfg(target_os = "macos")]
