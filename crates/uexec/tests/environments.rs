@@ -6,7 +6,8 @@
 //! protection report matches what commands meet there, with an allowed probe beside every denied one.
 //!
 //! Root and the ordinary user get every protection (the report says so, and `.git`, the outside and the hidden
-//! directories hold); in the container the sandbox refuses to run without `--allow-degraded-sandbox`, naming the
+//! directories hold; the domain allowlist, the recorded lookups of the offline namespace and the copy-on-write
+//! views work for both, the user's made in the sandbox's user namespace); in the container the sandbox refuses to run without `--allow-degraded-sandbox`, naming the
 //! cause and the remedies, and runs with it under Landlock and seccomp with an honest note, never claiming a
 //! refusal it did not make.
 #![cfg(target_os = "linux")]
@@ -86,10 +87,21 @@ fn the_report_says_what_this_environment_enforces() {
     let (code, report, stderr) = run(&ws, &["sandbox-report"]);
     assert_eq!(code, Some(0), "{stderr}");
     let line = report.lines().find(|l| l.trim_start().starts_with("mount namespace:")).unwrap_or_default();
+    let owned = report
+        .lines()
+        .find(|l| l.trim_start().starts_with("network namespaces, overlays:"))
+        .unwrap_or_default();
     match environment() {
-        Environment::Root => assert!(line.contains("available (CAP_SYS_ADMIN)"), "{report}"),
-        Environment::User => assert!(line.contains("available (unprivileged user namespace)"), "{report}"),
+        Environment::Root => {
+            assert!(line.contains("available (CAP_SYS_ADMIN)"), "{report}");
+            assert!(owned.contains("made with CAP_SYS_ADMIN"), "{report}");
+        }
+        Environment::User => {
+            assert!(line.contains("available (unprivileged user namespace)"), "{report}");
+            assert!(owned.contains("made in the sandbox's user namespace"), "{report}");
+        }
         Environment::Container => {
+            assert!(owned.contains("unavailable"), "{report}");
             assert!(line.contains("unavailable"), "{report}");
             assert!(line.contains("seccomp filter"), "the cause is named: {report}");
             assert!(report.contains("cannot be fully enforced here"), "{report}");
@@ -205,17 +217,122 @@ fn a_network_refusal_is_named_and_a_permission_error_of_the_persons_own_is_not()
     let mut server = McpServer::start_initialized(&ws, &["--allow-degraded-sandbox"], false);
     let said = exec(&mut server, "curl -sS --max-time 20 https://pkgs.example.org/");
     let expected = match environment() {
-        // The offline namespace's responder recorded the lookup.
-        Environment::Root => "sandbox refused: lookup of pkgs.example.org (network off)",
+        // The offline namespace's responder recorded the lookup (the user's namespace is made in the sandbox's
+        // user namespace).
+        Environment::Root | Environment::User => "sandbox refused: lookup of pkgs.example.org (network off)",
         // Nothing records it: the resolver's failure in the output is the evidence, and the note says so.
-        Environment::User | Environment::Container => {
-            "sandbox refused: network access (network off) [seen in the output]"
-        }
+        Environment::Container => "sandbox refused: network access (network off) [seen in the output]",
     };
     assert!(said.contains(expected), "{said}");
     // The twin: the wording of a permission error on a file the sandbox lets every command read is no evidence.
     let said = exec(&mut server, "echo 'cat: /etc/shadow: Permission denied' >&2; exit 1");
     assert!(said.contains("exited with code 1") && !said.contains("sandbox refused"), "{said}");
+}
+
+/// A service on the host's `127.0.0.1`: each connection gets one request answered with `served`; the count of
+/// requests answered.
+fn host_service() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = served.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                line.clear();
+            }
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ =
+                write!(stream, "HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\nserved\n");
+        }
+    });
+    (port, served)
+}
+
+/// The domain allowlist: an allowed host (the host's `127.0.0.1:PORT`) is reached through the proxy, a denied
+/// one gets the proxy's 403 and the note names it; as root and as an ordinary user (whose proxy namespace is
+/// made in the sandbox's user namespace). In the container the network namespace cannot be made, and uexec
+/// refuses to start in that mode, naming the refused step and its cause: nothing runs.
+#[test]
+fn the_domain_allowlist_reaches_an_allowed_host_and_refuses_a_denied_one() {
+    let ws = Workspace::new();
+    let (port, served) = host_service();
+    let allow = format!("127.0.0.1:{port}");
+    let script = format!(
+        "echo \"allowed=$(curl -sS --max-time 20 http://127.0.0.1:{port}/)\"; \
+         curl -sS --max-time 20 -o /dev/null -w 'denied %{{http_code}}\\n' -x \"$HTTP_PROXY\" http://denied.example/"
+    );
+    let (code, stdout, stderr) = run(
+        &ws,
+        &["run", "--allow-domain", &allow, "--deny-domain", "denied.example", "--", "sh", "-c", &script],
+    );
+    let served = served.load(std::sync::atomic::Ordering::SeqCst);
+    if environment() == Environment::Container {
+        assert_ne!(code, Some(0), "{stdout}{stderr}");
+        for needle in
+            ["the domain allowlist needs a network namespace", "failed with EPERM", "seccomp filter"]
+        {
+            assert!(stderr.contains(needle), "missing {needle:?} in: {stderr}");
+        }
+        assert!(stdout.is_empty() && served == 0, "nothing ran: {stdout} ({served} served)");
+        return;
+    }
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("allowed=served\n"), "the allowed host, through the proxy: {stdout}{stderr}");
+    assert!(stdout.contains("denied 403\n"), "the denied host: {stdout}{stderr}");
+    assert!(
+        stderr.contains("sandbox refused: connection to denied.example:80 (deny pattern denied.example)"),
+        "{stderr}"
+    );
+    assert_eq!(served, 1, "only the allowed request reached the host's service");
+}
+
+/// The copy-on-write view of the person's cargo home (network on, workspace-write): a sandboxed write lands in
+/// the sandbox's upper layer, the person's directory is never written, a second run sees the first one's writes,
+/// and beside the view the file system stays read-only; as root and as an ordinary user (whose overlay is made
+/// in the sandbox's user namespace). In the container (degraded, as accepted) there is no view: the cargo home
+/// stays read-only, and the write is refused.
+#[test]
+fn a_copy_on_write_view_takes_the_writes_and_the_persons_directory_is_never_written() {
+    let ws = Workspace::new();
+    let (cargo, state) = (ws.outside.path().join("cargo"), ws.outside.path().join("state"));
+    fs::create_dir_all(&cargo).unwrap();
+    fs::create_dir_all(&state).unwrap();
+    fs::write(cargo.join("file"), "original\n").unwrap();
+    let script = "(echo poison >> \"$CARGO_HOME/file\" && echo view-written || echo view-refused); \
+                  cat \"$CARGO_HOME/file\"; (echo x > \"$CARGO_HOME/../planted\" && echo planted || echo planted-refused)";
+    let run_once = || {
+        let out =
+            uexec_command(&ws, &["run", "--network", "--allow-degraded-sandbox", "--", "sh", "-c", script])
+                .env("CARGO_HOME", &cargo)
+                .env("XDG_STATE_HOME", &state)
+                .output()
+                .unwrap();
+        (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (stdout, stderr) = run_once();
+    assert!(stdout.contains("planted-refused"), "beside the view, read-only: {stdout}{stderr}");
+    assert!(!ws.outside.path().join("planted").exists());
+    assert_eq!(
+        fs::read_to_string(cargo.join("file")).unwrap(),
+        "original\n",
+        "the person's file is unchanged"
+    );
+    if environment() == Environment::Container {
+        assert!(stdout.contains("view-refused") && stdout.contains("original\n"), "{stdout}{stderr}");
+        return;
+    }
+    assert!(stdout.contains("view-written\noriginal\npoison\n"), "{stdout}{stderr}");
+    let upper = state.join("uexec/sandbox-overlays/0/cargo/upper/file");
+    assert_eq!(fs::read_to_string(&upper).unwrap(), "original\npoison\n", "the write is in the upper layer");
+    // The next run finds the same layer (and the person's directory still unchanged).
+    let (stdout, stderr) = run_once();
+    assert!(stdout.contains("view-written\noriginal\npoison\npoison\n"), "{stdout}{stderr}");
+    assert_eq!(fs::read_to_string(cargo.join("file")).unwrap(), "original\n");
 }
 
 /// No process outlives the server, whoever runs it: a background job of a sandboxed session (and one of an
