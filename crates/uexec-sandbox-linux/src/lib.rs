@@ -23,7 +23,8 @@
 //!   allow-only, cannot exempt from a writable root, and an empty mount over each hidden secret location), and
 //!   seccomp (network sockets, ptrace, io_uring, mounts, namespaces, keystroke injection, ...). In the
 //!   domain-allowlist mode a fourth: the proxy's loopback-only network namespace ([`ProxyNamespace`]), made once
-//!   per server and entered by each command.
+//!   per server and entered by each command (without `CAP_SYS_ADMIN`, made in the sandbox's user namespace,
+//!   which the command enters first: `userns.rs`).
 //! - Fail closed: [`KernelSupport`] says what the kernel offers; the plan and the report follow from it; a report
 //!   with anything `partial` or `off` refuses to run unless the request accepts degradation
 //!   (`SandboxError::Unenforceable`, naming [`DEGRADED_SETTING`]). The support is injectable
@@ -95,7 +96,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Architecture invariant: depends on `uexec-domain` and `uexec-ports` only; never spawns a process itself.
+//! Architecture invariant: depends on `uexec-domain` and `uexec-ports` only; never starts a program itself (its only
+//! forks are short-lived probes and helpers that make namespaces, send descriptors back and exit: `userns.rs`).
 #![deny(missing_docs)]
 #![cfg(target_os = "linux")]
 #![deny(unsafe_code)]
