@@ -304,7 +304,8 @@ fn a_copy_on_write_view_takes_the_writes_and_the_persons_directory_is_never_writ
     fs::create_dir_all(&state).unwrap();
     fs::write(cargo.join("file"), "original\n").unwrap();
     let script = "(echo poison >> \"$CARGO_HOME/file\" && echo view-written || echo view-refused); \
-                  cat \"$CARGO_HOME/file\"; (echo x > \"$CARGO_HOME/../planted\" && echo planted || echo planted-refused)";
+                  cat \"$CARGO_HOME/file\"; (echo x > \"$CARGO_HOME/../planted\" && echo planted || echo planted-refused); \
+                  echo \"ids $(id -u):$(id -g) owner $(stat -c %u:%g \"$CARGO_HOME/file\")\"";
     let run_once = || {
         let out =
             uexec_command(&ws, &["run", "--network", "--allow-degraded-sandbox", "--", "sh", "-c", script])
@@ -322,6 +323,9 @@ fn a_copy_on_write_view_takes_the_writes_and_the_persons_directory_is_never_writ
         "original\n",
         "the person's file is unchanged"
     );
+    // Inside, the person's ids are their own, and so is the owner of their file (in the view, too).
+    let ids = format!("{}:{}", rustix::process::geteuid().as_raw(), rustix::process::getegid().as_raw());
+    assert!(stdout.contains(&format!("ids {ids} owner {ids}\n")), "{stdout}{stderr}");
     if environment() == Environment::Container {
         assert!(stdout.contains("view-refused") && stdout.contains("original\n"), "{stdout}{stderr}");
         return;
