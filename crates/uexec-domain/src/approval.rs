@@ -9,8 +9,8 @@
 //! | # | condition                                   | requirement                                        |
 //! |---|---------------------------------------------|----------------------------------------------------|
 //! | 1 | a command rule says `forbid`                | [`Requirement::Forbidden`]                         |
-//! | 2 | escalation asked, policy is not `on-request` | [`Requirement::EscalationNotAllowed`]              |
-//! | 3 | escalation asked (under `on-request`)       | ask ([`AskReason::Escalation`]), even if known-safe or allowed by a rule |
+//! | 2 | escalation asked, policy is `never`          | [`Requirement::EscalationNotAllowed`] (nobody can be asked) |
+//! | 3 | escalation asked (any other policy)         | ask ([`AskReason::Escalation`]), even if known-safe or allowed by a rule: a stricter policy asks, never refuses |
 //! | 4 | a command rule says `ask`                   | ask ([`AskReason::Rule`]); `never` -> forbidden    |
 //! | 5 | a command rule says `allow`                 | [`Requirement::Skip`]                              |
 //! | 6 | policy `untrusted`, not known-safe          | ask ([`AskReason::Untrusted`])                     |
@@ -125,7 +125,8 @@ pub fn initial_requirement(input: &ApprovalInput) -> Requirement {
         );
     }
     if escalation {
-        if input.policy != ApprovalPolicy::OnRequest {
+        // A stricter policy (`untrusted`, `on-failure`) asks too: only `never`, which asks nobody, refuses.
+        if input.policy == ApprovalPolicy::Never {
             return Requirement::EscalationNotAllowed;
         }
         return Requirement::Ask(AskReason::Escalation);
@@ -316,12 +317,12 @@ mod tests {
     }
 
     #[test]
-    fn escalation_only_under_on_request_and_always_asks() {
+    fn escalation_always_asks_except_under_never() {
         for policy in POLICIES {
             for known_safe in [false, true] {
                 for rule in [None, Some(RuleDecision::Allow), Some(RuleDecision::Ask)] {
                     let r = initial_requirement(&input(policy, true, known_safe, rule));
-                    if policy == ApprovalPolicy::OnRequest {
+                    if policy != ApprovalPolicy::Never {
                         assert_eq!(
                             r,
                             Requirement::Ask(AskReason::Escalation),

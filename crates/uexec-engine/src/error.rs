@@ -93,9 +93,10 @@ pub enum ExecError {
     /// which setting would allow it.
     #[error("{0}")]
     Forbidden(String),
-    /// The caller asked for escalation under a policy that does not accept it.
+    /// The caller asked for escalation under a policy that asks nobody (`never`).
     #[error(
-        "escalation not allowed under approval policy {}; sandbox_permissions=require_escalated needs approval policy on-request",
+        "escalation not allowed under approval policy {}, which asks nobody; sandbox_permissions=require_escalated \
+         needs a person to approve it (approval policy on-request, on-failure or untrusted)",
         .0.as_str()
     )]
     EscalationNotAllowed(ApprovalPolicy),

@@ -742,7 +742,7 @@ async fn command_rules_forbid_always_ask_under_on_request_allow_skips_untrusted(
 }
 
 #[tokio::test(start_paused = true)]
-async fn escalation_only_under_on_request_always_asks_and_runs_unsandboxed() {
+async fn escalation_asks_under_every_policy_that_asks_and_runs_unsandboxed() {
     let Checked { engine, events, asked, prepares, .. } = check(Case {
         config: config(ApprovalPolicy::OnRequest, SANDBOXED()),
         processes: Processes::Run(vec![Script::exits("ok", 0)]),
@@ -764,16 +764,22 @@ async fn escalation_only_under_on_request_always_asks_and_runs_unsandboxed() {
     assert_eq!(report.sandbox, SandboxKind::None);
     assert_eq!(begins(&events)[0].escape_reason, Some(EscapeReason::ApprovedEscalation));
 
+    // The stricter policies ask too (a person decides), and deny when the person does.
     for policy in [ApprovalPolicy::Untrusted, ApprovalPolicy::OnFailure] {
-        let engine = engine_for_policy(policy);
-        let err = engine
-            .exec_command(ExecCommandRequest {
-                sandbox_permissions: SandboxPermissions::RequireEscalated,
-                ..exec("ls")
-            })
-            .await
-            .unwrap_err();
-        assert_eq!(err, ExecError::EscalationNotAllowed(policy));
+        let Checked { engine, asked, prepares, .. } = check(Case {
+            config: config(policy, SANDBOXED()),
+            processes: Processes::Run(vec![Script::exits("ok", 0)]),
+            sandbox: Sandboxing::Prepares,
+            answers: Answers::Always(ReviewDecision::Approved, 1),
+        });
+        let escalated = ExecCommandRequest {
+            sandbox_permissions: SandboxPermissions::RequireEscalated,
+            justification: Some("needs the network".into()),
+            ..exec("ls")
+        };
+        assert_eq!(engine.exec_command(escalated).await.unwrap().output, "ok", "{policy:?}");
+        assert_eq!(asked.lock().unwrap()[0].kind, ApprovalKind::Escalation, "{policy:?}");
+        assert_eq!(prepares.load(Ordering::SeqCst), 0, "{policy:?}");
     }
 }
 

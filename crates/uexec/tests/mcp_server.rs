@@ -41,13 +41,15 @@ fn elicitation_approve_deny_and_approve_for_session(t: Transport) {
     assert_eq!(server.elicitations.len(), 3, "approved for session must not ask again");
     assert!(ws.path().join("remembered.txt").exists());
 
-    // Escalation is refused under `untrusted` without asking.
+    // Escalation under `untrusted` is asked (the stricter policy asks, it does not refuse): denied here.
+    server.answers = vec!["deny".into()];
     let r = server.call(
         "exec_command",
         json!({ "cmd": "touch esc.txt", "sandbox_permissions": "require_escalated", "justification": "test" }),
     );
-    assert!(is_error(&r) && text(&r).contains("escalation not allowed"), "{r}");
-    assert_eq!(server.elicitations.len(), 3);
+    assert!(is_error(&r) && !text(&r).contains("escalation not allowed"), "{r}");
+    assert_eq!(server.elicitations.len(), 4);
+    assert!(!ws.path().join("esc.txt").exists());
 }
 
 fn escalation_asks_with_the_justification_and_runs_outside_the_sandbox(t: Transport) {
