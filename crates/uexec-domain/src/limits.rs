@@ -31,6 +31,9 @@ pub const PROTECTED_RECENT_SESSIONS: usize = 8;
 /// Default early-exit grace after spawn ([`Limits::early_exit_grace_ms`]): the only window in which a sandbox
 /// denial triggers a retry.
 pub const EARLY_EXIT_GRACE_MS: u64 = 150;
+/// How long a question waits for a person by default (10 minutes): then the call is refused with a text the
+/// model can act on, instead of holding the call as long as the client waits.
+pub const APPROVAL_TIMEOUT_MS: u64 = 600_000;
 /// How long to wait for trailing output after the process exited.
 pub const POST_EXIT_CLOSE_WAIT_MS: u64 = 50;
 /// PTY rows at spawn.
@@ -78,6 +81,9 @@ pub struct Limits {
     /// within its yield window) is judged for a sandbox denial, and may be retried outside the sandbox; one that
     /// ends later is an ordinary result. Tests set a long grace so that every quick run is judged.
     pub early_exit_grace_ms: u64,
+    /// How long a question waits for a person's answer, in milliseconds, before the call is refused (a call's
+    /// question also ends when the caller's client would give up on the call: `uexec_domain::client_wait`).
+    pub approval_timeout_ms: u64,
 }
 
 impl Default for Limits {
@@ -94,6 +100,7 @@ impl Default for Limits {
             max_poll_yield_time_ms: MAX_EMPTY_POLL_YIELD_TIME_MS,
             max_write_bytes: MAX_WRITE_STDIN_BYTES,
             early_exit_grace_ms: EARLY_EXIT_GRACE_MS,
+            approval_timeout_ms: APPROVAL_TIMEOUT_MS,
         }
     }
 }

@@ -150,6 +150,8 @@ pub(crate) struct Call {
     pub(crate) permissions: SandboxPermissions,
     pub(crate) justification: Option<String>,
     pub(crate) prefix_rule: Option<Vec<String>>,
+    /// What the caller's client waits for this call (`ExecCommandRequest::max_wait`): a question ends then too.
+    pub(crate) max_wait: Option<Duration>,
     /// An escalation, checked for what could have been planted (`crate::outside`).
     pub(crate) outside: Option<OutsideRun>,
 }
@@ -592,6 +594,7 @@ impl Orchestrator {
             permissions: req.sandbox_permissions,
             justification: req.justification.clone(),
             prefix_rule: req.prefix_rule.clone(),
+            max_wait: req.max_wait,
             outside,
         })
     }

@@ -93,7 +93,8 @@ impl Orchestrator {
                 prefix_offer: None,
             };
             let shown = plantable.as_ref().map(ToString::to_string);
-            let note = match self.ask_decision(request, &approval.key, shown).await {
+            let deadline = self.question_deadline(call.max_wait);
+            let note = match self.ask_decision(request, &approval.key, shown, deadline).await {
                 Ok(answer) if answer.is_approved() => None,
                 // "Stop the task": the call fails as a rejection.
                 Ok(ReviewDecision::Abort) => {

@@ -2787,3 +2787,62 @@ async fn session_approvals_never_cover_wrapped_code_a_sandboxed_command_can_writ
     std::fs::remove_dir_all(&evil).unwrap();
     std::fs::remove_dir_all(&outside).unwrap();
 }
+
+/// A person who never answers (the question sits in a client nobody looks at).
+struct NeverAnswers;
+
+#[async_trait]
+impl uexec_ports::Approver for NeverAnswers {
+    async fn request_approval(&self, _r: ApprovalRequest) -> Result<ReviewDecision, ApprovalError> {
+        std::future::pending().await
+    }
+
+    async fn request_network_access(
+        &self,
+        _r: NetworkAccessRequest,
+    ) -> Result<ReviewDecision, ApprovalError> {
+        std::future::pending().await
+    }
+}
+
+/// An unanswered question does not hold the call as long as the client waits: after its deadline (the
+/// configured one, or sooner when the caller's client gives up sooner) the call is refused with a text the
+/// model can act on, nothing ran and the id is released. Its twin, an answered question, runs.
+#[tokio::test(start_paused = true)]
+async fn an_unanswered_question_ends_at_its_deadline_with_a_clear_refusal() {
+    let mut cfg = config(ApprovalPolicy::OnRequest, SANDBOXED());
+    cfg.limits.approval_timeout_ms = 90_000;
+    let engine = Engine::new(
+        cfg,
+        EngineDeps {
+            spawner: Arc::new(no_spawn()),
+            sandbox: Arc::new(sandbox_never()),
+            approver: Arc::new(NeverAnswers),
+            events: Arc::new(recorder(Events::default())),
+        },
+    );
+    let escalated = |max_wait: Option<Duration>| ExecCommandRequest {
+        sandbox_permissions: SandboxPermissions::RequireEscalated,
+        max_wait,
+        ..exec("make deploy")
+    };
+    let started = tokio::time::Instant::now();
+    let err = engine.exec_command(escalated(None)).await.unwrap_err();
+    assert_eq!(started.elapsed(), Duration::from_secs(90), "the configured deadline");
+    assert!(err.to_string().contains("nobody answered the approval question within 90 s"), "{err}");
+    assert!(err.to_string().contains("did not run"), "{err}");
+    assert_eq!(engine.reserved_id_count(), 0);
+    // The caller's client gives up after 50 s: the question ends then.
+    let started = tokio::time::Instant::now();
+    engine.exec_command(escalated(Some(Duration::from_secs(50)))).await.unwrap_err();
+    assert_eq!(started.elapsed(), Duration::from_secs(50));
+
+    // The twin: a person who answers.
+    let Checked { engine, .. } = check(Case {
+        config: config(ApprovalPolicy::OnRequest, SANDBOXED()),
+        processes: Processes::Run(vec![Script::exits("ok", 0)]),
+        sandbox: Sandboxing::Prepares,
+        answers: Answers::Always(ReviewDecision::Approved, 1),
+    });
+    assert_eq!(engine.exec_command(escalated(None)).await.unwrap().output, "ok");
+}

@@ -66,6 +66,12 @@ pub enum ApprovalError {
     /// The channel to the person broke while asking.
     #[error("approval request failed: {0}")]
     Failed(String),
+    /// Nobody answered before the question's deadline (seconds): the command did not run.
+    #[error(
+        "nobody answered the approval question within {0} s, so the command did not run; ask the person to \
+         answer sooner, or run something that needs no approval"
+    )]
+    Unanswered(u64),
 }
 
 /// Asks a person. Implementations: an MCP elicitation, a terminal prompt, a fixed answer for automation.

@@ -34,6 +34,8 @@
 //! max_sessions = 64
 //! output_buffer_bytes = 1048576
 //! early_exit_grace_ms = 150             # a sandboxed command ending this soon is judged for a sandbox denial
+//! approval_timeout_ms = 600000          # a question unanswered this long refuses the call (sooner when the
+//!                                       # client gives up on the call sooner)
 //!
 //! [server]                              # `uexec mcp --listen` only (flags override every key)
 //! auth_token_file = "/run/secrets/uexec/token" # like --auth-token-file (relative: to this file's directory)

@@ -1087,7 +1087,7 @@ fn refuse_audit_log_in_writable_root(path: &Path, writes: &SandboxWrites) -> Res
 
 /// Range checks the type system cannot express; the message names the offending field.
 fn validate_limits(limits: &Limits) -> std::result::Result<(), String> {
-    let checks: [(bool, &str); 9] = [
+    let checks: [(bool, &str); 10] = [
         (limits.max_sessions >= 1, "max_sessions must be at least 1"),
         (limits.warning_sessions >= 1, "warning_sessions must be at least 1"),
         (limits.output_buffer_bytes >= 1024, "output_buffer_bytes must be at least 1024"),
@@ -1109,6 +1109,10 @@ fn validate_limits(limits: &Limits) -> std::result::Result<(), String> {
         (
             limits.early_exit_grace_ms <= limits.max_yield_time_ms,
             "early_exit_grace_ms must not exceed max_yield_time_ms (the grace ends with the yield window)",
+        ),
+        (
+            limits.approval_timeout_ms >= 1_000,
+            "approval_timeout_ms must be at least 1000 (a person needs time to read the question)",
         ),
     ];
     match checks.iter().find(|(ok, _)| !ok) {

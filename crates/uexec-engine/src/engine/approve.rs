@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{MutexGuard, PoisonError};
+use std::time::Duration;
 
 use uexec_domain::approval::{
     ApprovalInput, ApprovalKey, AskReason, Requirement, asks_about_hosts, initial_requirement,
@@ -20,7 +21,7 @@ use uexec_domain::known_safe::NotKnownSafe;
 use uexec_domain::rules::{approved_prefixes_admit, session_prefix_offer};
 use uexec_domain::trust::SandboxWrites;
 use uexec_domain::{ApprovalPolicy, ReviewDecision, SandboxPermissions, SessionId};
-use uexec_ports::{ApprovalKind, ApprovalRequest, ExecEvent, NetworkAccessRequest};
+use uexec_ports::{ApprovalError, ApprovalKind, ApprovalRequest, ExecEvent, NetworkAccessRequest};
 
 use crate::engine::{Call, Orchestrator};
 use crate::error::ExecError;
@@ -107,26 +108,40 @@ impl Orchestrator {
         request: ApprovalRequest,
         key: &ApprovalKey,
         planted: Option<String>,
+        deadline: Duration,
     ) -> Result<(), ExecError> {
-        match self.ask_decision(request, key, planted).await {
+        match self.ask_decision(request, key, planted, deadline).await {
             Ok(decision) if decision.is_approved() => Ok(()),
             Ok(_) => Err(ExecError::Rejected),
             Err(text) => Err(ExecError::ApprovalUnavailable(text)),
         }
     }
 
-    /// Ask a person and return the decision (or why none could be had); remembers "approved for session".
+    /// How long a question of a call whose client waits `max_wait` may wait for a person: the configured
+    /// deadline (`[limits] approval_timeout_ms`), and never past the moment the client gives up on the call.
+    pub(crate) fn question_deadline(&self, max_wait: Option<Duration>) -> Duration {
+        let configured = Duration::from_millis(self.config.limits.approval_timeout_ms);
+        max_wait.map_or(configured, |wait| configured.min(wait))
+    }
+
+    /// Ask a person and return the decision (or why none could be had); remembers "approved for session". A
+    /// question unanswered after `deadline` is abandoned: the call gets a refusal the model can act on.
     pub(crate) async fn ask_decision(
         &self,
         request: ApprovalRequest,
         key: &ApprovalKey,
         planted: Option<String>,
+        deadline: Duration,
     ) -> Result<ReviewDecision, String> {
         let call_id = request.call_id.clone();
         let prefix_offer = request.prefix_offer.clone();
         let cwd = request.cwd.clone();
         self.deps.events.emit(ExecEvent::ApprovalRequested { request: request.clone() });
-        let answer = self.deps.approver.request_approval(request).await;
+        let answer = match tokio::time::timeout(deadline, self.deps.approver.request_approval(request)).await
+        {
+            Ok(answer) => answer,
+            Err(_) => Err(ApprovalError::Unanswered(deadline.as_secs())),
+        };
         match answer {
             Ok(decision) => {
                 self.deps.events.emit(ExecEvent::ApprovalDecided {
@@ -252,7 +267,7 @@ impl Orchestrator {
                 .and_then(|prefix| session_prefix_offer(prefix, command)),
             denial: None,
         };
-        self.ask(request, &key, planted).await?;
+        self.ask(request, &key, planted, self.question_deadline(call.max_wait)).await?;
         Ok(Approval { by_person: true, escalate, plantable, key })
     }
 
