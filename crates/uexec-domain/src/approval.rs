@@ -187,9 +187,10 @@ pub fn no_retry_note(evidence: &DenialEvidence, why: &str) -> String {
 
 /// Whether a sandbox denial may be retried outside the sandbox, and whether that retry must ask.
 ///
-/// Only `on-failure` and `untrusted` retry. The retry asks unless `approved_by_person` (the first attempt was
-/// approved by a person in this call) or `session_approval` (a remembered "approved for session" decision
-/// covers the command), and even then unless the sandbox itself recorded what it refused (`confirmed`,
+/// Only `on-failure` and `untrusted` retry. The retry asks unless `approved_by_person` (a person approved the
+/// first attempt in this call with [`crate::ReviewDecision::ApprovedWithRetry`]: "and rerun it without the
+/// sandbox if it is blocked"; a plain approval is for the sandbox only) or `session_approval` (an earlier retry
+/// question of this command was approved for the session), and even then unless the sandbox itself recorded what it refused (`confirmed`,
 /// [`DenialEvidence::confirmed_by_sandbox`]): a denial that only the command's output shows is the command's
 /// own word, and never takes it outside the sandbox unasked.
 pub fn retry_after_denial(

@@ -47,8 +47,13 @@ pub enum SandboxPermissions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReviewDecision {
-    /// Run it, this once.
+    /// Run it, this once (in the sandbox, when it runs in one: a rerun without the sandbox after a denial asks
+    /// again).
     Approved,
+    /// Run it, this once, in the sandbox; and if the sandbox blocks it (a refusal the sandbox itself recorded),
+    /// run it again WITHOUT the sandbox without asking again. Offered for a sandboxed run under `untrusted` and
+    /// `on-failure`, the policies that retry.
+    ApprovedWithRetry,
     /// Run it, and do not ask again for the same command in this session.
     ApprovedForSession,
     /// Run it, and do not ask again in this session for commands starting with the prefix the question
@@ -66,6 +71,7 @@ impl ReviewDecision {
         matches!(
             self,
             ReviewDecision::Approved
+                | ReviewDecision::ApprovedWithRetry
                 | ReviewDecision::ApprovedForSession
                 | ReviewDecision::ApprovedPrefixForSession
         )

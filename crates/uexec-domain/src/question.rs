@@ -58,9 +58,9 @@ pub fn headline(
             );
             if matches!(policy, ApprovalPolicy::Untrusted | ApprovalPolicy::OnFailure) {
                 headline.push_str(
-                    " If it fails quickly because the sandbox recorded a refusal (a lookup or a connection), it is \
-                     run again WITHOUT the sandbox, without asking again; when only its output says so, you are \
-                     asked again.",
+                    " If the sandbox blocks it, a rerun WITHOUT the sandbox asks you again, unless you choose to \
+                     allow that rerun now (only for a refusal the sandbox itself recorded, a lookup or a \
+                     connection).",
                 );
             }
             headline

@@ -15,7 +15,7 @@ use uexec_domain::denial::{DenialEvidence, evidence_from};
 use uexec_domain::{EscapeReason, ReviewDecision};
 use uexec_ports::{ApprovalKind, ApprovalRequest};
 
-use crate::engine::approve::Approval;
+use crate::engine::approve::{Approval, RETRY_FOR_SESSION};
 use crate::engine::{Attempt, Call, Orchestrator, Reservation, Run};
 use crate::error::ExecError;
 use crate::outside::OutsideRun;
@@ -62,7 +62,7 @@ impl Orchestrator {
         let decision = retry_after_denial(
             policy,
             approval.by_person && clean,
-            clean && self.is_remembered(&approval.key, None),
+            clean && self.is_remembered(&approval.key, Some(RETRY_FOR_SESSION)),
             evidence.confirmed_by_sandbox(),
         );
         if decision == RetryDecision::NoRetry {
@@ -92,7 +92,9 @@ impl Orchestrator {
                 denial: Some(evidence.clone()),
                 prefix_offer: None,
             };
-            let shown = plantable.as_ref().map(ToString::to_string);
+            // A session approval of this question covers later retries only, never a run question.
+            let shown =
+                Some(plantable.as_ref().map_or_else(|| RETRY_FOR_SESSION.to_owned(), ToString::to_string));
             let deadline = self.question_deadline(call.max_wait);
             let note = match self.ask_decision(request, &approval.key, shown, deadline).await {
                 Ok(answer) if answer.is_approved() => None,

@@ -1072,17 +1072,32 @@ async fn a_known_safe_command_is_retried_outside_the_sandbox_only_after_a_person
 
 #[tokio::test(start_paused = true)]
 async fn untrusted_retries_without_asking_again_when_a_person_approved_the_first_run() {
-    // The sandbox recorded the refusal itself: the approved run goes on outside it, unasked.
+    // The person chose "approve, and rerun it without the sandbox if it is blocked", and the sandbox recorded
+    // the refusal itself: the run goes on outside it, unasked.
     let Checked { engine, asked, spawned: record, .. } = check(Case {
         config: config(ApprovalPolicy::Untrusted, SANDBOXED()),
         processes: Processes::Run(vec![denial(), Script::exits("ok", 0)]),
         sandbox: Sandboxing::Mock(sandbox_recording()),
-        answers: Answers::Always(ReviewDecision::Approved, 1),
+        answers: Answers::Always(ReviewDecision::ApprovedWithRetry, 1),
     });
     let response = engine.exec_command(exec("cp a /etc/b")).await.unwrap();
     assert_eq!(response.output, "ok");
     assert_eq!(asked.lock().unwrap()[0].kind, ApprovalKind::Run);
     assert_eq!(record.requests.lock().unwrap().len(), 2);
+
+    // Its twin: "approve" (in the sandbox only) and "approve for session" make the rerun its own question.
+    for decision in [ReviewDecision::Approved, ReviewDecision::ApprovedForSession] {
+        let Checked { engine, asked, spawned: record, .. } = check(Case {
+            config: config(ApprovalPolicy::Untrusted, SANDBOXED()),
+            processes: Processes::Run(vec![denial(), Script::exits("ok", 0)]),
+            sandbox: Sandboxing::Mock(sandbox_recording()),
+            answers: Answers::Always(decision, 2),
+        });
+        assert_eq!(engine.exec_command(exec("cp a /etc/b")).await.unwrap().output, "ok", "{decision:?}");
+        let kinds: Vec<_> = asked.lock().unwrap().iter().map(|r| r.kind).collect();
+        assert_eq!(kinds, [ApprovalKind::Run, ApprovalKind::RetryWithoutSandbox], "{decision:?}");
+        assert_eq!(record.requests.lock().unwrap().len(), 2);
+    }
 }
 
 /// A denial that only the command's output shows (it can print any "Permission denied") never takes an

@@ -19,8 +19,15 @@ pub const SPAWN_LATENCY_BUCKETS: [f64; 12] =
     [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
 
 /// The outcomes `uexec_approvals_total` is labelled with, in rendering order.
-const APPROVAL_OUTCOMES: [&str; 6] =
-    ["approved", "approved_for_session", "approved_prefix_for_session", "denied", "abort", "error"];
+const APPROVAL_OUTCOMES: [&str; 7] = [
+    "approved",
+    "approved_for_session",
+    "approved_prefix_for_session",
+    "denied",
+    "abort",
+    "error",
+    "approved_with_retry",
+];
 
 /// The server's metrics, shared by every client.
 #[derive(Debug, Default)]
@@ -117,6 +124,7 @@ impl Metrics {
             Some(ReviewDecision::Denied) => 3,
             Some(ReviewDecision::Abort) => 4,
             None => 5,
+            Some(ReviewDecision::ApprovedWithRetry) => 6,
         };
         self.approvals[index].fetch_add(1, Ordering::Relaxed);
     }

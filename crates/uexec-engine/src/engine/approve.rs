@@ -29,6 +29,10 @@ use crate::known_safe::{Analysis, verdict};
 use crate::outside::OutsideRun;
 use crate::trust::repository_of;
 
+/// What "approved for session" of a retry question is remembered with (in the place of a planted reason, which
+/// is never empty text): it covers later retries of the same command, and nothing a run question covers.
+pub(crate) const RETRY_FOR_SESSION: &str = "";
+
 /// A prefix a person approved for the session: it admits commands with the same sandbox permissions, run in
 /// the same working directory and repository, with the same planted reason (if any) as when it was shown.
 #[derive(Debug, Clone)]
@@ -43,7 +47,8 @@ pub(crate) struct PrefixApproval {
 /// The outcome of the approval step.
 #[derive(Debug)]
 pub(crate) struct Approval {
-    /// A person approved this call's command just now.
+    /// A person approved this call's command just now, and a rerun without the sandbox if it is blocked
+    /// (`ReviewDecision::ApprovedWithRetry`).
     pub(crate) by_person: bool,
     /// Set when the command's words are read-only but something it runs could have been planted by a sandboxed
     /// command (a writable repository's config, a `PATH` directory), saying what: a denial may be that planted
@@ -109,9 +114,9 @@ impl Orchestrator {
         key: &ApprovalKey,
         planted: Option<String>,
         deadline: Duration,
-    ) -> Result<(), ExecError> {
+    ) -> Result<ReviewDecision, ExecError> {
         match self.ask_decision(request, key, planted, deadline).await {
-            Ok(decision) if decision.is_approved() => Ok(()),
+            Ok(decision) if decision.is_approved() => Ok(decision),
             Ok(_) => Err(ExecError::Rejected),
             Err(text) => Err(ExecError::ApprovalUnavailable(text)),
         }
@@ -267,8 +272,10 @@ impl Orchestrator {
                 .and_then(|prefix| session_prefix_offer(prefix, command)),
             denial: None,
         };
-        self.ask(request, &key, planted, self.question_deadline(call.max_wait)).await?;
-        Ok(Approval { by_person: true, escalate, plantable, key })
+        let decision = self.ask(request, &key, planted, self.question_deadline(call.max_wait)).await?;
+        // Only "and rerun it without the sandbox if it is blocked" lets a retry go unasked.
+        let by_person = decision == ReviewDecision::ApprovedWithRetry;
+        Ok(Approval { by_person, escalate, plantable, key })
     }
 
     /// The domain allowlist's question about `host` (asked for on `port`; `rules` is the allowlist in words):

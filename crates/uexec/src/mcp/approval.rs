@@ -53,6 +53,9 @@ pub const APPROVE_FOR_SESSION: &str = "approve_for_session";
 pub const DENY: &str = "deny";
 /// See [`APPROVE`]: offered only with a prefix (the caller's `prefix_rule`, when it may be offered).
 pub const APPROVE_PREFIX_FOR_SESSION: &str = "approve_prefix_for_session";
+/// See [`APPROVE`]: offered for a sandboxed run under the policies that retry (`untrusted`, `on-failure`):
+/// approve, and rerun it without the sandbox, unasked, if the sandbox records a refusal.
+pub const APPROVE_WITH_RETRY: &str = "approve_with_retry";
 
 /// A question waiting for the tool-call handler to forward it (protocol 2026-07-28 and later).
 #[derive(Debug)]
@@ -299,13 +302,34 @@ pub fn domain_elicit_params(
     })
 }
 
-/// The choices of the approval form: (value, title). With a prefix to offer, a fourth: approve every command
-/// starting with it for the session, as Codex offers its `prefix_rule`.
-fn choices(request: &ApprovalRequest) -> Vec<(&'static str, String)> {
-    let mut choices = vec![
-        (APPROVE, "Approve once".to_owned()),
-        (APPROVE_FOR_SESSION, "Approve for this session".to_owned()),
-    ];
+/// The choices of the approval form: (value, title). With a prefix to offer, approve every command starting
+/// with it for the session, as Codex offers its `prefix_rule`. For a sandboxed run under a policy that retries
+/// (`untrusted`, `on-failure`), "approve" is for the sandbox only, and a rerun without the sandbox is its own
+/// choice: otherwise the rerun asks again.
+fn choices(
+    request: &ApprovalRequest,
+    sandbox: &SandboxPolicy,
+    policy: ApprovalPolicy,
+) -> Vec<(&'static str, String)> {
+    let retries = request.kind == ApprovalKind::Run
+        && !sandbox.is_unrestricted()
+        && matches!(policy, ApprovalPolicy::Untrusted | ApprovalPolicy::OnFailure);
+    let mut choices = if retries {
+        vec![
+            (APPROVE, "Approve once, in the sandbox only (a rerun without the sandbox asks again)".to_owned()),
+            (
+                APPROVE_WITH_RETRY,
+                "Approve once, and if the sandbox blocks it, rerun it WITHOUT the sandbox without asking again"
+                    .to_owned(),
+            ),
+            (APPROVE_FOR_SESSION, "Approve for this session, in the sandbox only".to_owned()),
+        ]
+    } else {
+        vec![
+            (APPROVE, "Approve once".to_owned()),
+            (APPROVE_FOR_SESSION, "Approve for this session".to_owned()),
+        ]
+    };
     if let Some(prefix) = &request.prefix_offer {
         // Escaped and capped like every command a person reads (`display_command`).
         let prefix = display_words(prefix);
@@ -325,11 +349,16 @@ fn choices(request: &ApprovalRequest) -> Vec<(&'static str, String)> {
 }
 
 /// The `decision` property of the form, written in `style`.
-fn decision_schema(style: FormStyle, request: &ApprovalRequest) -> Value {
+fn decision_schema(
+    style: FormStyle,
+    request: &ApprovalRequest,
+    sandbox: &SandboxPolicy,
+    policy: ApprovalPolicy,
+) -> Value {
     decision_property(
         style,
         "Approve once, approve this command for the rest of the session, or deny it.",
-        &choices(request),
+        &choices(request, sandbox, policy),
     )
 }
 
@@ -362,7 +391,7 @@ pub fn elicit_params(
 ) -> Result<ElicitRequestParams, ApprovalError> {
     let schema: ElicitationSchema = serde_json::from_value(json!({
         "type": "object",
-        "properties": { "decision": decision_schema(style, request) },
+        "properties": { "decision": decision_schema(style, request, sandbox, policy) },
         "required": ["decision"]
     }))
     .map_err(|e| ApprovalError::Failed(format!("cannot build the elicitation schema: {e}")))?;
@@ -396,6 +425,7 @@ pub fn decision_from_elicit(result: &ElicitResult) -> Result<ReviewDecision, App
             let decision = result.content.as_ref().and_then(|c| c.get("decision")).and_then(Value::as_str);
             match decision {
                 Some(APPROVE) => Ok(ReviewDecision::Approved),
+                Some(APPROVE_WITH_RETRY) => Ok(ReviewDecision::ApprovedWithRetry),
                 Some(APPROVE_FOR_SESSION) => Ok(ReviewDecision::ApprovedForSession),
                 Some(APPROVE_PREFIX_FOR_SESSION) => Ok(ReviewDecision::ApprovedPrefixForSession),
                 Some(DENY) => Ok(ReviewDecision::Denied),
@@ -487,8 +517,12 @@ mod tests {
         .unwrap();
         let value = serde_json::to_value(&params).unwrap();
         let decision = &value["requestedSchema"]["properties"]["decision"];
-        assert_eq!(decision["enum"], json!([APPROVE, APPROVE_FOR_SESSION, DENY]), "{value}");
-        assert_eq!(decision["enumNames"].as_array().map(Vec::len), Some(3), "{value}");
+        assert_eq!(
+            decision["enum"],
+            json!([APPROVE, APPROVE_WITH_RETRY, APPROVE_FOR_SESSION, DENY]),
+            "{value}"
+        );
+        assert_eq!(decision["enumNames"].as_array().map(Vec::len), Some(4), "{value}");
         assert!(decision.get("oneOf").is_none(), "{value}");
     }
 
@@ -641,14 +675,37 @@ mod tests {
     }
 
     #[test]
-    fn run_questions_say_when_approval_also_covers_a_retry_without_the_sandbox() {
+    fn run_questions_offer_approval_in_the_sandbox_only_and_the_rerun_as_its_own_choice() {
         let run = request(ApprovalKind::Run, "make");
+        let values = |policy| {
+            let params = elicit_params(&run, &SandboxPolicy::default(), policy, FormStyle::OneOf).unwrap();
+            let value = serde_json::to_value(&params).unwrap();
+            let choices =
+                value["requestedSchema"]["properties"]["decision"]["oneOf"].as_array().cloned().unwrap();
+            choices
+                .iter()
+                .map(|c| (c["const"].as_str().unwrap().to_owned(), c["title"].as_str().unwrap().to_owned()))
+                .collect::<Vec<_>>()
+        };
         for policy in [ApprovalPolicy::Untrusted, ApprovalPolicy::OnFailure] {
             let text = question_text(&run, &SandboxPolicy::default(), policy);
-            assert!(text.contains("run again WITHOUT the sandbox, without asking again"), "{text}");
+            assert!(text.contains("a rerun WITHOUT the sandbox asks you again, unless you choose"), "{text}");
+            let choices = values(policy);
+            assert!(
+                choices.iter().any(|(v, t)| v == APPROVE && t.contains("in the sandbox only")),
+                "{choices:?}"
+            );
+            assert!(
+                choices.iter().any(|(v, t)| v == APPROVE_WITH_RETRY && t.contains("WITHOUT the sandbox"))
+            );
         }
+        // The twin: a policy that never retries offers no rerun.
         let text = question_text(&run, &SandboxPolicy::default(), ApprovalPolicy::OnRequest);
         assert!(text.contains("inside the workspace-write sandbox") && !text.contains("WITHOUT"), "{text}");
+        assert!(!values(ApprovalPolicy::OnRequest).iter().any(|(v, _)| v == APPROVE_WITH_RETRY));
+        let answer = ElicitResult::new(ElicitationAction::Accept)
+            .with_content(json!({ "decision": APPROVE_WITH_RETRY }));
+        assert_eq!(decision_from_elicit(&answer).unwrap(), ReviewDecision::ApprovedWithRetry);
     }
 
     /// A script that imitates the question's fixed lines, with invisible characters and a
