@@ -230,11 +230,21 @@ pub enum WhenAbsent {
     /// as a redirection of its common dir whenever the file exists (and dies on an empty one), and `.` redirects
     /// it to where it already is (checked with git 2.47: status, commit, branch, stash, worktree add, gc).
     SelfCommonDir,
+    /// Create a symbolic link to [`ABSENT_LINK_TARGET`], a path nobody can create, and protect it: git opens a
+    /// `shallow` file by following it (`fopen`), finds nothing and reads the repository as complete, as when the
+    /// file is absent, while the mount over the link keeps a command from creating one (an empty file would not
+    /// do: git reads an empty `shallow` as a shallow repository). libgit2 `lstat`s it instead and calls the
+    /// repository shallow, with no shallow commit.
+    AbsentLink,
     /// Its absence means the directory is not what it was taken for (a linked worktree's administrative
     /// directory without `commondir` is a repository of its own, whose `config` and `hooks` git would use): the
     /// whole git directory stays read-only (fails closed; the report says why).
     WholeReadOnly,
 }
+
+/// What the placeholder of a [`WhenAbsent::AbsentLink`] entry points at: below `/dev/null`, a character device,
+/// so the path resolves to `ENOTDIR` for everyone, root included, and nothing can ever be created there.
+pub const ABSENT_LINK_TARGET: &str = "/dev/null/uexec-absent";
 
 /// One entry of a git directory that stays read-only while the rest of it is writable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,8 +257,10 @@ pub struct GitDirEntry {
     pub reason: &'static str,
 }
 
-/// Inside a repository's git directory: everything git executes or takes configuration from.
-const REPOSITORY_ENTRIES: [GitDirEntry; 9] = [
+/// Inside a repository's git directory: everything git executes or takes configuration from, and `shallow`,
+/// which tells git where history ends (a planted one makes the person's own `git gc --prune=now` delete every
+/// commit beyond the commits it names).
+const REPOSITORY_ENTRIES: [GitDirEntry; 10] = [
     GitDirEntry {
         name: "config",
         when_absent: WhenAbsent::EmptyFile,
@@ -285,6 +297,11 @@ const REPOSITORY_ENTRIES: [GitDirEntry; 9] = [
         name: "branches",
         when_absent: WhenAbsent::EmptyDir,
         reason: "legacy remote configuration",
+    },
+    GitDirEntry {
+        name: "shallow",
+        when_absent: WhenAbsent::AbsentLink,
+        reason: "where history ends: git gc and prune delete what lies beyond the commits it names",
     },
 ];
 
@@ -326,11 +343,53 @@ pub fn protected_git_entries_text() -> String {
         "only {} (and {} of worktrees/<id>, or of any git directory with a commondir file; modules/<name> like a \
          repository, and the common dir a linked worktree's commondir names when it lies in the same root) stay \
          read-only, the rest (index, objects, refs, logs, HEAD) is writable; an absent one gets an inert \
-         placeholder first (an empty file or directory, a commondir naming the git directory itself), so none \
-         can be created",
+         placeholder first (an empty file or directory, a commondir naming the git directory itself, a shallow \
+         linking to {ABSENT_LINK_TARGET}), so none can be created; {CLOSED_DIR}/ (an empty one when absent) and \
+         the directories of submodule names in it take no new entry (a new submodule's git dir would be used, \
+         hooks and all, by the person's own git submodule update), the submodule git dirs present stay writable",
         names(GitDirKind::Repository),
         names(GitDirKind::LinkedWorktree),
     )
+}
+
+/// The directory of a repository's git directory that takes no new entry from a sandboxed command: `modules/`,
+/// where git keeps submodules' git directories. The person's own `git submodule update --init` reuses a
+/// `modules/<name>` it finds there, hooks and config included, so one a command made would run its hooks outside
+/// the sandbox; the git directories of the submodules present stay writable (their own protected entries
+/// aside). An absent one gets an empty directory (git reads it as none), so `git submodule add` and
+/// `git submodule update --init` of a new submodule run outside the sandbox.
+pub const CLOSED_DIR: &str = "modules";
+
+/// The directories of the repository git directory `gitdir` (resolved by its text) that take no new entry: its
+/// [`CLOSED_DIR`] and every directory between it and a submodule git directory found there (`found`, what
+/// [`git_dirs_below`] returned: submodule names may hold slashes, `modules/a/b`), shallowest first. The
+/// submodule git directories themselves are not among them. Both adapters render this list: the Linux one binds
+/// each read-only over itself (the submodules' git dirs below stay writable mounts), the macOS one denies
+/// creating anything directly in each.
+pub fn closed_dirs(gitdir: &Path, found: &[(PathBuf, GitDirKind)]) -> Vec<PathBuf> {
+    let modules = gitdir.join(CLOSED_DIR);
+    let mut out = vec![modules.clone()];
+    for (dir, _) in found {
+        // Only this git directory's own submodules: a module's own `modules/` is closed by its own call.
+        let Ok(rest) = dir.strip_prefix(&modules) else { continue };
+        let Some(parent) = dir.parent() else { continue };
+        if rest.components().count() < 2 || found_below_other(dir, &modules, found) {
+            continue;
+        }
+        for above in parent.ancestors().take_while(|above| *above != modules) {
+            if !out.iter().any(|known| known == above) {
+                out.push(above.to_path_buf());
+            }
+        }
+    }
+    out.sort_by_key(|dir| depth(dir));
+    out
+}
+
+/// True when `dir` lies below another git directory of `found` that itself lies below `modules` (a submodule
+/// of a submodule: `modules/a/modules/b` belongs to `modules/a`, whose own call closes its `modules/`).
+fn found_below_other(dir: &Path, modules: &Path, found: &[(PathBuf, GitDirKind)]) -> bool {
+    found.iter().any(|(other, _)| other != dir && other.starts_with(modules) && dir.starts_with(other))
 }
 
 /// The kind of the git directory `dir` (resolved by its text), from its `commondir` file: `None` when there is
@@ -376,12 +435,91 @@ pub const MAX_MODULE_NAME_DEPTH: usize = 8;
 
 /// The most entries of the workspace's top level read, per command, while looking for the repositories nested
 /// there (`sub/.git`: a vendored checkout, a submodule's work tree, a folder of several repositories opened as
-/// one workspace); those beyond are not looked at, and the report says so.
-pub const MAX_NESTED_SCAN_ENTRIES: usize = 1024;
+/// one workspace). A listing is cheap (names and types, one `lstat` of `<dir>/.git` per directory), so the
+/// bound is far above real workspaces; a top level beyond it cannot be examined, and the command is refused
+/// ([`NestedUnexamined`]): a command that fills the top level chooses nothing that stays writable.
+pub const MAX_NESTED_SCAN_ENTRIES: usize = 16384;
 
-/// The most repositories nested at the workspace's top level protected per command; those beyond are not, and
-/// the report says so.
+/// The most repositories nested at the workspace's top level protected entry by entry (git commits in them
+/// inside the sandbox); beyond it the others' `.git` are read-only as a whole ([`nested_modes`]).
 pub const MAX_NESTED_REPOSITORIES: usize = 32;
+
+/// The most repositories nested at the workspace's top level protected at all (each `.git` beyond
+/// [`MAX_NESTED_REPOSITORIES`] is one read-only mount, one denied path on macOS); beyond it the command is refused
+/// ([`NestedUnexamined`]).
+pub const MAX_NESTED_READ_ONLY: usize = 512;
+
+/// How one repository nested at the workspace's top level is protected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NestedMode {
+    /// As a root's own git directory: its configuration, hooks and history read-only, the rest writable.
+    EntryByEntry,
+    /// Its `.git` read-only as a whole: git reads it inside the sandbox, nothing in it can be written.
+    WholeReadOnly,
+}
+
+/// Why the repositories nested at the workspace's top level cannot all be protected: the command is refused
+/// (fails closed), with what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NestedUnexamined {
+    /// The top level holds more than [`MAX_NESTED_SCAN_ENTRIES`] entries.
+    TooManyEntries,
+    /// More than [`MAX_NESTED_READ_ONLY`] repositories are nested there.
+    TooManyRepositories(usize),
+    /// The top level could not be listed.
+    Unlistable(String),
+}
+
+impl fmt::Display for NestedUnexamined {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NestedUnexamined::TooManyEntries => write!(
+                f,
+                "the workspace's top level holds more than {MAX_NESTED_SCAN_ENTRIES} entries                  (MAX_NESTED_SCAN_ENTRIES), so the repositories nested there cannot all be examined"
+            ),
+            NestedUnexamined::TooManyRepositories(count) => write!(
+                f,
+                "the workspace's top level holds {count} repositories, more than {MAX_NESTED_READ_ONLY}                  (MAX_NESTED_READ_ONLY), so they cannot all be protected"
+            ),
+            NestedUnexamined::Unlistable(why) => {
+                write!(f, "the workspace's top level cannot be listed ({why}), so nested repositories cannot be examined")
+            }
+        }?;
+        f.write_str(
+            "; a command's .git config and hooks there would run in the person's own git, so nothing is run: \
+             remove the entries a command created at the top level, or open a smaller directory as the workspace",
+        )
+    }
+}
+
+/// How each of the repositories nested at the workspace's top level is protected, given when each one's `.git`
+/// was created (`births`, in any order; `None` where the file system does not say): every one entry by entry up
+/// to [`MAX_NESTED_REPOSITORIES`]; beyond it the oldest that many entry by entry and the others' `.git`
+/// read-only as a whole, so a command that creates repositories pushes none of the person's older ones out of the
+/// budget (no command can give a directory an earlier birth); with a birth time unknown, or two at the cut the
+/// same, those not surely among the oldest are read-only as a whole. Names and listing order, which a command
+/// can choose, decide nothing. Beyond [`MAX_NESTED_READ_ONLY`] none can be protected: `Err`.
+pub fn nested_modes(births: &[Option<std::time::SystemTime>]) -> Result<Vec<NestedMode>, NestedUnexamined> {
+    if births.len() > MAX_NESTED_READ_ONLY {
+        return Err(NestedUnexamined::TooManyRepositories(births.len()));
+    }
+    if births.len() <= MAX_NESTED_REPOSITORIES {
+        return Ok(vec![NestedMode::EntryByEntry; births.len()]);
+    }
+    let mut modes = vec![NestedMode::WholeReadOnly; births.len()];
+    let Some(known) = births.iter().copied().collect::<Option<Vec<_>>>() else {
+        return Ok(modes);
+    };
+    let mut order: Vec<usize> = (0..known.len()).collect();
+    order.sort_by_key(|&i| known[i]);
+    let first_left_out = known[order[MAX_NESTED_REPOSITORIES]];
+    for &i in &order[..MAX_NESTED_REPOSITORIES] {
+        if known[i] < first_left_out {
+            modes[i] = NestedMode::EntryByEntry;
+        }
+    }
+    Ok(modes)
+}
 
 /// The most pack files (`objects/pack/*`: `.pack`, `.idx`, `.rev`, ...) of one git directory bound read-only
 /// over themselves, so that no sandboxed command can remove or replace the history they hold (new packs can
@@ -735,6 +873,68 @@ mod tests {
             .collect();
         let look = FakeLook { dirs: deep, heads: vec![], commondirs: vec![] };
         assert!(git_dirs_below(&g, GitDirKind::Repository, &look, &allow, &mut notes).is_err());
+    }
+
+    #[test]
+    fn beyond_the_budget_the_oldest_repositories_stay_entry_by_entry_and_no_name_chooses() {
+        use std::time::{Duration, SystemTime};
+        let at = |s: u64| Some(SystemTime::UNIX_EPOCH + Duration::from_secs(s));
+        // Within the budget: every one entry by entry, birth times or not.
+        let few = vec![None; MAX_NESTED_REPOSITORIES];
+        assert_eq!(nested_modes(&few), Ok(vec![NestedMode::EntryByEntry; MAX_NESTED_REPOSITORIES]));
+        // The person's vendorlib (born first) listed last among 40 planted ones: it stays entry by entry.
+        let mut births: Vec<Option<SystemTime>> = (0..40).map(|i| at(1000 + i)).collect();
+        births.push(at(10));
+        let modes = nested_modes(&births).unwrap();
+        assert_eq!(modes[40], NestedMode::EntryByEntry);
+        assert_eq!(modes.iter().filter(|m| **m == NestedMode::EntryByEntry).count(), MAX_NESTED_REPOSITORIES);
+        assert!(modes[31..40].iter().all(|m| *m == NestedMode::WholeReadOnly), "{modes:?}");
+        // A tie at the cut: neither of the tied ones is surely among the oldest.
+        let mut tied: Vec<Option<SystemTime>> = (0..MAX_NESTED_REPOSITORIES as u64 - 1).map(at).collect();
+        tied.extend([at(500), at(500)]);
+        let modes = nested_modes(&tied).unwrap();
+        assert_eq!(&modes[MAX_NESTED_REPOSITORIES - 1..], &[NestedMode::WholeReadOnly; 2]);
+        // A birth time unknown: every one read-only as a whole (still protected, nobody chosen).
+        let mut unknown = births.clone();
+        unknown[3] = None;
+        assert!(nested_modes(&unknown).unwrap().iter().all(|m| *m == NestedMode::WholeReadOnly));
+        // Beyond what can be protected at all: refused, and the text says which budget and what to do.
+        let many = vec![at(1); MAX_NESTED_READ_ONLY + 1];
+        let refused = nested_modes(&many).unwrap_err();
+        assert_eq!(refused, NestedUnexamined::TooManyRepositories(MAX_NESTED_READ_ONLY + 1));
+        let text = NestedUnexamined::TooManyEntries.to_string();
+        assert!(text.contains("MAX_NESTED_SCAN_ENTRIES") && text.contains("remove the entries"), "{text}");
+    }
+
+    #[test]
+    fn modules_and_the_directories_of_submodule_names_take_no_new_entry() {
+        let g = p("/w/.git");
+        let found = vec![
+            (g.clone(), GitDirKind::Repository),
+            (g.join("worktrees/wt"), GitDirKind::LinkedWorktree),
+            (g.join("modules/lib"), GitDirKind::Repository),
+            (g.join("modules/a/b/c"), GitDirKind::Repository),
+            (g.join("modules/lib/modules/inner"), GitDirKind::Repository),
+        ];
+        assert_eq!(
+            closed_dirs(&g, &found),
+            vec![g.join("modules"), g.join("modules/a"), g.join("modules/a/b")],
+            "the submodule git dirs themselves, and a submodule's own modules/, are not closed here"
+        );
+        assert_eq!(
+            closed_dirs(&g.join("modules/lib"), &found),
+            vec![g.join("modules/lib/modules")],
+            "a submodule closes its own modules/"
+        );
+        assert_eq!(closed_dirs(&g, &[]), vec![g.join("modules")]);
+    }
+
+    #[test]
+    fn shallow_is_protected_and_its_placeholder_links_where_nothing_can_be() {
+        let shallow = protected_git_entries(GitDirKind::Repository).iter().find(|e| e.name == "shallow");
+        assert_eq!(shallow.map(|e| e.when_absent), Some(WhenAbsent::AbsentLink));
+        assert!(ABSENT_LINK_TARGET.starts_with("/dev/null/"));
+        assert!(protected_git_entries_text().contains("shallow"));
     }
 
     #[test]

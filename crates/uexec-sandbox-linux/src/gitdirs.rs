@@ -18,10 +18,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use uexec_domain::gitdir::{
-    GitDirKind, GitDirLook, GitFileProblem, MAX_GIT_DIR_ENTRIES, MAX_GIT_FILE_BYTES,
-    MAX_PINNED_LOOSE_OBJECTS, MAX_PINNED_PACK_FILES, UnprotectedGitdir, WhenAbsent, git_dir_kind,
-    git_dirs_below, is_fan_out_name, is_loose_object_name, parse_commondir, protected_git_entries,
+    ABSENT_LINK_TARGET, GitDirKind, GitDirLook, GitFileProblem, MAX_GIT_DIR_ENTRIES, MAX_GIT_FILE_BYTES,
+    MAX_PINNED_LOOSE_OBJECTS, MAX_PINNED_PACK_FILES, UnprotectedGitdir, WhenAbsent, closed_dirs,
+    git_dir_kind, git_dirs_below, is_fan_out_name, is_loose_object_name, parse_commondir,
+    protected_git_entries,
 };
+
+use crate::sys::Placeholder;
 
 /// What to do about one writable git directory.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -67,7 +70,12 @@ pub(crate) fn protect(gitdir: &Path, kind: GitDirKind, allow_common: CommonDirCh
             pin_packs(dir, &mut out);
             pin_loose_objects(dir, &mut out);
         }
-        if let Err(why) = protect_entries(dir, *kind, &mut out) {
+        let protected =
+            protect_entries(dir, *kind, &mut out).and_then(|()| match kind {
+                GitDirKind::Repository => close_dirs(dir, &dirs, &mut out),
+                GitDirKind::LinkedWorktree => Ok(()),
+            });
+        if let Err(why) = protected {
             if dir == gitdir {
                 return whole(gitdir, why);
             }
@@ -104,6 +112,25 @@ fn protect_entries(dir: &Path, kind: GitDirKind, out: &mut GitDirProtection) -> 
             },
             Err(e) => return Err(format!("cannot inspect {}: {e}", path.display())),
         }
+    }
+    Ok(())
+}
+
+/// Close the directories of the repository git directory `dir` that take no new entry
+/// (`uexec_domain::gitdir::closed_dirs`: `modules/` and the directories of submodule names in it, `found` being
+/// what the walk found): each is bound read-only over itself, and the submodule git dirs below it, pinned as
+/// mount points already (their protected entries lie in them), stay writable mounts inside it (the child clones
+/// a protected entry with its submounts and makes only its own mount read-only). An absent `modules/` gets an
+/// empty placeholder first; one that is a symlink is protected as itself (not followed).
+fn close_dirs(dir: &Path, found: &[(PathBuf, GitDirKind)], out: &mut GitDirProtection) -> Result<(), String> {
+    for closed in closed_dirs(dir, found) {
+        match fs::symlink_metadata(&closed) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => create_placeholder(&closed, WhenAbsent::EmptyDir)
+                .map_err(|e| format!("cannot create the placeholder {}: {e}", closed.display()))?,
+            Err(e) => return Err(format!("cannot inspect {}: {e}", closed.display())),
+        }
+        out.protected.push(closed);
     }
     Ok(())
 }
@@ -329,11 +356,14 @@ pub(crate) fn create_placeholder(path: &Path, placeholder: WhenAbsent) -> io::Re
         Err(e) => return Err(e),
     };
     let name = CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    match placeholder {
-        WhenAbsent::EmptyDir => crate::sys::create_placeholder_at(&dir, &name, None),
-        WhenAbsent::SelfCommonDir => crate::sys::create_placeholder_at(&dir, &name, Some(b".\n")),
-        _ => crate::sys::create_placeholder_at(&dir, &name, Some(b"")),
-    }
+    let target = CString::new(ABSENT_LINK_TARGET).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let placeholder = match placeholder {
+        WhenAbsent::EmptyDir => Placeholder::Dir,
+        WhenAbsent::SelfCommonDir => Placeholder::File(b".\n"),
+        WhenAbsent::AbsentLink => Placeholder::Link(&target),
+        WhenAbsent::EmptyFile | WhenAbsent::WholeReadOnly => Placeholder::File(b""),
+    };
+    crate::sys::create_placeholder_at(&dir, &name, placeholder)
 }
 
 /// `parent` as a directory descriptor, opened without following a symlink.

@@ -16,8 +16,8 @@ use std::path::{Component, Path, PathBuf};
 use uexec_domain::gitdir::WhenAbsent;
 use uexec_domain::gitdir::{
     DotGitKind, GitDirKind, GitFileProblem, MAX_GIT_FILE_BYTES, MAX_NESTED_REPOSITORIES,
-    MAX_NESTED_SCAN_ENTRIES, NoWorktreeGrant, UnprotectedGitdir, dot_git_entry, gitdir_protection,
-    normalize_lexically, worktree_grant,
+    MAX_NESTED_SCAN_ENTRIES, NestedMode, NestedUnexamined, NoWorktreeGrant, UnprotectedGitdir, dot_git_entry,
+    gitdir_protection, nested_modes, normalize_lexically, worktree_grant,
 };
 use uexec_domain::tool_files::{ToolEntryKind, ToolFiles};
 use uexec_domain::{GitEntry, PROTECTED_SUBDIRS};
@@ -60,6 +60,9 @@ pub(crate) struct FsLayout {
     pub(crate) copy_on_write: Vec<(PathBuf, PathBuf)>,
     /// The copy-on-write directories it does not get, and why (filled in by the sandbox).
     pub(crate) copy_on_write_skipped: Vec<String>,
+    /// Why the repositories nested at the workspace's top level could not all be examined or protected: the
+    /// report's `read_only_subpaths` is then partial, and the command refused unless degradation is allowed.
+    pub(crate) unexamined: Option<NestedUnexamined>,
 }
 
 /// The files every sandboxed command may write.
@@ -271,29 +274,22 @@ impl FsLayout {
 
     /// Record the repositories nested at the top level of the workspace `root` (canonical): each real
     /// subdirectory's `.git` (one `lstat` each, after one listing of `root`; none for `.git` itself and the
-    /// directories protected as a whole already), protected as the root's own is
-    /// ([`FsLayout::add_entry`]: a `.git` directory entry by entry, with its placeholders; a `.git` file or
-    /// symlink itself), and the gitdir a `.git` file names when the rules of `add_gitdir` allow it. Deeper ones
-    /// are not looked for (a walk of the tree per command); beyond the budgets the report names what was left.
+    /// directories protected as a whole already), protected as `uexec_domain::gitdir::nested_modes` decides: as
+    /// the root's own is ([`FsLayout::add_entry`]: a `.git` directory entry by entry, with its placeholders; a
+    /// `.git` file or symlink itself, and the gitdir a `.git` file names when the rules of `add_gitdir` allow
+    /// it), or, beyond the budget of those, read-only as a whole (a `.git` file with its gitdir). Deeper ones are
+    /// not looked for (a walk of the tree per command). A top level that cannot be examined whole (unlistable,
+    /// beyond `MAX_NESTED_SCAN_ENTRIES` entries or `MAX_NESTED_READ_ONLY` repositories) is recorded in
+    /// [`FsLayout::unexamined`], which the report calls partial: the command is refused (fails closed).
     fn add_nested_repositories(&mut self, root: &Path, top: &TopLevel) {
         if let Some(e) = &top.error {
-            push_unique_text(
-                &mut self.ignored,
-                format!("{}: cannot list it ({e}), so nested repositories are not protected", root.display()),
-            );
+            self.unexamined = Some(NestedUnexamined::Unlistable(e.to_string()));
             return;
         }
-        let mut found = 0usize;
-        let over_budget = |layout: &mut FsLayout| {
-            push_unique_text(
-                &mut layout.ignored,
-                format!(
-                    "{}: more than {MAX_NESTED_SCAN_ENTRIES} entries or {MAX_NESTED_REPOSITORIES} nested \
-                     repositories, so the rest are not protected",
-                    root.display()
-                ),
-            );
-        };
+        if !top.complete {
+            self.unexamined = Some(NestedUnexamined::TooManyEntries);
+        }
+        let mut found: Vec<(PathBuf, PathBuf, fs::Metadata)> = Vec::new();
         for (name, kind) in &top.entries {
             // A symlink is not followed (it names a directory a command chose, maybe outside the workspace).
             if !kind.is_dir() {
@@ -307,15 +303,40 @@ impl FsLayout {
             }
             let dot_git = dir.join(".git");
             let Ok(meta) = fs::symlink_metadata(&dot_git) else { continue };
-            if !self.is_writable(&dot_git) {
-                continue;
+            if self.is_writable(&dot_git) {
+                found.push((dir, dot_git, meta));
             }
-            if found == MAX_NESTED_REPOSITORIES {
-                return over_budget(self);
+        }
+        let births: Vec<Option<std::time::SystemTime>> =
+            found.iter().map(|(_, _, meta)| meta.created().ok()).collect();
+        let modes = match nested_modes(&births) {
+            Ok(modes) => modes,
+            Err(why) => {
+                self.unexamined = Some(why);
+                return;
             }
-            found += 1;
+        };
+        let whole = modes.iter().filter(|mode| **mode == NestedMode::WholeReadOnly).count();
+        if whole > 0 {
+            push_unique_text(
+                &mut self.ignored,
+                format!(
+                    "{}: {} repositories nested at the top level, more than {MAX_NESTED_REPOSITORIES}: the oldest \
+                     are protected entry by entry, the .git of {whole} others read-only as a whole (git cannot \
+                     commit in them inside the sandbox)",
+                    root.display(),
+                    modes.len()
+                ),
+            );
+        }
+        for ((dir, dot_git, meta), mode) in found.into_iter().zip(modes) {
             if meta.is_dir() {
-                self.add_git_dir_contents(&dot_git, GitDirKind::Repository, &dir);
+                match mode {
+                    NestedMode::EntryByEntry => {
+                        self.add_git_dir_contents(&dot_git, GitDirKind::Repository, &dir);
+                    }
+                    NestedMode::WholeReadOnly => push_unique(&mut self.protected, dot_git),
+                }
                 continue;
             }
             if meta.is_file()
@@ -326,7 +347,19 @@ impl FsLayout {
                 if !normalize_lexically(&gitdir).starts_with(root.join(".git")) {
                     // A worktree nested here whose repository lies outside every root is not granted (only a
                     // root's own `.git` file is: the trust rule counts those repositories, see `add_gitdir`).
-                    self.add_gitdir(&gitdir, Some(root), false);
+                    match mode {
+                        NestedMode::EntryByEntry => self.add_gitdir(&gitdir, Some(root), false),
+                        NestedMode::WholeReadOnly => {
+                            let lexical = normalize_lexically(&gitdir);
+                            match self.gitdir_verdict(&lexical, root) {
+                                Ok(()) => push_unique(&mut self.protected, lexical),
+                                Err(why) => push_unique_text(
+                                    &mut self.ignored,
+                                    format!("gitdir {}: {why}", gitdir.display()),
+                                ),
+                            }
+                        }
+                    }
                 }
             } else if meta.file_type().is_symlink() {
                 let target =
@@ -340,9 +373,6 @@ impl FsLayout {
                 );
             }
             push_unique(&mut self.protected, dot_git);
-        }
-        if !top.complete {
-            over_budget(self);
         }
     }
 
@@ -988,22 +1018,44 @@ mod tests {
     }
 
     #[test]
-    fn beyond_the_budget_nested_repositories_are_named_in_the_report() {
+    fn beyond_the_budget_planted_repositories_push_none_of_the_person_s_out() {
         let tmp = tempfile::tempdir().unwrap();
         let ws = fs::canonicalize(tmp.path()).unwrap();
-        for i in 0..=MAX_NESTED_REPOSITORIES {
-            fs::create_dir_all(ws.join(format!("r{i}/.git/objects"))).unwrap();
+        // The person's repository first, named to come last in name order; then 40 planted ones.
+        fs::create_dir_all(ws.join("zz-vendorlib/.git/objects")).unwrap();
+        // The planted ones come later: wait (bounded) until the clock the file system stamps births with moved.
+        let born = |path: &Path| fs::symlink_metadata(path).unwrap().created().unwrap();
+        let person = born(&ws.join("zz-vendorlib/.git"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            fs::create_dir(ws.join("probe")).unwrap();
+            let later = born(&ws.join("probe")) > person;
+            fs::remove_dir(ws.join("probe")).unwrap();
+            if later {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the birth clock never moved");
+            std::thread::yield_now();
+        }
+        for i in 0..40 {
+            fs::create_dir_all(ws.join(format!("a{i:02}/.git/objects"))).unwrap();
         }
         let layout = FsLayout::resolve(&cwd_only(), &ws, None, &no_tools()).unwrap();
-        let repositories = (0..=MAX_NESTED_REPOSITORIES)
-            .filter(|i| layout.protected.contains(&ws.join(format!("r{i}/.git/config"))))
-            .count();
-        assert_eq!(repositories, MAX_NESTED_REPOSITORIES);
-        assert!(
-            layout.ignored.iter().any(|n| n.contains("so the rest are not protected")),
-            "{:?}",
-            layout.ignored
-        );
+        assert!(fs::symlink_metadata(ws.join("zz-vendorlib/.git")).unwrap().created().is_ok(), "birth times");
+        assert!(layout.protected.contains(&ws.join("zz-vendorlib/.git/config")), "{:?}", layout.protected);
+        assert!(layout.unexamined.is_none());
+        // Every planted one is protected too, entry by entry or as a whole: none is left writable.
+        for i in 0..40 {
+            let dot_git = ws.join(format!("a{i:02}/.git"));
+            assert!(
+                layout.protected.contains(&dot_git) || layout.protected.contains(&dot_git.join("config")),
+                "{dot_git:?}"
+            );
+        }
+        let whole = (0..40).filter(|i| layout.protected.contains(&ws.join(format!("a{i:02}/.git")))).count();
+        // The planted ones may share birth times (the clock is coarse): those at the cut are all read-only whole.
+        assert!(whole >= 41 - MAX_NESTED_REPOSITORIES, "{whole}");
+        assert!(layout.ignored.iter().any(|n| n.contains("read-only as a whole")), "{:?}", layout.ignored);
     }
 
     #[test]
@@ -1013,6 +1065,7 @@ mod tests {
         for i in 0..MAX_NESTED_SCAN_ENTRIES + 8 {
             fs::write(ws.join(format!("f{i}")), "").unwrap();
         }
+        fs::create_dir_all(ws.join("vendorlib/.git/objects")).unwrap();
         fs::create_dir_all(ws.join(".git/objects")).unwrap();
         fs::write(ws.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
         fs::write(ws.join(".uexec"), "").unwrap();
@@ -1024,11 +1077,29 @@ mod tests {
             assert!(layout.protected.contains(&ws.join(entry)), "{entry}: {:?}", layout.protected);
         }
         assert!(ws.join(".vscode").is_dir());
-        assert!(
-            layout.ignored.iter().any(|n| n.contains("so the rest are not protected")),
-            "{:?}",
-            layout.ignored
-        );
+        // The repositories nested there cannot all be examined: the report is partial, the command refused.
+        assert_eq!(layout.unexamined, Some(NestedUnexamined::TooManyEntries));
+        let support = crate::support::KernelSupport {
+            landlock_abi: 7,
+            landlock_missing: None,
+            seccomp: crate::support::Availability::Available,
+            mount_namespace: crate::support::MountNamespace::Privileged,
+        };
+        let plan = crate::plan::Plan::new(&cwd_only(), &support);
+        let report = plan.report(Some(&layout));
+        assert!(report.is_degraded(), "{report}");
+        assert!(report.to_string().contains("MAX_NESTED_SCAN_ENTRIES"), "{report}");
+        // 1100 planted files are well within the listing: the nested repository is protected, nothing partial.
+        let some = tempfile::tempdir().unwrap();
+        let ws = fs::canonicalize(some.path()).unwrap();
+        for i in 0..1100 {
+            fs::write(ws.join(format!("f{i}")), "").unwrap();
+        }
+        fs::create_dir_all(ws.join("vendorlib/.git/objects")).unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &ws, None, &tools).unwrap();
+        assert!(layout.protected.contains(&ws.join("vendorlib/.git/config")), "{:?}", layout.protected);
+        assert!(layout.unexamined.is_none());
+        assert!(!plan.report(Some(&layout)).is_degraded());
         // Within the budget the listing answers alone, with the same result.
         let small = tempfile::tempdir().unwrap();
         let ws = fs::canonicalize(small.path()).unwrap();

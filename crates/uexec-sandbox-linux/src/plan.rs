@@ -330,18 +330,24 @@ impl Plan {
                 text
             }
         };
-        protection(
-            "read_only_subpaths",
-            ProtectionStatus::Enforced,
-            format!(
+        let detail = format!(
                 "read-only bind mounts in a private mount namespace ({}) over {what}; and {} (set {} to allow \
                  one): they cannot be written, renamed or removed (EROFS/EBUSY), absent ones without a \
                  placeholder can be created",
                 mode_text(mode),
                 self.tool_files,
                 uexec_domain::tool_files::ALLOW_KEY,
+            );
+        // A top level that could not be examined whole: what lies beyond is not protected, so this is partial
+        // (and the command refused unless degradation is allowed), never enforced.
+        match layout.and_then(|layout| layout.unexamined.as_ref()) {
+            Some(why) => protection(
+                "read_only_subpaths",
+                ProtectionStatus::Partial,
+                format!("not every repository nested at the workspace's top level: {why}; {detail}"),
             ),
-        )
+            None => protection("read_only_subpaths", ProtectionStatus::Enforced, detail),
+        }
     }
 
     fn hidden(&self, layout: Option<&FsLayout>) -> Protection {

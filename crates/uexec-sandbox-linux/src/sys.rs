@@ -200,21 +200,35 @@ pub(crate) fn open_file_no_symlinks(path: &std::ffi::CStr) -> std::io::Result<st
     open_no_symlinks(path, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW)
 }
 
-/// Create the placeholder `name` in `dir`: an empty directory (`contents` `None`: `mkdirat`, mode 0755) or a file
-/// holding `contents` (`openat` with `O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0644), owned like `dir` (best effort);
-/// `EEXIST` is success (something is there to protect).
+/// What [`create_placeholder_at`] creates.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Placeholder<'a> {
+    /// An empty directory (`mkdirat`, mode 0755).
+    Dir,
+    /// A file holding these bytes (`openat` with `O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0644).
+    File(&'a [u8]),
+    /// A symbolic link to this target (`symlinkat`).
+    Link(&'a std::ffi::CStr),
+}
+
+/// Create the placeholder `name` in `dir` (see [`Placeholder`]), owned like `dir` (best effort); `EEXIST` is
+/// success (something is there to protect).
 pub(crate) fn create_placeholder_at(
     dir: &std::os::fd::OwnedFd,
     name: &std::ffi::CStr,
-    contents: Option<&[u8]>,
+    placeholder: Placeholder<'_>,
 ) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let dirfd = dir.as_raw_fd() as isize as usize;
     let name_ptr = name.as_ptr() as usize;
-    let result = match contents {
+    let result = match placeholder {
         // SAFETY: mkdirat on a live directory descriptor and a NUL-terminated name.
-        None => unsafe { syscall(libc::SYS_mkdirat, [dirfd, name_ptr, 0o755, 0, 0, 0]) },
-        Some(bytes) => {
+        Placeholder::Dir => unsafe { syscall(libc::SYS_mkdirat, [dirfd, name_ptr, 0o755, 0, 0, 0]) },
+        // SAFETY: symlinkat with a NUL-terminated target, a live directory descriptor and a NUL-terminated name.
+        Placeholder::Link(target) => unsafe {
+            syscall(libc::SYS_symlinkat, [target.as_ptr() as usize, dirfd, name_ptr, 0, 0, 0])
+        },
+        Placeholder::File(bytes) => {
             let flags =
                 (libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC) as usize;
             // SAFETY: openat on a live directory descriptor and a NUL-terminated name; the descriptor is written
