@@ -89,6 +89,10 @@ pub(crate) struct MountPlan {
     /// Directories on the way from a writable root to a protected entry, bound over themselves (after the roots,
     /// before the protected entries), shallowest first: as mount points they cannot be renamed or removed.
     pub(crate) pinned: Vec<CString>,
+    /// Directories that take no new entry (`uexec_domain::gitdir::closed_dirs`: a git directory's `modules/`),
+    /// each bound over itself with only its own mount made read-only (after the pinned directories, before the
+    /// protected entries), shallowest first: the git directories pinned below one stay writable.
+    pub(crate) closed: Vec<CString>,
     /// Protected entries to bind read-only over themselves, shallowest first.
     pub(crate) protected: Vec<CString>,
     /// Mount points to make `nodev` (`/dev/pts`: other terminals cannot be opened by path; the inherited terminal
@@ -525,6 +529,13 @@ fn build_tree(plan: &MountPlan, strict_proc: bool) -> Result<(), ChildSetupFailu
         let fd = open_tree(path, 0)?;
         attach(fd, path)?;
     }
+    for path in &plan.closed {
+        // A copy of the mount with the mounts below it (the submodules' git dirs, pinned above), only its own
+        // made read-only: nothing can be created, renamed or removed in it, the git dirs below stay writable.
+        let fd = open_tree(path, 0)?;
+        set_own_attr(fd as usize, sys::MOUNT_ATTR_RDONLY)?;
+        attach(fd, path)?;
+    }
     for path in &plan.protected {
         let fd = open_tree(path, libc::AT_SYMLINK_NOFOLLOW as usize)?;
         set_attr(fd as usize, c"", libc::AT_EMPTY_PATH as usize, sys::MOUNT_ATTR_RDONLY)?;
@@ -686,6 +697,20 @@ fn set_attr(dirfd: usize, path: &CStr, flags: usize, attr_set: u64) -> Result<()
         sys::syscall(
             libc::SYS_mount_setattr,
             [dirfd, ptr(path), sys::AT_RECURSIVE | flags, &raw const attr as usize, size, 0],
+        )
+    };
+    check(MOUNT_SETATTR, ret).map(drop)
+}
+
+/// `mount_setattr(fd, "", AT_EMPTY_PATH, {attr_set})`: the detached mount `fd` itself, not those below it.
+fn set_own_attr(fd: usize, attr_set: u64) -> Result<(), ChildSetupFailure> {
+    let attr = sys::MountAttr { attr_set, ..sys::MountAttr::default() };
+    let size = size_of::<sys::MountAttr>();
+    // SAFETY: `attr` lives on this stack frame for the call; the path is a static empty string.
+    let ret = unsafe {
+        sys::syscall(
+            libc::SYS_mount_setattr,
+            [fd, ptr(c""), libc::AT_EMPTY_PATH as usize, &raw const attr as usize, size, 0],
         )
     };
     check(MOUNT_SETATTR, ret).map(drop)

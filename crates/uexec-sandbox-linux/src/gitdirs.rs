@@ -31,6 +31,8 @@ use crate::sys::Placeholder;
 pub(crate) struct GitDirProtection {
     /// Entries to bind read-only (existing, placeholders included).
     pub(crate) protected: Vec<PathBuf>,
+    /// Directories that take no new entry (`uexec_domain::gitdir::closed_dirs`), placeholders included.
+    pub(crate) closed: Vec<PathBuf>,
     /// What was not looked into, or why a git directory stays read-only as a whole (for the report).
     pub(crate) notes: Vec<String>,
     /// The linked worktrees' administrative directories the walk found in the git directory's `worktrees/`
@@ -80,6 +82,7 @@ pub(crate) fn protect(gitdir: &Path, kind: GitDirKind, allow_common: CommonDirCh
                 return whole(gitdir, why);
             }
             out.protected.retain(|p| !p.starts_with(dir));
+            out.closed.retain(|p| !p.starts_with(dir));
             out.protected.push(dir.clone());
             out.notes.push(format!("{}: read-only as a whole ({why})", dir.display()));
         }
@@ -93,7 +96,9 @@ fn protect_entries(dir: &Path, kind: GitDirKind, out: &mut GitDirProtection) -> 
         let path = dir.join(entry.name);
         match fs::symlink_metadata(&path) {
             Ok(meta) => {
-                if meta.file_type().is_symlink() {
+                let own_placeholder = entry.when_absent == WhenAbsent::AbsentLink
+                    && fs::read_link(&path).is_ok_and(|target| target == Path::new(ABSENT_LINK_TARGET));
+                if meta.file_type().is_symlink() && !own_placeholder {
                     out.notes.push(format!(
                         "{}: a symlink (only the link is protected, its target is not)",
                         path.display()
@@ -118,19 +123,23 @@ fn protect_entries(dir: &Path, kind: GitDirKind, out: &mut GitDirProtection) -> 
 
 /// Close the directories of the repository git directory `dir` that take no new entry
 /// (`uexec_domain::gitdir::closed_dirs`: `modules/` and the directories of submodule names in it, `found` being
-/// what the walk found): each is bound read-only over itself, and the submodule git dirs below it, pinned as
-/// mount points already (their protected entries lie in them), stay writable mounts inside it (the child clones
-/// a protected entry with its submounts and makes only its own mount read-only). An absent `modules/` gets an
-/// empty placeholder first; one that is a symlink is protected as itself (not followed).
+/// what the walk found): the child binds each over itself with only its own mount read-only, and the submodule
+/// git dirs below it, pinned as mount points already (their protected entries lie in them), stay writable
+/// mounts inside it. An absent `modules/` gets an empty placeholder first; one that is not a directory (a
+/// symlink, never followed) is protected as itself.
 fn close_dirs(dir: &Path, found: &[(PathBuf, GitDirKind)], out: &mut GitDirProtection) -> Result<(), String> {
     for closed in closed_dirs(dir, found) {
         match fs::symlink_metadata(&closed) {
-            Ok(_) => {}
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                out.protected.push(closed);
+                continue;
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => create_placeholder(&closed, WhenAbsent::EmptyDir)
                 .map_err(|e| format!("cannot create the placeholder {}: {e}", closed.display()))?,
             Err(e) => return Err(format!("cannot inspect {}: {e}", closed.display())),
         }
-        out.protected.push(closed);
+        out.closed.push(closed);
     }
     Ok(())
 }
@@ -240,6 +249,7 @@ fn is_real_dir(path: &Path) -> bool {
 fn whole(gitdir: &Path, why: String) -> GitDirProtection {
     GitDirProtection {
         protected: vec![gitdir.to_path_buf()],
+        closed: Vec::new(),
         notes: vec![format!("{}: read-only as a whole ({why})", gitdir.display())],
         worktrees: Vec::new(),
     }

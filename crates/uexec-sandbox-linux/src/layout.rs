@@ -63,6 +63,9 @@ pub(crate) struct FsLayout {
     /// Why the repositories nested at the workspace's top level could not all be examined or protected: the
     /// report's `read_only_subpaths` is then partial, and the command refused unless degradation is allowed.
     pub(crate) unexamined: Option<NestedUnexamined>,
+    /// Directories that take no new entry (`uexec_domain::gitdir::closed_dirs`: a git directory's `modules/`),
+    /// bound over themselves with only their own mount read-only.
+    pub(crate) closed: Vec<PathBuf>,
 }
 
 /// The files every sandboxed command may write.
@@ -169,6 +172,8 @@ impl FsLayout {
         }
         layout.protected.sort_by_cached_key(|p| (depth(p), p.clone()));
         layout.protected.dedup();
+        layout.closed.sort_by_cached_key(|p| (depth(p), p.clone()));
+        layout.closed.dedup();
         layout.absent.dedup();
         layout.ignored.dedup();
         Ok(layout)
@@ -470,6 +475,9 @@ impl FsLayout {
         for path in found.protected {
             push_unique(&mut self.protected, path);
         }
+        for path in found.closed {
+            push_unique(&mut self.closed, path);
+        }
         for note in found.notes {
             push_unique_text(&mut self.ignored, note);
         }
@@ -501,7 +509,7 @@ impl FsLayout {
         let mounted = self.mount_roots();
         let outer: Vec<&Path> = if mounted.is_empty() { vec![Path::new("/")] } else { mounted };
         let mut pinned = Vec::new();
-        for entry in &self.protected {
+        for entry in self.protected.iter().chain(&self.closed) {
             // An entry that is a root itself (a planted `.git` file naming `gitdir: /tmp`) pins nothing.
             let Some(root) = outer
                 .iter()

@@ -321,6 +321,9 @@ impl Plan {
                         uexec_domain::gitdir::history_text()
                     )
                 };
+                if !layout.closed.is_empty() {
+                    text.push_str(&format!(" (no new entry in: {})", paths(&layout.closed)));
+                }
                 if !layout.absent.is_empty() {
                     text.push_str(&format!(" (absent, so not protected: {})", paths(&layout.absent)));
                 }

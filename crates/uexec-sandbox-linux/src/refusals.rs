@@ -46,7 +46,7 @@ fn file_plan(
     Some(FilePlan {
         read_only: !matches!(query.policy, uexec_domain::SandboxPolicy::WorkspaceWrite { .. }),
         writable_roots: text(&layout.roots),
-        protected: mounted(text(&layout.protected)),
+        protected: mounted(text(&[layout.closed.as_slice(), layout.protected.as_slice()].concat())),
         tool_files: if enforced.mounts {
             layout
                 .tool_entries

@@ -634,6 +634,7 @@ fn mount_plan(mode: MountMode, layout: &FsLayout, cwd: &Path) -> Result<MountPla
             .map(|root| Ok(MountRoot { path: c_path(root)?, nodev: !Path::new("/dev").starts_with(root) }))
             .collect::<Result<_, SandboxError>>()?,
         pinned: layout.pinned_dirs().iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
+        closed: layout.closed.iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
         protected: layout.protected.iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,
         nodev: if dev_pts_is_a_mount() { vec![c"/dev/pts".to_owned()] } else { Vec::new() },
         hidden_pinned: layout.hidden_pinned_dirs().iter().map(|p| c_path(p)).collect::<Result<_, _>>()?,

@@ -238,6 +238,7 @@ fn try_strategy(mode: MountMode) -> Result<(), ProbeFailure> {
         readonly_everything: true,
         roots: scratch.iter().map(|path| MountRoot { path: path.clone(), nodev: true }).collect(),
         pinned: Vec::new(),
+        closed: Vec::new(),
         protected: Vec::new(),
         nodev: Vec::new(),
         hidden_pinned: Vec::new(),

@@ -47,6 +47,8 @@ struct Key {
     roots: Vec<(CString, bool)>,
     /// `MountPlan::pinned`.
     pinned: Vec<CString>,
+    /// `MountPlan::closed`.
+    closed: Vec<CString>,
     /// `MountPlan::protected`.
     protected: Vec<CString>,
     /// `MountPlan::nodev`.
@@ -70,6 +72,7 @@ impl Key {
             readonly_everything: plan.readonly_everything,
             roots: plan.roots.iter().map(|r| (r.path.clone(), r.nodev)).collect(),
             pinned: plan.pinned.clone(),
+            closed: plan.closed.clone(),
             protected: plan.protected.clone(),
             nodev: plan.nodev.clone(),
             hidden_pinned: plan.hidden_pinned.clone(),
@@ -86,6 +89,7 @@ impl Key {
             .iter()
             .map(|(path, _)| path)
             .chain(&self.pinned)
+            .chain(&self.closed)
             .chain(&self.protected)
             .chain(&self.copy_on_write)
             .chain(&self.hidden_pinned)

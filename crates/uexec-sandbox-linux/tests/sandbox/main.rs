@@ -9,6 +9,7 @@ mod copy_on_write;
 mod degraded;
 mod filesystem;
 mod git;
+mod git_budgets;
 mod hidden;
 mod network;
 mod planted;
