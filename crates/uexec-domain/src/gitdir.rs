@@ -475,14 +475,19 @@ impl fmt::Display for NestedUnexamined {
         match self {
             NestedUnexamined::TooManyEntries => write!(
                 f,
-                "the workspace's top level holds more than {MAX_NESTED_SCAN_ENTRIES} entries                  (MAX_NESTED_SCAN_ENTRIES), so the repositories nested there cannot all be examined"
+                "the workspace's top level holds more than {MAX_NESTED_SCAN_ENTRIES} entries \
+                 (MAX_NESTED_SCAN_ENTRIES), so the repositories nested there cannot all be examined"
             ),
             NestedUnexamined::TooManyRepositories(count) => write!(
                 f,
-                "the workspace's top level holds {count} repositories, more than {MAX_NESTED_READ_ONLY}                  (MAX_NESTED_READ_ONLY), so they cannot all be protected"
+                "the workspace's top level holds {count} repositories, more than {MAX_NESTED_READ_ONLY} \
+                 (MAX_NESTED_READ_ONLY), so they cannot all be protected"
             ),
             NestedUnexamined::Unlistable(why) => {
-                write!(f, "the workspace's top level cannot be listed ({why}), so nested repositories cannot be examined")
+                write!(
+                    f,
+                    "the workspace's top level cannot be listed ({why}), so nested repositories cannot be examined"
+                )
             }
         }?;
         f.write_str(

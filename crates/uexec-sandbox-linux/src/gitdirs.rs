@@ -72,11 +72,10 @@ pub(crate) fn protect(gitdir: &Path, kind: GitDirKind, allow_common: CommonDirCh
             pin_packs(dir, &mut out);
             pin_loose_objects(dir, &mut out);
         }
-        let protected =
-            protect_entries(dir, *kind, &mut out).and_then(|()| match kind {
-                GitDirKind::Repository => close_dirs(dir, &dirs, &mut out),
-                GitDirKind::LinkedWorktree => Ok(()),
-            });
+        let protected = protect_entries(dir, *kind, &mut out).and_then(|()| match kind {
+            GitDirKind::Repository => close_dirs(dir, &dirs, &mut out),
+            GitDirKind::LinkedWorktree => Ok(()),
+        });
         if let Err(why) = protected {
             if dir == gitdir {
                 return whole(gitdir, why);
@@ -135,8 +134,10 @@ fn close_dirs(dir: &Path, found: &[(PathBuf, GitDirKind)], out: &mut GitDirProte
                 out.protected.push(closed);
                 continue;
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => create_placeholder(&closed, WhenAbsent::EmptyDir)
-                .map_err(|e| format!("cannot create the placeholder {}: {e}", closed.display()))?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                create_placeholder(&closed, WhenAbsent::EmptyDir)
+                    .map_err(|e| format!("cannot create the placeholder {}: {e}", closed.display()))?
+            }
             Err(e) => return Err(format!("cannot inspect {}: {e}", closed.display())),
         }
         out.closed.push(closed);

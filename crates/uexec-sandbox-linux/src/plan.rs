@@ -334,13 +334,13 @@ impl Plan {
             }
         };
         let detail = format!(
-                "read-only bind mounts in a private mount namespace ({}) over {what}; and {} (set {} to allow \
+            "read-only bind mounts in a private mount namespace ({}) over {what}; and {} (set {} to allow \
                  one): they cannot be written, renamed or removed (EROFS/EBUSY), absent ones without a \
                  placeholder can be created",
-                mode_text(mode),
-                self.tool_files,
-                uexec_domain::tool_files::ALLOW_KEY,
-            );
+            mode_text(mode),
+            self.tool_files,
+            uexec_domain::tool_files::ALLOW_KEY,
+        );
         // A top level that could not be examined whole: what lies beyond is not protected, so this is partial
         // (and the command refused unless degradation is allowed), never enforced.
         match layout.and_then(|layout| layout.unexamined.as_ref()) {

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 
 use uexec_domain::gitdir::{
     GitDirKind, GitDirLook, MAX_GIT_DIR_ENTRIES, MAX_PINNED_LOOSE_OBJECTS, MAX_PINNED_PACK_FILES,
-    UnprotectedGitdir, git_dir_kind, git_dirs_below, is_fan_out_name, is_loose_object_name, parse_commondir,
-    protected_git_entries,
+    UnprotectedGitdir, closed_dirs, git_dir_kind, git_dirs_below, is_fan_out_name, is_loose_object_name,
+    parse_commondir, protected_git_entries,
 };
 
 use crate::paths::PathResolver;
@@ -25,6 +25,9 @@ use crate::paths::PathResolver;
 pub(crate) struct GitDirProtection {
     /// The paths denied (canonical: below a canonical git directory, spelled by their names).
     pub(crate) read_only: Vec<PathBuf>,
+    /// The directories in which nothing can be created (`uexec_domain::gitdir::closed_dirs`: a repository's
+    /// `modules/` and the directories of submodule names in it), present or not.
+    pub(crate) closed: Vec<PathBuf>,
     /// What was not looked into, or why something is denied as a whole (for the report).
     pub(crate) notes: Vec<String>,
     /// The linked worktrees' administrative directories the walk found in the git directory's `worktrees/`
@@ -96,6 +99,9 @@ pub(crate) fn protect(
             if fallback {
                 out.read_only.push(dir.join("worktrees"));
                 out.read_only.push(dir.join("modules"));
+            } else {
+                // No new submodule git dir: the person's own `git submodule update --init` would use it.
+                out.closed.extend(closed_dirs(dir, &dirs));
             }
             pin_packs(dir, resolver, &mut out);
             pin_loose_objects(dir, resolver, loose_left, &mut out);

@@ -57,6 +57,14 @@ pub trait PathResolver: Send + Sync + std::fmt::Debug {
         Some(Vec::new())
     }
 
+    /// When `path` itself (`lstat`) was created, if the file system says: what orders the repositories nested
+    /// at the workspace's top level when there are more than can be protected entry by entry
+    /// (`uexec_domain::gitdir::nested_modes`). By default unknown (those are then all read-only as a whole).
+    fn birth_time(&self, path: &Path) -> Option<std::time::SystemTime> {
+        let _ = path;
+        None
+    }
+
     /// True when something exists at `path` itself (`lstat`: a dangling symlink exists). By default: a symlink
     /// or a path that canonicalises.
     fn entry_exists(&self, path: &Path) -> bool {
@@ -108,6 +116,10 @@ impl PathResolver for RealFs {
 
     fn is_dir(&self, path: &Path) -> bool {
         std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir())
+    }
+
+    fn birth_time(&self, path: &Path) -> Option<std::time::SystemTime> {
+        std::fs::symlink_metadata(path).and_then(|meta| meta.created()).ok()
     }
 
     fn read_small_file(&self, path: &Path) -> Result<Vec<u8>, GitFileProblem> {

@@ -48,7 +48,7 @@ use uexec_domain::{GitEntry, PROTECTED_SUBDIRS, WritableRoot};
 
 use crate::gitdirs::{CommonDirCheck, GitDirProtection, kind_of, protect};
 use crate::paths::{PathResolver, canonical_existing, protected_gitdir};
-use crate::spelling::any_spelling;
+use crate::spelling::{any_child_spelling, any_spelling};
 
 /// The program that applies a profile and execs the command. An absolute path, so `PATH` cannot substitute it.
 pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
@@ -88,6 +88,9 @@ pub struct SeatbeltLaunch {
     /// The repositories made writable roots for a linked worktree whose repository lies outside every writable
     /// root, each with that worktree's root (`(repository, worktree)`, canonical), for the report.
     pub worktree_repositories: Vec<(PathBuf, PathBuf)>,
+    /// The directories in which nothing can be created (`uexec_domain::gitdir::closed_dirs`: a repository's
+    /// `modules/` and the directories of submodule names in it; `CLOSED_DIR_k`), canonical, for the report.
+    pub closed: Vec<PathBuf>,
 }
 
 impl SeatbeltLaunch {
@@ -123,8 +126,9 @@ fn all_digits(text: &str) -> bool {
     !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// The roots, what was not followed (for the report), the absent entries and the granted worktree repositories.
-type Layout = (Vec<ProfileRoot>, Vec<String>, Vec<PathBuf>, Vec<(PathBuf, PathBuf)>);
+/// The roots, what was not followed (for the report), the absent entries, the granted worktree repositories and
+/// the directories that take no new entry.
+type Layout = (Vec<ProfileRoot>, Vec<String>, Vec<PathBuf>, Vec<(PathBuf, PathBuf)>, Vec<PathBuf>);
 
 /// A writable root as the profile sees it: canonical, with every read-only spelling inside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,13 +174,19 @@ pub fn build_launch_with(
     if argv.is_empty() {
         return Err(SandboxError::EmptyCommand);
     }
-    let (roots, ignored, absent, worktree_repositories) =
+    let (roots, ignored, absent, worktree_repositories, closed) =
         profile_roots(policy, cwd, tmpdir, resolver, tool_files)?;
     let shape: Vec<usize> = roots.iter().map(|r| r.read_only.len()).collect();
     let canonical_roots: Vec<PathBuf> = roots.iter().map(|r| r.root.clone()).collect();
     let entries: Vec<PathBuf> = roots.iter().flat_map(|r| r.read_only.iter().cloned()).collect();
-    let ancestors = ancestors_in_roots(&entries, &canonical_roots);
-    let profile = render_profile(policy, &shape, ancestors.len());
+    let mut ancestors = ancestors_in_roots(&entries, &canonical_roots);
+    // A closed directory cannot be renamed or removed either (`mv .git/modules x`, then a new one).
+    for dir in closed.iter().filter(|dir| canonical_roots.iter().any(|root| dir.starts_with(root))) {
+        if !ancestors.contains(dir) {
+            ancestors.push(dir.clone());
+        }
+    }
+    let profile = render_profile(policy, &shape, ancestors.len(), closed.len());
 
     let mut params = Vec::new();
     let mut spellings = Vec::new();
@@ -191,6 +201,9 @@ pub fn build_launch_with(
     for (k, ancestor) in ancestors.iter().enumerate() {
         params.push((ancestor_param(k), OsString::from(any_spelling(ancestor, false))));
     }
+    for (k, dir) in closed.iter().enumerate() {
+        params.push((closed_param(k), OsString::from(any_child_spelling(dir))));
+    }
 
     let mut full = Vec::with_capacity(4 + params.len() + argv.len());
     full.push(OsString::from(SANDBOX_EXEC));
@@ -203,7 +216,12 @@ pub fn build_launch_with(
     }
     full.push(OsString::from("--"));
     full.extend(argv.iter().cloned());
-    Ok(SeatbeltLaunch { profile, params, argv: full, ignored, absent, worktree_repositories })
+    Ok(SeatbeltLaunch { profile, params, argv: full, ignored, absent, worktree_repositories, closed })
+}
+
+/// The name of the `k`-th closed directory's parameter (an expression matching any entry directly in it).
+fn closed_param(k: usize) -> String {
+    format!("CLOSED_DIR_{k}")
 }
 
 /// The name of root `i`'s parameter.
@@ -315,6 +333,7 @@ fn profile_roots(
         }
     }
     let mut read_only: Vec<PathBuf> = Vec::new();
+    let mut closed: Vec<PathBuf> = Vec::new();
     let mut grants: Vec<(PathBuf, PathBuf)> = Vec::new();
     // The worktree administrative directory each grant was made for (not among the person's other checkouts).
     let mut granted_admins: Vec<PathBuf> = Vec::new();
@@ -338,7 +357,7 @@ fn profile_roots(
                 // git dirs of its linked worktrees and submodules, and the history present (`gitdirs`).
                 let check = |common: &Path| protected_gitdir(resolver, common, owner, &spelled);
                 let found = protect(&entry, GitDirKind::Repository, false, resolver, &check, &mut loose_left);
-                add_protection(found, &mut read_only, &mut ignored);
+                add_protection(found, &mut read_only, &mut closed, &mut ignored);
                 continue;
             }
             note_symlink(&entry, resolver.symlink_target(&entry).as_deref(), &mut ignored);
@@ -356,7 +375,8 @@ fn profile_roots(
         }
         if workspace.as_ref() == Some(owner) {
             let check = |common: &Path| protected_gitdir(resolver, common, owner, &spelled);
-            nested_repositories(owner, resolver, &check, &mut loose_left, &mut read_only, &mut ignored);
+            let mut denied = (&mut read_only, &mut closed, &mut ignored);
+            nested_repositories(owner, resolver, &check, &mut loose_left, &mut denied)?;
         }
         for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
             match protected_gitdir(resolver, gitdir, owner, &spelled) {
@@ -368,6 +388,7 @@ fn profile_roots(
                     add_protection(
                         protect(&path, kind, true, resolver, &check, &mut loose_left),
                         &mut read_only,
+                        &mut closed,
                         &mut ignored,
                     );
                 }
@@ -405,7 +426,7 @@ fn profile_roots(
         let mut found = protect(common, GitDirKind::Repository, false, resolver, &check, &mut loose_left);
         // The other checkouts the walk found (none when `worktrees/` is denied as a whole).
         let others = std::mem::take(&mut found.worktrees);
-        add_protection(found, &mut read_only, &mut ignored);
+        add_protection(found, &mut read_only, &mut closed, &mut ignored);
         let checkouts = std::iter::once(common.clone())
             .chain(others.into_iter().filter(|dir| !granted_admins.contains(dir)));
         for dir in checkouts {
@@ -423,61 +444,87 @@ fn profile_roots(
             ProfileRoot { root, read_only: inside }
         })
         .collect();
-    Ok((roots, ignored, absent, grants))
+    Ok((roots, ignored, absent, grants, closed))
 }
 
+/// What the nested repositories add to the profile: the denied paths, the closed directories and the notes.
+type Denied<'a> = (&'a mut Vec<PathBuf>, &'a mut Vec<PathBuf>, &'a mut Vec<String>);
+
 /// The repositories nested at the top level of the workspace `root` (canonical), as on Linux: for each real
-/// directory in it (symlinks are not followed) whose `.git` exists, a `.git` directory is protected as a root's
-/// own (`gitdirs::protect`; the common dirs its worktrees name as `allow_common` allows), a `.git` file or
-/// symlink is denied itself (a submodule's work tree cannot be redirected). At most `MAX_NESTED_SCAN_ENTRIES`
-/// entries are listed and `MAX_NESTED_REPOSITORIES` repositories protected; beyond either, `ignored` says so.
+/// directory in it (symlinks are not followed) whose `.git` exists, protected as
+/// `uexec_domain::gitdir::nested_modes` decides from the `.git`s' birth times: a `.git` directory as a root's own
+/// (`gitdirs::protect`; the common dirs its worktrees name as `allow_common` allows) or, beyond
+/// `MAX_NESTED_REPOSITORIES`, denied as a whole; a `.git` file or symlink is denied itself (a submodule's work
+/// tree cannot be redirected). A top level that cannot be examined whole (unlistable, more than
+/// `MAX_NESTED_SCAN_ENTRIES` entries, more than `MAX_NESTED_READ_ONLY` repositories) is refused: nothing runs
+/// (`SandboxError::Unenforceable`, fails closed; Seatbelt has no partial mode).
 fn nested_repositories(
     root: &Path,
     resolver: &dyn PathResolver,
     allow_common: CommonDirCheck<'_>,
     loose_left: &mut usize,
-    read_only: &mut Vec<PathBuf>,
-    ignored: &mut Vec<String>,
-) {
-    use uexec_domain::gitdir::{MAX_NESTED_REPOSITORIES, MAX_NESTED_SCAN_ENTRIES};
-    let Some(dirs) = resolver.list_dirs(root) else {
-        let why = format!(
-            "{}: cannot be listed or holds more than {MAX_NESTED_SCAN_ENTRIES} entries, so nested repositories are \
-             not protected",
-            root.display()
+    denied: &mut Denied<'_>,
+) -> Result<(), SandboxError> {
+    use uexec_domain::gitdir::{MAX_NESTED_REPOSITORIES, NestedMode, NestedUnexamined, nested_modes};
+    let refuse =
+        |why: NestedUnexamined| SandboxError::Unenforceable { missing: why.to_string(), setting: None };
+    let dirs = resolver.list_dirs(root).ok_or_else(|| {
+        refuse(if resolver.is_dir(root) {
+            NestedUnexamined::TooManyEntries
+        } else {
+            NestedUnexamined::Unlistable(format!("{} cannot be listed", root.display()))
+        })
+    })?;
+    let found: Vec<PathBuf> = dirs
+        .into_iter()
+        .filter(|dir| dir.file_name() != Some(std::ffi::OsStr::new(".git")))
+        .filter(|dir| resolver.entry_exists(&dir.join(".git")))
+        .collect();
+    let births: Vec<_> = found.iter().map(|dir| resolver.birth_time(&dir.join(".git"))).collect();
+    let modes = nested_modes(&births).map_err(refuse)?;
+    let whole = modes.iter().filter(|mode| **mode == NestedMode::WholeReadOnly).count();
+    if whole > 0 {
+        push_unique(
+            denied.2,
+            format!(
+                "{}: {} repositories nested at the top level, more than {MAX_NESTED_REPOSITORIES}: the oldest are \
+                 protected entry by entry, the .git of {whole} others read-only as a whole (git cannot commit in \
+                 them inside the sandbox)",
+                root.display(),
+                modes.len()
+            ),
         );
-        return push_unique(ignored, why);
-    };
-    let mut found = 0usize;
-    for dir in dirs {
+    }
+    for (dir, mode) in found.into_iter().zip(modes) {
         let entry = dir.join(".git");
-        if dir.file_name() == Some(std::ffi::OsStr::new(".git")) || !resolver.entry_exists(&entry) {
-            continue;
-        }
-        if found == MAX_NESTED_REPOSITORIES {
-            let why = format!(
-                "{}: more than {MAX_NESTED_REPOSITORIES} nested repositories, so the rest are not protected",
-                root.display()
-            );
-            return push_unique(ignored, why);
-        }
-        found += 1;
         let target = resolver.symlink_target(&entry);
-        if target.is_none() && resolver.git_entry(&dir) == GitEntry::Directory {
+        if target.is_none()
+            && mode == NestedMode::EntryByEntry
+            && resolver.git_entry(&dir) == GitEntry::Directory
+        {
             let protection =
                 protect(&entry, GitDirKind::Repository, false, resolver, allow_common, loose_left);
-            add_protection(protection, read_only, ignored);
+            add_protection(protection, denied.0, denied.1, denied.2);
         } else {
-            note_symlink(&entry, target.as_deref(), ignored);
-            push_unique(read_only, entry);
+            note_symlink(&entry, target.as_deref(), denied.2);
+            push_unique(denied.0, entry);
         }
     }
+    Ok(())
 }
 
 /// Add what `gitdirs::protect` found to the read-only entries and its notes to `ignored`.
-fn add_protection(protection: GitDirProtection, read_only: &mut Vec<PathBuf>, ignored: &mut Vec<String>) {
+fn add_protection(
+    protection: GitDirProtection,
+    read_only: &mut Vec<PathBuf>,
+    closed: &mut Vec<PathBuf>,
+    ignored: &mut Vec<String>,
+) {
     for path in protection.read_only {
         push_unique(read_only, path);
+    }
+    for dir in protection.closed {
+        push_unique(closed, dir);
     }
     for note in protection.notes {
         push_unique(ignored, note);
@@ -572,7 +619,7 @@ fn note_symlink(entry: &Path, target: Option<&Path>, ignored: &mut Vec<String>) 
 
 /// The profile text for `policy` with `shape[i]` read-only subpaths in root `i` and `ancestors` protected
 /// ancestors. Takes no path: the text cannot depend on one.
-fn render_profile(policy: &SandboxPolicy, shape: &[usize], ancestors: usize) -> String {
+fn render_profile(policy: &SandboxPolicy, shape: &[usize], ancestors: usize, closed: usize) -> String {
     let network = policy.has_network_access();
     let mut out = String::with_capacity(
         BASE_PROFILE.len() + NETWORK_PROFILE.len() + DENIALS_PROFILE.len() + 400 * shape.len() + 800,
@@ -674,6 +721,18 @@ fn render_profile(policy: &SandboxPolicy, shape: &[usize], ancestors: usize) -> 
         );
         for k in 0..ancestors {
             let _ = write!(out, "\n  (regex (param \"{}\"))", ancestor_param(k));
+        }
+        out.push_str(")\n");
+    }
+    if closed > 0 {
+        out.push_str(
+            "; Nothing can be created directly in a repository's modules/ (nor in the directories of submodule\n\
+             ; names in it): the person's own git submodule update --init would use a submodule git dir a command\n\
+             ; made there, hooks and all. The submodule git dirs present stay writable.\n\
+             (deny file-write-create",
+        );
+        for k in 0..closed {
+            let _ = write!(out, "\n  (regex (param \"{}\"))", closed_param(k));
         }
         out.push_str(")\n");
     }

@@ -78,7 +78,7 @@ fn params(launch: &SeatbeltLaunch) -> Vec<(String, String)> {
 
 #[test]
 fn no_roots_means_no_write_rule() {
-    let text = render_profile(&SandboxPolicy::ReadOnly { network_access: false }, &[], 0);
+    let text = render_profile(&SandboxPolicy::ReadOnly { network_access: false }, &[], 0, 0);
     assert!(text.starts_with(BASE_PROFILE));
     assert!(!text.contains("(allow file-write*"));
     assert!(!text.contains("(allow network"));
@@ -87,7 +87,7 @@ fn no_roots_means_no_write_rule() {
 
 #[test]
 fn roots_render_as_alternatives_with_their_exclusions() {
-    let text = render_profile(&workspace(&[], true), &[2, 0], 1);
+    let text = render_profile(&workspace(&[], true), &[2, 0], 1, 1);
     let allow = "(allow file-write*\n  (subpath (param \"WRITABLE_ROOT_0\"))\n  (subpath (param \"WRITABLE_ROOT_1\")))\n";
     assert!(text.contains(allow), "{text}");
     // The exclusions come last, after the network part and the fixed denials: the last rule wins.
@@ -97,6 +97,8 @@ fn roots_render_as_alternatives_with_their_exclusions() {
     let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle} missing in {text}"));
     assert!(at(allow) < at(NETWORK_PROFILE) && at(NETWORK_PROFILE) < at(DENIALS_PROFILE));
     assert!(at(DENIALS_PROFILE) < at(deny) && at(deny) < at("(regex (param \"PROTECTED_ANCESTOR_0\"))"));
+    // No new entry in a closed directory (a repository's modules/): creation only, last of all.
+    assert!(at("(deny file-write-create\n  (regex (param \"CLOSED_DIR_0\")))") > at(deny), "{text}");
     assert!(
         text.contains("(allow network-outbound (remote unix-socket (subpath (param \"WRITABLE_ROOT_1\"))))")
     );

@@ -349,6 +349,10 @@ fn report(
                 let absent: Vec<String> = launch.absent.iter().map(|p| p.display().to_string()).collect();
                 text.push_str(&format!(" (absent, so not protected: {})", absent.join(", ")));
             }
+            if !launch.closed.is_empty() {
+                let closed: Vec<String> = launch.closed.iter().map(|p| p.display().to_string()).collect();
+                text.push_str(&format!(" (nothing can be created directly in: {})", closed.join(", ")));
+            }
             for (repository, worktree) in &launch.worktree_repositories {
                 text.push_str(&format!(" ({})", uexec_domain::gitdir::worktree_grant_text(repository, worktree)));
             }

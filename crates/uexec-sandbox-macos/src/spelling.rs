@@ -62,6 +62,13 @@ pub fn any_spelling(path: &Path, subtree: bool) -> String {
     format!("^({}){tail}$", alternatives.join("|"))
 }
 
+/// An anchored expression matching every spelling of an entry directly in the directory `dir` (any name): what
+/// a rule that refuses new entries in `dir` matches.
+pub fn any_child_spelling(dir: &Path) -> String {
+    let alternatives: Vec<String> = spellings(dir).iter().map(|p| fold(p.as_os_str().as_bytes())).collect();
+    format!("^({})/[^/]+$", alternatives.join("|"))
+}
+
 /// The bytes of a path as a case-folding expression.
 fn fold(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len() * 4);

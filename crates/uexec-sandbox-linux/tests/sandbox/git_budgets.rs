@@ -50,7 +50,8 @@ fn refused(text: &str) -> bool {
 /// Wait (bounded) until a directory created in `dir` now is born after `path`: what a command creates from then
 /// on is younger than `path` on this file system's clock, however coarse.
 fn wait_for_a_later_birth(dir: &Path, path: &Path) {
-    let born = |p: &Path| fs::symlink_metadata(p).unwrap().created().expect("this file system has birth times");
+    let born =
+        |p: &Path| fs::symlink_metadata(p).unwrap().created().expect("this file system has birth times");
     let before: SystemTime = born(path);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -195,7 +196,8 @@ fn a_planted_shallow_is_refused_while_commits_work_and_gc_outside_keeps_history(
     let before = fs::read(clone.join(".git/shallow")).unwrap();
     let twin = bash(policy(), &s.ws, "cat shallow-clone/.git/shallow && git -C shallow-clone log --oneline");
     assert!(twin.ok(), "{twin:?}");
-    let probe = bash(policy(), &s.ws, "echo 0000000000000000000000000000000000000000 >> shallow-clone/.git/shallow");
+    let probe =
+        bash(policy(), &s.ws, "echo 0000000000000000000000000000000000000000 >> shallow-clone/.git/shallow");
     assert!(!probe.ok() && refused(&probe.text()), "{probe:?}");
     assert_eq!(fs::read(clone.join(".git/shallow")).unwrap(), before);
 }
@@ -237,9 +239,15 @@ fn a_new_module_git_dir_is_refused_while_existing_submodules_work() {
             "git submodule status && git submodule foreach -q 'git log -1 --format=%s'",
         ),
         ("mkdir .git/modules/deep/evil", "cd deep/er/lib && git log -1 --format=%s"),
-        ("mkdir -p .git/modules/deep/er/evil", "touch .git/modules/lib/ORIG_HEAD.test && mkdir .git/modules/lib/x"),
+        (
+            "mkdir -p .git/modules/deep/er/evil",
+            "touch .git/modules/lib/ORIG_HEAD.test && mkdir .git/modules/lib/x",
+        ),
         ("mv .git/modules .git/modules-away", "git -C lib status --porcelain"),
-        ("mkdir -p plain/.git/modules/evil/hooks", "cd plain && echo p > p.txt && git add p.txt && git commit -q -m p"),
+        (
+            "mkdir -p plain/.git/modules/evil/hooks",
+            "cd plain && echo p > p.txt && git add p.txt && git commit -q -m p",
+        ),
     ] {
         let allowed = bash(policy(), &s.ws, twin);
         assert!(allowed.ok(), "{twin}: {allowed:?}");
@@ -259,4 +267,3 @@ fn a_new_module_git_dir_is_refused_while_existing_submodules_work() {
     assert!(!add.ok() && refused(&add.text()), "{add:?}");
     assert!(!s.ws.join(".git/modules/lib2").exists());
 }
-

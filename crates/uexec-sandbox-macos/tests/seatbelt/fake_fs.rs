@@ -18,6 +18,7 @@ pub struct FakeFs {
     files: BTreeSet<PathBuf>,
     contents: BTreeMap<PathBuf, Vec<u8>>,
     git: BTreeMap<PathBuf, (GitEntry, Option<GitFileProblem>)>,
+    births: BTreeMap<PathBuf, std::time::SystemTime>,
     everything_exists: bool,
 }
 
@@ -45,6 +46,13 @@ impl FakeFs {
             current.push(component);
             self.dirs.insert(current.clone());
         }
+        self
+    }
+
+    /// Says that `path` was created `seconds` after the epoch (its birth time; unknown otherwise).
+    pub fn born(mut self, path: impl AsRef<Path>, seconds: u64) -> Self {
+        let at = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(seconds);
+        self.births.insert(path.as_ref().to_path_buf(), at);
         self
     }
 
@@ -177,7 +185,12 @@ impl PathResolver for FakeFs {
     }
 
     fn list_dirs(&self, dir: &Path) -> Option<Vec<PathBuf>> {
-        if self.links.contains_key(dir) || !self.dirs.contains(dir) {
+        // With every path existing, a directory outside any `.git` lists what is known of it (the workspace's
+        // top level must be listed, or the command is refused); one inside a `.git` cannot be listed, so the
+        // walk of worktrees/ and modules/ fails closed (what the property tests' oracle expects).
+        let listable = self.dirs.contains(dir)
+            || (self.everything_exists && !dir.components().any(|c| c.as_os_str() == ".git"));
+        if self.links.contains_key(dir) || !listable {
             return None;
         }
         // A `.git` directory set with [`FakeFs::git`] counts as a directory of its root.
@@ -191,6 +204,14 @@ impl PathResolver for FakeFs {
             .collect();
         out.sort();
         out.dedup();
+        // As the real listing: beyond the budget of the workspace's top level, no answer.
+        if out.len() > uexec_domain::gitdir::MAX_NESTED_SCAN_ENTRIES {
+            return None;
+        }
         Some(out)
+    }
+
+    fn birth_time(&self, path: &Path) -> Option<std::time::SystemTime> {
+        self.births.get(path).copied()
     }
 }

@@ -450,3 +450,144 @@ fn the_report_names_the_granted_repository() {
         filesystem.detail
     );
 }
+
+#[test]
+fn no_new_module_git_dir_and_no_shallow_while_existing_submodules_commit() {
+    let fs = workspace_with_worktrees_and_submodules();
+    let launch = launch_in(&fs, "/Users/dev/ws");
+    let git = "/Users/dev/ws/.git";
+    check(
+        &launch,
+        &[
+            // A new submodule git dir (the person's own `git submodule update --init` would use it), under
+            // every spelling, directly in modules/ or in the directory of a name with a slash.
+            (create(&format!("{git}/modules/evil")), false),
+            (create(&format!("{git}/MODULES/evil")), false),
+            (create(&format!("{git}/modules/a/evil")), false),
+            (unlink(&format!("{git}/modules")), false),
+            // The submodule git dirs present stay writable, their protected entries aside.
+            (create(&format!("{git}/modules/sub/index.lock")), true),
+            (create(&format!("{git}/modules/sub/objects/ab/{LOOSE}")), true),
+            (create(&format!("{git}/modules/a/b/ORIG_HEAD")), true),
+            (write(&format!("{git}/modules/sub/config")), false),
+            (create(&format!("{git}/modules/sub/modules/evil")), false),
+            // shallow: where history ends, present or not.
+            (create(&format!("{git}/shallow")), false),
+            (write(&format!("{git}/modules/sub/shallow")), false),
+            (create(&format!("{git}/shallow.lock")), true),
+        ],
+        "modules and shallow",
+    );
+    assert!(
+        launch.closed.iter().any(|d| d == Path::new("/Users/dev/ws/.git/modules")),
+        "{:?}",
+        launch.closed
+    );
+    // A repository without modules/: nothing can be created there either (Seatbelt matches paths).
+    let fs = repository(FakeFs::macos().dir("/Users/dev/p/src"), "/Users/dev/p/.git")
+        .git("/Users/dev/p", GitEntry::Directory);
+    let launch = launch_in(&fs, "/Users/dev/p");
+    check(
+        &launch,
+        &[
+            (create("/Users/dev/p/.git/modules"), true),
+            (create("/Users/dev/p/.git/modules/evil"), false),
+            (create("/Users/dev/p/.git/index.lock"), true),
+        ],
+        "no modules",
+    );
+}
+
+/// The workspace `/Users/dev/f`, a folder of repositories: the person's `vendorlib` born first, then `planted`
+/// more (named to come first), with birth times when `births`.
+fn folder_of_repositories(planted: usize, births: bool) -> FakeFs {
+    let mut fs = repository(FakeFs::macos().dir("/Users/dev/f"), "/Users/dev/f/vendorlib/.git")
+        .git("/Users/dev/f/vendorlib", GitEntry::Directory);
+    if births {
+        fs = fs.born("/Users/dev/f/vendorlib/.git", 10);
+    }
+    for i in 0..planted {
+        let dir = format!("/Users/dev/f/aa{i:02}");
+        fs = repository(fs, &format!("{dir}/.git")).git(&dir, GitEntry::Directory);
+        if births {
+            fs = fs.born(format!("{dir}/.git"), 1000 + i as u64);
+        }
+    }
+    fs
+}
+
+#[test]
+fn planted_repositories_push_none_of_the_person_s_out_of_the_budget() {
+    use uexec_domain::gitdir::MAX_NESTED_REPOSITORIES;
+    let launch = launch_in(&folder_of_repositories(40, true), "/Users/dev/f");
+    check(
+        &launch,
+        &[
+            // The person's, the oldest: entry by entry (git commits there), config and hooks denied.
+            (write("/Users/dev/f/vendorlib/.git/config"), false),
+            (create("/Users/dev/f/vendorlib/.git/hooks/post-checkout"), false),
+            (create("/Users/dev/f/vendorlib/.git/index.lock"), true),
+            // The planted: the oldest of them entry by entry, the youngest read-only as a whole.
+            (write("/Users/dev/f/aa00/.git/config"), false),
+            (create("/Users/dev/f/aa00/.git/index.lock"), true),
+            (write("/Users/dev/f/aa39/.git/config"), false),
+            (create("/Users/dev/f/aa39/.git/index.lock"), false),
+            (create("/Users/dev/f/aa39/new.txt"), true),
+        ],
+        "40 planted",
+    );
+    let note = format!("more than {MAX_NESTED_REPOSITORIES}");
+    assert!(launch.ignored.iter().any(|n| n.contains(&note)), "{:?}", launch.ignored);
+    // Birth times unknown: every one read-only as a whole, none left writable.
+    let launch = launch_in(&folder_of_repositories(40, false), "/Users/dev/f");
+    check(
+        &launch,
+        &[
+            (write("/Users/dev/f/vendorlib/.git/config"), false),
+            (create("/Users/dev/f/vendorlib/.git/index.lock"), false),
+            (create("/Users/dev/f/vendorlib/file.txt"), true),
+        ],
+        "no birth times",
+    );
+}
+
+#[test]
+fn a_top_level_beyond_the_budget_is_refused_and_within_it_examined() {
+    use uexec_domain::gitdir::MAX_NESTED_SCAN_ENTRIES;
+    use uexec_ports::SandboxError;
+    let policy = SandboxPolicy::WorkspaceWrite {
+        writable_roots: Vec::new(),
+        network_access: false,
+        exclude_slash_tmp: true,
+        exclude_tmpdir_env_var: true,
+    };
+    let fill = |count: usize| {
+        (0..count).fold(folder_of_repositories(0, true), |fs, i| fs.dir(format!("/Users/dev/f/d{i}")))
+    };
+    let tools = uexec_domain::tool_files::ToolFiles::all();
+    let argv = [OsString::from("true")];
+    let refused = build_launch_with(
+        &policy,
+        Path::new("/Users/dev/f"),
+        None,
+        &argv,
+        &fill(MAX_NESTED_SCAN_ENTRIES),
+        &tools,
+    );
+    match refused {
+        Err(SandboxError::Unenforceable { missing, .. }) => {
+            assert!(missing.contains("MAX_NESTED_SCAN_ENTRIES") && missing.contains("remove"), "{missing}")
+        }
+        other => panic!("beyond the budget the command must be refused: {other:?}"),
+    }
+    // The twin: 1100 planted directories are examined, and the person's repository stays protected.
+    let launch = launch_in(&fill(1100), "/Users/dev/f");
+    check(
+        &launch,
+        &[
+            (write("/Users/dev/f/vendorlib/.git/config"), false),
+            (create("/Users/dev/f/vendorlib/.git/x"), true),
+        ],
+        "1100 planted",
+    );
+}
