@@ -197,7 +197,8 @@ fn git_directory_protection() -> String {
             "only {} (and {} of worktrees/<id>, or of any git directory with a commondir file; modules/<name> \
              like a repository, and the common dir a linked worktree's commondir names when it lies in the same \
              root) stay read-only, denied by path whether present or not, the rest (index, objects, refs, logs, \
-             HEAD) is writable; history: {}",
+             HEAD) is writable; nothing can be created directly in modules/ nor in the directories of submodule \
+             names in it (the submodule git dirs present stay writable); history: {}",
             names(GitDirKind::Repository),
             names(GitDirKind::LinkedWorktree),
             uexec_domain::gitdir::history_text()
