@@ -292,7 +292,11 @@ impl FsLayout {
             return;
         }
         if !top.complete {
-            self.unexamined = Some(NestedUnexamined::TooManyEntries);
+            self.unexamined = Some(if top.entries.len() >= MAX_NESTED_SCAN_ENTRIES {
+                NestedUnexamined::TooManyEntries
+            } else {
+                NestedUnexamined::Unlistable(format!("an entry of {} could not be read", root.display()))
+            });
         }
         let mut found: Vec<(PathBuf, PathBuf, fs::Metadata)> = Vec::new();
         for (name, kind) in &top.entries {
