@@ -501,9 +501,11 @@ impl fmt::Display for NestedUnexamined {
 /// was created (`births`, in any order; `None` where the file system does not say): every one entry by entry up
 /// to [`MAX_NESTED_REPOSITORIES`]; beyond it the oldest that many entry by entry and the others' `.git`
 /// read-only as a whole, so a command that creates repositories pushes none of the person's older ones out of the
-/// budget (no command can give a directory an earlier birth); with a birth time unknown, or two at the cut the
-/// same, those not surely among the oldest are read-only as a whole. Names and listing order, which a command
-/// can choose, decide nothing. Beyond [`MAX_NESTED_READ_ONLY`] none can be protected: `Err`.
+/// budget (what it creates is born later); with a birth time unknown, or two at the cut the same, those not
+/// surely among the oldest are read-only as a whole. Names and listing order, which a command can choose, decide
+/// nothing, and whatever the order none is left unprotected (a command that renames an old directory into a
+/// `.git` can at most make one of the person's repositories read-only as a whole). Beyond
+/// [`MAX_NESTED_READ_ONLY`] none can be protected: `Err`.
 pub fn nested_modes(births: &[Option<std::time::SystemTime>]) -> Result<Vec<NestedMode>, NestedUnexamined> {
     if births.len() > MAX_NESTED_READ_ONLY {
         return Err(NestedUnexamined::TooManyRepositories(births.len()));
