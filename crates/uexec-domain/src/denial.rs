@@ -220,6 +220,26 @@ impl Refusal {
         }
     }
 
+    /// What was refused, in the fewest words that say it, for a model's note (`network off: pypi.org`).
+    pub fn short(&self) -> String {
+        match self {
+            Refusal::Lookup { name } => format!("network off: {name}"),
+            Refusal::Connect { target, reason, .. } => format!("{reason}: {target}"),
+            Refusal::File { path, rule: FileRule::Hidden { .. } | FileRule::Proc } => {
+                format!("hidden: {path}")
+            }
+            Refusal::File { path, rule: FileRule::ReadOnlyPolicy | FileRule::OutsideRoots } => {
+                format!("read-only: {path}")
+            }
+            Refusal::File { path, rule: FileRule::Protected { .. } | FileRule::ToolFile { .. } } => {
+                format!("protected: {path}")
+            }
+            Refusal::Signal { target } => format!("signal refused: {target}"),
+            Refusal::Trace => "ptrace refused".to_owned(),
+            Refusal::Network => "network off".to_owned(),
+        }
+    }
+
     /// What was refused and why, in a few words (`lookup of pypi.org (network off)`).
     pub fn what(&self) -> String {
         let reason = self.reason();
@@ -292,38 +312,44 @@ impl Refusal {
         }
     }
 
-    /// The setting or approval that would allow it.
+    /// The setting or approval that would allow it, for a caller of the MCP tools (the audit record's).
     fn how(&self) -> String {
-        const ESCALATE: &str = "sandbox_permissions=require_escalated (a person approves)";
+        self.how_with(MCP_ESCAPE)
+    }
+
+    /// The setting that would allow it, with `escape` the way out of the sandbox for the interface in use.
+    fn how_with(&self, escape: &str) -> String {
         match self {
             Refusal::Lookup { name } => {
-                format!("--allow-domain {name}, network = true, or {ESCALATE}")
+                format!("--allow-domain {name}, network = true, or {escape}")
             }
             Refusal::Connect { allow: Some(host), .. } => {
-                format!("--allow-domain {host} ([network] allow in the config), or {ESCALATE}")
+                format!("--allow-domain {host} ([network] allow in the config), or {escape}")
             }
             Refusal::Connect { allow: None, .. } => {
-                format!("a change to the [network] rules (--deny-domain), or {ESCALATE}")
+                format!("a change to the [network] rules (--deny-domain), or {escape}")
             }
             Refusal::File { rule: FileRule::ReadOnlyPolicy, .. } => {
-                format!("--sandbox workspace-write with the directory as a writable root, or {ESCALATE}")
+                format!("--sandbox workspace-write with the directory as a writable root, or {escape}")
             }
             Refusal::File { rule: FileRule::OutsideRoots, .. } => {
-                format!("--writable-root DIR (writable_roots in the config), or {ESCALATE}")
+                format!("--writable-root DIR (writable_roots in the config), or {escape}")
             }
             Refusal::File { rule: FileRule::Protected { .. } | FileRule::Proc, .. } => {
-                format!("only {ESCALATE}")
+                format!("only {escape}")
             }
             Refusal::File { rule: FileRule::ToolFile { name, .. }, .. } => match ToolEntry::named(name) {
                 // Shorter than the others ("in the config" and who approves left out): the key names itself.
-                Some(tool) => format!("{}, or sandbox_permissions=require_escalated", tool.allow_setting()),
-                None => format!("only {ESCALATE}"),
+                Some(tool) => {
+                    format!("{}, or {}", tool.allow_setting(), escape.split(" (").next().unwrap_or(escape))
+                }
+                None => format!("only {escape}"),
             },
             Refusal::File { rule: FileRule::Hidden { .. }, .. } => {
-                format!("hidden_paths / hide_secrets in the config, or {ESCALATE}")
+                format!("hidden_paths / hide_secrets in the config, or {escape}")
             }
-            Refusal::Signal { .. } | Refusal::Trace => format!("only {ESCALATE}"),
-            Refusal::Network => format!("--allow-domain HOST, network = true, or {ESCALATE}"),
+            Refusal::Signal { .. } | Refusal::Trace => format!("only {escape}"),
+            Refusal::Network => format!("--allow-domain HOST, network = true, or {escape}"),
         }
     }
 }
@@ -354,14 +380,53 @@ pub fn refusal_note(refusals: &[Refusal]) -> Option<String> {
     refusal_text(refusals).map(|text| format!("[uexec] {text}"))
 }
 
-/// [`refusal_note`] without its `[uexec] ` prefix, for text that carries one already (a response's warning).
-pub fn refusal_text(refusals: &[Refusal]) -> Option<String> {
+/// The short note a model reads in a tool result (`None` when nothing was refused), without its `[uexec] `
+/// prefix (`crate::response::ResponseText::refused`): what was refused, in as few words as say it
+/// (`network off: example.com`), each distinct refusal once (at most [`MAX_NOTED`], the
+/// rest counted), marked `[from output]` when only the output's wording shows it. It costs a few tokens on every
+/// call that meets the sandbox; what would allow it is the tool description's, said once per session (a
+/// Codex-trained model asks for `sandbox_permissions=require_escalated`).
+pub fn model_note(refusals: &[Refusal]) -> Option<String> {
+    let distinct = distinct(refusals);
+    if distinct.is_empty() {
+        return None;
+    }
+    let mut parts: Vec<String> = distinct
+        .iter()
+        .take(MAX_NOTED)
+        .map(|refusal| {
+            let wording = if refusal.source() == EvidenceSource::Output { " [from output]" } else { "" };
+            format!("{}{wording}", crate::visible::escape_visible(&refusal.short()))
+        })
+        .collect();
+    let more = distinct.len().saturating_sub(MAX_NOTED);
+    if more > 0 {
+        parts.push(format!("{more} more"));
+    }
+    Some(parts.join("; "))
+}
+
+/// Each refusal once, in order.
+fn distinct(refusals: &[Refusal]) -> Vec<&Refusal> {
     let mut distinct: Vec<&Refusal> = Vec::new();
     for refusal in refusals {
         if !distinct.contains(&refusal) {
             distinct.push(refusal);
         }
     }
+    distinct
+}
+
+/// The way out of the sandbox a caller of the MCP tools has: a person approves the command unsandboxed.
+pub const MCP_ESCAPE: &str = "sandbox_permissions=require_escalated (a person approves)";
+
+/// The way out of the sandbox a person at `uexec run` has.
+pub const RUN_ESCAPE: &str = "--sandbox danger-full-access (no sandbox)";
+
+/// [`refusal_note`] without its `[uexec] ` prefix: the person's note (`uexec run`), with what would allow each
+/// refusal in `uexec run`'s own flags and config keys.
+pub fn refusal_text(refusals: &[Refusal]) -> Option<String> {
+    let distinct = distinct(refusals);
     if distinct.is_empty() {
         return None;
     }
@@ -369,11 +434,11 @@ pub fn refusal_text(refusals: &[Refusal]) -> Option<String> {
     let mut i = 0;
     while i < distinct.len().min(MAX_NOTED) {
         let refusal = distinct[i];
-        let how = refusal.how();
+        let how = refusal.how_with(RUN_ESCAPE);
         let mut what = vec![crate::visible::escape_visible(&refusal.what())];
         // Refusals allowed the same way share one "allow:".
         while i + 1 < distinct.len().min(MAX_NOTED)
-            && distinct[i + 1].how() == how
+            && distinct[i + 1].how_with(RUN_ESCAPE) == how
             && !matches!(distinct[i + 1], Refusal::Lookup { .. } | Refusal::Connect { allow: Some(_), .. })
         {
             i += 1;
@@ -894,9 +959,7 @@ mod refusal_tests {
         assert_eq!(note.matches("pypi.org (network off)").count(), 1, "{note}");
         assert!(note.starts_with("[uexec] sandbox refused: lookup of pypi.org (network off)"), "{note}");
         assert!(
-            note.contains(
-                "--allow-domain pypi.org, network = true, or sandbox_permissions=require_escalated"
-            ),
+            note.contains("--allow-domain pypi.org, network = true, or --sandbox danger-full-access"),
             "{note}"
         );
         assert!(note.contains("--allow-domain files.pythonhosted.org"), "{note}");
@@ -937,7 +1000,7 @@ mod refusal_tests {
         assert!(
             note.contains(
                 "write to /ws/.vscode/tasks.json (tool file rule .vscode) [seen in the output]; allow: \
-                 allow_tool_files = [\".vscode\"], or sandbox_permissions=require_escalated"
+                 allow_tool_files = [\".vscode\"], or --sandbox danger-full-access"
             ),
             "{note}"
         );
@@ -952,6 +1015,31 @@ mod refusal_tests {
         // What the command chose is shown escaped.
         let odd = [Refusal::File { path: "/etc/x\u{1b}[2J".into(), rule: FileRule::OutsideRoots }];
         assert!(refusal_note(&odd).unwrap().contains("\\u{1b}"));
+    }
+
+    /// A model's note says what was refused in a few words, once each, never how to allow it (the tool
+    /// description says that once): `network off: example.com` costs 8 tokens with its prefix, within what a
+    /// result may cost beyond Codex's own tool.
+    #[test]
+    fn a_models_note_is_a_few_words_per_refusal() {
+        use crate::truncate::approx_token_count;
+        let lookup =
+            [Refusal::Lookup { name: "example.com".into() }, Refusal::Lookup { name: "example.com".into() }];
+        let note = model_note(&lookup).unwrap();
+        assert_eq!(note, "network off: example.com");
+        assert!(approx_token_count("[uexec] ".len() + note.len()) <= 9, "{note}");
+        let file = [Refusal::File { path: "/etc/x\u{1b}[2J".into(), rule: FileRule::OutsideRoots }];
+        let note = model_note(&file).unwrap();
+        assert!(note.starts_with("read-only: /etc/x\\u{1b}") && note.ends_with("[from output]"), "{note}");
+        let proxy = [Refusal::Connect {
+            target: "example.com:443".into(),
+            reason: "not on the domain allowlist".into(),
+            allow: Some("example.com".into()),
+        }];
+        assert_eq!(model_note(&proxy).unwrap(), "not on the domain allowlist: example.com:443");
+        let many: Vec<Refusal> = (0..9).map(|i| Refusal::Lookup { name: format!("h{i}.example") }).collect();
+        assert!(model_note(&many).unwrap().ends_with("; 5 more"));
+        assert_eq!(model_note(&[]), None);
     }
 
     /// The token cost of a note (the reference's estimate, 4 bytes a token) stays small: one refusal is at most
@@ -1053,10 +1141,12 @@ mod refusal_tests {
             assert!(record.allow.starts_with(allow), "{record:?}");
             assert_eq!(record.text, refusal.what());
             assert_eq!(record.source, refusal.source());
-            assert!(
-                refusal_text(std::slice::from_ref(&refusal)).unwrap().contains(&record.allow),
-                "{record:?}"
-            );
+            // The person's note (`uexec run`) names the same settings, with its own way out of the sandbox.
+            let person = record
+                .allow
+                .replace(MCP_ESCAPE, RUN_ESCAPE)
+                .replace("sandbox_permissions=require_escalated", "--sandbox danger-full-access");
+            assert!(refusal_text(std::slice::from_ref(&refusal)).unwrap().contains(&person), "{record:?}");
         }
     }
 }

@@ -22,6 +22,8 @@ pub struct ResponseText {
     pub output: String,
     /// uexec extension: the process is blocked reading its terminal (spec B4).
     pub waiting_for_input: bool,
+    /// What the sandbox refused during the call, in a model's few words (`crate::denial::model_note`).
+    pub refused: Option<String>,
     /// A warning for the caller (e.g. [`session_count_warning`]).
     pub warning: Option<String>,
     /// uexec extension: the protections in force (a `ProtectionReport` summary line).
@@ -73,12 +75,16 @@ impl ResponseText {
         section
     }
 
-    /// The uexec notes, in order: waiting for input (spec B4), the warning, the sandbox line (spec B1). Each
+    /// The uexec notes, in order: waiting for input (spec B4), what the sandbox refused, the warning, the
+    /// sandbox line (spec B1). Each
     /// starts with [`NOTE_PREFIX`] and is one line (newlines inside a note become spaces).
     pub fn notes(&self) -> Vec<String> {
         let mut notes = Vec::new();
         if self.waiting_for_input {
             notes.push(format!("{NOTE_PREFIX}Process is waiting for input"));
+        }
+        if let Some(refused) = &self.refused {
+            notes.push(format!("{NOTE_PREFIX}{}", one_line(refused)));
         }
         if let Some(warning) = &self.warning {
             notes.push(format!("{NOTE_PREFIX}Warning: {}", one_line(warning)));
@@ -439,9 +445,10 @@ mod codex_reader {
             any::<bool>(),
             prop::option::of(any::<String>()),
             prop::option::of(any::<String>()),
+            prop::option::of(any::<String>()),
         )
             .prop_map(
-                |(random, micros, exit_code, session, tokens, output, waiting, warning, sandbox)| {
+                |(random, micros, exit_code, session, tokens, output, waiting, refused, warning, sandbox)| {
                     ResponseText {
                         chunk_id: crate::ids::chunk_id(random),
                         wall_time: Duration::from_micros(micros),
@@ -450,6 +457,7 @@ mod codex_reader {
                         original_token_count: tokens,
                         output,
                         waiting_for_input: waiting,
+                        refused,
                         warning,
                         sandbox,
                     }

@@ -89,6 +89,8 @@ pub struct ExecResponse {
     /// The text says so (`[uexec] Process is waiting for input`): once per stretch of waiting of a session, see
     /// [`uexec_domain::response::waiting_note`].
     pub says_waiting: bool,
+    /// What the sandbox refused during the call, in a model's few words (`uexec_domain::denial::model_note`).
+    pub refused: Option<String>,
     /// Set from the warning threshold on (too many live sessions).
     pub warning: Option<String>,
     /// The protections in force: set in `exec_command` responses when the engine reports them (the full report
@@ -107,6 +109,7 @@ impl ExecResponse {
             original_token_count: Some(self.original_token_count),
             output: self.output.clone(),
             waiting_for_input: self.says_waiting,
+            refused: self.refused.clone(),
             warning: self.warning.clone(),
             sandbox: self.protections.as_ref().map(ProtectionReport::compact_line),
         }

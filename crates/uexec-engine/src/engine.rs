@@ -186,6 +186,7 @@ pub(crate) struct Attempt {
 struct Reply {
     started: Instant,
     session_id: Option<SessionId>,
+    refused: Option<String>,
     warning: Option<String>,
     protections: bool,
 }
@@ -695,7 +696,7 @@ impl Orchestrator {
         // What the sandbox refused comes first, once: the note of a denial that was not retried says only why.
         let refused =
             watch.as_mut().and_then(|w| self.note_refusals(&session, w, &output, collected.exit_code));
-        let note = join_notes(join_notes(refused, note), hint);
+        let note = join_notes(note, hint);
         let (session_id, warning) = if collected.exit_code.is_some() {
             reservation.remove(&session);
             (None, note)
@@ -718,7 +719,7 @@ impl Orchestrator {
         drop(guard);
         // Wall time counts from the spawn of the process whose output this is (as the reference does), not
         // from the call's start: time spent waiting for a person's approval is not the command's.
-        let reply = Reply { started: session.started, session_id, warning, protections: true };
+        let reply = Reply { started: session.started, session_id, refused, warning, protections: true };
         Ok(self.respond(reply, &session, collected, max_output_tokens))
     }
 
@@ -776,8 +777,8 @@ impl Orchestrator {
         } else {
             Some(id)
         };
-        let warning = join_notes(refused, session_count_warning(self.store.len(), limits));
-        let reply = Reply { started, session_id, warning, protections: false };
+        let warning = session_count_warning(self.store.len(), limits);
+        let reply = Reply { started, session_id, refused, warning, protections: false };
         Ok(self.respond(reply, &session, collected, req.max_output_tokens))
     }
 
@@ -808,7 +809,7 @@ impl Orchestrator {
         let exit_code = session.terminate().await;
         let output = session.take_output();
         let collected = Collected { output, exit_code: Some(exit_code), waiting_for_input: false };
-        let reply = Reply { started, session_id: None, warning: None, protections: false };
+        let reply = Reply { started, session_id: None, refused: None, warning: None, protections: false };
         Ok(self.respond(reply, &session, collected, None))
     }
 
@@ -831,7 +832,7 @@ impl Orchestrator {
         collected: Collected,
         max_output_tokens: Option<usize>,
     ) -> ExecResponse {
-        let Reply { started, session_id, warning, protections } = reply;
+        let Reply { started, session_id, refused, warning, protections } = reply;
         let max_tokens = resolve_max_output_tokens(max_output_tokens, &self.config.limits);
         // Cut straight from the buffer's chunks: the output is never copied whole.
         let dropped = collected.output.dropped();
@@ -847,6 +848,7 @@ impl Orchestrator {
             output: truncated.text,
             waiting_for_input: collected.waiting_for_input,
             says_waiting,
+            refused,
             warning,
             protections: (protections && self.reports(&session.protections))
                 .then(|| session.protections.clone()),

@@ -124,10 +124,10 @@ impl Refusals {
         out
     }
 
-    /// The note a tool response carries for `refused` (none when empty): the one refusal note of every mode
-    /// (`uexec_domain::denial::refusal_note`).
+    /// The note a tool response carries for `refused` (none when empty): the model's few words of every mode
+    /// (`uexec_domain::denial::model_note`).
     pub fn note(refused: &[Refusal]) -> Option<String> {
-        uexec_domain::denial::refusal_note(refused)
+        uexec_domain::denial::model_note(refused).map(|note| format!("[uexec] {note}"))
     }
 }
 
@@ -668,12 +668,7 @@ mod tests {
         }
         assert_eq!(refusals.since(0).len(), MAX_REMEMBERED);
         let note = Refusals::note(&[off_list("x.com:443")]).unwrap();
-        assert!(
-            note.starts_with(
-                "[uexec] sandbox refused: connection to x.com:443 (not on the domain allowlist)"
-            ) && note.contains("--allow-domain x.com"),
-            "{note}"
-        );
+        assert_eq!(note, "[uexec] not on the domain allowlist: x.com:443");
         assert_eq!(Refusals::note(&[]), None);
     }
 

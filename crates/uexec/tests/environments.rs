@@ -200,15 +200,15 @@ fn a_hidden_directory_looks_empty_and_no_refusal_is_claimed_that_was_not_made() 
         // Not hidden here, and the note says so; none pretends the sandbox refused anything under it.
         assert!(said.contains("id_test") && said.contains("PRIVATE-KEY"), "{said}");
         assert!(said.contains("hidden_paths off"), "{said}");
-        assert!(!said.contains("hidden secret location"), "{said}");
+        assert!(!said.contains("[uexec] hidden:"), "{said}");
         return;
     }
     assert!(said.contains("listed=0"), "an empty directory, listed without an error: {said}");
     assert!(!said.contains("id_test\n") && !said.contains("PRIVATE-KEY"), "{said}");
-    assert!(said.contains("(hidden secret location "), "the refusal is named: {said}");
+    assert!(said.contains("[uexec] hidden: "), "the refusal is named: {said}");
     // The allowed twin: a file beside the hidden directory reads, and nothing is noted.
     let said = exec(&mut server, "cat notes.txt");
-    assert!(said.contains("visible") && !said.contains("sandbox refused"), "{said}");
+    assert!(said.contains("visible") && !said.contains("[uexec] hidden:"), "{said}");
 }
 
 #[test]
@@ -219,14 +219,14 @@ fn a_network_refusal_is_named_and_a_permission_error_of_the_persons_own_is_not()
     let expected = match environment() {
         // The offline namespace's responder recorded the lookup (the user's namespace is made in the sandbox's
         // user namespace).
-        Environment::Root | Environment::User => "sandbox refused: lookup of pkgs.example.org (network off)",
+        Environment::Root | Environment::User => "[uexec] network off: pkgs.example.org",
         // Nothing records it: the resolver's failure in the output is the evidence, and the note says so.
-        Environment::Container => "sandbox refused: network access (network off) [seen in the output]",
+        Environment::Container => "[uexec] network off [from output]",
     };
     assert!(said.contains(expected), "{said}");
     // The twin: the wording of a permission error on a file the sandbox lets every command read is no evidence.
     let said = exec(&mut server, "echo 'cat: /etc/shadow: Permission denied' >&2; exit 1");
-    assert!(said.contains("exited with code 1") && !said.contains("sandbox refused"), "{said}");
+    assert!(said.contains("exited with code 1") && !said.contains("[uexec] network off"), "{said}");
 }
 
 /// A service on the host's `127.0.0.1`: each connection gets one request answered with `served`; the count of

@@ -68,7 +68,7 @@ fn the_retry_question_shows_the_denial_escaped_and_says_full_access() {
         "{message}"
     );
     assert!(
-        text(&r).contains("Warning: sandbox refused: access to /proc/self/stack")
+        text(&r).contains("[uexec] hidden: /proc/self/stack [from output]")
             && text(&r).contains("the sandbox appears to have blocked this command")
             && text(&r).contains("a person declined"),
         "{r}"
@@ -96,7 +96,7 @@ fn an_ordinary_failure_is_not_a_denial_and_a_real_one_returns_the_output_and_a_n
         assert!(!is_error(&r), "{policy}: {r}");
         assert_eq!(exit_code(&r), Some(1), "{r}");
         let text = text(&r);
-        assert!(text.contains("Warning: sandbox refused: access to /proc/self/stack"), "{policy}: {text}");
+        assert!(text.contains("[uexec] hidden: /proc/self/stack [from output]"), "{policy}: {text}");
         assert!(
             text.contains("it was not run again without the sandbox (approval unavailable: retrying it without the sandbox needs a person"),
             "{policy}: {text}"

@@ -13,8 +13,19 @@ use serde_json::{Value, json};
 
 /// A name no resolver answers for, looked up by curl.
 const LOOKUP: &str = "curl -sS https://pkgs.example.org/";
-/// How a response's warning begins the note (`uexec run` prints it with `[uexec] ` in front).
+/// How `uexec run` begins its note (the person's: what was refused and what would allow it).
 const NOTE: &str = "sandbox refused: ";
+
+/// The refusal notes of a tool result (the model's: a few words each, on one `[uexec] ` line of their own,
+/// beside the result's other uexec lines).
+fn refusal_notes(said: &str) -> Vec<&str> {
+    said.lines()
+        .filter(|l| l.starts_with("[uexec] "))
+        .filter(|l| {
+            !["[uexec] Sandbox:", "[uexec] Warning:", "[uexec] Process is"].iter().any(|p| l.starts_with(p))
+        })
+        .collect()
+}
 
 /// The audit log's records of `event`.
 fn records(audit: &std::path::Path, event: &str) -> Vec<Value> {
@@ -48,13 +59,10 @@ fn a_lookup_with_the_network_off_fails_at_once_with_one_note_and_a_record() {
     // The note names the lookup: the offline namespace's responder answered it (REFUSED, at once), instead of
     // a resolver waiting out its timeouts.
     let said = text(&r);
-    assert_eq!(said.matches(NOTE).count(), 1, "one note: {said}");
-    assert!(
-        said.contains(
-            "Warning: sandbox refused: lookup of pkgs.example.org (network off); allow: --allow-domain \
-             pkgs.example.org, network = true, or sandbox_permissions=require_escalated"
-        ),
-        "{said}"
+    assert_eq!(
+        refusal_notes(&said),
+        ["[uexec] network off: pkgs.example.org"],
+        "one note, a few words: {said}"
     );
     let refused = wait_records(&audit, "sandbox_refused", 1);
     assert_eq!(refused.len(), 1, "{refused:?}");
@@ -67,7 +75,7 @@ fn a_lookup_with_the_network_off_fails_at_once_with_one_note_and_a_record() {
     // The twin: a name the machine knows itself resolves, and nothing is noted or recorded.
     let r = server.call("exec_command", json!({ "cmd": "getent hosts localhost", "login": false }));
     assert_eq!(exit_code(&r), Some(0), "{r}");
-    assert!(!text(&r).contains(NOTE), "{r}");
+    assert!(refusal_notes(&text(&r)).is_empty(), "{r}");
     assert_eq!(records(&audit, "sandbox_refused").len(), 1);
 }
 
@@ -85,46 +93,46 @@ fn file_and_ptrace_refusals_name_the_path_and_the_rule() {
     let mut server = McpServer::start_initialized(&ws, &["--audit-log", audit.to_str().unwrap()], false);
     let ws_path = std::fs::canonicalize(ws.path()).unwrap();
     let outside = std::fs::canonicalize(ws.outside.path()).unwrap().join("new.txt");
+    // (what is denied, the model's note, the audit record's text, its allowed twin)
     let cases = [
         (
             format!("echo x > {}", outside.display()),
-            format!(
-                "write to {} (outside the writable roots) [seen in the output]; allow: --writable-root",
-                outside.display()
-            ),
+            format!("read-only: {} [from output]", outside.display()),
+            format!("write to {} (outside the writable roots)", outside.display()),
             "echo x > inside.txt".to_owned(),
         ),
         (
             "echo '[x]' >> .git/config".to_owned(),
+            format!("protected: {}/.git/config", ws_path.display()),
             format!("write to {}/.git/config (protected entry)", ws_path.display()),
             "echo x > .git/description".to_owned(),
         ),
         (
             "echo '{}' > .vscode/tasks.json".to_owned(),
-            format!(
-                "write to {}/.vscode/tasks.json (tool file rule .vscode) [seen in the output]; allow: \
-                 allow_tool_files = [\".vscode\"], or sandbox_permissions=require_escalated",
-                ws_path.display()
-            ),
+            format!("protected: {}/.vscode/tasks.json [from output]", ws_path.display()),
+            format!("write to {}/.vscode/tasks.json (tool file rule .vscode)", ws_path.display()),
             "mkdir -p src/.vscode && echo '{}' > src/.vscode/tasks.json".to_owned(),
         ),
         (
             "strace -f true".to_owned(),
-            "ptrace (debuggers and tracers are denied) [seen in the output]".to_owned(),
+            "ptrace refused [from output]".to_owned(),
+            "ptrace (debuggers and tracers are denied)".to_owned(),
             "strace -V".to_owned(),
         ),
         (
             "cat .ssh/id_rsa".to_owned(),
+            format!("hidden: {}/.ssh/id_rsa", ws_path.display()),
             format!("access to {0}/.ssh/id_rsa (hidden secret location {0}/.ssh)", ws_path.display()),
             "cat public/id_rsa".to_owned(),
         ),
     ];
-    for (i, (denied, note, allowed)) in cases.iter().enumerate() {
+    for (i, (denied, note, record_text, allowed)) in cases.iter().enumerate() {
         let r = server.call("exec_command", json!({ "cmd": denied, "login": false }));
         assert_ne!(exit_code(&r), Some(0), "{r}");
         let said = text(&r);
-        assert_eq!(said.matches(NOTE).count(), 1, "{said}");
-        assert!(said.contains(note), "{note}: {said}");
+        let notes = refusal_notes(&said);
+        assert_eq!(notes.len(), 1, "{said}");
+        assert!(notes[0].contains(note.as_str()), "{note}: {said}");
         assert!(!said.contains("KEY"), "{said}");
         let records = wait_records(&audit, "sandbox_refused", i + 1);
         assert_eq!(records.len(), i + 1, "{records:?}");
@@ -135,10 +143,10 @@ fn file_and_ptrace_refusals_name_the_path_and_the_rule() {
         };
         assert_eq!(records[i]["kind"], kind, "{records:?}");
         assert_eq!(records[i]["source"], "output", "{records:?}");
-        assert!(note.contains(records[i]["text"].as_str().unwrap()), "{note}: {records:?}");
+        assert_eq!(records[i]["text"].as_str().unwrap(), record_text, "{records:?}");
         let r = server.call("exec_command", json!({ "cmd": allowed, "login": false }));
         assert_eq!(exit_code(&r), Some(0), "{allowed}: {r}");
-        assert!(!text(&r).contains(NOTE), "{r}");
+        assert!(refusal_notes(&text(&r)).is_empty(), "{r}");
     }
     assert!(!outside.exists());
 }
@@ -160,7 +168,10 @@ fn on_failure_asks_to_retry_a_denial_the_keywords_miss_showing_the_evidence() {
     assert!(message.contains("the sandbox refused: lookup of pkgs.example.org (network off)"), "{message}");
     assert!(message.contains("FULL ACCESS"), "{message}");
     let said = text(&r);
-    assert!(said.contains("lookup of pkgs.example.org") && said.contains("a person declined"), "{said}");
+    assert!(
+        said.contains("[uexec] network off: pkgs.example.org") && said.contains("a person declined"),
+        "{said}"
+    );
 }
 
 #[test]
@@ -198,14 +209,7 @@ fn a_signal_to_a_process_outside_the_sandbox_is_noted_and_recorded() {
     assert_eq!(exit_code(&r), Some(1), "{r}");
     let said = text(&r);
     assert!(said.contains("Operation not permitted"), "the kernel refused it: {said}");
-    assert_eq!(said.matches(NOTE).count(), 1, "{said}");
-    assert!(
-        said.contains(&format!(
-            "signal to process {outside} (outside the sandbox) [seen in the output]; allow: only \
-             sandbox_permissions=require_escalated"
-        )),
-        "{said}"
-    );
+    assert_eq!(refusal_notes(&said), [format!("[uexec] signal refused: {outside} [from output]")], "{said}");
     let refused = wait_records(&audit, "sandbox_refused", 1);
     assert_eq!(refused.len(), 1, "{refused:?}");
     let record = &refused[0];
@@ -216,7 +220,7 @@ fn a_signal_to_a_process_outside_the_sandbox_is_noted_and_recorded() {
     // The twin: a signal to its own process is delivered, and nothing is noted or recorded.
     let r = server.call("exec_command", json!({ "cmd": "kill -0 $$", "login": false }));
     assert_eq!(exit_code(&r), Some(0), "{r}");
-    assert!(!text(&r).contains(NOTE), "{r}");
+    assert!(refusal_notes(&text(&r)).is_empty(), "{r}");
     assert_eq!(records(&audit, "sandbox_refused").len(), 1);
 
     let shared_audit = ws.outside.path().join("shared.jsonl");
@@ -227,7 +231,7 @@ fn a_signal_to_a_process_outside_the_sandbox_is_noted_and_recorded() {
     );
     let r = shared.call("exec_command", json!({ "cmd": format!("kill -0 {outside}"), "login": false }));
     assert_eq!(exit_code(&r), Some(1), "{r}");
-    assert!(text(&r).contains("No such process") && !text(&r).contains(NOTE), "{r}");
+    assert!(text(&r).contains("No such process") && refusal_notes(&text(&r)).is_empty(), "{r}");
     drop(shared);
     assert!(records(&shared_audit, "sandbox_refused").is_empty());
 }
@@ -256,7 +260,7 @@ fn the_protections_say_where_refusals_are_known_from() {
         "{known}"
     );
     let r = privileged.call("exec_command", json!({ "cmd": LOOKUP, "login": false }));
-    assert_eq!(text(&r).matches(NOTE).count(), 1, "{r}");
+    assert_eq!(refusal_notes(&text(&r)).len(), 1, "{r}");
 
     let mut command = std::process::Command::new("setpriv");
     command.args(["--bounding-set=-sys_admin", "--inh-caps=-sys_admin", "--", uexec(), "mcp"]);
@@ -271,15 +275,15 @@ fn the_protections_say_where_refusals_are_known_from() {
     let r = unprivileged.call("exec_command", json!({ "cmd": LOOKUP, "login": false }));
     assert_ne!(exit_code(&r), Some(0), "{r}");
     let said = text(&r);
-    assert_eq!(said.matches(NOTE).count(), 1, "{r}");
-    assert!(
-        said.contains("lookup of pkgs.example.org (network off)") && !said.contains("[seen in the output]"),
-        "the sandbox's own record is the evidence: {r}"
+    assert_eq!(
+        refusal_notes(&said),
+        ["[uexec] network off: pkgs.example.org"],
+        "the sandbox's own record: {r}"
     );
     // The twin: a file the person cannot read either (the sandbox lets every command read it) is not the
     // sandbox's refusal: no note, whatever the wording.
     let denied = "echo 'cat: /etc/shadow: Permission denied' >&2; exit 1";
     let r = unprivileged.call("exec_command", json!({ "cmd": denied, "login": false }));
     assert_ne!(exit_code(&r), Some(0), "{r}");
-    assert!(!text(&r).contains(NOTE), "{r}");
+    assert!(refusal_notes(&text(&r)).is_empty(), "{r}");
 }

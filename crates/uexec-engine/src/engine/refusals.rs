@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use uexec_domain::SessionId;
-use uexec_domain::denial::{Refusal, refusal_text};
+use uexec_domain::denial::{Refusal, model_note};
 use uexec_ports::{ExecEvent, RefusalQuery};
 
 use crate::engine::Orchestrator;
@@ -75,7 +75,7 @@ impl Orchestrator {
             session_id: session.spec.id,
             refusals: fresh.clone(),
         });
-        let note = refusal_text(&fresh);
+        let note = model_note(&fresh);
         watch.noted.extend(fresh);
         note
     }

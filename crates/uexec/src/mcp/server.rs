@@ -201,7 +201,7 @@ impl UexecServer {
         self.refusals.as_ref().map_or(0, |r| r.mark())
     }
 
-    /// `result` with the `[uexec] sandbox refused: ...` note for the connections refused since `mark`.
+    /// `result` with the `[uexec] not on the domain allowlist: ...` note for the connections refused since `mark`.
     fn note_refusals(&self, mut result: CallToolResult, mark: u64) -> CallToolResult {
         let Some(note) = self.refusals.as_ref().and_then(|r| Refusals::note(&r.since(mark))) else {
             return result;

@@ -60,7 +60,7 @@ pub fn all_tools() -> Vec<Tool> {
                 "yield_time_ms": { "type": "number", "default": 10000, "description": "How long to wait (in milliseconds) for output before yielding; clamped to [250, 30000]. A command that exits sooner returns at once." },
                 "max_output_tokens": { "type": "number", "default": 10000, "description": "Maximum number of tokens of output to return (4 bytes each). Excess output is truncated from the middle." },
                 "login": { "type": "boolean", "default": true, "description": "Whether to run the shell with login semantics (-lc rather than -c). Defaults to true." },
-                "sandbox_permissions": { "type": "string", "enum": ["use_default", "require_escalated", "with_additional_permissions"], "default": "use_default", "description": "Sandbox permissions for the command. Set to \"require_escalated\" to ask to run it without sandbox restrictions (a person approves); defaults to \"use_default\". \"with_additional_permissions\" is accepted but this server cannot grant additional_permissions: the command runs under the default sandbox." },
+                "sandbox_permissions": { "type": "string", "enum": ["use_default", "require_escalated", "with_additional_permissions"], "default": "use_default", "description": "Sandbox permissions for the command. Set to \"require_escalated\" to ask to run it without sandbox restrictions (a person approves); defaults to \"use_default\". A result line such as `[uexec] network off: example.com` or `[uexec] read-only: /path` says what the sandbox refused; run the command again with \"require_escalated\" and a justification if it needs that access. \"with_additional_permissions\" is accepted but this server cannot grant additional_permissions: the command runs under the default sandbox." },
                 "justification": { "type": "string", "description": "Only with sandbox_permissions \"require_escalated\": a one-sentence explanation, shown to the person asked, of why the command must run outside the sandbox." },
                 "prefix_rule": { "type": "array", "items": { "type": "string" }, "description": "Only with sandbox_permissions \"require_escalated\": a short command prefix (e.g. [\"git\", \"pull\"] or [\"pytest\"]) the person asked may approve for the rest of the session, so that later commands starting with it run without asking again. It must be a prefix of this command; a bare shell or interpreter is not offered." },
                 "additional_permissions": {
@@ -458,6 +458,7 @@ mod tests {
                 output: output.clone(),
                 waiting_for_input: false,
                 says_waiting: false,
+                refused: None,
                 warning: None,
                 protections: None,
             };
