@@ -100,7 +100,7 @@ pub fn all_tools() -> Vec<Tool> {
     let list = Tool::new(
         LIST_SESSIONS,
         "Lists the live exec_command sessions: id, command, age, idle time, state, and the full report of what \
-         the sandbox enforces for each.",
+         the sandbox enforces, said once for every session it is the same for.",
         schema(json!({ "type": "object", "properties": {} })),
     )
     .with_raw_output_schema(schema(json!({
@@ -343,7 +343,8 @@ pub fn sessions_result(sessions: &[SessionSummary], new_commands: &ProtectionRep
                 "state": state,
                 "exit_code": exit_code,
                 "sandbox": s.sandbox,
-                "protections": s.protections,
+                // Said once, below, for every session it is the same for: `null` means "as `protections`".
+                "protections": (s.protections != *new_commands).then_some(&s.protections),
             })
         })
         .collect();
@@ -365,11 +366,20 @@ pub fn sessions_result(sessions: &[SessionSummary], new_commands: &ProtectionRep
                 s.sandbox.as_str(),
                 s.cmd
             ));
-            lines.push(format!("  protections: {}", s.protections.summary_line()));
+            if s.protections != *new_commands {
+                lines.push(format!("  protections: {}", s.protections.summary_line()));
+            }
         }
         lines.join("\n")
     };
-    text.push_str(&format!("\nNew commands run under: {}", new_commands.summary_line()));
+    let same = sessions.iter().filter(|s| s.protections == *new_commands).count();
+    let which = match (same, sessions.len()) {
+        (_, 0) => "New commands run under",
+        (same, all) if same == all => "These sessions and new commands run under",
+        (0, _) => "New commands run under",
+        _ => "New commands (and the sessions without a protections line) run under",
+    };
+    text.push_str(&format!("\n{which}: {}", new_commands.summary_line()));
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
     result.structured_content = Some(json!({ "sessions": items, "protections": new_commands }));
     result
@@ -523,14 +533,30 @@ mod tests {
             sandbox: report.sandbox,
             protections: report.clone(),
         };
-        let listed = sessions_result(&[summary], &report);
-        let structured = listed.structured_content.unwrap();
-        assert_eq!(structured["sessions"][0]["protections"], serde_json::to_value(&report).unwrap());
+        // The protections are said once, for every session they are the same for.
+        let many: Vec<SessionSummary> =
+            (0..5).map(|i| SessionSummary { session_id: SessionId(1234 + i), ..summary.clone() }).collect();
+        let listed = sessions_result(&many, &report);
+        let structured = listed.structured_content.clone().unwrap();
+        assert_eq!(structured["sessions"][0]["protections"], Value::Null);
         assert_eq!(structured["protections"], serde_json::to_value(&report).unwrap());
+        let text = model_reads(&CallToolResult::success(listed.content.clone()));
+        assert_eq!(text.matches(&report.summary_line()).count(), 1, "{text}");
+        assert!(text.contains("These sessions and new commands run under: "), "{text}");
+        let one = model_reads(&CallToolResult::success(sessions_result(&many[..1], &report).content));
+        assert!(text.len() < one.len() + 4 * 200, "each more session costs one line: {text}");
+        // A session whose protections differ (it escaped, it was degraded) says its own.
+        let mut other = report.clone();
+        other.policy = "read-only".into();
+        let differs = SessionSummary { protections: other.clone(), ..summary.clone() };
+        let listed = sessions_result(&[differs, summary], &report);
+        let structured = listed.structured_content.clone().unwrap();
+        assert_eq!(structured["sessions"][0]["protections"], serde_json::to_value(&other).unwrap());
+        assert_eq!(structured["sessions"][1]["protections"], Value::Null);
+        let text = model_reads(&CallToolResult::success(listed.content.clone()));
+        assert!(text.contains(&format!("  protections: {}", other.summary_line())), "{text}");
         let empty = model_reads(&CallToolResult::success(sessions_result(&[], &report).content));
         assert_eq!(empty, format!("No live sessions.\nNew commands run under: {}", report.summary_line()));
-        let text = model_reads(&CallToolResult::success(listed.content.clone()));
-        assert!(text.contains(&format!("  protections: {}", report.summary_line())), "{text}");
     }
 
     #[test]
