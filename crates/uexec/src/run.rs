@@ -130,6 +130,13 @@ fn run(args: &RunArgs) -> Result<u8, NothingRan> {
         tracing::warn!("running with degraded protection: {}", protections.summary_line());
     }
     tracing::info!("{}", protections.summary_line());
+    if uses_terminal() && placement == Placement::Sandboxed {
+        // A person at an interactive shell is told once where they are (`UEXEC_SANDBOX` says it to programs).
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("{}", sandbox_banner(&protections.compact_line()));
+        }
+    }
 
     // One thread is enough: the command runs on its own, uexec only waits for it (and relays a terminal).
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -274,6 +281,12 @@ impl Relay {
         }
         drop(self.raw);
     }
+}
+
+/// The one line a person at an interactive `uexec run` reads before the command starts: that it runs inside the
+/// sandbox, under what, and how programs can tell (`UEXEC_SANDBOX`).
+fn sandbox_banner(protections: &str) -> String {
+    format!("[uexec] inside the sandbox: {protections}; programs see UEXEC_SANDBOX; exit to leave")
 }
 
 fn spawn_failed(program: &str, e: SpawnError) -> NothingRan {

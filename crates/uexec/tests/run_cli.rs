@@ -111,6 +111,21 @@ fn run_in_a_terminal_relays_input_and_exits_with_the_code() {
         let (status, seen) = t.exit().await;
         assert_eq!(status, ExitStatus::Code(5), "{seen}");
         assert!(seen.contains("tty-inside"), "the command gets a terminal: {seen}");
+        // The person is told once that the shell runs inside the sandbox, before anything of the command's.
+        let banner = seen.find("[uexec] inside the sandbox: linux-landlock-seccomp (workspace-write)");
+        assert!(banner.is_some_and(|at| at < seen.find("ready").unwrap_or(0)), "{seen}");
+        assert!(seen.contains("programs see UEXEC_SANDBOX"), "{seen}");
+    });
+    // The twin: without the sandbox there is no such line.
+    runtime().block_on(async {
+        let mut t = InTerminal::start(
+            &ws,
+            &["run", "--sandbox", "danger-full-access", "--", "bash", "-c", "echo ready"],
+            PtySize::default(),
+        );
+        t.expect("ready").await;
+        let (_, seen) = t.exit().await;
+        assert!(!seen.contains("inside the sandbox"), "{seen}");
     });
 }
 
