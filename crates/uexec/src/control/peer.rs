@@ -20,6 +20,7 @@
 
 /// What confines a process, as far as it decides this rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code, reason = "read from /proc, on Linux only"))]
 pub struct Confinement {
     /// How many seccomp filters it runs under.
     pub seccomp_filters: u32,
@@ -27,6 +28,7 @@ pub struct Confinement {
     pub no_new_privs: bool,
 }
 
+#[cfg_attr(not(target_os = "linux"), allow(dead_code, reason = "read from /proc, on Linux only"))]
 impl Confinement {
     /// Read from the text of `/proc/<pid>/status`. `None` when neither seccomp line is there.
     pub fn from_status(status: &str) -> Option<Confinement> {
