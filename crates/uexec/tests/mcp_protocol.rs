@@ -301,8 +301,13 @@ fn elicitation_follows_the_negotiated_protocol_version(t: Transport) {
     let params = &server.elicitations[0];
     assert!(params.get("mode").is_none(), "2025-06-18 has no elicitation mode: {params}");
     let decision = &params["requestedSchema"]["properties"]["decision"];
-    assert_eq!(decision["enum"], json!(["approve", "approve_for_session", "deny"]), "{params}");
-    assert_eq!(decision["enumNames"].as_array().map(Vec::len), Some(3), "{params}");
+    // Under untrusted a run question offers the sandbox-only approval and the rerun as its own choice.
+    assert_eq!(
+        decision["enum"],
+        json!(["approve", "approve_with_retry", "approve_for_session", "deny"]),
+        "{params}"
+    );
+    assert_eq!(decision["enumNames"].as_array().map(Vec::len), Some(4), "{params}");
     assert!(decision.get("oneOf").is_none(), "{params}");
     drop(server);
 

@@ -39,8 +39,7 @@ pub fn answer(line: &[u8], message: &str) -> Option<Value> {
 
 /// Answer every request on stdin with `message` until stdin ends (see the module documentation).
 pub fn answer_until_eof(message: &str) {
-    let stdin = std::io::stdin();
-    let mut input = stdin.lock();
+    let mut input = std::io::BufReader::new(std::io::stdin());
     let mut stdout = std::io::stdout();
     let mut line = Vec::new();
     loop {
