@@ -109,6 +109,14 @@ struct Shared {
     exit_code: Option<i32>,
     /// Exit seen, trailing output drained (or given up on), `End` emitted.
     finished: bool,
+    /// The newest output (at most [`PIPE_PRESENT_BYTES`]) kept when `End` took the transcript: what a person
+    /// who watches a pipe session after it exited sees of it.
+    kept_output: Option<Vec<u8>>,
+}
+
+/// The newest [`PIPE_PRESENT_BYTES`] of `all`.
+fn newest(all: &[u8]) -> Vec<u8> {
+    all.get(all.len().saturating_sub(PIPE_PRESENT_BYTES)..).unwrap_or_default().to_vec()
 }
 
 /// A point-in-time view of a session for the collector.
@@ -182,6 +190,7 @@ impl Session {
             reader_parked: false,
             exit_code: None,
             finished: false,
+            kept_output: None,
         };
         let (changed, _) = watch::channel(0);
         let watchers = Watchers::new(spec.buffer_bytes);
@@ -367,10 +376,11 @@ impl Session {
             // rendered outside the lock.
             let (exit_code, transcript) = {
                 let mut shared = self.lock();
-                (
-                    shared.exit_code.unwrap_or(UNKNOWN_EXIT_CODE),
-                    std::mem::replace(&mut shared.transcript, HeadTailBuffer::new(0)),
-                )
+                let transcript = std::mem::replace(&mut shared.transcript, HeadTailBuffer::new(0));
+                if self.screen.is_none() {
+                    shared.kept_output = Some(newest(&transcript.to_bytes()));
+                }
+                (shared.exit_code.unwrap_or(UNKNOWN_EXIT_CODE), transcript)
             };
             let aggregated_output = transcript.to_string_lossy();
             drop(transcript);
@@ -408,9 +418,12 @@ impl Session {
             }
             None => {
                 let shared = self.lock();
-                let all = shared.transcript.to_bytes();
-                let from = all.len().saturating_sub(PIPE_PRESENT_BYTES);
-                (all.get(from..).unwrap_or_default().to_vec(), self.watchers.register())
+                // After `End` took the transcript, the newest output it kept.
+                let present = match &shared.kept_output {
+                    Some(last) => last.clone(),
+                    None => newest(&shared.transcript.to_bytes()),
+                };
+                (present, self.watchers.register())
             }
         };
         let finished = {

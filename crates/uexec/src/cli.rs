@@ -14,6 +14,7 @@ Examples:
   uexec run --sandbox read-only -- bash      a shell that cannot write anywhere
   uexec sessions                             every live session of every uexec server of yours
   uexec attach 12345                         watch a session's terminal (--write: type into it; Ctrl-] detaches)
+  uexec answer 4242 3 approve                answer an approval question that server asks
   uexec sandbox-report                       what this machine can enforce
   uexec sandbox-profile --platform macos     the Seatbelt profile the macOS sandbox would use
 
@@ -70,11 +71,14 @@ const SESSIONS_AFTER_HELP: &str = "\
 Every uexec mcp server (stdio or --listen) serves a control socket that only you can reach: in
 $XDG_RUNTIME_DIR/uexec/control (else ~/.local/state/uexec/control), mode 0700, hidden from every sandboxed command.
 Columns: the server (its pid and kind), the client of an HTTP server, the session id, its state (running,
-waiting-for-input, exited), age, output size, sandbox, working directory and command.
+waiting-for-input, exited), age, output size, sandbox, working directory and command. Below: the approval questions
+waiting for a person, each with everything it shows (answer one with `uexec answer SERVER QUESTION DECISION`).
+--history lists what was approved, denied and refused instead.
 
 Examples:
   uexec sessions
-  uexec sessions --json | jq '.[].sessions[].session_id'";
+  uexec sessions --json | jq '.[].sessions[].session_id'
+  uexec sessions --history";
 
 const ATTACH_AFTER_HELP: &str = "\
 Shows the session's terminal: a PTY session's rendered 24x80 screen first, then its output live; a pipe session's
@@ -88,6 +92,18 @@ Examples:
   uexec attach 12345
   uexec attach --write 12345
   uexec attach --server 4242 --client 2 12345";
+
+const ANSWER_AFTER_HELP: &str = "\
+Answers a question the server's approval asks (the same question the MCP client shows): approve runs the command
+this once, approve-session for the rest of the client's session, approve-prefix every command starting with the
+prefix the question offers (only when it offers one), deny refuses it. The first answer decides, from the client,
+the operator page or here; a question answered already is refused with a message. The answer is an audit-log
+record of the server (question_answered, by control).
+
+Examples:
+  uexec sessions                             the questions are listed below the sessions
+  uexec answer 4242 3 approve
+  uexec answer 4242 3 deny";
 
 const KILL_AFTER_HELP: &str = "\
 Kills the session's process tree. The model's next write_stdin on it reads its last output and that it ended.
@@ -154,6 +170,9 @@ pub enum Command {
     /// Kill a live session, or every session of one server.
     #[command(after_help = KILL_AFTER_HELP)]
     Kill(KillArgs),
+    /// Answer an approval question waiting for a person (as listed by `uexec sessions`).
+    #[command(after_help = ANSWER_AFTER_HELP)]
+    Answer(AnswerArgs),
     /// Show what this machine can enforce, and what the given policy would enforce.
     #[command(name = "sandbox-report", after_help = REPORT_AFTER_HELP)]
     SandboxReport(ReportArgs),
@@ -317,9 +336,27 @@ pub struct RunArgs {
 /// `uexec sessions`.
 #[derive(Debug, Clone, Args)]
 pub struct SessionsArgs {
-    /// Print JSON (one array of servers, each with its sessions) instead of a table.
+    /// Print JSON (one array of servers, each with its sessions and its waiting questions) instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Print what was approved (once, for the session, by prefix), denied, refused by the policy, refused by
+    /// the sandbox, and the decisions about hosts, per session, instead of the live sessions.
+    #[arg(long)]
+    pub history: bool,
+}
+
+/// `uexec answer`.
+#[derive(Debug, Clone, Args)]
+pub struct AnswerArgs {
+    /// The server's pid (as `uexec sessions` lists it).
+    #[arg(value_name = "SERVER")]
+    pub server: u32,
+    /// The question's number (as `uexec sessions` lists it).
+    #[arg(value_name = "QUESTION")]
+    pub question: u64,
+    /// The answer.
+    #[arg(value_name = "DECISION", value_parser = ["approve", "approve-session", "approve-prefix", "deny"])]
+    pub decision: String,
 }
 
 /// `uexec attach`.

@@ -15,6 +15,7 @@ use uexec_engine::{Engine, EngineConfig, EngineDeps};
 use uexec_ports::{EventSink, ExecEvent};
 
 use crate::audit::AuditLog;
+use crate::control::desk::{Desk, DeskApprover};
 use crate::mcp::approval::McpApprover;
 use crate::proxy::{DomainAsker, EngineAsker, Refusals};
 use crate::settings::{self, Settings};
@@ -113,7 +114,8 @@ pub struct McpClient {
     pub proxy: Option<crate::proxy::Pending>,
 }
 
-/// The stack of one MCP client: an approver that asks the client's person (`mcp::approval`), which the engine
+/// The stack of one MCP client: an approver that asks the client's person (`mcp::approval`) and posts the
+/// question on the server's `desk` (client number given), which the engine
 /// asks through, also for the proxy in the domain-allowlist mode ([`EngineAsker`]); the sandbox and spawner of this platform placed as
 /// `namespaces` says; an engine over them configured by `config`, emitting to `events`.
 pub fn mcp_client(
@@ -122,6 +124,7 @@ pub fn mcp_client(
     audit: Option<Arc<AuditLog>>,
     events: Arc<dyn EventSink>,
     namespaces: Namespaces,
+    desk: (&Arc<Desk>, u64),
 ) -> Result<McpClient> {
     let approver = Arc::new(McpApprover::new(settings.approval_policy, settings.sandbox_policy.clone()));
     // The proxy's question about a host goes through the engine (one cache, one port to the person), which
@@ -133,7 +136,18 @@ pub fn mcp_client(
         Namespaces::Server => (crate::platform::spawner(), crate::platform::sandbox_with(&setup)),
         Namespaces::PerClient => crate::platform::client_spawner_and_sandbox(&setup),
     };
-    let engine = Engine::new(config, EngineDeps { spawner, sandbox, approver: approver.clone(), events });
+    // Every question is posted on the server's desk too, where the person may answer it from the operator page
+    // or `uexec answer` (`control::desk`); the first answer decides.
+    let (desk, client) = desk;
+    let asked: Arc<DeskApprover> = Arc::new(DeskApprover::new(
+        approver.clone(),
+        Arc::clone(desk),
+        client,
+        settings.sandbox_policy.clone(),
+        settings.approval_policy,
+    ));
+    let events = desk.events(client, events);
+    let engine = Engine::new(config, EngineDeps { spawner, sandbox, approver: asked, events });
     asker.bind(&engine);
     Ok(McpClient { engine, approver, refusals, proxy })
 }

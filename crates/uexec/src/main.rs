@@ -68,6 +68,7 @@ fn main() -> ExitCode {
         Command::Sessions(args) => control::client::sessions(&args),
         Command::Attach(args) => control::client::attach(&args),
         Command::Kill(args) => control::client::kill(&args),
+        Command::Answer(args) => control::client::answer(&args),
         Command::SandboxReport(args) => report::sandbox_report(&args),
         Command::SandboxProfile(args) => report::sandbox_profile(&args),
         Command::ApplyPatch(args) => return apply_patch::main(&args.patch),

@@ -277,7 +277,12 @@ fn a_pipe_session_shows_its_output_and_a_watchers_size_never_resizes_a_session()
     let watcher = Tmux::start(&person_line(&ws, &format!("attach {pipe_id}")));
     watcher.wait_for("pipe-before");
     std::fs::write(ws.path().join("go"), "").unwrap();
-    watcher.wait_for("pipe-after-go");
+    let screen = watcher.wait_for("pipe-after-go");
+    // Each line starts at the left edge: the program's bare line feeds return the carriage on the person's raw
+    // terminal (no staircase).
+    for line in ["pipe-before", "pipe-after-go"] {
+        assert!(screen.lines().any(|l| l.starts_with(line)), "{line:?} is not at the left edge:\n{screen}");
+    }
     let (seen, _) = model_until(&mut server, pipe_id, "pipe-after-go");
     assert!(seen.contains("pipe-after-go"), "the model still reads it: {seen:?}");
     // The keyboard is a terminal's only: a pipe session refuses `--write`, saying why.
@@ -317,6 +322,138 @@ fn a_pipe_session_shows_its_output_and_a_watchers_size_never_resizes_a_session()
         before,
         "the watcher's resize reached the session"
     );
+}
+
+#[test]
+fn an_exited_pipe_session_shows_its_last_output_and_its_exit_code_and_a_live_twin_streams() {
+    let ws = Workspace::new();
+    let mut server = server(&ws, &["--sandbox", "danger-full-access"]);
+    let script = "for i in 1 2 3; do echo exited-line-$i; done; until [ -e go ]; do sleep 0.05; done; exit 3";
+    let ended = session_id(
+        &server.call("exec_command", json!({ "cmd": script, "login": false, "yield_time_ms": 300 })),
+    );
+    let live = session_id(&server.call(
+        "exec_command",
+        json!({ "cmd": "for i in 1 2 3; do echo live-line-$i; done; sleep 60", "login": false, "yield_time_ms": 300 }),
+    ));
+    std::fs::write(ws.path().join("go"), "").unwrap();
+    // Exited, and still held for the model's next call: listed as such.
+    let listed = wait_listed(&ws, server.pid(), ended, "exited");
+    assert_eq!(listed["exit_code"], json!(3), "{listed}");
+
+    let watcher = Tmux::start(&person_line(&ws, &format!("attach {ended}")));
+    let screen = watcher.wait_for("PANE-DONE");
+    for line in ["exited-line-1", "exited-line-2", "exited-line-3"] {
+        assert!(
+            screen.lines().any(|l| l.starts_with(line)),
+            "{line:?} not shown at the left edge:\n{screen}"
+        );
+    }
+    assert!(screen.contains(&format!("session {ended} exited with code 3")), "{screen}");
+
+    // The live twin: the same output, and no exit.
+    let twin = Tmux::start(&person_line(&ws, &format!("attach {live}")));
+    let screen = twin.wait_for("live-line-3");
+    assert!(screen.lines().any(|l| l.starts_with("live-line-2")), "{screen}");
+    assert!(!screen.contains("exited with code"), "{screen}");
+    twin.keys(&["C-]"]);
+    twin.wait_for("PANE-DONE");
+
+    // The model still reads the exited session's end.
+    let (seen, code) = model_until(&mut server, ended, "exited-line-3");
+    assert_eq!(code, Some(3), "{seen:?}");
+}
+
+/// Send `exec_command` for `cmd` without waiting for its answer; the request's id.
+fn exec_in_flight(server: &mut McpServer, cmd: &str) -> Value {
+    let id = json!(server.fresh_id());
+    let params =
+        json!({ "name": "exec_command", "arguments": { "cmd": cmd, "login": false, "yield_time_ms": 2000 } });
+    server.send(&json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params }));
+    id
+}
+
+/// The questions `uexec sessions --json` lists for the server with `pid`.
+fn questions_of(ws: &Workspace, pid: u32) -> Vec<Value> {
+    listing(ws)
+        .into_iter()
+        .filter(|s| s["server"]["pid"] == json!(pid))
+        .flat_map(|s| s["questions"].as_array().cloned().unwrap_or_default())
+        .collect()
+}
+
+#[test]
+fn a_question_waiting_for_a_person_is_listed_and_answered_once_from_the_terminal() {
+    let ws = Workspace::new();
+    let audit = ws.outside.path().join("audit.jsonl");
+    let mut server = McpServer::start_with_env(
+        &ws,
+        &["--approval-policy", "untrusted", "--audit-log", audit.to_str().unwrap()],
+        &[("XDG_RUNTIME_DIR", runtime_dir(&ws).to_str().unwrap())],
+    );
+    server.initialize(true);
+    let pid = server.pid();
+    let _ = socket_of(&ws, pid);
+
+    // Denied from the terminal: the command does not run.
+    let first = exec_in_flight(&mut server, "echo denied-ran > denied.txt");
+    let asked = server.wait_method("elicitation/create");
+    let questions = questions_of(&ws, pid);
+    assert_eq!(questions.len(), 1, "{questions:?}");
+    let question = &questions[0];
+    assert_eq!(question["kind"], json!("run"));
+    assert_eq!(question["command"], json!("echo denied-ran > denied.txt"));
+    assert_eq!(question["cwd"], json!(ws.path().to_str().unwrap()));
+    assert!(question["text"].as_str().unwrap().contains("echo denied-ran"), "{question}");
+    // The table shows every fact and how to answer.
+    let table = person(&ws, &["sessions"]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    let qid = question["id"].as_u64().unwrap();
+    assert!(table.contains(&format!("QUESTION {qid} of server {pid}")), "{table}");
+    assert!(table.contains("command:   echo denied-ran > denied.txt"), "{table}");
+    assert!(table.contains(&format!("directory: {}", ws.path().display())), "{table}");
+    assert!(table.contains(&format!("uexec answer {pid} {qid} approve|approve-session|deny")), "{table}");
+    let denied = person(&ws, &["answer", &pid.to_string(), &qid.to_string(), "deny"]);
+    assert!(denied.status.success(), "{denied:?}");
+    let response = server.wait_response(&first);
+    assert!(response.to_string().contains("rejected"), "{response}");
+    assert!(!ws.path().join("denied.txt").exists(), "a denied command ran");
+    // Answered once: the same question again is refused, and the client's late answer decides nothing.
+    let again = person(&ws, &["answer", &pid.to_string(), &qid.to_string(), "approve"]);
+    assert!(!again.status.success(), "{again:?}");
+    assert!(String::from_utf8_lossy(&again.stderr).contains("answered already"), "{again:?}");
+    server.answer_elicitation(&asked);
+    assert!(!ws.path().join("denied.txt").exists(), "the client's late answer ran it");
+    assert!(questions_of(&ws, pid).is_empty());
+
+    // Its allowed twin: approved from the terminal, it runs.
+    let second = exec_in_flight(&mut server, "echo approved-ran > approved.txt; cat approved.txt");
+    server.wait_method("elicitation/create");
+    let qid = questions_of(&ws, pid)[0]["id"].as_u64().unwrap();
+    let approved = person(&ws, &["answer", &pid.to_string(), &qid.to_string(), "approve"]);
+    assert!(approved.status.success(), "{approved:?}");
+    let response = server.wait_response(&second);
+    assert!(response.to_string().contains("approved-ran"), "{response}");
+
+    // The history says who decided what, and so does the audit log.
+    let history = person(&ws, &["sessions", "--history"]);
+    let history = String::from_utf8_lossy(&history.stdout);
+    let denied_line =
+        history.lines().find(|l| l.contains("denied-ran")).unwrap_or_else(|| panic!("{history}"));
+    assert!(denied_line.contains("denied") && denied_line.contains("by control"), "{history}");
+    let approved_line =
+        history.lines().find(|l| l.contains("approved-ran")).unwrap_or_else(|| panic!("{history}"));
+    assert!(approved_line.contains("approved ") && approved_line.contains("by control"), "{history}");
+    drop(server);
+    let log = std::fs::read_to_string(&audit).unwrap();
+    let answered: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["event"] == "question_answered")
+        .collect();
+    let by: Vec<(&str, &str)> =
+        answered.iter().map(|r| (r["decision"].as_str().unwrap(), r["by"].as_str().unwrap())).collect();
+    assert_eq!(by, vec![("denied", "control"), ("approved", "control")], "{log}");
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! The person's side of the control channel: `uexec sessions`, `uexec attach`, `uexec kill`.
+//! The person's side of the control channel: `uexec sessions`, `uexec attach`, `uexec kill`, `uexec answer`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -13,10 +13,12 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use uexec_domain::SessionId;
 use uexec_domain::limits::PTY_ROWS;
 
+use super::ServerInfo;
+use super::desk::{HistoryEntry, QuestionView};
 use super::{
     DETACH_KEY, FRAME_EXIT, FRAME_INPUT, FRAME_OUTPUT, FrameReader, Listed, Listing, Request, write_frame,
 };
-use crate::cli::{AttachArgs, KillArgs, SessionsArgs};
+use crate::cli::{AnswerArgs, AttachArgs, KillArgs, SessionsArgs};
 use crate::settings::ProcessContext;
 
 /// What the terminal is given back after a detach: attributes, a visible cursor, normal cursor keys and keypad,
@@ -223,6 +225,12 @@ fn state(listed: &Listed) -> String {
 
 /// `uexec sessions`.
 pub fn sessions(args: &SessionsArgs) -> Result<ExitCode> {
+    if args.history {
+        let rt = crate::runtime()?;
+        let outcome = rt.block_on(history_async(args.json));
+        rt.shutdown_background();
+        return outcome;
+    }
     let ctx = ProcessContext::current()?;
     let rt = crate::runtime()?;
     let Listings { answered: listings, silent } = rt.block_on(all_listings(&ctx));
@@ -272,18 +280,29 @@ pub fn sessions(args: &SessionsArgs) -> Result<ExitCode> {
             "no live sessions ({servers} uexec server{} of yours answering)",
             if servers == 1 { "" } else { "s" }
         )?;
-        for path in &silent {
-            writeln!(out, "{}", silent_note(path))?;
-        }
-        return Ok(ExitCode::SUCCESS);
+    } else {
+        write_table(&mut out, &rows)?;
     }
-    let mut widths = [0usize; 9];
-    for row in &rows {
+    for (_, listing) in &listings {
+        for question in &listing.questions {
+            write_question(&mut out, listing, question)?;
+        }
+    }
+    for path in &silent {
+        writeln!(out, "{}", silent_note(path))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Rows in columns as wide as their widest cell; the last column is not padded.
+fn write_table<const N: usize>(out: &mut impl Write, rows: &[[String; N]]) -> std::io::Result<()> {
+    let mut widths = [0usize; N];
+    for row in rows {
         for (width, text) in widths.iter_mut().zip(row) {
             *width = (*width).max(text.chars().count());
         }
     }
-    for row in &rows {
+    for row in rows {
         let mut line = String::new();
         for (i, (width, text)) in widths.iter().zip(row).enumerate() {
             if i + 1 == row.len() {
@@ -294,9 +313,143 @@ pub fn sessions(args: &SessionsArgs) -> Result<ExitCode> {
         }
         writeln!(out, "{}", line.trim_end())?;
     }
-    for path in &silent {
-        writeln!(out, "{}", silent_note(path))?;
+    Ok(())
+}
+
+/// A question waiting for a person, with everything it shows (its texts are escaped by the server, and again
+/// here: a server's answer must not drive the terminal either), and how to answer it.
+fn write_question(out: &mut impl Write, listing: &Listing, question: &QuestionView) -> std::io::Result<()> {
+    let server = listing.server.pid;
+    let client =
+        if listing.server.kind == "stdio" { String::new() } else { format!("client {}, ", question.client) };
+    writeln!(out)?;
+    writeln!(
+        out,
+        "QUESTION {} of server {server} ({client}session {}, {}, asked {} ago): waiting for a person",
+        question.id,
+        question.session_id,
+        cell(&question.kind, 40),
+        age(question.age_ms),
+    )?;
+    for warning in &question.warnings {
+        writeln!(out, "  warning:   {}", cell(warning, 2000))?;
     }
+    writeln!(out, "  command:   {}", cell(&question.command, 2000))?;
+    writeln!(out, "  directory: {}", cell(&question.cwd, 2000))?;
+    if let Some(reason) = &question.reason {
+        writeln!(out, "  reason:    {}", cell(reason, 2000))?;
+    }
+    let mut choices = "approve|approve-session|deny".to_owned();
+    if let Some(prefix) = &question.prefix {
+        writeln!(out, "  offers:    every command starting with {} for the session", cell(prefix, 400))?;
+        choices = "approve|approve-session|approve-prefix|deny".to_owned();
+    }
+    writeln!(out, "  answer:    uexec answer {server} {} {choices}", question.id)
+}
+
+/// `uexec sessions --history`.
+async fn history_async(json: bool) -> Result<ExitCode> {
+    let ctx = ProcessContext::current()?;
+    let mut servers = Vec::new();
+    for path in sockets(&ctx) {
+        let Some(stream) = connect(&path).await else { continue };
+        match tokio::time::timeout(ANSWER_DEADLINE, ask(stream, &Request::History)).await {
+            Ok(Ok((value, _, _))) => servers.push(value),
+            Ok(Err(e)) => say(&format!("uexec: {}: no history: {e:#}\n", path.display())),
+            Err(_) => say(&format!("uexec: {}\n", silent_note(&path))),
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    if json {
+        let servers: Vec<Value> = servers
+            .into_iter()
+            .map(|mut v| {
+                if let Value::Object(map) = &mut v {
+                    map.remove("ok");
+                }
+                v
+            })
+            .collect();
+        writeln!(out, "{}", serde_json::to_string(&servers)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if servers.is_empty() {
+        writeln!(out, "no uexec server of yours answering")?;
+    }
+    for server in servers {
+        let info: ServerInfo = serde_json::from_value(server.get("server").cloned().unwrap_or_default())
+            .context("a server's answer names no server")?;
+        let mut entries: Vec<HistoryEntry> =
+            serde_json::from_value(server.get("history").cloned().unwrap_or_default())
+                .context("a server's history does not parse")?;
+        writeln!(out, "server {} ({}, {})", info.pid, info.kind, cell(&info.cwd.display().to_string(), 200))?;
+        if entries.is_empty() {
+            writeln!(out, "  nothing approved, denied or refused yet")?;
+            continue;
+        }
+        // Per session, in the order of their first entry; entries of no session (refusals of the policy before a
+        // session existed, hosts) last.
+        entries.sort_by_key(|e| (e.session_id.is_none(), e.client, e.session_id.map(|s| s.0), e.unix_ms));
+        let mut current = None;
+        for entry in &entries {
+            let key = (entry.client, entry.session_id);
+            if current != Some(key) {
+                current = Some(key);
+                let client =
+                    if info.kind == "stdio" { String::new() } else { format!(" of client {}", entry.client) };
+                match entry.session_id {
+                    Some(id) => writeln!(out, "  session {id}{client}")?,
+                    None => writeln!(out, "  no session{client}")?,
+                }
+            }
+            let detail = if entry.detail.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", cell(&entry.detail, 200))
+            };
+            writeln!(
+                out,
+                "    {}  {:<21} by {:<8} {}{detail}",
+                clock(entry.unix_ms),
+                cell(&entry.outcome, 40),
+                cell(&entry.by, 20),
+                cell(&entry.subject, 200),
+            )?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `HH:MM:SS` (UTC) of a time in milliseconds since the epoch.
+fn clock(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    format!("{:02}:{:02}:{:02}Z", (secs / 3600) % 24, (secs / 60) % 60, secs % 60)
+}
+
+/// `uexec answer`.
+pub fn answer(args: &AnswerArgs) -> Result<ExitCode> {
+    let ctx = ProcessContext::current()?;
+    let rt = crate::runtime()?;
+    let outcome = rt.block_on(answer_async(&ctx, args));
+    rt.shutdown_background();
+    outcome
+}
+
+async fn answer_async(ctx: &ProcessContext, args: &AnswerArgs) -> Result<ExitCode> {
+    let found = all_listings(ctx).await.answered.into_iter().find(|(_, l)| l.server.pid == args.server);
+    let Some((path, _)) = found else {
+        bail!("no uexec server {} of yours (see `uexec sessions`)", args.server)
+    };
+    let stream = connect(&path).await.ok_or_else(|| anyhow!("server {} no longer answers", args.server))?;
+    let request = Request::Answer { question: args.question, decision: args.decision.clone() };
+    ask(stream, &request).await?;
+    writeln!(
+        std::io::stdout().lock(),
+        "answered question {} of server {}: {}",
+        args.question,
+        args.server,
+        args.decision
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -397,12 +550,18 @@ async fn attach_async(ctx: &ProcessContext, args: &AttachArgs) -> Result<ExitCod
     }
     let mut first = true;
     let mut keys_open = true;
+    // A pipe session's output was written for no terminal: its line feeds reach a terminal in raw mode, which
+    // does not return the carriage on a line feed, as new lines.
+    let mut newlines = (tty_out && !listed.tty).then_some(Newlines::default());
     let mut frames = FrameReader::new(&mut reader);
     let ending = loop {
         tokio::select! {
             frame = frames.next() => match frame {
                 Ok(Some((FRAME_OUTPUT, bytes))) => {
-                    stdout.write_all(&bytes)?;
+                    match &mut newlines {
+                        Some(newlines) => stdout.write_all(&newlines.translate(&bytes))?,
+                        None => stdout.write_all(&bytes)?,
+                    }
                     if std::mem::take(&mut first) && let Some(row) = status_row {
                         // Below the session's rows, cursor saved and restored around it.
                         let line = format!(
@@ -446,6 +605,27 @@ async fn attach_async(ctx: &ProcessContext, args: &AttachArgs) -> Result<ExitCod
     drop(raw);
     say(&format!("\r\n[uexec] {ending}\r\n"));
     Ok(ExitCode::SUCCESS)
+}
+
+/// Line feeds as a terminal in raw mode needs them: each bare LF becomes CR LF, also where the CR ended the
+/// previous piece.
+#[derive(Debug, Default)]
+struct Newlines {
+    after_cr: bool,
+}
+
+impl Newlines {
+    fn translate(&mut self, bytes: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(bytes.len() + bytes.len() / 16);
+        for &byte in bytes {
+            if byte == b'\n' && !self.after_cr {
+                out.push(b'\r');
+            }
+            out.push(byte);
+            self.after_cr = byte == b'\r';
+        }
+        out
+    }
 }
 
 /// `uexec kill`.
@@ -498,6 +678,20 @@ mod tests {
         assert_eq!(cell("printf '\x1b]0;pwned\x07'\nrm", 60), "printf '\\u{1b}]0;pwned\\u{7}'\\u{a}rm");
         assert_eq!(cell("a\u{202e}b", 60), "a\\u{202e}b");
         assert_eq!(cell("abcdefghij", 6), "abc...");
+    }
+
+    #[test]
+    fn a_pipe_sessions_line_feeds_return_the_carriage_once() {
+        let mut newlines = Newlines::default();
+        assert_eq!(newlines.translate(b"a\nb\r\nc\r"), b"a\r\nb\r\nc\r");
+        // The CR ended the previous piece: no second one.
+        assert_eq!(newlines.translate(b"\nd\n\n"), b"\nd\r\n\r\n");
+    }
+
+    #[test]
+    fn history_times_are_utc_clock_times() {
+        assert_eq!(clock(0), "00:00:00Z");
+        assert_eq!(clock(((13 * 3600 + 4 * 60 + 5) * 1000) + 86_400_000 * 3), "13:04:05Z");
     }
 
     #[test]

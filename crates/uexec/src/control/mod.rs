@@ -1,5 +1,5 @@
 //! The control channel: how a person reaches the live sessions of their uexec servers without the model
-//! (`uexec sessions`, `uexec attach`, `uexec kill`).
+//! (`uexec sessions`, `uexec attach`, `uexec kill`, `uexec answer`).
 //!
 //! Every `uexec mcp` server (stdio or `--listen`) serves a unix socket, `<control dir>/<pid>.sock`, where the
 //! control directory is the first of `$XDG_RUNTIME_DIR/uexec/control` and `<state dir>/control` that lies
@@ -22,10 +22,11 @@
 //! with the answer, or `"ok": false` with an `"error"`). After an `attach` answer both sides exchange frames
 //! (`[kind: u8][length: u32, big-endian][payload]`): the server sends [`FRAME_OUTPUT`] (the present first, then
 //! the stream) and, once, [`FRAME_EXIT`]; the client sends [`FRAME_INPUT`] (honoured only when it attached with
-//! `write`), and detaches by closing the connection. Attaching, typing (how many bytes, never what) and killing
-//! are audit-log records.
+//! `write`), and detaches by closing the connection. Attaching, typing (how many bytes, never what), killing and
+//! answering a question (`desk`) are audit-log records.
 
 pub mod client;
+pub mod desk;
 pub mod peer;
 pub mod server;
 
@@ -76,6 +77,15 @@ pub enum Request {
     },
     /// Kill every session of every client of the server.
     KillAll,
+    /// Answer an approval question waiting for a person (`desk`).
+    Answer {
+        /// The question's number on this server.
+        question: u64,
+        /// `approve`, `approve-session`, `approve-prefix` or `deny`.
+        decision: String,
+    },
+    /// What was approved, denied and refused (`desk`).
+    History,
 }
 
 /// What a server says about itself.
@@ -125,6 +135,9 @@ pub struct Listing {
     pub server: ServerInfo,
     /// Its live sessions.
     pub sessions: Vec<Listed>,
+    /// The approval questions waiting for a person.
+    #[serde(default)]
+    pub questions: Vec<desk::QuestionView>,
 }
 
 /// Write one frame.

@@ -9,6 +9,7 @@ use tokio::net::{UnixListener, UnixStream};
 use uexec_domain::SessionId;
 use uexec_engine::{Engine, LiveState, SessionView, WatchEvent};
 
+use super::desk::{Answered, Answerer, Desk, parse_decision};
 use super::{
     FRAME_EXIT, FRAME_INPUT, FRAME_OUTPUT, FrameReader, Listed, Listing, MAX_REQUEST_BYTES, Request,
     ServerInfo, write_frame,
@@ -38,6 +39,7 @@ struct Shared {
     info: ServerInfo,
     clients: Clients,
     audit: Option<Arc<AuditLog>>,
+    desk: Arc<Desk>,
 }
 
 /// Serve this server's control socket (inside a tokio runtime). `None`, with a warning, when there is no
@@ -48,6 +50,7 @@ pub fn start(
     listen: Option<String>,
     clients: Clients,
     audit: Option<Arc<AuditLog>>,
+    desk: Arc<Desk>,
 ) -> Option<Control> {
     let dir = match crate::settings::control_home(settings) {
         Ok(dir) => dir,
@@ -74,7 +77,7 @@ pub fn start(
         }
     }
     let info = ServerInfo { pid, kind: kind.to_owned(), cwd: settings.cwd.clone(), listen };
-    let shared = Arc::new(Shared { info, clients, audit });
+    let shared = Arc::new(Shared { info, clients, audit, desk });
     let task = tokio::spawn(accept_loop(listener, shared)).abort_handle();
     tracing::info!(path = %path.display(), "control socket (uexec sessions, uexec attach)");
     Some(Control { path, task })
@@ -135,6 +138,14 @@ async fn serve_peer(stream: UnixStream, shared: Arc<Shared>) {
     };
     let result = match request {
         Request::List => answer(&mut write, list(&shared)).await,
+        Request::Answer { question, decision } => {
+            let reply = answer_question(&shared.desk, question, &decision, Answerer::Control(peer_pid));
+            answer(&mut write, reply).await
+        }
+        Request::History => {
+            let reply = json!({ "ok": true, "server": shared.info, "history": shared.desk.history() });
+            answer(&mut write, reply).await
+        }
         Request::Kill { client, session } => {
             let reply = kill(&shared, client, session, peer_pid).await;
             answer(&mut write, reply).await
@@ -183,19 +194,36 @@ fn listed(client: u64, view: SessionView) -> Listed {
     }
 }
 
-/// The server and every live session of every client.
-pub fn listing(info: &ServerInfo, clients: &Clients) -> Listing {
+/// Answer question `question` with `decision` (as the person typed it) for a person reached through `by`: the
+/// JSON answer of the control socket and the operator route alike.
+pub fn answer_question(desk: &Desk, question: u64, decision: &str, by: Answerer) -> Value {
+    let Some(parsed) = parse_decision(decision) else {
+        return json!({ "ok": false, "error": format!("unknown decision {:?}: approve, approve-session or deny", decision.escape_debug().to_string()) });
+    };
+    match desk.answer(question, parsed, by) {
+        Answered::Decided => json!({ "ok": true, "question": question, "decision": decision }),
+        Answered::NotWaiting => {
+            json!({ "ok": false, "answered": true, "error": format!("question {question} is not waiting: it was answered already (or never asked)") })
+        }
+        Answered::NotOffered => {
+            json!({ "ok": false, "error": format!("question {question} offers no prefix to approve") })
+        }
+    }
+}
+
+/// The server, every live session of every client, and the questions waiting on `desk`.
+pub fn listing(info: &ServerInfo, clients: &Clients, desk: &Desk) -> Listing {
     let mut sessions = Vec::new();
     let mut engines = clients();
     engines.sort_by_key(|(id, _)| *id);
     for (client, engine) in engines {
         sessions.extend(engine.session_views().into_iter().map(|view| listed(client, view)));
     }
-    Listing { server: info.clone(), sessions }
+    Listing { server: info.clone(), sessions, questions: desk.questions() }
 }
 
 fn list(shared: &Shared) -> Value {
-    match serde_json::to_value(listing(&shared.info, &shared.clients)) {
+    match serde_json::to_value(listing(&shared.info, &shared.clients, &shared.desk)) {
         Ok(Value::Object(mut map)) => {
             map.insert("ok".into(), Value::Bool(true));
             Value::Object(map)

@@ -118,6 +118,8 @@ struct Blueprint {
     settings: Settings,
     instructions: String,
     events: Arc<dyn EventSink>,
+    /// The questions waiting for a person and the history of decisions, of every client (`control::desk`).
+    desk: Arc<crate::control::desk::Desk>,
     /// Where the proxies record refusals.
     audit: Option<Arc<crate::audit::AuditLog>>,
     /// The connections of every client's proxy together (domain-allowlist mode), and each one's quota.
@@ -361,6 +363,7 @@ impl HttpClient {
             blueprint.audit.clone(),
             events.clone(),
             crate::compose::Namespaces::PerClient,
+            (&blueprint.desk, id),
         )
         .map_err(|e| {
             tracing::error!("cannot make a new client's proxy: {e:#}");
@@ -375,6 +378,7 @@ impl HttpClient {
         lock(&fleet.engines).insert(id, engine.clone());
         fleet.metrics.client_opened();
         let inner = UexecServer::new(engine.clone(), approver, blueprint.instructions.clone())
+            .with_desk(Arc::clone(&blueprint.desk), id)
             .with_observer(events)
             .with_refusals(refusals)
             .with_client_timeout(blueprint.settings.client_timeout_secs);
@@ -713,12 +717,13 @@ pub async fn serve(
     config.limits.warning_sessions = config.limits.warning_sessions.min(server.sessions_per_client);
     let session_budget = SessionBudget::new(server.sessions_total);
     config.session_budget = Some(session_budget.clone());
-    let pending = super::operator::PendingApprovals::new(events);
+    let desk = crate::control::desk::Desk::new(audit.clone());
     let blueprint = Arc::new(Blueprint {
         config,
         settings: settings.clone(),
         instructions: super::instructions(settings),
-        events: pending.clone(),
+        events,
+        desk: Arc::clone(&desk),
         audit,
         proxy_limits,
     });
@@ -788,7 +793,7 @@ pub async fn serve(
             },
             clients.clone(),
             blueprint.audit.clone(),
-            Some(pending),
+            Arc::clone(&desk),
         ),
     });
 
@@ -804,13 +809,18 @@ pub async fn serve(
         }
         TokenOrigin::File(_) => None,
     };
-    announce(local, generated.as_deref());
+    let token_file = match &server.token_origin {
+        TokenOrigin::File(file) => Some(file.as_path()),
+        TokenOrigin::Generated(_) => generated.as_deref(),
+    };
+    announce(local, generated.as_deref(), token_file);
     let _control = crate::control::server::start(
         settings,
         "http",
         Some(local.to_string()),
         clients,
         blueprint.audit.clone(),
+        desk,
     );
 
     let reaper = tokio::spawn(reap(Arc::clone(&fleet), Arc::clone(&router.sessions), stop.clone()));
@@ -865,7 +875,7 @@ pub async fn serve(
 
 /// Say where the server listens, and where a generated token is (on stderr: tests and operators read it; stdout
 /// carries nothing here). The token itself is never printed: a log can be readable where the token file is not.
-fn announce(local: SocketAddr, generated: Option<&std::path::Path>) {
+fn announce(local: SocketAddr, generated: Option<&std::path::Path>, token_file: Option<&std::path::Path>) {
     tracing::info!(address = %local, "serving MCP over Streamable HTTP");
     #[allow(clippy::print_stderr)]
     {
@@ -877,6 +887,26 @@ fn announce(local: SocketAddr, generated: Option<&std::path::Path>) {
             );
         }
         eprintln!("uexec: listening on http://{local}{MCP_PATH}");
+        eprintln!("{}", operator_address(local, token_file));
+    }
+}
+
+/// Where the person's page is, and how to open it with the token (never printed: stderr may be kept in a
+/// client's log): the fragment a browser never sends.
+fn operator_address(local: SocketAddr, token_file: Option<&std::path::Path>) -> String {
+    let page = format!("http://{local}{}", super::operator::OPERATOR_PATH);
+    match token_file {
+        Some(file) => {
+            let quoted = uexec_domain::quote::shell_words(&[file.display().to_string()]);
+            format!(
+                "uexec: operator page (watch and kill sessions, answer approval questions): {page}#token=TOKEN, \
+                 TOKEN being the content of {quoted} (the whole address: echo \"{page}#token=$(cat {quoted})\")"
+            )
+        }
+        None => format!(
+            "uexec: operator page (watch and kill sessions, answer approval questions): {page}#token=TOKEN, TOKEN \
+             being this server's bearer token"
+        ),
     }
 }
 
@@ -884,6 +914,14 @@ fn announce(local: SocketAddr, generated: Option<&std::path::Path>) {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_operator_page_is_announced_with_how_to_add_the_token() {
+        let local: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let line = operator_address(local, Some(std::path::Path::new("/run/user/1/uexec/listen-tokens/t")));
+        assert!(line.contains("http://127.0.0.1:8080/operator#token=TOKEN"), "{line}");
+        assert!(line.contains("$(cat /run/user/1/uexec/listen-tokens/t)"), "{line}");
+    }
 
     #[test]
     fn tokens_match_only_exactly() {

@@ -49,8 +49,16 @@ pub async fn serve(
     let mut config = crate::compose::engine_config(settings);
     config.id_seed = id_seed;
     let control_audit = audit.clone();
-    let client =
-        crate::compose::mcp_client(settings, config, audit, events, crate::compose::Namespaces::Server)?;
+    // The questions waiting for a person and the history of decisions (`control::desk`): one client, 0.
+    let desk = crate::control::desk::Desk::new(audit.clone());
+    let client = crate::compose::mcp_client(
+        settings,
+        config,
+        audit,
+        events,
+        crate::compose::Namespaces::Server,
+        (&desk, 0),
+    )?;
     if let Some(proxy) = client.proxy {
         proxy.spawn();
     }
@@ -63,9 +71,11 @@ pub async fn serve(
         None,
         Arc::new(move || vec![(0, controlled.clone())]),
         control_audit,
+        Arc::clone(&desk),
     );
     let instructions = instructions(settings);
     let handler = server::UexecServer::new(engine.clone(), approver, instructions)
+        .with_desk(desk, 0)
         .with_refusals(refusals)
         .with_client_timeout(settings.client_timeout_secs);
 

@@ -4,7 +4,12 @@
 //!
 //! Routes (each under the bearer token, as every route of the server but the probes, except the page itself):
 //! - `GET /operator/api/sessions`: the server and every live session of every client (JSON, the control
-//!   channel's listing) with the approval questions waiting for a person (`pending_approvals`);
+//!   channel's listing) with the approval questions waiting for a person (`questions`: every fact each shows,
+//!   escaped, `control::desk`);
+//! - `POST /operator/api/questions/{id}/{decision}` (`approve`, `approve-session`, `approve-prefix`, `deny`):
+//!   answer a waiting question as the client's form would; 409 when it was answered already (the first answer
+//!   decides, whoever gives it), an audit-log record `question_answered` with `"by":"http"`;
+//! - `GET /operator/api/history`: what was approved, denied and refused, per session (`control::desk`);
 //! - `GET /operator/api/sessions/{client}/{id}/screen`: the session's rendered 24x80 screen as text (a pipe
 //!   session: its newest output), its state;
 //! - `GET /operator/api/sessions/{client}/{id}/watch`: a live view as server-sent events: `present` (the
@@ -22,7 +27,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Method, Response, StatusCode, header};
@@ -32,11 +37,11 @@ use hyper::body::Frame;
 use serde_json::{Map, Value, json};
 use uexec_domain::SessionId;
 use uexec_engine::{Engine, LiveState, WatchEvent};
-use uexec_ports::{EventSink, ExecEvent};
 
 use crate::audit::AuditLog;
 use crate::control::ServerInfo;
-use crate::control::server::{Clients, listing};
+use crate::control::desk::{Answerer, Desk};
+use crate::control::server::{Clients, answer_question, listing};
 
 type HttpBody = BoxBody<Bytes, Infallible>;
 
@@ -46,55 +51,12 @@ pub const OPERATOR_PATH: &str = "/operator";
 /// The page (`GET /operator`).
 const PAGE: &str = include_str!("operator.html");
 
-/// The approval questions waiting for a person, server-wide: an [`EventSink`] in front of the server's own,
-/// which notes each `ApprovalRequested` until its `ApprovalDecided`.
-pub struct PendingApprovals {
-    next: Arc<dyn EventSink>,
-    waiting: Mutex<Vec<(String, SessionId, String)>>,
-}
-
-impl PendingApprovals {
-    /// Note the questions of the events going to `next`.
-    pub fn new(next: Arc<dyn EventSink>) -> Arc<Self> {
-        Arc::new(PendingApprovals { next, waiting: Mutex::new(Vec::new()) })
-    }
-
-    fn list(&self) -> Vec<Value> {
-        self.waiting
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .map(|(_, session, command)| json!({ "session_id": session, "command": command }))
-            .collect()
-    }
-}
-
-impl EventSink for PendingApprovals {
-    fn emit(&self, event: ExecEvent) {
-        match &event {
-            ExecEvent::ApprovalRequested { request } => {
-                let command = crate::mcp::approval::display_command(&request.command);
-                self.waiting.lock().unwrap_or_else(PoisonError::into_inner).push((
-                    request.call_id.clone(),
-                    request.session_id,
-                    command,
-                ));
-            }
-            ExecEvent::ApprovalDecided { call_id, .. } => {
-                self.waiting.lock().unwrap_or_else(PoisonError::into_inner).retain(|(c, _, _)| c != call_id);
-            }
-            _ => {}
-        }
-        self.next.emit(event);
-    }
-}
-
 /// What the operator routes are served with.
 pub struct Operator {
     info: ServerInfo,
     clients: Clients,
     audit: Option<Arc<AuditLog>>,
-    pending: Option<Arc<PendingApprovals>>,
+    desk: Arc<Desk>,
 }
 
 impl std::fmt::Debug for Operator {
@@ -131,13 +93,8 @@ fn session_route(rest: &str) -> Option<(u64, SessionId, &str)> {
 
 impl Operator {
     /// The operator routes of a server described by `info`, whose clients' engines `clients` lists.
-    pub fn new(
-        info: ServerInfo,
-        clients: Clients,
-        audit: Option<Arc<AuditLog>>,
-        pending: Option<Arc<PendingApprovals>>,
-    ) -> Self {
-        Operator { info, clients, audit, pending }
+    pub fn new(info: ServerInfo, clients: Clients, audit: Option<Arc<AuditLog>>, desk: Arc<Desk>) -> Self {
+        Operator { info, clients, audit, desk }
     }
 
     /// The answer to an operator route, `None` for any other path. `authorized`: the request carries the token.
@@ -160,7 +117,9 @@ impl Operator {
             headers.insert(header::X_FRAME_OPTIONS, header::HeaderValue::from_static("DENY"));
             return Some(page);
         }
-        let api = rest.strip_prefix("/api/sessions")?;
+        if !rest.starts_with("/api/") {
+            return None;
+        }
         if !authorized {
             let mut response = error(StatusCode::UNAUTHORIZED, "the bearer token is missing or wrong");
             response
@@ -168,18 +127,25 @@ impl Operator {
                 .insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
             return Some(response);
         }
+        if rest == "/api/history" {
+            if method != Method::GET {
+                return Some(error(StatusCode::METHOD_NOT_ALLOWED, "GET only"));
+            }
+            return Some(json_response(StatusCode::OK, &json!({ "history": self.desk.history() })));
+        }
+        if let Some(question) = rest.strip_prefix("/api/questions/") {
+            return Some(self.answer(method, question));
+        }
+        let Some(api) = rest.strip_prefix("/api/sessions") else {
+            return Some(error(StatusCode::NOT_FOUND, "no such route"));
+        };
         if api.is_empty() {
             if method != Method::GET {
                 return Some(error(StatusCode::METHOD_NOT_ALLOWED, "GET only"));
             }
-            let listing = listing(&self.info, &self.clients);
+            let listing = listing(&self.info, &self.clients, &self.desk);
             return Some(match serde_json::to_value(&listing) {
-                Ok(Value::Object(mut value)) => {
-                    let pending = self.pending.as_ref().map(|p| p.list()).unwrap_or_default();
-                    value.insert("pending_approvals".into(), Value::Array(pending));
-                    json_response(StatusCode::OK, &Value::Object(value))
-                }
-                Ok(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the listing cannot be written"),
+                Ok(value) => json_response(StatusCode::OK, &value),
                 Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the listing cannot be written"),
             });
         }
@@ -196,6 +162,26 @@ impl Operator {
             ("screen" | "watch" | "kill", _) => error(StatusCode::METHOD_NOT_ALLOWED, "wrong method"),
             _ => error(StatusCode::NOT_FOUND, "no such route"),
         })
+    }
+
+    /// `POST /operator/api/questions/{id}/{decision}`: answer a waiting question (module doc of
+    /// `control::desk`). 409 when it is not waiting (answered already, by anyone).
+    fn answer(&self, method: &Method, rest: &str) -> Response<HttpBody> {
+        if method != Method::POST {
+            return error(StatusCode::METHOD_NOT_ALLOWED, "POST only");
+        }
+        let Some((id, decision)) =
+            rest.split_once('/').and_then(|(id, d)| Some((id.parse::<u64>().ok()?, d)))
+        else {
+            return error(StatusCode::NOT_FOUND, "no such route");
+        };
+        let reply = answer_question(&self.desk, id, decision, Answerer::Http);
+        let status = match (reply.get("ok"), reply.get("answered")) {
+            (Some(Value::Bool(true)), _) => StatusCode::OK,
+            (_, Some(Value::Bool(true))) => StatusCode::CONFLICT,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        json_response(status, &reply)
     }
 
     fn record(&self, event: &str, client: u64, session: SessionId, extra: Value) {

@@ -47,6 +47,7 @@ use super::approval::{
     APPROVAL_TIMEOUT, AskVia, FormStyle, McpApprover, PendingQuestion, decision_from_elicit,
 };
 use super::tools::{self, ArgError};
+use crate::control::desk::Desk;
 use crate::proxy::Refusals;
 
 /// The key of the approval answer inside `inputResponses`.
@@ -131,6 +132,8 @@ pub struct UexecServer {
     client_timeout_secs: Option<u64>,
     /// The note on a cut wait was said on this connection.
     wait_noted: Arc<AtomicBool>,
+    /// The server's desk and this client's number there: refusals of the policy join its history.
+    desk: Option<(Arc<Desk>, u64)>,
 }
 
 impl std::fmt::Debug for UexecServer {
@@ -159,7 +162,16 @@ impl UexecServer {
             observer: None,
             client_timeout_secs: None,
             wait_noted: Arc::new(AtomicBool::new(false)),
+            desk: None,
         }
+    }
+
+    /// The same server, recording the refusals of the policy on `desk` as client `client`'s
+    /// (`control::desk`).
+    #[must_use]
+    pub fn with_desk(mut self, desk: Arc<Desk>, client: u64) -> Self {
+        self.desk = Some((desk, client));
+        self
     }
 
     /// The same server, told how long its client waits for a call (seconds; 0: as long as it takes). Without
@@ -267,9 +279,22 @@ impl UexecServer {
         let finished = Finished { observer: self.observer.clone(), call_id };
         let (result_tx, result) = oneshot::channel();
         let engine = self.engine.clone();
+        let desk = self.desk.clone();
         let task = tokio::spawn(via.scope(async move {
             let _finished = finished;
+            let (asked, workdir) = (exec.cmd.clone(), exec.workdir.clone());
             let outcome = engine.exec_command(exec).await;
+            if let (Some((desk, client)), Err(e)) = (&desk, &outcome)
+                && matches!(
+                    e,
+                    ExecError::Forbidden(_)
+                        | ExecError::ApprovalUnavailable(_)
+                        | ExecError::EscalationNotAllowed(_)
+                )
+            {
+                let cwd = workdir.map(|w| w.display().to_string());
+                desk.policy_refused(*client, &asked, cwd.as_deref(), &e.to_string());
+            }
             let _ = result_tx.send(outcome);
         }));
         let flight = InFlight {
