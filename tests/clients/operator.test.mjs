@@ -335,6 +335,11 @@ test('a question waiting for a person is answered from the page, once', { timeou
     assert.match(shown, /asked \d+s ago/);
     assert.match(shown, /client \d+ · session \d+/);
     const id = Number(await page.getAttribute(question, 'data-question'));
+    // Without the token nobody answers it (the page's own answer below is the allowed twin).
+    for (const headers of [{}, { Authorization: 'Bearer wrong' }]) {
+      const stranger = await fetch(`${server.base}/operator/api/questions/${id}/deny`, { method: 'POST', headers });
+      assert.equal(stranger.status, 401);
+    }
     await page.click(`${question} button.answer-approve`);
     const ran = await approved;
     assert.match(ran.content[0].text, /UEXEC-APPROVED-RAN/);

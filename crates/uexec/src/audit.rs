@@ -5,8 +5,11 @@
 //! and end (exit code, duration, output size, and the begin's argv, cwd and sandbox again so an end line stands
 //! alone), every refusal of the sandboxes and of the allowlist proxy (one `sandbox_refused` record each, one
 //! shape for every kind: [`refusal_record`]), and every write to a session's stdin (what was typed into a shell
-//! is as much a command as the command that started it). Output itself is not recorded, only its size: the log is for who ran what where
-//! and under which protection, and stays small.
+//! is as much a command as the command that started it). The person's desk (`control::desk`) adds who answered each
+//! question (`question_answered`: `client`, `http` or `control`), every refusal of the approval policy or a command
+//! rule (`policy_refused`) and every decision about a host of the allowlist mode (`network_decision`); the operator
+//! adds attaches, typing (how much, never what) and kills. Output itself is not recorded, only its size: the log
+//! is for who ran what where and under which protection, and stays small.
 //!
 //! Every line carries `time` (RFC 3339, UTC, milliseconds) and `unix_ms`. Each record is one `write(2)` of a
 //! whole line on an unbuffered append-only file, so it is on disk (in the page cache) when `emit` returns and

@@ -1303,12 +1303,15 @@ async fn metrics_count_spawns_output_and_sessions_and_logs_can_be_json() {
     assert_eq!(metric(&server, "uexec_spawn_latency_seconds_count").await, 2.0);
     assert!(metric(&server, "uexec_output_bytes_total").await >= 5.0);
     assert!(alive(pid));
-    // Every log line on stderr is one JSON object (the "listening" line is the one plain line operators read).
+    // Every log line on stderr is one JSON object (the "listening" line and the operator page's address are the
+    // plain lines operators read).
     let log = server.stderr.lock().unwrap().clone();
     let json_lines: Vec<Value> = log.lines().filter_map(|line| serde_json::from_str(line).ok()).collect();
     assert!(json_lines.iter().any(|l| l["message"] == "serving MCP over Streamable HTTP"), "{log}");
     assert!(
-        log.lines().all(|l| l.starts_with("uexec: listening") || serde_json::from_str::<Value>(l).is_ok()),
+        log.lines().all(|l| l.starts_with("uexec: listening")
+            || l.starts_with("uexec: operator page")
+            || serde_json::from_str::<Value>(l).is_ok()),
         "{log}"
     );
 }

@@ -593,6 +593,50 @@ mod tests {
         assert_eq!(desk.answer(question.id, ReviewDecision::Approved, Answerer::Http), Answered::NotWaiting);
     }
 
+    struct Nowhere;
+
+    impl EventSink for Nowhere {
+        fn emit(&self, _: ExecEvent) {}
+    }
+
+    #[test]
+    fn refusals_of_the_sandbox_and_of_the_policy_join_the_history_escaped() {
+        let desk = Desk::new(None);
+        let events = desk.events(2, Arc::new(Nowhere));
+        events.emit(ExecEvent::Refused {
+            call_id: "c".into(),
+            session_id: SessionId(77),
+            refusals: vec![uexec_domain::denial::Refusal::Lookup { name: "evil\u{1b}[2Jexample.com".into() }],
+        });
+        // An event of another kind is no entry.
+        events.emit(ExecEvent::TerminalInteraction {
+            call_id: "c".into(),
+            session_id: SessionId(77),
+            chars: String::new(),
+        });
+        desk.policy_refused(2, "git push\n\u{202e}x", Some("/w"), "forbidden by a command rule");
+        let history = desk.history();
+        assert_eq!(history.len(), 2, "{history:?}");
+        assert_eq!(
+            (history[0].outcome.as_str(), history[0].session_id),
+            ("refused_by_sandbox", Some(SessionId(77)))
+        );
+        assert!(history[0].subject.contains("evil\\u{1b}[2Jexample.com"), "{:?}", history[0]);
+        assert_eq!((history[1].outcome.as_str(), history[1].by.as_str()), ("refused_by_policy", "policy"));
+        assert_eq!(history[1].subject, "git push\\u{a}\\u{202e}x");
+    }
+
+    #[test]
+    fn the_history_keeps_the_newest_entries() {
+        let desk = Desk::new(None);
+        for i in 0..HISTORY_ENTRIES + 5 {
+            desk.policy_refused(0, &format!("cmd {i}"), None, "no");
+        }
+        let history = desk.history();
+        assert_eq!(history.len(), HISTORY_ENTRIES);
+        assert_eq!(history[0].subject, "cmd 5");
+    }
+
     #[test]
     fn decisions_read_as_the_person_types_them() {
         assert_eq!(parse_decision("approve"), Some(ReviewDecision::Approved));
