@@ -477,7 +477,14 @@ fn audit_log_records_approvals_and_commands() {
     let records: Vec<Value> =
         std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let events: Vec<&str> = records.iter().map(|r| r["event"].as_str().unwrap()).collect();
-    assert_eq!(events, vec!["approval_requested", "approval_decided", "begin", "end"], "{records:#?}");
+    assert_eq!(
+        events,
+        vec!["approval_requested", "question_answered", "approval_decided", "begin", "end"],
+        "{records:#?}"
+    );
+    // Who answered: the client's form (the person could have answered from the page or `uexec answer` too).
+    assert_eq!((&records[1]["by"], &records[1]["decision"]), (&json!("client"), &json!("approved")));
+    let records: Vec<Value> = records.into_iter().filter(|r| r["event"] != "question_answered").collect();
     assert_eq!(records[1]["decision"], "approved");
     assert_eq!(records[2]["cwd"], json!(std::fs::canonicalize(ws.path()).unwrap()));
     assert_eq!(records[2]["sandbox"], "linux-landlock-seccomp");

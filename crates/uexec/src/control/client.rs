@@ -323,28 +323,33 @@ fn write_question(out: &mut impl Write, listing: &Listing, question: &QuestionVi
     let client =
         if listing.server.kind == "stdio" { String::new() } else { format!("client {}, ", question.client) };
     writeln!(out)?;
+    let about = match question.session_id {
+        Some(session) => format!("session {session}, "),
+        None => String::new(),
+    };
     writeln!(
         out,
-        "QUESTION {} of server {server} ({client}session {}, {}, asked {} ago): waiting for a person",
+        "QUESTION {} of server {server} ({client}{about}{}, asked {} ago): waiting for a person",
         question.id,
-        question.session_id,
         cell(&question.kind, 40),
         age(question.age_ms),
     )?;
     for warning in &question.warnings {
         writeln!(out, "  warning:   {}", cell(warning, 2000))?;
     }
-    writeln!(out, "  command:   {}", cell(&question.command, 2000))?;
-    writeln!(out, "  directory: {}", cell(&question.cwd, 2000))?;
+    let what = if question.kind == "network" { "host:     " } else { "command:  " };
+    writeln!(out, "  {what} {}", cell(&question.command, 2000))?;
+    if !question.cwd.is_empty() {
+        writeln!(out, "  directory: {}", cell(&question.cwd, 2000))?;
+    }
     if let Some(reason) = &question.reason {
         writeln!(out, "  reason:    {}", cell(reason, 2000))?;
     }
-    let mut choices = "approve|approve-session|deny".to_owned();
     if let Some(prefix) = &question.prefix {
         writeln!(out, "  offers:    every command starting with {} for the session", cell(prefix, 400))?;
-        choices = "approve|approve-session|approve-prefix|deny".to_owned();
     }
-    writeln!(out, "  answer:    uexec answer {server} {} {choices}", question.id)
+    let choices: Vec<String> = question.choices.iter().map(|c| cell(c, 40)).collect();
+    writeln!(out, "  answer:    uexec answer {server} {} {}", question.id, choices.join("|"))
 }
 
 /// `uexec sessions --history`.

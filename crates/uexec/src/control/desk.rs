@@ -20,6 +20,7 @@
 //! page and the terminal show it as it is.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -67,13 +68,14 @@ pub struct QuestionView {
     pub id: u64,
     /// The client whose command asks (0 for a stdio server).
     pub client: u64,
-    /// The session id reserved for the command.
-    pub session_id: SessionId,
-    /// `run`, `escalation` or `retry_without_sandbox`.
+    /// The session id reserved for the command (none for a host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<SessionId>,
+    /// `run`, `escalation`, `retry_without_sandbox`, or `network` (a host off the allowlist).
     pub kind: String,
-    /// The command on one line, escaped.
+    /// The command on one line (or the host and port), escaped.
     pub command: String,
-    /// Its working directory, escaped.
+    /// Its working directory, escaped (empty for a host).
     pub cwd: String,
     /// Why it is asked, escaped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -84,6 +86,9 @@ pub struct QuestionView {
     /// The prefix offered for the session, escaped, when the question offers one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
+    /// The answers it takes: `approve`, `approve-session`, `approve-prefix` (with a prefix), `deny`; a host's
+    /// question `approve-session` and `deny`, as the client's form.
+    pub choices: Vec<String>,
     /// The whole question as the client's form shows it (`mcp::approval::question_text`).
     pub text: String,
     /// Milliseconds since it was asked.
@@ -119,7 +124,7 @@ pub enum Answered {
     Decided,
     /// No question with that number waits: never asked, or answered already (by anyone).
     NotWaiting,
-    /// The decision is not one the question offers (a prefix where none was offered).
+    /// The decision is not one the question offers (a prefix where none was offered, or once for a host).
     NotOffered,
 }
 
@@ -152,6 +157,11 @@ fn now_ms() -> u64 {
     u64::try_from(now.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// `text` with every line escaped on its own (the line breaks kept): for a text whose lines uexec wrote.
+fn escape_visible_lines(text: &str) -> String {
+    text.split('\n').map(escape_visible).collect::<Vec<_>>().join("\n")
+}
+
 fn kind_name(kind: ApprovalKind) -> &'static str {
     match kind {
         ApprovalKind::Run => "run",
@@ -168,6 +178,16 @@ pub fn parse_decision(text: &str) -> Option<ReviewDecision> {
         "approve-prefix" => Some(ReviewDecision::ApprovedPrefixForSession),
         "deny" => Some(ReviewDecision::Denied),
         _ => None,
+    }
+}
+
+/// The name [`parse_decision`] reads.
+fn decision_name(decision: ReviewDecision) -> &'static str {
+    match decision {
+        ReviewDecision::Approved => "approve",
+        ReviewDecision::ApprovedForSession => "approve-session",
+        ReviewDecision::ApprovedPrefixForSession => "approve-prefix",
+        ReviewDecision::Denied | ReviewDecision::Abort => "deny",
     }
 }
 
@@ -215,9 +235,7 @@ impl Desk {
         let Some(index) = waiting.iter().position(|w| w.view.id == id) else {
             return Answered::NotWaiting;
         };
-        if decision == ReviewDecision::ApprovedPrefixForSession
-            && waiting.get(index).is_some_and(|w| w.view.prefix.is_none())
-        {
+        if waiting.get(index).is_none_or(|w| !w.view.choices.iter().any(|c| c == decision_name(decision))) {
             return Answered::NotOffered;
         }
         let taken = waiting.remove(index);
@@ -230,26 +248,10 @@ impl Desk {
         Answered::Decided
     }
 
-    fn post(
-        &self,
-        client: u64,
-        request: &ApprovalRequest,
-        text: String,
-    ) -> (u64, oneshot::Receiver<(ReviewDecision, Answerer)>) {
+    /// Post a question (its `id` is given here); the receiver gets a person's answer.
+    fn post(&self, mut view: QuestionView) -> (u64, oneshot::Receiver<(ReviewDecision, Answerer)>) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let view = QuestionView {
-            id,
-            client,
-            session_id: request.session_id,
-            kind: kind_name(request.kind).to_owned(),
-            command: crate::mcp::approval::display_command(&request.command),
-            cwd: escape_visible(&request.cwd.display().to_string()),
-            reason: request.reason.as_deref().map(escape_visible),
-            warnings: request.warnings.iter().map(|w| escape_visible(w)).collect(),
-            prefix: request.prefix_offer.as_deref().map(crate::mcp::approval::display_words),
-            text,
-            age_ms: 0,
-        };
+        view.id = id;
         let (tx, rx) = oneshot::channel();
         lock(&self.waiting).push(Waiting { view, asked: Instant::now(), answer: tx });
         (id, rx)
@@ -358,6 +360,86 @@ impl DeskApprover {
         DeskApprover { inner, desk, client, sandbox, policy }
     }
 
+    /// What the desk shows of a command's question.
+    fn command_view(&self, request: &ApprovalRequest) -> QuestionView {
+        let mut choices = vec!["approve".to_owned(), "approve-session".to_owned()];
+        if request.prefix_offer.is_some() {
+            choices.push("approve-prefix".to_owned());
+        }
+        choices.push("deny".to_owned());
+        QuestionView {
+            id: 0,
+            client: self.client,
+            session_id: Some(request.session_id),
+            kind: kind_name(request.kind).to_owned(),
+            command: crate::mcp::approval::display_command(&request.command),
+            cwd: escape_visible(&request.cwd.display().to_string()),
+            reason: request.reason.as_deref().map(escape_visible),
+            warnings: request.warnings.iter().map(|w| escape_visible(w)).collect(),
+            prefix: request.prefix_offer.as_deref().map(crate::mcp::approval::display_words),
+            choices,
+            text: crate::mcp::approval::question_text(request, &self.sandbox, self.policy),
+            age_ms: 0,
+        }
+    }
+
+    /// What the desk shows of the question about a host (the client's form's text).
+    fn host_view(&self, request: &NetworkAccessRequest) -> QuestionView {
+        let text = match crate::mcp::approval::domain_elicit_params(
+            &request.host,
+            request.port,
+            &request.rules,
+            crate::mcp::approval::FormStyle::OneOf,
+        ) {
+            Ok(rmcp::model::ElicitRequestParams::FormElicitationParams { message, .. }) => message,
+            _ => String::new(),
+        };
+        QuestionView {
+            id: 0,
+            client: self.client,
+            session_id: None,
+            kind: "network".to_owned(),
+            command: escape_visible(&format!("{}:{}", request.host, request.port)),
+            cwd: String::new(),
+            reason: Some(escape_visible(&format!(
+                "a sandboxed command asked for a host off the domain allowlist ({}); allowing it lets every \
+                 sandboxed command of the session reach it",
+                request.rules
+            ))),
+            warnings: Vec::new(),
+            prefix: None,
+            choices: vec!["approve-session".to_owned(), "deny".to_owned()],
+            text: escape_visible_lines(&text),
+            age_ms: 0,
+        }
+    }
+
+    /// Post `view` and ask `inner` at the same time: the first answer, and who gave it (module doc).
+    async fn decide(
+        &self,
+        view: QuestionView,
+        inner: impl Future<Output = Result<ReviewDecision, ApprovalError>>,
+    ) -> (u64, Result<(ReviewDecision, Answerer), ApprovalError>) {
+        let (id, mut from_person) = self.desk.post(view);
+        // Off the desk however this future ends (a cancelled call drops it).
+        let _unpost = Unpost { desk: &self.desk, id };
+        let outcome = tokio::select! {
+            answered = inner => {
+                if self.desk.take(id) {
+                    answered.map(|decision| (decision, Answerer::Client))
+                } else {
+                    // A person answered first: theirs decides.
+                    match from_person.try_recv() {
+                        Ok(answer) => Ok(answer),
+                        Err(_) => Err(ApprovalError::Failed("the question was answered elsewhere".to_owned())),
+                    }
+                }
+            }
+            Ok(answer) = &mut from_person => Ok(answer),
+        };
+        (id, outcome)
+    }
+
     fn decided(&self, id: u64, request: &ApprovalRequest, decision: ReviewDecision, by: Answerer) {
         let command = crate::mcp::approval::display_command(&request.command);
         let peer = match by {
@@ -398,58 +480,43 @@ impl DeskApprover {
 #[async_trait]
 impl Approver for DeskApprover {
     async fn request_approval(&self, request: ApprovalRequest) -> Result<ReviewDecision, ApprovalError> {
-        let text = crate::mcp::approval::question_text(&request, &self.sandbox, self.policy);
-        let (id, mut from_person) = self.desk.post(self.client, &request, text);
-        // Off the desk however this future ends (a cancelled call drops it).
-        let guard = Unpost { desk: &self.desk, id };
-        let outcome = tokio::select! {
-            answered = self.inner.request_approval(request.clone()) => {
-                if self.desk.take(id) {
-                    answered.map(|decision| (decision, Answerer::Client))
-                } else {
-                    // A person answered first: theirs decides.
-                    match from_person.try_recv() {
-                        Ok(answer) => Ok(answer),
-                        Err(_) => Err(ApprovalError::Failed("the question was answered elsewhere".to_owned())),
-                    }
-                }
-            }
-            Ok(answer) = &mut from_person => Ok(answer),
-        };
-        drop(guard);
-        match outcome {
-            Ok((decision, by)) => {
-                self.decided(id, &request, decision, by);
-                Ok(decision)
-            }
-            Err(error) => Err(error),
-        }
+        let view = self.command_view(&request);
+        let (id, outcome) = self.decide(view, self.inner.request_approval(request.clone())).await;
+        let (decision, by) = outcome?;
+        self.decided(id, &request, decision, by);
+        Ok(decision)
     }
 
     async fn request_network_access(
         &self,
         request: NetworkAccessRequest,
     ) -> Result<ReviewDecision, ApprovalError> {
-        let host = request.host.clone();
-        let port = request.port;
-        let outcome = self.inner.request_network_access(request).await;
-        if let Ok(decision) = &outcome {
-            let allowed = decision.is_approved();
-            self.desk.audit(
-                "network_decision",
-                json!({ "client": self.client, "host": host, "port": port, "allowed": allowed, "by": "client" }),
-            );
-            self.desk.remember(HistoryEntry {
-                unix_ms: now_ms(),
-                client: self.client,
-                session_id: None,
-                outcome: if allowed { "host_allowed" } else { "host_denied" }.into(),
-                by: "client".into(),
-                subject: escape_visible(&format!("{host}:{port}")),
-                detail: String::new(),
-            });
-        }
-        outcome
+        let view = self.host_view(&request);
+        let (host, port) = (request.host.clone(), request.port);
+        let (id, outcome) = self.decide(view, self.inner.request_network_access(request)).await;
+        let (decision, by) = outcome?;
+        let allowed = decision.is_approved();
+        let peer = match by {
+            Answerer::Control(pid) => pid,
+            _ => None,
+        };
+        self.desk.audit(
+            "network_decision",
+            json!({
+                "question": id, "client": self.client, "host": host, "port": port, "allowed": allowed,
+                "by": by.name(), "peer_pid": peer,
+            }),
+        );
+        self.desk.remember(HistoryEntry {
+            unix_ms: now_ms(),
+            client: self.client,
+            session_id: None,
+            outcome: if allowed { "host_allowed" } else { "host_denied" }.into(),
+            by: by.name().into(),
+            subject: escape_visible(&format!("{host}:{port}")),
+            detail: String::new(),
+        });
+        Ok(decision)
     }
 }
 
@@ -480,6 +547,14 @@ mod tests {
     #[async_trait]
     impl Approver for Slow {
         async fn request_approval(&self, _: ApprovalRequest) -> Result<ReviewDecision, ApprovalError> {
+            let rx = self.0.lock().await.take().expect("asked once");
+            rx.await.map_err(|_| ApprovalError::Failed("gone".into()))
+        }
+
+        async fn request_network_access(
+            &self,
+            _: NetworkAccessRequest,
+        ) -> Result<ReviewDecision, ApprovalError> {
             let rx = self.0.lock().await.take().expect("asked once");
             rx.await.map_err(|_| ApprovalError::Failed("gone".into()))
         }
@@ -591,6 +666,36 @@ mod tests {
         let _ = asking.await;
         assert!(desk.questions().is_empty());
         assert_eq!(desk.answer(question.id, ReviewDecision::Approved, Answerer::Http), Answered::NotWaiting);
+    }
+
+    #[tokio::test]
+    async fn a_question_about_a_host_is_answered_from_the_page_with_the_forms_choices() {
+        let desk = Desk::new(None);
+        let (approver, _client) = approver(&desk);
+        let asking = tokio::spawn({
+            let approver = Arc::clone(&approver);
+            async move {
+                let request =
+                    NetworkAccessRequest { host: "pypi.org".into(), port: 443, rules: "github.com".into() };
+                approver.request_network_access(request).await
+            }
+        });
+        let question = waiting(&desk).await;
+        assert_eq!((question.kind.as_str(), question.command.as_str()), ("network", "pypi.org:443"));
+        assert_eq!((question.session_id, question.cwd.as_str()), (None, ""));
+        assert!(question.text.contains("Allow network access to pypi.org?"), "{}", question.text);
+        // Its form allows a host for the session or denies it: not once.
+        assert_eq!(desk.answer(question.id, ReviewDecision::Approved, Answerer::Http), Answered::NotOffered);
+        assert_eq!(
+            desk.answer(question.id, ReviewDecision::ApprovedForSession, Answerer::Http),
+            Answered::Decided
+        );
+        assert_eq!(asking.await.unwrap().unwrap(), ReviewDecision::ApprovedForSession);
+        let history = desk.history();
+        assert_eq!(
+            (history[0].outcome.as_str(), history[0].by.as_str(), history[0].subject.as_str()),
+            ("host_allowed", "http", "pypi.org:443")
+        );
     }
 
     struct Nowhere;
