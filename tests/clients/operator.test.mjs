@@ -334,6 +334,10 @@ test('a question waiting for a person is answered from the page, once', { timeou
     assert.match(shown, /run/);
     assert.match(shown, /asked \d+s ago/);
     assert.match(shown, /client \d+ · session \d+/);
+    // The page offers exactly the answers of the client's form, with its titles.
+    const formTitles = forms[0].request.params.requestedSchema.properties.decision.oneOf.map((c) => c.title);
+    const buttons = await page.$$eval(`${question} button`, (bs) => bs.map((b) => b.textContent));
+    assert.deepEqual(buttons, formTitles);
     const id = Number(await page.getAttribute(question, 'data-question'));
     // Without the token nobody answers it (the page's own answer below is the allowed twin).
     for (const headers of [{}, { Authorization: 'Bearer wrong' }]) {

@@ -94,9 +94,11 @@ Examples:
   uexec attach --server 4242 --client 2 12345";
 
 const ANSWER_AFTER_HELP: &str = "\
-Answers a question the server's approval asks (the same question the MCP client shows): approve runs the command
-this once, approve-session for the rest of the client's session, approve-prefix every command starting with the
-prefix the question offers (only when it offers one), deny refuses it. The first answer decides, from the client,
+Answers a question the server's approval asks (the same question the MCP client shows), with one of the answers
+its form offers (uexec sessions lists them): approve runs the command this once, approve-retry this once and again
+without the sandbox if the sandbox blocks it (offered under the policies that retry), approve-session for the rest
+of the client's session, approve-prefix every command starting with the prefix the question offers, deny refuses
+it; a host's question (allowlist mode) takes approve-session or deny. The first answer decides, from the client,
 the operator page or here; a question answered already is refused with a message. The answer is an audit-log
 record of the server (question_answered, by control).
 
@@ -355,7 +357,7 @@ pub struct AnswerArgs {
     #[arg(value_name = "QUESTION")]
     pub question: u64,
     /// The answer.
-    #[arg(value_name = "DECISION", value_parser = ["approve", "approve-session", "approve-prefix", "deny"])]
+    #[arg(value_name = "DECISION", value_parser = ["approve", "approve-retry", "approve-session", "approve-prefix", "deny"])]
     pub decision: String,
 }
 

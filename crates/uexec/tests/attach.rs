@@ -412,7 +412,15 @@ fn a_question_waiting_for_a_person_is_listed_and_answered_once_from_the_terminal
     assert!(table.contains(&format!("QUESTION {qid} of server {pid}")), "{table}");
     assert!(table.contains("command:   echo denied-ran > denied.txt"), "{table}");
     assert!(table.contains(&format!("directory: {}", ws.path().display())), "{table}");
-    assert!(table.contains(&format!("uexec answer {pid} {qid} approve|approve-session|deny")), "{table}");
+    // The answers are the client's form's: under untrusted, a sandboxed run's rerun without the sandbox is its own.
+    assert!(
+        table.contains(&format!("uexec answer {pid} {qid} approve|approve-retry|approve-session|deny")),
+        "{table}"
+    );
+    assert!(
+        table.contains("approve-retry    Approve once, and if the sandbox blocks it, rerun it WITHOUT"),
+        "{table}"
+    );
     let denied = person(&ws, &["answer", &pid.to_string(), &qid.to_string(), "deny"]);
     assert!(denied.status.success(), "{denied:?}");
     let response = server.wait_response(&first);

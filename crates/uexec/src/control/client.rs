@@ -348,7 +348,10 @@ fn write_question(out: &mut impl Write, listing: &Listing, question: &QuestionVi
     if let Some(prefix) = &question.prefix {
         writeln!(out, "  offers:    every command starting with {} for the session", cell(prefix, 400))?;
     }
-    let choices: Vec<String> = question.choices.iter().map(|c| cell(c, 40)).collect();
+    for choice in &question.choices {
+        writeln!(out, "  {:<16} {}", cell(&choice.decision, 40), cell(&choice.title, 400))?;
+    }
+    let choices: Vec<String> = question.choices.iter().map(|c| cell(&c.decision, 40)).collect();
     writeln!(out, "  answer:    uexec answer {server} {} {}", question.id, choices.join("|"))
 }
 

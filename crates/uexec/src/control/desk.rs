@@ -36,6 +36,7 @@ use uexec_ports::{
 };
 
 use crate::audit::AuditLog;
+use crate::mcp::approval::FormStyle;
 
 /// How many history entries a server keeps (the oldest go first; the audit log keeps everything).
 pub const HISTORY_ENTRIES: usize = 1000;
@@ -86,13 +87,44 @@ pub struct QuestionView {
     /// The prefix offered for the session, escaped, when the question offers one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
-    /// The answers it takes: `approve`, `approve-session`, `approve-prefix` (with a prefix), `deny`; a host's
-    /// question `approve-session` and `deny`, as the client's form.
-    pub choices: Vec<String>,
+    /// The answers it takes, exactly the client's form's, in its order and with its titles.
+    pub choices: Vec<Choice>,
     /// The whole question as the client's form shows it (`mcp::approval::question_text`).
     pub text: String,
     /// Milliseconds since it was asked.
     pub age_ms: u64,
+}
+
+/// One answer a question takes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Choice {
+    /// What `uexec answer` and the page send: `approve`, `approve-retry`, `approve-session`, `approve-prefix`,
+    /// `deny`.
+    pub decision: String,
+    /// What the client's form says of it (escaped).
+    pub title: String,
+}
+
+/// The answers of a client's form (`elicit_params`'s `decision` property), named as the desk names them.
+fn form_choices(form: Result<rmcp::model::ElicitRequestParams, ApprovalError>) -> (String, Vec<Choice>) {
+    let Ok(form) = form else { return (String::new(), Vec::new()) };
+    let value = serde_json::to_value(&form).unwrap_or_default();
+    let message = value["message"].as_str().unwrap_or_default().to_owned();
+    let choices = value["requestedSchema"]["properties"]["decision"]["oneOf"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|choice| {
+            let form_value = choice["const"].as_str()?;
+            // Read as the client's answer is read: one mapping of the form's values.
+            let answer = rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept)
+                .with_content(json!({ "decision": form_value }));
+            let decision = crate::mcp::approval::decision_from_elicit(&answer).ok()?;
+            let title = escape_visible(choice["title"].as_str().unwrap_or(form_value));
+            Some(Choice { decision: decision_name(decision).to_owned(), title })
+        })
+        .collect();
+    (message, choices)
 }
 
 /// One entry of the history.
@@ -174,6 +206,7 @@ fn kind_name(kind: ApprovalKind) -> &'static str {
 pub fn parse_decision(text: &str) -> Option<ReviewDecision> {
     match text {
         "approve" => Some(ReviewDecision::Approved),
+        "approve-retry" => Some(ReviewDecision::ApprovedWithRetry),
         "approve-session" => Some(ReviewDecision::ApprovedForSession),
         "approve-prefix" => Some(ReviewDecision::ApprovedPrefixForSession),
         "deny" => Some(ReviewDecision::Denied),
@@ -185,6 +218,7 @@ pub fn parse_decision(text: &str) -> Option<ReviewDecision> {
 fn decision_name(decision: ReviewDecision) -> &'static str {
     match decision {
         ReviewDecision::Approved => "approve",
+        ReviewDecision::ApprovedWithRetry => "approve-retry",
         ReviewDecision::ApprovedForSession => "approve-session",
         ReviewDecision::ApprovedPrefixForSession => "approve-prefix",
         ReviewDecision::Denied | ReviewDecision::Abort => "deny",
@@ -194,6 +228,7 @@ fn decision_name(decision: ReviewDecision) -> &'static str {
 fn outcome_name(decision: ReviewDecision) -> &'static str {
     match decision {
         ReviewDecision::Approved => "approved",
+        ReviewDecision::ApprovedWithRetry => "approved_with_retry",
         ReviewDecision::ApprovedForSession => "approved_for_session",
         ReviewDecision::ApprovedPrefixForSession => "approved_prefix",
         ReviewDecision::Denied => "denied",
@@ -235,7 +270,10 @@ impl Desk {
         let Some(index) = waiting.iter().position(|w| w.view.id == id) else {
             return Answered::NotWaiting;
         };
-        if waiting.get(index).is_none_or(|w| !w.view.choices.iter().any(|c| c == decision_name(decision))) {
+        if waiting
+            .get(index)
+            .is_none_or(|w| !w.view.choices.iter().any(|c| c.decision == decision_name(decision)))
+        {
             return Answered::NotOffered;
         }
         let taken = waiting.remove(index);
@@ -362,11 +400,8 @@ impl DeskApprover {
 
     /// What the desk shows of a command's question.
     fn command_view(&self, request: &ApprovalRequest) -> QuestionView {
-        let mut choices = vec!["approve".to_owned(), "approve-session".to_owned()];
-        if request.prefix_offer.is_some() {
-            choices.push("approve-prefix".to_owned());
-        }
-        choices.push("deny".to_owned());
+        let form = crate::mcp::approval::elicit_params(request, &self.sandbox, self.policy, FormStyle::OneOf);
+        let (_, choices) = form_choices(form);
         QuestionView {
             id: 0,
             client: self.client,
@@ -385,15 +420,13 @@ impl DeskApprover {
 
     /// What the desk shows of the question about a host (the client's form's text).
     fn host_view(&self, request: &NetworkAccessRequest) -> QuestionView {
-        let text = match crate::mcp::approval::domain_elicit_params(
+        let form = crate::mcp::approval::domain_elicit_params(
             &request.host,
             request.port,
             &request.rules,
-            crate::mcp::approval::FormStyle::OneOf,
-        ) {
-            Ok(rmcp::model::ElicitRequestParams::FormElicitationParams { message, .. }) => message,
-            _ => String::new(),
-        };
+            FormStyle::OneOf,
+        );
+        let (text, choices) = form_choices(form);
         QuestionView {
             id: 0,
             client: self.client,
@@ -408,7 +441,7 @@ impl DeskApprover {
             ))),
             warnings: Vec::new(),
             prefix: None,
-            choices: vec!["approve-session".to_owned(), "deny".to_owned()],
+            choices,
             text: escape_visible_lines(&text),
             age_ms: 0,
         }
@@ -746,6 +779,16 @@ mod tests {
     fn decisions_read_as_the_person_types_them() {
         assert_eq!(parse_decision("approve"), Some(ReviewDecision::Approved));
         assert_eq!(parse_decision("approve-session"), Some(ReviewDecision::ApprovedForSession));
+        assert_eq!(parse_decision("approve-retry"), Some(ReviewDecision::ApprovedWithRetry));
+        for decision in [
+            ReviewDecision::Approved,
+            ReviewDecision::ApprovedWithRetry,
+            ReviewDecision::ApprovedForSession,
+            ReviewDecision::ApprovedPrefixForSession,
+            ReviewDecision::Denied,
+        ] {
+            assert_eq!(parse_decision(decision_name(decision)), Some(decision));
+        }
         assert_eq!(parse_decision("deny"), Some(ReviewDecision::Denied));
         assert_eq!(parse_decision("yes"), None);
     }

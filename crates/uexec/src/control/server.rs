@@ -198,7 +198,7 @@ fn listed(client: u64, view: SessionView) -> Listed {
 /// JSON answer of the control socket and the operator route alike.
 pub fn answer_question(desk: &Desk, question: u64, decision: &str, by: Answerer) -> Value {
     let Some(parsed) = parse_decision(decision) else {
-        return json!({ "ok": false, "error": format!("unknown decision {:?}: approve, approve-session or deny", decision.escape_debug().to_string()) });
+        return json!({ "ok": false, "error": format!("unknown decision {:?}: approve, approve-retry, approve-session, approve-prefix or deny", decision.escape_debug().to_string()) });
     };
     match desk.answer(question, parsed, by) {
         Answered::Decided => json!({ "ok": true, "question": question, "decision": decision }),
