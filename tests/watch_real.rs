@@ -215,3 +215,63 @@ async fn a_killed_session_tells_its_watchers_and_the_model_reads_that_it_ended()
     assert!(engine.watch(id).is_err(), "then the session is gone");
     engine.shutdown().await;
 }
+
+/// Notes the sessions whose `End` was emitted.
+#[derive(Default)]
+struct Ends(std::sync::Mutex<Vec<SessionId>>);
+
+impl EventSink for Ends {
+    fn emit(&self, event: ExecEvent) {
+        if let ExecEvent::End { session_id, .. } = event {
+            self.0.lock().unwrap().push(session_id);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipe_session_watched_after_it_exited_shows_its_last_output_and_its_exit() {
+    let ends = Arc::new(Ends::default());
+    let mut config = EngineConfig::new(std::env::temp_dir());
+    config.base_env = std::env::vars_os().collect();
+    config.default_shell = "/bin/bash".to_owned();
+    let engine = unsandboxed_engine(config, ends.clone() as Arc<dyn EventSink>);
+    let ended = |id: SessionId| ends.0.lock().unwrap().contains(&id);
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let first = engine
+        .exec_command(exec(
+            &format!(
+                "echo early; for i in $(seq 600); do [ -e '{}' ] && break; sleep 0.05; done; \
+                 for i in $(seq 1 5000); do echo \"last-output $i\"; done; exit 3",
+                go.display()
+            ),
+            false,
+        ))
+        .await
+        .unwrap();
+    let id = first.session_id.unwrap();
+    std::fs::write(&go, "").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ended(id) {
+        assert!(Instant::now() < deadline, "the session never ended");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // `End` took its transcript; the session waits for the model's next call. A watcher still starts from its
+    // newest output (bounded), then reads the exit.
+    let mut watch = engine.watch(id).unwrap();
+    let present = String::from_utf8_lossy(&watch.present).into_owned();
+    assert!(present.ends_with("last-output 5000\n"), "{present:?}");
+    assert!(present.len() <= 64 * 1024 && !present.contains("early"), "the newest 64 KiB only");
+    let (_, exit) = watch_until(&mut watch, "\u{0}never", Duration::from_secs(20)).await;
+    assert_eq!(exit, Some(3));
+    // Its twin, a PTY session that ended: its screen, as before.
+    let pty = engine.exec_command(exec("echo pty-last; sleep 1; exit 4", true)).await.unwrap();
+    let pty_id = pty.session_id.unwrap();
+    while !ended(pty_id) {
+        assert!(Instant::now() < deadline, "the PTY session never ended");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let watch = engine.watch(pty_id).unwrap();
+    assert!(String::from_utf8_lossy(&watch.present).contains("pty-last"));
+    engine.shutdown().await;
+}

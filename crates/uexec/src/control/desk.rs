@@ -278,8 +278,7 @@ impl Desk {
         }
         let taken = waiting.remove(index);
         drop(waiting);
-        // The asking approver may have gone (its call was cancelled) between: then nothing runs, and the
-        // answer is recorded all the same by nobody; say it was not waiting any more.
+        // The asking call ended in between (it was cancelled): nothing runs, and nobody waits for an answer.
         if taken.answer.send((decision, by)).is_err() {
             return Answered::NotWaiting;
         }
