@@ -406,9 +406,11 @@ async fn a_sandbox_denial_with_nobody_to_ask_returns_the_output_and_a_note() {
     assert_eq!(response.exit_code, Some(1), "{response:?}");
     assert!(response.output.contains("Permission denied"), "{response:?}");
     assert_eq!(nobody.kinds(), vec![ApprovalKind::RetryWithoutSandbox], "{response:?}");
+    // What was refused, in the model's few words (the path from the output, the rule from the plan), apart
+    // from why nothing was retried.
+    let refused = response.refused.clone().unwrap();
+    assert_eq!(refused, "hidden: /proc/self/stack [from output]", "{response:?}");
     let note = response.warning.clone().unwrap();
-    // The sandbox's evidence: the path and the rule, from its plan (the output only named the path).
-    assert!(note.contains("access to /proc/self/stack (the sandbox's /proc)"), "{note}");
     assert!(note.contains("exit code 1") && note.contains("not run again without the sandbox"), "{note}");
     let request = nobody.requests.lock().unwrap()[0].clone();
     assert!(request.reason.unwrap().contains("FULL ACCESS"));

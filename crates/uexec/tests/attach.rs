@@ -426,6 +426,9 @@ fn a_question_waiting_for_a_person_is_listed_and_answered_once_from_the_terminal
     let response = server.wait_response(&first);
     assert!(response.to_string().contains("rejected"), "{response}");
     assert!(!ws.path().join("denied.txt").exists(), "a denied command ran");
+    // The client is told to withdraw its form: the question was answered elsewhere.
+    let withdrawn = server.wait_method("notifications/cancelled");
+    assert_eq!(withdrawn["params"]["requestId"], asked["id"], "{withdrawn} {asked}");
     // Answered once: the same question again is refused, and the client's late answer decides nothing.
     let again = person(&ws, &["answer", &pid.to_string(), &qid.to_string(), "approve"]);
     assert!(!again.status.success(), "{again:?}");

@@ -216,7 +216,7 @@ impl Approver for McpApprover {
             AskVia::Request(peer, call_cancelled, style) => {
                 let params = self.elicit_params(&request, style)?;
                 tokio::select! {
-                    result = peer.create_elicitation_with_timeout(params, Some(APPROVAL_TIMEOUT)) => {
+                    result = elicit(&peer, params) => {
                         let result =
                             result.map_err(|e| ApprovalError::Failed(format!("elicitation failed: {e}")))?;
                         decision_from_elicit(&result)
@@ -261,12 +261,53 @@ impl Approver for McpApprover {
             )));
         };
         let params = domain_elicit_params(&request.host, request.port, &request.rules, line.style)?;
-        let result = line
-            .peer
-            .create_elicitation_with_timeout(params, Some(APPROVAL_TIMEOUT))
+        let result = elicit(&line.peer, params)
             .await
             .map_err(|e| ApprovalError::Failed(format!("elicitation failed: {e}")))?;
         decision_from_elicit(&result)
+    }
+}
+
+/// Ask the client `params` as an `elicitation/create` request, waiting at most [`APPROVAL_TIMEOUT`]. When the
+/// question is given up before the client answers (the call was cancelled, the engine's deadline passed, the
+/// person answered from the page or the terminal first: the future is dropped), the client is told with
+/// `notifications/cancelled`, so that it withdraws the form the person would otherwise still see.
+async fn elicit(
+    peer: &Peer<RoleServer>,
+    params: ElicitRequestParams,
+) -> Result<ElicitResult, rmcp::ServiceError> {
+    use rmcp::model::{ClientResult, ElicitRequest, ServerRequest};
+    let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+    let options = rmcp::service::PeerRequestOptions::with_timeout(APPROVAL_TIMEOUT);
+    let handle = peer.send_request_with_option(request, options).await?;
+    let mut guard = WithdrawOnDrop { peer: Some(peer.clone()), id: handle.id.clone() };
+    let result = handle.await_response().await;
+    guard.peer = None;
+    match result? {
+        ClientResult::ElicitResult(result) => Ok(result),
+        _ => Err(rmcp::ServiceError::UnexpectedResponse),
+    }
+}
+
+/// Sends `notifications/cancelled` for request `id` when dropped while still armed (`peer` set).
+struct WithdrawOnDrop {
+    peer: Option<Peer<RoleServer>>,
+    id: rmcp::model::RequestId,
+}
+
+impl Drop for WithdrawOnDrop {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer.take() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let param = rmcp::model::CancelledNotificationParam::new(
+            Some(self.id.clone()),
+            Some("the question was answered elsewhere or given up".to_owned()),
+        );
+        runtime.spawn(async move {
+            if let Err(error) = peer.notify_cancelled(param).await {
+                tracing::debug!(%error, "could not withdraw an elicitation");
+            }
+        });
     }
 }
 

@@ -139,6 +139,9 @@ pub struct McpServer {
     pub elicitations: Vec<Value>,
     /// Answers to give to elicitation requests, in order: `approve`, `approve_for_session`, `deny`, `decline`.
     pub answers: Vec<String>,
+    /// Notifications from the server skipped while waiting for a response, oldest first (`wait_method` looks
+    /// here first).
+    skipped: Vec<Value>,
 }
 
 impl McpServer {
@@ -211,6 +214,7 @@ impl McpServer {
             next_id: 1,
             elicitations: Vec::new(),
             answers: Vec::new(),
+            skipped: Vec::new(),
         }
     }
 
@@ -265,6 +269,7 @@ impl McpServer {
             next_id: 1,
             elicitations: Vec::new(),
             answers: Vec::new(),
+            skipped: Vec::new(),
         }
     }
 
@@ -321,6 +326,7 @@ impl McpServer {
             next_id: 1,
             elicitations: Vec::new(),
             answers: Vec::new(),
+            skipped: Vec::new(),
         }
     }
 
@@ -390,6 +396,7 @@ impl McpServer {
                 continue;
             }
             if message.get("method").is_some() {
+                self.skipped.push(message);
                 continue;
             }
             if message.get("id") == Some(id) {
@@ -400,6 +407,11 @@ impl McpServer {
 
     /// The next message from the server whose `method` is `method` (others are skipped).
     pub fn wait_method(&mut self, method: &str) -> Value {
+        if let Some(at) =
+            self.skipped.iter().position(|m| m.get("method").and_then(Value::as_str) == Some(method))
+        {
+            return self.skipped.remove(at);
+        }
         let deadline = Instant::now() + ANSWER_TIMEOUT;
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
