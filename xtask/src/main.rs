@@ -36,7 +36,7 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci          fmt --check, clippy -D warnings (here, for macOS, and for Windows: domain, ports, engine),
+  ci          setup (xtask/setup.sh: what the suite needs, installed when missing), fmt --check, clippy -D warnings (here, for macOS, and for Windows: domain, ports, engine),
               cargo deny, layering, tidy, deploy,
               nextest, environments, doctests, examples, package, and no process of uexec's left behind
   layering    fail when a crate depends on a layer it must not (reads `cargo metadata`), or when the
@@ -186,6 +186,18 @@ fn workspace_root() -> Result<PathBuf> {
 
 fn ci(root: &Path) -> Result<()> {
     let started = Instant::now();
+    // What the suite needs on a fresh machine, installed only when missing (a no-op once it is there).
+    step("setup", || {
+        let status = Command::new("bash")
+            .arg(root.join("xtask/setup.sh"))
+            .current_dir(root)
+            .status()
+            .context("could not run bash xtask/setup.sh")?;
+        if !status.success() {
+            bail!("xtask/setup.sh failed ({status})");
+        }
+        Ok(())
+    })?;
     let orphans_before = leftovers::scan();
     step("fmt", || cargo(root, &["fmt", "--all", "--", "--check"]))?;
     step("clippy", || {
