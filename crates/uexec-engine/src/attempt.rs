@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use uexec_domain::startup::GUARDED_DETAIL;
 use uexec_domain::{Protection, ProtectionReport, ProtectionStatus};
-use uexec_ports::ExecEvent;
 use uexec_ports::process::{SpawnError, SpawnRequest, SpawnedProcess};
+use uexec_ports::{ExecEvent, Sandbox, SandboxLease};
 
 use crate::engine::Orchestrator;
 use crate::error::ExecError;
@@ -24,7 +24,7 @@ impl Orchestrator {
         &self,
         placement: Placement,
         base: SpawnRequest,
-    ) -> Result<(SpawnRequest, ProtectionReport), ExecError> {
+    ) -> Result<(SpawnRequest, ProtectionReport, SandboxLease), ExecError> {
         let context = SandboxContext {
             sandbox: self.deps.sandbox.as_ref(),
             policy: &self.config.sandbox_policy,
@@ -44,18 +44,21 @@ impl Orchestrator {
     /// allows) is prepared again too when the sandbox says it has planned without it
     /// (`Sandbox::replan_after_setup_failure`); any other failure, or the same one again, is the caller's.
     /// `placed` sees each placed request right before it is spawned (the last call is the one that ran).
+    /// The lease of every attempt that did not spawn is finished here; the one that ran is the caller's, in a
+    /// [`LeaseGuard`].
     pub(crate) fn place_and_spawn(
         &self,
         placement: Placement,
         base: SpawnRequest,
         mut placed: impl FnMut(&SpawnRequest),
-    ) -> Result<(SpawnedProcess, ProtectionReport), ExecError> {
+    ) -> Result<(SpawnedProcess, ProtectionReport, LeaseGuard), ExecError> {
         let mut attempt = 1;
         loop {
-            let (spawn, report) = self.place(placement, base.clone())?;
+            let (spawn, report, lease) = self.place(placement, base.clone())?;
+            let lease = LeaseGuard::new(Arc::clone(&self.deps.sandbox), lease);
             placed(&spawn);
             match blocking(|| self.deps.spawner.spawn(spawn)) {
-                Ok(process) => return Ok((process, report)),
+                Ok(process) => return Ok((process, report, lease)),
                 Err(SpawnError::ChildSetup { stage, errno })
                     if placement == Placement::Sandboxed
                         && attempt < SETUP_RACE_ATTEMPTS
@@ -94,7 +97,7 @@ impl Orchestrator {
         base: SpawnRequest,
     ) -> Result<Arc<Session>, ExecError> {
         let mut argv = Vec::new();
-        let (process, mut report) = self.place_and_spawn(placement, base, |spawn| {
+        let (process, mut report, lease) = self.place_and_spawn(placement, base, |spawn| {
             argv = spawn.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
         })?;
         if spec.startup_guarded {
@@ -113,7 +116,35 @@ impl Orchestrator {
             tty: spec.tty,
             protections: report.clone(),
         });
-        Ok(Session::start(spec.clone(), report, process, Arc::clone(&self.deps.events)))
+        Ok(Session::start(spec.clone(), report, process, Arc::clone(&self.deps.events), lease))
+    }
+}
+
+/// A spawned command's sandbox lease ([`Sandbox::finish`]), finished exactly once: by the session once its
+/// process tree is gone, or when dropped (a spawn that failed, a session dropped without its waiter).
+pub(crate) struct LeaseGuard {
+    sandbox: Arc<dyn Sandbox>,
+    lease: SandboxLease,
+}
+
+impl LeaseGuard {
+    /// The guard of `lease`, issued by `sandbox`.
+    pub(crate) fn new(sandbox: Arc<dyn Sandbox>, lease: SandboxLease) -> LeaseGuard {
+        LeaseGuard { sandbox, lease }
+    }
+}
+
+impl std::fmt::Debug for LeaseGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseGuard").field("lease", &self.lease).finish_non_exhaustive()
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        if self.lease != SandboxLease::NONE {
+            self.sandbox.finish(std::mem::take(&mut self.lease));
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use uexec_domain::caches::with_cache_vars;
 use uexec_domain::{EscapeReason, ProtectionReport, SandboxPolicy};
 use uexec_ports::process::SpawnRequest;
-use uexec_ports::{Sandbox, SandboxError, SandboxRequest};
+use uexec_ports::{Sandbox, SandboxError, SandboxLease, SandboxRequest};
 
 /// Whether a command runs in the sandbox, or outside it for an explicit reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,12 +64,14 @@ impl std::fmt::Debug for SandboxContext<'_> {
 }
 
 /// Make `base` runnable under `placement`: the sandbox transforms it (its `$TMPDIR` is the last non-empty
-/// `TMPDIR` of `base.env`, the one the command sees), or it runs as is for the named reason, logged.
+/// `TMPDIR` of `base.env`, the one the command sees), or it runs as is for the named reason, logged. The lease is
+/// the caller's to pass to [`Sandbox::finish`] once the command's process tree is gone or it was not spawned
+/// ([`SandboxLease::NONE`] when unsandboxed).
 pub fn place(
     context: SandboxContext<'_>,
     placement: Placement,
     base: SpawnRequest,
-) -> Result<(SpawnRequest, ProtectionReport), SandboxError> {
+) -> Result<(SpawnRequest, ProtectionReport, SandboxLease), SandboxError> {
     match placement {
         Placement::Unsandboxed(reason) => {
             let argv: Vec<_> = base.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
@@ -81,7 +83,7 @@ pub fn place(
                     tracing::warn!(?argv, ?reason, "running outside the sandbox");
                 }
             }
-            Ok((base, ProtectionReport::unsandboxed(context.policy.mode_str(), reason)))
+            Ok((base, ProtectionReport::unsandboxed(context.policy.mode_str(), reason), SandboxLease::NONE))
         }
         Placement::Sandboxed => {
             let mut base = base;
@@ -98,7 +100,7 @@ pub fn place(
                 allow_degraded: context.allow_degraded,
             };
             let sandboxed = context.sandbox.prepare(request)?;
-            Ok((sandboxed.spawn, sandboxed.report))
+            Ok((sandboxed.spawn, sandboxed.report, sandboxed.lease))
         }
     }
 }
@@ -155,7 +157,7 @@ mod tests {
             let spawn = request.spawn.clone();
             let report = self.report(&request.policy);
             self.requests.lock().unwrap().push(request);
-            Ok(SandboxedSpawn { spawn, report })
+            Ok(SandboxedSpawn { spawn, report, lease: uexec_ports::SandboxLease::NONE })
         }
     }
 
@@ -203,7 +205,7 @@ mod tests {
                 allow_degraded: false,
                 cache: Some(Path::new("/state/cache")),
             };
-            let (spawn, _) =
+            let (spawn, _, _) =
                 place(context, placement, request(&[("npm_config_cache", "/home/me/.npm")])).unwrap();
             spawn.env.iter().rev().find(|(n, _)| n == "npm_config_cache").map(|(_, v)| v.clone())
         };
@@ -252,7 +254,7 @@ mod tests {
             cache: Some(Path::new("/")),
         };
         let placement = Placement::for_policy(&policy, false);
-        let (spawn, report) = place(context, placement, request(&[])).unwrap();
+        let (spawn, report, _) = place(context, placement, request(&[])).unwrap();
         assert_eq!(spawn.argv, vec![OsString::from("true")]);
         assert_eq!(report.escape_reason, Some(EscapeReason::FullAccessPolicy));
         assert!(sandbox.requests.lock().unwrap().is_empty());

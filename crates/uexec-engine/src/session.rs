@@ -39,6 +39,7 @@ use uexec_ports::process::{OutputStream, ProcessControl, ProcessError, SpawnedPr
 use uexec_ports::{EventSink, ExecEvent};
 
 use crate::api::SessionState;
+use crate::attempt::LeaseGuard;
 use crate::error::ExecError;
 use crate::screen::Screen;
 use crate::utf8::DeltaSplitter;
@@ -159,6 +160,9 @@ pub(crate) struct Session {
     waiting_said: AtomicBool,
     /// People watching the session (`crate::watch`).
     watchers: Watchers,
+    /// The sandbox's lease of the command, finished once its process tree is gone
+    /// ([`Session::release_sandbox`]).
+    lease: Mutex<Option<LeaseGuard>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -177,6 +181,7 @@ impl Session {
         protections: ProtectionReport,
         process: SpawnedProcess,
         events: Arc<dyn EventSink>,
+        lease: LeaseGuard,
     ) -> Arc<Session> {
         let now = Instant::now();
         let screen = if spec.tty { Screen::new().map(Mutex::new) } else { None };
@@ -210,6 +215,7 @@ impl Session {
             removed: AtomicBool::new(false),
             waiting_said: AtomicBool::new(false),
             watchers,
+            lease: Mutex::new(Some(lease)),
         });
         tokio::spawn(read_loop(Arc::clone(&session), process.output));
         tokio::spawn(wait_loop(Arc::clone(&session)));
@@ -517,10 +523,20 @@ impl Session {
         }
     }
 
+    /// The command's process tree is gone: the sandbox may undo what it made for it (`Sandbox::finish`).
+    fn release_sandbox(&self) {
+        let lease = self.lease.lock().unwrap_or_else(PoisonError::into_inner).take();
+        drop(lease);
+    }
+
     /// Kill the process tree, drain trailing output, emit `End` if nobody did yet; returns the exit code.
     pub(crate) async fn terminate(&self) -> i32 {
         let result = self.control.kill_tree().await;
+        let killed = result.is_ok();
         self.mark_exit_result(result, "kill_tree failed");
+        if killed {
+            self.release_sandbox();
+        }
         self.wait_output_closed(Instant::now() + Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS)).await;
         self.finish();
         self.snapshot().exit_code.unwrap_or(UNKNOWN_EXIT_CODE)
@@ -599,6 +615,9 @@ async fn wait_loop(session: Arc<Session>) {
         // reader would live on unseen.
         if let Err(err) = session.control.kill_tree().await {
             tracing::warn!(session_id = %session.spec.id, error = %err, "killing what outlived the process failed");
+            // Something may still run under the sandbox's mounts: the lease is kept until the session is dropped.
+            return;
         }
     }
+    session.release_sandbox();
 }

@@ -31,7 +31,7 @@ use uexec_ports::process::{
 };
 use uexec_ports::{
     ApprovalError, ApprovalKind, ApprovalRequest, ExecEvent, MockApprover, MockEventSink, MockSandbox,
-    NetworkAccessRequest, SandboxError, SandboxedSpawn,
+    NetworkAccessRequest, SandboxError, SandboxLease, SandboxedSpawn,
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -259,7 +259,7 @@ fn sandbox_ok(prepares: Arc<AtomicUsize>) -> MockSandbox {
         prepares.fetch_add(1, Ordering::SeqCst);
         let mut spawn = request.spawn;
         spawn.env.push((OsString::from("UEXEC_SANDBOX"), OsString::from("linux-landlock-seccomp")));
-        Ok(SandboxedSpawn { spawn, report: sandbox_report() })
+        Ok(SandboxedSpawn { spawn, report: sandbox_report(), lease: SandboxLease::NONE })
     });
     sandbox
 }
@@ -273,9 +273,9 @@ fn sandbox_recording() -> MockSandbox {
     sandbox.expect_denial_hint().returning(|_, _| None);
     sandbox.expect_replan_after_setup_failure().returning(|_, _| false);
     sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
-    sandbox
-        .expect_prepare()
-        .returning(move |request| Ok(SandboxedSpawn { spawn: request.spawn, report: sandbox_report() }));
+    sandbox.expect_prepare().returning(move |request| {
+        Ok(SandboxedSpawn { spawn: request.spawn, report: sandbox_report(), lease: SandboxLease::NONE })
+    });
     sandbox
 }
 
@@ -886,7 +886,9 @@ async fn the_sandbox_gets_the_policy_tmpdir_and_degradation_setting_and_full_acc
                 && r.tmpdir == Some(PathBuf::from("/var/tmp/x"))
                 && r.policy == SandboxPolicy::default()
         })
-        .returning(|r| Ok(SandboxedSpawn { spawn: r.spawn, report: sandbox_report() }));
+        .returning(|r| {
+            Ok(SandboxedSpawn { spawn: r.spawn, report: sandbox_report(), lease: SandboxLease::NONE })
+        });
     let Checked { engine, .. } = check(Case {
         config: cfg,
         processes: Processes::Run(vec![Script::exits("", 0)]),
@@ -1589,6 +1591,74 @@ async fn a_program_that_only_waits_answers_with_an_empty_output() {
     );
 }
 
+/// A sandbox like [`sandbox_ok`] whose every prepare issues a new lease (1, 2, ...) and records each `finish`
+/// with whether the command's process had exited by then (`exited` says, for the lease).
+fn sandbox_leasing(
+    finished: Arc<Mutex<Vec<(SandboxLease, bool)>>>,
+    exited: Arc<dyn Fn(SandboxLease) -> bool + Send + Sync>,
+) -> MockSandbox {
+    let mut sandbox = MockSandbox::new();
+    sandbox.expect_refusal_mark().returning(|| 0);
+    sandbox.expect_refusals().returning(|_| None);
+    sandbox.expect_denial_hint().returning(|_, _| None);
+    sandbox.expect_replan_after_setup_failure().returning(|_, _| false);
+    sandbox.expect_kind().return_const(SandboxKind::LinuxLandlockSeccomp);
+    let issued = AtomicUsize::new(0);
+    sandbox.expect_prepare().returning(move |request| {
+        let lease = SandboxLease(issued.fetch_add(1, Ordering::SeqCst) as u64 + 1);
+        Ok(SandboxedSpawn { spawn: request.spawn, report: sandbox_report(), lease })
+    });
+    sandbox.expect_finish().returning(move |lease| finished.lock().unwrap().push((lease, exited(lease))));
+    sandbox
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_sandbox_finishes_each_lease_once_after_its_process_ended() {
+    // An exited command's lease, and a running command's only once it is closed (its tree killed).
+    let finished = Arc::new(Mutex::new(Vec::new()));
+    let spawned = Arc::new(Spawned::default());
+    let record = Arc::clone(&spawned);
+    let exited: Arc<dyn Fn(SandboxLease) -> bool + Send + Sync> = Arc::new(move |lease: SandboxLease| {
+        let controls = record.controls.lock().unwrap();
+        controls.get(lease.0 as usize - 1).is_some_and(|control| control.status().is_some())
+    });
+    let Checked { engine, .. } = check(Case {
+        config: config(ApprovalPolicy::Never, SANDBOXED()),
+        processes: Processes::Mock(spawner(
+            vec![Script::exits("done\n", 0), Script::runs("serving\n")],
+            Arc::clone(&spawned),
+        )),
+        sandbox: Sandboxing::Mock(sandbox_leasing(Arc::clone(&finished), exited)),
+        answers: Answers::Never,
+    });
+    let quick = engine.exec_command(exec("true")).await.unwrap();
+    assert_eq!(quick.exit_code, Some(0));
+    eventually("the exited command's lease is finished", || finished.lock().unwrap().len() == 1).await;
+    let id = engine.exec_command(exec("server")).await.unwrap().session_id.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(*finished.lock().unwrap(), vec![(SandboxLease(1), true)], "a running command keeps its lease");
+    engine.close_session(id).await.unwrap();
+    eventually("the closed command's lease is finished", || finished.lock().unwrap().len() == 2).await;
+    assert_eq!(*finished.lock().unwrap(), vec![(SandboxLease(1), true), (SandboxLease(2), true)]);
+    drop(engine);
+    assert_eq!(finished.lock().unwrap().len(), 2, "never finished twice");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_spawn_that_fails_finishes_its_lease_at_once() {
+    let finished = Arc::new(Mutex::new(Vec::new()));
+    let mut failing = MockProcessSpawner::new();
+    failing.expect_spawn().times(1).returning(|_| Err(SpawnError::ChildSetup { stage: "execve", errno: 13 }));
+    let Checked { engine, .. } = check(Case {
+        config: config(ApprovalPolicy::Never, SANDBOXED()),
+        processes: Processes::Mock(failing),
+        sandbox: Sandboxing::Mock(sandbox_leasing(Arc::clone(&finished), Arc::new(|_| true))),
+        answers: Answers::Never,
+    });
+    assert!(engine.exec_command(exec("nope")).await.is_err());
+    assert_eq!(*finished.lock().unwrap(), vec![(SandboxLease(1), true)]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn close_session_kills_the_tree_and_emits_one_end() {
     let Checked { engine, events, spawned: record, .. } = check(Case {
@@ -1907,7 +1977,9 @@ async fn a_workdir_is_where_the_command_starts_and_the_workspace_stays_the_writa
         .expect_prepare()
         .times(1)
         .withf(move |r| r.workspace == expected_workspace && r.spawn.cwd == std::path::Path::new("/"))
-        .returning(|r| Ok(SandboxedSpawn { spawn: r.spawn, report: sandbox_report() }));
+        .returning(|r| {
+            Ok(SandboxedSpawn { spawn: r.spawn, report: sandbox_report(), lease: SandboxLease::NONE })
+        });
     let Checked { engine, .. } = check(Case {
         config: config(ApprovalPolicy::OnRequest, SANDBOXED()),
         processes: Processes::Run(vec![Script::exits("", 0)]),
@@ -2073,7 +2145,7 @@ async fn begin_records_the_exact_argv_that_ran() {
         let mut argv: Vec<OsString> = vec!["/usr/bin/sandbox-exec".into(), "-p".into(), "(profile)".into()];
         argv.append(&mut spawn.argv);
         spawn.argv = argv;
-        Ok(SandboxedSpawn { spawn, report: sandbox_report() })
+        Ok(SandboxedSpawn { spawn, report: sandbox_report(), lease: SandboxLease::NONE })
     });
     let Checked { engine, events, .. } = check(Case {
         config: config_with_env(ApprovalPolicy::OnRequest, SANDBOXED(), &HOME_OUTSIDE),
@@ -2323,7 +2395,7 @@ async fn a_setup_the_machine_refused_is_prepared_again_when_the_sandbox_replanne
         let counting = Arc::clone(&prepares);
         sandbox.expect_prepare().returning(move |request| {
             counting.fetch_add(1, Ordering::SeqCst);
-            Ok(SandboxedSpawn { spawn: request.spawn, report: sandbox_report() })
+            Ok(SandboxedSpawn { spawn: request.spawn, report: sandbox_report(), lease: SandboxLease::NONE })
         });
         let engine = engine(
             config(ApprovalPolicy::OnRequest, SANDBOXED()),
@@ -2599,9 +2671,9 @@ async fn a_failed_sandboxed_command_gets_the_sandboxs_hint_and_no_other_does() {
     let hinting = || {
         let mut sandbox = MockSandbox::new();
         sandbox.expect_kind().return_const(SandboxKind::MacosSeatbelt);
-        sandbox
-            .expect_prepare()
-            .returning(|request| Ok(SandboxedSpawn { spawn: request.spawn, report: sandbox_report() }));
+        sandbox.expect_prepare().returning(|request| {
+            Ok(SandboxedSpawn { spawn: request.spawn, report: sandbox_report(), lease: SandboxLease::NONE })
+        });
         sandbox.expect_refusal_mark().returning(|| 0);
         sandbox.expect_refusals().returning(|_| None);
         sandbox.expect_denial_hint().returning(|argv, output| {

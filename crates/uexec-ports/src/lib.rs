@@ -110,7 +110,7 @@ mod sandbox;
 
 pub use approval::{ApprovalError, ApprovalKind, ApprovalRequest, Approver, NetworkAccessRequest};
 pub use events::{EventSink, ExecEvent};
-pub use sandbox::{RefusalQuery, Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
+pub use sandbox::{RefusalQuery, Sandbox, SandboxError, SandboxLease, SandboxRequest, SandboxedSpawn};
 
 #[cfg(feature = "mock")]
 pub use approval::MockApprover;

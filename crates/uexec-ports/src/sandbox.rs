@@ -31,6 +31,21 @@ pub struct SandboxedSpawn {
     pub spawn: SpawnRequest,
     /// What this enforces.
     pub report: ProtectionReport,
+    /// What the sandbox made on the host for this command and keeps until [`Sandbox::finish`] is called with it
+    /// ([`SandboxLease::NONE`] when it made nothing that outlives the command).
+    pub lease: SandboxLease,
+}
+
+/// A prepared command's claim on what its sandbox made or keeps on the host for it (placeholders under
+/// read-only mounts, a private copy of the repository's loose objects): the sandbox undoes what nobody needs
+/// any more when the last command holding a claim is [finished](Sandbox::finish). A plain value the sandbox
+/// issued, so that a mock can check which command was finished; [`SandboxLease::NONE`] claims nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct SandboxLease(pub u64);
+
+impl SandboxLease {
+    /// The lease of a command for which the sandbox keeps nothing.
+    pub const NONE: SandboxLease = SandboxLease(0);
 }
 
 /// Why a command cannot run under the requested sandbox. Every variant means: nothing was spawned.
@@ -108,6 +123,16 @@ pub trait Sandbox: Send + Sync {
 
     /// Make `request.spawn` run under `request.policy`.
     fn prepare(&self, request: SandboxRequest) -> Result<SandboxedSpawn, SandboxError>;
+
+    /// The command prepared with `lease` has ended and its whole process tree is gone (or it was never
+    /// spawned): nothing of it can use its mounts any more. The sandbox restores what the command removed of
+    /// what it keeps (loose git objects) and, when no command of any server still holds a lease on the same
+    /// workspace, removes the placeholders it made there. Called exactly once per prepared spawn, by whoever
+    /// prepared it; [`SandboxLease::NONE`] and the default do nothing. Never fails the caller: what cannot be
+    /// undone now is undone at the next start (the sandbox's record).
+    fn finish(&self, lease: SandboxLease) {
+        let _ = lease;
+    }
 
     /// What it means, when this mechanism knows, that a command it sandboxed (`argv`, as the caller asked for
     /// it) failed with `output`: one sentence naming the switch that avoids the failure (macOS: a tool whose own

@@ -498,7 +498,7 @@ impl Sandbox for LinuxSandbox {
         }
         // Every sandboxed command shares the process adapter's sandbox PID namespace, where there is one.
         spawn.pid_scope = PidScope::Sandbox;
-        Ok(SandboxedSpawn { spawn, report })
+        Ok(SandboxedSpawn { spawn, report, lease: uexec_ports::SandboxLease::NONE })
     }
 
     fn replan_after_setup_failure(&self, stage: &str, errno: i32) -> bool {

@@ -251,7 +251,7 @@ impl Sandbox for SeatbeltSandbox {
         }
         // Every sandboxed command shares the process adapter's sandbox PID namespace, where there is one.
         spawn.pid_scope = PidScope::Sandbox;
-        Ok(SandboxedSpawn { spawn, report })
+        Ok(SandboxedSpawn { spawn, report, lease: uexec_ports::SandboxLease::NONE })
     }
 
     /// A tool whose own sandbox cannot start inside Seatbelt (`crate::nested_sandbox_hint`): the script's words

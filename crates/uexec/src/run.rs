@@ -124,7 +124,7 @@ fn run(args: &RunArgs) -> Result<u8, NothingRan> {
     };
     let placement = Placement::for_policy(&settings.sandbox_policy, false);
     let mark = sandbox.refusal_mark();
-    let (spawn, protections) = uexec_engine::place(context, placement, base)
+    let (spawn, protections, lease) = uexec_engine::place(context, placement, base)
         .map_err(|e| nothing_ran(anyhow!("{e}; nothing was run")))?;
     if protections.is_degraded() {
         tracing::warn!("running with degraded protection: {}", protections.summary_line());
@@ -151,6 +151,9 @@ fn run(args: &RunArgs) -> Result<u8, NothingRan> {
         }
         supervise(spawn, &settings, protections, sinks.events.clone()).await
     });
+    // `supervise` returns once the command's whole tree is gone (killed and reaped) or it never started: the
+    // sandbox may now undo what it made for it (placeholders, restored git objects).
+    sandbox.finish(lease);
     // What the sandbox refused (lookups with the network off, connections the proxy refused), in the note every
     // mode uses; the output is the person's terminal's, so only what the sandbox recorded itself counts.
     let mut refused = refusals.map(|r| r.since(0)).unwrap_or_default();

@@ -286,7 +286,7 @@ impl Orchestrator {
             pid_scope: Default::default(),
         };
         let mut started_with = Vec::new();
-        let (mut process, _) = self
+        let (mut process, _, lease) = self
             .place_and_spawn(placement, base, |spawn| started_with.clone_from(&spawn.env))
             .map_err(|e| e.to_string())?;
         // What the placement set (the sandbox's variables, its package caches) it sets again for every command.
@@ -323,8 +323,9 @@ impl Orchestrator {
             }
         };
         let read = tokio::time::timeout(CAPTURE_DEADLINE, read).await;
-        // Nothing the startup files started outlives the capture.
+        // Nothing the startup files started outlives the capture; then the sandbox may undo what it made for it.
         let _ = process.control.kill_tree().await;
+        drop(lease);
         match read {
             Ok(result) => result?,
             Err(_) => return Err(format!("the login shell took longer than {CAPTURE_DEADLINE:?}")),
