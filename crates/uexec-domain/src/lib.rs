@@ -69,6 +69,7 @@ pub mod hidden;
 pub mod hidden_env;
 pub mod ids;
 pub mod known_safe;
+pub mod leftovers;
 pub mod limits;
 pub mod network;
 pub mod patch;

@@ -4,7 +4,8 @@
 //! do, unless the person allows one on purpose (`allow_tool_files = [".vscode"]` in the config).
 //!
 //! Pure data and decisions; the adapters do the I/O (the Linux sandbox binds present entries read-only and gives
-//! an absent directory of the workspace an empty read-only placeholder, the macOS profile denies writes by path).
+//! an absent entry of the workspace a read-only placeholder, removed once no command needs it
+//! (`crate::leftovers`); the macOS profile denies writes by path).
 
 use std::fmt;
 
@@ -14,13 +15,14 @@ pub const ALLOW_KEY: &str = "allow_tool_files";
 /// What an entry is when present, and what is done when it is absent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolEntryKind {
-    /// A directory of settings: an absent one in the workspace gets an empty placeholder (read as no settings by
-    /// its program), so nothing can be created in it.
+    /// A directory of settings: an absent one in the workspace gets an empty placeholder while commands run
+    /// (read as no settings by its program), so nothing can be created in it.
     Directory,
-    /// A file: on Linux protected when present only. A placeholder for an absent one would be a stray file in
-    /// the person's work tree (untracked in `git status`, committed by `git add -A`, read by its program:
-    /// `.mcp.json` must be JSON, any `.envrc` makes direnv say it is blocked), and a directory in its place breaks
-    /// the program; their programs ask before a new one runs anything. The macOS profile denies it by path.
+    /// A file: an absent one in the workspace gets a symbolic link to [`crate::gitdir::ABSENT_LINK_TARGET`]
+    /// while commands run, which every program that opens it reads as absent (`ENOTDIR`: `.mcp.json` is no
+    /// invalid JSON, direnv finds no `.envrc`), and which the mount over it keeps from being replaced. An empty
+    /// file would not do (`.mcp.json` must be JSON, any `.envrc` makes direnv say it is blocked), nor a
+    /// directory (`EISDIR` breaks the program that writes it). The macOS profile denies it by path.
     File,
 }
 
@@ -36,7 +38,7 @@ pub struct ToolEntry {
 }
 
 /// Every protected tool entry, in the order the report lists them.
-pub const TOOL_ENTRIES: [ToolEntry; 11] = [
+pub const TOOL_ENTRIES: [ToolEntry; 13] = [
     ToolEntry {
         name: ".vscode",
         kind: ToolEntryKind::Directory,
@@ -77,6 +79,16 @@ pub const TOOL_ENTRIES: [ToolEntry; 11] = [
         name: ".devcontainer",
         kind: ToolEntryKind::Directory,
         reason: "Dev Containers: initializeCommand runs on the host, the other commands in the container",
+    },
+    ToolEntry {
+        name: ".devcontainer.json",
+        kind: ToolEntryKind::File,
+        reason: "Dev Containers: the single-file form of .devcontainer/ (initializeCommand runs on the host)",
+    },
+    ToolEntry {
+        name: ".run",
+        kind: ToolEntryKind::Directory,
+        reason: "JetBrains IDEs: shared run configurations (before-launch tasks, external tools)",
     },
     ToolEntry {
         name: ".mcp.json",
@@ -159,8 +171,8 @@ impl ToolFiles {
                 protected.iter().copied().filter(|e| e.kind == ToolEntryKind::File).collect();
             format!(
                 "other tools' files that run code without asking, in the workspace: {} (an absent one gets an \
-                 empty read-only placeholder on Linux) and {} (on Linux when present: a placeholder would be a stray \
-                 file in the work tree)",
+                 empty read-only placeholder on Linux) and {} (on Linux an absent one gets a read-only link to \
+                 nowhere where the sandbox keeps a record to remove it, else it is protected when present)",
                 names(&dirs.into_iter().copied().collect::<Vec<_>>()),
                 names(&files.into_iter().copied().collect::<Vec<_>>()),
             )

@@ -38,6 +38,8 @@ pub(crate) struct GitDirProtection {
     /// The linked worktrees' administrative directories the walk found in the git directory's `worktrees/`
     /// (none when it stays read-only as a whole).
     pub(crate) worktrees: Vec<PathBuf>,
+    /// The repositories whose loose objects were looked at (pinned, and kept aside by `crate::keep`).
+    pub(crate) repositories: Vec<PathBuf>,
 }
 
 /// Whether a common dir named by a linked worktree's `commondir` may be protected (the caller's rules: P3 of
@@ -47,7 +49,12 @@ pub(crate) type CommonDirCheck<'a> = &'a dyn Fn(&Path) -> Result<PathBuf, Unprot
 /// The protection of the git directory `gitdir` (a real directory reached without a symlink, inside a writable
 /// root): its protected entries and those of the git directories below it, and of the common dir a linked
 /// worktree's `commondir` names when `allow_common` allows it.
-pub(crate) fn protect(gitdir: &Path, kind: GitDirKind, allow_common: CommonDirCheck<'_>) -> GitDirProtection {
+pub(crate) fn protect(
+    gitdir: &Path,
+    kind: GitDirKind,
+    allow_common: CommonDirCheck<'_>,
+    placeholders: &mut Placeholders,
+) -> GitDirProtection {
     let mut out = GitDirProtection::default();
     let dirs = match git_dirs_below(gitdir, kind, &HostLook, allow_common, &mut out.notes) {
         Ok(dirs) => dirs,
@@ -71,9 +78,10 @@ pub(crate) fn protect(gitdir: &Path, kind: GitDirKind, allow_common: CommonDirCh
         if *kind == GitDirKind::Repository {
             pin_packs(dir, &mut out);
             pin_loose_objects(dir, &mut out);
+            out.repositories.push(dir.clone());
         }
-        let protected = protect_entries(dir, *kind, &mut out).and_then(|()| match kind {
-            GitDirKind::Repository => close_dirs(dir, &dirs, &mut out),
+        let protected = protect_entries(dir, *kind, &mut out, placeholders).and_then(|()| match kind {
+            GitDirKind::Repository => close_dirs(dir, &dirs, &mut out, placeholders),
             GitDirKind::LinkedWorktree => Ok(()),
         });
         if let Err(why) = protected {
@@ -82,6 +90,7 @@ pub(crate) fn protect(gitdir: &Path, kind: GitDirKind, allow_common: CommonDirCh
             }
             out.protected.retain(|p| !p.starts_with(dir));
             out.closed.retain(|p| !p.starts_with(dir));
+            out.repositories.retain(|p| !p.starts_with(dir));
             out.protected.push(dir.clone());
             out.notes.push(format!("{}: read-only as a whole ({why})", dir.display()));
         }
@@ -90,7 +99,12 @@ pub(crate) fn protect(gitdir: &Path, kind: GitDirKind, allow_common: CommonDirCh
 }
 
 /// Protect the entries of one git directory `dir` of `kind`, creating the placeholders of absent ones.
-fn protect_entries(dir: &Path, kind: GitDirKind, out: &mut GitDirProtection) -> Result<(), String> {
+fn protect_entries(
+    dir: &Path,
+    kind: GitDirKind,
+    out: &mut GitDirProtection,
+    placeholders: &mut Placeholders,
+) -> Result<(), String> {
     for entry in protected_git_entries(kind) {
         let path = dir.join(entry.name);
         match fs::symlink_metadata(&path) {
@@ -109,7 +123,7 @@ fn protect_entries(dir: &Path, kind: GitDirKind, out: &mut GitDirProtection) -> 
                 WhenAbsent::WholeReadOnly => {
                     return Err(format!("{} disappeared", path.display()));
                 }
-                placeholder => match create_placeholder(&path, placeholder) {
+                placeholder => match placeholders.create(&path, placeholder) {
                     Ok(()) => out.protected.push(path),
                     Err(e) => return Err(format!("cannot create the placeholder {}: {e}", path.display())),
                 },
@@ -126,7 +140,12 @@ fn protect_entries(dir: &Path, kind: GitDirKind, out: &mut GitDirProtection) -> 
 /// git dirs below it, pinned as mount points already (their protected entries lie in them), stay writable
 /// mounts inside it. An absent `modules/` gets an empty placeholder first; one that is not a directory (a
 /// symlink, never followed) is protected as itself.
-fn close_dirs(dir: &Path, found: &[(PathBuf, GitDirKind)], out: &mut GitDirProtection) -> Result<(), String> {
+fn close_dirs(
+    dir: &Path,
+    found: &[(PathBuf, GitDirKind)],
+    out: &mut GitDirProtection,
+    placeholders: &mut Placeholders,
+) -> Result<(), String> {
     for closed in closed_dirs(dir, found) {
         match fs::symlink_metadata(&closed) {
             Ok(meta) if meta.is_dir() => {}
@@ -134,10 +153,9 @@ fn close_dirs(dir: &Path, found: &[(PathBuf, GitDirKind)], out: &mut GitDirProte
                 out.protected.push(closed);
                 continue;
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                create_placeholder(&closed, WhenAbsent::EmptyDir)
-                    .map_err(|e| format!("cannot create the placeholder {}: {e}", closed.display()))?
-            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => placeholders
+                .create(&closed, WhenAbsent::EmptyDir)
+                .map_err(|e| format!("cannot create the placeholder {}: {e}", closed.display()))?,
             Err(e) => return Err(format!("cannot inspect {}: {e}", closed.display())),
         }
         out.closed.push(closed);
@@ -253,6 +271,7 @@ fn whole(gitdir: &Path, why: String) -> GitDirProtection {
         closed: Vec::new(),
         notes: vec![format!("{}: read-only as a whole ({why})", gitdir.display())],
         worktrees: Vec::new(),
+        repositories: Vec::new(),
     }
 }
 
@@ -351,30 +370,60 @@ impl GitDirLook for HostLook {
     }
 }
 
+/// Where the placeholders of one layout go: made on the host (each one made recorded, for its removal once no
+/// command needs it: `crate::keep`), or, for a layout that is only read (what a finished command's refusals
+/// name), not made at all: an absent entry is then taken as protected, as it was while the command ran.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Placeholders {
+    /// Make nothing.
+    pub(crate) dry: bool,
+    /// What was made, in the order it was made.
+    pub(crate) made: Vec<uexec_domain::leftovers::Made>,
+}
+
+impl Placeholders {
+    /// Create the placeholder `path` (see [`create_placeholder`]) unless dry, recording what was made.
+    pub(crate) fn create(&mut self, path: &Path, placeholder: WhenAbsent) -> io::Result<()> {
+        if self.dry {
+            return Ok(());
+        }
+        create_placeholder(path, placeholder, &mut self.made)
+    }
+}
+
 /// Create the empty directory or file `path` (absent) in its parent, opened without following any symlink, with
 /// the parent's owner: an inert placeholder for a mount to cover. Its parent (`objects/info`) is created the same
-/// way when absent. An entry that appears meanwhile (`EEXIST`) is fine: whatever it is gets protected.
-pub(crate) fn create_placeholder(path: &Path, placeholder: WhenAbsent) -> io::Result<()> {
+/// way when absent. An entry that appears meanwhile (`EEXIST`) is fine: whatever it is gets protected. What this
+/// call made is appended to `made` (never what was there already).
+pub(crate) fn create_placeholder(
+    path: &Path,
+    placeholder: WhenAbsent,
+    made: &mut Vec<uexec_domain::leftovers::Made>,
+) -> io::Result<()> {
+    use uexec_domain::leftovers::{Made, MadeKind};
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     };
     let dir = match open_dir(parent) {
         Ok(dir) => dir,
         Err(e) if e.kind() == io::ErrorKind::NotFound && parent.ends_with("objects/info") => {
-            create_placeholder(parent, WhenAbsent::EmptyDir)?;
+            create_placeholder(parent, WhenAbsent::EmptyDir, made)?;
             open_dir(parent)?
         }
         Err(e) => return Err(e),
     };
     let name = CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     let target = CString::new(ABSENT_LINK_TARGET).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let placeholder = match placeholder {
-        WhenAbsent::EmptyDir => Placeholder::Dir,
-        WhenAbsent::SelfCommonDir => Placeholder::File(b".\n"),
-        WhenAbsent::AbsentLink => Placeholder::Link(&target),
-        WhenAbsent::EmptyFile | WhenAbsent::WholeReadOnly => Placeholder::File(b""),
+    let (placeholder, kind) = match placeholder {
+        WhenAbsent::EmptyDir => (Placeholder::Dir, MadeKind::Dir),
+        WhenAbsent::SelfCommonDir => (Placeholder::File(b".\n"), MadeKind::File),
+        WhenAbsent::AbsentLink => (Placeholder::Link(&target), MadeKind::Link),
+        WhenAbsent::EmptyFile | WhenAbsent::WholeReadOnly => (Placeholder::File(b""), MadeKind::File),
     };
-    crate::sys::create_placeholder_at(&dir, &name, placeholder)
+    if let Some(inode) = crate::sys::create_placeholder_at(&dir, &name, placeholder)? {
+        made.push(Made { kind, inode, path: path.as_os_str().as_bytes().to_vec() });
+    }
+    Ok(())
 }
 
 /// `parent` as a directory descriptor, opened without following a symlink.
@@ -410,7 +459,7 @@ mod tests {
         fs::write(g.join("objects/00/tmp_obj_abcdef"), "x").unwrap();
         fs::create_dir_all(g.join("objects/pack")).unwrap();
         std::os::unix::fs::symlink("/etc", g.join("objects/0f")).unwrap();
-        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()));
+        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()), &mut Placeholders::default());
         let loose: Vec<&PathBuf> = p
             .protected
             .iter()
@@ -427,7 +476,7 @@ mod tests {
         git_dir(&g);
         fs::create_dir_all(g.join("objects/ab")).unwrap();
         fs::write(g.join("objects/ab").join(name(1)), "x").unwrap();
-        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()));
+        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()), &mut Placeholders::default());
         assert!(p.protected.contains(&g.join("objects/ab").join(name(1))));
         assert!(!p.notes.iter().any(|n| n.contains("only the first")), "{:?}", p.notes);
     }
@@ -442,7 +491,7 @@ mod tests {
         fs::write(g.join("worktrees/wt/commondir"), "../..\n").unwrap();
         fs::write(g.join("worktrees/wt/gitdir"), "/w/wt/.git\n").unwrap();
         std::os::unix::fs::symlink("/etc", g.join("worktrees/link")).unwrap();
-        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()));
+        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()), &mut Placeholders::default());
         for entry in [
             "config",
             "config.worktree",
@@ -467,7 +516,11 @@ mod tests {
         assert_eq!(fs::read(g.join("commondir")).unwrap(), b".\n");
         assert!(p.notes.iter().any(|n| n.contains("worktrees/link")), "{:?}", p.notes);
         // Protecting again finds the same entries and creates nothing new.
-        assert_eq!(protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf())).protected, p.protected);
+        assert_eq!(
+            protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()), &mut Placeholders::default())
+                .protected,
+            p.protected
+        );
     }
 
     #[test]
@@ -502,7 +555,7 @@ mod tests {
                 Err(UnprotectedGitdir::ReadOnlyAnyway)
             }
         };
-        let p = protect(&g, GitDirKind::Repository, &allow);
+        let p = protect(&g, GitDirKind::Repository, &allow, &mut Placeholders::default());
         for entry in ["worktrees/wt/gitdir", "worktrees/wt/commondir", "worktrees/wt/config.worktree"] {
             assert!(p.protected.contains(&g.join(entry)), "{entry}: {p:?}");
         }
@@ -519,7 +572,7 @@ mod tests {
         // one git cannot use, so it stays read-only as a whole.
         fs::remove_file(redirected.join("commondir")).unwrap();
         std::os::unix::fs::symlink(base.join("x"), redirected.join("commondir")).unwrap();
-        let p = protect(&g, GitDirKind::Repository, &allow);
+        let p = protect(&g, GitDirKind::Repository, &allow, &mut Placeholders::default());
         assert!(p.protected.contains(&redirected), "{p:?}");
         assert!(p.notes.iter().any(|n| n.contains("redirected: read-only as a whole")), "{:?}", p.notes);
     }
@@ -535,7 +588,7 @@ mod tests {
             fs::write(pack.join(format!("pack-1.{ext}")), "x").unwrap();
         }
         fs::create_dir(pack.join("subdir")).unwrap();
-        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()));
+        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()), &mut Placeholders::default());
         for ext in ["pack", "idx", "rev"] {
             assert!(p.protected.contains(&pack.join(format!("pack-1.{ext}"))), "{p:?}");
         }
@@ -546,14 +599,14 @@ mod tests {
         fs::write(elsewhere.join("x.pack"), "x").unwrap();
         fs::rename(&pack, g.join("objects/pack-real")).unwrap();
         std::os::unix::fs::symlink(&elsewhere, &pack).unwrap();
-        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()));
+        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()), &mut Placeholders::default());
         assert!(p.protected.contains(&pack) && !p.protected.iter().any(|e| e.ends_with("x.pack")), "{p:?}");
         fs::remove_file(&pack).unwrap();
         fs::rename(g.join("objects/pack-real"), &pack).unwrap();
         for i in 0..MAX_PINNED_PACK_FILES {
             fs::write(pack.join(format!("pack-x{i}.pack")), "x").unwrap();
         }
-        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()));
+        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()), &mut Placeholders::default());
         assert!(p.protected.contains(&pack) && !p.protected.contains(&pack.join("pack-1.pack")), "{p:?}");
         assert!(p.notes.iter().any(|n| n.contains("more than 64 pack files")), "{:?}", p.notes);
     }
@@ -566,7 +619,7 @@ mod tests {
         let deep: PathBuf =
             (0..uexec_domain::gitdir::MAX_MODULE_NAME_DEPTH + 1).map(|i| format!("d{i}")).collect();
         fs::create_dir_all(g.join("modules").join(deep)).unwrap();
-        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()));
+        let p = protect(&g, GitDirKind::Repository, &|c| Ok(c.to_path_buf()), &mut Placeholders::default());
         assert_eq!(p.protected, vec![g.clone()]);
         assert!(p.notes[0].contains("read-only as a whole"), "{:?}", p.notes);
     }

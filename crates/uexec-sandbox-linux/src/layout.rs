@@ -66,6 +66,14 @@ pub(crate) struct FsLayout {
     /// Directories that take no new entry (`uexec_domain::gitdir::closed_dirs`: a git directory's `modules/`),
     /// bound over themselves with only their own mount read-only.
     pub(crate) closed: Vec<PathBuf>,
+    /// The placeholders made for this layout (taken by the sandbox for its record, `crate::keep`), or none
+    /// made at all for a layout only read ([`FsLayout::resolve_without_placeholders`]).
+    pub(crate) placeholders: crate::gitdirs::Placeholders,
+    /// The repositories whose loose objects the layout pins (kept aside by `crate::keep` too).
+    pub(crate) repositories: Vec<PathBuf>,
+    /// Give an absent tool *file* of the workspace a placeholder (a link to nowhere): only where its removal is
+    /// recorded (`crate::keep`), else it would be left in the person's work tree.
+    pub(crate) absent_file_placeholders: bool,
 }
 
 /// The files every sandboxed command may write.
@@ -77,12 +85,47 @@ const WRITABLE_FILES: [&str; 2] = ["/dev/null", "/dev/tty"];
 const SHM_DIR: &str = uexec_domain::trust::SHARED_MEMORY_DIR;
 
 impl FsLayout {
-    /// Work out the layout of `policy` for a command in `cwd` with `$TMPDIR` = `tmpdir`.
+    /// Work out the layout of `policy` for a command in `cwd` with `$TMPDIR` = `tmpdir`, making the
+    /// placeholders of absent protected entries (an absent tool file's only with `absent_files`).
     pub(crate) fn resolve(
         policy: &SandboxPolicy,
         cwd: &Path,
         tmpdir: Option<&Path>,
         tool_files: &ToolFiles,
+    ) -> Result<FsLayout, SandboxError> {
+        FsLayout::resolve_as(policy, cwd, tmpdir, tool_files, crate::gitdirs::Placeholders::default(), false)
+    }
+
+    /// [`FsLayout::resolve`], giving absent tool files a placeholder too (the sandbox records it for removal).
+    pub(crate) fn resolve_recorded(
+        policy: &SandboxPolicy,
+        cwd: &Path,
+        tmpdir: Option<&Path>,
+        tool_files: &ToolFiles,
+    ) -> Result<FsLayout, SandboxError> {
+        FsLayout::resolve_as(policy, cwd, tmpdir, tool_files, crate::gitdirs::Placeholders::default(), true)
+    }
+
+    /// [`FsLayout::resolve`] making nothing on the host: for reading what a command that ran was protected
+    /// from (its refusals), after its placeholders may have been removed. Absent entries that would get a
+    /// placeholder count as protected.
+    pub(crate) fn resolve_without_placeholders(
+        policy: &SandboxPolicy,
+        cwd: &Path,
+        tmpdir: Option<&Path>,
+        tool_files: &ToolFiles,
+    ) -> Result<FsLayout, SandboxError> {
+        let dry = crate::gitdirs::Placeholders { dry: true, made: Vec::new() };
+        FsLayout::resolve_as(policy, cwd, tmpdir, tool_files, dry, true)
+    }
+
+    fn resolve_as(
+        policy: &SandboxPolicy,
+        cwd: &Path,
+        tmpdir: Option<&Path>,
+        tool_files: &ToolFiles,
+        placeholders: crate::gitdirs::Placeholders,
+        absent_file_placeholders: bool,
     ) -> Result<FsLayout, SandboxError> {
         if !cwd.is_absolute() {
             return Err(invalid(cwd, "the working directory must be absolute"));
@@ -94,6 +137,8 @@ impl FsLayout {
         }
         let mut layout = FsLayout {
             writable_files: WRITABLE_FILES.iter().map(PathBuf::from).filter(|p| p.exists()).collect(),
+            placeholders,
+            absent_file_placeholders,
             ..FsLayout::default()
         };
         let mut git_problems: Vec<String> = Vec::new();
@@ -226,7 +271,9 @@ impl FsLayout {
             self.add_git_dir_contents(&entry, GitDirKind::Repository, &owner);
             return Ok(());
         }
-        if kind.is_symlink() {
+        let own_placeholder =
+            || fs::read_link(&entry).is_ok_and(|t| t == Path::new(uexec_domain::gitdir::ABSENT_LINK_TARGET));
+        if kind.is_symlink() && !own_placeholder() {
             let target = fs::read_link(&entry).map_or_else(|e| format!("<{e}>"), |t| t.display().to_string());
             push_unique_text(
                 &mut self.ignored,
@@ -257,9 +304,18 @@ impl FsLayout {
         let Ok(path) = canonical.get(parent).map(|parent| parent.join(name)) else {
             return Ok(None);
         };
-        if kind == ToolEntryKind::Directory && self.absent.contains(&path) && self.is_writable(&path) {
+        let placeholder = match kind {
+            ToolEntryKind::Directory => Some(WhenAbsent::EmptyDir),
+            // A link to nowhere: read as absent by every program that opens it (`uexec_domain::tool_files`).
+            ToolEntryKind::File if self.absent_file_placeholders => Some(WhenAbsent::AbsentLink),
+            ToolEntryKind::File => None,
+        };
+        if let Some(placeholder) = placeholder
+            && self.absent.contains(&path)
+            && self.is_writable(&path)
+        {
             self.absent.retain(|a| a != &path);
-            match crate::gitdirs::create_placeholder(&path, WhenAbsent::EmptyDir) {
+            match self.placeholders.create(&path, placeholder) {
                 Ok(()) => push_unique(&mut self.protected, path.clone()),
                 Err(e) => {
                     // Fails closed: a command could create it, so the report says so.
@@ -474,8 +530,13 @@ impl FsLayout {
     /// `commondir` names, and what is not looked into (see `crate::gitdirs`); returns the linked worktrees'
     /// admin directories found in its `worktrees/`.
     fn add_git_dir_contents(&mut self, gitdir: &Path, kind: GitDirKind, owner: &Path) -> Vec<PathBuf> {
+        let mut placeholders = std::mem::take(&mut self.placeholders);
         let check = |common: &Path| self.gitdir_verdict(common, owner).map(|()| common.to_path_buf());
-        let found = crate::gitdirs::protect(gitdir, kind, &check);
+        let found = crate::gitdirs::protect(gitdir, kind, &check, &mut placeholders);
+        self.placeholders = placeholders;
+        for path in found.repositories {
+            push_unique(&mut self.repositories, path);
+        }
         for path in found.protected {
             push_unique(&mut self.protected, path);
         }

@@ -107,6 +107,7 @@ mod child;
 mod copy_on_write;
 mod gitdirs;
 mod hidden;
+mod keep;
 mod landlock_rules;
 mod layout;
 mod netns;

@@ -37,7 +37,8 @@ fn file_plan(
     if !enforced.mounts && !enforced.landlock {
         return None;
     }
-    let layout = FsLayout::resolve(query.policy, query.workspace, query.tmpdir, tools).ok()?;
+    let layout =
+        FsLayout::resolve_without_placeholders(query.policy, query.workspace, query.tmpdir, tools).ok()?;
     let hidden = HiddenLayout::resolve(hidden, query.workspace, query.cwd, budget).ok()?;
     let text = |paths: &[PathBuf]| paths.iter().map(|p| p.to_string_lossy().into_owned()).collect::<Vec<_>>();
     let mut hidden_paths = text(&hidden.dirs);

@@ -66,6 +66,31 @@ pub struct LinuxSandbox {
     /// command in the privileged mode; `None` when it cannot be: those commands then get the seccomp filter
     /// alone, and no record of their lookups).
     offline: OnceLock<Option<OfflineNamespace>>,
+    /// The record of what commands need on the host (placeholders, kept loose objects), taken away when none
+    /// does (see [`LinuxSandbox::with_state_dir`]); `None`: placeholders of directories stay, absent tool files
+    /// get none, and loose objects beyond the pins are not kept.
+    keeper: Option<crate::keep::Keeper>,
+}
+
+/// A lease taken in `prepare`, finished if the prepare fails (nothing is spawned then).
+struct Lease<'a> {
+    keeper: Option<&'a crate::keep::Keeper>,
+    id: Option<u64>,
+}
+
+impl Lease<'_> {
+    /// The id, now the caller's to finish (`0`: none).
+    fn keep(mut self) -> u64 {
+        self.id.take().unwrap_or(0)
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        if let (Some(keeper), Some(id)) = (self.keeper, self.id) {
+            keeper.finish(id);
+        }
+    }
 }
 
 /// See [`LinuxSandbox::with_pid_namespace`].
@@ -91,6 +116,19 @@ impl LinuxSandbox {
     #[must_use]
     pub fn with_tool_files(mut self, tool_files: ToolFiles) -> Self {
         self.tool_files = tool_files;
+        self
+    }
+
+    /// This sandbox, keeping its record of what commands need on the host under `dir` (a directory of the
+    /// server's state, outside every writable root and hidden from commands; uexec's is
+    /// `~/.local/state/uexec/sandbox-leftovers`): the placeholders it makes in the person's project are removed
+    /// when the last command of any server on that workspace ends (or, after a crash, when the next sandbox
+    /// starts: this call cleans what dead servers left), absent tool files get a placeholder too, and every loose
+    /// object of a protected repository is kept aside and put back if a command removed it. See
+    /// `crate::keep`.
+    #[must_use]
+    pub fn with_state_dir(mut self, dir: PathBuf) -> Self {
+        self.keeper = Some(crate::keep::Keeper::new(dir));
         self
     }
 
@@ -366,7 +404,24 @@ impl Sandbox for LinuxSandbox {
             });
         }
         let mut plan = self.plan(&policy);
-        let mut layout = FsLayout::resolve(&policy, &workspace, tmpdir.as_deref(), &self.tool_files)?;
+        // Held from before any placeholder is made until the command is finished (or this prepare fails).
+        let lease = Lease {
+            keeper: self.keeper.as_ref(),
+            id: self.keeper.as_ref().and_then(|k| k.begin(&workspace)),
+        };
+        let mut layout = match lease.id {
+            Some(_) => FsLayout::resolve_recorded(&policy, &workspace, tmpdir.as_deref(), &self.tool_files)?,
+            None => FsLayout::resolve(&policy, &workspace, tmpdir.as_deref(), &self.tool_files)?,
+        };
+        let made = std::mem::take(&mut layout.placeholders.made);
+        let repositories = std::mem::take(&mut layout.repositories);
+        if let (Some(keeper), Some(id)) = (lease.keeper, lease.id) {
+            for note in keeper.record(id, &made, &repositories) {
+                if !layout.ignored.contains(&note) {
+                    layout.ignored.push(note);
+                }
+            }
+        }
         let budget = self.hidden_budget.unwrap_or(uexec_domain::hidden::MAX_VISITED);
         layout.hidden = HiddenLayout::resolve(&self.hidden, &workspace, &spawn.cwd, budget)?;
         let roots = layout.mount_roots().into_iter().map(Path::to_path_buf).collect::<Vec<_>>();
@@ -498,7 +553,15 @@ impl Sandbox for LinuxSandbox {
         }
         // Every sandboxed command shares the process adapter's sandbox PID namespace, where there is one.
         spawn.pid_scope = PidScope::Sandbox;
-        Ok(SandboxedSpawn { spawn, report, lease: uexec_ports::SandboxLease::NONE })
+        Ok(SandboxedSpawn { spawn, report, lease: uexec_ports::SandboxLease(lease.keep()) })
+    }
+
+    fn finish(&self, lease: uexec_ports::SandboxLease) {
+        if let Some(keeper) = &self.keeper
+            && lease != uexec_ports::SandboxLease::NONE
+        {
+            keeper.finish(lease.0);
+        }
     }
 
     fn replan_after_setup_failure(&self, stage: &str, errno: i32) -> bool {

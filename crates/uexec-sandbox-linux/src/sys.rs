@@ -212,12 +212,13 @@ pub(crate) enum Placeholder<'a> {
 }
 
 /// Create the placeholder `name` in `dir` (see [`Placeholder`]), owned like `dir` (best effort); `EEXIST` is
-/// success (something is there to protect).
+/// success (something is there to protect). The inode of the placeholder when this call made it (`None`:
+/// something was there already; `Some(0)`: made, but its inode could not be read, so it is never removed).
 pub(crate) fn create_placeholder_at(
     dir: &std::os::fd::OwnedFd,
     name: &std::ffi::CStr,
     placeholder: Placeholder<'_>,
-) -> std::io::Result<()> {
+) -> std::io::Result<Option<u64>> {
     use std::os::fd::AsRawFd;
     let dirfd = dir.as_raw_fd() as isize as usize;
     let name_ptr = name.as_ptr() as usize;
@@ -262,7 +263,7 @@ pub(crate) fn create_placeholder_at(
     };
     match result {
         Ok(_) => {}
-        Err(libc::EEXIST) => return Ok(()),
+        Err(libc::EEXIST) => return Ok(None),
         Err(errno) => return Err(std::io::Error::from_raw_os_error(errno)),
     }
     // SAFETY: an all-zero `stat` is a valid value for the kernel to overwrite.
@@ -291,7 +292,18 @@ pub(crate) fn create_placeholder_at(
             )
         };
     }
-    Ok(())
+    // SAFETY: an all-zero `stat` is a valid value for the kernel to overwrite.
+    let mut made: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatat of a NUL-terminated name in a live directory descriptor, not following a symlink, into a
+    // local buffer.
+    let inode = unsafe {
+        syscall(
+            libc::SYS_newfstatat,
+            [dirfd, name_ptr, &raw mut made as usize, libc::AT_SYMLINK_NOFOLLOW as usize, 0, 0],
+        )
+    }
+    .map_or(0, |_| made.st_ino);
+    Ok(Some(inode))
 }
 
 /// `openat2(AT_FDCWD, path, {flags | O_CLOEXEC, RESOLVE_NO_SYMLINKS})`.
@@ -457,5 +469,19 @@ mod tests {
         assert!(open_dir_no_symlinks(&c(base.join("real"))).is_ok());
         let err = open_dir_no_symlinks(&c(base.join("link"))).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::ELOOP));
+    }
+}
+
+/// `flock(fd, operation)` (`LOCK_SH`, `LOCK_EX`, `LOCK_UN`, optionally `| LOCK_NB`), retried on `EINTR`.
+pub(crate) fn flock(file: &std::fs::File, operation: i32) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: flock on a live descriptor the caller owns.
+        match unsafe { syscall(libc::SYS_flock, [file.as_raw_fd() as usize, operation as usize, 0, 0, 0, 0]) }
+        {
+            Ok(_) => return Ok(()),
+            Err(libc::EINTR) => {}
+            Err(errno) => return Err(std::io::Error::from_raw_os_error(errno)),
+        }
     }
 }

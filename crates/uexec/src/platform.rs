@@ -31,6 +31,10 @@ pub struct SandboxSetup {
     pub copy_on_write: Option<(PathBuf, Vec<(String, PathBuf)>)>,
     /// Which other tools' files stay read-only (`allow_tool_files`).
     pub tool_files: uexec_domain::tool_files::ToolFiles,
+    /// Linux: where the sandbox records the placeholders it makes and keeps loose git objects aside
+    /// (`<state>/sandbox-leftovers`), so that it removes them when the last command ends.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub leftovers: Option<PathBuf>,
 }
 
 /// How sandboxed commands reach the proxy.
@@ -120,6 +124,10 @@ fn sandbox_in(
         let sandbox = uexec_sandbox_linux::LinuxSandbox::default()
             .with_hidden(setup.hidden.clone())
             .with_tool_files(setup.tool_files.clone());
+        let sandbox = match &setup.leftovers {
+            Some(dir) => sandbox.with_state_dir(dir.clone()),
+            None => sandbox,
+        };
         match &setup.copy_on_write {
             Some((layers, dirs)) => sandbox.with_copy_on_write(
                 layers.clone(),

@@ -554,6 +554,12 @@ pub fn own_state(
         out.push(OwnState { path: snapshots, what: "the snapshots of unsandboxed shells", rotated: false });
         let layers = state.join("sandbox-overlays");
         out.push(OwnState { path: layers, what: "the copy-on-write layers", rotated: false });
+        let leftovers = sandbox_leftovers_dir(state);
+        out.push(OwnState {
+            path: leftovers,
+            what: "the sandbox's placeholder record and kept objects",
+            rotated: false,
+        });
     }
     if let Some(token) = token_file {
         out.push(OwnState { path: token.to_path_buf(), what: "the auth token file", rotated: false });
@@ -682,6 +688,12 @@ fn layer_name(path: &Path, index: usize) -> String {
 
 /// The directories under the state directory `state` that sandboxed commands write: the package cache and the
 /// copy-on-write views' upper layers (`uexec_domain::trust` counts them as written by sandboxed commands).
+/// `<state>/sandbox-leftovers`: the Linux sandbox's record of the placeholders it made and its store of kept loose
+/// objects (`uexec_sandbox_linux::LinuxSandbox::with_state_dir`), hidden from sandboxed commands.
+pub(crate) fn sandbox_leftovers_dir(state: &Path) -> PathBuf {
+    state.join("sandbox-leftovers")
+}
+
 pub(crate) fn sandbox_state_dirs(state: &Path) -> [PathBuf; 2] {
     [state.join("sandbox-cache"), state.join("sandbox-overlays")]
 }
