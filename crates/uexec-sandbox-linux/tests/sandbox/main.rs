@@ -11,6 +11,7 @@ mod filesystem;
 mod git;
 mod git_budgets;
 mod hidden;
+mod leftovers;
 mod network;
 mod planted;
 mod process;
