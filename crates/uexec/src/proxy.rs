@@ -245,7 +245,7 @@ pub fn prepare(
         proxy: None,
         copy_on_write,
         tool_files: settings.tool_files.clone(),
-        leftovers: settings.state_dir.as_ref().map(|state| crate::settings::sandbox_leftovers_dir(state)),
+        leftovers: crate::settings::sandbox_leftovers(settings),
     };
     let NetworkPolicy::Proxied(rules) = &settings.network else {
         return Ok((setup, None));

@@ -688,6 +688,23 @@ fn layer_name(path: &Path, index: usize) -> String {
 
 /// The directories under the state directory `state` that sandboxed commands write: the package cache and the
 /// copy-on-write views' upper layers (`uexec_domain::trust` counts them as written by sandboxed commands).
+/// The Linux sandbox's record directory for `settings` ([`sandbox_leftovers_dir`] of the state directory), unless
+/// a sandboxed command could write or redirect it (it lies in a writable root, or its lookup passes through
+/// one): then none (warned), and the sandbox removes no placeholder (a record a command wrote could name what
+/// to remove) and keeps no objects aside.
+pub(crate) fn sandbox_leftovers(settings: &Settings) -> Option<PathBuf> {
+    let dir = sandbox_leftovers_dir(settings.state_dir.as_deref()?);
+    if let Some(found) = writable_by_sandbox(&dir, &server_file_roots(settings)) {
+        tracing::warn!(
+            dir = %dir.display(),
+            "the sandbox's placeholders stay in the workspace: its record would not be safe from sandboxed commands ({})",
+            found.describe()
+        );
+        return None;
+    }
+    Some(dir)
+}
+
 /// `<state>/sandbox-leftovers`: the Linux sandbox's record of the placeholders it made and its store of kept loose
 /// objects (`uexec_sandbox_linux::LinuxSandbox::with_state_dir`), hidden from sandboxed commands.
 pub(crate) fn sandbox_leftovers_dir(state: &Path) -> PathBuf {
