@@ -12,7 +12,13 @@
 //! - `record`: the placeholders made (`uexec_domain::leftovers::Made` lines) and the repositories whose
 //!   objects are kept aside, appended (`O_APPEND`) while the lock is held shared; removed with what it lists;
 //! - `objects/<key of the git dir>/<xx>/<rest>`: hard links to the loose objects (same file system as the
-//!   repository, or none are kept and the report says so).
+//!   repository, or none are kept and the report says so). A store is pruned when it is next listed after a
+//!   moment no command ran (the first prepare that took the lock exclusively), in the same listing; the store
+//!   of a repository no command uses any more stays until then.
+//!
+//! Cost per command: one listing of each protected repository's `objects/??/` at prepare and one at finish
+//! (restoring), plus one of its store the first time this process uses it (`uexec run`: every time); a link
+//! per object not stored yet.
 //!
 //! Locks are process-wide per open file description: this server keeps one descriptor per workspace and counts
 //! its own leases on it ([`Keeper`]'s mutex orders its prepares and finishes).
@@ -56,6 +62,9 @@ struct Held {
     count: usize,
     /// The repositories whose objects are kept, with what their store holds.
     stores: HashMap<PathBuf, BTreeSet<String>>,
+    /// No command of any server ran when the lock was taken: the stores of the next command's repositories
+    /// are pruned of what the repository lost since (the person's own git packed or pruned it).
+    prune: bool,
 }
 
 impl Keeper {
@@ -104,17 +113,17 @@ impl Keeper {
                     return None;
                 }
             };
-            if crate::sys::flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
-                // Nobody else has a command here: what a crash left is cleaned, and what the person's own git
-                // packed or pruned since leaves the stores.
+            // Nobody else has a command here: what a crash left is cleaned, and what the person's own git
+            // packed or pruned since leaves the stores (when they are next listed, `Keeper::record`).
+            let quiescent = crate::sys::flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_ok();
+            if quiescent {
                 clean(&dir);
-                prune(&dir);
             }
             if let Err(error) = crate::sys::flock(&lock, libc::LOCK_SH) {
                 tracing::warn!(%error, "cannot hold the sandbox's workspace lock");
                 return None;
             }
-            state.held.insert(dir.clone(), Held { lock, count: 0, stores: HashMap::new() });
+            state.held.insert(dir.clone(), Held { lock, count: 0, stores: HashMap::new(), prune: quiescent });
         }
         let held = state.held.get_mut(&dir)?;
         held.count += 1;
@@ -135,12 +144,15 @@ impl Keeper {
             return Vec::new();
         };
         let mut lines: Vec<String> = made.iter().map(Made::line).collect();
+        // Pruning is for the first listing after a quiet moment only: later, a missing object may be one a
+        // live command removed, to be put back.
+        let prune = std::mem::take(&mut held.prune);
         let mut notes = Vec::new();
         for repository in repositories {
             let objects = repository.join("objects");
             let fresh = !held.stores.contains_key(repository);
             let store = store_dir(&dir, repository);
-            match keep_objects(&objects, &store, held.stores.get(repository)) {
+            match keep_objects(&objects, &store, held.stores.get(repository), prune) {
                 Ok(stored) => {
                     if fresh {
                         lines.push(store_line(repository.as_os_str().as_bytes()));
@@ -250,35 +262,14 @@ fn clean(dir: &Path) {
     }
 }
 
-/// With the workspace's lock held exclusively (no command runs): drop from each store the objects gone from
-/// its repository, and the stores of repositories gone.
-fn prune(dir: &Path) {
-    let Ok(listing) = fs::read_dir(dir.join("objects")) else {
-        return;
-    };
-    // A store does not name its repository (only its key): the stores of the repositories the sandbox keeps
-    // are pruned as it keeps them ([`keep_objects`]); here every stored object is checked against the record
-    // of the repository's path kept beside it.
-    for entry in listing.filter_map(Result::ok) {
-        let store = entry.path();
-        let Ok(repository) = fs::read(store.join("repository")) else {
-            continue;
-        };
-        let repository = PathBuf::from(std::ffi::OsStr::from_bytes(&repository));
-        let stored = list_objects(&store);
-        let present = list_objects(&repository.join("objects"));
-        for name in to_prune(&stored, &present) {
-            let _ = fs::remove_file(store.join(name));
-        }
-    }
-}
-
 /// Link every loose object of `objects` not in the store `store` yet (`stored`: what it holds, when known)
-/// into it; what the store holds afterwards. Fails when the store is on another file system.
+/// into it, after dropping from it, when `prune` (no command runs anywhere), the objects `objects` lost; what
+/// the store holds afterwards. One listing of each. Fails when the store is on another file system.
 fn keep_objects(
     objects: &Path,
     store: &Path,
     stored: Option<&BTreeSet<String>>,
+    prune: bool,
 ) -> Result<BTreeSet<String>, String> {
     let repository_dev = fs::symlink_metadata(objects).map_err(|e| format!("cannot look at it: {e}"))?.dev();
     let mut stored = match stored {
@@ -289,9 +280,6 @@ fn keep_objects(
                 .mode(0o700)
                 .create(store)
                 .map_err(|e| format!("cannot make the store: {e}"))?;
-            if let Some(repository) = objects.parent() {
-                let _ = fs::write(store.join("repository"), repository.as_os_str().as_bytes());
-            }
             list_objects(store)
         }
     };
@@ -300,6 +288,14 @@ fn keep_objects(
         return Err("uexec's state directory is on another file system than the repository".to_owned());
     }
     let present = list_objects(objects);
+    if prune {
+        let gone: Vec<String> = to_prune(&stored, &present).into_iter().cloned().collect();
+        for name in gone {
+            if fs::remove_file(store.join(&name)).is_ok() {
+                stored.remove(&name);
+            }
+        }
+    }
     for name in to_keep(&present, &stored) {
         let Some((fan_out, _)) = name.split_once('/') else {
             continue;
@@ -480,7 +476,7 @@ mod tests {
             fs::write(objects.join(name), name).unwrap();
         }
         let store = tmp.path().join("state/objects/x");
-        let stored = keep_objects(&objects, &store, None).unwrap();
+        let stored = keep_objects(&objects, &store, None, false).unwrap();
         assert_eq!(stored.len(), 2);
         fs::remove_dir_all(objects.join("ab")).unwrap();
         fs::remove_file(objects.join(names[1])).unwrap();
@@ -488,9 +484,11 @@ mod tests {
         restore(&objects, &store, &stored);
         assert_eq!(fs::read_to_string(objects.join(names[0])).unwrap(), names[0]);
         assert_eq!(fs::read_to_string(objects.join(names[1])).unwrap(), "someone else's");
-        fs::write(store.join("repository"), tmp.path().join("repo").as_os_str().as_bytes()).unwrap();
         fs::remove_file(objects.join(names[0])).unwrap();
-        prune(&tmp.path().join("state"));
+        // Not pruned while a command may run (the next finish puts it back), pruned when none does.
+        assert_eq!(keep_objects(&objects, &store, None, false).unwrap().len(), 2);
+        let kept = keep_objects(&objects, &store, None, true).unwrap();
+        assert_eq!(kept.into_iter().collect::<Vec<_>>(), vec![names[1].to_owned()]);
         assert_eq!(list_objects(&store).into_iter().collect::<Vec<_>>(), vec![names[1].to_owned()]);
     }
 }
