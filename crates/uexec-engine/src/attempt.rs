@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use uexec_domain::startup::GUARDED_DETAIL;
 use uexec_domain::{Protection, ProtectionReport, ProtectionStatus};
+use uexec_ports::{ExecEvent, SandboxLease};
 use uexec_ports::process::{SpawnError, SpawnRequest, SpawnedProcess};
-use uexec_ports::{ExecEvent, Sandbox, SandboxLease};
 
 use crate::engine::Orchestrator;
 use crate::error::ExecError;
+use crate::lease::LeaseGuard;
 use crate::placement::{self, Placement, SandboxContext};
 use crate::session::{Session, SessionSpec};
 
@@ -117,34 +118,6 @@ impl Orchestrator {
             protections: report.clone(),
         });
         Ok(Session::start(spec.clone(), report, process, Arc::clone(&self.deps.events), lease))
-    }
-}
-
-/// A spawned command's sandbox lease ([`Sandbox::finish`]), finished exactly once: by the session once its
-/// process tree is gone, or when dropped (a spawn that failed, a session dropped without its waiter).
-pub(crate) struct LeaseGuard {
-    sandbox: Arc<dyn Sandbox>,
-    lease: SandboxLease,
-}
-
-impl LeaseGuard {
-    /// The guard of `lease`, issued by `sandbox`.
-    pub(crate) fn new(sandbox: Arc<dyn Sandbox>, lease: SandboxLease) -> LeaseGuard {
-        LeaseGuard { sandbox, lease }
-    }
-}
-
-impl std::fmt::Debug for LeaseGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeaseGuard").field("lease", &self.lease).finish_non_exhaustive()
-    }
-}
-
-impl Drop for LeaseGuard {
-    fn drop(&mut self) {
-        if self.lease != SandboxLease::NONE {
-            self.sandbox.finish(std::mem::take(&mut self.lease));
-        }
     }
 }
 

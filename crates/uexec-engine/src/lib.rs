@@ -141,6 +141,7 @@ mod config;
 mod engine;
 mod error;
 mod known_safe;
+mod lease;
 mod os;
 mod outside;
 mod placement;

@@ -157,7 +157,7 @@ mod tests {
             let spawn = request.spawn.clone();
             let report = self.report(&request.policy);
             self.requests.lock().unwrap().push(request);
-            Ok(SandboxedSpawn { spawn, report, lease: uexec_ports::SandboxLease::NONE })
+            Ok(SandboxedSpawn { spawn, report, lease: SandboxLease::NONE })
         }
     }
 

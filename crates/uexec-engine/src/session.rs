@@ -39,8 +39,8 @@ use uexec_ports::process::{OutputStream, ProcessControl, ProcessError, SpawnedPr
 use uexec_ports::{EventSink, ExecEvent};
 
 use crate::api::SessionState;
-use crate::attempt::LeaseGuard;
 use crate::error::ExecError;
+use crate::lease::LeaseGuard;
 use crate::screen::Screen;
 use crate::utf8::DeltaSplitter;
 use crate::watch::{PIPE_PRESENT_BYTES, Watch, Watchers};

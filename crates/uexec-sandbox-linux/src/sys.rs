@@ -443,6 +443,20 @@ fn decode(ret: isize) -> Result<usize, i32> {
     if (-4095..0).contains(&ret) { Err(-ret as i32) } else { Ok(ret as usize) }
 }
 
+/// `flock(fd, operation)` (`LOCK_SH`, `LOCK_EX`, `LOCK_UN`, optionally `| LOCK_NB`), retried on `EINTR`.
+pub(crate) fn flock(file: &std::fs::File, operation: i32) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: flock on a live descriptor the caller owns.
+        match unsafe { syscall(libc::SYS_flock, [file.as_raw_fd() as usize, operation as usize, 0, 0, 0, 0]) }
+        {
+            Ok(_) => return Ok(()),
+            Err(libc::EINTR) => {}
+            Err(errno) => return Err(std::io::Error::from_raw_os_error(errno)),
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
@@ -469,19 +483,5 @@ mod tests {
         assert!(open_dir_no_symlinks(&c(base.join("real"))).is_ok());
         let err = open_dir_no_symlinks(&c(base.join("link"))).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::ELOOP));
-    }
-}
-
-/// `flock(fd, operation)` (`LOCK_SH`, `LOCK_EX`, `LOCK_UN`, optionally `| LOCK_NB`), retried on `EINTR`.
-pub(crate) fn flock(file: &std::fs::File, operation: i32) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    loop {
-        // SAFETY: flock on a live descriptor the caller owns.
-        match unsafe { syscall(libc::SYS_flock, [file.as_raw_fd() as usize, operation as usize, 0, 0, 0, 0]) }
-        {
-            Ok(_) => return Ok(()),
-            Err(libc::EINTR) => {}
-            Err(errno) => return Err(std::io::Error::from_raw_os_error(errno)),
-        }
     }
 }

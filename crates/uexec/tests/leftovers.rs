@@ -1,4 +1,4 @@
-//! Nothing of uexec's is left in the person's project (issue 35): after `uexec run` and after a `uexec mcp`
+//! Nothing of uexec's is left in the person's project: after `uexec run` and after a `uexec mcp`
 //! session, a listing of the workspace and its `.git` equals the one before but for what the command itself
 //! wrote (the allowed twins); a server killed with SIGKILL while a command ran leaves its placeholders, and the
 //! next start removes them. The placeholders' protection itself is tested in `uexec-sandbox-linux`'s
