@@ -18,7 +18,7 @@
 //!
 //! Cost per command: one listing of each protected repository's `objects/??/` at prepare and one at finish
 //! (restoring), plus one of its store the first time this process uses it (`uexec run`: every time); a link
-//! per object not stored yet.
+//! per object not stored yet. (The pins list the first fan-out directories too, up to 64 objects.)
 //!
 //! Locks are process-wide per open file description: this server keeps one descriptor per workspace and counts
 //! its own leases on it ([`Keeper`]'s mutex orders its prepares and finishes).
@@ -89,7 +89,7 @@ impl Keeper {
                 continue;
             };
             if crate::sys::flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
-                clean(&workspace);
+                clean(&workspace, &[]);
             }
         }
     }
@@ -117,7 +117,7 @@ impl Keeper {
             // packed or pruned since leaves the stores (when they are next listed, `Keeper::record`).
             let quiescent = crate::sys::flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_ok();
             if quiescent {
-                clean(&dir);
+                clean(&dir, &[]);
             }
             if let Err(error) = crate::sys::flock(&lock, libc::LOCK_SH) {
                 tracing::warn!(%error, "cannot hold the sandbox's workspace lock");
@@ -203,14 +203,18 @@ impl Keeper {
         if held.count > 0 {
             return;
         }
+        let mut restored = Vec::new();
         if let Some(held) = state.held.remove(&dir) {
+            restored.extend(held.stores.into_keys());
             // Closing the descriptor lets go of the shared lock.
             drop(held.lock);
         }
         if let Ok(lock) = open_lock(&dir)
             && crate::sys::flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_ok()
         {
-            clean(&dir);
+            // This server restored its repositories just now; another server's are restored by its own finish,
+            // or here when it died (its record lines).
+            clean(&dir, &restored);
         }
     }
 }
@@ -233,8 +237,9 @@ fn store_dir(dir: &Path, repository: &Path) -> PathBuf {
 }
 
 /// With the workspace's lock held exclusively: restore the kept objects of every repository the record
-/// names, remove every placeholder it lists that is still uexec's, then the record.
-fn clean(dir: &Path) {
+/// names (but those in `restored`: the caller's finish just did), remove every placeholder it lists that is
+/// still uexec's, then the record.
+fn clean(dir: &Path, restored: &[PathBuf]) {
     let record = dir.join("record");
     let mut text = String::new();
     let read = File::open(&record).and_then(|mut file| file.read_to_string(&mut text));
@@ -248,6 +253,9 @@ fn clean(dir: &Path) {
     for line in text.lines() {
         if let Some(repository) = parse_store_line(line) {
             let repository = PathBuf::from(std::ffi::OsStr::from_bytes(&repository));
+            if restored.contains(&repository) {
+                continue;
+            }
             let store = store_dir(dir, &repository);
             restore(&repository.join("objects"), &store, &list_objects(&store));
         } else if let Some(entry) = Made::parse(line) {
