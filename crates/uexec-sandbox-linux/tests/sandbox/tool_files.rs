@@ -1,6 +1,7 @@
 //! Other tools' files (`uexec_domain::tool_files`): a sandboxed command cannot write, create,
 //! remove or rename `.vscode`, `.claude`, `.mcp.json` and the like in the workspace, present or (for the
-//! directories) absent, unless the person allowed one; each denied probe has an allowed twin.
+//! directories; for files too with a record, `leftovers.rs`) absent, unless the person allowed one; each denied
+//! probe has an allowed twin.
 
 use std::fs;
 
@@ -108,8 +109,10 @@ fn present_tool_files_hold_through_symlinks_and_a_rename_of_their_directory() {
     assert!(!s.ws.join("rg-away").exists() && !s.base.join("ws-away").exists());
 }
 
-/// An absent tool *file* gets no placeholder (it would be a stray file in the person's work tree: see
-/// docs/sandbox.md), so it stays creatable, and the protection report says so; once present it is protected.
+/// Without a record (no state directory: `LinuxSandbox::with_state_dir`), an absent tool *file* gets no
+/// placeholder (nothing would remove it from the person's work tree: see docs/sandbox.md), so it stays
+/// creatable, and the protection report says so; once present it is protected. With a record it gets a link to
+/// nowhere: `tests/sandbox/leftovers.rs`.
 #[test]
 fn an_absent_tool_file_is_reported_as_not_protected_and_protected_once_present() {
     let s = Scratch::new();
