@@ -107,6 +107,24 @@ pub const TOOL_ENTRIES: [ToolEntry; 13] = [
     },
 ];
 
+/// Files of the workspace's top level protected by the end of their name (`*` stands for any non-empty start):
+/// VS Code's multi-root workspace files hold `settings`, `tasks` (`runOn: folderOpen`) and `launch` entries, as
+/// `.vscode/` does. Only present ones are protected (on every platform: one decision): a new one has a name of
+/// the command's choosing, and VS Code opens one only when the person names it.
+pub const TOOL_SUFFIX_ENTRIES: [ToolEntry; 1] = [ToolEntry {
+    name: "*.code-workspace",
+    kind: ToolEntryKind::File,
+    reason: "VS Code multi-root workspaces: settings, tasks with runOn folderOpen and launch configurations",
+}];
+
+impl ToolEntry {
+    /// True when this suffix entry ([`TOOL_SUFFIX_ENTRIES`]) names a file called `file_name`.
+    fn matches_suffix(&self, file_name: &str) -> bool {
+        let suffix = self.name.trim_start_matches('*');
+        file_name.len() > suffix.len() && file_name.ends_with(suffix) && !file_name.contains('/')
+    }
+}
+
 /// A name given to [`ALLOW_KEY`] that is not a protected entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownToolFile(pub String);
@@ -140,6 +158,7 @@ impl ToolFiles {
             let bare = given.trim_end_matches('/');
             let entry = TOOL_ENTRIES
                 .iter()
+                .chain(&TOOL_SUFFIX_ENTRIES)
                 .find(|e| e.name == bare)
                 .ok_or_else(|| UnknownToolFile(given.to_owned()))?;
             if !out.contains(&entry.name) {
@@ -152,6 +171,12 @@ impl ToolFiles {
     /// The entries that stay read-only.
     pub fn protected(&self) -> impl Iterator<Item = &'static ToolEntry> + '_ {
         TOOL_ENTRIES.iter().filter(|e| !self.allowed.contains(&e.name))
+    }
+
+    /// The suffix entry ([`TOOL_SUFFIX_ENTRIES`]) that protects the workspace's top-level file `file_name`, if
+    /// one does and the person did not allow it.
+    pub fn protects_by_suffix(&self, file_name: &str) -> Option<&'static ToolEntry> {
+        TOOL_SUFFIX_ENTRIES.iter().find(|e| !self.allowed.contains(&e.name) && e.matches_suffix(file_name))
     }
 
     /// The entries the person allowed.
@@ -177,6 +202,11 @@ impl ToolFiles {
                 names(&files.into_iter().copied().collect::<Vec<_>>()),
             )
         };
+        let suffixes: Vec<&str> =
+            TOOL_SUFFIX_ENTRIES.iter().filter(|e| !self.allowed.contains(&e.name)).map(|e| e.name).collect();
+        if !suffixes.is_empty() {
+            text.push_str(&format!("; the top-level {} files present", suffixes.join(", ")));
+        }
         if !self.allowed.is_empty() {
             text.push_str(&format!("; allowed by {ALLOW_KEY}: {}", self.allowed.join(", ")));
         }
@@ -187,7 +217,7 @@ impl ToolFiles {
 impl ToolEntry {
     /// The entry called `name` (as in [`TOOL_ENTRIES`]), protected or not.
     pub fn named(name: &str) -> Option<&'static ToolEntry> {
-        TOOL_ENTRIES.iter().find(|e| e.name == name)
+        TOOL_ENTRIES.iter().chain(&TOOL_SUFFIX_ENTRIES).find(|e| e.name == name)
     }
 
     /// The config setting that lets sandboxed commands write it (`allow_tool_files = [".vscode"]`).
@@ -205,6 +235,21 @@ fn names(entries: &[ToolEntry]) -> String {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn code_workspace_files_are_protected_by_their_suffix_unless_allowed() {
+        let all = ToolFiles::all();
+        assert_eq!(all.protects_by_suffix("proj.code-workspace").map(|e| e.name), Some("*.code-workspace"));
+        for twin in [".code-workspace", "proj.code-workspace.bak", "proj.code-workspac", "a/b.code-workspace"]
+        {
+            assert!(all.protects_by_suffix(twin).is_none(), "{twin}");
+        }
+        let allowed = ToolFiles::allowing(&["*.code-workspace"]).unwrap();
+        assert!(allowed.protects_by_suffix("proj.code-workspace").is_none());
+        assert!(allowed.protected().count() == TOOL_ENTRIES.len());
+        assert_eq!(ToolEntry::named("*.code-workspace").map(|e| e.kind), Some(ToolEntryKind::File));
+        assert!(all.text().contains("*.code-workspace") && !allowed.text().contains("top-level *"));
+    }
 
     #[test]
     fn every_entry_is_protected_unless_allowed_by_name() {

@@ -210,6 +210,23 @@ impl FsLayout {
                         layout.tool_entries.push((path, entry.name));
                     }
                 }
+                // Top-level files protected by the end of their name (`*.code-workspace`), when present: the
+                // same listing names them (one beyond its budget is refused anyway: `unexamined`).
+                for (name, kind) in top.iter().flat_map(|top| &top.entries) {
+                    let Some(entry) = name.to_str().and_then(|name| tool_files.protects_by_suffix(name))
+                    else {
+                        continue;
+                    };
+                    if kind.is_file() || kind.is_symlink() {
+                        let path = root.root.join(name);
+                        layout.add_entry(&path, &mut canonical, known)?;
+                        if let Ok(path) = canonical.get(&root.root).map(|root| root.join(name))
+                            && layout.protected.contains(&path)
+                        {
+                            layout.tool_entries.push((path, entry.name));
+                        }
+                    }
+                }
                 if let (Some(workspace), Some(top)) = (&workspace, &top) {
                     layout.add_nested_repositories(workspace, top);
                 }

@@ -377,6 +377,19 @@ fn profile_roots(
             let check = |common: &Path| protected_gitdir(resolver, common, owner, &spelled);
             let mut denied = (&mut read_only, &mut closed, &mut ignored);
             nested_repositories(owner, resolver, &check, &mut loose_left, &mut denied)?;
+            // Top-level files protected by the end of their name (`*.code-workspace`), when present, as on
+            // Linux (the listing above refused a top level beyond its budget already).
+            for file in resolver.list_files(owner).unwrap_or_default() {
+                if file
+                    .file_name()
+                    .and_then(|name| name.to_str())
+                    .and_then(|n| tool_files.protects_by_suffix(n))
+                    .is_some()
+                {
+                    note_symlink(&file, resolver.symlink_target(&file).as_deref(), &mut ignored);
+                    push_unique(&mut read_only, file);
+                }
+            }
         }
         for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
             match protected_gitdir(resolver, gitdir, owner, &spelled) {

@@ -138,3 +138,35 @@ fn an_absent_tool_file_is_reported_as_not_protected_and_protected_once_present()
     assert!(!probe.ok() && refused(&probe.text()), "{probe:?}");
     assert_eq!(Scratch::read(&envrc), "use nix\n");
 }
+
+/// A VS Code workspace file present at the workspace's top level (`*.code-workspace`, matched by its suffix)
+/// cannot be rewritten, replaced or removed; names beside it, and a new one (a name of the command's choosing,
+/// which VS Code opens only when the person names it), stay writable, and the person can allow them all.
+#[test]
+fn a_present_code_workspace_file_is_protected_by_its_suffix() {
+    let s = Scratch::new();
+    fs::write(s.ws.join("proj.code-workspace"), "{\"folders\":[]}\n").unwrap();
+    fs::write(s.ws.join("proj.code-workspace.bak"), "{}\n").unwrap();
+    let policy = || workspace_only(vec![], false);
+    for (attack, twin) in [
+        ("echo '{\"tasks\":1}' > proj.code-workspace", "echo '{}' > proj.code-workspace.bak"),
+        ("printf '{}' > n && mv n proj.code-workspace", "printf '{}' > m && mv m proj.code-workspace.bak"),
+        ("rm -f proj.code-workspace", "touch other.code-workspace && rm other.code-workspace"),
+    ] {
+        let allowed = bash(policy(), &s.ws, twin);
+        assert!(allowed.ok(), "{twin}: {allowed:?}");
+        let probe = bash(policy(), &s.ws, attack);
+        assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
+    }
+    assert_eq!(Scratch::read(&s.ws.join("proj.code-workspace")), "{\"folders\":[]}\n");
+    let sandbox =
+        LinuxSandbox::default().with_tool_files(ToolFiles::allowing(&["*.code-workspace"]).unwrap());
+    let prepared = sandbox
+        .prepare(request(
+            workspace_only(vec![], false),
+            &["bash", "-c", "echo '{}' > proj.code-workspace"],
+            &s.ws,
+        ))
+        .expect("this machine enforces every protection");
+    assert!(run(&prepared).ok());
+}

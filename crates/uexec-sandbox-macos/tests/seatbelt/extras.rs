@@ -204,6 +204,43 @@ fn other_tools_files_are_denied_present_or_not_unless_allowed() {
     );
 }
 
+/// A VS Code workspace file present at the workspace's top level (`*.code-workspace`) is denied, as on Linux;
+/// a new one, one deeper down and the names beside it stay writable, and the person can allow them.
+#[test]
+fn a_present_code_workspace_file_is_denied_by_its_suffix() {
+    use uexec_domain::tool_files::ToolFiles;
+    let fs = mac().file("/Users/dev/project/proj.code-workspace").dir("/Users/dev/project/src");
+    let build = |tools: &ToolFiles| {
+        uexec_sandbox_macos::build_launch_with(
+            &workspace(false),
+            Path::new("/Users/dev/project"),
+            None,
+            &[OsString::from("true")],
+            &fs,
+            tools,
+        )
+        .unwrap()
+    };
+    let write = |path: &str| Request::file("file-write-data", path);
+    let create = |path: &str| Request::file("file-write-create", path);
+    check(
+        &build(&ToolFiles::all()),
+        &[
+            (write("/Users/dev/project/proj.code-workspace"), false),
+            (Request::file("file-write-unlink", "/Users/dev/project/proj.code-workspace"), false),
+            (write("/Users/dev/project/proj.code-workspace.bak"), true),
+            (create("/Users/dev/project/new.code-workspace"), true),
+            (write("/Users/dev/project/src/proj.code-workspace"), true),
+        ],
+        "protected",
+    );
+    check(
+        &build(&ToolFiles::allowing(&["*.code-workspace"]).unwrap()),
+        &[(write("/Users/dev/project/proj.code-workspace"), true)],
+        "allowed",
+    );
+}
+
 /// Repositories nested at the workspace's top level, as on Linux: what git runs or reads as configuration is
 /// denied present or not, a work tree's `.git` file cannot be redirected, and a symlinked directory is not
 /// followed; the rest of their git directories, and repositories deeper down, stay writable.
