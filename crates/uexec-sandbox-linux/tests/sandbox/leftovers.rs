@@ -96,12 +96,19 @@ fn nothing_is_left_in_the_workspace_or_its_git_dir_after_the_last_command() {
     expected.extend(["f mcp.json".to_owned(), "d vscode".to_owned()]);
     expected.sort();
     assert_eq!(listing(&s.ws), expected, "only the twins' files are new");
-    // A second command makes them again, and they go again.
-    let again = prepare(&sandbox, &s.ws, "true");
-    assert!(s.ws.join(".vscode").is_dir());
-    assert!(run(&again).ok());
-    sandbox.finish(again.lease);
-    assert_eq!(listing(&s.ws), expected);
+    // Later commands make them again, protected again (the second one's plan makes a mount template, which
+    // must not outlive its placeholders: the third finds new ones, `crate::template`), and they go again.
+    for round in 0..3 {
+        let again =
+            prepare(&sandbox, &s.ws, "mkdir .vscode/x; echo '{}' > .envrc; mkdir -p t/x && echo twin=$?");
+        assert!(s.ws.join(".vscode").is_dir());
+        let probe = run(&again);
+        assert!(probe.stdout.contains("twin=0") && refused(&probe.stderr), "round {round}: {probe:?}");
+        assert!(!s.ws.join(".vscode/x").exists() && fs::symlink_metadata(s.ws.join(".envrc")).is_ok());
+        sandbox.finish(again.lease);
+        fs::remove_dir_all(s.ws.join("t")).unwrap();
+        assert_eq!(listing(&s.ws), expected, "round {round}");
+    }
 }
 
 #[test]
