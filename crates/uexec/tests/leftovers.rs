@@ -15,12 +15,14 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::json;
 
-/// Every entry under `dir` (its `.git` included), as `d path`, `f path` or `l path`, sorted.
+/// Every entry under `dir` (its `.git` included), as `d path`, `f path` or `l path`, sorted. An entry removed
+/// while it is read (the server removing its placeholders) is left out: the caller polls.
 fn listing(dir: &Path) -> Vec<String> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let entry = entry.unwrap();
-            let kind = entry.file_type().unwrap();
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for entry in entries {
+            let Ok(entry) = entry else { continue };
+            let Ok(kind) = entry.file_type() else { continue };
             let name = entry.path().strip_prefix(root).unwrap().display().to_string();
             if kind.is_dir() {
                 out.push(format!("d {name}"));
@@ -115,6 +117,16 @@ fn a_uexec_mcp_session_leaves_nothing_and_a_killed_server_is_cleaned_at_the_next
         .call("exec_command", json!({ "cmd": "touch twin; echo '{}' > .mcp.json", "yield_time_ms": 10000 }));
     assert!(exit_code(&r).is_some_and(|code| code != 0), "{}", output(&r));
     wait_listing(ws.path(), &with(before.clone(), &["f twin"]));
+    // A daemon that left its session dies with it, so nothing runs under a mount the clean-up detaches.
+    let daemon = marker_seconds(62);
+    let cmd = format!("setsid sleep {daemon} > /dev/null 2>&1 < /dev/null & echo started");
+    let r = server.call("exec_command", json!({ "cmd": cmd, "yield_time_ms": 10000 }));
+    assert_eq!(exit_code(&r), Some(0), "{}", output(&r));
+    wait_listing(ws.path(), &with(before.clone(), &["f twin"]));
+    assert!(
+        wait_gone(&["sleep", &daemon], Duration::from_secs(30)).is_empty(),
+        "the daemon ended with its session"
+    );
 
     // A long command, then the server dies with SIGKILL: its placeholders stay, as nobody can clean them.
     let marker = marker_seconds(61);
