@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use uexec_domain::startup::GUARDED_DETAIL;
 use uexec_domain::{Protection, ProtectionReport, ProtectionStatus};
-use uexec_ports::{ExecEvent, SandboxLease};
 use uexec_ports::process::{SpawnError, SpawnRequest, SpawnedProcess};
+use uexec_ports::{ExecEvent, SandboxLease};
 
 use crate::engine::Orchestrator;
 use crate::error::ExecError;
