@@ -12,10 +12,13 @@
 //!    other call can touch it until the first response is out. At the end of the window it is *committed*:
 //!    counted for pruning and reported with its id.
 //! 4. **Exited**: the waiter saw the exit, waited up to [`POST_EXIT_CLOSE_WAIT_MS`] for the output to close,
-//!    emitted `End` (exactly once per spawned process, guarded by a flag) and marked the session finished.
+//!    emitted `End` (exactly once per spawned process, guarded by a flag) and marked the session finished;
+//!    once the process tree is gone (the output closed, or what held it killed) it hands the sandbox's lease
+//!    back (`Sandbox::finish`: the sandbox may remove what it made on the host for the command).
 //! 5. **Reaped**: the next call on the session returns its last output with the exit code, removes it from the
 //!    store and releases the id. Pruning, `close_session` and `shutdown` take the session out of the store
-//!    first, then kill its tree ([`ProcessControl::kill_tree`]); `End` comes from whoever finishes first.
+//!    first, then kill its tree ([`ProcessControl::kill_tree`]) and hand the lease back; `End` comes from
+//!    whoever finishes first. The lease goes back exactly once (`crate::lease`).
 //!
 //! Who touches the buffers when: the reader appends (under the session's short `std` mutex, never held across
 //! an await); the call that holds the session's call lock takes the pending output ("output since the previous
