@@ -398,6 +398,11 @@ fn resolve_with(
     for dir in &control_dirs {
         patterns.extend(literal_patterns(dir));
     }
+    // And the sandbox's record of its placeholders (wherever it goes): a command that held its lock would keep
+    // them in the workspace, one that wrote it could name what the server removes.
+    for dir in leftovers_dirs(&control_dirs) {
+        patterns.extend(literal_patterns(&dir));
+    }
     if let Some(file) = (ctx.env)(AUTH_TOKEN_FILE_ENV).filter(|v| !v.is_empty()) {
         patterns.extend(literal_patterns(&absolute(&ctx.cwd, Path::new(&file))));
     }
@@ -688,21 +693,35 @@ fn layer_name(path: &Path, index: usize) -> String {
 
 /// The directories under the state directory `state` that sandboxed commands write: the package cache and the
 /// copy-on-write views' upper layers (`uexec_domain::trust` counts them as written by sandboxed commands).
-/// The Linux sandbox's record directory for `settings` ([`sandbox_leftovers_dir`] of the state directory), unless
-/// a sandboxed command could write or redirect it (it lies in a writable root, or its lookup passes through
-/// one): then none (warned), and the sandbox removes no placeholder (a record a command wrote could name what
-/// to remove) and keeps no objects aside.
+/// The Linux sandbox's record directory for `settings`: the first of `<state>/sandbox-leftovers` and
+/// `$XDG_RUNTIME_DIR/uexec/sandbox-leftovers` ([`leftovers_dirs`], both hidden from sandboxed commands) that no
+/// sandboxed command could write or redirect (the state directory lies in the workspace when the workspace is
+/// the home), made private as the control socket's is. None fits: none (warned), and the sandbox removes no
+/// placeholder (a record a command wrote could name what to remove) and keeps no objects aside.
 pub(crate) fn sandbox_leftovers(settings: &Settings) -> Option<PathBuf> {
-    let dir = sandbox_leftovers_dir(settings.state_dir.as_deref()?);
-    if let Some(found) = writable_by_sandbox(&dir, &server_file_roots(settings)) {
-        tracing::warn!(
-            dir = %dir.display(),
-            "the sandbox's placeholders stay in the workspace: its record would not be safe from sandboxed commands ({})",
-            found.describe()
-        );
-        return None;
+    let dirs = leftovers_dirs(&settings.control_dirs);
+    let mut refused = Vec::new();
+    match private_home(&dirs, &server_file_roots(settings), "the sandbox's record", &mut refused) {
+        Ok(Some(dir)) => return Some(dir),
+        Ok(None) => {}
+        Err(error) => refused.push(format!("{error:#}")),
     }
-    Some(dir)
+    tracing::warn!(
+        "the sandbox's placeholders stay in the workspace: no place for its record is safe from sandboxed commands ({})",
+        refused.join("; ")
+    );
+    None
+}
+
+/// Where the sandbox's record may go, best first: beside the state directory's control directory, then beside
+/// the runtime directory's (`control_dirs` lists the runtime one first).
+fn leftovers_dirs(control_dirs: &[PathBuf]) -> Vec<PathBuf> {
+    control_dirs
+        .iter()
+        .rev()
+        .filter_map(|dir| dir.parent())
+        .map(|dir| dir.join("sandbox-leftovers"))
+        .collect()
 }
 
 /// `<state>/sandbox-leftovers`: the Linux sandbox's record of the placeholders it made and its store of kept loose
@@ -1559,9 +1578,16 @@ mod tests {
         // The control sockets' directories of every server (`crate::control`) as well.
         let control = ["/run/user/4242/uexec/control", "/var/lib/someone/state/uexec/control"];
         assert_eq!(s.control_dirs, control.map(PathBuf::from));
-        assert_eq!(hidden[..5], [dirs[0], dirs[1], control[0], control[1], "/srv/tok"], "{hidden:?}");
+        // And the places of the sandbox's record of its placeholders, the state directory's first.
+        let leftovers =
+            ["/var/lib/someone/state/uexec/sandbox-leftovers", "/run/user/4242/uexec/sandbox-leftovers"];
+        assert_eq!(
+            hidden[..7],
+            [dirs[0], dirs[1], control[0], control[1], leftovers[0], leftovers[1], "/srv/tok"],
+            "{hidden:?}"
+        );
         // Then the server's own state (`own_state`), hidden whatever `hide_secrets` says.
-        assert!(hidden[5..].iter().all(|p| p.starts_with("/var/lib/someone/state/uexec/")), "{hidden:?}");
+        assert!(hidden[7..].iter().all(|p| p.starts_with("/var/lib/someone/state/uexec/")), "{hidden:?}");
     }
 
     #[test]

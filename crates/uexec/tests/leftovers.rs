@@ -182,3 +182,27 @@ fn every_loose_commit_survives_rm_of_the_objects_inside_uexec_run() {
     let log = Command::new("git").args(["log", "--oneline"]).current_dir(&project).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&log.stdout).lines().count(), 300);
 }
+
+#[test]
+fn from_the_home_directory_nothing_is_left_in_the_home() {
+    // The workspace is the home: the state directory (`~/.local/state`) lies in it, so the record goes to the
+    // runtime directory instead, and the placeholders still go.
+    let ws = Workspace::new();
+    git(ws.path(), &["init", "-q", "-b", "main"]);
+    let runtime = ws.outside.path().join("run");
+    std::fs::create_dir(&runtime).unwrap();
+    let before = listing(ws.path());
+    let out = uexec_command(&ws, &["run", "--", "sh", "-c", "ls -a; mkdir .vscode/x; touch twin"])
+        .env_remove("XDG_STATE_HOME")
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(".vscode") && stdout.contains(".idea"), "the placeholders were there: {stdout}");
+    // uexec's own state lives in the home's `.local/state/uexec` (the package cache, the copy-on-write layers):
+    // where a person's state belongs, not a placeholder.
+    let after: Vec<String> =
+        listing(ws.path()).into_iter().filter(|e| !e[2..].starts_with(".local")).collect();
+    assert_eq!(after, with(before, &["f twin"]), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(runtime.join("uexec/sandbox-leftovers").is_dir());
+}
