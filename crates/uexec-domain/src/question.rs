@@ -88,6 +88,32 @@ pub fn planted_reason(why: &impl std::fmt::Display) -> String {
     )
 }
 
+/// What a question about running outside the sandbox is about, for [`planted_warning`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutsideQuestion {
+    /// A command placed outside the sandbox from the start (an escalation).
+    Run,
+    /// The rerun of a command the sandbox blocked.
+    Retry,
+}
+
+/// The engine's warning, shown first and whole, that a sandboxed command could have chosen what a command run
+/// outside the sandbox runs (`why`, from the planted-program analysis). Every question that places a command
+/// outside the sandbox words it here.
+pub fn planted_warning(why: &impl std::fmt::Display, question: OutsideQuestion) -> String {
+    match question {
+        OutsideQuestion::Run => {
+            format!(
+                "Beware: {why}: a sandboxed command could have chosen what this runs outside the sandbox."
+            )
+        }
+        OutsideQuestion::Retry => format!(
+            "Beware: {why}: a sandboxed command could have chosen what this runs outside the sandbox, and the \
+             denial may come from a program planted there."
+        ),
+    }
+}
+
 /// At most this many characters (Unicode scalar values, line breaks included) of a command are shown.
 pub const MAX_SHOWN_CHARS: usize = 4000;
 
@@ -398,6 +424,20 @@ mod tests {
             }
         }
         out.join("\n")
+    }
+
+    #[test]
+    fn the_planted_warning_names_the_reason_whole_in_both_questions() {
+        let why = "PATH entry /work/bin is writable by sandboxed commands";
+        for question in [OutsideQuestion::Run, OutsideQuestion::Retry] {
+            let warning = planted_warning(&why, question);
+            assert!(warning.starts_with("Beware: "), "{warning}");
+            assert!(warning.contains(why), "{warning}");
+        }
+        assert!(
+            planted_warning(&why, OutsideQuestion::Retry).contains("denial may come from a program planted")
+        );
+        assert!(!planted_warning(&why, OutsideQuestion::Run).contains("denial"));
     }
 
     #[test]

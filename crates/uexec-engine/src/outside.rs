@@ -14,6 +14,7 @@ use std::path::Path;
 
 use uexec_domain::command::ParsedCommand;
 use uexec_domain::known_safe::NotKnownSafe;
+use uexec_domain::question::{OutsideQuestion, planted_warning};
 use uexec_domain::trust::SandboxWrites;
 
 use crate::known_safe::{Analysis, outside_env, verdict};
@@ -55,9 +56,7 @@ impl OutsideRun {
     pub(crate) fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(why) = &self.planted {
-            out.push(format!(
-                "Beware: {why}: a sandboxed command could have chosen what this runs outside the sandbox."
-            ));
+            out.push(planted_warning(why, OutsideQuestion::Run));
         }
         out.extend(self.removed_text());
         out

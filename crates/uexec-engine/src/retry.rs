@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use uexec_domain::approval::{RetryDecision, no_retry_note, retry_after_denial, retry_question};
 use uexec_domain::denial::{DenialEvidence, evidence_from};
+use uexec_domain::question::{OutsideQuestion, planted_warning};
 use uexec_domain::{EscapeReason, ReviewDecision};
 use uexec_ports::{ApprovalKind, ApprovalRequest};
 
@@ -72,7 +73,7 @@ impl Orchestrator {
         if decision == RetryDecision::AskThenRetry {
             let mut warnings = Vec::new();
             if let Some(why) = &plantable {
-                warnings.push(format!("Beware: {why}, so the denial may come from a program planted there."));
+                warnings.push(planted_warning(why, OutsideQuestion::Retry));
             }
             if !evidence.confirmed_by_sandbox() {
                 warnings.push(

@@ -2923,6 +2923,11 @@ async fn an_unanswered_question_ends_at_its_deadline_with_a_clear_refusal() {
     let started = tokio::time::Instant::now();
     engine.exec_command(escalated(Some(Duration::from_secs(50)))).await.unwrap_err();
     assert_eq!(started.elapsed(), Duration::from_secs(50));
+    // The domain allowlist's question about a host has the same deadline: the host is refused then, and not
+    // remembered (a later connection may ask again).
+    let started = tokio::time::Instant::now();
+    assert_eq!(engine.network_access("unanswered.example", 443, "pypi.org").await, None);
+    assert_eq!(started.elapsed(), Duration::from_secs(90), "the configured deadline");
 
     // The twin: a person who answers.
     let Checked { engine, .. } = check(Case {

@@ -296,7 +296,12 @@ impl Orchestrator {
             return Some(answer);
         }
         let request = NetworkAccessRequest { host: host.to_owned(), port, rules: rules.to_owned() };
-        match self.deps.approver.request_network_access(request).await {
+        // The same deadline as every other question (it belongs to no call, so no client wait shortens it).
+        let deadline = self.question_deadline(None);
+        let answer = tokio::time::timeout(deadline, self.deps.approver.request_network_access(request))
+            .await
+            .unwrap_or(Err(ApprovalError::Unanswered(deadline.as_secs())));
+        match answer {
             Ok(decision) => {
                 let allowed = decision.is_approved();
                 tracing::info!(host, port, allowed, "a person answered for a host off the domain allowlist");

@@ -22,11 +22,12 @@
 //! of its client ([`McpApprover::connect`]). Each client has its own approver (over HTTP, one per MCP session),
 //! so a question only ever reaches the client whose command caused it.
 //!
-//! An unanswered question fails after [`APPROVAL_TIMEOUT`]; the engine then releases the session id.
+//! How long a question may wait has one home, the engine's deadline (`[limits] approval_timeout_ms`, shortened
+//! to what the client waits for the call): the engine drops a question it gives up on, which withdraws the
+//! client's form and releases the session id. Nothing here keeps a clock of its own.
 
 use std::future::Future;
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema};
@@ -41,9 +42,6 @@ use uexec_ports::{ApprovalError, ApprovalKind, ApprovalRequest, Approver, Networ
 
 pub use super::protocol::FormStyle;
 use super::protocol::{self, Elicitation};
-
-/// How long a person has to answer.
-pub const APPROVAL_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The elicitation answer values.
 pub const APPROVE: &str = "approve";
@@ -232,14 +230,10 @@ impl Approver for McpApprover {
                     .send(PendingQuestion { request, answer })
                     .await
                     .map_err(|_| ApprovalError::Failed("the client abandoned the call".to_owned()))?;
-                match tokio::time::timeout(APPROVAL_TIMEOUT, answered).await {
-                    Ok(Ok(decision)) => Ok(decision),
-                    Ok(Err(_)) => Err(ApprovalError::Failed("the client abandoned the question".to_owned())),
-                    Err(_) => Err(ApprovalError::Failed(format!(
-                        "no answer within {} seconds",
-                        APPROVAL_TIMEOUT.as_secs()
-                    ))),
-                }
+                // The engine's deadline bounds the wait (it drops this future when it passes).
+                answered
+                    .await
+                    .map_err(|_| ApprovalError::Failed("the client abandoned the question".to_owned()))
             }
         }
     }
@@ -268,7 +262,8 @@ impl Approver for McpApprover {
     }
 }
 
-/// Ask the client `params` as an `elicitation/create` request, waiting at most [`APPROVAL_TIMEOUT`]. When the
+/// Ask the client `params` as an `elicitation/create` request, for as long as the engine's deadline lets the
+/// question wait (rmcp's own request timeout is off: one deadline decides). When the
 /// question is given up before the client answers (the call was cancelled, the engine's deadline passed, the
 /// person answered from the page or the terminal first: the future is dropped), the client is told with
 /// `notifications/cancelled`, so that it withdraws the form the person would otherwise still see.
@@ -278,7 +273,7 @@ async fn elicit(
 ) -> Result<ElicitResult, rmcp::ServiceError> {
     use rmcp::model::{ClientResult, ElicitRequest, ServerRequest};
     let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
-    let options = rmcp::service::PeerRequestOptions::with_timeout(APPROVAL_TIMEOUT);
+    let options = rmcp::service::PeerRequestOptions::no_options();
     let handle = peer.send_request_with_option(request, options).await?;
     let mut guard = WithdrawOnDrop { peer: Some(peer.clone()), id: handle.id.clone() };
     let result = handle.await_response().await;

@@ -43,9 +43,7 @@ use uexec_domain::limits::{clamp_exec_yield, clamp_write_yield};
 use uexec_domain::response::{UNKNOWN_SESSION_HINT, exec_error_text, write_error_text};
 use uexec_engine::{Engine, ExecError, ExecResponse};
 
-use super::approval::{
-    APPROVAL_TIMEOUT, AskVia, FormStyle, McpApprover, PendingQuestion, decision_from_elicit,
-};
+use super::approval::{AskVia, FormStyle, McpApprover, PendingQuestion, decision_from_elicit};
 use super::tools::{self, ArgError};
 use crate::control::desk::Desk;
 use crate::proxy::Refusals;
@@ -326,7 +324,9 @@ impl UexecServer {
                 flight.parked_at = Instant::now();
                 let token = self.token();
                 let mut parked = self.parked.lock().await;
-                parked.retain(|_, f| f.parked_at.elapsed() < APPROVAL_TIMEOUT * 2);
+                // A parked call whose question outlived the engine's deadline has been refused already.
+                let keep = Duration::from_millis(self.engine.config().limits.approval_timeout_ms) * 2;
+                parked.retain(|_, f| f.parked_at.elapsed() < keep);
                 parked.insert(token.clone(), flight);
                 let mut requests = InputRequests::new();
                 requests.insert(APPROVAL_INPUT.to_owned(), InputRequest::Elicitation(ElicitRequest::new(params)));
