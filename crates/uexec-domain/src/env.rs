@@ -18,6 +18,25 @@ pub const FORCED_ENV: [(&str, &str); 9] = [
     ("GH_PAGER", "cat"),
 ];
 
+/// The terminal type of a session with a terminal (`tty: true`): a real one, so full-screen programs (`top`,
+/// `vim`, `less`) draw frames in place that `read_screen` renders as a person would see them. A command without a
+/// terminal keeps [`FORCED_ENV`]'s `dumb`, the reference's value, so what a model reads of a plain command is
+/// what it reads through the Codex CLI. Colours stay off either way (`NO_COLOR`).
+pub const TERMINAL_TYPE: &str = "xterm-256color";
+
+/// `env` (built by [`build_env`]) for a session with a terminal when `tty` is true: `TERM` is
+/// [`TERMINAL_TYPE`]; unchanged otherwise.
+pub fn with_terminal_type(mut env: Vec<(OsString, OsString)>, tty: bool) -> Vec<(OsString, OsString)> {
+    if tty {
+        for (name, value) in &mut env {
+            if name == "TERM" {
+                *value = OsString::from(TERMINAL_TYPE);
+            }
+        }
+    }
+    env
+}
+
 /// The variable that tells a command which sandbox it runs under (spec A5).
 pub const ENV_SANDBOX: &str = "UEXEC_SANDBOX";
 
@@ -221,6 +240,20 @@ mod tests {
         sorted.sort();
         sorted.dedup();
         assert_eq!(names(&env), sorted);
+    }
+
+    /// A session with a terminal gets a real terminal type; a command without one keeps the reference's `dumb`,
+    /// and every other forced variable (no colours, no pager) stays for both.
+    #[test]
+    fn a_terminal_session_gets_a_real_terminal_type_and_keeps_colours_off() {
+        let env = build_env(vars(&INHERITED), &EnvPolicy::default());
+        let terminal = with_terminal_type(env.clone(), true);
+        assert_eq!(get(&terminal, "TERM").unwrap(), TERMINAL_TYPE);
+        assert_eq!(terminal.iter().filter(|(n, _)| n == "TERM").count(), 1);
+        assert_eq!(get(&terminal, "NO_COLOR").unwrap(), "1");
+        assert_eq!(get(&terminal, "PAGER").unwrap(), "cat");
+        assert_eq!(with_terminal_type(env.clone(), false), env);
+        assert_eq!(get(&env, "TERM").unwrap(), "dumb");
     }
 
     /// Secrets of the server's environment stay out of commands by default.

@@ -84,6 +84,7 @@ pub mod runs;
 mod session;
 pub mod snapshot;
 pub mod startup;
+pub mod terminal_text;
 pub mod tool_files;
 pub mod truncate;
 pub mod trust;

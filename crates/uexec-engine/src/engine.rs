@@ -28,7 +28,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
 use uexec_domain::approval::ApprovalKey;
 use uexec_domain::command::{ApplyPatchForm, ParsedCommand};
-use uexec_domain::env::build_env;
+use uexec_domain::env::{build_env, with_terminal_type};
 use uexec_domain::ids::chunk_id;
 use uexec_domain::limits::{MAX_ARG_STRLEN, clamp_exec_yield, clamp_write_yield, resolve_max_output_tokens};
 use uexec_domain::response::session_count_warning;
@@ -533,7 +533,10 @@ impl Orchestrator {
             .unwrap_or_else(|| self.config.default_shell.clone());
         // A login shell reads startup files a sandboxed command may have written: see uexec_domain::startup.
         let login_requested = req.login.unwrap_or(true);
-        let env = build_env(self.config.base_env.iter().cloned(), &self.config.env_policy);
+        let env = with_terminal_type(
+            build_env(self.config.base_env.iter().cloned(), &self.config.env_policy),
+            req.tty,
+        );
         let writes = writes_for(&self.config, &env);
         // The command, parsed once for every decision below and after.
         let requested = ParsedCommand::new(vec![

@@ -47,6 +47,7 @@ use crate::lease::LeaseGuard;
 use crate::screen::Screen;
 use crate::utf8::DeltaSplitter;
 use crate::watch::{PIPE_PRESENT_BYTES, Watch, Watchers};
+use uexec_domain::terminal_text::ModeFilter;
 
 /// A background write of input (see [`Session::write_input`]).
 type InputWrite = tokio::task::JoinHandle<Result<(), ProcessError>>;
@@ -116,6 +117,9 @@ struct Shared {
     /// The newest output (at most [`PIPE_PRESENT_BYTES`]) kept when `End` took the transcript: what a person
     /// who watches a pipe session after it exited sees of it.
     kept_output: Option<Vec<u8>>,
+    /// Terminal sessions: what takes the mode, colour and title sequences out of the text the model reads
+    /// (and the transcript); the screen and the watchers get every byte.
+    text_filter: Option<ModeFilter>,
 }
 
 /// The newest [`PIPE_PRESENT_BYTES`] of `all`.
@@ -199,6 +203,7 @@ impl Session {
             exit_code: None,
             finished: false,
             kept_output: None,
+            text_filter: spec.tty.then(ModeFilter::new),
         };
         let (changed, _) = watch::channel(0);
         let watchers = Watchers::new(spec.buffer_bytes);
@@ -332,8 +337,12 @@ impl Session {
     fn push_output(&self, chunk: &Arc<[u8]>) {
         {
             let mut shared = self.lock();
-            shared.pending.push_shared(chunk);
-            shared.transcript.push_shared(chunk);
+            let text = match &mut shared.text_filter {
+                Some(filter) => Arc::from(filter.filter(chunk)),
+                None => Arc::clone(chunk),
+            };
+            shared.pending.push_shared(&text);
+            shared.transcript.push_shared(&text);
             shared.output_seq += 1;
             shared.output_bytes += chunk.len() as u64;
             if self.screen.is_none() {
@@ -364,7 +373,17 @@ impl Session {
     }
 
     fn mark_output_closed(&self) {
-        self.lock().output_closed = true;
+        {
+            let mut shared = self.lock();
+            // An unfinished sequence at the very end is text after all.
+            if let Some(held) = shared.text_filter.as_mut().map(ModeFilter::finish).filter(|h| !h.is_empty())
+            {
+                let held: Arc<[u8]> = Arc::from(held);
+                shared.pending.push_shared(&held);
+                shared.transcript.push_shared(&held);
+            }
+            shared.output_closed = true;
+        }
         self.bump();
     }
 

@@ -1352,6 +1352,11 @@ async fn argv_env_workdir_and_mode_are_built_from_the_request() {
     assert_eq!(requests[1].argv, vec![OsString::from("/bin/sh"), "-c".into(), "echo hi".into()]);
     assert_eq!(requests[1].cwd, root);
     assert_eq!(requests[1].mode, IoMode::Pty(PtySize { rows: 24, cols: 80 }));
+    // The terminal session gets a real terminal type (full-screen programs draw in place), colours stay off.
+    let env = &requests[1].env;
+    let get = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    assert_eq!(get("TERM"), Some("xterm-256color".into()));
+    assert_eq!(get("NO_COLOR"), Some("1".into()));
     std::fs::remove_dir_all(&root).unwrap();
 }
 

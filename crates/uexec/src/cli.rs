@@ -58,7 +58,7 @@ found.
 
 Nobody is asked for approval (you typed the command): the approval policy and command rules apply to the MCP
 server's commands, and --approval-policy is refused here. The environment policy's inherit/exclude_secrets/set
-apply, but not the variables forced on MCP commands (TERM=dumb, NO_COLOR, ...).
+apply, but not the variables forced on MCP commands (TERM, NO_COLOR, PAGER, ...).
 
 Examples:
   uexec run -- cargo build

@@ -526,6 +526,72 @@ fn read_screen_renders_a_terminal() {
     server.call("close_session", json!({ "session_id": id }));
 }
 
+/// A full-screen program in a terminal session draws each frame in place (the session has a real terminal
+/// type), so `read_screen` shows one frame, not frames glued one after another; the raw output the model reads
+/// has several by then.
+#[test]
+fn read_screen_of_top_shows_one_frame() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &[], false);
+    let r = server.call(
+        "exec_command",
+        json!({ "cmd": "exec top -d 0.2", "tty": true, "login": false, "yield_time_ms": 500 }),
+    );
+    let id = session_id(&r);
+    let mut raw = output(&r);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    // Each frame redraws at least the CPU line (top rewrites only what changed).
+    while raw.matches("%Cpu").count() < 3 && std::time::Instant::now() < deadline {
+        let r = server.call("write_stdin", json!({ "session_id": id, "chars": "", "yield_time_ms": 500 }));
+        raw.push_str(&output(&r));
+    }
+    assert!(raw.matches("%Cpu").count() >= 3, "top drew fewer than three frames: {raw}");
+    let r = server.call("read_screen", json!({ "session_id": id }));
+    assert!(!is_error(&r), "{r}");
+    let screen = text(&r);
+    assert_eq!(screen.matches("Tasks:").count(), 1, "{screen}");
+    assert_eq!(screen.matches("%Cpu").count(), 1, "{screen}");
+    assert!(screen.lines().next().unwrap_or_default().starts_with("top - "), "{screen}");
+    // The twin: colours stay off in a terminal session (NO_COLOR), and a command without a terminal keeps the
+    // reference's `dumb`.
+    let r = server.call("exec_command", json!({ "cmd": "echo \"$TERM\"", "tty": true, "login": false }));
+    assert_eq!(output(&r).trim(), "xterm-256color", "{r}");
+    let r = server.call("exec_command", json!({ "cmd": "echo \"$TERM $NO_COLOR\"", "login": false }));
+    assert_eq!(output(&r).trim(), "dumb 1", "{r}");
+    server.call("close_session", json!({ "session_id": id }));
+}
+
+/// What a real terminal type makes programs say that is not text (bash's paste-mode switches around every
+/// prompt, git's colours, a window title) is not in the text the model reads; the screen still gets it, and
+/// what is text (the cursor movement of a full-screen program included) stays.
+#[test]
+fn a_terminal_session_reads_without_mode_and_colour_sequences() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &[], false);
+    let r = server.call(
+        "exec_command",
+        json!({ "cmd": "exec bash --norc --noprofile -i", "tty": true, "login": false, "yield_time_ms": 2000 }),
+    );
+    let id = session_id(&r);
+    let mut seen = output(&r);
+    let typed = "printf '\\033[31mred\\033[0m \\033]0;title\\007\\033[2Cmoved\\n'\n";
+    let r = server.call("write_stdin", json!({ "session_id": id, "chars": typed, "yield_time_ms": 2000 }));
+    seen.push_str(&output(&r));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !seen.contains("red \u{1b}[2Cmoved") && std::time::Instant::now() < deadline {
+        let r = server.call("write_stdin", json!({ "session_id": id, "chars": "", "yield_time_ms": 500 }));
+        seen.push_str(&output(&r));
+    }
+    assert!(seen.contains("red \u{1b}[2Cmoved"), "the text and the cursor movement stay: {seen:?}");
+    for gone in ["\u{1b}[?2004", "\u{1b}[31m", "\u{1b}[0m", "\u{1b}]0;"] {
+        assert!(!seen.contains(gone), "{gone:?} is not text: {seen:?}");
+    }
+    // The twin: the screen got every byte (the colour sequence did not reach it as text either).
+    let screen = text(&server.call("read_screen", json!({ "session_id": id })));
+    assert!(screen.contains("red   moved"), "{screen}");
+    server.call("close_session", json!({ "session_id": id }));
+}
+
 #[test]
 fn ps_and_proc_self_agree_inside_the_sandbox() {
     // The server runs commands in a PID namespace of its own (process containment); the sandbox mounts a procfs
