@@ -17,6 +17,7 @@ mod proxy;
 mod report;
 mod run;
 mod settings;
+mod tap;
 mod terminal;
 
 use std::process::ExitCode;

@@ -5,11 +5,17 @@
 //!   terminal's size; the terminal is put in raw mode (restored on every exit path) and bytes are relayed both
 //!   ways; SIGWINCH is forwarded as a resize.
 //! - otherwise (a pipeline, a redirection, a CI job): the command's stdin, stdout and stderr are uexec's own
-//!   fds 0, 1 and 2, handed over as they are ([`IoMode::Inherit`]): no PTY, no relay, no copy. It reads uexec's
+//!   fds 0, 1 and 2, handed over as they are ([`IoMode::Inherit`]): no PTY, no relay. It reads uexec's
 //!   stdin up to its end, its stdout and stderr stay apart, a file stays a file and a pipe a pipe, bytes pass
 //!   unchanged, and SIGPIPE has its default action in the command, so `uexec run -- yes | head -n1` ends as
 //!   `yes | head -n1` does. (stdin a terminal and stdout a pipe, `uexec run -- ls | grep x`: the command reads
-//!   the terminal itself, without becoming its controlling process.)
+//!   the terminal itself, without becoming its controlling process.) One exception: a standard error that is a
+//!   pipe is handed over through a pipe of uexec's own that it copies, so that the note of what the sandbox
+//!   refused can name a refused write (`crate::tap`).
+//!
+//! After the command, one line names what the sandbox refused (`[uexec] sandbox refused: ...`), on standard
+//! error: the lookups and connections it recorded, and the writes its plan refuses that the command's output
+//! names (read from the relayed terminal, or from the copied standard error), with the remedy for `uexec run`.
 //!
 //! SIGTERM, SIGHUP and SIGINT sent to uexec are forwarded to the command's process group. When the command
 //! exits, whatever it left behind (background jobs, daemons) is killed at once: nothing outlives `uexec run`,
@@ -68,7 +74,8 @@ pub fn main(args: &RunArgs) -> ExitCode {
 }
 
 /// True when the command gets its own PTY relayed to the person's terminal: stdin and stdout are both
-/// terminals. Otherwise it runs on uexec's own streams, and uexec starts no thread (see `main`).
+/// terminals. Otherwise it runs on uexec's own streams, and uexec starts no thread (see `main`; a copied standard
+/// error is a task, `crate::tap`).
 pub fn uses_terminal() -> bool {
     terminal::is_terminal(terminal::stdin_fd()) && terminal::is_terminal(terminal::stdout_fd())
 }
@@ -145,17 +152,20 @@ fn run(args: &RunArgs) -> Result<u8, NothingRan> {
         .context("cannot start the async runtime")
         .map_err(nothing_ran)?;
     let refusals = proxy.as_ref().map(crate::proxy::Pending::refusals);
+    // The newest output, for the note of what the sandbox refused (`crate::tap`).
+    let tail = crate::tap::Tail::default();
     let outcome = rt.block_on(async {
         if let Some(proxy) = proxy {
             proxy.spawn();
         }
-        supervise(spawn, &settings, protections, sinks.events.clone()).await
+        supervise(spawn, &settings, protections, sinks.events.clone(), &tail).await
     });
     // `supervise` returns once the command's whole tree is gone (killed and reaped) or it never started: the
     // sandbox may now undo what it made for it (placeholders, restored git objects).
     sandbox.finish(lease);
-    // What the sandbox refused (lookups with the network off, connections the proxy refused), in the note every
-    // mode uses; the output is the person's terminal's, so only what the sandbox recorded itself counts.
+    // What the sandbox refused (lookups with the network off, connections the proxy refused, writes its plan
+    // refuses that the output names), in the note every mode uses.
+    let output = tail.bytes();
     let mut refused = refusals.map(|r| r.since(0)).unwrap_or_default();
     if placement == Placement::Sandboxed {
         let query = uexec_ports::RefusalQuery {
@@ -164,8 +174,8 @@ fn run(args: &RunArgs) -> Result<u8, NothingRan> {
             workspace: &settings.cwd,
             tmpdir: None,
             cwd: &settings.cwd,
-            output: b"",
-            exit_code: None,
+            output: &output,
+            exit_code: outcome.as_ref().ok().map(|&code| i32::from(code)),
         };
         refused.extend(sandbox.refusals(&query).unwrap_or_default());
     }
@@ -194,12 +204,17 @@ async fn supervise(
     settings: &Settings,
     protections: ProtectionReport,
     events: Arc<dyn EventSink>,
+    tail: &crate::tap::Tail,
 ) -> Result<u8, NothingRan> {
     let command: Vec<String> = spawn.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let program = command.first().cloned().unwrap_or_default();
     let tty = matches!(spawn.mode, IoMode::Pty(_));
     let spawner = crate::platform::spawner();
-    let SpawnedProcess { control, output } = spawner.spawn(spawn).map_err(|e| spawn_failed(&program, e))?;
+    let interposed = if tty { None } else { crate::tap::interpose() };
+    let spawned = spawner.spawn(spawn);
+    // uexec's own streams are its own again whether the spawn worked or not; the command keeps the pipe.
+    let copy = interposed.map(|interposed| interposed.start(tail.clone()));
+    let SpawnedProcess { control, output } = spawned.map_err(|e| spawn_failed(&program, e))?;
     let started = Instant::now();
     let call_id = format!("run-{}", std::process::id());
     events.emit(ExecEvent::Begin {
@@ -212,7 +227,7 @@ async fn supervise(
         protections,
     });
 
-    let relay = tty.then(|| Relay::start(&control, output));
+    let relay = tty.then(|| Relay::start(&control, output, tail.clone()));
     let signals = tokio::spawn(forward_signals(control.clone()));
 
     let status = control.wait().await;
@@ -224,6 +239,9 @@ async fn supervise(
     }
     if let Some(relay) = relay {
         relay.finish(killed.is_ok()).await;
+    }
+    if let Some(copy) = copy {
+        copy.finish().await;
     }
     signals.abort();
 
@@ -248,7 +266,11 @@ struct Relay {
 }
 
 impl Relay {
-    fn start(control: &Arc<dyn ProcessControl>, mut output: Box<dyn OutputStream>) -> Relay {
+    fn start(
+        control: &Arc<dyn ProcessControl>,
+        mut output: Box<dyn OutputStream>,
+        tail: crate::tap::Tail,
+    ) -> Relay {
         let raw = match RawMode::enable(terminal::stdin_fd()) {
             Ok(raw) => Some(raw),
             Err(e) => {
@@ -259,6 +281,7 @@ impl Relay {
         let output = tokio::spawn(async move {
             let mut stdout = tokio::io::stdout();
             while let Ok(Some(chunk)) = output.next_chunk().await {
+                tail.push(&chunk);
                 if stdout.write_all(&chunk).await.is_err() || stdout.flush().await.is_err() {
                     break;
                 }

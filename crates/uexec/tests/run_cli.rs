@@ -282,6 +282,62 @@ fn run_in_a_pipeline_keeps_stdout_and_stderr_apart_and_their_kinds() {
     assert_eq!(std::fs::read_to_string(ws.path().join("err.txt")).unwrap(), "e\n");
 }
 
+/// A refused write is named after the command, with the remedy for `uexec run`, whether the person watches a
+/// terminal or the output goes down a pipe (a CI log, a program capturing it); the standard error keeps its
+/// kind (a pipe) and its order beside standard output when both are one pipe. The twins: a write the sandbox
+/// allows gets no note, and neither does a refused write when standard error is a file (uexec hands a file over
+/// as it is and does not read it).
+#[test]
+fn run_names_a_refused_write_in_a_terminal_and_in_a_pipeline() {
+    let ws = Workspace::new();
+    let target = ws.outside.path().join("refused.txt");
+    let refused = format!("echo x > {}; [ -p /dev/stderr ] && echo err-pipe >&2; exit 1", target.display());
+    let note = "[uexec] sandbox refused: write to";
+    let remedy = "--writable-root";
+    // Standard error a pipe of its own.
+    let out = uexec_command(&ws, &["run", "--", "sh", "-c", &refused]).stdin(Stdio::null()).output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(note) && stderr.contains(&target.display().to_string()), "{stderr}");
+    assert!(stderr.contains(remedy) && !stderr.contains("sandbox_permissions"), "{stderr}");
+    assert!(stderr.contains("err-pipe"), "standard error stays a pipe: {stderr}");
+    // Both streams one pipe: the order is the command's, the note comes last.
+    let out = shell(
+        &ws,
+        &format!(
+            r#""$UEXEC" run -- sh -c 'echo first; echo x > {}; echo last; exit 1' 2>&1 | cat"#,
+            target.display()
+        ),
+    );
+    let both = text(&out.stdout);
+    let first = both.find("first").unwrap_or(usize::MAX);
+    let failed = both.find("refused.txt").unwrap_or(usize::MAX);
+    let last = both.find("last").unwrap_or(usize::MAX);
+    let noted = both.find(note).unwrap_or(usize::MAX);
+    assert!(first < failed && failed < last && last < noted && noted < usize::MAX, "{both}");
+    // In a terminal.
+    runtime().block_on(async {
+        let t = InTerminal::start(&ws, &["run", "--", "sh", "-c", &refused], PtySize::default());
+        let (status, seen) = t.exit().await;
+        assert_eq!(status, ExitStatus::Code(1), "{seen}");
+        assert!(seen.contains(note) && seen.contains(remedy), "{seen}");
+    });
+    assert!(!target.exists());
+
+    // The twins: an allowed write, and a file as standard error.
+    let allowed = "echo x > inside.txt; exit 1";
+    let out = uexec_command(&ws, &["run", "--", "sh", "-c", allowed]).stdin(Stdio::null()).output().unwrap();
+    assert!(!text(&out.stderr).contains("[uexec] sandbox refused"), "{}", text(&out.stderr));
+    assert!(ws.path().join("inside.txt").exists());
+    let out = shell(&ws, &format!(r#""$UEXEC" run -- sh -c '{refused}' 2>err.txt; echo rc=$?"#));
+    assert_eq!(text(&out.stdout), "rc=1\n", "{}", text(&out.stderr));
+    let in_file = std::fs::read_to_string(ws.path().join("err.txt")).unwrap();
+    assert!(
+        !in_file.contains("err-pipe") && !in_file.contains(note),
+        "a file stays a file, unread: {in_file}"
+    );
+}
+
 #[test]
 fn run_in_a_pipeline_is_sandboxed_unless_the_policy_says_otherwise() {
     let ws = Workspace::new();
