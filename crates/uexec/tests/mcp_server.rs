@@ -561,6 +561,42 @@ fn read_screen_of_top_shows_one_frame() {
     server.call("close_session", json!({ "session_id": id }));
 }
 
+/// A full-screen editor draws its one screen: the typed text on the first line, the empty lines marked `~`
+/// below it, the file name on the last line (with `TERM=dumb` vim cannot position the cursor and scrolls).
+#[test]
+fn read_screen_of_vim_shows_its_screen() {
+    let ws = Workspace::new();
+    let mut server = McpServer::start_initialized(&ws, &[], false);
+    let r = server.call(
+        "exec_command",
+        json!({ "cmd": "exec vim -u NONE -i NONE -N -n notes.txt", "tty": true, "login": false, "yield_time_ms": 1000 }),
+    );
+    let id = session_id(&r);
+    let screen_with = |server: &mut McpServer, wanted: &dyn Fn(&str) -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let screen = text(&server.call("read_screen", json!({ "session_id": id })));
+            if wanted(&screen) || std::time::Instant::now() > deadline {
+                return screen;
+            }
+            server.call("write_stdin", json!({ "session_id": id, "chars": "", "yield_time_ms": 200 }));
+        }
+    };
+    let screen = screen_with(&mut server, &|s| s.contains("notes.txt"));
+    assert!(screen.lines().nth(1).is_some_and(|l| l.starts_with('~')), "{screen}");
+    server.call(
+        "write_stdin",
+        json!({ "session_id": id, "chars": "ihello from vim\u{1b}", "yield_time_ms": 500 }),
+    );
+    let screen = screen_with(&mut server, &|s| s.starts_with("hello from vim"));
+    let lines: Vec<&str> = screen.lines().collect();
+    assert_eq!(lines.first().map(|l| l.trim_end()), Some("hello from vim"), "{screen}");
+    assert_eq!(screen.matches("hello from vim").count(), 1, "{screen}");
+    assert!(lines.iter().skip(1).take(20).all(|l| l.starts_with('~')), "{screen}");
+    server.call("write_stdin", json!({ "session_id": id, "chars": ":q!\r", "yield_time_ms": 2000 }));
+    server.call("close_session", json!({ "session_id": id }));
+}
+
 /// What a real terminal type makes programs say that is not text (bash's paste-mode switches around every
 /// prompt, git's colours, a window title) is not in the text the model reads; the screen still gets it, and
 /// what is text (the cursor movement of a full-screen program included) stays.
