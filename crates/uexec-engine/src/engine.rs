@@ -15,18 +15,18 @@
 //!    sandbox, with a person's approval;
 //! 7. **collect** the window's output and 8. **respond** ([`Orchestrator::collect_and_respond`]).
 //!
-//! The approval step and the login snapshots hold state of the [`Orchestrator`] (the remembered approvals,
-//! the snapshot files), so they are its submodules: they use its types, it holds theirs, and no module
-//! outside `engine` is part of that circle (`cargo xtask layering` checks that modules form no cycle).
+//! The approval step and the login snapshots are its submodules: they use the [`Orchestrator`]'s types and it
+//! holds the login snapshots' state; what a person decided for the session has its own owner outside that
+//! circle (`crate::approvals`), and no module outside `engine` is part of it (`cargo xtask layering` checks
+//! that modules form no cycle).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
-use uexec_domain::approval::ApprovalKey;
 use uexec_domain::command::{ApplyPatchForm, ParsedCommand};
 use uexec_domain::env::{build_env, with_terminal_type};
 use uexec_domain::ids::chunk_id;
@@ -60,7 +60,9 @@ pub(crate) mod approve;
 mod login;
 pub(crate) mod refusals;
 
-use approve::{Approval, PrefixApproval};
+use approve::Approval;
+
+use crate::approvals::Approvals;
 use login::Snapshots;
 use refusals::{RefusalWatch, join_notes};
 
@@ -88,15 +90,8 @@ pub(crate) struct Orchestrator {
     pub(crate) config: EngineConfig,
     pub(crate) deps: EngineDeps,
     pub(crate) store: Store,
-    /// Remembered "approved for session" decisions, each with the planted reason the person was shown (a
-    /// command outside the sandbox is covered only while that reason is the same, `crate::outside`).
-    pub(crate) approvals: Mutex<HashSet<(ApprovalKey, Option<String>)>>,
-    /// Prefixes a person approved for the session.
-    pub(crate) prefixes: Mutex<Vec<PrefixApproval>>,
-    /// Hosts off the domain allowlist a person allowed (`true`) or refused (`false`) for the session.
-    pub(crate) hosts: Mutex<HashMap<String, bool>>,
-    /// One question about a host at a time.
-    pub(crate) asking_hosts: tokio::sync::Mutex<()>,
+    /// What a person decided for the session (`crate::approvals`).
+    pub(crate) approvals: Approvals,
     /// The login snapshots (`crate::login`).
     pub(crate) snapshots: Snapshots,
     /// What the sandbox refused each live sandboxed session so far ([`refusals`]).
@@ -274,10 +269,7 @@ impl Engine {
                 store: Store::new(seed, config.session_budget.clone()),
                 config,
                 deps,
-                approvals: Mutex::new(HashSet::new()),
-                prefixes: Mutex::new(Vec::new()),
-                hosts: Mutex::new(HashMap::new()),
-                asking_hosts: tokio::sync::Mutex::new(()),
+                approvals: Approvals::default(),
                 watches: Mutex::new(HashMap::new()),
             }),
         }

@@ -1,8 +1,8 @@
 //! The engine's error type: why an `exec_command` or `write_stdin` call failed.
 
 use uexec_domain::{ApprovalPolicy, SessionId};
-use uexec_ports::SandboxError;
 use uexec_ports::process::{ProcessError, SpawnError};
+use uexec_ports::{ApprovalError, SandboxError};
 
 /// Why a call failed. The app renders it as ``exec_command failed for `<cmd>`: <this>`` or
 /// `write_stdin failed: <this>` (see `uexec_domain::response`).
@@ -100,9 +100,10 @@ pub enum ExecError {
         .0.as_str()
     )]
     EscalationNotAllowed(ApprovalPolicy),
-    /// Approval was needed but nobody could be asked (or asking failed).
+    /// Approval was needed but no decision could be had: nobody could be asked, asking failed, or nobody
+    /// answered in time (each its own [`ApprovalError`]).
     #[error("{0}")]
-    ApprovalUnavailable(String),
+    ApprovalUnavailable(ApprovalError),
     /// The sandbox the policy asks for cannot be set up: nothing ran.
     #[error("{0}; nothing was run")]
     Sandbox(SandboxError),

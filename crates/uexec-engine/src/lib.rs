@@ -134,6 +134,7 @@
 #![deny(unsafe_code)]
 
 mod api;
+mod approvals;
 mod attempt;
 mod budget;
 mod collect;

@@ -16,7 +16,8 @@ use uexec_domain::question::{OutsideQuestion, planted_warning};
 use uexec_domain::{EscapeReason, ReviewDecision};
 use uexec_ports::{ApprovalKind, ApprovalRequest};
 
-use crate::engine::approve::{Approval, RETRY_FOR_SESSION};
+use crate::approvals::Covers;
+use crate::engine::approve::Approval;
 use crate::engine::{Attempt, Call, Orchestrator, Reservation, Run};
 use crate::error::ExecError;
 use crate::outside::OutsideRun;
@@ -63,7 +64,7 @@ impl Orchestrator {
         let decision = retry_after_denial(
             policy,
             approval.by_person && clean,
-            clean && self.is_remembered(&approval.key, Some(RETRY_FOR_SESSION)),
+            clean && self.approvals.covers(&approval.key, &Covers::Retry { planted: None }),
             evidence.confirmed_by_sandbox(),
         );
         if decision == RetryDecision::NoRetry {
@@ -94,8 +95,7 @@ impl Orchestrator {
                 prefix_offer: None,
             };
             // A session approval of this question covers later retries only, never a run question.
-            let shown =
-                Some(plantable.as_ref().map_or_else(|| RETRY_FOR_SESSION.to_owned(), ToString::to_string));
+            let shown = Covers::Retry { planted: plantable.as_ref().map(ToString::to_string) };
             let deadline = self.question_deadline(call.max_wait);
             let note = match self.ask_decision(request, &approval.key, shown, deadline).await {
                 Ok(answer) if answer.is_approved() => None,
@@ -106,7 +106,7 @@ impl Orchestrator {
                 }
                 // The command ran: its output is returned, with what happened to the retry.
                 Ok(_) => Some(no_retry_note(&bare, "a person declined to run it without the sandbox")),
-                Err(text) => Some(no_retry_note(&bare, &text)),
+                Err(error) => Some(no_retry_note(&bare, &error.to_string())),
             };
             if note.is_some() {
                 return Ok(Attempt { note, ..attempt });

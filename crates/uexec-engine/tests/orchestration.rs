@@ -801,7 +801,8 @@ async fn approver_errors_become_approval_unavailable_and_release_the_id() {
         answers: Answers::Mock(approver),
     });
     let err = engine.exec_command(exec("make install")).await.unwrap_err();
-    let ExecError::ApprovalUnavailable(text) = &err else { panic!("{err:?}") };
+    // Typed: nobody could be asked (not a broken channel, not an unanswered question).
+    let ExecError::ApprovalUnavailable(ApprovalError::Unavailable(text)) = &err else { panic!("{err:?}") };
     assert!(text.contains("no interactive client to ask"), "{text}");
     assert_eq!(engine.reserved_id_count(), 0);
     assert_eq!(
@@ -2921,6 +2922,7 @@ async fn an_unanswered_question_ends_at_its_deadline_with_a_clear_refusal() {
     let started = tokio::time::Instant::now();
     let err = engine.exec_command(escalated(None)).await.unwrap_err();
     assert_eq!(started.elapsed(), Duration::from_secs(90), "the configured deadline");
+    assert!(matches!(err, ExecError::ApprovalUnavailable(ApprovalError::Unanswered(90))), "{err:?}");
     assert!(err.to_string().contains("nobody answered the approval question within 90 s"), "{err}");
     assert!(err.to_string().contains("did not run"), "{err}");
     assert_eq!(engine.reserved_id_count(), 0);

@@ -7,10 +7,8 @@
 //! approval passes here. So does the domain allowlist's question about a host ([`Orchestrator::network_access`]),
 //! which the proxy asks through the engine: one cache of what a person answered, one port to the person.
 
-use std::collections::HashSet;
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
-use std::sync::{MutexGuard, PoisonError};
+use std::path::Path;
 use std::time::Duration;
 
 use uexec_domain::approval::{
@@ -23,26 +21,11 @@ use uexec_domain::trust::SandboxWrites;
 use uexec_domain::{ApprovalPolicy, ReviewDecision, SandboxPermissions, SessionId};
 use uexec_ports::{ApprovalError, ApprovalKind, ApprovalRequest, ExecEvent, NetworkAccessRequest};
 
+use crate::approvals::Covers;
 use crate::engine::{Call, Orchestrator};
 use crate::error::ExecError;
 use crate::known_safe::{Analysis, verdict};
 use crate::outside::OutsideRun;
-use crate::trust::repository_of;
-
-/// What "approved for session" of a retry question is remembered with (in the place of a planted reason, which
-/// is never empty text): it covers later retries of the same command, and nothing a run question covers.
-pub(crate) const RETRY_FOR_SESSION: &str = "";
-
-/// A prefix a person approved for the session: it admits commands with the same sandbox permissions, run in
-/// the same working directory and repository, with the same planted reason (if any) as when it was shown.
-#[derive(Debug, Clone)]
-pub(crate) struct PrefixApproval {
-    permissions: SandboxPermissions,
-    prefix: Vec<String>,
-    cwd: PathBuf,
-    repository: Option<PathBuf>,
-    planted: Option<String>,
-}
 
 /// The outcome of the approval step.
 #[derive(Debug)]
@@ -69,15 +52,6 @@ fn plantable_reason(verdict: &Result<(), NotKnownSafe>) -> Option<NotKnownSafe> 
 }
 
 impl Orchestrator {
-    fn approvals(&self) -> MutexGuard<'_, HashSet<(ApprovalKey, Option<String>)>> {
-        self.approvals.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Whether a person approved `key` for the session while shown the planted reason `planted`.
-    pub(crate) fn is_remembered(&self, key: &ApprovalKey, planted: Option<&str>) -> bool {
-        self.approvals().contains(&(key.clone(), planted.map(str::to_owned)))
-    }
-
     /// Whether a prefix a person approved for the session admits `command` run in `cwd` with `permissions` and
     /// the planted reason `planted`: approved for those permissions, in that working directory and repository
     /// (a prefix given in the workspace says nothing about another repository), with the same planted reason,
@@ -90,35 +64,22 @@ impl Orchestrator {
         permissions: SandboxPermissions,
         planted: Option<&str>,
     ) -> bool {
-        let approved: Vec<PrefixApproval> = {
-            let prefixes = self.prefixes.lock().unwrap_or_else(PoisonError::into_inner);
-            prefixes
-                .iter()
-                .filter(|p| p.permissions == permissions && p.cwd == cwd && p.planted.as_deref() == planted)
-                .cloned()
-                .collect()
-        };
-        if approved.is_empty() {
-            return false;
-        }
-        let repository = repository_of(cwd);
-        let matching: Vec<Vec<String>> =
-            approved.into_iter().filter(|p| p.repository == repository).map(|p| p.prefix).collect();
-        approved_prefixes_admit(&self.config.rules, &matching, command)
+        let matching = self.approvals.prefixes_for(cwd, permissions, planted);
+        !matching.is_empty() && approved_prefixes_admit(&self.config.rules, &matching, command)
     }
 
-    /// Ask a person; remembers "approved for session" (with the planted reason the question showed).
+    /// Ask a person; remembers "approved for session" as covering what the question showed (`covers`).
     pub(crate) async fn ask(
         &self,
         request: ApprovalRequest,
         key: &ApprovalKey,
-        planted: Option<String>,
+        covers: Covers,
         deadline: Duration,
     ) -> Result<ReviewDecision, ExecError> {
-        match self.ask_decision(request, key, planted, deadline).await {
+        match self.ask_decision(request, key, covers, deadline).await {
             Ok(decision) if decision.is_approved() => Ok(decision),
             Ok(_) => Err(ExecError::Rejected),
-            Err(text) => Err(ExecError::ApprovalUnavailable(text)),
+            Err(error) => Err(ExecError::ApprovalUnavailable(error)),
         }
     }
 
@@ -129,15 +90,16 @@ impl Orchestrator {
         max_wait.map_or(configured, |wait| configured.min(wait))
     }
 
-    /// Ask a person and return the decision (or why none could be had); remembers "approved for session". A
-    /// question unanswered after `deadline` is abandoned: the call gets a refusal the model can act on.
+    /// Ask a person and return the decision (or why none could be had); remembers "approved for session" as
+    /// covering what the question showed (`covers`). A question unanswered after `deadline` is abandoned: the
+    /// call gets a refusal the model can act on.
     pub(crate) async fn ask_decision(
         &self,
         request: ApprovalRequest,
         key: &ApprovalKey,
-        planted: Option<String>,
+        covers: Covers,
         deadline: Duration,
-    ) -> Result<ReviewDecision, String> {
+    ) -> Result<ReviewDecision, ApprovalError> {
         let call_id = request.call_id.clone();
         let prefix_offer = request.prefix_offer.clone();
         let cwd = request.cwd.clone();
@@ -154,32 +116,24 @@ impl Orchestrator {
                     decision: Some(decision),
                     error: None,
                 });
-                if decision == ReviewDecision::ApprovedForSession {
-                    self.approvals().insert((key.clone(), planted.clone()));
-                }
                 if decision == ReviewDecision::ApprovedPrefixForSession
                     && let Some(prefix) = prefix_offer
                 {
-                    tracing::info!(?prefix, cwd = %cwd.display(), "a person approved a command prefix for the session");
-                    let repository = repository_of(&cwd);
-                    self.prefixes.lock().unwrap_or_else(PoisonError::into_inner).push(PrefixApproval {
-                        permissions: key.permissions,
-                        prefix,
-                        cwd,
-                        repository,
-                        planted,
-                    });
+                    let planted = covers.planted().map(str::to_owned);
+                    self.approvals.remember_prefix(key.permissions, prefix, cwd, planted);
+                }
+                if decision == ReviewDecision::ApprovedForSession {
+                    self.approvals.remember(key, covers);
                 }
                 Ok(decision)
             }
-            Err(err) => {
-                let text = err.to_string();
+            Err(error) => {
                 self.deps.events.emit(ExecEvent::ApprovalDecided {
                     call_id,
                     decision: None,
-                    error: Some(text.clone()),
+                    error: Some(error.to_string()),
                 });
-                Err(text)
+                Err(error)
             }
         }
     }
@@ -229,9 +183,10 @@ impl Orchestrator {
         let planted = outside.and_then(OutsideRun::planted_text);
         // Code a sandboxed command can write runs: what runs now may not be what was approved (`WritableCode`).
         let coverable = outside.and_then(|o| o.planted.as_ref()).is_none_or(NotKnownSafe::is_coverable);
+        let covers = Covers::Run { planted };
         if coverable
-            && (self.is_remembered(&key, planted.as_deref())
-                || self.prefix_admits(command, cwd, permissions, planted.as_deref()))
+            && (self.approvals.covers(&key, &covers)
+                || self.prefix_admits(command, cwd, permissions, covers.planted()))
         {
             return Ok(Approval { by_person: false, escalate, plantable, key });
         }
@@ -272,7 +227,7 @@ impl Orchestrator {
                 .and_then(|prefix| session_prefix_offer(prefix, command)),
             denial: None,
         };
-        let decision = self.ask(request, &key, planted, self.question_deadline(call.max_wait)).await?;
+        let decision = self.ask(request, &key, covers, self.question_deadline(call.max_wait)).await?;
         // Only "and rerun it without the sandbox if it is blocked" lets a retry go unasked.
         let by_person = decision == ReviewDecision::ApprovedWithRetry;
         Ok(Approval { by_person, escalate, plantable, key })
@@ -288,11 +243,11 @@ impl Orchestrator {
         if !asks_about_hosts(self.config.approval_policy) {
             return None;
         }
-        if let Some(answer) = self.host_answer(host) {
+        if let Some(answer) = self.approvals.host(host) {
             return Some(answer);
         }
-        let _one_at_a_time = self.asking_hosts.lock().await;
-        if let Some(answer) = self.host_answer(host) {
+        let _one_at_a_time = self.approvals.one_host_question().await;
+        if let Some(answer) = self.approvals.host(host) {
             return Some(answer);
         }
         let request = NetworkAccessRequest { host: host.to_owned(), port, rules: rules.to_owned() };
@@ -305,7 +260,7 @@ impl Orchestrator {
             Ok(decision) => {
                 let allowed = decision.is_approved();
                 tracing::info!(host, port, allowed, "a person answered for a host off the domain allowlist");
-                self.hosts.lock().unwrap_or_else(PoisonError::into_inner).insert(host.to_owned(), allowed);
+                self.approvals.remember_host(host, allowed);
                 Some(allowed)
             }
             Err(error) => {
@@ -313,10 +268,5 @@ impl Orchestrator {
                 None
             }
         }
-    }
-
-    /// What a person already answered about `host` this session.
-    fn host_answer(&self, host: &str) -> Option<bool> {
-        self.hosts.lock().unwrap_or_else(PoisonError::into_inner).get(host).copied()
     }
 }
