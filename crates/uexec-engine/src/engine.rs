@@ -92,6 +92,9 @@ pub(crate) struct Orchestrator {
     pub(crate) store: Store,
     /// What a person decided for the session (`crate::approvals`).
     pub(crate) approvals: Approvals,
+    /// The environment every command starts from: the server's, filtered by the policy, with the forced
+    /// variables (`uexec_domain::env::build_env`), built once.
+    pub(crate) command_env: Vec<(OsString, OsString)>,
     /// The login snapshots (`crate::login`).
     pub(crate) snapshots: Snapshots,
     /// What the sandbox refused each live sandboxed session so far ([`refusals`]).
@@ -270,6 +273,7 @@ impl Engine {
                 config,
                 deps,
                 approvals: Approvals::default(),
+                command_env: env,
                 watches: Mutex::new(HashMap::new()),
             }),
         }
@@ -525,10 +529,7 @@ impl Orchestrator {
             .unwrap_or_else(|| self.config.default_shell.clone());
         // A login shell reads startup files a sandboxed command may have written: see uexec_domain::startup.
         let login_requested = req.login.unwrap_or(true);
-        let env = with_terminal_type(
-            build_env(self.config.base_env.iter().cloned(), &self.config.env_policy),
-            req.tty,
-        );
+        let env = with_terminal_type(self.command_env.clone(), req.tty);
         let writes = writes_for(&self.config, &env);
         // The command, parsed once for every decision below and after.
         let requested = ParsedCommand::new(vec![
