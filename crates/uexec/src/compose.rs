@@ -114,6 +114,15 @@ pub struct McpClient {
     pub proxy: Option<crate::proxy::Pending>,
 }
 
+impl std::fmt::Debug for McpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpClient")
+            .field("engine", &self.engine)
+            .field("proxied", &self.proxy.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 /// The stack of one MCP client: an approver that asks the client's person (`mcp::approval`) and posts the
 /// question on the server's `desk` (client number given), which the engine
 /// asks through, also for the proxy in the domain-allowlist mode ([`EngineAsker`]); the sandbox and spawner of this platform placed as

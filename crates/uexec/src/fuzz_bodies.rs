@@ -2,8 +2,8 @@
 //! JSON-RPC repair layer both transports share, and the allowlist proxy's reading of what a sandboxed command
 //! sends (the request head and the body's framing).
 //!
-//! They are plain functions so that two callers share them: the cargo-fuzz targets in `fuzz/` (which compile
-//! this file together with the modules it calls, under `cfg(fuzzing)`), and the unit tests below, which run every
+//! They are plain functions so that two callers share them: the cargo-fuzz targets in `fuzz/` (which link the
+//! app's library, where this module exists under `cfg(fuzzing)`), and the unit tests below, which run every
 //! body over the committed seed corpus and its prefixes on each `cargo xtask ci`. Each body panics only when an
 //! invariant breaks; a malformed input must come back as an error value.
 

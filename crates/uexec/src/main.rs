@@ -1,35 +1,17 @@
-//! The `uexec` binary: the composition root. It alone reads flags, config files and the environment, picks the
-//! adapters for this platform, and maps errors to exit codes; the libraries it composes stay typed.
-
-mod apply_patch;
-mod audit;
-mod cli;
-mod compose;
-mod config;
-mod control;
-mod fdlimit;
-#[cfg(any(test, fuzzing))]
-mod fuzz_bodies;
-mod mcp;
-mod metrics;
-mod platform;
-mod proxy;
-mod report;
-mod run;
-mod settings;
-mod tap;
-mod terminal;
+//! The `uexec` binary: the composition root. It reads the command line, sets up the process (logging, the
+//! descriptor limit, the containment of every descendant) and hands over to the library's commands; it maps
+//! errors to exit codes.
 
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Parser;
 
-use crate::cli::{Cli, Command, LogFormat};
-use crate::settings::{ProcessContext, ServerSettings, Settings};
-
-/// Exit code when uexec itself failed before running anything (as `env`, `timeout` and `docker run` do).
-pub const EXIT_NOTHING_RAN: u8 = 125;
+use uexec::cli::{self, Cli, Command, LogFormat};
+use uexec::settings::{ProcessContext, ServerSettings, Settings};
+use uexec::{
+    apply_patch, compose, control, fdlimit, mcp, platform, report, report_error, run, runtime, terminal,
+};
 
 fn main() -> ExitCode {
     limit_malloc_arenas();
@@ -83,14 +65,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// Print an error chain to stderr.
-pub fn report_error(e: &anyhow::Error) {
-    #[allow(clippy::print_stderr)]
-    {
-        eprintln!("uexec: error: {e:#}");
-    }
-}
-
 /// Logs go to stderr (stdout is the MCP protocol), filtered by `RUST_LOG` (default: warnings), as text lines
 /// or (`--log-format json`) one JSON object per line.
 fn init_logging(format: LogFormat) {
@@ -107,15 +81,6 @@ fn init_logging(format: LogFormat) {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
-}
-
-/// A multi-threaded runtime (the MCP server serves calls in parallel).
-pub fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
 }
 
 fn run_mcp(args: &cli::McpArgs) -> Result<ExitCode> {

@@ -9,7 +9,7 @@
 //! ([`framing`]). The request then goes upstream rewritten: origin form, one `Host`, canonical framing,
 //! `Connection: close`, no hop-by-hop headers.
 //!
-//! This file uses no other module of the app: the fuzz crate compiles it by path (`fuzz/src/lib.rs`).
+//! The fuzz targets `proxy_head` and `proxy_body` feed it (`crate::fuzz_bodies`).
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use uexec_domain::network::{Host, parse_port};
