@@ -10,8 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use uexec_domain::env::{EnvInherit, EnvPolicy};
-use uexec_domain::hidden::{HiddenPaths, HiddenPattern};
-use uexec_domain::hidden_env::environment_secrets;
+use uexec_domain::hidden::HiddenPaths;
 use uexec_domain::limits::Limits;
 use uexec_domain::network::{DomainPattern, DomainRules, NetworkPolicy};
 use uexec_domain::rules::{CommandRules, PrefixRule};
@@ -20,8 +19,16 @@ use uexec_domain::trust::SandboxWrites;
 use uexec_domain::{ApprovalPolicy, SandboxPolicy};
 use uexec_engine::{gather_writes, writable_by_sandbox};
 
-use crate::cli::{ApprovalArg, PolicyArgs, SandboxMode, ServeArgs};
+use crate::cli::{ApprovalArg, PolicyArgs, SandboxMode};
+
+mod hiding;
+mod server;
+mod state;
+
 use crate::config::{self, InheritSpec, LoadedConfig, ServerSection};
+pub use hiding::*;
+pub use server::*;
+pub use state::*;
 
 /// What the process environment contributes, passed in explicitly.
 #[derive(Debug, Clone)]
@@ -260,28 +267,7 @@ fn resolve_with(
             mode_str(mode)
         );
     }
-    let mut writable_roots = Vec::new();
-    if let Some(loaded) = loaded {
-        for root in &file.writable_roots {
-            let path = absolute(loaded.base_dir(), root.get_ref());
-            let canonical = std::fs::canonicalize(&path).map_err(|e| {
-                loaded.error_at(root.span(), "writable_roots", format!("{}: {e}", path.display()))
-            })?;
-            if !canonical.is_dir() {
-                return Err(loaded.error_at(root.span(), "writable_roots", "not a directory").into());
-            }
-            push_unique(&mut writable_roots, canonical);
-        }
-    }
-    for root in &args.writable_roots {
-        let path = absolute(&ctx.cwd, root);
-        let canonical = std::fs::canonicalize(&path)
-            .with_context(|| format!("--writable-root {} is not usable", path.display()))?;
-        if !canonical.is_dir() {
-            bail!("--writable-root {} is not a directory", canonical.display());
-        }
-        push_unique(&mut writable_roots, canonical);
-    }
+    let mut writable_roots = writable_roots(args, ctx, loaded)?;
     let state_dir = state_dir(&ctx.env);
     // The sandbox's own package caches: a writable root of sandboxed commands, never the person's caches.
     let sandbox_cache = match (mode, &state_dir) {
@@ -305,61 +291,11 @@ fn resolve_with(
 
     let allow_degraded_sandbox = args.allow_degraded_sandbox || file.allow_degraded_sandbox.unwrap_or(false);
 
-    let mut env_policy = match &file.env {
-        Some(env) => EnvPolicy {
-            inherit: match env.inherit.clone().unwrap_or(InheritSpec::All) {
-                InheritSpec::All => EnvInherit::All,
-                InheritSpec::None => EnvInherit::None,
-                InheritSpec::Only(names) => EnvInherit::Only(names),
-            },
-            exclude_secrets: env.exclude_secrets.unwrap_or(true),
-            pass_through: env.pass_through.clone(),
-            set: env.set.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-        },
-        None => EnvPolicy::default(),
-    };
-    for name in &args.pass_env {
-        if name.is_empty() || name.contains('=') || name.contains('\0') {
-            bail!("--pass-env {name:?} is not a variable name");
-        }
-        if !env_policy.pass_through.contains(name) {
-            env_policy.pass_through.push(name.clone());
-        }
-    }
+    let env_policy = env_policy(args, file)?;
 
-    let limits = match (&file.limits, loaded) {
-        (Some(limits), Some(loaded)) => {
-            validate_limits(limits.get_ref()).map_err(|msg| loaded.error_at(limits.span(), "limits", msg))?;
-            limits.get_ref().clone()
-        }
-        _ => Limits::default(),
-    };
-
-    let mut rules = Vec::new();
-    if let Some(loaded) = loaded {
-        for rule in &file.rules {
-            let entry = rule.get_ref();
-            if entry.prefix.is_empty() || entry.prefix.iter().any(String::is_empty) {
-                return Err(loaded
-                    .error_at(rule.span(), "rules.prefix", "a prefix is a non-empty list of non-empty words")
-                    .into());
-            }
-            rules.push(PrefixRule { prefix: entry.prefix.clone(), decision: entry.decision });
-        }
-    }
-
-    let shell = match (&file.shell, loaded) {
-        (Some(shell), Some(loaded)) => {
-            if shell.get_ref().trim().is_empty() {
-                return Err(loaded.error_at(shell.span(), "shell", "must not be empty").into());
-            }
-            shell.get_ref().clone()
-        }
-        _ => (ctx.env)("SHELL")
-            .and_then(|s| s.into_string().ok())
-            .filter(|s| !s.trim().is_empty())
-            .unwrap_or_else(|| "/bin/bash".to_owned()),
-    };
+    let limits = limits(loaded)?;
+    let rules = command_rules(loaded)?;
+    let shell = shell(ctx, loaded)?;
 
     let audit_log = match (audit_log_flag, &file.audit_log, loaded) {
         (Some(flag), _, _) => Some(absolute(&ctx.cwd, flag)),
@@ -376,93 +312,13 @@ fn resolve_with(
         )?;
     }
 
-    let hide_defaults = file.hide_secrets.unwrap_or(true);
-    let mut patterns = if hide_defaults { HiddenPattern::defaults() } else { Vec::new() };
-    if let Some(loaded) = loaded {
-        for glob in &file.hidden_paths {
-            let pattern = HiddenPattern::parse(glob.get_ref())
-                .map_err(|e| loaded.error_at(glob.span(), "hidden_paths", e))?;
-            patterns.push(pattern);
-        }
-    }
-    // The bearer tokens of listening servers are hidden from every sandboxed command of every uexec that shares
-    // where they are kept (the generated tokens' directory, the file the environment or the config names), not
-    // only from their own server's: no sandboxed command reaches any uexec listener as a client.
-    let token_dirs = generated_token_dirs(&ctx.env, state_dir.as_deref());
-    for dir in &token_dirs {
-        patterns.extend(literal_patterns(dir));
-    }
-    // So are the control sockets of every server (`crate::control`): a command that could attach to a session
-    // could type into one that runs outside the sandbox.
-    let control_dirs = control_dirs(&ctx.env, state_dir.as_deref());
-    for dir in &control_dirs {
-        patterns.extend(literal_patterns(dir));
-    }
-    // And the sandbox's record of its placeholders (wherever it goes): a command that held its lock would keep
-    // them in the workspace, one that wrote it could name what the server removes.
-    for dir in leftovers_dirs(&control_dirs) {
-        patterns.extend(literal_patterns(&dir));
-    }
-    if let Some(file) = (ctx.env)(AUTH_TOKEN_FILE_ENV).filter(|v| !v.is_empty()) {
-        patterns.extend(literal_patterns(&absolute(&ctx.cwd, Path::new(&file))));
-    }
-    if let (Some(server), Some(loaded)) = (&file.server, loaded)
-        && let Some(token) = &server.auth_token_file
-    {
-        patterns.extend(literal_patterns(&absolute(loaded.base_dir(), token)));
-    }
     let home = (ctx.env)("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
-    let mut copy_on_write = Vec::new();
-    if let Some(cargo) = cargo_home(&ctx.env) {
-        copy_on_write.push(("cargo".to_owned(), cargo));
-    }
-    if let Some(loaded) = loaded {
-        for dir in &file.copy_on_write {
-            let path = expand_home(dir.get_ref(), home.as_deref())
-                .map_err(|msg| loaded.error_at(dir.span(), "copy_on_write", msg))?;
-            if !copy_on_write.iter().any(|(_, p)| *p == path) {
-                let name = layer_name(&path, copy_on_write.len());
-                copy_on_write.push((name, path));
-            }
-        }
-    }
-    let copy_on_write_base = match (mode, &state_dir) {
-        (SandboxMode::WorkspaceWrite, Some(state)) => Some(state.join("sandbox-overlays")),
-        _ => None,
-    };
-    if let Some(base) = &copy_on_write_base {
-        // Made now (as the sandbox would on first use), so that it exists, and is hidden, before the first
-        // command: a command started before another sandbox made its slot must not read that slot's layers.
-        use std::os::unix::fs::DirBuilderExt;
-        if let Err(error) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(base) {
-            tracing::debug!(dir = %base.display(), %error, "the copy-on-write layers' directory cannot be made");
-        }
-    }
-    let mut hidden = HiddenPaths { home, patterns, reachable: Vec::new() };
-    if hide_defaults {
-        // The server's own environment, read once here where the other locations are worked out.
-        let mut vars = (ctx.vars)();
-        // gpg-agent, podman and the systemd user agents use the runtime directory even when the variable is unset.
-        if !vars.iter().any(|(name, value)| name == "XDG_RUNTIME_DIR" && !value.is_empty()) {
-            let uid = rustix::process::getuid().as_raw();
-            vars.push(("XDG_RUNTIME_DIR".into(), format!("/run/user/{uid}").into()));
-        }
-        let found = environment_secrets(&vars, hidden.home.as_deref(), &ctx.cwd, &env_policy);
-        for location in found.hidden {
-            hide_exact(&mut hidden, &location.path, &location.text);
-        }
-        hidden.reachable = found.reachable;
-    }
-    hide_own_state(&mut hidden, &own_state(state_dir.as_deref(), audit_log.as_deref(), None));
+    let CopyOnWrite { dirs: copy_on_write, base: copy_on_write_base } =
+        copy_on_write(mode, state_dir.as_deref(), home.as_deref(), ctx, loaded)?;
+    let Hidden { hidden, token_dirs, control_dirs } =
+        hidden_paths(ctx, loaded, home, state_dir.as_deref(), audit_log.as_deref(), &env_policy)?;
     let macos_keychain = file.macos_keychain.unwrap_or(false);
-    let mut allowed_tools: Vec<String> = Vec::new();
-    if let Some(loaded) = loaded {
-        for name in &file.allow_tool_files {
-            ToolFiles::allowing(&[name.get_ref()]).map_err(|e| loaded.error_at(name.span(), ALLOW_KEY, e))?;
-            allowed_tools.push(name.get_ref().clone());
-        }
-    }
-    let tool_files = ToolFiles::allowing(&allowed_tools).unwrap_or_default();
+    let tool_files = tool_files(loaded)?;
 
     Ok(Settings {
         cwd,
@@ -496,6 +352,165 @@ fn resolve_with(
             _ => ServerSection::default(),
         },
     })
+}
+
+/// The writable roots of the config file (relative to it) and of `--writable-root` (relative to the working
+/// directory), canonical and existing, each once.
+fn writable_roots(
+    args: &PolicyArgs,
+    ctx: &ProcessContext,
+    loaded: Option<&LoadedConfig>,
+) -> Result<Vec<PathBuf>> {
+    let mut writable_roots = Vec::new();
+    if let Some(loaded) = loaded {
+        for root in &loaded.file.writable_roots {
+            let path = absolute(loaded.base_dir(), root.get_ref());
+            let canonical = std::fs::canonicalize(&path).map_err(|e| {
+                loaded.error_at(root.span(), "writable_roots", format!("{}: {e}", path.display()))
+            })?;
+            if !canonical.is_dir() {
+                return Err(loaded.error_at(root.span(), "writable_roots", "not a directory").into());
+            }
+            push_unique(&mut writable_roots, canonical);
+        }
+    }
+    for root in &args.writable_roots {
+        let path = absolute(&ctx.cwd, root);
+        let canonical = std::fs::canonicalize(&path)
+            .with_context(|| format!("--writable-root {} is not usable", path.display()))?;
+        if !canonical.is_dir() {
+            bail!("--writable-root {} is not a directory", canonical.display());
+        }
+        push_unique(&mut writable_roots, canonical);
+    }
+    Ok(writable_roots)
+}
+
+/// The environment policy of the config's `[env]`, with the variables `--pass-env` names passed through.
+fn env_policy(args: &PolicyArgs, file: &config::ConfigFile) -> Result<EnvPolicy> {
+    let mut env_policy = match &file.env {
+        Some(env) => EnvPolicy {
+            inherit: match env.inherit.clone().unwrap_or(InheritSpec::All) {
+                InheritSpec::All => EnvInherit::All,
+                InheritSpec::None => EnvInherit::None,
+                InheritSpec::Only(names) => EnvInherit::Only(names),
+            },
+            exclude_secrets: env.exclude_secrets.unwrap_or(true),
+            pass_through: env.pass_through.clone(),
+            set: env.set.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        },
+        None => EnvPolicy::default(),
+    };
+    for name in &args.pass_env {
+        if name.is_empty() || name.contains('=') || name.contains('\0') {
+            bail!("--pass-env {name:?} is not a variable name");
+        }
+        if !env_policy.pass_through.contains(name) {
+            env_policy.pass_through.push(name.clone());
+        }
+    }
+    Ok(env_policy)
+}
+
+/// The config's `[limits]`, checked, else the defaults.
+fn limits(loaded: Option<&LoadedConfig>) -> Result<Limits> {
+    match loaded.and_then(|loaded| loaded.file.limits.as_ref().map(|limits| (loaded, limits))) {
+        Some((loaded, limits)) => {
+            validate_limits(limits.get_ref()).map_err(|msg| loaded.error_at(limits.span(), "limits", msg))?;
+            Ok(limits.get_ref().clone())
+        }
+        None => Ok(Limits::default()),
+    }
+}
+
+/// The config's command rules (`[[rules]]`), each prefix a non-empty list of non-empty words.
+fn command_rules(loaded: Option<&LoadedConfig>) -> Result<Vec<PrefixRule>> {
+    let mut rules = Vec::new();
+    if let Some(loaded) = loaded {
+        for rule in &loaded.file.rules {
+            let entry = rule.get_ref();
+            if entry.prefix.is_empty() || entry.prefix.iter().any(String::is_empty) {
+                return Err(loaded
+                    .error_at(rule.span(), "rules.prefix", "a prefix is a non-empty list of non-empty words")
+                    .into());
+            }
+            rules.push(PrefixRule { prefix: entry.prefix.clone(), decision: entry.decision });
+        }
+    }
+    Ok(rules)
+}
+
+/// The shell of commands: the config's `shell`, else `$SHELL`, else `/bin/bash`.
+fn shell(ctx: &ProcessContext, loaded: Option<&LoadedConfig>) -> Result<String> {
+    match loaded.and_then(|loaded| loaded.file.shell.as_ref().map(|shell| (loaded, shell))) {
+        Some((loaded, shell)) => {
+            if shell.get_ref().trim().is_empty() {
+                return Err(loaded.error_at(shell.span(), "shell", "must not be empty").into());
+            }
+            Ok(shell.get_ref().clone())
+        }
+        None => Ok((ctx.env)("SHELL")
+            .and_then(|s| s.into_string().ok())
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| "/bin/bash".to_owned())),
+    }
+}
+
+/// The directories sandboxed commands see copy-on-write (the cargo home, then the config's `copy_on_write`,
+/// each once, named), and where their layers go under workspace-write (made now, mode 0700, so that it exists,
+/// and is hidden, before the first command: a command started before another sandbox made its slot must not
+/// read that slot's layers).
+fn copy_on_write(
+    mode: SandboxMode,
+    state_dir: Option<&Path>,
+    home: Option<&Path>,
+    ctx: &ProcessContext,
+    loaded: Option<&LoadedConfig>,
+) -> Result<CopyOnWrite> {
+    let mut copy_on_write = Vec::new();
+    if let Some(cargo) = cargo_home(&ctx.env) {
+        copy_on_write.push(("cargo".to_owned(), cargo));
+    }
+    if let Some(loaded) = loaded {
+        for dir in &loaded.file.copy_on_write {
+            let path = expand_home(dir.get_ref(), home)
+                .map_err(|msg| loaded.error_at(dir.span(), "copy_on_write", msg))?;
+            if !copy_on_write.iter().any(|(_, p)| *p == path) {
+                let name = layer_name(&path, copy_on_write.len());
+                copy_on_write.push((name, path));
+            }
+        }
+    }
+    let base = match (mode, state_dir) {
+        (SandboxMode::WorkspaceWrite, Some(state)) => Some(state.join("sandbox-overlays")),
+        _ => None,
+    };
+    if let Some(base) = &base {
+        use std::os::unix::fs::DirBuilderExt;
+        if let Err(error) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(base) {
+            tracing::debug!(dir = %base.display(), %error, "the copy-on-write layers' directory cannot be made");
+        }
+    }
+    Ok(CopyOnWrite { dirs: copy_on_write, base })
+}
+
+/// The copy-on-write directories, named, and where their layers go.
+#[derive(Debug)]
+struct CopyOnWrite {
+    dirs: Vec<(String, PathBuf)>,
+    base: Option<PathBuf>,
+}
+
+/// The other tools' files the config lets sandboxed commands write (`allow_tool_files`).
+fn tool_files(loaded: Option<&LoadedConfig>) -> Result<ToolFiles> {
+    let mut allowed_tools: Vec<String> = Vec::new();
+    if let Some(loaded) = loaded {
+        for name in &loaded.file.allow_tool_files {
+            ToolFiles::allowing(&[name.get_ref()]).map_err(|e| loaded.error_at(name.span(), ALLOW_KEY, e))?;
+            allowed_tools.push(name.get_ref().clone());
+        }
+    }
+    Ok(ToolFiles::allowing(&allowed_tools).unwrap_or_default())
 }
 
 /// The network policy from the flags over the config: `--no-network` is off; `--network` is on (through the
@@ -537,130 +552,6 @@ fn network_policy(args: &PolicyArgs, file: Option<&config::NetworkConfig>) -> Re
     })
 }
 
-/// The server's own state: every place it writes that holds other sessions' data or its credentials, which
-/// sandboxed commands must not read (one HTTP client's commands would read another's command lines): the audit
-/// log and its rotated copies, the snapshots of commands that run outside the sandbox (`<state>/snapshots/host`:
-/// what a login shell outside the sandbox saw), the copy-on-write layers of every slot
-/// (`<state>/sandbox-overlays`; a command sees its own view through the overlay, never the layers), and the
-/// bearer token file of `--listen`. Not listed, because sandboxed commands use
-/// them: `<state>/sandbox-cache` (a writable root) and `<state>/snapshots/sandboxed` (sourced by sandboxed
-/// shells; it holds no secret-named variable, `uexec_domain::snapshot::render_bash`).
-pub fn own_state(
-    state_dir: Option<&Path>,
-    audit_log: Option<&Path>,
-    token_file: Option<&Path>,
-) -> Vec<OwnState> {
-    let mut out = Vec::new();
-    if let Some(log) = audit_log {
-        out.push(OwnState { path: log.to_path_buf(), what: "the audit log", rotated: true });
-    }
-    if let Some(state) = state_dir {
-        let snapshots = state.join("snapshots").join("host");
-        out.push(OwnState { path: snapshots, what: "the snapshots of unsandboxed shells", rotated: false });
-        let layers = state.join("sandbox-overlays");
-        out.push(OwnState { path: layers, what: "the copy-on-write layers", rotated: false });
-        let leftovers = sandbox_leftovers_dir(state);
-        out.push(OwnState {
-            path: leftovers,
-            what: "the sandbox's placeholder record and kept objects",
-            rotated: false,
-        });
-    }
-    if let Some(token) = token_file {
-        out.push(OwnState { path: token.to_path_buf(), what: "the auth token file", rotated: false });
-    }
-    out
-}
-
-/// One place of the server's own state ([`own_state`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnState {
-    /// The path (a file or a directory).
-    pub path: PathBuf,
-    /// What it is, for the report.
-    pub what: &'static str,
-    /// Its rotated copies (`<name>.*` beside it: `audit.jsonl.1`, `audit.jsonl.2.gz`) are hidden too.
-    pub rotated: bool,
-}
-
-/// Hide every place of `state` from sandboxed commands.
-pub fn hide_own_state(hidden: &mut HiddenPaths, state: &[OwnState]) {
-    for place in state {
-        hide_exact(hidden, &place.path, place.what);
-        if !place.rotated {
-            continue;
-        }
-        // The copies a rotation leaves beside the file: a glob on its (resolved) name, when the path can be
-        // written as one (no wildcard or `..` of its own).
-        let resolved = resolved_once(&place.path);
-        let text = format!("{}.*", resolved.display());
-        let plain = resolved.to_str().is_some_and(|p| !p.contains(['*', '?']) && !p.contains("/../"));
-        match HiddenPattern::parse(&text) {
-            Ok(pattern) if plain && !hidden.patterns.contains(&pattern) => hidden.patterns.push(pattern),
-            _ => {}
-        }
-    }
-}
-
-/// Hide `path` exactly (named `what` in the report), resolved once now: links on the way and at the end are
-/// followed here, so a link a sandboxed command plants later chooses nothing. When the path differs from what
-/// it resolves to, both are hidden; a path that does not exist yet is kept with its existing directories
-/// resolved (it is hidden once it appears).
-pub fn hide_exact(hidden: &mut HiddenPaths, path: &Path, what: &str) {
-    let mut paths = vec![path.to_path_buf()];
-    paths.push(resolved_once(path));
-    paths.dedup();
-    for path in paths {
-        match HiddenPattern::exact(&path, what) {
-            Some(pattern) if !hidden.patterns.contains(&pattern) => hidden.patterns.push(pattern),
-            Some(_) => {}
-            None => {
-                tracing::warn!(path = %path.display(), "{what} cannot be hidden: its path is not absolute UTF-8")
-            }
-        }
-    }
-}
-
-/// `path` with every link resolved: `canonicalize` when it exists, else its nearest existing ancestor
-/// canonicalized with the rest appended.
-fn resolved_once(path: &Path) -> PathBuf {
-    if let Ok(canonical) = std::fs::canonicalize(path) {
-        return canonical;
-    }
-    let mut rest = Vec::new();
-    let mut at = path;
-    while let Some(parent) = at.parent() {
-        // The last component as written (`..` included: dropping it would name another file).
-        if let Some(last) = at.components().next_back() {
-            rest.push(last.as_os_str().to_os_string());
-        }
-        if let Ok(canonical) = std::fs::canonicalize(parent) {
-            return rest.iter().rev().fold(canonical, |acc, name| acc.join(name));
-        }
-        at = parent;
-    }
-    path.to_path_buf()
-}
-
-/// `$XDG_STATE_HOME/uexec` (when absolute), else `$HOME/.local/state/uexec`.
-fn state_dir(get_env: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
-    get_env("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| {
-            get_env("HOME").map(PathBuf::from).filter(|p| p.is_absolute()).map(|h| h.join(".local/state"))
-        })
-        .map(|base| base.join("uexec"))
-}
-
-/// The person's cargo home: `$CARGO_HOME` when set and absolute, else `$HOME/.cargo` (as cargo finds it).
-pub fn cargo_home(get_env: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
-    get_env("CARGO_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| get_env("HOME").map(PathBuf::from).filter(|h| h.is_absolute()).map(|h| h.join(".cargo")))
-}
-
 /// A `copy_on_write` entry as a path: `~/x` under `home`, or absolute.
 fn expand_home(text: &str, home: Option<&Path>) -> std::result::Result<PathBuf, String> {
     let path = if text == "~" {
@@ -689,431 +580,6 @@ fn layer_name(path: &Path, index: usize) -> String {
         .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
         .collect();
     format!("{}-{index}", if cleaned.is_empty() { "dir" } else { &cleaned })
-}
-
-/// The directories under the state directory `state` that sandboxed commands write: the package cache and the
-/// copy-on-write views' upper layers (`uexec_domain::trust` counts them as written by sandboxed commands).
-/// The Linux sandbox's record directory for `settings`: the first of `<state>/sandbox-leftovers` and
-/// `$XDG_RUNTIME_DIR/uexec/sandbox-leftovers` ([`leftovers_dirs`], both hidden from sandboxed commands) that no
-/// sandboxed command could write or redirect (the state directory lies in the workspace when the workspace is
-/// the home), made private as the control socket's is. None fits: none (warned), and the sandbox removes no
-/// placeholder (a record a command wrote could name what to remove) and keeps no objects aside.
-pub(crate) fn sandbox_leftovers(settings: &Settings) -> Option<PathBuf> {
-    let dirs = leftovers_dirs(&settings.control_dirs);
-    let mut refused = Vec::new();
-    match private_home(&dirs, &server_file_roots(settings), "the sandbox's record", &mut refused) {
-        Ok(Some(dir)) => return Some(dir),
-        Ok(None) => {}
-        Err(error) => refused.push(format!("{error:#}")),
-    }
-    tracing::warn!(
-        "the sandbox's placeholders stay in the workspace: no place for its record is safe from sandboxed commands ({})",
-        refused.join("; ")
-    );
-    None
-}
-
-/// Where the sandbox's record may go, best first: beside the state directory's control directory, then beside
-/// the runtime directory's (`control_dirs` lists the runtime one first).
-fn leftovers_dirs(control_dirs: &[PathBuf]) -> Vec<PathBuf> {
-    control_dirs
-        .iter()
-        .rev()
-        .filter_map(|dir| dir.parent())
-        .map(|dir| dir.join("sandbox-leftovers"))
-        .collect()
-}
-
-/// `<state>/sandbox-leftovers`: the Linux sandbox's record of the placeholders it made and its store of kept loose
-/// objects (`uexec_sandbox_linux::LinuxSandbox::with_state_dir`), hidden from sandboxed commands.
-pub(crate) fn sandbox_leftovers_dir(state: &Path) -> PathBuf {
-    state.join("sandbox-leftovers")
-}
-
-pub(crate) fn sandbox_state_dirs(state: &Path) -> [PathBuf; 2] {
-    [state.join("sandbox-cache"), state.join("sandbox-overlays")]
-}
-
-/// `<state>/sandbox-cache`, created (mode 0700) and canonical; `None`, with a warning, when it cannot be made.
-fn sandbox_cache_root(state: &Path) -> Option<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
-    let dir = state.join("sandbox-cache");
-    let made = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir);
-    match made.and_then(|()| std::fs::canonicalize(&dir)) {
-        Ok(dir) => Some(dir),
-        Err(error) => {
-            tracing::warn!(dir = %dir.display(), %error, "no sandbox package cache: the directory cannot be made");
-            None
-        }
-    }
-}
-
-/// The environment variable naming the bearer token file (after `--auth-token-file`, before the config).
-pub const AUTH_TOKEN_FILE_ENV: &str = "UEXEC_AUTH_TOKEN_FILE";
-
-/// The shortest bearer token accepted: shorter ones are guessable.
-pub const MIN_TOKEN_BYTES: usize = 16;
-
-/// The bearer token, kept out of `Debug` output.
-#[derive(Clone, PartialEq, Eq)]
-pub struct AuthToken(Vec<u8>);
-
-impl AuthToken {
-    /// A token from `bytes` (unit tests).
-    #[cfg(test)]
-    pub fn for_tests(bytes: &[u8]) -> Self {
-        AuthToken(bytes.to_vec())
-    }
-
-    /// The token's bytes.
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for AuthToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("AuthToken(..)")
-    }
-}
-
-/// Where the bearer tokens uexec generates for listening servers started without a token file may be kept, in
-/// order: `$XDG_RUNTIME_DIR/uexec/listen-tokens` (when absolute: the person's private runtime directory, gone at
-/// logout), then `<state_dir>/listen-tokens`. Each is made mode 0700 when used, each file mode 0600, and every
-/// uexec that shares them hides them from its sandboxed commands.
-pub fn generated_token_dirs(
-    get_env: &dyn Fn(&str) -> Option<OsString>,
-    state_dir: Option<&Path>,
-) -> Vec<PathBuf> {
-    let runtime = get_env("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|p| p.is_absolute());
-    runtime
-        .map(|dir| dir.join("uexec"))
-        .into_iter()
-        .chain(state_dir.map(Path::to_path_buf))
-        .map(|dir| dir.join("listen-tokens"))
-        .collect()
-}
-
-/// Where the control sockets of this user's servers are (`crate::control`), in order: `$XDG_RUNTIME_DIR/uexec/control`
-/// (when absolute), then `<state_dir>/control`. A server uses the first outside every possible writable root
-/// ([`control_home`]); `uexec sessions` looks in each; every uexec hides them all from its sandboxed commands.
-pub fn control_dirs(get_env: &dyn Fn(&str) -> Option<OsString>, state_dir: Option<&Path>) -> Vec<PathBuf> {
-    let runtime = get_env("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|p| p.is_absolute());
-    runtime
-        .map(|dir| dir.join("uexec"))
-        .into_iter()
-        .chain(state_dir.map(Path::to_path_buf))
-        .map(|dir| dir.join("control"))
-        .collect()
-}
-
-/// [`control_dirs`] from the process environment alone (the commands that only read them: `uexec sessions`).
-pub fn control_dirs_of(ctx: &ProcessContext) -> Vec<PathBuf> {
-    control_dirs(&ctx.env, state_dir(&ctx.env).as_deref())
-}
-
-/// The directory this server's control socket goes to: the first of [`Settings::control_dirs`] outside every
-/// possible writable root (a sandboxed command there could plant a socket that a person's `uexec attach
-/// --write` would type into), created mode 0700 (its parent too, when uexec makes it), owned by this user and
-/// canonical. An error says why none fits.
-pub fn control_home(settings: &Settings) -> Result<PathBuf> {
-    let roots = server_file_roots(settings);
-    let mut refused = Vec::new();
-    if let Some(home) =
-        private_home(&settings.control_dirs, &roots, "this server's control socket", &mut refused)?
-    {
-        return Ok(home);
-    }
-    if refused.is_empty() {
-        bail!("no runtime or state directory is known ($XDG_RUNTIME_DIR, $XDG_STATE_HOME, $HOME)");
-    }
-    bail!(
-        "sandboxed commands could reach every place it could be kept ({}); set $XDG_RUNTIME_DIR or $XDG_STATE_HOME to \
-         a private directory outside them",
-        refused.join("; ")
-    )
-}
-
-/// The first of `dirs` outside every possible writable root of `roots` (given and canonical), created mode 0700
-/// (its parents too, when uexec makes them), owned by this user and canonical: where the server keeps `what`,
-/// which only the person may reach. `Ok(None)` when every candidate lies in a writable root, each refused
-/// candidate said in `refused`; an error when a candidate cannot be made private or belongs to another user.
-fn private_home(
-    dirs: &[PathBuf],
-    roots: &SandboxWrites,
-    what: &str,
-    refused: &mut Vec<String>,
-) -> Result<Option<PathBuf>> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-    for dir in dirs {
-        if let Some(found) = writable_by_sandbox(dir, roots) {
-            refused.push(format!("{}: {}", dir.display(), found.describe()));
-            continue;
-        }
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("cannot create {} for {what}", dir.display()))?;
-        let canonical =
-            std::fs::canonicalize(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
-        if let Some(found) = writable_by_sandbox(&canonical, roots) {
-            refused.push(format!("{}: {}", canonical.display(), found.describe()));
-            continue;
-        }
-        let meta = std::fs::metadata(&canonical)?;
-        if meta.uid() != rustix::process::geteuid().as_raw() {
-            bail!("{} belongs to another user: it cannot hold {what}", canonical.display());
-        }
-        if meta.mode() & 0o077 != 0 {
-            std::fs::set_permissions(&canonical, std::fs::Permissions::from_mode(0o700))
-                .with_context(|| format!("cannot make {} private (mode 0700)", canonical.display()))?;
-        }
-        return Ok(Some(canonical));
-    }
-    Ok(None)
-}
-
-/// Hidden-path patterns that name exactly `path` (its components taken literally, never refused): for the
-/// canonical path (the file a link or a `..` leads to; for a path that does not exist yet, its nearest existing
-/// ancestor's canonical path and the rest, since the hidden-path walk follows no link on the way), and for the
-/// path as written when it has no `..`.
-pub fn literal_patterns(path: &Path) -> Vec<HiddenPattern> {
-    // Exact locations (`HiddenPattern::exact`): literal components, so a `*` or `?` in a path names itself.
-    let pattern = |path: &Path| -> Option<HiddenPattern> {
-        if path.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
-            return None;
-        }
-        HiddenPattern::exact(path, path.display().to_string())
-    };
-    let mut patterns: Vec<HiddenPattern> = Vec::new();
-    for candidate in [canonical_prefix(path), Some(path.to_path_buf())].into_iter().flatten() {
-        if let Some(p) = pattern(&candidate)
-            && !patterns.iter().any(|q| q.components == p.components)
-        {
-            patterns.push(p);
-        }
-    }
-    patterns
-}
-
-/// `path` canonical, or its nearest existing ancestor canonical followed by the components that do not exist yet
-/// (`None` when one of those is `..`, or nothing resolves).
-fn canonical_prefix(path: &Path) -> Option<PathBuf> {
-    let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
-    let mut at = path;
-    loop {
-        if let Ok(canonical) = std::fs::canonicalize(at) {
-            return Some(rest.iter().rev().fold(canonical, |dir, name| dir.join(name)));
-        }
-        match (at.parent(), at.components().next_back()) {
-            (Some(parent), Some(std::path::Component::Normal(name))) => {
-                rest.push(name);
-                at = parent;
-            }
-            _ => return None,
-        }
-    }
-}
-
-/// Where the server's bearer token comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TokenOrigin {
-    /// A file the person named (`--auth-token-file`, `$UEXEC_AUTH_TOKEN_FILE`, `[server] auth_token_file`).
-    File(PathBuf),
-    /// Generated at start; written (mode 0600) into this directory once the server knows its address.
-    Generated(PathBuf),
-}
-
-/// The validated settings of `uexec mcp --listen`.
-#[derive(Debug, Clone)]
-pub struct ServerSettings {
-    /// Where to listen.
-    pub listen: std::net::SocketAddr,
-    /// The bearer token every request but the probes must carry: there is always one.
-    pub token: AuthToken,
-    /// Where it comes from (the file is hidden from sandboxed commands).
-    pub token_origin: TokenOrigin,
-    /// MCP clients held at once.
-    pub max_clients: usize,
-    /// Live sessions per client (the engine's `max_sessions`), after the memory bound.
-    pub sessions_per_client: usize,
-    /// Live sessions across all clients, after the memory bound.
-    pub sessions_total: usize,
-    /// How long a client without an open connection keeps its sessions.
-    pub client_grace: std::time::Duration,
-    /// How long calls in flight may take to finish on SIGTERM.
-    pub shutdown_deadline: std::time::Duration,
-}
-
-impl ServerSettings {
-    /// Resolve the flags over the config's `[server]` section (in `settings`) over the defaults; `None` without
-    /// `--listen` (stdio). The limits of `settings` turn memory bounds into session caps.
-    pub fn resolve(
-        args: &ServeArgs,
-        settings: &Settings,
-        ctx: &ProcessContext,
-    ) -> Result<Option<ServerSettings>> {
-        let Some(listen) = args.listen else { return Ok(None) };
-        let (file, limits) = (&settings.server, &settings.limits);
-        let token_file = match &args.auth_token_file {
-            Some(path) => Some(absolute(&ctx.cwd, path)),
-            None => match (ctx.env)(AUTH_TOKEN_FILE_ENV).filter(|v| !v.is_empty()) {
-                Some(path) => Some(absolute(&ctx.cwd, Path::new(&path))),
-                None => file.auth_token_file.clone(),
-            },
-        };
-        let buffer = limits.output_buffer_bytes.max(1);
-        let pick = |flag: Option<usize>, key: Option<usize>, default: usize| flag.or(key).unwrap_or(default);
-        let max_clients = pick(args.max_clients, file.max_clients, 64);
-        let per_client =
-            pick(args.max_sessions_per_client, file.max_sessions_per_client, limits.max_sessions);
-        let total = pick(args.max_sessions_total, file.max_sessions_total, 512);
-        let memory_per_client = pick(args.memory_per_client, file.memory_per_client, 64 << 20);
-        let memory_total = pick(args.memory_total, file.memory_total, 512 << 20);
-        let sessions_per_client = per_client.min(memory_per_client / buffer);
-        let sessions_total = total.min(memory_total / buffer);
-        for (value, what) in [
-            (max_clients, "max_clients must be at least 1".to_owned()),
-            (
-                sessions_per_client,
-                format!(
-                    "max_sessions_per_client and memory_per_client must allow at least one session (one session \
-                     buffers up to {buffer} bytes of output)"
-                ),
-            ),
-            (
-                sessions_total,
-                format!(
-                    "max_sessions_total and memory_total must allow at least one session (one session buffers up \
-                     to {buffer} bytes of output)"
-                ),
-            ),
-        ] {
-            if value == 0 {
-                bail!("{what}");
-            }
-        }
-        // The token last: a start refused for its limits generates nothing.
-        let roots = server_file_roots(settings);
-        let (token, token_origin) = match token_file {
-            Some(path) => {
-                if let Some(found) = writable_by_sandbox(&path, &roots) {
-                    bail!(
-                        "refusing the auth token file {}: {}, where a sandboxed command could read it (after moving \
-                         the directory above it) or replace it with a token of its own; keep it outside the \
-                         workspace, /tmp, $TMPDIR and every writable root, or leave the token out on a loopback \
-                         address and uexec generates one",
-                        path.display(),
-                        found.describe()
-                    );
-                }
-                (read_token(&path)?, TokenOrigin::File(path))
-            }
-            None => {
-                if !listen.ip().is_loopback() {
-                    bail!(
-                        "refusing to listen on {listen} without a bearer token file: give one with \
-                         --auth-token-file FILE (or ${AUTH_TOKEN_FILE_ENV}, or [server] auth_token_file); only on a \
-                         loopback address (127.0.0.1 or [::1]) does uexec generate a token itself"
-                    );
-                }
-                (generate_token()?, TokenOrigin::Generated(generated_token_home(settings, &roots)?))
-            }
-        };
-        let secs = |flag: Option<u64>, key: Option<u64>, default: u64| {
-            std::time::Duration::from_secs(flag.or(key).unwrap_or(default))
-        };
-        Ok(Some(ServerSettings {
-            listen,
-            token,
-            token_origin,
-            max_clients,
-            sessions_per_client,
-            sessions_total,
-            client_grace: secs(args.client_grace_secs, file.client_grace_secs, 60),
-            shutdown_deadline: secs(args.shutdown_deadline_secs, file.shutdown_deadline_secs, 20),
-        }))
-    }
-}
-
-/// Every directory a sandboxed command of this or an earlier start may have written to (`uexec_domain::trust`:
-/// the policy's roots, the workspace, `/tmp`, `/dev/shm`, `$TMPDIR`, the sandbox's own directories).
-fn server_file_roots(settings: &Settings) -> SandboxWrites {
-    let sandbox_dirs: Vec<PathBuf> =
-        settings.state_dir.iter().flat_map(|state| sandbox_state_dirs(state)).collect();
-    gather_writes(&settings.sandbox_policy, &settings.cwd, settings.tmpdir.as_deref(), &sandbox_dirs)
-}
-
-/// A fresh bearer token: 32 bytes from the system's random source, in hex.
-fn generate_token() -> Result<AuthToken> {
-    use std::io::Read;
-    let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut random| random.read_exact(&mut bytes))
-        .context("cannot read /dev/urandom to generate a bearer token")?;
-    Ok(AuthToken(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>().into_bytes()))
-}
-
-/// The directory a generated token goes to: the first of [`Settings::token_dirs`] outside every possible
-/// writable root, created mode 0700 and canonical (refused when someone else owns it).
-fn generated_token_home(settings: &Settings, roots: &SandboxWrites) -> Result<PathBuf> {
-    let mut refused = Vec::new();
-    let what = "a generated bearer token (give a token file with --auth-token-file FILE)";
-    if let Some(home) = private_home(&settings.token_dirs, roots, what, &mut refused)? {
-        return Ok(home);
-    }
-    let tried = if refused.is_empty() {
-        "no runtime or state directory is known ($XDG_RUNTIME_DIR, $XDG_STATE_HOME, $HOME)".to_owned()
-    } else {
-        format!("sandboxed commands could reach every place it could be kept ({})", refused.join("; "))
-    };
-    bail!(
-        "cannot generate a bearer token for --listen: {tried}. Give a token file outside every writable root with \
-         --auth-token-file FILE, or set $XDG_RUNTIME_DIR or $XDG_STATE_HOME to a private directory outside them"
-    )
-}
-
-/// Write a generated `token` for the server listening on `local` into `dir` (mode 0600, replacing the file of
-/// an earlier server on the same address): the file's path.
-pub fn write_generated_token(dir: &Path, local: std::net::SocketAddr, token: &AuthToken) -> Result<PathBuf> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = dir.join(format!("{}-{}.token", local.ip(), local.port()));
-    let partial = dir.join(format!(".{}-{}.token.{}", local.ip(), local.port(), std::process::id()));
-    let _ = std::fs::remove_file(&partial);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&partial)
-        .with_context(|| format!("cannot create {}", partial.display()))?;
-    let mut content = token.as_bytes().to_vec();
-    content.push(b'\n');
-    file.write_all(&content)
-        .and_then(|()| file.sync_all())
-        .with_context(|| format!("cannot write {}", partial.display()))?;
-    std::fs::rename(&partial, &path).with_context(|| format!("cannot create {}", path.display()))?;
-    Ok(path)
-}
-
-/// Read a bearer token file: its content without surrounding whitespace, at least [`MIN_TOKEN_BYTES`] long.
-fn read_token(path: &Path) -> Result<AuthToken> {
-    let raw =
-        std::fs::read(path).with_context(|| format!("cannot read the auth token file {}", path.display()))?;
-    let token = raw.trim_ascii();
-    if token.len() < MIN_TOKEN_BYTES {
-        bail!(
-            "the auth token in {} is {} bytes long; use at least {MIN_TOKEN_BYTES} random bytes (e.g. `openssl rand \
-             -hex 32`)",
-            path.display(),
-            token.len()
-        );
-    }
-    if token.iter().any(|b| !b.is_ascii_graphic()) {
-        bail!("the auth token in {} must be printable ASCII without spaces", path.display());
-    }
-    Ok(AuthToken(token.to_vec()))
 }
 
 /// A sandboxed command may write beneath every writable root: an audit log there could be truncated or filled
@@ -1200,6 +666,7 @@ fn push_unique(roots: &mut Vec<PathBuf>, root: PathBuf) {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
+    use crate::cli::ServeArgs;
     use uexec_domain::rules::RuleDecision;
 
     fn ctx(cwd: &Path) -> ProcessContext {
