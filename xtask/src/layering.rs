@@ -1,10 +1,14 @@
-//! The layering check: dependencies point inward (domain <- ports <- adapters/engine <- app).
+//! The layering check: dependencies point inward (domain <- ports <- plan <- sandbox adapters; domain <- ports <-
+//! adapters/engine <- app).
 //!
 //! It reads `cargo metadata` and fails when a workspace crate depends (normal, dev or build dependency) on a
 //! layer it must not:
 //! - `uexec-domain` depends on no internal crate;
 //! - `uexec-ports` only on `uexec-domain`;
+//! - `uexec-plan` (the sandbox plan, one reader of the host for every platform) only on domain and ports;
 //! - adapters (`uexec-pty`, `uexec-sandbox-*`) and `uexec-engine` only on domain and ports, never on each other;
+//!   the sandbox adapters (`uexec-sandbox-*`) also on `uexec-plan`, which they render (the engine and the process
+//!   adapter do not: the engine asks the sandbox through the port and decides nothing about the host's files);
 //! - nothing depends on the app `uexec`, except the cross-crate `tests` package and the runnable examples
 //!   (`uexec-examples`), which may use everything;
 //! - nothing depends on `xtask`, `tests` or `uexec-examples`.
@@ -22,6 +26,8 @@ use serde_json::Value;
 pub(crate) enum Layer {
     Domain,
     Ports,
+    /// The sandbox plan: between the ports and the sandbox adapters.
+    Plan,
     /// Adapters and the engine: the ring around the ports.
     Ring,
     App,
@@ -37,6 +43,7 @@ pub(crate) fn layer_of(name: &str) -> Option<Layer> {
     Some(match name {
         "uexec-domain" => Layer::Domain,
         "uexec-ports" => Layer::Ports,
+        "uexec-plan" => Layer::Plan,
         "uexec" => Layer::App,
         "tests" => Layer::Tests,
         "uexec-examples" => Layer::Examples,
@@ -87,13 +94,22 @@ pub(crate) fn check(workspace: &[String], edges: &[Edge]) -> Vec<Violation> {
             (Layer::Domain, _) => Some("uexec-domain depends on no internal crate"),
             (Layer::Ports, Layer::Domain) => None,
             (Layer::Ports, _) => Some("uexec-ports depends only on uexec-domain"),
+            (Layer::Plan, Layer::Domain | Layer::Ports) => None,
+            (Layer::Plan, _) => Some("uexec-plan depends only on domain and ports"),
             (Layer::Ring, Layer::Domain | Layer::Ports) => None,
+            (Layer::Ring, Layer::Plan) if edge.from.starts_with("uexec-sandbox-") => None,
+            (Layer::Ring, Layer::Plan) => Some(
+                "only the sandbox adapters depend on uexec-plan (the engine asks the sandbox through the port)",
+            ),
             (Layer::Ring, Layer::Ring) => {
                 Some("adapters and the engine never depend on each other: inject through the ports")
             }
             (Layer::Ring, _) => Some("adapters and the engine depend only on domain and ports"),
-            (Layer::App, Layer::Domain | Layer::Ports | Layer::Ring) => None,
-            (Layer::Tests | Layer::Examples, Layer::Domain | Layer::Ports | Layer::Ring | Layer::App) => None,
+            (Layer::App, Layer::Domain | Layer::Ports | Layer::Plan | Layer::Ring) => None,
+            (
+                Layer::Tests | Layer::Examples,
+                Layer::Domain | Layer::Ports | Layer::Plan | Layer::Ring | Layer::App,
+            ) => None,
             (_, Layer::App) => Some("nothing depends on the app crate"),
             (_, Layer::Tests | Layer::Examples | Layer::Tooling) => {
                 Some("nothing depends on tests, the examples or xtask")
@@ -159,6 +175,7 @@ mod tests {
         [
             "uexec-domain",
             "uexec-ports",
+            "uexec-plan",
             "uexec-pty",
             "uexec-sandbox-linux",
             "uexec-sandbox-macos",
@@ -189,6 +206,10 @@ mod tests {
             edge("uexec-examples", "uexec-engine", "normal"),
             edge("uexec-examples", "uexec-pty", "normal"),
             edge("uexec-examples", "uexec-sandbox-linux", "normal"),
+            edge("uexec-plan", "uexec-domain", "normal"),
+            edge("uexec-sandbox-linux", "uexec-plan", "normal"),
+            edge("uexec-sandbox-macos", "uexec-plan", "dev"),
+            edge("uexec", "uexec-plan", "normal"),
             edge("uexec-domain", "serde", "normal"),
         ];
         assert_eq!(check(&members(), &edges), vec![]);
@@ -207,6 +228,11 @@ mod tests {
             edge("uexec-engine", "uexec-examples", "dev"),
             edge("xtask", "uexec-domain", "normal"),
             edge("uexec-mystery", "uexec-domain", "normal"),
+            edge("uexec-engine", "uexec-plan", "normal"),
+            edge("uexec-pty", "uexec-plan", "normal"),
+            edge("uexec-plan", "uexec-sandbox-linux", "normal"),
+            edge("uexec-plan", "uexec-engine", "normal"),
+            edge("uexec-domain", "uexec-plan", "normal"),
         ];
         for e in forbidden {
             let violations = check(&members(), std::slice::from_ref(&e));

@@ -36,7 +36,7 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci          setup (xtask/setup.sh: what the suite needs, installed when missing), fmt --check, clippy -D warnings (here, for macOS, and for Windows: domain, ports, engine),
+  ci          setup (xtask/setup.sh: what the suite needs, installed when missing), fmt --check, clippy -D warnings (here, for macOS, and for Windows: domain, ports, plan, engine),
               cargo deny, layering, tidy, deploy,
               nextest, environments, doctests, examples, package, and no process of uexec's left behind
   layering    fail when a crate depends on a layer it must not (reads `cargo metadata`), or when the
@@ -212,7 +212,7 @@ fn ci(root: &Path) -> Result<()> {
         args.extend(["--workspace", "--all-targets", "--all-features", "--", "-D", "warnings"]);
         cargo(root, &args)
     })?;
-    step("clippy (Windows: domain, ports, engine)", || {
+    step("clippy (Windows: domain, ports, plan, engine)", || {
         ensure_rust_targets(root, &[WINDOWS_TARGET])?;
         let mut args = vec!["clippy", "--target", WINDOWS_TARGET];
         for krate in PORTABLE_CRATES {
@@ -260,8 +260,9 @@ const MACOS_TARGETS: [&str; 2] = ["aarch64-apple-darwin", "x86_64-apple-darwin"]
 /// OS-specific enters them unnoticed (their unit tests build fixtures with Unix calls and are not checked).
 const WINDOWS_TARGET: &str = "x86_64-pc-windows-msvc";
 
-/// The crates that hold no OS-specific code beyond a `cfg`-gated edge (`uexec-engine`'s `os.rs`).
-const PORTABLE_CRATES: [&str; 3] = ["uexec-domain", "uexec-ports", "uexec-engine"];
+/// The crates that hold no OS-specific code beyond a `cfg`-gated edge (`uexec-engine`'s `os.rs`, `uexec-plan`'s
+/// real host, Unix only): a Windows sandbox would render the same plan.
+const PORTABLE_CRATES: [&str; 4] = ["uexec-domain", "uexec-ports", "uexec-plan", "uexec-engine"];
 
 /// Installs the standard library of each of `targets` that `rustup target list --installed` does not list
 /// (for the toolchain `rust-toolchain.toml` pins, since rustup runs in the workspace root).

@@ -165,9 +165,14 @@ mod tests {
     fn the_library_crates_are_publishable_and_the_app_tests_examples_and_xtask_are_not() {
         let metadata = crate::metadata(&crate::workspace_root().unwrap()).unwrap();
         let names = publishable(&metadata).unwrap();
-        for library in
-            ["uexec-domain", "uexec-ports", "uexec-sandbox-linux", "uexec-sandbox-macos", "uexec-engine"]
-        {
+        for library in [
+            "uexec-domain",
+            "uexec-ports",
+            "uexec-plan",
+            "uexec-sandbox-linux",
+            "uexec-sandbox-macos",
+            "uexec-engine",
+        ] {
             assert!(names.iter().any(|n| n == library), "{library} is missing from {names:?}");
         }
         for private in ["uexec", "tests", "uexec-examples", "xtask"] {

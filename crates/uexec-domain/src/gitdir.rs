@@ -1,5 +1,5 @@
 //! The rules for what a `.git` file may make read-only: how its content is read, and when the gitdir it names is
-//! protected (the adapters do the I/O and call these with what they found).
+//! protected (`uexec-plan` reads the host and applies them; the engine's trust rule reads them too).
 //!
 //! A sandboxed command can create `.git` (file, directory or symlink) and `.uexec` in a writable root where they
 //! are absent. Whatever such an entry names was chosen by that command, so following it must never freeze more
@@ -60,43 +60,6 @@ pub fn parse_git_file(root: &Path, content: &[u8]) -> Result<PathBuf, GitFilePro
         return Err(GitFileProblem::NoGitdirLine);
     }
     Ok(root.join(path_from_bytes(target)))
-}
-
-/// What `lstat` says a root's `.git` entry is, as far as [`dot_git_entry`] cares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DotGitKind {
-    /// Nothing there (or it cannot be looked at).
-    Missing,
-    /// A directory.
-    Directory,
-    /// A symbolic link (never followed).
-    Symlink,
-    /// A regular file.
-    File,
-    /// A FIFO, socket or device (never opened: opening a device can have effects of its own).
-    Other,
-}
-
-/// What a root's `.git` entry is for the sandbox, and why a `.git` that is not a directory names no gitdir: the
-/// one rule both adapters follow. `kind` is what `lstat` found; `read` reads the file (bounded, without
-/// following a symlink and without blocking: each adapter's own I/O) and is called only for a regular file;
-/// its content is parsed by [`parse_git_file`] against the canonical `root`.
-pub fn dot_git_entry(
-    root: &Path,
-    kind: DotGitKind,
-    read: impl FnOnce() -> Result<Vec<u8>, GitFileProblem>,
-) -> (crate::GitEntry, Option<GitFileProblem>) {
-    use crate::GitEntry;
-    match kind {
-        DotGitKind::Missing => (GitEntry::Absent, None),
-        DotGitKind::Directory => (GitEntry::Directory, None),
-        DotGitKind::Symlink => (GitEntry::Absent, Some(GitFileProblem::Symlink)),
-        DotGitKind::Other => (GitEntry::Absent, Some(GitFileProblem::NotARegularFile)),
-        DotGitKind::File => match read().and_then(|content| parse_git_file(root, &content)) {
-            Ok(gitdir) => (GitEntry::File { gitdir }, None),
-            Err(problem) => (GitEntry::Absent, Some(problem)),
-        },
-    }
 }
 
 /// A path from the bytes of a file (any bytes on Unix, as the kernel takes them).
@@ -362,10 +325,10 @@ pub const CLOSED_DIR: &str = "modules";
 
 /// The directories of the repository git directory `gitdir` (resolved by its text) that take no new entry: its
 /// [`CLOSED_DIR`] and every directory between it and a submodule git directory found there (`found`, what
-/// [`git_dirs_below`] returned: submodule names may hold slashes, `modules/a/b`), shallowest first. The
-/// submodule git directories themselves are not among them. Both adapters render this list: the Linux one binds
-/// each read-only over itself (the submodules' git dirs below stay writable mounts), the macOS one denies
-/// creating anything directly in each.
+/// the walk of `uexec_plan::git_dirs_below` returned: submodule names may hold slashes, `modules/a/b`),
+/// shallowest first. The submodule git directories themselves are not among them. Both adapters render this
+/// list: the Linux one binds each read-only over itself (the submodules' git dirs below stay writable mounts), the
+/// macOS one denies creating anything directly in each.
 pub fn closed_dirs(gitdir: &Path, found: &[(PathBuf, GitDirKind)]) -> Vec<PathBuf> {
     let modules = gitdir.join(CLOSED_DIR);
     let mut out = vec![modules.clone()];
@@ -679,97 +642,6 @@ pub fn worktree_grant(
     Ok(common)
 }
 
-/// What the walk of [`git_dirs_below`] asks of the file system: each adapter's own I/O, none of which follows a
-/// symbolic link.
-pub trait GitDirLook {
-    /// The real subdirectories of `dir`, sorted (none when it does not exist), adding what was read to
-    /// `entries_read` and failing beyond [`MAX_GIT_DIR_ENTRIES`] or when `dir` cannot be listed; a symlink among
-    /// them may be noted in `notes`, never followed.
-    fn subdirs(
-        &self,
-        dir: &Path,
-        entries_read: &mut usize,
-        notes: &mut Vec<String>,
-    ) -> Result<Vec<PathBuf>, String>;
-    /// True when `dir/HEAD` is a regular file.
-    fn has_head(&self, dir: &Path) -> bool;
-    /// The kind of the git directory `dir` ([`git_dir_kind`] of its `commondir`).
-    fn kind_of(&self, dir: &Path) -> GitDirKind;
-    /// The common dir the `commondir` file of `dir` names ([`parse_commondir`]), the problem in words.
-    fn common_dir(&self, dir: &Path) -> Result<PathBuf, String>;
-}
-
-/// The git directory `gitdir` of `kind` and the git directories below it that git uses: each `worktrees/<id>`
-/// (linked worktrees) and every `modules/<name>` (submodules, whose names may hold slashes) with a `HEAD` file,
-/// recursively, each of the kind its `commondir` gives; and the common dir a linked worktree's `commondir`
-/// names, as `allow_common` spells it when it allows it (else a note says why). The one walk both adapters
-/// make. `Err` (why) beyond [`MAX_GIT_DIRS`] git directories, [`MAX_GIT_DIR_ENTRIES`] entries read, submodule
-/// names deeper than [`MAX_MODULE_NAME_DEPTH`] or a directory that cannot be listed: the caller fails closed.
-pub fn git_dirs_below(
-    gitdir: &Path,
-    kind: GitDirKind,
-    look: &dyn GitDirLook,
-    allow_common: &dyn Fn(&Path) -> Result<PathBuf, UnprotectedGitdir>,
-    notes: &mut Vec<String>,
-) -> Result<Vec<(PathBuf, GitDirKind)>, String> {
-    let mut found = vec![(gitdir.to_path_buf(), kind)];
-    let mut entries_read = 0usize;
-    let mut next = 0;
-    let add = |found: &mut Vec<(PathBuf, GitDirKind)>, dir: PathBuf, kind: GitDirKind| {
-        if !found.iter().any(|(known, _)| known == &dir) {
-            found.push((dir, kind));
-        }
-    };
-    while next < found.len() {
-        let (dir, kind) = found[next].clone();
-        next += 1;
-        if kind == GitDirKind::LinkedWorktree {
-            // Its configuration and hooks are the common dir's: protected with it when the rules allow.
-            match look.common_dir(&dir) {
-                Ok(common) if found.iter().any(|(known, _)| known == &common) => {}
-                Ok(common) => match allow_common(&common) {
-                    Ok(spelled) => add(&mut found, spelled, GitDirKind::Repository),
-                    Err(why) => notes.push(format!(
-                        "{}/commondir names {}: {why} (git in that worktree uses its config and hooks)",
-                        dir.display(),
-                        common.display()
-                    )),
-                },
-                Err(why) => notes.push(format!(
-                    "{}/commondir: {why} (git follows it; only the file is protected)",
-                    dir.display()
-                )),
-            }
-            continue;
-        }
-        for child in look.subdirs(&dir.join("worktrees"), &mut entries_read, notes)? {
-            let kind = look.kind_of(&child);
-            add(&mut found, child, kind);
-        }
-        // Submodule names may hold slashes: walk `modules/` down to a directory with a HEAD file.
-        let mut walk = vec![(dir.join("modules"), 0usize)];
-        while let Some((below, depth)) = walk.pop() {
-            for child in look.subdirs(&below, &mut entries_read, notes)? {
-                if look.has_head(&child) {
-                    let kind = look.kind_of(&child);
-                    add(&mut found, child, kind);
-                } else if depth + 1 < MAX_MODULE_NAME_DEPTH {
-                    walk.push((child, depth + 1));
-                } else {
-                    return Err(format!(
-                        "submodule names deeper than {MAX_MODULE_NAME_DEPTH} under {}",
-                        dir.display()
-                    ));
-                }
-            }
-        }
-        if found.len() > MAX_GIT_DIRS {
-            return Err(format!("more than {MAX_GIT_DIRS} linked worktree and submodule git directories"));
-        }
-    }
-    Ok(found)
-}
-
 /// The number of normal components of `path`.
 fn depth(path: &Path) -> usize {
     path.components().filter(|c| matches!(c, Component::Normal(_))).count()
@@ -805,81 +677,6 @@ mod tests {
             let raw = parse_git_file(root, b"gitdir: /caf\xe9/.git\n").unwrap();
             assert_eq!(raw.as_os_str().as_bytes(), b"/caf\xe9/.git");
         }
-    }
-
-    /// A file system of directories (each with a HEAD file when listed in `heads`) and `commondir` contents.
-    struct FakeLook {
-        dirs: Vec<PathBuf>,
-        heads: Vec<PathBuf>,
-        commondirs: Vec<(PathBuf, &'static [u8])>,
-    }
-
-    impl GitDirLook for FakeLook {
-        fn subdirs(&self, dir: &Path, read: &mut usize, _: &mut Vec<String>) -> Result<Vec<PathBuf>, String> {
-            let mut out: Vec<PathBuf> =
-                self.dirs.iter().filter(|d| d.parent() == Some(dir)).cloned().collect();
-            out.sort();
-            *read += out.len();
-            if *read > MAX_GIT_DIR_ENTRIES { Err("too many".into()) } else { Ok(out) }
-        }
-        fn has_head(&self, dir: &Path) -> bool {
-            self.heads.iter().any(|h| h == dir)
-        }
-        fn kind_of(&self, dir: &Path) -> GitDirKind {
-            let commondir = self
-                .commondirs
-                .iter()
-                .find(|(d, _)| d == dir)
-                .map(|(_, content)| parse_commondir(dir, content));
-            git_dir_kind(dir, commondir.as_ref())
-        }
-        fn common_dir(&self, dir: &Path) -> Result<PathBuf, String> {
-            let (_, content) = self.commondirs.iter().find(|(d, _)| d == dir).ok_or("none")?;
-            parse_commondir(dir, content).map_err(|e| e.to_string())
-        }
-    }
-
-    #[test]
-    fn the_walk_finds_worktrees_and_nested_modules_and_fails_closed_beyond_its_bounds() {
-        let g = p("/w/.git");
-        let look = FakeLook {
-            dirs: vec![
-                g.join("worktrees/wt"),
-                g.join("worktrees/orphan"),
-                g.join("modules/a"),
-                g.join("modules/a/b"),
-                g.join("modules/a/b/modules/c"),
-            ],
-            heads: vec![g.join("modules/a/b"), g.join("modules/a/b/modules/c")],
-            commondirs: vec![(g.join("worktrees/wt"), b"../..\n")],
-        };
-        let allow = |c: &Path| Ok(c.to_path_buf());
-        let mut notes = Vec::new();
-        let found = git_dirs_below(&g, GitDirKind::Repository, &look, &allow, &mut notes).unwrap();
-        assert_eq!(
-            found,
-            vec![
-                (g.clone(), GitDirKind::Repository),
-                (g.join("worktrees/orphan"), GitDirKind::Repository),
-                (g.join("worktrees/wt"), GitDirKind::LinkedWorktree),
-                (g.join("modules/a/b"), GitDirKind::Repository),
-                (g.join("modules/a/b/modules/c"), GitDirKind::Repository),
-            ]
-        );
-        assert!(notes.is_empty(), "{notes:?}");
-        // A worktree naming a common dir elsewhere: the rule is asked, and its refusal is noted.
-        let wt = p("/w/gitdirs/wt");
-        let look = FakeLook { dirs: vec![], heads: vec![], commondirs: vec![(wt.clone(), b"/elsewhere\n")] };
-        let refuse = |_: &Path| Err(UnprotectedGitdir::ReadOnlyAnyway);
-        let found = git_dirs_below(&wt, GitDirKind::LinkedWorktree, &look, &refuse, &mut notes).unwrap();
-        assert_eq!(found.len(), 1);
-        assert!(notes.iter().any(|n| n.contains("commondir names /elsewhere")), "{notes:?}");
-        // Submodule names deeper than the bound fail closed.
-        let deep: Vec<PathBuf> = (1..=MAX_MODULE_NAME_DEPTH)
-            .map(|n| (0..n).fold(g.join("modules"), |d, i| d.join(format!("d{i}"))))
-            .collect();
-        let look = FakeLook { dirs: deep, heads: vec![], commondirs: vec![] };
-        assert!(git_dirs_below(&g, GitDirKind::Repository, &look, &allow, &mut notes).is_err());
     }
 
     #[test]
@@ -1020,35 +817,6 @@ mod tests {
                 prop_assert_eq!(Some(common), worktree_common_dir(&gitdir));
             }
         }
-    }
-
-    #[test]
-    fn a_dot_git_is_read_only_when_it_is_a_regular_file() {
-        use crate::GitEntry;
-        let root = Path::new("/w");
-        let never = || -> Result<Vec<u8>, GitFileProblem> { panic!("read") };
-        assert_eq!(dot_git_entry(root, DotGitKind::Missing, never), (GitEntry::Absent, None));
-        assert_eq!(dot_git_entry(root, DotGitKind::Directory, never), (GitEntry::Directory, None));
-        assert_eq!(
-            dot_git_entry(root, DotGitKind::Symlink, never),
-            (GitEntry::Absent, Some(GitFileProblem::Symlink))
-        );
-        assert_eq!(
-            dot_git_entry(root, DotGitKind::Other, never),
-            (GitEntry::Absent, Some(GitFileProblem::NotARegularFile))
-        );
-        assert_eq!(
-            dot_git_entry(root, DotGitKind::File, || Ok(b"gitdir: g\n".to_vec())),
-            (GitEntry::File { gitdir: p("/w/g") }, None)
-        );
-        assert_eq!(
-            dot_git_entry(root, DotGitKind::File, || Err(GitFileProblem::TooLarge { size: 1 << 20 })),
-            (GitEntry::Absent, Some(GitFileProblem::TooLarge { size: 1 << 20 }))
-        );
-        assert_eq!(
-            dot_git_entry(root, DotGitKind::File, || Ok(b"junk".to_vec())),
-            (GitEntry::Absent, Some(GitFileProblem::NoGitdirLine))
-        );
     }
 
     #[test]

@@ -1,30 +1,32 @@
 //! The filesystem layout of one command: canonical writable roots and the read-only subpaths to protect, worked
 //! out in the parent (this is where the I/O happens: canonicalising, reading `.git` files).
 //!
-//! Everything read here may have been planted by an earlier sandboxed command, so nothing is followed that the
-//! rules of `uexec_domain::gitdir` do not allow: a protected entry that is a symlink protects only itself, a
-//! gitdir that is a writable root, contains one or lies outside its own root protects nothing, and a `.git` file
-//! is read only if it is a regular file reached without a symlink, without blocking and at most
-//! [`MAX_GIT_FILE_BYTES`] long. What is left out is named in the report.
+//! Everything read here may have been planted by an earlier sandboxed command, so the host is read through the
+//! plan's one view (`uexec_plan::HostView`, nothing a command planted followed), and what stays read-only in git
+//! directories is the plan's (`uexec_plan::GitPlanner`: a gitdir that is a writable root, contains one or lies
+//! outside its own root protects nothing, a `.git` file is read only if it is a regular file reached without a
+//! symlink, without blocking and at most `MAX_GIT_FILE_BYTES` long), rendered here into placeholders and
+//! read-only mounts. What is left out is named in the report.
 
 use std::ffi::CString;
-use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use uexec_domain::gitdir::WhenAbsent;
-use uexec_domain::gitdir::{
-    DotGitKind, GitDirKind, GitFileProblem, MAX_GIT_FILE_BYTES, MAX_NESTED_REPOSITORIES,
-    MAX_NESTED_SCAN_ENTRIES, NestedMode, NestedUnexamined, NoWorktreeGrant, UnprotectedGitdir, dot_git_entry,
-    gitdir_protection, nested_modes, normalize_lexically, worktree_grant,
-};
+use uexec_domain::gitdir::{MAX_NESTED_SCAN_ENTRIES, NestedUnexamined, WhenAbsent};
 use uexec_domain::tool_files::{ToolEntryKind, ToolFiles};
 use uexec_domain::{GitEntry, PROTECTED_SUBDIRS};
 use uexec_domain::{SandboxPolicy, WritableRoot};
+use uexec_plan::{
+    Closed, Entry, GitDirPlan, GitItem, GitPlan, GitPlanner, HostView, Kind, Listing, Mechanism, RealHost,
+    inspect_git, symlink_note,
+};
 use uexec_ports::SandboxError;
 
-use crate::canonical::canonicalize;
+use crate::placeholders::Placeholders;
+
+/// The host as every layout reads it (`uexec_plan::HostView`: nothing a command planted is followed).
+const HOST: &dyn HostView = &RealHost;
 
 /// The writable roots and protected subpaths of one command.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -68,7 +70,7 @@ pub(crate) struct FsLayout {
     pub(crate) closed: Vec<PathBuf>,
     /// The placeholders made for this layout (taken by the sandbox for its record, `crate::keep`), or none
     /// made at all for a layout only read ([`FsLayout::resolve_without_placeholders`]).
-    pub(crate) placeholders: crate::gitdirs::Placeholders,
+    pub(crate) placeholders: Placeholders,
     /// The repositories whose loose objects the layout pins (kept aside by `crate::keep` too).
     pub(crate) repositories: Vec<PathBuf>,
     /// Give an absent tool *file* of the workspace a placeholder (a link to nowhere): only where its removal is
@@ -93,7 +95,7 @@ impl FsLayout {
         tmpdir: Option<&Path>,
         tool_files: &ToolFiles,
     ) -> Result<FsLayout, SandboxError> {
-        FsLayout::resolve_as(policy, cwd, tmpdir, tool_files, crate::gitdirs::Placeholders::default(), false)
+        FsLayout::resolve_as(policy, cwd, tmpdir, tool_files, Placeholders::default(), false)
     }
 
     /// [`FsLayout::resolve`], giving absent tool files a placeholder too (the sandbox records it for removal).
@@ -103,7 +105,7 @@ impl FsLayout {
         tmpdir: Option<&Path>,
         tool_files: &ToolFiles,
     ) -> Result<FsLayout, SandboxError> {
-        FsLayout::resolve_as(policy, cwd, tmpdir, tool_files, crate::gitdirs::Placeholders::default(), true)
+        FsLayout::resolve_as(policy, cwd, tmpdir, tool_files, Placeholders::default(), true)
     }
 
     /// [`FsLayout::resolve`] making nothing on the host: for reading what a command that ran was protected
@@ -115,7 +117,7 @@ impl FsLayout {
         tmpdir: Option<&Path>,
         tool_files: &ToolFiles,
     ) -> Result<FsLayout, SandboxError> {
-        let dry = crate::gitdirs::Placeholders { dry: true, made: Vec::new() };
+        let dry = Placeholders { dry: true, made: Vec::new() };
         FsLayout::resolve_as(policy, cwd, tmpdir, tool_files, dry, true)
     }
 
@@ -124,7 +126,7 @@ impl FsLayout {
         cwd: &Path,
         tmpdir: Option<&Path>,
         tool_files: &ToolFiles,
-        placeholders: crate::gitdirs::Placeholders,
+        placeholders: Placeholders,
         absent_file_placeholders: bool,
     ) -> Result<FsLayout, SandboxError> {
         if !cwd.is_absolute() {
@@ -144,7 +146,7 @@ impl FsLayout {
         let mut git_problems: Vec<String> = Vec::new();
         let mut writable = policy.writable_roots(cwd, tmpdir, |root| {
             let (entry, problem) = match canonical.get(root) {
-                Ok(root) => inspect_git(&root),
+                Ok(root) => inspect_git(HOST, &root),
                 Err(_) => (GitEntry::Absent, None),
             };
             if let Some(problem) = problem {
@@ -171,29 +173,41 @@ impl FsLayout {
         // name whatever directory a sandboxed command chose: it is refused. (Checked against every candidate
         // root, refused or not: erring towards refusing.)
         let candidates: Vec<PathBuf> = resolved.iter().map(|(_, c)| c.clone()).collect();
+        let mut spelled: Vec<(PathBuf, PathBuf)> = Vec::new();
         for (given, resolved) in resolved {
             if through_writable_symlink(given, &candidates, &mut canonical) {
                 push_unique(&mut layout.refused_roots, given.to_path_buf());
-            } else if !layout.roots.contains(&resolved) {
+                continue;
+            }
+            spelled.push((given.to_path_buf(), resolved.clone()));
+            if !layout.roots.contains(&resolved) {
                 layout.roots.push(resolved);
             }
         }
         layout.ignored = git_problems;
+        // What stays read-only in the git directories is the plan's (`uexec_plan::GitPlanner`), rendered below
+        // into placeholders and read-only mounts.
+        let mut planner = GitPlanner::new(HOST, Mechanism::Mounts, spelled);
         // The workspace (the cwd root): the root whose other tools' files are protected.
         let workspace = canonical.get(cwd).ok();
         // One listing of the workspace's top level answers for its `.git`, `.uexec`, other tools' files and
-        // nested repositories (`TopLevel`), instead of an `lstat` each.
-        let top = workspace.as_deref().filter(|_| !writable.is_empty()).map(TopLevel::list);
+        // nested repositories, instead of an `lstat` each.
+        let top = workspace
+            .as_deref()
+            .filter(|_| !writable.is_empty())
+            .map(|ws| HOST.list(ws, MAX_NESTED_SCAN_ENTRIES));
         let mut tool_files_done = false;
         for root in &writable {
             let entries: Vec<PathBuf> = PROTECTED_SUBDIRS.iter().map(|name| root.root.join(name)).collect();
             let owner = canonical.get(&root.root).ok();
             let known = top.as_ref().filter(|_| owner.is_some() && owner == workspace);
             for entry in &entries {
-                layout.add_entry(entry, &mut canonical, known)?;
+                layout.add_entry(entry, &mut canonical, known, &mut planner)?;
             }
-            for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
-                layout.add_gitdir(gitdir, owner.as_deref(), true);
+            if let Some(owner) = &owner {
+                for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
+                    planner.named_gitdir(gitdir, owner, true);
+                }
             }
             // Other tools' files of the workspace (the folder the person opens in those tools); not of `/tmp`,
             // `/dev/shm` or `$TMPDIR`: the workspace's one listing answers for them (an `lstat` each only beyond
@@ -206,6 +220,7 @@ impl FsLayout {
                         entry.kind,
                         &mut canonical,
                         known,
+                        &mut planner,
                     )? {
                         layout.tool_entries.push((path, entry.name));
                     }
@@ -217,9 +232,9 @@ impl FsLayout {
                     else {
                         continue;
                     };
-                    if kind.is_file() || kind.is_symlink() {
+                    if matches!(kind, Kind::File | Kind::Symlink) {
                         let path = root.root.join(name);
-                        layout.add_entry(&path, &mut canonical, known)?;
+                        layout.add_entry(&path, &mut canonical, known, &mut planner)?;
                         if let Ok(path) = canonical.get(&root.root).map(|root| root.join(name))
                             && layout.protected.contains(&path)
                         {
@@ -227,11 +242,17 @@ impl FsLayout {
                         }
                     }
                 }
-                if let (Some(workspace), Some(top)) = (&workspace, &top) {
-                    layout.add_nested_repositories(workspace, top);
+                if let (Some(workspace), Some(top)) = (&workspace, &top)
+                    && layout.is_writable(workspace)
+                {
+                    // The `.git` of what is read-only as a whole already (`.uexec`, other tools' directories) is
+                    // not looked at.
+                    let protected = layout.protected.clone();
+                    planner.nested(workspace, top, &|dir| holds(&protected, dir));
                 }
             }
         }
+        layout.add_git_plan(planner.finish());
         layout.protected.sort_by_cached_key(|p| (depth(p), p.clone()));
         layout.protected.dedup();
         layout.closed.sort_by_cached_key(|p| (depth(p), p.clone()));
@@ -255,7 +276,8 @@ impl FsLayout {
         &mut self,
         entry: &Path,
         canonical: &mut Canonical,
-        known: Option<&TopLevel>,
+        known: Option<&Listing>,
+        planner: &mut GitPlanner<'_>,
     ) -> Result<(), SandboxError> {
         let (Some(parent), Some(name)) = (entry.parent(), entry.file_name()) else {
             return Ok(());
@@ -269,7 +291,7 @@ impl FsLayout {
         };
         let looked_up = match known.and_then(|top| top.lookup(name)) {
             Some(listed) => listed.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound)),
-            None => fs::symlink_metadata(&entry).map(|meta| meta.file_type()),
+            None => HOST.lstat(&entry).map(|meta| meta.kind),
         };
         let kind = match looked_up {
             Ok(kind) => kind,
@@ -282,23 +304,21 @@ impl FsLayout {
         if !self.is_writable(&entry) {
             return Ok(());
         }
-        if kind.is_dir() && entry.file_name() == Some(std::ffi::OsStr::new(".git")) {
-            // A git directory: writable but for what git executes or takes configuration from.
-            let owner = entry.parent().map(Path::to_path_buf).unwrap_or_default();
-            self.add_git_dir_contents(&entry, GitDirKind::Repository, &owner);
+        if kind == Kind::Dir
+            && entry.file_name() == Some(std::ffi::OsStr::new(".git"))
+            && let Some(owner) = entry.parent()
+        {
+            // A git directory: writable but for what git executes or takes configuration from (the plan's).
+            planner.root_git_dir(owner);
             return Ok(());
         }
         let own_placeholder =
-            || fs::read_link(&entry).is_ok_and(|t| t == Path::new(uexec_domain::gitdir::ABSENT_LINK_TARGET));
-        if kind.is_symlink() && !own_placeholder() {
-            let target = fs::read_link(&entry).map_or_else(|e| format!("<{e}>"), |t| t.display().to_string());
-            push_unique_text(
-                &mut self.ignored,
-                format!(
-                    "{}: a symlink to {target} (only the link is protected, its target is not)",
-                    entry.display()
-                ),
-            );
+            || HOST.read_link(&entry).is_ok_and(|t| t == Path::new(uexec_domain::gitdir::ABSENT_LINK_TARGET));
+        if kind == Kind::Symlink
+            && !own_placeholder()
+            && let Some(note) = symlink_note(HOST, &entry)
+        {
+            push_unique_text(&mut self.ignored, note);
         }
         push_unique(&mut self.protected, entry);
         Ok(())
@@ -312,9 +332,10 @@ impl FsLayout {
         entry: &Path,
         kind: ToolEntryKind,
         canonical: &mut Canonical,
-        known: Option<&TopLevel>,
+        known: Option<&Listing>,
+        planner: &mut GitPlanner<'_>,
     ) -> Result<Option<PathBuf>, SandboxError> {
-        self.add_entry(entry, canonical, known)?;
+        self.add_entry(entry, canonical, known, planner)?;
         let (Some(parent), Some(name)) = (entry.parent(), entry.file_name()) else {
             return Ok(None);
         };
@@ -350,220 +371,114 @@ impl FsLayout {
         Ok(self.protected.contains(&path).then_some(path))
     }
 
-    /// Record the repositories nested at the top level of the workspace `root` (canonical): each real
-    /// subdirectory's `.git` (one `lstat` each, after one listing of `root`; none for `.git` itself and the
-    /// directories protected as a whole already), protected as `uexec_domain::gitdir::nested_modes` decides: as
-    /// the root's own is ([`FsLayout::add_entry`]: a `.git` directory entry by entry, with its placeholders; a
-    /// `.git` file or symlink itself, and the gitdir a `.git` file names when the rules of `add_gitdir` allow
-    /// it), or, beyond the budget of those, read-only as a whole (a `.git` file with its gitdir). Deeper ones are
-    /// not looked for (a walk of the tree per command). A top level that cannot be examined whole (unlistable,
-    /// beyond `MAX_NESTED_SCAN_ENTRIES` entries or `MAX_NESTED_READ_ONLY` repositories) is recorded in
-    /// [`FsLayout::unexamined`], which the report calls partial: the command is refused (fails closed).
-    fn add_nested_repositories(&mut self, root: &Path, top: &TopLevel) {
-        if let Some(e) = &top.error {
-            self.unexamined = Some(NestedUnexamined::Unlistable(e.to_string()));
-            return;
+    /// Render the git half of the plan (`uexec_plan::GitPlan`) into mounts: the repositories granted to linked
+    /// worktrees become writable roots, every entry present is bound read-only, every absent one that takes a
+    /// placeholder gets it first (an absent one that takes none stays unprotected: a mount needs something to
+    /// cover), and each directory that takes no new entry is bound over itself (made empty first when absent;
+    /// protected as itself when it is no directory).
+    fn add_git_plan(&mut self, plan: GitPlan) {
+        for (repository, worktree) in plan.grants {
+            push_unique(&mut self.roots, repository.clone());
+            self.worktree_repositories.push((repository, worktree));
         }
-        if !top.complete {
-            self.unexamined = Some(if top.entries.len() >= MAX_NESTED_SCAN_ENTRIES {
-                NestedUnexamined::TooManyEntries
-            } else {
-                NestedUnexamined::Unlistable(format!("an entry of {} could not be read", root.display()))
-            });
-        }
-        let mut found: Vec<(PathBuf, PathBuf, fs::Metadata)> = Vec::new();
-        for (name, kind) in &top.entries {
-            // A symlink is not followed (it names a directory a command chose, maybe outside the workspace).
-            if !kind.is_dir() {
-                continue;
-            }
-            let dir = root.join(name);
-            // The workspace's own `.git`, and what is read-only as a whole already (`.uexec`, other tools'
-            // directories), cost no `lstat`.
-            if name == ".git" || holds(&self.protected, &dir) {
-                continue;
-            }
-            let dot_git = dir.join(".git");
-            let Ok(meta) = fs::symlink_metadata(&dot_git) else { continue };
-            if self.is_writable(&dot_git) {
-                found.push((dir, dot_git, meta));
-            }
-        }
-        let births: Vec<Option<std::time::SystemTime>> =
-            found.iter().map(|(_, _, meta)| meta.created().ok()).collect();
-        let modes = match nested_modes(&births) {
-            Ok(modes) => modes,
-            Err(why) => {
-                self.unexamined = Some(why);
-                return;
-            }
-        };
-        let whole = modes.iter().filter(|mode| **mode == NestedMode::WholeReadOnly).count();
-        if whole > 0 {
-            push_unique_text(
-                &mut self.ignored,
-                format!(
-                    "{}: {} repositories nested at the top level, more than {MAX_NESTED_REPOSITORIES}: the oldest \
-                     are protected entry by entry, the .git of {whole} others read-only as a whole (git cannot \
-                     commit in them inside the sandbox)",
-                    root.display(),
-                    modes.len()
-                ),
-            );
-        }
-        for ((dir, dot_git, meta), mode) in found.into_iter().zip(modes) {
-            if meta.is_dir() {
-                match mode {
-                    NestedMode::EntryByEntry => {
-                        self.add_git_dir_contents(&dot_git, GitDirKind::Repository, &dir);
-                    }
-                    NestedMode::WholeReadOnly => push_unique(&mut self.protected, dot_git),
-                }
-                continue;
-            }
-            if meta.is_file()
-                && let (GitEntry::File { gitdir }, _) = inspect_git(&dir)
-            {
-                // A submodule's work tree names `<root>/.git/modules/<name>`, a linked worktree
-                // `<root>/.git/worktrees/<id>`: protected with the root's git directory already.
-                if !normalize_lexically(&gitdir).starts_with(root.join(".git")) {
-                    // A worktree nested here whose repository lies outside every root is not granted (only a
-                    // root's own `.git` file is: the trust rule counts those repositories, see `add_gitdir`).
-                    match mode {
-                        NestedMode::EntryByEntry => self.add_gitdir(&gitdir, Some(root), false),
-                        NestedMode::WholeReadOnly => {
-                            let lexical = normalize_lexically(&gitdir);
-                            match self.gitdir_verdict(&lexical, root) {
-                                Ok(()) => push_unique(&mut self.protected, lexical),
-                                Err(why) => push_unique_text(
-                                    &mut self.ignored,
-                                    format!("gitdir {}: {why}", gitdir.display()),
-                                ),
-                            }
-                        }
+        for item in plan.items {
+            match item {
+                GitItem::GitDir(git_dir) => self.add_git_dir(git_dir),
+                GitItem::Path(Entry::Present(path)) => push_unique(&mut self.protected, path),
+                GitItem::Path(Entry::Absent(path, Some(placeholder))) => {
+                    if self.placeholders.create(&path, placeholder).is_ok() {
+                        push_unique(&mut self.protected, path);
                     }
                 }
-            } else if meta.file_type().is_symlink() {
-                let target =
-                    fs::read_link(&dot_git).map_or_else(|e| format!("<{e}>"), |t| t.display().to_string());
-                push_unique_text(
-                    &mut self.ignored,
-                    format!(
-                        "{}: a symlink to {target} (only the link is protected, its target is not)",
-                        dot_git.display()
-                    ),
-                );
+                GitItem::Path(Entry::Absent(_, None)) => {}
             }
-            push_unique(&mut self.protected, dot_git);
+        }
+        for note in plan.notes {
+            push_unique_text(&mut self.ignored, note);
+        }
+        if plan.unexamined.is_some() {
+            self.unexamined = plan.unexamined;
         }
     }
 
-    /// Record `gitdir`, named by the `.git` file of the writable root `owner` (canonical; `None` when the root
-    /// does not resolve): protected only when `uexec_domain::gitdir::gitdir_protection` allows it and it is a git
-    /// directory (has a `HEAD` file); otherwise the reason goes to `ignored`. The path is resolved by its text
-    /// (`..` included) and then looked up without following any symlink, and only when that text lies in a
-    /// writable root: a planted `gitdir:` makes the server touch nothing outside the writable roots (no
-    /// automounter, no device) and follow no link a command chose. The one exception: when `roots_own` (the
-    /// `.git` file is `owner`'s own, not a nested repository's) and the text names `<repository>/worktrees/<id>`
-    /// outside every root, that directory and the repository are opened (never following a symlink, files read
-    /// without blocking) to decide the linked worktree's grant ([`FsLayout::grant_worktree_repository`]).
-    fn add_gitdir(&mut self, gitdir: &Path, owner: Option<&Path>, roots_own: bool) {
-        let Some(owner) = owner else {
-            return;
-        };
-        let lexical = normalize_lexically(gitdir);
-        match self.gitdir_verdict(&lexical, owner) {
-            // A linked worktree's administrative directory has a `commondir` naming another directory; a
-            // submodule's or a separate git directory is a repository's own.
-            Ok(()) => {
-                let kind = crate::gitdirs::kind_of(&lexical);
-                self.add_git_dir_contents(&lexical, kind, owner);
+    /// Render one writable git directory's plan. A placeholder that cannot be made freezes its git directory
+    /// as a whole (fails closed): the one walked from, or one found below it.
+    fn add_git_dir(&mut self, plan: GitDirPlan) {
+        let (mut protected, mut closed, mut repositories, mut notes) =
+            (Vec::new(), Vec::new(), Vec::new(), plan.notes);
+        for part in plan.parts {
+            if part.whole {
+                protected.push(part.dir);
+                continue;
             }
-            Err(UnprotectedGitdir::ReadOnlyAnyway)
-                if roots_own && uexec_domain::gitdir::worktree_common_dir(&lexical).is_some() =>
-            {
-                if let Err(why) = self.grant_worktree_repository(&lexical, owner) {
-                    push_unique_text(
-                        &mut self.ignored,
-                        format!(
-                            "gitdir {}: outside every writable root, left read-only ({why}; git in {} can read, \
-                             not commit)",
-                            gitdir.display(),
-                            owner.display()
-                        ),
-                    );
+            match self.make_part(&part.entries, &part.closed, &mut protected, &mut closed) {
+                Ok(()) => {
+                    protected.extend(part.read_only);
+                    if part.repository {
+                        repositories.push(part.dir);
+                    }
+                }
+                Err(why) if part.dir == plan.gitdir => {
+                    protected = vec![part.dir];
+                    (closed, repositories) = (Vec::new(), Vec::new());
+                    notes = vec![format!("{}: read-only as a whole ({why})", plan.gitdir.display())];
+                    break;
+                }
+                Err(why) => {
+                    protected.retain(|p| !p.starts_with(&part.dir));
+                    closed.retain(|p: &PathBuf| !p.starts_with(&part.dir));
+                    repositories.retain(|p: &PathBuf| !p.starts_with(&part.dir));
+                    notes.push(format!("{}: read-only as a whole ({why})", part.dir.display()));
+                    protected.push(part.dir);
                 }
             }
-            Err(why) => push_unique_text(&mut self.ignored, format!("gitdir {}: {why}", gitdir.display())),
+        }
+        for path in protected {
+            push_unique(&mut self.protected, path);
+        }
+        for path in closed {
+            push_unique(&mut self.closed, path);
+        }
+        for path in repositories {
+            push_unique(&mut self.repositories, path);
+        }
+        for note in notes {
+            push_unique_text(&mut self.ignored, note);
         }
     }
 
-    /// Make the repository of the linked worktree `owner` (a writable root whose `.git` file names `gitdir`, a
-    /// `<repository>/worktrees/<id>` outside every writable root) writable for it, when
-    /// `uexec_domain::gitdir::worktree_grant` allows it: the repository becomes a writable root whose git
-    /// directory is protected as a root's own `.git` (configuration, hooks, redirections, every worktree's
-    /// admin files, pack files), and the `HEAD` and `index` of the main worktree and of every other linked
-    /// worktree stay read-only (the person's other checkouts and staged changes, outside the writable roots). Every directory on the way is opened without
-    /// following a symlink; both files the rule reads are read as a `.git` file is.
-    fn grant_worktree_repository(&mut self, gitdir: &Path, owner: &Path) -> Result<(), NoWorktreeGrant> {
-        let common = granted_repository(gitdir, owner, &self.roots)?;
-        self.roots.push(common.clone());
-        self.worktree_repositories.push((common.clone(), owner.to_path_buf()));
-        let worktrees = self.add_git_dir_contents(&common, GitDirKind::Repository, &common);
-        // The person's other checkouts: the main worktree's and every other linked worktree the walk found
-        // (none when the repository stays read-only as a whole).
-        let ours = normalize_lexically(gitdir);
-        for dir in std::iter::once(common.clone()).chain(worktrees.into_iter().filter(|dir| *dir != ours)) {
-            for name in uexec_domain::gitdir::CHECKOUT_FILES {
-                let path = dir.join(name);
-                if fs::symlink_metadata(&path).is_ok() {
-                    push_unique(&mut self.protected, path);
+    /// Make the placeholders of one git directory's absent entries and closed directories, and list what gets
+    /// bound: `Err` (why) when one cannot be made.
+    fn make_part(
+        &mut self,
+        entries: &[Entry],
+        closed_dirs: &[(PathBuf, Closed)],
+        protected: &mut Vec<PathBuf>,
+        closed: &mut Vec<PathBuf>,
+    ) -> Result<(), String> {
+        let cannot =
+            |path: &Path, e: io::Error| format!("cannot create the placeholder {}: {e}", path.display());
+        for entry in entries {
+            match entry {
+                Entry::Present(path) => protected.push(path.clone()),
+                Entry::Absent(path, Some(placeholder)) => {
+                    self.placeholders.create(path, *placeholder).map_err(|e| cannot(path, e))?;
+                    protected.push(path.clone());
+                }
+                Entry::Absent(_, None) => {}
+            }
+        }
+        for (dir, state) in closed_dirs {
+            match state {
+                Closed::Dir => closed.push(dir.clone()),
+                Closed::NotADir => protected.push(dir.clone()),
+                Closed::Absent => {
+                    self.placeholders.create(dir, WhenAbsent::EmptyDir).map_err(|e| cannot(dir, e))?;
+                    closed.push(dir.clone());
                 }
             }
         }
         Ok(())
-    }
-
-    /// Whether the git directory `lexical` (resolved by its text), named by something in the writable root
-    /// `owner` (a `.git` file, a `commondir`), may be protected: the pure rules first
-    /// (`uexec_domain::gitdir::gitdir_protection`: nothing is looked up for a gitdir they refuse), then it must
-    /// open without following any symlink and hold a `HEAD` file.
-    fn gitdir_verdict(&self, lexical: &Path, owner: &Path) -> Result<(), UnprotectedGitdir> {
-        gitdir_protection(lexical, owner, &self.roots).and_then(|()| {
-            match c_path(lexical).map(|c| crate::sys::open_dir_no_symlinks(&c)) {
-                Ok(Ok(_)) => match fs::symlink_metadata(lexical.join("HEAD")) {
-                    Ok(head) if head.is_file() => Ok(()),
-                    _ => Err(UnprotectedGitdir::NotAGitDir),
-                },
-                Ok(Err(e)) if e.raw_os_error() == Some(libc::ELOOP) => Err(UnprotectedGitdir::ThroughSymlink),
-                Ok(Err(e)) => Err(UnprotectedGitdir::Missing(e.to_string())),
-                Err(e) => Err(UnprotectedGitdir::Missing(e.to_string())),
-            }
-        })
-    }
-
-    /// Record the protected entries of the git directory `gitdir` (a real directory in the writable root `owner`),
-    /// those of the git directories below it and of a common dir in `owner` that a linked worktree's
-    /// `commondir` names, and what is not looked into (see `crate::gitdirs`); returns the linked worktrees'
-    /// admin directories found in its `worktrees/`.
-    fn add_git_dir_contents(&mut self, gitdir: &Path, kind: GitDirKind, owner: &Path) -> Vec<PathBuf> {
-        let mut placeholders = std::mem::take(&mut self.placeholders);
-        let check = |common: &Path| self.gitdir_verdict(common, owner).map(|()| common.to_path_buf());
-        let found = crate::gitdirs::protect(gitdir, kind, &check, &mut placeholders);
-        self.placeholders = placeholders;
-        for path in found.repositories {
-            push_unique(&mut self.repositories, path);
-        }
-        for path in found.protected {
-            push_unique(&mut self.protected, path);
-        }
-        for path in found.closed {
-            push_unique(&mut self.closed, path);
-        }
-        for note in found.notes {
-            push_unique_text(&mut self.ignored, note);
-        }
-        found.worktrees
     }
 
     /// The roots to bind-mount writable: the canonical roots minus those beneath another root (the outer root's
@@ -647,8 +562,8 @@ impl FsLayout {
     }
 }
 
-/// [`canonicalize`] with a memory: the same roots come back as the parents of their protected subpaths. Also
-/// remembers whether each one is a directory (from the same `statx`).
+/// The canonical form of each path asked for, with a memory: the same roots come back as the parents of their
+/// protected subpaths. Also remembers whether each one is a directory.
 #[derive(Debug, Default)]
 struct Canonical {
     /// Each path asked for, its canonical form, whether it is a directory and whether it was canonical already.
@@ -661,14 +576,17 @@ impl Canonical {
         self.get_with_kind(path).map(|(canonical, _)| canonical)
     }
 
-    /// The canonical form of `path`, and whether it is a directory.
+    /// The canonical form of `path` (`uexec_plan::HostView::canonicalize`: one `openat2` when it is canonical
+    /// already), and whether it is a directory.
     fn get_with_kind(&mut self, path: &Path) -> io::Result<(PathBuf, bool)> {
         if let Some((_, canonical, is_dir, _)) = self.known.iter().find(|(p, ..)| p == path) {
             return Ok((canonical.clone(), *is_dir));
         }
-        let (canonical, metadata, plain) = canonicalize(path)?;
-        self.known.push((path.to_path_buf(), canonical.clone(), metadata.is_dir(), plain));
-        Ok((canonical, metadata.is_dir()))
+        let canonical = HOST.canonicalize(path)?;
+        let is_dir = HOST.lstat(&canonical)?.kind == Kind::Dir;
+        let plain = canonical.as_os_str().as_bytes() == path.as_os_str().as_bytes();
+        self.known.push((path.to_path_buf(), canonical.clone(), is_dir, plain));
+        Ok((canonical, is_dir))
     }
 
     /// True when `path` was found canonical already (no symbolic link on the way), as far as it was asked for.
@@ -683,7 +601,7 @@ fn through_writable_symlink(path: &Path, roots: &[PathBuf], canonical: &mut Cano
         return false;
     }
     path.ancestors().filter(|p| !p.as_os_str().is_empty() && p.parent().is_some()).any(|p| {
-        fs::symlink_metadata(p).is_ok_and(|meta| meta.file_type().is_symlink())
+        HOST.kind(p) == Some(Kind::Symlink)
             && p.parent()
                 .and_then(|dir| canonical.get(dir).ok())
                 .is_none_or(|dir| roots.iter().any(|root| dir.starts_with(root)))
@@ -718,124 +636,20 @@ fn depth(path: &Path) -> usize {
 }
 
 /// What `root/.git` is: a directory, a file naming a gitdir (resolved against the canonical `root`), or absent
-/// (missing, a symlink, or a file naming no gitdir). Never blocks and never reads more than
-/// [`MAX_GIT_FILE_BYTES`]: the file is opened without following a symlink (`openat2` with
-/// `RESOLVE_NO_SYMLINKS`, `O_NOFOLLOW`), with `O_NONBLOCK`, and read only when `fstat` says it is a small regular
-/// file. For `uexec sandbox-report`, which shows the same roots.
+/// (missing, a symlink, or a file naming no gitdir), read without following a link, without blocking, never
+/// beyond `uexec_domain::gitdir::MAX_GIT_FILE_BYTES` (`uexec_plan::git_entry`). For `uexec sandbox-report`, which shows the same
+/// roots.
 pub fn git_entry(root: &Path) -> GitEntry {
-    match fs::canonicalize(root) {
-        Ok(root) => inspect_git(&root).0,
-        Err(_) => GitEntry::Absent,
-    }
-}
-
-/// [`git_entry`] of the canonical `root`, plus why a `.git` that is not a directory names no gitdir (for the
-/// report).
-fn inspect_git(root: &Path) -> (GitEntry, Option<GitFileProblem>) {
-    let dot_git = root.join(".git");
-    let kind = match fs::symlink_metadata(&dot_git) {
-        Err(_) => DotGitKind::Missing,
-        Ok(meta) if meta.is_dir() => DotGitKind::Directory,
-        Ok(meta) if meta.file_type().is_symlink() => DotGitKind::Symlink,
-        Ok(meta) if meta.is_file() => DotGitKind::File,
-        Ok(_) => DotGitKind::Other,
-    };
-    dot_git_entry(root, kind, || crate::gitdirs::read_small_file(&dot_git, MAX_GIT_FILE_BYTES))
-}
-
-/// One listing of the workspace's top level, made once per command: the names and types (`d_type`, no symlink
-/// followed) of at most `MAX_NESTED_SCAN_ENTRIES` entries. It answers for the workspace's protected entries
-/// and other tools' files (a name it lacks is absent, when the listing is complete) and is where nested
-/// repositories are looked for.
-#[derive(Debug, Default)]
-pub(crate) struct TopLevel {
-    /// The entries read, in listing order.
-    entries: Vec<(std::ffi::OsString, fs::FileType)>,
-    /// True when every entry was read (no error, within the budget).
-    complete: bool,
-    /// Why the directory could not be listed, if it could not.
-    error: Option<io::Error>,
-}
-
-impl TopLevel {
-    /// List `dir`.
-    fn list(dir: &Path) -> TopLevel {
-        let listing = match fs::read_dir(dir) {
-            Ok(listing) => listing,
-            Err(e) => return TopLevel { error: Some(e), ..TopLevel::default() },
-        };
-        let mut top = TopLevel { complete: true, ..TopLevel::default() };
-        for entry in listing {
-            if top.entries.len() >= MAX_NESTED_SCAN_ENTRIES {
-                top.complete = false;
-                break;
-            }
-            match entry.and_then(|e| e.file_type().map(|kind| (e.file_name(), kind))) {
-                Ok(found) => top.entries.push(found),
-                Err(_) => {
-                    top.complete = false;
-                    break;
-                }
-            }
-        }
-        top
-    }
-
-    /// What the listing says of `name`: `Some(Some(type))` listed, `Some(None)` absent (the listing is
-    /// complete), `None` not known (look it up).
-    fn lookup(&self, name: &std::ffi::OsStr) -> Option<Option<fs::FileType>> {
-        match self.entries.iter().find(|(n, _)| n == name) {
-            Some((_, kind)) => Some(Some(*kind)),
-            None if self.complete => Some(None),
-            None => None,
-        }
-    }
-}
-
-/// The repository made writable for the linked worktree `owner` (a canonical writable root) whose `.git` file
-/// names `gitdir`, given every writable root `roots` (canonical): the I/O of
-/// `uexec_domain::gitdir::worktree_grant` (both files it reads are read as a `.git` file is, each directory
-/// on the way opened without following a symlink).
-fn granted_repository(gitdir: &Path, owner: &Path, roots: &[PathBuf]) -> Result<PathBuf, NoWorktreeGrant> {
-    let gitdir = normalize_lexically(gitdir);
-    let read = |name: &'static str| {
-        crate::gitdirs::read_small_file(&gitdir.join(name), MAX_GIT_FILE_BYTES)
-            .map_err(|why| NoWorktreeGrant::Unreadable(name, why))
-    };
-    uexec_domain::gitdir::worktree_common_dir(&gitdir).ok_or(NoWorktreeGrant::NotAWorktreeDir)?;
-    real_git_dir(&gitdir, false)?;
-    let common = worktree_grant(owner, &gitdir, &read("commondir")?, &read("gitdir")?, roots)?;
-    real_git_dir(&common, true)?;
-    Ok(common)
+    uexec_plan::git_entry(HOST, root)
 }
 
 /// For `uexec sandbox-report`: when the writable root `root`'s `.git` file names a linked worktree's
-/// `<repository>/worktrees/<id>`, whether the sandbox makes that repository writable for it (`Ok`: the
-/// repository) or not (`Err`: why), with `roots` every writable root as given; `None` when `root` is no such
-/// worktree. The same decision each command's layout takes.
+/// `<repository>/worktrees/<id>` outside every writable root, whether the sandbox makes that repository writable
+/// for it (`Ok`: the repository) or not (`Err`: why), with `roots` every writable root as given; `None` when
+/// `root` is no such worktree. The same decision each command's layout takes
+/// (`uexec_plan::linked_worktree_repository`).
 pub fn linked_worktree_repository(root: &Path, roots: &[PathBuf]) -> Option<Result<PathBuf, String>> {
-    let canonical_root = canonicalize(root).ok()?.0;
-    let GitEntry::File { gitdir } = git_entry(&canonical_root) else {
-        return None;
-    };
-    uexec_domain::gitdir::worktree_common_dir(&gitdir)?;
-    let canonical: Vec<PathBuf> = roots.iter().filter_map(|r| canonicalize(r).ok().map(|c| c.0)).collect();
-    Some(granted_repository(&gitdir, &canonical_root, &canonical).map_err(|why| why.to_string()))
-}
-
-/// Check that `dir` is a git directory git would use, reached without a symlink: it opens with
-/// `RESOLVE_NO_SYMLINKS` and holds a `HEAD` file (and an `objects/` directory when `repository`).
-fn real_git_dir(dir: &Path, repository: bool) -> Result<(), NoWorktreeGrant> {
-    let c = c_path(dir).map_err(|e| NoWorktreeGrant::NotARepository(e.to_string()))?;
-    crate::sys::open_dir_no_symlinks(&c)
-        .map_err(|e| NoWorktreeGrant::NotARepository(format!("{}: {e}", dir.display())))?;
-    if !fs::symlink_metadata(dir.join("HEAD")).is_ok_and(|m| m.is_file()) {
-        return Err(NoWorktreeGrant::NotARepository(format!("{}: no HEAD file", dir.display())));
-    }
-    if repository && !fs::symlink_metadata(dir.join("objects")).is_ok_and(|m| m.is_dir()) {
-        return Err(NoWorktreeGrant::NotARepository(format!("{}: no objects directory", dir.display())));
-    }
-    Ok(())
+    uexec_plan::linked_worktree_repository(HOST, root, roots)
 }
 
 /// A path as a C string (paths from the OS contain no NUL; `SandboxError::InvalidPath` otherwise).
@@ -851,6 +665,10 @@ fn invalid(path: &Path, reason: &str) -> SandboxError {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
+    use std::fs;
+
+    use uexec_domain::gitdir::MAX_NESTED_REPOSITORIES;
+
     use super::*;
 
     /// No tool file protected: the git tests look at git's entries alone.
@@ -1011,6 +829,72 @@ mod tests {
         let layout = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
         assert!(layout.protected.contains(&git), "{:?}", layout.protected);
         assert!(layout.ignored.iter().any(|n| n.contains("read-only as a whole")), "{:?}", layout.ignored);
+    }
+
+    #[test]
+    fn absent_entries_get_inert_placeholders_made_once_and_a_failed_one_freezes_its_git_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        let g = base.join(".git");
+        fs::create_dir_all(g.join("objects")).unwrap();
+        fs::write(g.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let wt = g.join("worktrees/wt");
+        fs::create_dir_all(&wt).unwrap();
+        fs::write(wt.join("HEAD"), "ref: refs/heads/wt\n").unwrap();
+        fs::write(wt.join("commondir"), "../..\n").unwrap();
+        let layout = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
+        // The placeholders are empty, so git reads them as nothing; `objects/info` is made for `alternates`.
+        assert!(fs::read_dir(g.join("hooks")).unwrap().next().is_none());
+        assert!(fs::read_dir(g.join("modules")).unwrap().next().is_none(), "closed, and made empty");
+        assert_eq!(fs::read(g.join("config.worktree")).unwrap(), b"");
+        assert_eq!(fs::read(g.join("objects/info/alternates")).unwrap(), b"");
+        // A repository's commondir names the git dir itself: git reads that as no redirection.
+        assert_eq!(fs::read(g.join("commondir")).unwrap(), b".\n");
+        assert_eq!(
+            fs::read_link(g.join("shallow")).unwrap(),
+            Path::new(uexec_domain::gitdir::ABSENT_LINK_TARGET)
+        );
+        // A worktree admin dir without a gitdir back-pointer gets an empty one (git reads it as none).
+        assert_eq!(fs::read(wt.join("gitdir")).unwrap(), b"");
+        assert!(layout.closed.contains(&g.join("modules")), "{:?}", layout.closed);
+        assert_eq!(layout.repositories, vec![g.clone()]);
+        // Protecting again finds the same entries and makes nothing new.
+        let again = FsLayout::resolve(&cwd_only(), &base, None, &no_tools()).unwrap();
+        assert_eq!(again.protected, layout.protected);
+        assert!(again.placeholders.made.is_empty(), "{:?}", again.placeholders.made);
+        // Read without making anything: the absent entries count as protected all the same.
+        let fresh = tempfile::tempdir().unwrap();
+        let fresh = fs::canonicalize(fresh.path()).unwrap();
+        fs::create_dir_all(fresh.join(".git/objects")).unwrap();
+        let dry = FsLayout::resolve_without_placeholders(&cwd_only(), &fresh, None, &no_tools()).unwrap();
+        assert!(dry.protected.contains(&fresh.join(".git/hooks")) && !fresh.join(".git/hooks").exists());
+        // A placeholder that cannot be made (its directory is read-only) freezes the git directory as a whole.
+        // (Root writes in a read-only directory all the same: then there is nothing to see.)
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(fresh.join(".git"), fs::Permissions::from_mode(0o555)).unwrap();
+        let root = fs::create_dir(fresh.join(".git/probe")).is_ok();
+        let frozen = FsLayout::resolve(&cwd_only(), &fresh, None, &no_tools()).unwrap();
+        fs::set_permissions(fresh.join(".git"), fs::Permissions::from_mode(0o755)).unwrap();
+        if !root {
+            assert!(frozen.protected.contains(&fresh.join(".git")), "{:?}", frozen.protected);
+            assert!(
+                frozen.ignored.iter().any(|n| n.contains("cannot create the placeholder")),
+                "{:?}",
+                frozen.ignored
+            );
+        }
+        // An entry that cannot be looked at (`objects/info` a file, so `alternates` below it is `ENOTDIR`) too.
+        let odd = tempfile::tempdir().unwrap();
+        let odd = fs::canonicalize(odd.path()).unwrap();
+        fs::create_dir_all(odd.join(".git/objects")).unwrap();
+        fs::write(odd.join(".git/objects/info"), "").unwrap();
+        let frozen = FsLayout::resolve(&cwd_only(), &odd, None, &no_tools()).unwrap();
+        assert_eq!(frozen.protected, vec![odd.join(".git")]);
+        assert!(
+            frozen.ignored.iter().any(|n| n.contains("read-only as a whole (cannot inspect")),
+            "{:?}",
+            frozen.ignored
+        );
     }
 
     #[test]
@@ -1201,37 +1085,6 @@ mod tests {
         );
         assert!(layout.absent.contains(&ws.join(".envrc")) && layout.absent.contains(&ws.join(".git")));
         assert!(layout.ignored.iter().any(|n| n.contains("a symlink to /etc")), "{:?}", layout.ignored);
-    }
-
-    #[test]
-    fn git_files_that_are_not_small_regular_files_are_not_read() {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = fs::canonicalize(tmp.path()).unwrap();
-        let dot_git = base.join(".git");
-        fs::write(&dot_git, "gitdir: x\n").unwrap();
-        assert_eq!(inspect_git(&base), (GitEntry::File { gitdir: base.join("x") }, None));
-        let big = fs::File::create(&dot_git).unwrap();
-        big.set_len(1 << 30).unwrap();
-        assert_eq!(inspect_git(&base), (GitEntry::Absent, Some(GitFileProblem::TooLarge { size: 1 << 30 })));
-        fs::remove_file(&dot_git).unwrap();
-        std::os::unix::fs::symlink("/proc/kmsg", &dot_git).unwrap();
-        assert_eq!(inspect_git(&base), (GitEntry::Absent, Some(GitFileProblem::Symlink)));
-        fs::remove_file(&dot_git).unwrap();
-        assert!(std::process::Command::new("mkfifo").arg(&dot_git).status().unwrap().success());
-        assert_eq!(inspect_git(&base), (GitEntry::Absent, Some(GitFileProblem::NotARegularFile)));
-        // The reader itself refuses a symlink anywhere on the path, and FIFOs without blocking.
-        assert_eq!(crate::gitdirs::read_small_file(&dot_git, 10), Err(GitFileProblem::NotARegularFile));
-        std::os::unix::fs::symlink(&base, base.join("link")).unwrap();
-        fs::write(base.join("small"), "12345").unwrap();
-        assert_eq!(crate::gitdirs::read_small_file(&base.join("small"), 10), Ok(b"12345".to_vec()));
-        assert_eq!(
-            crate::gitdirs::read_small_file(&base.join("small"), 4),
-            Err(GitFileProblem::TooLarge { size: 5 })
-        );
-        assert_eq!(
-            crate::gitdirs::read_small_file(&base.join("link/small"), 10),
-            Err(GitFileProblem::Symlink)
-        );
     }
 
     #[test]

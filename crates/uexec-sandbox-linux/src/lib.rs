@@ -96,21 +96,21 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Architecture invariant: depends on `uexec-domain` and `uexec-ports` only; never starts a program itself (its only
-//! forks are short-lived probes and helpers that make namespaces, send descriptors back and exit: `userns.rs`).
+//! Architecture invariant: depends on `uexec-domain`, `uexec-plan` and `uexec-ports` only (what stays read-only in
+//! git directories is the plan's, rendered here); never starts a program itself (its only forks are short-lived
+//! probes and helpers that make namespaces, send descriptors back and exit: `userns.rs`).
 #![deny(missing_docs)]
 #![cfg(target_os = "linux")]
 #![deny(unsafe_code)]
 
-mod canonical;
 mod child;
 mod copy_on_write;
-mod gitdirs;
 mod hidden;
 mod keep;
 mod landlock_rules;
 mod layout;
 mod netns;
+mod placeholders;
 mod plan;
 mod refusals;
 mod sandbox;

@@ -11,7 +11,7 @@ use uexec_domain::hidden::HiddenPaths;
 use uexec_domain::tool_files::ToolFiles;
 use uexec_ports::RefusalQuery;
 
-use crate::hidden::HiddenLayout;
+use crate::hidden::{HiddenLayout, Hide};
 use crate::layout::FsLayout;
 
 /// Which of the plan's file rules the kernel enforced for the command: a refusal is only claimed for a rule

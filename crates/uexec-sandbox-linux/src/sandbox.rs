@@ -15,7 +15,7 @@ use uexec_ports::{RefusalQuery, Sandbox, SandboxError, SandboxRequest, Sandboxed
 
 use crate::child::{self, MAX_MOUNT_ROOTS, MountMode, MountPlan, MountRoot, Mounts, SandboxChild};
 use crate::copy_on_write::{CopyOnWrite, CopyOnWriteDir, Overlay};
-use crate::hidden::HiddenLayout;
+use crate::hidden::{HiddenLayout, Hide};
 use crate::landlock_rules::{self, RulesetSpec};
 use crate::layout::{FsLayout, c_path};
 use crate::netns::{OfflineNamespace, ProxyNamespace};

@@ -186,20 +186,6 @@ pub(crate) fn open_dir_no_symlinks(path: &std::ffi::CStr) -> std::io::Result<std
     open_no_symlinks(path, libc::O_PATH | libc::O_DIRECTORY)
 }
 
-/// Open `path` as an `O_PATH` descriptor of what it names, failing with `ELOOP` when any component, the last one
-/// included, is a symbolic link (`openat2` with `RESOLVE_NO_SYMLINKS` and without `O_NOFOLLOW`, which would
-/// return a descriptor of a final link instead).
-pub(crate) fn open_path_no_symlinks(path: &std::ffi::CStr) -> std::io::Result<std::os::fd::OwnedFd> {
-    open_no_symlinks(path, libc::O_PATH)
-}
-
-/// Open `path` (canonical) for reading without blocking and without following any symbolic link, on the way or
-/// at the end (`O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW`, `RESOLVE_NO_SYMLINKS`): a FIFO opens at once, a
-/// link to `/proc/kmsg` fails with `ELOOP`. The caller checks with `fstat` that it is a regular file.
-pub(crate) fn open_file_no_symlinks(path: &std::ffi::CStr) -> std::io::Result<std::os::fd::OwnedFd> {
-    open_no_symlinks(path, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW)
-}
-
 /// What [`create_placeholder_at`] creates.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Placeholder<'a> {

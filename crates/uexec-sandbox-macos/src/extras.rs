@@ -5,10 +5,10 @@
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
-use std::fs;
 use std::path::{Path, PathBuf};
 
-use uexec_domain::hidden::{DirLister, EntryKind, HiddenPaths, HiddenPattern, check_directories, expand};
+use uexec_domain::hidden::{HiddenPaths, HiddenPattern, MAX_VISITED};
+use uexec_plan::HostView;
 use uexec_ports::SandboxError;
 
 use crate::profile::{NETWORK_PROFILE, SeatbeltLaunch, ancestors_in_roots, any_param};
@@ -165,73 +165,32 @@ pub fn extend_launch(mut launch: SeatbeltLaunch, extras: &Extras<'_>) -> Seatbel
 }
 
 /// The canonical paths `hidden` names for a command whose workspace is `workspace` and whose working directory
-/// is `cwd` (links under the home and exact locations are resolved to their targets; Seatbelt matches resolved
-/// paths). A location that is or holds the workspace or the working directory refuses the command, as on Linux
-/// (`uexec_domain::hidden::check_directories`).
+/// is `cwd`, in the order found: the plan's (`uexec_plan::plan_hidden`, read through `host`; links under the home
+/// are hidden through their targets: Seatbelt matches resolved paths). A location that is or holds the workspace or
+/// the working directory refuses the command, as on Linux; so does a search that could not name what it left
+/// unsearched (Seatbelt has no partial mode).
 ///
 /// # Errors
-/// [`SandboxError::InHiddenLocation`].
+/// [`SandboxError::InHiddenLocation`], [`SandboxError::Unenforceable`].
 pub fn resolve_hidden(
+    host: &dyn HostView,
     hidden: &HiddenPaths,
     workspace: &Path,
     cwd: &Path,
 ) -> Result<Vec<PathBuf>, SandboxError> {
-    if hidden.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut found: Vec<(PathBuf, String)> = Vec::new();
-    let expansion = expand(&hidden.patterns, hidden.home.as_deref(), workspace, &mut FsLister);
-    // A directory the search did not get through (its budget, its depth) is denied as a whole, as on Linux; one
-    // that holds the workspace or the cwd refuses the command below (fails closed).
-    let unexamined = expansion
-        .unexamined
-        .into_iter()
-        .map(|dir| (dir, "a directory the search did not get through".to_owned()));
-    for (path, pattern) in
-        expansion.paths.into_iter().map(|(path, _, pattern)| (path, pattern)).chain(unexamined)
-    {
-        if let Ok(canonical) = fs::canonicalize(&path)
-            && !found.iter().any(|(p, _)| *p == canonical)
-        {
-            found.push((canonical, pattern));
-        }
-    }
-    let canonical_of = |p: &Path| fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    check_directories(&found, &canonical_of(workspace), &canonical_of(cwd))
+    let plan = uexec_plan::plan_hidden(host, hidden, workspace, cwd, MAX_VISITED)
         .map_err(SandboxError::InHiddenLocation)?;
-    Ok(found.into_iter().map(|(path, _)| path).collect())
-}
-
-/// The real file system, read without following links.
-struct FsLister;
-
-/// The kind of an entry from its `lstat` file type.
-fn kind_of(file_type: fs::FileType) -> EntryKind {
-    if file_type.is_symlink() {
-        EntryKind::Symlink
-    } else if file_type.is_dir() {
-        EntryKind::Dir
-    } else {
-        EntryKind::Other
+    if plan.truncated {
+        return Err(SandboxError::Unenforceable {
+            missing: format!(
+                "the hidden locations' search left directories unsearched that cannot be hidden as a whole \
+                 ({}): remove what a command filled them with, or open a smaller directory as the workspace",
+                plan.skipped.join("; ")
+            ),
+            setting: None,
+        });
     }
-}
-
-impl DirLister for FsLister {
-    fn kind(&mut self, path: &Path) -> Option<EntryKind> {
-        fs::symlink_metadata(path).ok().map(|m| kind_of(m.file_type()))
-    }
-
-    fn entries(&mut self, dir: &Path) -> Vec<(String, EntryKind)> {
-        let Ok(read) = fs::read_dir(dir) else {
-            return Vec::new();
-        };
-        let mut entries: Vec<(String, EntryKind)> = read
-            .filter_map(Result::ok)
-            .filter_map(|e| Some((e.file_name().into_string().ok()?, kind_of(e.file_type().ok()?))))
-            .collect();
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
-        entries
-    }
+    Ok(plan.in_order)
 }
 
 #[cfg(test)]
@@ -239,6 +198,8 @@ impl DirLister for FsLister {
 mod tests {
     use uexec_domain::SandboxPolicy;
     use uexec_domain::hidden::HiddenPattern;
+
+    use std::fs;
 
     use super::*;
     use crate::profile::build_launch;
@@ -257,13 +218,13 @@ mod tests {
         let mut patterns = HiddenPattern::defaults();
         patterns.push(HiddenPattern::parse(".env*").unwrap());
         let paths = HiddenPaths { home: Some(home.clone()), patterns, reachable: Vec::new() };
-        let hidden = resolve_hidden(&paths, &ws, &ws).unwrap();
+        let hidden = resolve_hidden(&crate::RealFs, &paths, &ws, &ws).unwrap();
         // The search names what it finds in one directory in name order.
         assert_eq!(hidden, vec![home.join(".netrc"), home.join(".ssh"), ws.join(".env")]);
         // A working directory or workspace in a hidden location refuses the command, as on
         // Linux; the twin above (beside the locations) is not refused.
         for (workspace, cwd) in [(&ws, &home.join(".ssh")), (&home.join(".ssh"), &ws)] {
-            let error = resolve_hidden(&paths, workspace, cwd).unwrap_err();
+            let error = resolve_hidden(&crate::RealFs, &paths, workspace, cwd).unwrap_err();
             assert!(matches!(error, SandboxError::InHiddenLocation(_)), "{error}");
         }
 

@@ -15,8 +15,10 @@
 //! - The profile's fixed parts are data files (`seatbelt_base.sbpl`, `seatbelt_network.sbpl`) that a reviewer can
 //!   read as SBPL; the generated part only lists parameter references.
 //! - Paths reach the profile only as `-D` parameters, never spliced into its text, and they are canonical
-//!   (`/tmp` is `/private/tmp` on macOS), because Seatbelt matches resolved paths. The filesystem is asked
-//!   through one seam, [`PathResolver`], so tests can stand in for macOS's symlinks.
+//!   (`/tmp` is `/private/tmp` on macOS), because Seatbelt matches resolved paths. The file system is read
+//!   through the plan's one view of the host (`uexec_plan::HostView`), and what stays read-only in git
+//!   directories is the plan's (`uexec_plan::GitPlanner`), rendered here as denied paths; tests stand in for
+//!   macOS's symlinks with `uexec_plan::FakeHost`.
 //! - [`SeatbeltSandbox`] implements the `uexec_ports::Sandbox` port on every OS, but refuses to prepare a
 //!   command where `sandbox-exec` cannot run (unless built for inspection): a missing sandbox is a typed
 //!   error, never a silent fallback to no sandbox.
@@ -65,16 +67,33 @@
 #![forbid(unsafe_code)]
 
 mod extras;
-mod gitdirs;
 mod nested;
-mod paths;
 mod profile;
 mod sandbox;
 mod spelling;
 
 pub use extras::{Extras, MACOS_SECRETS, extend_launch};
 pub use nested::nested_sandbox_hint;
-pub use paths::{PathResolver, RealFs};
+
+use std::path::Path;
+
+use uexec_domain::GitEntry;
+use uexec_plan::HostView;
+
+/// The real host, under the name `uexec sandbox-report` knows (`uexec_plan::RealHost`).
+pub use uexec_plan::RealHost as RealFs;
+
+/// The host view with the one question `uexec sandbox-report` asks of it, under the name it knows.
+pub trait PathResolver: HostView {
+    /// What `root/.git` is (`uexec_plan::git_entry`).
+    fn git_entry(&self, root: &Path) -> GitEntry;
+}
+
+impl<T: HostView> PathResolver for T {
+    fn git_entry(&self, root: &Path) -> GitEntry {
+        uexec_plan::git_entry(self, root)
+    }
+}
 pub use profile::{
     SANDBOX_EXEC, SeatbeltLaunch, build_launch, build_launch_with, linked_worktree_repository,
 };

@@ -1,5 +1,6 @@
 //! Seatbelt profile generation: from a sandbox policy to the profile text, its `-D` parameters and the
-//! `sandbox-exec` command line. Pure apart from the [`PathResolver`] it is given, and identical on every OS.
+//! `sandbox-exec` command line. Pure apart from the host view it reads (`uexec_plan::HostView`), and identical on
+//! every OS.
 //!
 //! How the profile is put together, in order (Seatbelt applies the *last* rule that matches an operation, so
 //! every denial comes after the allowances it overrides):
@@ -25,9 +26,9 @@
 //! - A read-only entry never freezes more than itself: it is a root's `.git` or `.uexec` that exists (a symlink
 //!   there is protected as the link, never its target; an absent one is not protected, as on Linux, so `git
 //!   init` works; a `.git` directory is protected entry by entry, with the git dirs of its linked worktrees and
-//!   submodules and the history present, `crate::gitdirs`), a gitdir that is no writable root, contains none
-//!   and lies in the root its `.git` belongs to (`uexec_domain::gitdir::gitdir_protection`; protected entry by
-//!   entry by its kind), or one of the other tools' files (`uexec_domain::tool_files`).
+//!   submodules and the history present: `uexec_plan::GitPlanner`), a gitdir that is no writable root, contains
+//!   none and lies in the root its `.git` belongs to (`uexec_domain::gitdir::gitdir_protection`; protected entry
+//!   by entry by its kind), or one of the other tools' files (`uexec_domain::tool_files`).
 //! - A root is never widened but by one rule: the repository of a linked worktree whose repository lies outside
 //!   every writable root becomes one more root when `uexec_domain::gitdir::worktree_grant` allows it (its
 //!   protected entries, `HEAD` and `index` denied).
@@ -39,15 +40,11 @@ use std::path::{Path, PathBuf};
 use uexec_domain::SandboxPolicy;
 use uexec_ports::SandboxError;
 
-use uexec_domain::gitdir::{
-    GitDirKind, GitFileProblem, NoWorktreeGrant, UnprotectedGitdir, normalize_lexically, worktree_common_dir,
-    worktree_grant,
-};
+use uexec_domain::gitdir::{GitFileProblem, MAX_NESTED_SCAN_ENTRIES};
 use uexec_domain::tool_files::ToolFiles;
 use uexec_domain::{GitEntry, PROTECTED_SUBDIRS, WritableRoot};
+use uexec_plan::{GitPlan, GitPlanner, HostView, Kind, Mechanism, inspect_git, symlink_note};
 
-use crate::gitdirs::{CommonDirCheck, GitDirProtection, kind_of, protect};
-use crate::paths::{PathResolver, canonical_existing, protected_gitdir};
 use crate::spelling::{any_child_spelling, any_spelling};
 
 /// The program that applies a profile and execs the command. An absolute path, so `PATH` cannot substitute it.
@@ -140,7 +137,7 @@ struct ProfileRoot {
 /// Builds the profile, its parameters and the `sandbox-exec` command line that runs `argv` under `policy`.
 ///
 /// `cwd` is the command's working directory and `tmpdir` its `$TMPDIR`; under `workspace-write` both become
-/// writable roots (see [`SandboxPolicy::writable_roots`]). `resolver` answers the filesystem questions.
+/// writable roots (see [`SandboxPolicy::writable_roots`]). `host` answers the filesystem questions.
 ///
 /// # Errors
 /// - [`SandboxError::InvalidPath`] when a writable root is relative or cannot be canonicalised (it does not
@@ -152,9 +149,9 @@ pub fn build_launch(
     cwd: &Path,
     tmpdir: Option<&Path>,
     argv: &[OsString],
-    resolver: &dyn PathResolver,
+    host: &dyn HostView,
 ) -> Result<SeatbeltLaunch, SandboxError> {
-    build_launch_with(policy, cwd, tmpdir, argv, resolver, &ToolFiles::all())
+    build_launch_with(policy, cwd, tmpdir, argv, host, &ToolFiles::all())
 }
 
 /// [`build_launch`] keeping only the other tools' files `tool_files` protects read-only
@@ -165,7 +162,7 @@ pub fn build_launch_with(
     cwd: &Path,
     tmpdir: Option<&Path>,
     argv: &[OsString],
-    resolver: &dyn PathResolver,
+    host: &dyn HostView,
     tool_files: &ToolFiles,
 ) -> Result<SeatbeltLaunch, SandboxError> {
     if policy.is_unrestricted() {
@@ -175,7 +172,7 @@ pub fn build_launch_with(
         return Err(SandboxError::EmptyCommand);
     }
     let (roots, ignored, absent, worktree_repositories, closed) =
-        profile_roots(policy, cwd, tmpdir, resolver, tool_files)?;
+        profile_roots(policy, cwd, tmpdir, host, tool_files)?;
     let shape: Vec<usize> = roots.iter().map(|r| r.read_only.len()).collect();
     let canonical_roots: Vec<PathBuf> = roots.iter().map(|r| r.root.clone()).collect();
     let entries: Vec<PathBuf> = roots.iter().flat_map(|r| r.read_only.iter().cloned()).collect();
@@ -288,26 +285,26 @@ pub(crate) fn user_cache_dir(tmpdir: &Path) -> Option<PathBuf> {
 /// The read-only subpaths follow `docs/sandbox.md` (P1-P4), as the Linux adapter does: `.git` and `.uexec` of
 /// each root protect themselves when they exist, spelled with the root's canonical path and their own name (a
 /// symlink is never followed, so `ln -s /tmp/ws /tmp/.git` protects the link, not the workspace); the gitdir a
-/// `.git` file names is protected only as [`protected_gitdir`] allows, entry by entry by its kind
-/// (`gitdirs::protect`), and one outside every root that is a linked worktree's admin dir makes its repository
-/// one more root when [`granted_repository`] allows it. Under `workspace-write` the per-user cache directory
+/// `.git` file names is protected only as `uexec_plan::protected_gitdir` allows, entry by entry by its kind, and
+/// one outside every root that is a linked worktree's admin dir makes its repository one more root when
+/// `uexec_plan::granted_repository` allows it (the git half is `uexec_plan::GitPlanner`'s, rendered here). Under `workspace-write` the per-user cache directory
 /// next to `$TMPDIR` is one more root when it exists ([`user_cache_dir`]). Also returns the granted
 /// repositories with their worktrees.
 fn profile_roots(
     policy: &SandboxPolicy,
     cwd: &Path,
     tmpdir: Option<&Path>,
-    resolver: &dyn PathResolver,
+    host: &dyn HostView,
     tool_files: &ToolFiles,
 ) -> Result<Layout, SandboxError> {
     let mut ignored: Vec<String> = Vec::new();
     let mut absent: Vec<PathBuf> = Vec::new();
     let mut writable = policy.writable_roots(cwd, tmpdir, |root| {
-        let Ok(root) = resolver.canonicalize(root) else {
+        let Ok(root) = host.canonicalize(root) else {
             // The root is refused below with the reason.
             return GitEntry::Absent;
         };
-        let (entry, problem) = resolver.inspect_git(&root);
+        let (entry, problem) = inspect_git(host, &root);
         // A symlinked `.git` is reported below with its target, as every protected entry that is a link.
         if let Some(problem) = problem.filter(|p| *p != GitFileProblem::Symlink) {
             push_unique(&mut ignored, format!("{}: {problem}", root.join(".git").display()));
@@ -316,9 +313,9 @@ fn profile_roots(
     });
     if matches!(policy, SandboxPolicy::WorkspaceWrite { .. })
         && let Some(cache) = tmpdir
-            .and_then(|t| resolver.canonicalize(t).ok())
+            .and_then(|t| host.canonicalize(t).ok())
             .and_then(|t| user_cache_dir(&t))
-            .filter(|c| resolver.canonicalize(c).is_ok_and(|r| r == *c))
+            .filter(|c| host.canonicalize(c).is_ok_and(|r| r == *c))
     {
         let read_only_subpaths = PROTECTED_SUBDIRS.iter().map(|name| cache.join(name)).collect();
         writable.push(WritableRoot { root: cache, read_only_subpaths });
@@ -326,127 +323,78 @@ fn profile_roots(
     let mut spelled: Vec<(PathBuf, PathBuf)> = Vec::with_capacity(writable.len());
     let mut roots: Vec<PathBuf> = Vec::new();
     for root in &writable {
-        let canonical = canonical_existing(resolver, &root.root)?;
+        let canonical = canonical_existing(host, &root.root)?;
         spelled.push((root.root.clone(), canonical.clone()));
         if !roots.contains(&canonical) {
             roots.push(canonical);
         }
     }
-    let mut read_only: Vec<PathBuf> = Vec::new();
-    let mut closed: Vec<PathBuf> = Vec::new();
-    let mut grants: Vec<(PathBuf, PathBuf)> = Vec::new();
-    // The worktree administrative directory each grant was made for (not among the person's other checkouts).
-    let mut granted_admins: Vec<PathBuf> = Vec::new();
-    // The loose objects the profile may still pin (`gitdirs::protect`: a bound for the whole command line).
-    let mut loose_left = uexec_domain::gitdir::MAX_PINNED_LOOSE_OBJECTS;
+    let mut denied = Denied::default();
+    // The git half of the plan (`uexec_plan::GitPlanner`), rendered as it is decided: the profile lists the
+    // paths in that order.
+    let mut planner = GitPlanner::new(host, Mechanism::PathRules, spelled.clone());
+    let workspace = host.canonicalize(cwd).ok();
     for (root, (_, owner)) in writable.iter().zip(&spelled) {
         let entries: Vec<PathBuf> = PROTECTED_SUBDIRS.iter().map(|name| root.root.join(name)).collect();
         for name in PROTECTED_SUBDIRS {
             let entry = owner.join(name);
-            if !resolver.entry_exists(&entry) {
-                if !absent.contains(&entry) {
-                    absent.push(entry);
+            match host.kind(&entry) {
+                None => {
+                    push_unique(&mut absent, entry);
+                    continue;
                 }
-                continue;
+                Some(Kind::Dir) if name == ".git" => {
+                    planner.root_git_dir(owner);
+                    denied.add(planner.drain())?;
+                    continue;
+                }
+                Some(_) => denied.path(host, entry),
             }
-            if name == ".git"
-                && resolver.symlink_target(&entry).is_none()
-                && resolver.git_entry(owner) == GitEntry::Directory
-            {
-                // A git directory: writable but for what git runs or reads as configuration in it and in the
-                // git dirs of its linked worktrees and submodules, and the history present (`gitdirs`).
-                let check = |common: &Path| protected_gitdir(resolver, common, owner, &spelled);
-                let found = protect(&entry, GitDirKind::Repository, false, resolver, &check, &mut loose_left);
-                add_protection(found, &mut read_only, &mut closed, &mut ignored);
-                continue;
-            }
-            note_symlink(&entry, resolver.symlink_target(&entry).as_deref(), &mut ignored);
-            push_unique(&mut read_only, entry);
         }
         // The workspace's are denied present or not; another root's (`/tmp`) when present, as on Linux.
-        let workspace = resolver.canonicalize(cwd).ok();
         for tool in tool_files.protected() {
             let entry = owner.join(tool.name);
-            if workspace.as_ref() != Some(owner) && !resolver.entry_exists(&entry) {
+            if workspace.as_ref() != Some(owner) && !host.exists(&entry) {
                 continue;
             }
-            note_symlink(&entry, resolver.symlink_target(&entry).as_deref(), &mut ignored);
-            push_unique(&mut read_only, entry);
+            denied.path(host, entry);
         }
         if workspace.as_ref() == Some(owner) {
-            let check = |common: &Path| protected_gitdir(resolver, common, owner, &spelled);
-            let mut denied = (&mut read_only, &mut closed, &mut ignored);
-            nested_repositories(owner, resolver, &check, &mut loose_left, &mut denied)?;
+            let top = host.list(owner, MAX_NESTED_SCAN_ENTRIES);
+            planner.nested(owner, &top, &|_| false);
+            denied.add(planner.drain())?;
             // Top-level files protected by the end of their name (`*.code-workspace`), when present, as on
-            // Linux (the listing above refused a top level beyond its budget already).
-            for file in resolver.list_files(owner).unwrap_or_default() {
-                if file
-                    .file_name()
-                    .and_then(|name| name.to_str())
-                    .and_then(|n| tool_files.protects_by_suffix(n))
-                    .is_some()
-                {
-                    note_symlink(&file, resolver.symlink_target(&file).as_deref(), &mut ignored);
-                    push_unique(&mut read_only, file);
+            // Linux (a listing beyond its budget refused the command above).
+            let mut files: Vec<&OsString> = top
+                .entries
+                .iter()
+                .filter(|(_, kind)| matches!(kind, Kind::File | Kind::Symlink))
+                .map(|(name, _)| name)
+                .collect();
+            files.sort();
+            for name in files {
+                if name.to_str().and_then(|n| tool_files.protects_by_suffix(n)).is_some() {
+                    denied.path(host, owner.join(name));
                 }
             }
         }
         for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
-            match protected_gitdir(resolver, gitdir, owner, &spelled) {
-                // A linked worktree's administrative directory (its `commondir` names another directory) or a
-                // repository's own git directory (a submodule's, a separate one), each protected entry by entry.
-                Ok(path) => {
-                    let kind = kind_of(resolver, &path);
-                    let check = |common: &Path| protected_gitdir(resolver, common, owner, &spelled);
-                    add_protection(
-                        protect(&path, kind, true, resolver, &check, &mut loose_left),
-                        &mut read_only,
-                        &mut closed,
-                        &mut ignored,
-                    );
-                }
-                Err(UnprotectedGitdir::ReadOnlyAnyway) if worktree_common_dir(gitdir).is_some() => {
-                    match granted_repository(resolver, gitdir, owner, &roots) {
-                        Ok(common) => {
-                            push_unique(&mut grants, (common, owner.clone()));
-                            push_unique(&mut granted_admins, normalize_lexically(gitdir));
-                        }
-                        Err(why) => push_unique(
-                            &mut ignored,
-                            format!(
-                                "gitdir {}: outside every writable root, left read-only ({why}; git in {} can \
-                                 read, not commit)",
-                                gitdir.display(),
-                                owner.display()
-                            ),
-                        ),
-                    }
-                }
-                Err(why) => push_unique(&mut ignored, format!("gitdir {}: {why}", gitdir.display())),
-            }
+            planner.named_gitdir(gitdir, owner, true);
+            denied.add(planner.drain())?;
         }
     }
     // The repository of a linked worktree outside every root: one more root, protected as a root's own `.git`,
     // with the `HEAD` and `index` of the main worktree and of every other linked worktree (the person's other
     // checkouts and staged changes) read-only too.
+    let plan = planner.finish();
+    let grants = plan.grants.clone();
+    denied.add(plan)?;
     for (common, _) in &grants {
-        if roots.contains(common) {
-            continue;
-        }
-        roots.push(common.clone());
-        spelled.push((common.clone(), common.clone()));
-        let check = |dir: &Path| protected_gitdir(resolver, dir, common, &spelled);
-        let mut found = protect(common, GitDirKind::Repository, false, resolver, &check, &mut loose_left);
-        // The other checkouts the walk found (none when `worktrees/` is denied as a whole).
-        let others = std::mem::take(&mut found.worktrees);
-        add_protection(found, &mut read_only, &mut closed, &mut ignored);
-        let checkouts = std::iter::once(common.clone())
-            .chain(others.into_iter().filter(|dir| !granted_admins.contains(dir)));
-        for dir in checkouts {
-            for name in uexec_domain::gitdir::CHECKOUT_FILES {
-                push_unique(&mut read_only, dir.join(name));
-            }
-        }
+        push_unique(&mut roots, common.clone());
+    }
+    let Denied { read_only, closed, notes } = denied;
+    for note in notes {
+        push_unique(&mut ignored, note);
     }
     // An entry that exists under one spelling of a root exists under all: drop it from the absent list.
     absent.retain(|a| !read_only.contains(a));
@@ -460,173 +408,79 @@ fn profile_roots(
     Ok((roots, ignored, absent, grants, closed))
 }
 
-/// What the nested repositories add to the profile: the denied paths, the closed directories and the notes.
-type Denied<'a> = (&'a mut Vec<PathBuf>, &'a mut Vec<PathBuf>, &'a mut Vec<String>);
+/// What the profile denies, gathered in the order decided: paths no write reaches, directories nothing is
+/// created in, and what the report says about them.
+#[derive(Debug, Default)]
+struct Denied {
+    read_only: Vec<PathBuf>,
+    closed: Vec<PathBuf>,
+    notes: Vec<String>,
+}
 
-/// The repositories nested at the top level of the workspace `root` (canonical), as on Linux: for each real
-/// directory in it (symlinks are not followed) whose `.git` exists, protected as
-/// `uexec_domain::gitdir::nested_modes` decides from the `.git`s' birth times: a `.git` directory as a root's own
-/// (`gitdirs::protect`; the common dirs its worktrees name as `allow_common` allows) or, beyond
-/// `MAX_NESTED_REPOSITORIES`, denied as a whole; a `.git` file or symlink is denied itself (a submodule's work
-/// tree cannot be redirected). A top level that cannot be examined whole (unlistable, more than
-/// `MAX_NESTED_SCAN_ENTRIES` entries, more than `MAX_NESTED_READ_ONLY` repositories) is refused: nothing runs
-/// (`SandboxError::Unenforceable`, fails closed; Seatbelt has no partial mode).
-fn nested_repositories(
-    root: &Path,
-    resolver: &dyn PathResolver,
-    allow_common: CommonDirCheck<'_>,
-    loose_left: &mut usize,
-    denied: &mut Denied<'_>,
-) -> Result<(), SandboxError> {
-    use uexec_domain::gitdir::{MAX_NESTED_REPOSITORIES, NestedMode, NestedUnexamined, nested_modes};
-    let refuse =
-        |why: NestedUnexamined| SandboxError::Unenforceable { missing: why.to_string(), setting: None };
-    let dirs = resolver.list_dirs(root).ok_or_else(|| {
-        refuse(if resolver.is_dir(root) {
-            NestedUnexamined::TooManyEntries
-        } else {
-            NestedUnexamined::Unlistable(format!("{} cannot be listed", root.display()))
-        })
-    })?;
-    let found: Vec<PathBuf> = dirs
-        .into_iter()
-        .filter(|dir| dir.file_name() != Some(std::ffi::OsStr::new(".git")))
-        .filter(|dir| resolver.entry_exists(&dir.join(".git")))
-        .collect();
-    let births: Vec<_> = found.iter().map(|dir| resolver.birth_time(&dir.join(".git"))).collect();
-    let modes = nested_modes(&births).map_err(refuse)?;
-    let whole = modes.iter().filter(|mode| **mode == NestedMode::WholeReadOnly).count();
-    if whole > 0 {
-        push_unique(
-            denied.2,
-            format!(
-                "{}: {} repositories nested at the top level, more than {MAX_NESTED_REPOSITORIES}: the oldest are \
-                 protected entry by entry, the .git of {whole} others read-only as a whole (git cannot commit in \
-                 them inside the sandbox)",
-                root.display(),
-                modes.len()
-            ),
-        );
-    }
-    for (dir, mode) in found.into_iter().zip(modes) {
-        let entry = dir.join(".git");
-        let target = resolver.symlink_target(&entry);
-        if target.is_none()
-            && mode == NestedMode::EntryByEntry
-            && resolver.git_entry(&dir) == GitEntry::Directory
-        {
-            let protection =
-                protect(&entry, GitDirKind::Repository, false, resolver, allow_common, loose_left);
-            add_protection(protection, denied.0, denied.1, denied.2);
-        } else {
-            note_symlink(&entry, target.as_deref(), denied.2);
-            push_unique(denied.0, entry);
+impl Denied {
+    /// The protected entry `entry` of a root (`.uexec`, a `.git` that is no directory, another tool's file),
+    /// denied as itself: a symbolic link only as the link, and said so.
+    fn path(&mut self, host: &dyn HostView, entry: PathBuf) {
+        if let Some(note) = symlink_note(host, &entry) {
+            push_unique(&mut self.notes, note);
         }
+        push_unique(&mut self.read_only, entry);
     }
-    Ok(())
-}
 
-/// Add what `gitdirs::protect` found to the read-only entries and its notes to `ignored`.
-fn add_protection(
-    protection: GitDirProtection,
-    read_only: &mut Vec<PathBuf>,
-    closed: &mut Vec<PathBuf>,
-    ignored: &mut Vec<String>,
-) {
-    for path in protection.read_only {
-        push_unique(read_only, path);
-    }
-    for dir in protection.closed {
-        push_unique(closed, dir);
-    }
-    for note in protection.notes {
-        push_unique(ignored, note);
-    }
-}
-
-/// The repository made a writable root for the linked worktree `owner` (a canonical writable root) whose `.git`
-/// file names `gitdir`, outside every writable root, given every writable root `roots` (canonical): the I/O of
-/// `uexec_domain::gitdir::worktree_grant`. The worktree's directory and the repository must be real directories
-/// reached without a symlink (each canonicalises to itself) holding a `HEAD` file (and the repository an
-/// `objects/` directory); both files the rule reads are read as a `.git` file is.
-fn granted_repository(
-    resolver: &dyn PathResolver,
-    gitdir: &Path,
-    owner: &Path,
-    roots: &[PathBuf],
-) -> Result<PathBuf, NoWorktreeGrant> {
-    let gitdir = normalize_lexically(gitdir);
-    worktree_common_dir(&gitdir).ok_or(NoWorktreeGrant::NotAWorktreeDir)?;
-    real_git_dir(resolver, &gitdir, false)?;
-    let read = |name: &'static str| {
-        resolver.read_small_file(&gitdir.join(name)).map_err(|why| NoWorktreeGrant::Unreadable(name, why))
-    };
-    let common = worktree_grant(owner, &gitdir, &read("commondir")?, &read("gitdir")?, roots)?;
-    real_git_dir(resolver, &common, true)?;
-    Ok(common)
-}
-
-/// Check that `dir` is a git directory git would use, reached without a symlink: it canonicalises to itself,
-/// is a directory and holds a `HEAD` file (and an `objects/` directory when `repository`).
-fn real_git_dir(resolver: &dyn PathResolver, dir: &Path, repository: bool) -> Result<(), NoWorktreeGrant> {
-    match resolver.canonicalize(dir) {
-        Ok(resolved) if resolved.components().eq(dir.components()) && resolver.is_dir(dir) => {}
-        Ok(_) => {
-            return Err(NoWorktreeGrant::NotARepository(format!(
-                "{}: not a directory reached without a symlink",
-                dir.display()
-            )));
+    /// The render of the git plan `plan` with path rules: every path it keeps read-only is denied, present or
+    /// not (Seatbelt matches paths: nothing is made), and every directory it closes takes no new entry. A top
+    /// level whose nested repositories cannot all be examined refuses the command (Seatbelt has no partial mode).
+    fn add(&mut self, plan: GitPlan) -> Result<(), SandboxError> {
+        if let Some(why) = &plan.unexamined {
+            return Err(SandboxError::Unenforceable { missing: why.to_string(), setting: None });
         }
-        Err(e) => return Err(NoWorktreeGrant::NotARepository(format!("{}: {e}", dir.display()))),
+        for path in plan.paths() {
+            push_unique(&mut self.read_only, path.to_path_buf());
+        }
+        for dir in plan.closed() {
+            push_unique(&mut self.closed, dir.to_path_buf());
+        }
+        for note in plan.all_notes() {
+            push_unique(&mut self.notes, note.clone());
+        }
+        Ok(())
     }
-    if !resolver.is_regular_file(&dir.join("HEAD")) {
-        return Err(NoWorktreeGrant::NotARepository(format!("{}: no HEAD file", dir.display())));
-    }
-    if repository && !resolver.is_dir(&dir.join("objects")) {
-        return Err(NoWorktreeGrant::NotARepository(format!("{}: no objects directory", dir.display())));
-    }
-    Ok(())
 }
 
 /// For `uexec sandbox-report`: when the writable root `root`'s `.git` file names a linked worktree's
 /// `<repository>/worktrees/<id>` outside every writable root, whether the profile makes that repository a
 /// writable root (`Ok`: the repository) or not (`Err`: why), with `roots` every writable root as given; `None`
-/// when `root` is no such worktree. The same decision [`crate::build_launch`] takes.
+/// when `root` is no such worktree. The same decision [`crate::build_launch`] takes
+/// (`uexec_plan::linked_worktree_repository`).
 pub fn linked_worktree_repository(
     root: &Path,
     roots: &[PathBuf],
-    resolver: &dyn PathResolver,
+    host: &dyn HostView,
 ) -> Option<Result<PathBuf, String>> {
-    let canonical_root = resolver.canonicalize(root).ok()?;
-    let GitEntry::File { gitdir } = resolver.git_entry(&canonical_root) else {
-        return None;
-    };
-    worktree_common_dir(&gitdir)?;
-    let canonical: Vec<PathBuf> = roots.iter().filter_map(|r| resolver.canonicalize(r).ok()).collect();
-    if canonical.iter().any(|r| normalize_lexically(&gitdir).starts_with(r)) {
-        return None;
+    uexec_plan::linked_worktree_repository(host, root, roots)
+}
+
+/// Canonicalises a path that must exist (a writable root). Relative paths are refused: they would be resolved
+/// against this process's working directory, not the command's.
+pub(crate) fn canonical_existing(host: &dyn HostView, path: &Path) -> Result<PathBuf, SandboxError> {
+    if !path.is_absolute() {
+        return Err(invalid(path, "not an absolute path"));
     }
-    Some(granted_repository(resolver, &gitdir, &canonical_root, &canonical).map_err(|why| why.to_string()))
+    let canonical = host.canonicalize(path).map_err(|err| invalid(path, &err.to_string()))?;
+    if !canonical.is_absolute() {
+        return Err(invalid(path, "canonicalised to a relative path"));
+    }
+    Ok(canonical.components().collect())
+}
+
+fn invalid(path: &Path, reason: &str) -> SandboxError {
+    SandboxError::InvalidPath { path: path.to_path_buf(), reason: reason.to_owned() }
 }
 
 /// Push `item` unless present.
 fn push_unique<T: PartialEq>(list: &mut Vec<T>, item: T) {
     if !list.contains(&item) {
         list.push(item);
-    }
-}
-
-/// Say in `ignored` that `entry`, a symlink to `target` when there is one, is protected as the link only.
-fn note_symlink(entry: &Path, target: Option<&Path>, ignored: &mut Vec<String>) {
-    if let Some(target) = target {
-        push_unique(
-            ignored,
-            format!(
-                "{}: a symlink to {} (only the link is protected, its target is not)",
-                entry.display(),
-                target.display()
-            ),
-        );
     }
 }
 

@@ -2,14 +2,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::io;
 use std::path::{Path, PathBuf};
 
-use uexec_domain::GitEntry;
 use uexec_domain::SandboxPolicy;
-use uexec_domain::gitdir::GitFileProblem;
+use uexec_plan::FakeHost;
 use uexec_ports::SandboxError;
 
 use super::*;
@@ -20,37 +17,18 @@ fn no_tools() -> ToolFiles {
     ToolFiles::allowing(&names).unwrap()
 }
 
-/// Every absolute path exists and is canonical, except `/tmp`, which is `/private/tmp`, and the paths in
-/// `missing`; `.git` entries come from `git` (keyed by canonical root), regular files are `files`.
-#[derive(Debug, Default)]
-struct Fake {
-    missing: Vec<PathBuf>,
-    git: BTreeMap<PathBuf, GitEntry>,
-    files: Vec<PathBuf>,
-}
-
-impl PathResolver for Fake {
-    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
-        if self.missing.iter().any(|m| path.starts_with(m)) {
-            return Err(io::Error::from(io::ErrorKind::NotFound));
-        }
-        match path.strip_prefix("/tmp") {
-            Ok(rest) => Ok(Path::new("/private/tmp").join(rest)),
-            Err(_) => Ok(path.to_path_buf()),
-        }
+/// `/tmp` a link to `/private/tmp`, and `roots`, each with a `.uexec` directory and a `.git` file (naming the
+/// gitdir `git` pairs with the root, or nothing); the regular files `files`.
+fn fake(roots: &[&str], git: &[(&str, &str)], files: &[&str]) -> FakeHost {
+    let mut host = FakeHost::new().dir("/private/tmp").link("/tmp", "/private/tmp");
+    for root in roots {
+        let names = git.iter().find(|(r, _)| r == root).map(|(_, gitdir)| format!("gitdir: {gitdir}\n"));
+        host = host.dir(format!("{root}/.uexec")).content(format!("{root}/.git"), names.unwrap_or_default());
     }
-
-    fn inspect_git(&self, root: &Path) -> (GitEntry, Option<GitFileProblem>) {
-        (self.git.get(root).cloned().unwrap_or(GitEntry::Absent), None)
+    for file in files {
+        host = host.file(file);
     }
-
-    fn symlink_target(&self, _path: &Path) -> Option<PathBuf> {
-        None
-    }
-
-    fn is_regular_file(&self, path: &Path) -> bool {
-        self.files.iter().any(|f| f == path)
-    }
+    host
 }
 
 fn workspace(roots: &[&str], network: bool) -> SandboxPolicy {
@@ -106,7 +84,7 @@ fn roots_render_as_alternatives_with_their_exclusions() {
 
 #[test]
 fn read_only_subpaths_of_a_nested_root_are_carved_out_of_its_parent_root() {
-    let fake = Fake::default();
+    let fake = fake(&["/w", "/w/sub"], &[], &[]);
     let launch =
         build_launch_with(&workspace(&["/w"], false), Path::new("/w/sub"), None, &argv(), &fake, &no_tools())
             .unwrap();
@@ -128,15 +106,18 @@ fn read_only_subpaths_of_a_nested_root_are_carved_out_of_its_parent_root() {
 
 #[test]
 fn only_a_gitdir_inside_its_own_root_is_listed_and_the_others_are_reported() {
-    let mut fake = Fake::default();
-    // Protected: a git directory inside the root its .git file belongs to.
-    fake.git.insert(PathBuf::from("/wt"), GitEntry::File { gitdir: PathBuf::from("/wt/gitdirs/wt") });
-    fake.files.push(PathBuf::from("/wt/gitdirs/wt/HEAD"));
-    // Not: outside every root, in another root, the other root itself.
-    fake.git.insert(PathBuf::from("/other"), GitEntry::File { gitdir: PathBuf::from("/elsewhere/wt") });
-    fake.git.insert(PathBuf::from("/third"), GitEntry::File { gitdir: PathBuf::from("/tmp/gitdirs/x") });
-    fake.git.insert(PathBuf::from("/private/tmp"), GitEntry::File { gitdir: PathBuf::from("/other") });
-    fake.files.push(PathBuf::from("/private/tmp/gitdirs/x/HEAD"));
+    // Protected: a git directory inside the root its .git file belongs to. Not: outside every root, in another
+    // root, the other root itself.
+    let fake = fake(
+        &["/wt", "/other", "/third", "/private/tmp"],
+        &[
+            ("/wt", "/wt/gitdirs/wt"),
+            ("/other", "/elsewhere/wt"),
+            ("/third", "/tmp/gitdirs/x"),
+            ("/private/tmp", "/other"),
+        ],
+        &["/wt/gitdirs/wt/HEAD", "/private/tmp/gitdirs/x/HEAD"],
+    );
     let launch = build_launch_with(
         &SandboxPolicy::WorkspaceWrite {
             writable_roots: vec![PathBuf::from("/other"), PathBuf::from("/third")],
@@ -186,7 +167,7 @@ fn only_a_gitdir_inside_its_own_root_is_listed_and_the_others_are_reported() {
 
 #[test]
 fn roots_that_canonicalise_alike_are_one_root() {
-    let fake = Fake::default();
+    let fake = fake(&[], &[], &[]);
     let launch =
         build_launch(&workspace(&["/private/tmp"], false), Path::new("/tmp"), None, &argv(), &fake).unwrap();
     assert_eq!(launch.writable_root_count(), 1);
@@ -195,7 +176,7 @@ fn roots_that_canonicalise_alike_are_one_root() {
 
 #[test]
 fn full_access_and_empty_argv_have_no_launch() {
-    let fake = Fake::default();
+    let fake = fake(&["/w"], &[], &[]);
     let err =
         build_launch(&SandboxPolicy::DangerFullAccess, Path::new("/w"), None, &argv(), &fake).unwrap_err();
     assert!(matches!(err, SandboxError::Unrestricted), "{err}");
@@ -205,7 +186,7 @@ fn full_access_and_empty_argv_have_no_launch() {
 
 #[test]
 fn a_missing_or_relative_root_is_an_invalid_path() {
-    let fake = Fake { missing: vec![PathBuf::from("/gone")], ..Fake::default() };
+    let fake = fake(&["/w"], &[], &[]);
     let err =
         build_launch(&workspace(&["/gone/root"], false), Path::new("/w"), None, &argv(), &fake).unwrap_err();
     assert!(matches!(err, SandboxError::InvalidPath { ref path, .. } if path == Path::new("/gone/root")));
@@ -215,7 +196,7 @@ fn a_missing_or_relative_root_is_an_invalid_path() {
 
 #[test]
 fn read_only_policy_ignores_cwd_and_tmpdir() {
-    let fake = Fake { missing: vec![PathBuf::from("/gone")], ..Fake::default() };
+    let fake = fake(&["/w"], &[], &[]);
     let launch = build_launch(
         &SandboxPolicy::ReadOnly { network_access: false },
         Path::new("/gone"),
@@ -226,4 +207,24 @@ fn read_only_policy_ignores_cwd_and_tmpdir() {
     .unwrap();
     assert!(launch.params.is_empty());
     assert_eq!(launch.writable_root_count(), 0);
+}
+
+#[test]
+fn relative_roots_are_refused() {
+    let fake = fake(&["/tmp/w"], &[], &[]);
+    assert!(matches!(canonical_existing(&fake, Path::new("w")), Err(SandboxError::InvalidPath { .. })));
+}
+
+#[test]
+fn existing_paths_must_exist() {
+    let fake = fake(&["/private/tmp/w"], &[], &[]);
+    assert_eq!(canonical_existing(&fake, Path::new("/tmp")).unwrap(), PathBuf::from("/private/tmp"));
+    let err = canonical_existing(&fake, Path::new("/nowhere")).unwrap_err();
+    match err {
+        SandboxError::InvalidPath { path, reason } => {
+            assert_eq!(path, PathBuf::from("/nowhere"));
+            assert!(!reason.is_empty());
+        }
+        other => panic!("unexpected error {other:?}"),
+    }
 }

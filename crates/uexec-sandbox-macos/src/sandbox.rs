@@ -15,9 +15,9 @@ use uexec_ports::process::PidScope;
 use uexec_ports::{Sandbox, SandboxError, SandboxRequest, SandboxedSpawn};
 
 use crate::extras::{Extras, extend_launch, resolve_hidden, with_macos_secrets};
-use crate::paths::{PathResolver, RealFs};
 use crate::profile::{BASE_PROFILE, NETWORK_PROFILE, SANDBOX_EXEC, SeatbeltLaunch, build_launch_with};
 use uexec_domain::tool_files::ToolFiles;
+use uexec_plan::{HostView, RealHost};
 
 #[cfg(test)]
 use uexec_domain::env::{ENV_NETWORK_DISABLED, ENV_SANDBOX};
@@ -51,7 +51,7 @@ impl Host {
 /// command line (running such a command fails: `/usr/bin/sandbox-exec` does not exist there).
 #[derive(Debug, Clone)]
 pub struct SeatbeltSandbox {
-    resolver: Arc<dyn PathResolver>,
+    view: Arc<dyn HostView>,
     host: Host,
     generate_only: bool,
     hidden: HiddenPaths,
@@ -65,7 +65,7 @@ impl Default for SeatbeltSandbox {
     /// `sandbox-exec` is unavailable.
     fn default() -> Self {
         SeatbeltSandbox {
-            resolver: Arc::new(RealFs),
+            view: Arc::new(RealHost),
             host: Host::detect(),
             generate_only: false,
             hidden: HiddenPaths::default(),
@@ -83,10 +83,10 @@ impl SeatbeltSandbox {
         SeatbeltSandbox { generate_only: true, ..SeatbeltSandbox::default() }
     }
 
-    /// The same adapter answering filesystem questions through `resolver` (a fake in tests).
+    /// The same adapter reading the file system through `view` (`uexec_plan::FakeHost` in tests).
     #[must_use]
-    pub fn with_resolver(self, resolver: Arc<dyn PathResolver>) -> Self {
-        SeatbeltSandbox { resolver, ..self }
+    pub fn with_view(self, view: Arc<dyn HostView>) -> Self {
+        SeatbeltSandbox { view, ..self }
     }
 
     /// The same adapter hiding `hidden` from every command (`deny file-read*` on each match, under every
@@ -150,8 +150,8 @@ impl SeatbeltSandbox {
         tmpdir: Option<&Path>,
         argv: &[OsString],
     ) -> Result<SeatbeltLaunch, SandboxError> {
-        let hidden = resolve_hidden(&self.hidden, workspace, cwd)?;
-        let launch = build_launch_with(policy, workspace, tmpdir, argv, &*self.resolver, &self.tool_files)?;
+        let hidden = resolve_hidden(&*self.view, &self.hidden, workspace, cwd)?;
+        let launch = build_launch_with(policy, workspace, tmpdir, argv, &*self.view, &self.tool_files)?;
         Ok(extend_launch(
             launch,
             &Extras { hidden: &hidden, proxy_port: self.proxy_port, keychain: self.keychain },

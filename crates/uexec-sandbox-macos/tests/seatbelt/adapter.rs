@@ -78,7 +78,7 @@ fn off_macos_the_inspection_adapter_prepares_the_wrapped_command() {
 #[test]
 fn a_fake_filesystem_can_be_injected_into_the_adapter() {
     let sandbox =
-        SeatbeltSandbox::for_inspection().with_resolver(Arc::new(FakeFs::macos().dir("/private/tmp/w")));
+        SeatbeltSandbox::for_inspection().with_view(Arc::new(FakeFs::macos().dir("/private/tmp/w")));
     let launch =
         sandbox.launch(&SandboxPolicy::default(), Path::new("/tmp/w"), None, &["true".into()]).unwrap();
     assert_eq!(launch.params[0], ("WRITABLE_ROOT_0".to_owned(), OsString::from("/private/tmp/w")));

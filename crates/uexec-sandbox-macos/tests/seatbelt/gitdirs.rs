@@ -436,7 +436,7 @@ fn the_report_names_the_granted_repository() {
     use std::sync::Arc;
     use uexec_ports::Sandbox;
     let fs = outside_repository("/Users/dev/wt/.git\n");
-    let sandbox = uexec_sandbox_macos::SeatbeltSandbox::for_inspection().with_resolver(Arc::new(fs));
+    let sandbox = uexec_sandbox_macos::SeatbeltSandbox::for_inspection().with_view(Arc::new(fs));
     let cwd = PathBuf::from("/Users/dev/wt");
     let prepared = sandbox.prepare(crate::request(cwd, SandboxPolicy::default())).unwrap();
     let filesystem = prepared.report.protections.iter().find(|p| p.name == "filesystem").unwrap();

@@ -31,7 +31,8 @@ fn mac() -> FakeFs {
         .dir("/private/tmp/ws/src")
         .dir("/Users/dev/fresh")
         .dir("/private/tmp/uexec-tmp")
-        .dir("/opt/data/.git")
+        // A `.git` that is no git directory (the old fake's `.git` entries were set apart from its directories).
+        .file("/opt/data/.git")
         .link("/Users/dev/mono/.uexec", "/Users/dev/shared-uexec")
         .git("/Users/dev/project", GitEntry::Directory)
         .git("/Users/dev/mono", GitEntry::Directory)

@@ -249,7 +249,7 @@ fn nested_roots_freeze_only_their_own_entries() {
 #[test]
 fn the_report_names_what_was_not_followed() {
     let fs = mac().link("/private/tmp/.git", "/tmp/ws").link("/private/tmp/ws/.uexec", "/tmp");
-    let sandbox = SeatbeltSandbox::for_inspection().with_resolver(Arc::new(fs));
+    let sandbox = SeatbeltSandbox::for_inspection().with_view(Arc::new(fs));
     let cwd = PathBuf::from("/tmp/ws");
     let prepared = sandbox.prepare(crate::request(cwd, SandboxPolicy::default())).unwrap();
     let filesystem = prepared.report.protections.iter().find(|p| p.name == "filesystem").unwrap();

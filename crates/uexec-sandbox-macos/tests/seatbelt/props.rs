@@ -74,17 +74,25 @@ fn root_paths(specs: &[RootSpec], benign: bool) -> Vec<PathBuf> {
     paths
 }
 
-/// The fake filesystem (everything exists, nothing is a symlink) with each root's `.git`.
+/// True when the path of root `j` holds a newline, which no `.git` file can name (git reads its first line).
+fn has_newline(specs: &[RootSpec], j: usize) -> bool {
+    specs[j].name.contains(&b'\n') || specs[j].parent.is_some_and(|p| has_newline(specs, p))
+}
+
+/// The fake filesystem (everything exists, nothing is a symlink) with each root's `.git` (a file naming a gitdir
+/// with a newline, which git cannot read, names one outside every root instead, whatever the bytes).
 fn filesystem(specs: &[RootSpec], paths: &[PathBuf]) -> FakeFs {
     let mut fs = FakeFs::everything_exists();
     for (i, (spec, path)) in specs.iter().zip(paths).enumerate() {
         let entry = match spec.git {
             Git::Absent => GitEntry::Absent,
             Git::Directory => GitEntry::Directory,
-            Git::WorktreeOf(j) => {
+            Git::WorktreeOf(j) if !has_newline(specs, j % paths.len()) => {
                 GitEntry::File { gitdir: paths[j % paths.len()].join(format!(".git/worktrees/wt{i}")) }
             }
-            Git::Outside => GitEntry::File { gitdir: PathBuf::from(format!("/gitdirs/wt{i}")) },
+            Git::WorktreeOf(_) | Git::Outside => {
+                GitEntry::File { gitdir: PathBuf::from(format!("/gitdirs/wt{i}")) }
+            }
         };
         fs = fs.git(path, entry);
     }
