@@ -15,7 +15,8 @@ const TMPDIR_LITERAL: &str = concat!("\"TMP", "DIR\"");
 
 /// The source files that read `$TMPDIR`: the engine's, from each command's environment, and the app's, once at
 /// start.
-const TMPDIR_READERS: [&str; 2] = ["crates/uexec-engine/src/placement.rs", "crates/uexec/src/settings/mod.rs"];
+const TMPDIR_READERS: [&str; 2] =
+    ["crates/uexec-engine/src/placement.rs", "crates/uexec/src/settings/mod.rs"];
 
 /// ARCHITECTURE.md's claims that this check holds: the paragraph that starts with each marker names (as
 /// backticked paths) exactly the source files of `crates/*/src` where, outside test code, ...
