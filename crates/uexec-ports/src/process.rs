@@ -70,6 +70,19 @@ pub unsafe trait ChildSetup: Send + Sync + fmt::Debug {
     fn requires_fork(&self) -> bool {
         false
     }
+
+    /// Called first in the child, before its session, streams and working directory are set up and before any
+    /// hook's [`ChildSetup::run_in_child`], under the same rules. Returns true when it pointed the child's
+    /// future children at another PID namespace (`setns(fd, CLONE_NEWPID)`, possible only after entering the
+    /// user namespace that owns it, which needs [`ChildSetup::requires_fork`]): the process adapter then
+    /// creates the command as a new process in that namespace, a sibling of the child (a child of the
+    /// adapter), and the child only exits; the new process carries on with the session, the streams and every
+    /// hook's `run_in_child` (which runs in the namespaces entered here), and is the process the adapter
+    /// reports, waits for and signals. A process adapter that cannot do so fails the spawn. The default does
+    /// nothing.
+    fn enter_pid_namespace(&self) -> Result<bool, ChildSetupFailure> {
+        Ok(false)
+    }
 }
 
 /// Which processes a new process sees and may signal: which PID namespace a process adapter that keeps one

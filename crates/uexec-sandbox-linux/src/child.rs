@@ -121,6 +121,10 @@ pub(crate) struct MountPlan {
     /// The shared sandbox PID namespace's procfs (a detached mount made once in the parent), copied onto
     /// `/proc` instead of mounting a new one; the child has checked it runs in that namespace.
     pub(crate) procfs: Option<Arc<OwnedFd>>,
+    /// Mount a fresh procfs of the command's own PID namespace on `/proc`, failing the command when it cannot
+    /// (an ordinary user's sandbox, whose commands run in the PID namespace of the sandbox's user namespace:
+    /// the report says `/proc` shows this sandbox's commands only).
+    pub(crate) fresh_proc: bool,
 }
 
 /// How the child gets its mount namespace.
@@ -155,6 +159,9 @@ pub(crate) struct MountRoot {
 pub(crate) struct SandboxChild {
     /// The sandbox's user namespace to enter before anything else (no `CAP_SYS_ADMIN`; see `crate::userns`).
     pub(crate) userns: Option<Arc<OwnedFd>>,
+    /// The PID namespace (owned by `userns`) the command runs in: the child enters `userns` and then it in
+    /// `enter_pid_namespace`, and the process adapter creates the command in it (see `crate::userns`).
+    pub(crate) pid_namespace: Option<Arc<OwnedFd>>,
     /// The proxy's network namespace to enter first (domain-allowlist mode), kept open by this hook.
     pub(crate) netns: Option<Arc<OwnedFd>>,
     /// Mount namespace work, if any.
@@ -195,7 +202,9 @@ unsafe impl ChildSetup for SandboxChild {
         if let Some(expected) = self.in_pid_namespace {
             check_pid_namespace(expected)?;
         }
-        if let Some(userns) = &self.userns {
+        if let Some(userns) = &self.userns
+            && self.pid_namespace.is_none()
+        {
             let fd = userns.as_raw_fd() as usize;
             // SAFETY: setns on a namespace descriptor owned by `self`, with an integer flag; the child is a real
             // fork (`requires_fork`), single-threaded and sharing no file-system context, as the kernel requires.
@@ -241,6 +250,22 @@ unsafe impl ChildSetup for SandboxChild {
             }
         }
         Ok(())
+    }
+
+    fn enter_pid_namespace(&self) -> Result<bool, ChildSetupFailure> {
+        let (Some(userns), Some(pid_namespace)) = (&self.userns, &self.pid_namespace) else {
+            return Ok(false);
+        };
+        let fd = userns.as_raw_fd() as usize;
+        // SAFETY: setns on namespace descriptors owned by `self`, with integer flags; the child is a real fork
+        // (`requires_fork`: `userns` is set), single-threaded and sharing no file-system context.
+        let ret = unsafe { sys::syscall(libc::SYS_setns, [fd, libc::CLONE_NEWUSER as usize, 0, 0, 0, 0]) };
+        check(SETNS_USER, ret)?;
+        let fd = pid_namespace.as_raw_fd() as usize;
+        // SAFETY: as above; only this process's future children go to the namespace.
+        let ret = unsafe { sys::syscall(libc::SYS_setns, [fd, libc::CLONE_NEWPID as usize, 0, 0, 0, 0]) };
+        check("setns(CLONE_NEWPID) into the sandbox's PID namespace", ret)?;
+        Ok(true)
     }
 
     fn requires_fork(&self) -> bool {
@@ -555,6 +580,12 @@ fn build_tree(plan: &MountPlan, strict_proc: bool) -> Result<(), ChildSetupFailu
         let procfs = plan.procfs.as_deref().map_or(-1, AsRawFd::as_raw_fd);
         let fd = clone_detached(procfs)?;
         attach(fd, c"/proc")?;
+    } else if plan.fresh_proc {
+        let flags = (libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC) as usize;
+        // SAFETY: mount with static NUL-terminated source, target and type strings, no data.
+        let ret =
+            unsafe { sys::syscall(libc::SYS_mount, [ptr(c"proc"), ptr(c"/proc"), ptr(c"proc"), flags, 0, 0]) };
+        check("mount a procfs of the sandbox's PID namespace on /proc", ret)?;
     } else if plan.mode == MountMode::Privileged {
         mount_own_proc(plan.proc_hidepid, plan.procfs.as_deref());
     }

@@ -68,6 +68,9 @@ pub(crate) struct Plan {
     /// Why the sandbox's user namespace could not be made (without `CAP_SYS_ADMIN`: the commands then nest a
     /// user namespace of their own, and get neither the network namespaces nor the overlays).
     pub(crate) userns_missing: Option<String>,
+    /// Why the commands in the sandbox's user namespace get no PID namespace of the sandbox's own (`None`: they
+    /// do, or they do not run in that user namespace).
+    pub(crate) pid_namespace_missing: Option<String>,
 }
 
 impl Plan {
@@ -110,6 +113,7 @@ impl Plan {
             offline_missing: None,
             proxy_enterable: mounts == Some(MountMode::Privileged),
             userns_missing: None,
+            pid_namespace_missing: None,
         }
     }
 
@@ -604,17 +608,26 @@ impl Plan {
         if self.landlock_abi >= SCOPE_ABI {
             let detail = if self.shared_pid_namespace {
                 "landlock: no abstract UNIX socket connections outside the command's own sandbox; signals reach \
-                 this server's sandboxed commands only (they share one PID namespace, which holds nothing else)"
+                 this server's sandboxed commands only (they share one PID namespace, which holds nothing else, \
+                 and /proc shows only that namespace)"
+                    .to_owned()
             } else if self.mounts == Some(MountMode::Privileged) {
                 "landlock: no signals to and no abstract UNIX socket connections with processes outside the \
                  sandbox"
+                    .to_owned()
             } else {
-                // No procfs of its own without CAP_SYS_ADMIN: the inherited `/proc` lists the host's processes.
-                "landlock: no signals to and no abstract UNIX socket connections with processes outside the \
-                 sandbox; /proc is the host's (no PID namespace without CAP_SYS_ADMIN): other processes' command \
-                 lines are visible, their memory and environment are not"
+                // No procfs of its own without a PID namespace: the inherited `/proc` lists the host's processes.
+                let why = match &self.pid_namespace_missing {
+                    Some(why) => format!("the sandbox's PID namespace could not be made: {why}"),
+                    None => "no PID namespace without CAP_SYS_ADMIN or the sandbox's user namespace".to_owned(),
+                };
+                format!(
+                    "landlock: no signals to and no abstract UNIX socket connections with processes outside the \
+                     sandbox; /proc is the host's ({why}): other processes' command lines are visible, their \
+                     memory and environment are not"
+                )
             };
-            protection("scopes", ProtectionStatus::Enforced, detail.into())
+            protection("scopes", ProtectionStatus::Enforced, detail)
         } else {
             let why = if self.landlock_abi == 0 {
                 self.no_landlock()

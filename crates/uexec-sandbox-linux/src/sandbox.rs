@@ -50,6 +50,10 @@ pub struct LinuxSandbox {
     empty_dir: OnceLock<Option<Arc<OwnedFd>>>,
     /// The PID namespace every command runs in, shared by this server's sandboxed commands only.
     shared_pid_namespace: Option<SharedPidNamespace>,
+    /// Without `CAP_SYS_ADMIN` and without [`LinuxSandbox::with_pid_namespace`]: the PID namespace of this
+    /// sandbox's commands, owned by the sandbox's user namespace (made on the first command in it), or why it
+    /// could not be made.
+    user_pid_namespace: OnceLock<Result<crate::userns::UserPidNamespace, String>>,
     /// Mount namespaces built once per plan (see `crate::template`).
     templates: Templates,
     /// The directories commands see copy-on-write under `workspace-write` (see [`LinuxSandbox::with_copy_on_write`]).
@@ -322,6 +326,27 @@ impl LinuxSandbox {
         }
     }
 
+    /// The PID namespace of this sandbox's commands in the sandbox's user namespace, made on first use (see the
+    /// `user_pid_namespace` field), or why there is none.
+    fn user_pid_namespace(&self) -> Result<&crate::userns::UserPidNamespace, &str> {
+        self.user_pid_namespace
+            .get_or_init(|| crate::userns::UserPidNamespace::make().map_err(|failure| failure.text()))
+            .as_ref()
+            .map_err(String::as_str)
+    }
+
+    /// The PID namespace of a command made as `mode` (device, inode), and for the sandbox's user namespace its
+    /// descriptor (the command enters it), when it runs in one.
+    fn command_pid_namespace(&self, mode: Option<MountMode>) -> (Option<(u64, u64)>, Option<Arc<OwnedFd>>) {
+        if let Some(shared) = &self.shared_pid_namespace {
+            return (Some(shared.id), None);
+        }
+        match (mode, self.user_pid_namespace.get()) {
+            (Some(MountMode::SandboxUserNamespace), Some(Ok(ns))) => (Some(ns.id), Some(ns.namespace.clone())),
+            _ => (None, None),
+        }
+    }
+
     /// The offline namespace, when it was made.
     fn made_offline(&self) -> Option<&OfflineNamespace> {
         self.offline.get().and_then(Option::as_ref).filter(|offline| offline.is_made())
@@ -341,6 +366,12 @@ impl LinuxSandbox {
         plan.hide = !self.hidden.is_empty();
         plan.tool_files = self.tool_files.text();
         plan.shared_pid_namespace = self.shared_pid_namespace.is_some();
+        if plan.mounts == Some(MountMode::SandboxUserNamespace) && self.shared_pid_namespace.is_none() {
+            match self.user_pid_namespace() {
+                Ok(_) => plan.shared_pid_namespace = true,
+                Err(why) => plan.pid_namespace_missing = Some(why.to_owned()),
+            }
+        }
         if let Some(cow) = &self.copy_on_write {
             plan.copy_on_write = cow.dirs.iter().map(|d| d.path.clone()).collect();
             plan.copy_on_write_base = Some(cow.base.clone());
@@ -491,6 +522,8 @@ impl Sandbox for LinuxSandbox {
             Some(mode) => {
                 let mut mounts = mount_plan(mode, &layout, &spawn.cwd)?;
                 mounts.proc_hidepid = !plan.shared_pid_namespace;
+                // In the sandbox's PID namespace of an ordinary user's sandbox: a procfs of it, or no command.
+                mounts.fresh_proc = mode == MountMode::SandboxUserNamespace && plan.shared_pid_namespace;
                 mounts.procfs = self.shared_pid_namespace.as_ref().and_then(|shared| shared.procfs.clone());
                 if !mounts.hidden_dirs.is_empty() {
                     mounts.empty_dir = self.empty_dir();
@@ -528,7 +561,9 @@ impl Sandbox for LinuxSandbox {
         // In the sandbox's user namespace every capability the command holds is one there: none is kept (the
         // person has none outside either).
         let keep_capabilities = if userns.is_some() { 0 } else { child::kept_mask() };
+        let (in_pid_namespace, pid_namespace) = self.command_pid_namespace(plan.mounts);
         let hook = SandboxChild {
+            pid_namespace: pid_namespace.filter(|_| userns.is_some()),
             userns,
             netns,
             mounts,
@@ -536,7 +571,7 @@ impl Sandbox for LinuxSandbox {
             landlock,
             terminal_access: landlock_rules::terminal_access(plan.landlock_abi),
             seccomp: programs,
-            in_pid_namespace: self.shared_pid_namespace.as_ref().map(|shared| shared.id),
+            in_pid_namespace,
         };
         let requires_fork = uexec_ports::process::ChildSetup::requires_fork(&hook);
         tracing::debug!(report = %report, requires_fork, "sandbox prepared");
@@ -707,6 +742,7 @@ fn mount_plan(mode: MountMode, layout: &FsLayout, cwd: &Path) -> Result<MountPla
         copy_on_write: Vec::new(),
         cwd: c_path(cwd)?,
         proc_hidepid: true,
+        fresh_proc: false,
         procfs: None,
     })
 }

@@ -248,6 +248,7 @@ fn try_strategy(mode: MountMode) -> Result<(), ProbeFailure> {
         copy_on_write: Vec::new(),
         cwd: c"/".to_owned(),
         proc_hidepid: true,
+        fresh_proc: false,
         procfs: None,
     };
     child::try_mounts(&plan)

@@ -318,6 +318,167 @@ pub(crate) fn open_read_only(path: &CStr, stage: &'static str) -> Result<i32, St
     i32::try_from(fd).map_err(|_| StepFailure::new(stage, libc::EBADF))
 }
 
+/// The steps of [`UserPidNamespace::make`], as its helper names them.
+const UNSHARE_PID: &str = "unshare(CLONE_NEWPID) in the sandbox's user namespace";
+const FORK_INIT: &str = "fork (the init of the sandbox's PID namespace)";
+const OPEN_PID_NS: &str = "open /proc/self/ns/pid_for_children";
+const PIDFD_INIT: &str = "pidfd_open (the init of the sandbox's PID namespace)";
+const PID_STEPS: [&str; 4] = [UNSHARE_PID, FORK_INIT, OPEN_PID_NS, PIDFD_INIT];
+
+/// One PID namespace for a sandbox's commands, for a process without `CAP_SYS_ADMIN`: owned by the sandbox's
+/// user namespace, so that a command's child, once it entered that user namespace, may enter it
+/// (`setns(CLONE_NEWPID)` needs `CAP_SYS_ADMIN` in the namespace's owner and in the caller's user namespace)
+/// and mount a procfs of it (`crate::child`). Made by a helper that unshares it in the user namespace and
+/// forks its init (`uexec-init`, pid 1 there), then sends the namespace and a pidfd of the init and exits. The
+/// init reaps the namespace's orphans and exits when the last copy of the pipe's write end this value holds
+/// is closed: when the sandbox is dropped, or the server dies, even by SIGKILL; the kernel then kills every
+/// process of the namespace. Dropping it also kills the init at once.
+#[derive(Debug)]
+pub(crate) struct UserPidNamespace {
+    /// The namespace (an `nsfs` descriptor).
+    pub(crate) namespace: Arc<OwnedFd>,
+    /// Its device and inode.
+    pub(crate) id: (u64, u64),
+    /// The init, as a pidfd.
+    init: OwnedFd,
+    /// The write end of the pipe the init watches (close-on-exec: no command keeps it).
+    _alive: OwnedFd,
+}
+
+impl UserPidNamespace {
+    /// Make the namespace and its init, in the sandbox's user namespace (made first if need be).
+    pub(crate) fn make() -> Result<Self, StepFailure> {
+        let mut pipe = [-1i32; 2];
+        // SAFETY: pipe2 writes two descriptors into the two-element array.
+        if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(StepFailure::new("pipe2", last_errno()));
+        }
+        // SAFETY: both descriptors were just returned by pipe2 and are owned by nobody else.
+        let (reader, writer) = unsafe { (OwnedFd::from_raw_fd(pipe[0]), OwnedFd::from_raw_fd(pipe[1])) };
+        let (read_fd, write_fd) = (reader.as_raw_fd(), writer.as_raw_fd());
+        let [namespace, init] = in_user_namespace(&PID_STEPS, move || {
+            unshare(libc::CLONE_NEWPID, UNSHARE_PID)?;
+            // SAFETY: a plain fork (clone without CLONE_VM, returning twice on copies of this stack) of this
+            // single-threaded helper; the child runs `init_loop`, raw system calls only, and never returns.
+            let pid = unsafe { sys::syscall(libc::SYS_clone, [libc::SIGCHLD as usize, 0, 0, 0, 0, 0]) }
+                .map_err(|errno| StepFailure::new(FORK_INIT, errno))?;
+            if pid == 0 {
+                init_loop(read_fd, write_fd);
+            }
+            let namespace = open_read_only(c"/proc/self/ns/pid_for_children", OPEN_PID_NS)?;
+            // SAFETY: pidfd_open on the pid of this helper's own child, flags 0.
+            let pidfd = unsafe { sys::syscall(libc::SYS_pidfd_open, [pid, 0, 0, 0, 0, 0]) }
+                .map_err(|errno| StepFailure::new(PIDFD_INIT, errno))?;
+            Ok([namespace, i32::try_from(pidfd).map_err(|_| StepFailure::new(PIDFD_INIT, libc::EBADF))?])
+        })?;
+        drop(reader);
+        let id = {
+            use std::os::unix::fs::MetadataExt;
+            let file = std::fs::File::from(
+                namespace.try_clone().map_err(|e| StepFailure::new("dup", e.raw_os_error().unwrap_or(libc::EIO)))?,
+            );
+            let meta = file.metadata().map_err(|e| StepFailure::new("fstat", e.raw_os_error().unwrap_or(libc::EIO)))?;
+            (meta.dev(), meta.ino())
+        };
+        Ok(UserPidNamespace { namespace: Arc::new(namespace), id, init, _alive: writer })
+    }
+}
+
+impl Drop for UserPidNamespace {
+    fn drop(&mut self) {
+        // The init dies, and the kernel kills every process of the namespace with it. Its parent (the helper)
+        // is gone: whoever adopted it reaps it (uexec-pty's reaper in a subreaper host).
+        // SAFETY: pidfd_send_signal on the pidfd owned by `self`, no siginfo, flags 0.
+        let _ = unsafe {
+            sys::syscall(
+                libc::SYS_pidfd_send_signal,
+                [self.init.as_raw_fd() as usize, libc::SIGKILL as usize, 0, 0, 0, 0],
+            )
+        };
+    }
+}
+
+/// The init of a [`UserPidNamespace`] (pid 1 there): closes every descriptor but the pipe's read end, then reaps
+/// orphans until the pipe has no writer left, and exits. Raw system calls only (a fork of a helper).
+fn init_loop(read_fd: i32, write_fd: i32) -> ! {
+    // SAFETY: plain system calls on values of this process: block every signal (SIGCHLD is read from a
+    // signalfd; the others, sent from inside the namespace, would be ignored by an init anyway), name the
+    // process, close every descriptor but the read end, make the signalfd.
+    let signals = unsafe {
+        let all: u64 = !0;
+        let _ = sys::syscall(libc::SYS_rt_sigprocmask, [libc::SIG_SETMASK as usize, &raw const all as usize, 0, 8, 0, 0]);
+        let _ = sys::syscall(libc::SYS_prctl, [libc::PR_SET_NAME as usize, c"uexec-init".as_ptr() as usize, 0, 0, 0, 0]);
+        replace_arguments(b"uexec-init");
+        let _ = sys::syscall(libc::SYS_close, [write_fd as usize, 0, 0, 0, 0, 0]);
+        let keep = read_fd as u32;
+        if keep > 0 {
+            let _ = sys::syscall(libc::SYS_close_range, [0, (keep - 1) as usize, 0, 0, 0, 0]);
+        }
+        let _ = sys::syscall(libc::SYS_close_range, [(keep + 1) as usize, u32::MAX as usize, 0, 0, 0, 0]);
+        let child: u64 = 1 << (libc::SIGCHLD - 1);
+        sys::syscall(
+            libc::SYS_signalfd4,
+            [usize::MAX, &raw const child as usize, 8, (libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) as usize, 0, 0],
+        )
+        .map_or(-1, |fd| fd as i32)
+    };
+    // Without the signalfd (a descriptor limit) the loop wakes every 100 ms instead.
+    let timeout = if signals < 0 { 100 } else { -1 };
+    let mut drained = [0u8; 1024];
+    loop {
+        // SAFETY: reaps any exited child (orphans of the namespace are reparented to this init).
+        while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+        let mut watched = [
+            libc::pollfd { fd: read_fd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: signals, events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: poll on a local array of two pollfds (a negative fd is ignored).
+        let ready = unsafe { libc::poll(watched.as_mut_ptr(), 2, timeout) };
+        if (ready < 0 && last_errno() != libc::EINTR) || watched[0].revents != 0 {
+            // Readable or hung up: nobody writes to it, so every copy of the write end is gone.
+            // SAFETY: `_exit` runs nothing of the parent's.
+            unsafe { libc::_exit(0) }
+        }
+        if watched[1].revents != 0 {
+            // SAFETY: reads queued signal records into a local buffer (non-blocking).
+            while unsafe { libc::read(signals, drained.as_mut_ptr().cast(), drained.len()) } > 0 {}
+        }
+    }
+}
+
+/// Overwrite this process's command line (what `/proc/<pid>/cmdline` and `ps` show) with `name` alone, so that
+/// an init forked from the server without `exec` does not show the server's arguments to the commands of its
+/// namespace (as uexec-pty's inits do). Only this process's copy of the memory changes. Best effort: nothing is
+/// written unless `/proc/self/stat` names the area. Raw system calls only.
+fn replace_arguments(name: &[u8]) {
+    let mut stat = [0u8; 2048];
+    let Ok(fd) = open_read_only(c"/proc/self/stat", "open /proc/self/stat") else { return };
+    // SAFETY: read into a local buffer, then close the descriptor opened above.
+    let read = unsafe { sys::syscall(libc::SYS_read, [fd as usize, stat.as_mut_ptr() as usize, stat.len(), 0, 0, 0]) };
+    // SAFETY: closing the descriptor opened above.
+    let _ = unsafe { sys::syscall(libc::SYS_close, [fd as usize, 0, 0, 0, 0, 0]) };
+    let Ok(n) = read else { return };
+    let stat = stat.get(..n).unwrap_or_default();
+    // After the command name (which may hold spaces and parentheses; the last ')' ends it), `arg_start` and
+    // `arg_end` are the 46th and 47th fields.
+    let Some(close) = stat.iter().rposition(|&b| b == b')') else { return };
+    let mut fields = stat.get(close + 1..).unwrap_or_default().split(|&b| b == b' ').filter(|f| !f.is_empty());
+    let address = |field: &[u8]| std::str::from_utf8(field).ok().and_then(|t| t.trim().parse::<usize>().ok());
+    let (Some(start), Some(end)) = (fields.nth(45).and_then(address), fields.next().and_then(address)) else {
+        return;
+    };
+    let Some(length) = end.checked_sub(start).filter(|&len| len > name.len() && len < 1 << 20) else {
+        return;
+    };
+    // SAFETY: [arg_start, arg_end) is this process's argument area, mapped and writable (the initial stack); only
+    // this process's private copy of it is written, within its bounds (`length` > the name).
+    unsafe {
+        let area = start as *mut u8;
+        std::ptr::write_bytes(area, 0, length);
+        std::ptr::copy_nonoverlapping(name.as_ptr(), area, name.len());
+    }
+}
+
 /// In a helper: `unshare(flags)`, failing as `stage`.
 pub(crate) fn unshare(flags: i32, stage: &'static str) -> Result<(), StepFailure> {
     // SAFETY: unshare takes an integer flag set.

@@ -176,7 +176,7 @@ pub(super) fn spawn_child(
     // SAFETY: the report slot is inside the fresh mapping, aligned, and nothing else references it.
     unsafe { ptr::write_volatile(stack.report(), None) };
     let expected_parent = if parent_outside_namespace { None } else { Some(rustix::process::getpid()) };
-    let context = ChildContext::new(plan, stack.report(), ParentDeath::Armed { expected_parent });
+    let context = ChildContext::new(plan, stack.report(), fork, ParentDeath::Armed { expected_parent });
     let mut flags = libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD;
     if !fork {
         flags |= libc::CLONE_VM;
@@ -208,10 +208,29 @@ pub(super) fn spawn_child(
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     // SAFETY: the child has exec'd or exited (CLONE_VFORK), so nothing writes the slot any more.
     let report = unsafe { ptr::read_volatile(stack.report()) };
+    let moved_to = context.moved_to();
     stack.give_back();
     let Some(pid) = Pid::from_raw(pid) else {
         return Err(SpawnFailure::Os { call: "clone", errno: libc::ESRCH });
     };
+    if let Some(command) = moved_to {
+        // The child created the command in another PID namespace as our child, and exited: the command is the
+        // process to report (see `super::move_into_pid_namespace`).
+        reap_exited(pidfd.as_fd());
+        return match report {
+            None => rustix::process::pidfd_open(command, rustix::process::PidfdFlags::empty())
+                .map(|pidfd| (command, pidfd))
+                .map_err(|errno| {
+                    let _ = rustix::process::kill_process(command, rustix::process::Signal::KILL);
+                    reap_pid(command);
+                    SpawnFailure::Os { call: "pidfd_open", errno: errno.raw_os_error() }
+                }),
+            Some(failure) => {
+                reap_pid(command);
+                Err(SpawnFailure::Child(failure))
+            }
+        };
+    }
     match report {
         None => Ok((pid, pidfd)),
         Some(failure) => {
@@ -219,6 +238,11 @@ pub(super) fn spawn_child(
             Err(SpawnFailure::Child(failure))
         }
     }
+}
+
+/// Reap the child `pid`, which has exited or is about to (`ECHILD`: the reaper thread did).
+fn reap_pid(pid: Pid) {
+    while let Err(rustix::io::Errno::INTR) = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {}
 }
 
 /// Reap the child behind `pidfd`, which has exited or is about to.

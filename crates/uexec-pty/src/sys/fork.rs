@@ -93,7 +93,7 @@ pub(super) fn spawn_child(plan: &ChildPlan<'_>) -> Result<Pid, SpawnFailure> {
     // SAFETY: the report slot is inside the fresh mapping, aligned, and nothing else references it.
     unsafe { ptr::write_volatile(page.report(), None) };
     // The portable core arms no parent-death signal, on Linux either: it runs what macOS runs.
-    let context = ChildContext::new(plan, page.report(), ParentDeath::NotArmed);
+    let context = ChildContext::new(plan, page.report(), true, ParentDeath::NotArmed);
     let (done_reader, done_writer) = super::pipe_cloexec().map_err(os("pipe"))?;
     let blocked = SignalsBlocked::new().map_err(os("pthread_sigmask"))?;
     // SAFETY: the child runs only `child_main` and `_exit`, which follow the rules in the module doc of `sys`
@@ -124,6 +124,15 @@ pub(super) fn spawn_child(plan: &ChildPlan<'_>) -> Result<Pid, SpawnFailure> {
     let waited = super::wait_for_eof(done_reader.as_fd());
     // SAFETY: the child has exec'd or exited (or the read failed, and then the report is not trusted below).
     let report = unsafe { ptr::read_volatile(page.report()) };
+    // The child created the command in another PID namespace as our child, and exited: the command is the
+    // process to report (see `super::move_into_pid_namespace`).
+    let pid = match (&waited, context.moved_to()) {
+        (Ok(()), Some(command)) => {
+            reap(pid);
+            command
+        }
+        _ => pid,
+    };
     match (waited, report) {
         (Ok(()), None) => Ok(pid),
         (Ok(()), Some(failure)) => {

@@ -99,6 +99,9 @@ pub(crate) enum ChildStage {
     CloseFds,
     /// A [`ChildSetup`] hook, with the stage it named.
     Setup(&'static str),
+    /// Creating the command in the PID namespace a hook pointed the child's children at
+    /// (`ChildSetup::enter_pid_namespace`).
+    PidNamespace,
     /// `execve`.
     Exec,
 }
@@ -117,6 +120,7 @@ impl ChildStage {
             ChildStage::ParentGone => "getppid",
             ChildStage::CloseFds => "fcntl(FD_CLOEXEC)",
             ChildStage::Setup(stage) => stage,
+            ChildStage::PidNamespace => "clone(CLONE_PARENT) into the command's PID namespace",
             ChildStage::Exec => "execve",
         }
     }
@@ -198,16 +202,43 @@ enum ParentDeath {
 struct ChildContext<'a> {
     plan: &'a ChildPlan<'a>,
     report: *mut Option<ChildFailure>,
+    /// Where a child that created the command in another PID namespace (`ChildSetup::enter_pid_namespace`)
+    /// writes the command's pid (as the parent sees it) before it exits: [`MOVED_OFFSET`] bytes into the
+    /// report's page, shared with the parent. 0 when the child is the command.
+    moved_to: *mut i32,
+    /// True when the child has an address space of its own (a fork), false when it shares the spawner's.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    own_memory: bool,
     parent_death: ParentDeath,
     default_action: libc::sigaction,
 }
 
+/// Where [`ChildContext::moved_to`] lies in the report's page (the report is at its start, and smaller).
+const MOVED_OFFSET: usize = 64;
+
 impl<'a> ChildContext<'a> {
-    fn new(plan: &'a ChildPlan<'a>, report: *mut Option<ChildFailure>, parent_death: ParentDeath) -> Self {
+    /// `report` is the start of a page shared with the child (or of its address space).
+    fn new(
+        plan: &'a ChildPlan<'a>,
+        report: *mut Option<ChildFailure>,
+        own_memory: bool,
+        parent_death: ParentDeath,
+    ) -> Self {
+        const { assert!(size_of::<Option<ChildFailure>>() <= MOVED_OFFSET) };
         // SAFETY: an all-zero `sigaction` is a valid value: handler SIG_DFL (0), empty mask, no flags.
         let mut default_action: libc::sigaction = unsafe { std::mem::zeroed() };
         default_action.sa_sigaction = libc::SIG_DFL;
-        ChildContext { plan, report, parent_death, default_action }
+        let moved_to = report.cast::<u8>().wrapping_add(MOVED_OFFSET).cast::<i32>();
+        // SAFETY: the report's page is at least MOVED_OFFSET + 4 bytes long, aligned, and nothing reads it yet.
+        unsafe { ptr::write_volatile(moved_to, 0) };
+        ChildContext { plan, report, moved_to, own_memory, parent_death, default_action }
+    }
+
+    /// The pid of the command, when the child created it in another PID namespace and exited (read by the
+    /// parent once the child has exec'd or exited).
+    fn moved_to(&self) -> Option<Pid> {
+        // SAFETY: the slot lies in the report's page, written by the child only before it exited.
+        Pid::from_raw(unsafe { ptr::read_volatile(self.moved_to) })
     }
 }
 
@@ -350,6 +381,23 @@ fn child_main(context: &ChildContext<'_>) -> Result<Infallible, ChildFailure> {
             libc::sigaction(signal, &raw const context.default_action, ptr::null_mut());
         }
     }
+    let mut moved = false;
+    for hook in plan.setup {
+        moved |= hook.enter_pid_namespace().map_err(|failure| ChildFailure {
+            stage: ChildStage::Setup(failure.stage),
+            errno: failure.errno,
+        })?;
+    }
+    if moved {
+        return move_into_pid_namespace(context);
+    }
+    child_rest(context, context.parent_death)
+}
+
+/// The rest of the child's work, in the process that becomes the command (the child, or the process it
+/// created in another PID namespace). Only returns on failure.
+fn child_rest(context: &ChildContext<'_>, parent_death: ParentDeath) -> Result<Infallible, ChildFailure> {
+    let plan = context.plan;
     rustix::process::setsid().map_err(fail(ChildStage::Setsid))?;
     match plan.stdio {
         ChildStdio::Pty { slave } => {
@@ -373,7 +421,7 @@ fn child_main(context: &ChildContext<'_>) -> Result<Infallible, ChildFailure> {
         }
     }
     rustix::process::chdir(plan.cwd).map_err(fail(ChildStage::Chdir))?;
-    match context.parent_death {
+    match parent_death {
         #[cfg(target_os = "linux")]
         ParentDeath::Armed { expected_parent } => {
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
@@ -403,6 +451,77 @@ fn child_main(context: &ChildContext<'_>) -> Result<Infallible, ChildFailure> {
     }
     let errno = io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOEXEC);
     Err(ChildFailure { stage: ChildStage::Exec, errno })
+}
+
+/// The child has pointed its children at another PID namespace (`ChildSetup::enter_pid_namespace`): it creates
+/// the command there as the spawner's other child (`clone(CLONE_PARENT | CLONE_VFORK)`, a copy of this address
+/// space on a stack of its own: this child's stack may be shared with the spawner), waits until the command has
+/// exec'd or failed (its failure goes to the report slot), writes the command's pid where the spawner reads it
+/// and exits. Before `setsid`, so that the command leads its own session and this child leaves no session or
+/// terminal behind. Only returns on failure.
+#[cfg(target_os = "linux")]
+fn move_into_pid_namespace(context: &ChildContext<'_>) -> Result<Infallible, ChildFailure> {
+    let failed = |errno: Option<i32>| ChildFailure { stage: ChildStage::PidNamespace, errno: errno.unwrap_or(libc::EIO) };
+    if !context.own_memory {
+        // The command would be created from memory the spawner shares: a hook that moves it must ask for a fork.
+        return Err(failed(Some(libc::EINVAL)));
+    }
+    const STACK: usize = 256 * 1024;
+    // SAFETY: a new private anonymous mapping at an address the kernel picks (this child's own address space).
+    let stack = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            STACK,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    };
+    if stack == libc::MAP_FAILED {
+        return Err(failed(io::Error::last_os_error().raw_os_error()));
+    }
+    let top = ((stack as usize + STACK) & !15usize) as *mut libc::c_void;
+    let flags = libc::CLONE_PARENT | libc::CLONE_VFORK | libc::SIGCHLD;
+    // SAFETY: `moved_entry` runs on the fresh stack in a copy of this address space (no CLONE_VM) and only reads
+    // `context`, which this process keeps until it exits, after the command has exec'd or exited.
+    let pid = unsafe { libc::clone(moved_entry, top, flags, ptr::from_ref(context).cast_mut().cast(), ptr::null_mut::<c_int>()) };
+    if pid < 0 {
+        return Err(failed(io::Error::last_os_error().raw_os_error()));
+    }
+    // SAFETY: the slot is in the page shared with the spawner (see `ChildContext::moved_to`); `_exit` runs no
+    // atexit handlers. The command has exec'd or exited (CLONE_VFORK); a failure it had is in the report slot.
+    unsafe {
+        ptr::write_volatile(context.moved_to, pid);
+        libc::_exit(0)
+    }
+}
+
+/// The command created by [`move_into_pid_namespace`]: the rest of the child's work, a failure in the report.
+#[cfg(target_os = "linux")]
+extern "C" fn moved_entry(argument: *mut libc::c_void) -> c_int {
+    // SAFETY: `argument` is the `ChildContext` of the process that created this one, copied with its memory.
+    let context = unsafe { &*argument.cast::<ChildContext<'_>>() };
+    // Its parent (the spawner) lies outside its PID namespace, where `getppid` gives 0.
+    let parent_death = match context.parent_death {
+        ParentDeath::Armed { .. } => ParentDeath::Armed { expected_parent: None },
+        ParentDeath::NotArmed => ParentDeath::NotArmed,
+    };
+    let failure = match child_rest(context, parent_death) {
+        Err(failure) => failure,
+        Ok(never) => match never {},
+    };
+    // SAFETY: the report slot is in the page shared with the spawner; `_exit` runs no atexit handlers.
+    unsafe {
+        ptr::write_volatile(context.report, Some(failure));
+        libc::_exit(127)
+    }
+}
+
+/// Elsewhere no process can be created as its parent's other child: the hook's request fails the spawn.
+#[cfg(not(target_os = "linux"))]
+fn move_into_pid_namespace(_context: &ChildContext<'_>) -> Result<Infallible, ChildFailure> {
+    Err(ChildFailure { stage: ChildStage::PidNamespace, errno: libc::ENOSYS })
 }
 
 /// Unblock every signal of the calling thread (in the child, just before `execve`).
