@@ -199,6 +199,14 @@ const AT_FDCWD: usize = libc::AT_FDCWD as isize as usize;
 // step returns an error value).
 unsafe impl ChildSetup for SandboxChild {
     fn run_in_child(&self) -> Result<(), ChildSetupFailure> {
+        if let (Some(userns), Some(_)) = (&self.userns, &self.pid_namespace)
+            && !in_namespace_of(userns.as_raw_fd(), c"/proc/self/ns/user")?
+        {
+            // A process adapter that did not call `enter_pid_namespace` (a `std::process::Command` with this hook
+            // in `pre_exec`): enter the namespaces here, and this process stays behind as a relay.
+            self.enter_pid_namespace()?;
+            relay_to_child()?;
+        }
         if let Some(expected) = self.in_pid_namespace {
             check_pid_namespace(expected)?;
         }
@@ -671,6 +679,55 @@ fn mount_own_proc(hidepid: bool, procfs: Option<&OwnedFd>) {
     // SAFETY: mount with static NUL-terminated source, target, type and data strings (or no data).
     let _ =
         unsafe { sys::syscall(libc::SYS_mount, [ptr(c"proc"), ptr(c"/proc"), ptr(c"proc"), flags, data, 0]) };
+}
+
+/// True when the namespace file `path` of the calling process (`/proc/self/ns/...`) is the namespace `fd`.
+fn in_namespace_of(fd: i32, path: &CStr) -> Result<bool, ChildSetupFailure> {
+    const STAGE: &str = "comparing the sandbox's user namespace with the child's";
+    // SAFETY: all-zero `stat`s are valid values for the kernel to overwrite.
+    let (mut ours, mut theirs): (libc::stat, libc::stat) = unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+    // SAFETY: fstat of a descriptor and stat of a NUL-terminated path, into local buffers.
+    let ret = unsafe { sys::syscall(libc::SYS_fstat, [fd as usize, &raw mut ours as usize, 0, 0, 0, 0]) };
+    check(STAGE, ret)?;
+    // SAFETY: as above.
+    let ret =
+        unsafe { sys::syscall(libc::SYS_newfstatat, [AT_FDCWD, ptr(path), &raw mut theirs as usize, 0, 0, 0]) };
+    check(STAGE, ret)?;
+    Ok((ours.st_dev, ours.st_ino) == (theirs.st_dev, theirs.st_ino))
+}
+
+/// For a process adapter that only calls `run_in_child` after `enter_pid_namespace` pointed this process's
+/// children at the sandbox's PID namespace: fork, and return in the child (the command, in the namespace). This
+/// process becomes a relay: it closes every descriptor but the standard streams (the adapter's exec-report pipe
+/// among them, so that the adapter sees the command's `exec`), waits for the command and exits with its exit
+/// code, or 128 + the signal that ended it. A signal sent to the relay's pid alone does not reach the command
+/// (one sent to the process group does); uexec-pty creates the command in the namespace itself instead.
+fn relay_to_child() -> Result<(), ChildSetupFailure> {
+    // SAFETY: a plain fork (clone without CLONE_VM, returning twice on copies of this stack) of this child.
+    let pid = unsafe { sys::syscall(libc::SYS_clone, [libc::SIGCHLD as usize, 0, 0, 0, 0, 0]) };
+    let pid = check("fork (the command, in the sandbox's PID namespace)", pid)?;
+    if pid == 0 {
+        return Ok(());
+    }
+    // SAFETY: close_range on this process's own descriptors, flags 0.
+    let _ = unsafe { sys::syscall(libc::SYS_close_range, [3, u32::MAX as usize, 0, 0, 0, 0]) };
+    let mut status: i32 = 0;
+    loop {
+        // SAFETY: wait4 for this process's child, into a local; no rusage.
+        let waited = unsafe { sys::syscall(libc::SYS_wait4, [pid, &raw mut status as usize, 0, 0, 0, 0]) };
+        match waited {
+            Err(libc::EINTR) => {}
+            Ok(_) => break,
+            Err(_) => {
+                status = 127 << 8;
+                break;
+            }
+        }
+    }
+    let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) };
+    // SAFETY: exit_group ends this process without running anything of the parent's.
+    let _ = unsafe { sys::syscall(libc::SYS_exit_group, [code as usize, 0, 0, 0, 0, 0]) };
+    Err(ChildSetupFailure { stage: "exit_group", errno: libc::EIO })
 }
 
 /// Fail unless the calling process runs in the PID namespace `expected` (device and inode).

@@ -20,7 +20,8 @@ use std::fs;
 use serde_json::json;
 
 use common::{
-    McpServer, Workspace, exit_code, is_error, marker_seconds, text, uexec_command, wait_gone, wait_present,
+    McpServer, Transport, Workspace, exit_code, is_error, marker_seconds, text, uexec_command, wait_gone,
+    wait_present,
 };
 
 /// Where this test process runs.
@@ -111,9 +112,15 @@ fn the_report_says_what_this_environment_enforces() {
     if environment() != Environment::Container {
         assert!(report.contains("every protection of this policy is enforced here"), "{report}");
     }
-    // Without a PID namespace of its own a command's `/proc` lists the host's processes, and the report says so.
+    // Without a PID namespace of its own (the container) a command's `/proc` lists the host's processes, and the
+    // report says so; root's and the user's commands share their server's namespace and its `/proc`.
     let scopes = report.lines().find(|l| l.trim_start().starts_with("scopes")).unwrap_or_default();
-    assert_eq!(scopes.contains("/proc is the host's"), environment() != Environment::Root, "{report}");
+    assert_eq!(scopes.contains("/proc is the host's"), environment() == Environment::Container, "{report}");
+    assert_eq!(
+        scopes.contains("/proc shows only that namespace"),
+        environment() != Environment::Container,
+        "{report}"
+    );
 }
 
 /// Writes into the workspace, into `.git/config` and outside every writable root, saying which held.
@@ -373,4 +380,59 @@ fn background_jobs_die_with_a_sigkilled_server() {
         let left = wait_gone(&["sleep", marker], std::time::Duration::from_secs(30));
         assert!(left.is_empty(), "{left:?} outlived the server ({marker}, {:?})", environment());
     }
+}
+
+/// Start `sleep MARKER` as a background job of a session of `server` that stays open.
+fn start_job(server: &mut McpServer, marker: &str) {
+    let cmd = format!("sleep {marker} >/dev/null 2>&1 & echo started; wait");
+    let r = server.call("exec_command", json!({ "cmd": cmd, "login": false, "yield_time_ms": 500 }));
+    assert!(!is_error(&r) && text(&r).contains("started"), "{r}");
+    assert!(!wait_present(&["sleep", marker], std::time::Duration::from_secs(30)).is_empty(), "{marker} runs");
+}
+
+/// What a sandboxed command of `server` lists of the processes it can see (their command lines).
+fn listed(server: &mut McpServer) -> String {
+    exec(server, "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done; ps axww -o args")
+}
+
+/// One PID namespace per server and per HTTP client, with its own `/proc`: a sandboxed command lists its own
+/// server's (client's) background job, the allowed twin, and never another server's or client's command line,
+/// as root and as an ordinary user (the sandbox's PID namespace, made in its user namespace). In the container
+/// there is none: the other's command line shows, and the report says `/proc` is the host's.
+#[test]
+fn each_server_and_each_http_client_sees_only_its_own_commands() {
+    let ws = Workspace::new();
+    let isolated = environment() != Environment::Container;
+    let (mine, theirs) = (marker_seconds(60), marker_seconds(61));
+    let mut first = McpServer::start_initialized(&ws, &["--allow-degraded-sandbox"], false);
+    let mut second = McpServer::start_initialized(&ws, &["--allow-degraded-sandbox"], false);
+    start_job(&mut first, &mine);
+    start_job(&mut second, &theirs);
+    let seen = listed(&mut first);
+    assert!(seen.contains(&format!("sleep {mine}")), "the server's own job is listed: {seen}");
+    assert_eq!(seen.contains(&format!("sleep {theirs}")), !isolated, "another server's job ({isolated}): {seen}");
+    if isolated {
+        assert!(!seen.contains("uexec mcp"), "no server's command line is listed: {seen}");
+    }
+
+    // Two clients of one listening server.
+    let (mine, theirs) = (marker_seconds(62), marker_seconds(63));
+    let mut server =
+        McpServer::start_initialized_over(Transport::Http, &ws, &["--allow-degraded-sandbox"], false);
+    let mut other = server.another_http_client();
+    other.initialize(false);
+    start_job(&mut server, &mine);
+    start_job(&mut other, &theirs);
+    let seen = listed(&mut server);
+    assert!(seen.contains(&format!("sleep {mine}")), "the client's own job is listed: {seen}");
+    assert_eq!(seen.contains(&format!("sleep {theirs}")), !isolated, "another client's job ({isolated}): {seen}");
+    let seen = listed(&mut other);
+    assert!(seen.contains(&format!("sleep {theirs}")), "the other client's own job is listed: {seen}");
+    assert_eq!(seen.contains(&format!("sleep {mine}")), !isolated, "the first client's job ({isolated}): {seen}");
+
+    // The report says which it is.
+    let (code, report, stderr) = run(&ws, &["sandbox-report"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let scopes = report.lines().find(|l| l.trim_start().starts_with("scopes")).unwrap_or_default();
+    assert_eq!(scopes.contains("/proc is the host's"), !isolated, "{report}");
 }
