@@ -591,8 +591,9 @@ fn build_tree(plan: &MountPlan, strict_proc: bool) -> Result<(), ChildSetupFailu
     } else if plan.fresh_proc {
         let flags = (libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC) as usize;
         // SAFETY: mount with static NUL-terminated source, target and type strings, no data.
-        let ret =
-            unsafe { sys::syscall(libc::SYS_mount, [ptr(c"proc"), ptr(c"/proc"), ptr(c"proc"), flags, 0, 0]) };
+        let ret = unsafe {
+            sys::syscall(libc::SYS_mount, [ptr(c"proc"), ptr(c"/proc"), ptr(c"proc"), flags, 0, 0])
+        };
         check("mount a procfs of the sandbox's PID namespace on /proc", ret)?;
     } else if plan.mode == MountMode::Privileged {
         mount_own_proc(plan.proc_hidepid, plan.procfs.as_deref());
@@ -685,13 +686,15 @@ fn mount_own_proc(hidepid: bool, procfs: Option<&OwnedFd>) {
 fn in_namespace_of(fd: i32, path: &CStr) -> Result<bool, ChildSetupFailure> {
     const STAGE: &str = "comparing the sandbox's user namespace with the child's";
     // SAFETY: all-zero `stat`s are valid values for the kernel to overwrite.
-    let (mut ours, mut theirs): (libc::stat, libc::stat) = unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+    let (mut ours, mut theirs): (libc::stat, libc::stat) =
+        unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
     // SAFETY: fstat of a descriptor and stat of a NUL-terminated path, into local buffers.
     let ret = unsafe { sys::syscall(libc::SYS_fstat, [fd as usize, &raw mut ours as usize, 0, 0, 0, 0]) };
     check(STAGE, ret)?;
     // SAFETY: as above.
-    let ret =
-        unsafe { sys::syscall(libc::SYS_newfstatat, [AT_FDCWD, ptr(path), &raw mut theirs as usize, 0, 0, 0]) };
+    let ret = unsafe {
+        sys::syscall(libc::SYS_newfstatat, [AT_FDCWD, ptr(path), &raw mut theirs as usize, 0, 0, 0])
+    };
     check(STAGE, ret)?;
     Ok((ours.st_dev, ours.st_ino) == (theirs.st_dev, theirs.st_ino))
 }

@@ -619,7 +619,9 @@ impl Plan {
                 // No procfs of its own without a PID namespace: the inherited `/proc` lists the host's processes.
                 let why = match &self.pid_namespace_missing {
                     Some(why) => format!("the sandbox's PID namespace could not be made: {why}"),
-                    None => "no PID namespace without CAP_SYS_ADMIN or the sandbox's user namespace".to_owned(),
+                    None => {
+                        "no PID namespace without CAP_SYS_ADMIN or the sandbox's user namespace".to_owned()
+                    }
                 };
                 format!(
                     "landlock: no signals to and no abstract UNIX socket connections with processes outside the \

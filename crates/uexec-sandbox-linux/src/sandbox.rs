@@ -342,7 +342,9 @@ impl LinuxSandbox {
             return (Some(shared.id), None);
         }
         match (mode, self.user_pid_namespace.get()) {
-            (Some(MountMode::SandboxUserNamespace), Some(Ok(ns))) => (Some(ns.id), Some(ns.namespace.clone())),
+            (Some(MountMode::SandboxUserNamespace), Some(Ok(ns))) => {
+                (Some(ns.id), Some(ns.namespace.clone()))
+            }
             _ => (None, None),
         }
     }

@@ -375,9 +375,13 @@ impl UserPidNamespace {
         let id = {
             use std::os::unix::fs::MetadataExt;
             let file = std::fs::File::from(
-                namespace.try_clone().map_err(|e| StepFailure::new("dup", e.raw_os_error().unwrap_or(libc::EIO)))?,
+                namespace
+                    .try_clone()
+                    .map_err(|e| StepFailure::new("dup", e.raw_os_error().unwrap_or(libc::EIO)))?,
             );
-            let meta = file.metadata().map_err(|e| StepFailure::new("fstat", e.raw_os_error().unwrap_or(libc::EIO)))?;
+            let meta = file
+                .metadata()
+                .map_err(|e| StepFailure::new("fstat", e.raw_os_error().unwrap_or(libc::EIO)))?;
             (meta.dev(), meta.ino())
         };
         Ok(UserPidNamespace { namespace: Arc::new(namespace), id, init, _alive: writer })
@@ -406,8 +410,14 @@ fn init_loop(read_fd: i32, write_fd: i32) -> ! {
     // process, close every descriptor but the read end, make the signalfd.
     let signals = unsafe {
         let all: u64 = !0;
-        let _ = sys::syscall(libc::SYS_rt_sigprocmask, [libc::SIG_SETMASK as usize, &raw const all as usize, 0, 8, 0, 0]);
-        let _ = sys::syscall(libc::SYS_prctl, [libc::PR_SET_NAME as usize, c"uexec-init".as_ptr() as usize, 0, 0, 0, 0]);
+        let _ = sys::syscall(
+            libc::SYS_rt_sigprocmask,
+            [libc::SIG_SETMASK as usize, &raw const all as usize, 0, 8, 0, 0],
+        );
+        let _ = sys::syscall(
+            libc::SYS_prctl,
+            [libc::PR_SET_NAME as usize, c"uexec-init".as_ptr() as usize, 0, 0, 0, 0],
+        );
         replace_arguments(b"uexec-init");
         let _ = sys::syscall(libc::SYS_close, [write_fd as usize, 0, 0, 0, 0, 0]);
         let keep = read_fd as u32;
@@ -418,7 +428,14 @@ fn init_loop(read_fd: i32, write_fd: i32) -> ! {
         let child: u64 = 1 << (libc::SIGCHLD - 1);
         sys::syscall(
             libc::SYS_signalfd4,
-            [usize::MAX, &raw const child as usize, 8, (libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) as usize, 0, 0],
+            [
+                usize::MAX,
+                &raw const child as usize,
+                8,
+                (libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) as usize,
+                0,
+                0,
+            ],
         )
         .map_or(-1, |fd| fd as i32)
     };
@@ -454,7 +471,9 @@ fn replace_arguments(name: &[u8]) {
     let mut stat = [0u8; 2048];
     let Ok(fd) = open_read_only(c"/proc/self/stat", "open /proc/self/stat") else { return };
     // SAFETY: read into a local buffer, then close the descriptor opened above.
-    let read = unsafe { sys::syscall(libc::SYS_read, [fd as usize, stat.as_mut_ptr() as usize, stat.len(), 0, 0, 0]) };
+    let read = unsafe {
+        sys::syscall(libc::SYS_read, [fd as usize, stat.as_mut_ptr() as usize, stat.len(), 0, 0, 0])
+    };
     // SAFETY: closing the descriptor opened above.
     let _ = unsafe { sys::syscall(libc::SYS_close, [fd as usize, 0, 0, 0, 0, 0]) };
     let Ok(n) = read else { return };
@@ -462,7 +481,8 @@ fn replace_arguments(name: &[u8]) {
     // After the command name (which may hold spaces and parentheses; the last ')' ends it), `arg_start` and
     // `arg_end` are the 46th and 47th fields.
     let Some(close) = stat.iter().rposition(|&b| b == b')') else { return };
-    let mut fields = stat.get(close + 1..).unwrap_or_default().split(|&b| b == b' ').filter(|f| !f.is_empty());
+    let mut fields =
+        stat.get(close + 1..).unwrap_or_default().split(|&b| b == b' ').filter(|f| !f.is_empty());
     let address = |field: &[u8]| std::str::from_utf8(field).ok().and_then(|t| t.trim().parse::<usize>().ok());
     let (Some(start), Some(end)) = (fields.nth(45).and_then(address), fields.next().and_then(address)) else {
         return;

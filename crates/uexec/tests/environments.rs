@@ -113,12 +113,13 @@ fn the_report_says_what_this_environment_enforces() {
         assert!(report.contains("every protection of this policy is enforced here"), "{report}");
     }
     // Without a PID namespace of its own (the container) a command's `/proc` lists the host's processes, and the
-    // report says so; root's and the user's commands share their server's namespace and its `/proc`.
+    // report says so; the user's commands share their sandbox's namespace and its `/proc` (root's, outside a
+    // server, get one `hidepid` procfs each).
     let scopes = report.lines().find(|l| l.trim_start().starts_with("scopes")).unwrap_or_default();
     assert_eq!(scopes.contains("/proc is the host's"), environment() == Environment::Container, "{report}");
     assert_eq!(
         scopes.contains("/proc shows only that namespace"),
-        environment() != Environment::Container,
+        environment() == Environment::User,
         "{report}"
     );
 }
@@ -387,7 +388,10 @@ fn start_job(server: &mut McpServer, marker: &str) {
     let cmd = format!("sleep {marker} >/dev/null 2>&1 & echo started; wait");
     let r = server.call("exec_command", json!({ "cmd": cmd, "login": false, "yield_time_ms": 500 }));
     assert!(!is_error(&r) && text(&r).contains("started"), "{r}");
-    assert!(!wait_present(&["sleep", marker], std::time::Duration::from_secs(30)).is_empty(), "{marker} runs");
+    assert!(
+        !wait_present(&["sleep", marker], std::time::Duration::from_secs(30)).is_empty(),
+        "{marker} runs"
+    );
 }
 
 /// What a sandboxed command of `server` lists of the processes it can see (their command lines).
@@ -410,7 +414,11 @@ fn each_server_and_each_http_client_sees_only_its_own_commands() {
     start_job(&mut second, &theirs);
     let seen = listed(&mut first);
     assert!(seen.contains(&format!("sleep {mine}")), "the server's own job is listed: {seen}");
-    assert_eq!(seen.contains(&format!("sleep {theirs}")), !isolated, "another server's job ({isolated}): {seen}");
+    assert_eq!(
+        seen.contains(&format!("sleep {theirs}")),
+        !isolated,
+        "another server's job ({isolated}): {seen}"
+    );
     if isolated {
         assert!(!seen.contains("uexec mcp"), "no server's command line is listed: {seen}");
     }
@@ -425,10 +433,18 @@ fn each_server_and_each_http_client_sees_only_its_own_commands() {
     start_job(&mut other, &theirs);
     let seen = listed(&mut server);
     assert!(seen.contains(&format!("sleep {mine}")), "the client's own job is listed: {seen}");
-    assert_eq!(seen.contains(&format!("sleep {theirs}")), !isolated, "another client's job ({isolated}): {seen}");
+    assert_eq!(
+        seen.contains(&format!("sleep {theirs}")),
+        !isolated,
+        "another client's job ({isolated}): {seen}"
+    );
     let seen = listed(&mut other);
     assert!(seen.contains(&format!("sleep {theirs}")), "the other client's own job is listed: {seen}");
-    assert_eq!(seen.contains(&format!("sleep {mine}")), !isolated, "the first client's job ({isolated}): {seen}");
+    assert_eq!(
+        seen.contains(&format!("sleep {mine}")),
+        !isolated,
+        "the first client's job ({isolated}): {seen}"
+    );
 
     // The report says which it is.
     let (code, report, stderr) = run(&ws, &["sandbox-report"]);

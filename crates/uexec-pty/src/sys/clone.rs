@@ -242,7 +242,9 @@ pub(super) fn spawn_child(
 
 /// Reap the child `pid`, which has exited or is about to (`ECHILD`: the reaper thread did).
 fn reap_pid(pid: Pid) {
-    while let Err(rustix::io::Errno::INTR) = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {}
+    while let Err(rustix::io::Errno::INTR) =
+        rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty())
+    {}
 }
 
 /// Reap the child behind `pidfd`, which has exited or is about to.

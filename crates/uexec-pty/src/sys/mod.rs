@@ -461,7 +461,10 @@ fn child_rest(context: &ChildContext<'_>, parent_death: ParentDeath) -> Result<I
 /// terminal behind. Only returns on failure.
 #[cfg(target_os = "linux")]
 fn move_into_pid_namespace(context: &ChildContext<'_>) -> Result<Infallible, ChildFailure> {
-    let failed = |errno: Option<i32>| ChildFailure { stage: ChildStage::PidNamespace, errno: errno.unwrap_or(libc::EIO) };
+    let failed = |errno: Option<i32>| ChildFailure {
+        stage: ChildStage::PidNamespace,
+        errno: errno.unwrap_or(libc::EIO),
+    };
     if !context.own_memory {
         // The command would be created from memory the spawner shares: a hook that moves it must ask for a fork.
         return Err(failed(Some(libc::EINVAL)));
@@ -485,7 +488,15 @@ fn move_into_pid_namespace(context: &ChildContext<'_>) -> Result<Infallible, Chi
     let flags = libc::CLONE_PARENT | libc::CLONE_VFORK | libc::SIGCHLD;
     // SAFETY: `moved_entry` runs on the fresh stack in a copy of this address space (no CLONE_VM) and only reads
     // `context`, which this process keeps until it exits, after the command has exec'd or exited.
-    let pid = unsafe { libc::clone(moved_entry, top, flags, ptr::from_ref(context).cast_mut().cast(), ptr::null_mut::<c_int>()) };
+    let pid = unsafe {
+        libc::clone(
+            moved_entry,
+            top,
+            flags,
+            ptr::from_ref(context).cast_mut().cast(),
+            ptr::null_mut::<c_int>(),
+        )
+    };
     if pid < 0 {
         return Err(failed(io::Error::last_os_error().raw_os_error()));
     }
