@@ -588,6 +588,112 @@ async fn setup_hooks_run_in_the_child_in_both_clone_modes(spawner: PtySpawner) {
     }
 }
 
+/// Points the child's children at a PID namespace (`enter_pid_namespace`), as an unprivileged sandbox does with
+/// the one of its user namespace.
+#[derive(Debug)]
+struct PidNamespaceHook {
+    namespace: std::os::fd::OwnedFd,
+    fork: bool,
+}
+
+// SAFETY: setns is a plain system call on a descriptor prepared before the spawn; nothing allocates.
+unsafe impl ChildSetup for PidNamespaceHook {
+    fn run_in_child(&self) -> Result<(), ChildSetupFailure> {
+        Ok(())
+    }
+
+    fn enter_pid_namespace(&self) -> Result<bool, ChildSetupFailure> {
+        rustix::thread::move_into_link_name_space(
+            std::os::fd::AsFd::as_fd(&self.namespace),
+            Some(rustix::thread::LinkNameSpaceType::ProcessID),
+        )
+        .map_err(|e| ChildSetupFailure { stage: "setns(CLONE_NEWPID)", errno: e.raw_os_error() })?;
+        Ok(true)
+    }
+
+    fn requires_fork(&self) -> bool {
+        self.fork
+    }
+}
+
+/// `NSpid` of `/proc/self/status` as the command prints it: its pid in each namespace, outermost first.
+fn nspids(text: &str) -> Vec<u32> {
+    let line =
+        text.lines().find(|l| l.starts_with("NSpid:")).unwrap_or_else(|| panic!("no NSpid in {text:?}"));
+    line.split_whitespace().skip(1).map(|n| n.parse().unwrap()).collect()
+}
+
+/// Needs root: entering a PID namespace (`setns(CLONE_NEWPID)`) needs `CAP_SYS_ADMIN`; uexec's unprivileged
+/// sandbox does it from its own user namespace (tested as an ordinary user by `uexec/tests/environments.rs`).
+/// A hook that points the child's children at a PID namespace gets the command created there, as the spawner's
+/// own child: the process the spawner reports (pid, exit code, `kill_tree`) is the command, with a pid of its
+/// own in that namespace. The twin: without the hook the command is in the test's namespace. Denied: a hook that
+/// asks for it in a child sharing the spawner's memory fails the spawn, naming the step.
+async fn as_root_a_hook_moves_the_command_into_a_pid_namespace(spawner: PtySpawner) {
+    let marker = marker();
+    let init = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--kill-child", "sleep", &marker])
+        .spawn()
+        .unwrap();
+    let init = KillOnDrop(init);
+    let path = format!("/proc/{}/ns/pid_for_children", init.0.id());
+    let mut namespace = None;
+    eventually("the namespace's init runs", || {
+        namespace = std::fs::File::open(&path).ok().filter(|_| !sleepers(&marker).is_empty());
+        namespace.is_some()
+    })
+    .await;
+    let namespace: std::os::fd::OwnedFd = namespace.unwrap().into();
+    // The shell reads its own status (`/proc` is the test's: `/proc/self` is the reader, here the shell itself).
+    let script = "while read -r l; do case $l in NSpid*) echo \"$l\";; esac; done < /proc/self/status; \
+                  echo pid=$$; exit 7";
+    for tty in [false, true] {
+        let mut request = sh(script, tty);
+        let dup = rustix::io::dup(&namespace).unwrap();
+        request.setup = vec![Arc::new(PidNamespaceHook { namespace: dup, fork: true })];
+        let mut process = spawner.start(request);
+        let pid = process.control.pid();
+        let text = String::from_utf8(drain(&mut process.output).await).unwrap();
+        let ids = nspids(&text);
+        assert_eq!(ids.len(), 2, "in a nested namespace (tty={tty}): {text}");
+        assert_eq!(ids[0], pid, "the reported pid is the command's (tty={tty}): {text}");
+        assert!(text.contains(&format!("pid={}", ids[1])), "$$ is its pid in the namespace: {text}");
+        assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(7));
+    }
+    // The twin: no hook, the test's own namespace.
+    let mut process = spawner.start(sh(script, false));
+    let pid = process.control.pid();
+    let text = String::from_utf8(drain(&mut process.output).await).unwrap();
+    assert_eq!(nspids(&text), vec![pid], "{text}");
+    assert_eq!(process.control.wait().await.unwrap(), ExitStatus::Code(7));
+    // Denied: asked from a child that shares the spawner's memory (no `requires_fork`), on the fast path.
+    let mut request = sh(script, false);
+    request.setup =
+        vec![Arc::new(PidNamespaceHook { namespace: rustix::io::dup(&namespace).unwrap(), fork: false })];
+    match spawner.spawn_request(request) {
+        Err(SpawnError::Os(error)) => {
+            assert!(error.to_string().contains("CLONE_PARENT"), "{error}");
+        }
+        // The portable core always forks: the command is moved.
+        Ok(mut process) => {
+            let text = String::from_utf8(drain(&mut process.output).await).unwrap();
+            assert_eq!(nspids(&text).len(), 2, "{text}");
+        }
+        Err(other) => panic!("{other:?}"),
+    }
+    drop(init);
+}
+
+/// A child process killed (its PID namespace with it) and reaped when dropped, a failed assertion included.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 async fn bad_input_gives_typed_errors(spawner: PtySpawner) {
     let error = |request| spawner.spawn(request).map(|_| ()).unwrap_err();
 
@@ -707,3 +813,4 @@ on_both_backends!(a_session_outlives_the_thread_that_spawned_it);
 on_both_backends!(host_fds_do_not_leak_into_children);
 on_both_backends!(setup_hooks_run_in_the_child_in_both_clone_modes);
 on_both_backends!(bad_input_gives_typed_errors);
+on_both_backends!(as_root_a_hook_moves_the_command_into_a_pid_namespace);
