@@ -524,6 +524,46 @@ mod tests {
         (meta.dev(), meta.ino())
     }
 
+    /// True once the process behind `pidfd` has exited (polled until `deadline`).
+    fn exited_by(pidfd: &OwnedFd, deadline: std::time::Instant) -> bool {
+        loop {
+            let mut watched = [libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+            // SAFETY: poll on a local array of one pollfd, no wait.
+            if unsafe { libc::poll(watched.as_mut_ptr(), 1, 0) } > 0 {
+                return true;
+            }
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn a_pid_namespace_is_made_in_the_user_namespace_and_its_init_ends_with_it() {
+        let made = UserPidNamespace::make().unwrap();
+        // Another namespace than this process's, with a running init.
+        assert_ne!(made.id, id("/proc/self/ns/pid"));
+        let init = made.init.try_clone().unwrap();
+        assert!(!exited_by(&init, std::time::Instant::now()), "the init runs while the namespace is held");
+        // A helper in the user namespace enters it (what a command's child does, which an ordinary user can only
+        // do from there: `CAP_SYS_ADMIN` in the namespace's owner is needed), and its children go there.
+        const ENTER: &str = "setns(CLONE_NEWPID) in the helper";
+        let fd = made.namespace.as_raw_fd() as usize;
+        let entered = in_user_namespace(&[ENTER], move || {
+            // SAFETY: setns on an inherited namespace descriptor, with an integer flag.
+            unsafe { sys::syscall(libc::SYS_setns, [fd, libc::CLONE_NEWPID as usize, 0, 0, 0, 0]) }
+                .map_err(|errno| StepFailure::new(ENTER, errno))?;
+            Ok([open_read_only(c"/proc/self/ns/pid_for_children", OPEN_PID_NS)?])
+        });
+        let [children] = entered.unwrap();
+        let children = std::fs::File::from(children).metadata().unwrap();
+        assert_eq!((children.dev(), children.ino()), made.id, "the helper's children go to the namespace");
+        drop(made);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        assert!(exited_by(&init, deadline), "the init ends when the namespace is dropped");
+    }
+
     #[test]
     fn a_helper_sends_descriptors_back_and_a_failing_step_is_named() {
         // Allowed: the user namespace is made (root and an ordinary user alike), is not this process's own, and
