@@ -452,3 +452,39 @@ fn each_server_and_each_http_client_sees_only_its_own_commands() {
     let scopes = report.lines().find(|l| l.trim_start().starts_with("scopes")).unwrap_or_default();
     assert_eq!(scopes.contains("/proc is the host's"), !isolated, "{report}");
 }
+
+/// A sandboxed daemon that cleared its environment and left its session carries nothing the host's watchdog
+/// finds it by: it dies with a SIGKILLed server where the sandbox has a PID namespace (root's, and the ordinary
+/// user's, made in the sandbox's user namespace), and survives in the container, which has none (the README's
+/// environment table says so). The twin: it runs while the server lives.
+#[test]
+fn a_scrubbed_sandboxed_daemon_dies_with_a_sigkilled_server_where_there_is_a_pid_namespace() {
+    let ws = Workspace::new();
+    let (marker, leader) = (marker_seconds(64), marker_seconds(65));
+    let mut server = McpServer::start_initialized(&ws, &["--allow-degraded-sandbox"], false);
+    // The session stays open (its leader sleeps), so that only the server's death can end the daemon.
+    let cmd = format!(
+        "env -i /bin/sh -c \"(setsid sleep {marker} >/dev/null 2>&1 &)\"; echo started; sleep {leader} >/dev/null"
+    );
+    let r = server.call("exec_command", json!({ "cmd": cmd, "login": false, "yield_time_ms": 500 }));
+    assert!(!is_error(&r) && text(&r).contains("started"), "{r}");
+    let alive = wait_present(&["sleep", &marker], std::time::Duration::from_secs(30));
+    assert!(!alive.is_empty(), "the daemon runs while the server lives");
+    assert!(!wait_present(&["sleep", &leader], std::time::Duration::from_secs(30)).is_empty());
+    // SAFETY: kill with a plain pid and signal.
+    assert_eq!(unsafe { libc::kill(server.pid() as i32, libc::SIGKILL) }, 0);
+    // The session's own process, which carries its token, dies everywhere (the watchdog's sweep is done then).
+    let left = wait_gone(&["sleep", &leader], std::time::Duration::from_secs(30));
+    assert!(left.is_empty(), "{left:?}: the session's leader outlived the server");
+    if environment() == Environment::Container {
+        let left = wait_present(&["sleep", &marker], std::time::Duration::from_secs(5));
+        for pid in &left {
+            // SAFETY: kill with a plain pid and signal (the test's own leftover).
+            unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+        }
+        assert_eq!(left, alive, "no PID namespace in the container: the scrubbed daemon outlives the server");
+    } else {
+        let left = wait_gone(&["sleep", &marker], std::time::Duration::from_secs(30));
+        assert!(left.is_empty(), "{left:?} outlived the server ({:?})", environment());
+    }
+}
