@@ -98,7 +98,9 @@
 //!
 //! Architecture invariant: depends on `uexec-domain`, `uexec-plan` and `uexec-ports` only (what stays read-only in
 //! git directories is the plan's, rendered here); never starts a program itself (its only forks are short-lived
-//! probes and helpers that make namespaces, send descriptors back and exit: `userns.rs`).
+//! probes and helpers that make namespaces, send descriptors back and exit: `userns.rs`; the init of an
+//! unprivileged sandbox's PID namespace, which lives as long as the sandbox; and, for a caller that runs the hook
+//! in `pre_exec` without `ChildSetup::enter_pid_namespace`, the relay its own child stays as).
 #![deny(missing_docs)]
 #![cfg(target_os = "linux")]
 #![deny(unsafe_code)]
