@@ -488,3 +488,44 @@ fn a_scrubbed_sandboxed_daemon_dies_with_a_sigkilled_server_where_there_is_a_pid
         assert!(left.is_empty(), "{left:?} outlived the server ({:?})", environment());
     }
 }
+
+/// A signal to a process outside the sandbox: as root and as the user the commands run in a PID namespace that
+/// holds none (the kernel answers "No such process", nothing is noted or recorded); in the container, where no
+/// PID namespace can be made, Landlock's signal scope refuses it (EPERM), and the note and the audit record name
+/// the process. The twin in each: a signal to the command's own process is delivered, and nothing is noted.
+#[test]
+fn a_signal_outside_the_sandbox_finds_none_or_is_refused_and_named() {
+    let ws = Workspace::new();
+    let audit = ws.outside.path().join("audit.jsonl");
+    let args = ["--allow-degraded-sandbox", "--network", "--audit-log", audit.to_str().unwrap()];
+    let mut server = McpServer::start_initialized(&ws, &args, false);
+    let outside = std::process::id();
+    let said = exec(&mut server, &format!("kill -0 {outside}"));
+    let records = || -> Vec<serde_json::Value> {
+        fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|r| r["event"] == "sandbox_refused")
+            .collect()
+    };
+    if environment() == Environment::Container {
+        assert!(said.contains("Operation not permitted"), "the kernel refused it: {said}");
+        assert!(said.contains(&format!("[uexec] signal refused: {outside}")), "{said}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while records().is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let found = records();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0]["kind"], "signal", "{found:?}");
+        assert_eq!(found[0]["target"], outside.to_string(), "{found:?}");
+    } else {
+        assert!(said.contains("No such process") && !said.contains("signal refused"), "{said}");
+    }
+    let said = exec(&mut server, "kill -0 $$ && echo delivered");
+    assert!(said.contains("delivered") && !said.contains("signal refused"), "{said}");
+    drop(server);
+    let expected = usize::from(environment() == Environment::Container);
+    assert_eq!(records().len(), expected, "{:?}", records());
+}
