@@ -1,6 +1,6 @@
 //! `cargo xtask environments`: the environment-aware tests (`crates/uexec/tests/environments.rs`) where people
 //! run uexec, not only as root: as an ordinary user with user namespaces (the user `uexec-ci`, created when
-//! missing) and in a container-like environment where new namespaces and mounts fail as under Docker's default
+//! missing; with it the end-to-end suites of [`USER_SUITES`]) and in a container-like environment where new namespaces and mounts fail as under Docker's default
 //! seccomp profile (`container-sim`, the `tests` package's binary, as root without `CAP_SYS_ADMIN` and as the
 //! ordinary user). The root run is the suite's own (nextest runs every test as root on these machines); a
 //! machine where xtask is not root runs the user and container runs as the current user, and says that the root
@@ -18,6 +18,35 @@ const USER: &str = "uexec-ci";
 /// The test binaries that run in every environment.
 const SUITES: [(&str, &str); 1] = [("uexec", "environments")];
 
+/// The end-to-end and real-process suites that also run as the ordinary user, unchanged: what they check holds
+/// for a person without privileges as it does for root. (In the container they would meet the sandbox's refusal
+/// to run without `--allow-degraded-sandbox`, which they do not pass; `environments` covers the container.)
+/// Suites left out need root for their own set-up, not for what they check (a private mount namespace, a tmpfs,
+/// a cgroup, another user's files), or check what only root gets (commands of one plan sharing one mount
+/// namespace): `planted`, `faults`, `attach`, `secrets_mcp`, `network_mcp`, `known_safe`, `shared_sandbox_mcp`,
+/// `cargo_cache`, uexec-pty's `session`, `namespace`, `namespace_here`, `reaping`, `host_death`, and the
+/// sandbox crate's `sandbox`.
+const USER_SUITES: [(&str, &str); 18] = [
+    ("uexec", "apply_patch"),
+    ("uexec", "bad_input"),
+    ("uexec", "bounds"),
+    ("uexec", "known_safe_mcp"),
+    ("uexec", "leftovers"),
+    ("uexec", "login_snapshot"),
+    ("uexec", "mcp_http"),
+    ("uexec", "mcp_protocol"),
+    ("uexec", "mcp_server"),
+    ("uexec", "package_caches"),
+    ("uexec", "refusals_mcp"),
+    ("uexec", "run_cli"),
+    ("uexec", "trust_mcp"),
+    ("tests", "engine_real"),
+    ("tests", "watch_real"),
+    ("uexec-pty", "fd_leak"),
+    ("uexec-pty", "input_state"),
+    ("uexec-pty", "subreaper"),
+];
+
 pub(crate) fn run(root: &Path) -> Result<()> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(&cargo)
@@ -32,11 +61,15 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     let sim = target.join("debug/container-sim");
     let binaries =
         SUITES.iter().map(|(package, test)| test_binary(root, package, test)).collect::<Result<Vec<_>>>()?;
+    let user_binaries = USER_SUITES
+        .iter()
+        .map(|(package, test)| test_binary(root, package, test))
+        .collect::<Result<Vec<_>>>()?;
 
     let is_root = effective_uid() == 0;
     let user = if is_root {
         ensure_user()?;
-        for binary in &binaries {
+        for binary in binaries.iter().chain(&user_binaries) {
             make_reachable(binary)?;
         }
         make_reachable(&target.join("debug/uexec"))?;
@@ -53,6 +86,12 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         run_in(binary, "container", None, Some(&sim))?;
         if user.is_some() {
             run_in(binary, "container", user, Some(&sim))?;
+        }
+    }
+    // Not as root here: nextest ran them as root already.
+    if user.is_some() {
+        for binary in &user_binaries {
+            run_in(binary, "user", user, None)?;
         }
     }
     Ok(())

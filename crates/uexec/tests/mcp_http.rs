@@ -52,9 +52,15 @@ fn workspace() -> tempfile::TempDir {
     tempfile::Builder::new().prefix("uexec-http-").tempdir_in("/tmp").unwrap()
 }
 
-/// A directory in no possible writable root of the servers here (not in `/tmp`, not in a workspace).
+/// A directory in no possible writable root of the servers here (not in `/tmp`, not in a workspace), that any
+/// user who runs the tests can make (`/var/tmp`, as the common harness's, else the target directory's).
 fn outside() -> tempfile::TempDir {
-    tempfile::Builder::new().prefix("uexec-http-outside-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    let base = if Path::new("/var/tmp").is_dir() {
+        Path::new("/var/tmp")
+    } else {
+        Path::new(env!("CARGO_TARGET_TMPDIR"))
+    };
+    tempfile::Builder::new().prefix("uexec-http-outside-").tempdir_in(base).unwrap()
 }
 
 /// The command line of a server in `dir` (HOME and the config directory inside it: no user config, no profile).
