@@ -1,5 +1,5 @@
-//! The layering check: dependencies point inward (domain <- ports <- plan <- sandbox adapters; domain <- ports <-
-//! adapters/engine <- app).
+//! The layering check: dependencies point inward (domain <- ports <- plan <- sandbox adapters <- app; domain <-
+//! ports <- adapters/engine <- app).
 //!
 //! It reads `cargo metadata` and fails when a workspace crate depends (normal, dev or build dependency) on a
 //! layer it must not:
@@ -9,6 +9,8 @@
 //! - adapters (`uexec-pty`, `uexec-sandbox-*`) and `uexec-engine` only on domain and ports, never on each other;
 //!   the sandbox adapters (`uexec-sandbox-*`) also on `uexec-plan`, which they render (the engine and the process
 //!   adapter do not: the engine asks the sandbox through the port and decides nothing about the host's files);
+//! - the app (the composition root) on every inner layer, the plan included (`uexec sandbox-report` reads the
+//!   host the way the sandbox does, through the plan);
 //! - nothing depends on the app `uexec`, except the cross-crate `tests` package and the runnable examples
 //!   (`uexec-examples`), which may use everything;
 //! - nothing depends on `xtask`, `tests` or `uexec-examples`.

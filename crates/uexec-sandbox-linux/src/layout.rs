@@ -635,23 +635,6 @@ fn depth(path: &Path) -> usize {
     path.components().filter(|c| matches!(c, Component::Normal(_))).count()
 }
 
-/// What `root/.git` is: a directory, a file naming a gitdir (resolved against the canonical `root`), or absent
-/// (missing, a symlink, or a file naming no gitdir), read without following a link, without blocking, never
-/// beyond `uexec_domain::gitdir::MAX_GIT_FILE_BYTES` (`uexec_plan::git_entry`). For `uexec sandbox-report`, which shows the same
-/// roots.
-pub fn git_entry(root: &Path) -> GitEntry {
-    uexec_plan::git_entry(HOST, root)
-}
-
-/// For `uexec sandbox-report`: when the writable root `root`'s `.git` file names a linked worktree's
-/// `<repository>/worktrees/<id>` outside every writable root, whether the sandbox makes that repository writable
-/// for it (`Ok`: the repository) or not (`Err`: why), with `roots` every writable root as given; `None` when
-/// `root` is no such worktree. The same decision each command's layout takes
-/// (`uexec_plan::linked_worktree_repository`).
-pub fn linked_worktree_repository(root: &Path, roots: &[PathBuf]) -> Option<Result<PathBuf, String>> {
-    uexec_plan::linked_worktree_repository(HOST, root, roots)
-}
-
 /// A path as a C string (paths from the OS contain no NUL; `SandboxError::InvalidPath` otherwise).
 pub(crate) fn c_path(path: &Path) -> Result<CString, SandboxError> {
     CString::new(path.as_os_str().as_bytes()).map_err(|_| invalid(path, "the path contains a NUL byte"))

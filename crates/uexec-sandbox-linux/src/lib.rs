@@ -123,7 +123,6 @@ mod template;
 mod userns;
 
 pub use copy_on_write::CopyOnWriteDir;
-pub use layout::{git_entry, linked_worktree_repository};
 pub use netns::{OfflineNamespace, ProxyNamespace, ProxyNamespaceError};
 pub use plan::DEGRADED_SETTING;
 pub use sandbox::LinuxSandbox;

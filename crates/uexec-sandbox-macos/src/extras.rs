@@ -218,19 +218,19 @@ mod tests {
         let mut patterns = HiddenPattern::defaults();
         patterns.push(HiddenPattern::parse(".env*").unwrap());
         let paths = HiddenPaths { home: Some(home.clone()), patterns, reachable: Vec::new() };
-        let hidden = resolve_hidden(&crate::RealFs, &paths, &ws, &ws).unwrap();
+        let hidden = resolve_hidden(&uexec_plan::RealHost, &paths, &ws, &ws).unwrap();
         // The search names what it finds in one directory in name order.
         assert_eq!(hidden, vec![home.join(".netrc"), home.join(".ssh"), ws.join(".env")]);
         // A working directory or workspace in a hidden location refuses the command, as on
         // Linux; the twin above (beside the locations) is not refused.
         for (workspace, cwd) in [(&ws, &home.join(".ssh")), (&home.join(".ssh"), &ws)] {
-            let error = resolve_hidden(&crate::RealFs, &paths, workspace, cwd).unwrap_err();
+            let error = resolve_hidden(&uexec_plan::RealHost, &paths, workspace, cwd).unwrap_err();
             assert!(matches!(error, SandboxError::InHiddenLocation(_)), "{error}");
         }
 
         let policy = SandboxPolicy::ReadOnly { network_access: true };
         let argv = vec![OsString::from("cat"), OsString::from("x")];
-        let launch = build_launch(&policy, &ws, None, &argv, &crate::RealFs).unwrap();
+        let launch = build_launch(&policy, &ws, None, &argv, &uexec_plan::RealHost).unwrap();
         let launch =
             extend_launch(launch, &Extras { hidden: &hidden, proxy_port: Some(41234), keychain: false });
         assert!(launch.profile.contains("(allow network-outbound (remote ip \"localhost:41234\"))"));
@@ -253,7 +253,7 @@ mod tests {
         expected.push(home.join(".netrc"));
         assert!(launch.argv[..dash].contains(&expected));
         // The twin: without extras, the open network part stays and nothing is denied.
-        let plain = build_launch(&policy, &ws, None, &argv, &crate::RealFs).unwrap();
+        let plain = build_launch(&policy, &ws, None, &argv, &uexec_plan::RealHost).unwrap();
         let same = extend_launch(plain.clone(), &Extras::default());
         assert_eq!(same, plain);
         assert!(plain.profile.contains("(allow network-outbound (remote ip \"*:*\"))"));

@@ -75,26 +75,5 @@ mod spelling;
 pub use extras::{Extras, MACOS_SECRETS, extend_launch};
 pub use nested::nested_sandbox_hint;
 
-use std::path::Path;
-
-use uexec_domain::GitEntry;
-use uexec_plan::HostView;
-
-/// The real host, under the name `uexec sandbox-report` knows (`uexec_plan::RealHost`).
-pub use uexec_plan::RealHost as RealFs;
-
-/// The host view with the one question `uexec sandbox-report` asks of it, under the name it knows.
-pub trait PathResolver: HostView {
-    /// What `root/.git` is (`uexec_plan::git_entry`).
-    fn git_entry(&self, root: &Path) -> GitEntry;
-}
-
-impl<T: HostView> PathResolver for T {
-    fn git_entry(&self, root: &Path) -> GitEntry {
-        uexec_plan::git_entry(self, root)
-    }
-}
-pub use profile::{
-    SANDBOX_EXEC, SeatbeltLaunch, build_launch, build_launch_with, linked_worktree_repository,
-};
+pub use profile::{SANDBOX_EXEC, SeatbeltLaunch, build_launch, build_launch_with};
 pub use sandbox::SeatbeltSandbox;

@@ -447,19 +447,6 @@ impl Denied {
     }
 }
 
-/// For `uexec sandbox-report`: when the writable root `root`'s `.git` file names a linked worktree's
-/// `<repository>/worktrees/<id>` outside every writable root, whether the profile makes that repository a
-/// writable root (`Ok`: the repository) or not (`Err`: why), with `roots` every writable root as given; `None`
-/// when `root` is no such worktree. The same decision [`crate::build_launch`] takes
-/// (`uexec_plan::linked_worktree_repository`).
-pub fn linked_worktree_repository(
-    root: &Path,
-    roots: &[PathBuf],
-    host: &dyn HostView,
-) -> Option<Result<PathBuf, String>> {
-    uexec_plan::linked_worktree_repository(host, root, roots)
-}
-
 /// Canonicalises a path that must exist (a writable root). Relative paths are refused: they would be resolved
 /// against this process's working directory, not the command's.
 pub(crate) fn canonical_existing(host: &dyn HostView, path: &Path) -> Result<PathBuf, SandboxError> {

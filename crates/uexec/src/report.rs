@@ -213,11 +213,7 @@ fn linked_worktree_lines(roots: &[WritableRoot]) -> Vec<String> {
     roots
         .iter()
         .filter_map(|root| {
-            #[cfg(target_os = "linux")]
-            let decision = uexec_sandbox_linux::linked_worktree_repository(&root.root, &all)?;
-            #[cfg(not(target_os = "linux"))]
-            let decision =
-                uexec_sandbox_macos::linked_worktree_repository(&root.root, &all, &uexec_sandbox_macos::RealFs)?;
+            let decision = uexec_plan::linked_worktree_repository(&uexec_plan::RealHost, &root.root, &all)?;
             Some(match decision {
                 Ok(repository) => format!(
                     "{}  (the repository of the linked worktree {}: writable for git, protected as a root's .git, \
@@ -238,15 +234,7 @@ fn linked_worktree_lines(roots: &[WritableRoot]) -> Vec<String> {
 /// What a root's `.git` entry is (a directory, a `gitdir:` file, or nothing), read the way this platform's sandbox
 /// reads it (bounded, without blocking, without following a planted link).
 pub fn git_entry(root: &Path) -> GitEntry {
-    #[cfg(target_os = "linux")]
-    {
-        uexec_sandbox_linux::git_entry(root)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        use uexec_sandbox_macos::PathResolver;
-        uexec_sandbox_macos::RealFs.git_entry(root)
-    }
+    uexec_plan::git_entry(&uexec_plan::RealHost, root)
 }
 
 /// The port shown for the proxy in `uexec sandbox-profile` (a server binds its own when it starts).

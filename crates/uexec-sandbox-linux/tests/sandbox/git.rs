@@ -173,11 +173,11 @@ fn everyday_git_works_in_a_linked_worktree_whose_repository_is_outside_the_writa
         "{fs_line}"
     );
     assert_eq!(
-        uexec_sandbox_linux::linked_worktree_repository(&wt, std::slice::from_ref(&wt)),
+        uexec_plan::linked_worktree_repository(&uexec_plan::RealHost, &wt, std::slice::from_ref(&wt)),
         Some(Ok(common.clone()))
     );
     assert_eq!(
-        uexec_sandbox_linux::linked_worktree_repository(&main, std::slice::from_ref(&main)),
+        uexec_plan::linked_worktree_repository(&uexec_plan::RealHost, &main, std::slice::from_ref(&main)),
         None,
         "no worktree"
     );
@@ -196,7 +196,8 @@ fn a_git_file_naming_a_worktree_of_another_directory_grants_nothing() {
     let report = crate::common::prepare(policy(), &["true"], &s.ws).report;
     let subpaths = report.protections.iter().find(|p| p.name == "read_only_subpaths").unwrap().detail.clone();
     assert!(subpaths.contains("another work tree"), "{subpaths}");
-    let said = uexec_sandbox_linux::linked_worktree_repository(&s.ws, std::slice::from_ref(&s.ws));
+    let said =
+        uexec_plan::linked_worktree_repository(&uexec_plan::RealHost, &s.ws, std::slice::from_ref(&s.ws));
     assert!(matches!(&said, Some(Err(why)) if why.contains("another work tree")), "{said:?}");
     // The allowed twin: the workspace itself is writable.
     let twin = bash(policy(), &s.ws, "touch mine.txt");

@@ -5,8 +5,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use uexec_domain::SandboxPolicy;
+use uexec_plan::RealHost;
 use uexec_ports::SandboxError;
-use uexec_sandbox_macos::{RealFs, build_launch};
+use uexec_sandbox_macos::build_launch;
 
 use crate::fake_fs::FakeFs;
 
@@ -82,7 +83,7 @@ fn real_symlinks_are_resolved() {
         &base.join("link"),
         None,
         &argv(),
-        &RealFs,
+        &RealHost,
         &no_tools,
     )
     .unwrap();
@@ -113,7 +114,7 @@ fn a_nonexistent_root_is_an_invalid_path() {
         exclude_slash_tmp: true,
         exclude_tmpdir_env_var: true,
     };
-    let err = build_launch(&policy, dir.path(), None, &argv(), &RealFs).unwrap_err();
+    let err = build_launch(&policy, dir.path(), None, &argv(), &RealHost).unwrap_err();
     match err {
         SandboxError::InvalidPath { path, reason } => {
             assert_eq!(path, missing);
@@ -129,7 +130,7 @@ fn a_symlink_loop_is_an_invalid_path() {
     let a = dir.path().join("a");
     std::os::unix::fs::symlink(dir.path().join("b"), &a).unwrap();
     std::os::unix::fs::symlink(&a, dir.path().join("b")).unwrap();
-    let err = build_launch(&SandboxPolicy::default(), &a, None, &argv(), &RealFs).unwrap_err();
+    let err = build_launch(&SandboxPolicy::default(), &a, None, &argv(), &RealHost).unwrap_err();
     assert!(matches!(err, SandboxError::InvalidPath { ref path, .. } if *path == a), "{err:?}");
 }
 
@@ -176,7 +177,7 @@ fn a_real_git_directory_is_writable_but_its_configuration_and_pack_files() {
         exclude_slash_tmp: true,
         exclude_tmpdir_env_var: true,
     };
-    let launch = build_launch(&policy, &base, None, &argv(), &RealFs).unwrap();
+    let launch = build_launch(&policy, &base, None, &argv(), &RealHost).unwrap();
     let forms = crate::check_profile(&launch);
     let allows = |op: &str, path: PathBuf| crate::sexpr::allows(&forms, op, &path, &launch.params).unwrap();
     // The packed history cannot be removed or rewritten; new packs, objects, refs and the index can be written.

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 use uexec_domain::gitdir::{MAX_MODULE_NAME_DEPTH, MAX_PINNED_LOOSE_OBJECTS};
 use uexec_domain::{GitEntry, SandboxPolicy};
-use uexec_sandbox_macos::{SeatbeltLaunch, build_launch_with, linked_worktree_repository};
+use uexec_plan::linked_worktree_repository;
+use uexec_sandbox_macos::{SeatbeltLaunch, build_launch_with};
 
 use crate::fake_fs::FakeFs;
 use crate::sexpr::Request;
@@ -279,7 +280,7 @@ fn a_linked_worktree_commits_to_its_repository_outside_every_root() {
     );
     assert!(launch.ignored.is_empty(), "{:?}", launch.ignored);
     let roots = [PathBuf::from("/Users/dev/wt")];
-    assert_eq!(linked_worktree_repository(&roots[0], &roots, &fs), Some(Ok(main)));
+    assert_eq!(linked_worktree_repository(&fs, &roots[0], &roots), Some(Ok(main)));
 }
 
 #[test]
@@ -320,7 +321,7 @@ fn a_planted_git_file_naming_another_work_tree_s_repository_grants_nothing() {
         );
         let roots = [PathBuf::from("/Users/dev/wt")];
         assert!(
-            matches!(linked_worktree_repository(&roots[0], &roots, &fs), Some(Err(e)) if e.contains(why))
+            matches!(linked_worktree_repository(&fs, &roots[0], &roots), Some(Err(e)) if e.contains(why))
         );
     }
 }
@@ -412,12 +413,11 @@ fn the_real_filesystem_is_read_the_same_way() {
         exclude_slash_tmp: true,
         exclude_tmpdir_env_var: true,
     };
-    let launch =
-        build_launch_with(&policy, &ws, None, &[OsString::from("true")], &uexec_sandbox_macos::RealFs, &{
-            let names: Vec<&str> = uexec_domain::tool_files::TOOL_ENTRIES.iter().map(|e| e.name).collect();
-            uexec_domain::tool_files::ToolFiles::allowing(&names).unwrap()
-        })
-        .unwrap();
+    let launch = build_launch_with(&policy, &ws, None, &[OsString::from("true")], &uexec_plan::RealHost, &{
+        let names: Vec<&str> = uexec_domain::tool_files::TOOL_ENTRIES.iter().map(|e| e.name).collect();
+        uexec_domain::tool_files::ToolFiles::allowing(&names).unwrap()
+    })
+    .unwrap();
     let paths: Vec<PathBuf> =
         crate::path_params(&launch).into_iter().map(|(_, v)| PathBuf::from(v)).collect();
     for entry in ["worktrees/wt/commondir", "worktrees/wt/gitdir", "modules/sub/config", "modules/sub/hooks"]

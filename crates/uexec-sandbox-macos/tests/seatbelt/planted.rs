@@ -281,8 +281,7 @@ fn planted_entries_on_the_real_filesystem_protect_only_themselves() {
         exclude_slash_tmp: true,
         exclude_tmpdir_env_var: true,
     };
-    let launch =
-        build_launch(&policy, &ws, None, &[OsString::from("true")], &uexec_sandbox_macos::RealFs).unwrap();
+    let launch = build_launch(&policy, &ws, None, &[OsString::from("true")], &uexec_plan::RealHost).unwrap();
     let text = |p: PathBuf| p.to_str().unwrap().to_owned();
     for path in [ws.join("ok"), ws.join("src/main.rs"), ws.join("HEAD"), base.join("ok"), base.join("HEAD")] {
         for op in ["file-write-create", "file-write-data", "file-write-unlink"] {

@@ -156,16 +156,14 @@ proptest! {
         // The oracle: the domain's writable roots, read as "under some root and under no read-only subpath",
         // where a gitdir counts only when the domain's rule protects it (every gitdir here has a HEAD).
         let roots = policy.writable_roots(&paths[0], None, |root| {
-            use uexec_sandbox_macos::PathResolver;
-            fs.git_entry(root)
+            uexec_plan::git_entry(&fs, root)
         });
         let all_roots: Vec<PathBuf> = roots.iter().map(|r| r.root.clone()).collect();
         // A root's `.git` directory is read-only entry by entry: what git runs or reads as configuration,
         // worktrees/ and modules/, and objects/pack (this fake cannot list it, so it is protected whole).
         let git_dir = |ro: &PathBuf| {
-            use uexec_sandbox_macos::PathResolver;
             ro.file_name() == Some(OsStr::new(".git"))
-                && ro.parent().is_some_and(|root| fs.git_entry(root) == GitEntry::Directory)
+                && ro.parent().is_some_and(|root| uexec_plan::git_entry(&fs, root) == GitEntry::Directory)
         };
         let entries = |ro: &PathBuf| -> Vec<PathBuf> {
             use uexec_domain::gitdir::{GitDirKind, protected_git_entries};
