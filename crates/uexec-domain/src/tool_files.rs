@@ -3,9 +3,9 @@
 //! A sandboxed command must not plant them, so they stay read-only in the writable roots, as `.git` and `.uexec`
 //! do, unless the person allows one on purpose (`allow_tool_files = [".vscode"]` in the config).
 //!
-//! Pure data and decisions; the adapters do the I/O (the Linux sandbox binds present entries read-only and gives
-//! an absent entry of the workspace a read-only placeholder, removed once no command needs it
-//! (`crate::leftovers`); the macOS profile denies writes by path).
+//! Pure data and decisions. `uexec_plan::plan_tool_files` applies them to every writable root for every platform
+//! (present entries read-only; absent ones denied by path on macOS, and on Linux given a read-only placeholder in
+//! the workspace, removed once no command needs it, `crate::leftovers`).
 
 use std::fmt;
 
@@ -195,9 +195,11 @@ impl ToolFiles {
             let files: Vec<&ToolEntry> =
                 protected.iter().copied().filter(|e| e.kind == ToolEntryKind::File).collect();
             format!(
-                "other tools' files that run code without asking, in the workspace: {} (an absent one gets an \
-                 empty read-only placeholder on Linux) and {} (on Linux an absent one gets a read-only link to \
-                 nowhere where the sandbox keeps a record to remove it, else it is protected when present)",
+                "other tools' files that run code without asking, in every writable root, present or absent: {} \
+                 (on Linux an absent one of the workspace gets an empty read-only placeholder) and {} (on Linux \
+                 an absent one of the workspace gets a read-only link to nowhere where the sandbox keeps a record \
+                 to remove it); on Linux an absent one elsewhere (/tmp) stays creatable: a mount needs something \
+                 to cover",
                 names(&dirs.into_iter().copied().collect::<Vec<_>>()),
                 names(&files.into_iter().copied().collect::<Vec<_>>()),
             )

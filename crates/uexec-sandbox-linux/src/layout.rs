@@ -14,12 +14,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use uexec_domain::gitdir::{MAX_NESTED_SCAN_ENTRIES, NestedUnexamined, WhenAbsent};
-use uexec_domain::tool_files::{ToolEntryKind, ToolFiles};
+use uexec_domain::tool_files::ToolFiles;
 use uexec_domain::{GitEntry, PROTECTED_SUBDIRS};
 use uexec_domain::{SandboxPolicy, WritableRoot};
 use uexec_plan::{
     Closed, Entry, GitDirPlan, GitItem, GitPlan, GitPlanner, HostView, Kind, Listing, Mechanism, RealHost,
-    inspect_git, symlink_note,
+    ToolItem, ToolPlan, ToolRoot, inspect_git, plan_tool_files, symlink_note,
 };
 use uexec_ports::SandboxError;
 
@@ -51,7 +51,7 @@ pub(crate) struct FsLayout {
     pub(crate) worktree_repositories: Vec<(PathBuf, PathBuf)>,
     /// Protected subpaths that do not exist (nothing to protect; creating them is not prevented).
     pub(crate) absent: Vec<PathBuf>,
-    /// The entries of [`FsLayout::protected`] that are other tools' files of the workspace
+    /// The entries of [`FsLayout::protected`] that are other tools' files of a writable root
     /// (`uexec_domain::tool_files`), each with its name, so that a refusal names the rule and the key.
     pub(crate) tool_entries: Vec<(PathBuf, &'static str)>,
     /// Files that stay writable under every policy: `/dev/null` and `/dev/tty` (when they exist).
@@ -188,7 +188,8 @@ impl FsLayout {
         // What stays read-only in the git directories is the plan's (`uexec_plan::GitPlanner`), rendered below
         // into placeholders and read-only mounts.
         let mut planner = GitPlanner::new(HOST, Mechanism::Mounts, spelled);
-        // The workspace (the cwd root): the root whose other tools' files are protected.
+        // The workspace (the cwd root): the root whose absent tool files take placeholders, whose top level is
+        // searched for nested repositories.
         let workspace = canonical.get(cwd).ok();
         // One listing of the workspace's top level answers for its `.git`, `.uexec`, other tools' files and
         // nested repositories, instead of an `lstat` each.
@@ -196,60 +197,34 @@ impl FsLayout {
             .as_deref()
             .filter(|_| !writable.is_empty())
             .map(|ws| HOST.list(ws, MAX_NESTED_SCAN_ENTRIES));
-        let mut tool_files_done = false;
+        // Each canonical root's other tools' files are planned once, the workspace's with its listing.
+        let mut tools_planned: Vec<PathBuf> = Vec::new();
         for root in &writable {
             let entries: Vec<PathBuf> = PROTECTED_SUBDIRS.iter().map(|name| root.root.join(name)).collect();
             let owner = canonical.get(&root.root).ok();
-            let known = top.as_ref().filter(|_| owner.is_some() && owner == workspace);
+            let in_workspace = owner.is_some() && owner == workspace;
+            let known = top.as_ref().filter(|_| in_workspace);
             for entry in &entries {
                 layout.add_entry(entry, &mut canonical, known, &mut planner)?;
             }
-            if let Some(owner) = &owner {
-                for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
-                    planner.named_gitdir(gitdir, owner, true);
-                }
+            let Some(owner) = owner else { continue };
+            for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
+                planner.named_gitdir(gitdir, &owner, true);
             }
-            // Other tools' files of the workspace (the folder the person opens in those tools); not of `/tmp`,
-            // `/dev/shm` or `$TMPDIR`: the workspace's one listing answers for them (an `lstat` each only beyond
-            // its budget).
-            if owner.is_some() && owner == workspace && !tool_files_done {
-                tool_files_done = true;
-                for entry in tool_files.protected() {
-                    if let Some(path) = layout.add_tool_entry(
-                        &root.root.join(entry.name),
-                        entry.kind,
-                        &mut canonical,
-                        known,
-                        &mut planner,
-                    )? {
-                        layout.tool_entries.push((path, entry.name));
-                    }
-                }
-                // Top-level files protected by the end of their name (`*.code-workspace`), when present: the
-                // same listing names them (one beyond its budget is refused anyway: `unexamined`).
-                for (name, kind) in top.iter().flat_map(|top| &top.entries) {
-                    let Some(entry) = name.to_str().and_then(|name| tool_files.protects_by_suffix(name))
-                    else {
-                        continue;
-                    };
-                    if matches!(kind, Kind::File | Kind::Symlink) {
-                        let path = root.root.join(name);
-                        layout.add_entry(&path, &mut canonical, known, &mut planner)?;
-                        if let Ok(path) = canonical.get(&root.root).map(|root| root.join(name))
-                            && layout.protected.contains(&path)
-                        {
-                            layout.tool_entries.push((path, entry.name));
-                        }
-                    }
-                }
-                if let (Some(workspace), Some(top)) = (&workspace, &top)
-                    && layout.is_writable(workspace)
-                {
-                    // The `.git` of what is read-only as a whole already (`.uexec`, other tools' directories) is
-                    // not looked at.
-                    let protected = layout.protected.clone();
-                    planner.nested(workspace, top, &|dir| holds(&protected, dir));
-                }
+            if !layout.is_writable(&owner) || holds(&tools_planned, &owner) {
+                continue;
+            }
+            tools_planned.push(owner.clone());
+            // Other tools' files, of every writable root (the plan's, `uexec_plan::plan_tool_files`).
+            let which = if in_workspace { ToolRoot::Workspace(known) } else { ToolRoot::Other };
+            let tools = plan_tool_files(HOST, Mechanism::Mounts, &owner, which, tool_files)
+                .map_err(|(path, e)| invalid(&path, &e.to_string()))?;
+            layout.add_tool_plan(tools);
+            if let (true, Some(top)) = (in_workspace, &top) {
+                // The `.git` of what is read-only as a whole already (`.uexec`, other tools' directories) is
+                // not looked at.
+                let protected = layout.protected.clone();
+                planner.nested(&owner, top, &|dir| holds(&protected, dir));
             }
         }
         layout.add_git_plan(planner.finish());
@@ -324,51 +299,46 @@ impl FsLayout {
         Ok(())
     }
 
-    /// Record the tool entry `entry` of the workspace (`uexec_domain::tool_files`): protected itself when it
-    /// exists, like `.uexec` ([`FsLayout::add_entry`]); an absent directory gets an empty placeholder first
-    /// (opened without following a symlink), so that nothing can be created in it. The path protected, if any.
-    fn add_tool_entry(
-        &mut self,
-        entry: &Path,
-        kind: ToolEntryKind,
-        canonical: &mut Canonical,
-        known: Option<&Listing>,
-        planner: &mut GitPlanner<'_>,
-    ) -> Result<Option<PathBuf>, SandboxError> {
-        self.add_entry(entry, canonical, known, planner)?;
-        let (Some(parent), Some(name)) = (entry.parent(), entry.file_name()) else {
-            return Ok(None);
-        };
-        let Ok(path) = canonical.get(parent).map(|parent| parent.join(name)) else {
-            return Ok(None);
-        };
-        let placeholder = match kind {
-            ToolEntryKind::Directory => Some(WhenAbsent::EmptyDir),
-            // A link to nowhere: read as absent by every program that opens it (`uexec_domain::tool_files`).
-            ToolEntryKind::File if self.absent_file_placeholders => Some(WhenAbsent::AbsentLink),
-            ToolEntryKind::File => None,
-        };
-        if let Some(placeholder) = placeholder
-            && self.absent.contains(&path)
-            && self.is_writable(&path)
-        {
-            self.absent.retain(|a| a != &path);
-            match self.placeholders.create(&path, placeholder) {
-                Ok(()) => push_unique(&mut self.protected, path.clone()),
-                Err(e) => {
-                    // Fails closed: a command could create it, so the report says so.
-                    push_unique_text(
-                        &mut self.ignored,
-                        format!(
-                            "{}: cannot create the placeholder ({e}), so it can be created",
-                            path.display()
-                        ),
-                    );
-                    push_unique(&mut self.absent, path.clone());
+    /// Render one root's other tools' files (`uexec_plan::ToolPlan`) into mounts: a present entry is bound
+    /// read-only; an absent one that takes a placeholder gets it first (a file's link to nowhere only where its
+    /// removal is recorded, [`FsLayout::absent_file_placeholders`], else it is listed absent); an absent one
+    /// of another root takes none and stays creatable, as the rule's words in the report say
+    /// (`uexec_domain::tool_files::ToolFiles::text`).
+    fn add_tool_plan(&mut self, plan: ToolPlan) {
+        for note in plan.notes {
+            push_unique_text(&mut self.ignored, note);
+        }
+        for ToolItem { entry, name } in plan.items {
+            let path = match entry {
+                Entry::Present(path) => path,
+                Entry::Absent(path, Some(placeholder))
+                    if placeholder != WhenAbsent::AbsentLink || self.absent_file_placeholders =>
+                {
+                    if let Err(e) = self.placeholders.create(&path, placeholder) {
+                        // Fails closed: a command could create it, so the report says so.
+                        push_unique_text(
+                            &mut self.ignored,
+                            format!(
+                                "{}: cannot create the placeholder ({e}), so it can be created",
+                                path.display()
+                            ),
+                        );
+                        push_unique(&mut self.absent, path);
+                        continue;
+                    }
+                    path
                 }
+                Entry::Absent(path, Some(_)) => {
+                    push_unique(&mut self.absent, path);
+                    continue;
+                }
+                Entry::Absent(_, None) => continue,
+            };
+            push_unique(&mut self.protected, path.clone());
+            if !self.tool_entries.iter().any(|(p, _)| *p == path) {
+                self.tool_entries.push((path, name));
             }
         }
-        Ok(self.protected.contains(&path).then_some(path))
     }
 
     /// Render the git half of the plan (`uexec_plan::GitPlan`) into mounts: the repositories granted to linked
@@ -661,7 +631,7 @@ mod tests {
     }
 
     #[test]
-    fn the_workspaces_other_tools_files_are_protected_and_absent_directories_get_a_placeholder() {
+    fn every_roots_other_tools_files_are_protected_and_the_workspaces_absent_directories_get_a_placeholder() {
         let tmp = tempfile::tempdir().unwrap();
         let base = fs::canonicalize(tmp.path()).unwrap();
         let ws = base.join("ws");
@@ -679,8 +649,13 @@ mod tests {
         for present in [ws.join(".claude"), ws.join(".mcp.json")] {
             assert!(layout.protected.contains(&present), "{}: {:?}", present.display(), layout.protected);
         }
-        // Only the workspace's: another root's are neither protected nor listed.
-        assert!(!layout.protected.contains(&base.join("extra/.idea")), "{:?}", layout.protected);
+        // Every writable root's: another root's present ones are protected too, and name their rule.
+        assert!(layout.protected.contains(&base.join("extra/.idea")), "{:?}", layout.protected);
+        assert!(
+            layout.tool_entries.contains(&(base.join("extra/.idea"), ".idea")),
+            "{:?}",
+            layout.tool_entries
+        );
         // In the workspace an absent directory becomes an empty placeholder; an absent file stays absent.
         assert!(layout.protected.contains(&ws.join(".vscode")) && ws.join(".vscode").is_dir());
         assert_eq!(fs::read_dir(ws.join(".vscode")).unwrap().count(), 0);

@@ -43,7 +43,10 @@ use uexec_ports::SandboxError;
 use uexec_domain::gitdir::{GitFileProblem, MAX_NESTED_SCAN_ENTRIES};
 use uexec_domain::tool_files::ToolFiles;
 use uexec_domain::{GitEntry, PROTECTED_SUBDIRS, WritableRoot};
-use uexec_plan::{GitPlan, GitPlanner, HostView, Kind, Mechanism, inspect_git, symlink_note};
+use uexec_plan::{
+    GitPlan, GitPlanner, HostView, Kind, Mechanism, ToolPlan, ToolRoot, inspect_git, plan_tool_files,
+    symlink_note,
+};
 
 use crate::spelling::{any_child_spelling, any_spelling};
 
@@ -155,8 +158,8 @@ pub fn build_launch(
 }
 
 /// [`build_launch`] keeping only the other tools' files `tool_files` protects read-only
-/// (`uexec_domain::tool_files`): in the workspace (`cwd`'s root) present or not (Seatbelt matches paths, so an
-/// absent `.vscode` cannot be created either, and no placeholder is needed), in the other roots when present.
+/// (`uexec_domain::tool_files`, planned by `uexec_plan::plan_tool_files`): in every writable root, present or
+/// not (Seatbelt matches paths, so an absent `.vscode` cannot be created either, and no placeholder is needed).
 pub fn build_launch_with(
     policy: &SandboxPolicy,
     cwd: &Path,
@@ -351,32 +354,19 @@ fn profile_roots(
                 Some(_) => denied.path(host, entry),
             }
         }
-        // The workspace's are denied present or not; another root's (`/tmp`) when present, as on Linux.
-        for tool in tool_files.protected() {
-            let entry = owner.join(tool.name);
-            if workspace.as_ref() != Some(owner) && !host.exists(&entry) {
-                continue;
-            }
-            denied.path(host, entry);
-        }
-        if workspace.as_ref() == Some(owner) {
-            let top = host.list(owner, MAX_NESTED_SCAN_ENTRIES);
-            planner.nested(owner, &top, &|_| false);
+        // Other tools' files of every root, present or not (the plan's, `uexec_plan::plan_tool_files`): Seatbelt
+        // matches paths, so an absent one is denied as it is. The workspace's top level is listed once, for the
+        // files protected by their suffix and the repositories nested there (a listing beyond its budget
+        // refuses the command: `Denied::add`).
+        let in_workspace = workspace.as_ref() == Some(owner);
+        let top = in_workspace.then(|| host.list(owner, MAX_NESTED_SCAN_ENTRIES));
+        let which = if in_workspace { ToolRoot::Workspace(top.as_ref()) } else { ToolRoot::Other };
+        let tools = plan_tool_files(host, Mechanism::PathRules, owner, which, tool_files)
+            .map_err(|(path, e)| SandboxError::InvalidPath { path, reason: e.to_string() })?;
+        denied.tools(tools);
+        if let Some(top) = &top {
+            planner.nested(owner, top, &|_| false);
             denied.add(planner.drain())?;
-            // Top-level files protected by the end of their name (`*.code-workspace`), when present, as on
-            // Linux (a listing beyond its budget refused the command above).
-            let mut files: Vec<&OsString> = top
-                .entries
-                .iter()
-                .filter(|(_, kind)| matches!(kind, Kind::File | Kind::Symlink))
-                .map(|(name, _)| name)
-                .collect();
-            files.sort();
-            for name in files {
-                if name.to_str().and_then(|n| tool_files.protects_by_suffix(n)).is_some() {
-                    denied.path(host, owner.join(name));
-                }
-            }
         }
         for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
             planner.named_gitdir(gitdir, owner, true);
@@ -425,6 +415,16 @@ impl Denied {
             push_unique(&mut self.notes, note);
         }
         push_unique(&mut self.read_only, entry);
+    }
+
+    /// The render of one root's other tools' files with path rules: every entry is denied, present or not.
+    fn tools(&mut self, plan: ToolPlan) {
+        for item in plan.items {
+            push_unique(&mut self.read_only, item.entry.path().to_path_buf());
+        }
+        for note in plan.notes {
+            push_unique(&mut self.notes, note);
+        }
     }
 
     /// The render of the git plan `plan` with path rules: every path it keeps read-only is denied, present or

