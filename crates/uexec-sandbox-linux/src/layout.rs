@@ -1,9 +1,10 @@
 //! The filesystem layout of one command: canonical writable roots and the read-only subpaths to protect, worked
-//! out in the parent (this is where the I/O happens: canonicalising, reading `.git` files).
+//! out in the parent.
 //!
 //! Everything read here may have been planted by an earlier sandboxed command, so the host is read through the
-//! plan's one view (`uexec_plan::HostView`, nothing a command planted followed), and what stays read-only in git
-//! directories is the plan's (`uexec_plan::GitPlanner`: a gitdir that is a writable root, contains one or lies
+//! plan's one view (`uexec_plan::HostView`, nothing a command planted followed). The writable roots
+//! (`uexec_plan::plan_roots`), other tools' files (`uexec_plan::plan_tool_files`) and what stays read-only in git
+//! directories are the plan's (`uexec_plan::GitPlanner`: a gitdir that is a writable root, contains one or lies
 //! outside its own root protects nothing, a `.git` file is read only if it is a regular file reached without a
 //! symlink, without blocking and at most `MAX_GIT_FILE_BYTES` long), rendered here into placeholders and
 //! read-only mounts. What is left out is named in the report.
@@ -13,13 +14,13 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
+use uexec_domain::PROTECTED_SUBDIRS;
+use uexec_domain::SandboxPolicy;
 use uexec_domain::gitdir::{MAX_NESTED_SCAN_ENTRIES, NestedUnexamined, WhenAbsent};
 use uexec_domain::tool_files::ToolFiles;
-use uexec_domain::{GitEntry, PROTECTED_SUBDIRS};
-use uexec_domain::{SandboxPolicy, WritableRoot};
 use uexec_plan::{
-    Closed, Entry, GitDirPlan, GitItem, GitPlan, GitPlanner, HostView, Kind, Listing, Mechanism, RealHost,
-    ToolItem, ToolPlan, ToolRoot, inspect_git, plan_tool_files, symlink_note,
+    Closed, Entry, GitDirPlan, GitItem, GitPlan, GitPlanner, HostView, InvalidRoot, Kind, Listing, Mechanism,
+    RealHost, ToolItem, ToolPlan, ToolRoot, plan_roots, plan_tool_files, symlink_note,
 };
 use uexec_ports::SandboxError;
 
@@ -129,102 +130,61 @@ impl FsLayout {
         placeholders: Placeholders,
         absent_file_placeholders: bool,
     ) -> Result<FsLayout, SandboxError> {
-        if !cwd.is_absolute() {
-            return Err(invalid(cwd, "the working directory must be absolute"));
-        }
-        let mut canonical = Canonical::default();
-        let (_, cwd_is_dir) = canonical.get_with_kind(cwd).map_err(|e| invalid(cwd, &e.to_string()))?;
-        if !cwd_is_dir {
-            return Err(invalid(cwd, "the working directory is not a directory"));
-        }
+        // The writable roots are the plan's (`uexec_plan::plan_roots`); `/dev/shm` is writable exactly when
+        // `/tmp` is.
+        let shm = matches!(policy, SandboxPolicy::WorkspaceWrite { exclude_slash_tmp: false, .. })
+            && Path::new(SHM_DIR).is_dir();
+        let extra = if shm { vec![PathBuf::from(SHM_DIR)] } else { Vec::new() };
+        let invalid_root = |e: InvalidRoot| SandboxError::InvalidPath { path: e.path, reason: e.reason };
+        let roots = plan_roots(HOST, policy, cwd, tmpdir, &extra).map_err(invalid_root)?;
+        let workspace = Some(roots.workspace.map_err(invalid_root)?);
         let mut layout = FsLayout {
             writable_files: WRITABLE_FILES.iter().map(PathBuf::from).filter(|p| p.exists()).collect(),
             placeholders,
             absent_file_placeholders,
+            roots: roots.roots,
+            missing_roots: roots.missing.into_iter().map(|(path, _)| path).collect(),
+            refused_roots: roots.refused,
+            ignored: roots.notes,
             ..FsLayout::default()
         };
-        let mut git_problems: Vec<String> = Vec::new();
-        let mut writable = policy.writable_roots(cwd, tmpdir, |root| {
-            let (entry, problem) = match canonical.get(root) {
-                Ok(root) => inspect_git(HOST, &root),
-                Err(_) => (GitEntry::Absent, None),
-            };
-            if let Some(problem) = problem {
-                git_problems.push(format!("{}: {problem}", root.join(".git").display()));
-            }
-            entry
-        });
-        if let SandboxPolicy::WorkspaceWrite { exclude_slash_tmp: false, .. } = policy
-            && Path::new(SHM_DIR).is_dir()
-        {
-            writable.push(WritableRoot { root: PathBuf::from(SHM_DIR), read_only_subpaths: Vec::new() });
-        }
-        let mut resolved: Vec<(&Path, PathBuf)> = Vec::new();
-        for root in &writable {
-            match canonical.get_with_kind(&root.root) {
-                Ok((canonical, true)) => resolved.push((&root.root, canonical)),
-                Ok((_, false)) => return Err(invalid(&root.root, "a writable root must be a directory")),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => layout.missing_roots.push(root.root.clone()),
-                Err(e) => return Err(invalid(&root.root, &e.to_string())),
-            }
-        }
-        // Roots are resolved again for every command. A root whose path goes through a symlink inside a writable
-        // root ($TMPDIR=/tmp/t with /tmp writable, after a command ran `rm -r /tmp/t; ln -s ~ /tmp/t`) would
-        // name whatever directory a sandboxed command chose: it is refused. (Checked against every candidate
-        // root, refused or not: erring towards refusing.)
-        let candidates: Vec<PathBuf> = resolved.iter().map(|(_, c)| c.clone()).collect();
-        let mut spelled: Vec<(PathBuf, PathBuf)> = Vec::new();
-        for (given, resolved) in resolved {
-            if through_writable_symlink(given, &candidates, &mut canonical) {
-                push_unique(&mut layout.refused_roots, given.to_path_buf());
-                continue;
-            }
-            spelled.push((given.to_path_buf(), resolved.clone()));
-            if !layout.roots.contains(&resolved) {
-                layout.roots.push(resolved);
-            }
-        }
-        layout.ignored = git_problems;
         // What stays read-only in the git directories is the plan's (`uexec_plan::GitPlanner`), rendered below
         // into placeholders and read-only mounts.
-        let mut planner = GitPlanner::new(HOST, Mechanism::Mounts, spelled);
+        let mut planner = GitPlanner::new(HOST, Mechanism::Mounts, roots.spelled);
         // The workspace (the cwd root): the root whose absent tool files take placeholders, whose top level is
-        // searched for nested repositories.
-        let workspace = canonical.get(cwd).ok();
-        // One listing of the workspace's top level answers for its `.git`, `.uexec`, other tools' files and
-        // nested repositories, instead of an `lstat` each.
+        // searched for nested repositories. One listing of its top level answers for its `.git`, `.uexec`, other
+        // tools' files and nested repositories, instead of an `lstat` each.
         let top = workspace
             .as_deref()
-            .filter(|_| !writable.is_empty())
+            .filter(|_| !roots.writable.is_empty())
             .map(|ws| HOST.list(ws, MAX_NESTED_SCAN_ENTRIES));
         // Each canonical root's other tools' files are planned once, the workspace's with its listing.
         let mut tools_planned: Vec<PathBuf> = Vec::new();
-        for root in &writable {
-            let entries: Vec<PathBuf> = PROTECTED_SUBDIRS.iter().map(|name| root.root.join(name)).collect();
-            let owner = canonical.get(&root.root).ok();
-            let in_workspace = owner.is_some() && owner == workspace;
+        for (root, owner) in &roots.writable {
+            let in_workspace = owner.is_some() && *owner == workspace;
             let known = top.as_ref().filter(|_| in_workspace);
-            for entry in &entries {
-                layout.add_entry(entry, &mut canonical, known, &mut planner)?;
+            for name in PROTECTED_SUBDIRS {
+                layout.add_entry(&root.root, owner.as_deref(), name, known, &mut planner)?;
             }
             let Some(owner) = owner else { continue };
+            let entries: Vec<PathBuf> = PROTECTED_SUBDIRS.iter().map(|name| root.root.join(name)).collect();
             for gitdir in root.read_only_subpaths.iter().filter(|sub| !entries.contains(sub)) {
-                planner.named_gitdir(gitdir, &owner, true);
+                planner.named_gitdir(gitdir, owner, true);
             }
-            if !layout.is_writable(&owner) || holds(&tools_planned, &owner) {
+            if !layout.is_writable(owner) || holds(&tools_planned, owner) {
                 continue;
             }
             tools_planned.push(owner.clone());
             // Other tools' files, of every writable root (the plan's, `uexec_plan::plan_tool_files`).
             let which = if in_workspace { ToolRoot::Workspace(known) } else { ToolRoot::Other };
-            let tools = plan_tool_files(HOST, Mechanism::Mounts, &owner, which, tool_files)
+            let tools = plan_tool_files(HOST, Mechanism::Mounts, owner, which, tool_files)
                 .map_err(|(path, e)| invalid(&path, &e.to_string()))?;
             layout.add_tool_plan(tools);
             if let (true, Some(top)) = (in_workspace, &top) {
                 // The `.git` of what is read-only as a whole already (`.uexec`, other tools' directories) is
                 // not looked at.
                 let protected = layout.protected.clone();
-                planner.nested(&owner, top, &|dir| holds(&protected, dir));
+                planner.nested(owner, top, &|dir| holds(&protected, dir));
             }
         }
         layout.add_git_plan(planner.finish());
@@ -249,21 +209,18 @@ impl FsLayout {
     /// is absent; one it holds has the type it lists), else the entry is looked up with `lstat`.
     fn add_entry(
         &mut self,
-        entry: &Path,
-        canonical: &mut Canonical,
+        root: &Path,
+        owner: Option<&Path>,
+        name: &str,
         known: Option<&Listing>,
         planner: &mut GitPlanner<'_>,
     ) -> Result<(), SandboxError> {
-        let (Some(parent), Some(name)) = (entry.parent(), entry.file_name()) else {
+        let Some(owner) = owner else {
+            push_unique(&mut self.absent, root.join(name));
             return Ok(());
         };
-        let entry = match canonical.get(parent) {
-            Ok(parent) => parent.join(name),
-            Err(_) => {
-                push_unique(&mut self.absent, entry.to_path_buf());
-                return Ok(());
-            }
-        };
+        let entry = owner.join(name);
+        let name = std::ffi::OsStr::new(name);
         let looked_up = match known.and_then(|top| top.lookup(name)) {
             Some(listed) => listed.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound)),
             None => HOST.lstat(&entry).map(|meta| meta.kind),
@@ -530,52 +487,6 @@ impl FsLayout {
         pinned.sort_by_cached_key(|p| (depth(p), p.clone()));
         pinned
     }
-}
-
-/// The canonical form of each path asked for, with a memory: the same roots come back as the parents of their
-/// protected subpaths. Also remembers whether each one is a directory.
-#[derive(Debug, Default)]
-struct Canonical {
-    /// Each path asked for, its canonical form, whether it is a directory and whether it was canonical already.
-    known: Vec<(PathBuf, PathBuf, bool, bool)>,
-}
-
-impl Canonical {
-    /// The canonical form of `path`.
-    fn get(&mut self, path: &Path) -> io::Result<PathBuf> {
-        self.get_with_kind(path).map(|(canonical, _)| canonical)
-    }
-
-    /// The canonical form of `path` (`uexec_plan::HostView::canonicalize`: one `openat2` when it is canonical
-    /// already), and whether it is a directory.
-    fn get_with_kind(&mut self, path: &Path) -> io::Result<(PathBuf, bool)> {
-        if let Some((_, canonical, is_dir, _)) = self.known.iter().find(|(p, ..)| p == path) {
-            return Ok((canonical.clone(), *is_dir));
-        }
-        let canonical = HOST.canonicalize(path)?;
-        let is_dir = HOST.lstat(&canonical)?.kind == Kind::Dir;
-        let plain = canonical.as_os_str().as_bytes() == path.as_os_str().as_bytes();
-        self.known.push((path.to_path_buf(), canonical.clone(), is_dir, plain));
-        Ok((canonical, is_dir))
-    }
-
-    /// True when `path` was found canonical already (no symbolic link on the way), as far as it was asked for.
-    fn was_plain(&self, path: &Path) -> bool {
-        self.known.iter().any(|(p, _, _, plain)| p == path && *plain)
-    }
-}
-
-/// True when one of the components of `path` is a symlink whose directory is beneath one of `roots`.
-fn through_writable_symlink(path: &Path, roots: &[PathBuf], canonical: &mut Canonical) -> bool {
-    if canonical.was_plain(path) {
-        return false;
-    }
-    path.ancestors().filter(|p| !p.as_os_str().is_empty() && p.parent().is_some()).any(|p| {
-        HOST.kind(p) == Some(Kind::Symlink)
-            && p.parent()
-                .and_then(|dir| canonical.get(dir).ok())
-                .is_none_or(|dir| roots.iter().any(|root| dir.starts_with(root)))
-    })
 }
 
 /// Push `text` unless present.

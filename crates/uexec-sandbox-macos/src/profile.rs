@@ -40,11 +40,11 @@ use std::path::{Path, PathBuf};
 use uexec_domain::SandboxPolicy;
 use uexec_ports::SandboxError;
 
-use uexec_domain::gitdir::{GitFileProblem, MAX_NESTED_SCAN_ENTRIES};
+use uexec_domain::PROTECTED_SUBDIRS;
+use uexec_domain::gitdir::MAX_NESTED_SCAN_ENTRIES;
 use uexec_domain::tool_files::ToolFiles;
-use uexec_domain::{GitEntry, PROTECTED_SUBDIRS, WritableRoot};
 use uexec_plan::{
-    GitPlan, GitPlanner, HostView, Kind, Mechanism, ToolPlan, ToolRoot, inspect_git, plan_tool_files,
+    GitPlan, GitPlanner, HostView, Kind, Mechanism, ToolPlan, ToolRoot, plan_roots, plan_tool_files,
     symlink_note,
 };
 
@@ -281,9 +281,10 @@ pub(crate) fn user_cache_dir(tmpdir: &Path) -> Option<PathBuf> {
     }
 }
 
-/// The policy's writable roots, canonical and deduplicated, each with every read-only subpath (of any root)
-/// that lies inside it; what a protected entry named but is not protected, and why (for the report); and the
-/// `.git` and `.uexec` entries that do not exist.
+/// The policy's writable roots, canonical and deduplicated (the plan's, `uexec_plan::plan_roots`: a root reached
+/// through a symbolic link inside a writable root is refused, a missing one refuses the command), each with
+/// every read-only subpath (of any root) that lies inside it; what a protected entry named but is not
+/// protected, and why (for the report); and the `.git` and `.uexec` entries that do not exist.
 ///
 /// The read-only subpaths follow `docs/sandbox.md` (P1-P4), as the Linux adapter does: `.git` and `.uexec` of
 /// each root protect themselves when they exist, spelled with the root's canonical path and their own name (a
@@ -300,44 +301,40 @@ fn profile_roots(
     host: &dyn HostView,
     tool_files: &ToolFiles,
 ) -> Result<Layout, SandboxError> {
-    let mut ignored: Vec<String> = Vec::new();
     let mut absent: Vec<PathBuf> = Vec::new();
-    let mut writable = policy.writable_roots(cwd, tmpdir, |root| {
-        let Ok(root) = host.canonicalize(root) else {
-            // The root is refused below with the reason.
-            return GitEntry::Absent;
-        };
-        let (entry, problem) = inspect_git(host, &root);
-        // A symlinked `.git` is reported below with its target, as every protected entry that is a link.
-        if let Some(problem) = problem.filter(|p| *p != GitFileProblem::Symlink) {
-            push_unique(&mut ignored, format!("{}: {problem}", root.join(".git").display()));
-        }
-        entry
-    });
-    if matches!(policy, SandboxPolicy::WorkspaceWrite { .. })
-        && let Some(cache) = tmpdir
-            .and_then(|t| host.canonicalize(t).ok())
-            .and_then(|t| user_cache_dir(&t))
-            .filter(|c| host.canonicalize(c).is_ok_and(|r| r == *c))
-    {
-        let read_only_subpaths = PROTECTED_SUBDIRS.iter().map(|name| cache.join(name)).collect();
-        writable.push(WritableRoot { root: cache, read_only_subpaths });
+    // The writable roots are the plan's (`uexec_plan::plan_roots`), with the per-user cache directory next to
+    // `$TMPDIR` under `workspace-write` when it exists.
+    let cache: Vec<PathBuf> = tmpdir
+        .filter(|_| matches!(policy, SandboxPolicy::WorkspaceWrite { .. }))
+        .and_then(|t| host.canonicalize(t).ok())
+        .and_then(|t| user_cache_dir(&t))
+        .filter(|c| host.canonicalize(c).is_ok_and(|r| r == *c))
+        .into_iter()
+        .collect();
+    let plan = plan_roots(host, policy, cwd, tmpdir, &cache).map_err(|e| invalid(&e.path, &e.reason))?;
+    // A path rule needs no directory to exist, so a missing root would be granted when a command creates it:
+    // the command is refused instead.
+    if let Some((path, why)) = plan.missing.first() {
+        return Err(invalid(path, why));
     }
-    let mut spelled: Vec<(PathBuf, PathBuf)> = Vec::with_capacity(writable.len());
-    let mut roots: Vec<PathBuf> = Vec::new();
-    for root in &writable {
-        let canonical = canonical_existing(host, &root.root)?;
-        spelled.push((root.root.clone(), canonical.clone()));
-        if !roots.contains(&canonical) {
-            roots.push(canonical);
-        }
+    let mut ignored = plan.notes;
+    for path in &plan.refused {
+        push_unique(
+            &mut ignored,
+            format!(
+                "{}: not writable (its path goes through a symlink inside a writable root)",
+                path.display()
+            ),
+        );
     }
+    let mut roots = plan.roots;
     let mut denied = Denied::default();
     // The git half of the plan (`uexec_plan::GitPlanner`), rendered as it is decided: the profile lists the
     // paths in that order.
-    let mut planner = GitPlanner::new(host, Mechanism::PathRules, spelled.clone());
-    let workspace = host.canonicalize(cwd).ok();
-    for (root, (_, owner)) in writable.iter().zip(&spelled) {
+    let mut planner = GitPlanner::new(host, Mechanism::PathRules, plan.spelled);
+    let workspace = plan.workspace.ok();
+    for (root, owner) in &plan.writable {
+        let Some(owner) = owner else { continue };
         let entries: Vec<PathBuf> = PROTECTED_SUBDIRS.iter().map(|name| root.root.join(name)).collect();
         for name in PROTECTED_SUBDIRS {
             let entry = owner.join(name);
@@ -445,19 +442,6 @@ impl Denied {
         }
         Ok(())
     }
-}
-
-/// Canonicalises a path that must exist (a writable root). Relative paths are refused: they would be resolved
-/// against this process's working directory, not the command's.
-pub(crate) fn canonical_existing(host: &dyn HostView, path: &Path) -> Result<PathBuf, SandboxError> {
-    if !path.is_absolute() {
-        return Err(invalid(path, "not an absolute path"));
-    }
-    let canonical = host.canonicalize(path).map_err(|err| invalid(path, &err.to_string()))?;
-    if !canonical.is_absolute() {
-        return Err(invalid(path, "canonicalised to a relative path"));
-    }
-    Ok(canonical.components().collect())
 }
 
 fn invalid(path: &Path, reason: &str) -> SandboxError {

@@ -209,17 +209,50 @@ fn read_only_policy_ignores_cwd_and_tmpdir() {
     assert_eq!(launch.writable_root_count(), 0);
 }
 
+/// A root reached through a symbolic link inside a writable root (`$TMPDIR` replaced by a link a command made)
+/// is not writable, as on Linux; the twin, a configured root that is a link in a directory no command can
+/// write, is.
+#[test]
+fn a_root_reached_through_a_symlink_inside_a_writable_root_is_refused() {
+    let fake = FakeHost::new()
+        .dir("/w")
+        .dir("/victim")
+        .dir("/real")
+        .link("/w/tmp", "/victim")
+        .link("/cache", "/real");
+    let policy = SandboxPolicy::WorkspaceWrite {
+        writable_roots: vec![PathBuf::from("/cache")],
+        network_access: false,
+        exclude_slash_tmp: true,
+        exclude_tmpdir_env_var: false,
+    };
+    let launch = build_launch(&policy, Path::new("/w"), Some(Path::new("/w/tmp")), &argv(), &fake).unwrap();
+    let roots: Vec<&OsString> = launch
+        .params
+        .iter()
+        .filter(|(name, _)| !name.contains("_RO_") && name.starts_with("WRITABLE_ROOT_"))
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(roots, [&OsString::from("/real"), &OsString::from("/w")]);
+    assert!(!launch.params.iter().any(|(_, v)| Path::new(v).starts_with("/victim")), "{:?}", launch.params);
+    assert!(launch.ignored.iter().any(|n| n.starts_with("/w/tmp: not writable")), "{:?}", launch.ignored);
+}
+
 #[test]
 fn relative_roots_are_refused() {
-    let fake = fake(&["/tmp/w"], &[], &[]);
-    assert!(matches!(canonical_existing(&fake, Path::new("w")), Err(SandboxError::InvalidPath { .. })));
+    let fake = fake(&["/private/tmp/w"], &[], &[]);
+    let launch = build_launch(&workspace(&["w"], false), Path::new("/private/tmp/w"), None, &argv(), &fake);
+    assert!(matches!(launch, Err(SandboxError::InvalidPath { path, .. }) if path == Path::new("w")));
 }
 
 #[test]
 fn existing_paths_must_exist() {
     let fake = fake(&["/private/tmp/w"], &[], &[]);
-    assert_eq!(canonical_existing(&fake, Path::new("/tmp")).unwrap(), PathBuf::from("/private/tmp"));
-    let err = canonical_existing(&fake, Path::new("/nowhere")).unwrap_err();
+    let launch =
+        build_launch(&workspace(&["/tmp"], false), Path::new("/tmp/w"), None, &argv(), &fake).unwrap();
+    assert!(launch.params.contains(&("WRITABLE_ROOT_0".to_owned(), OsString::from("/private/tmp"))));
+    let err = build_launch(&workspace(&["/nowhere"], false), Path::new("/tmp/w"), None, &argv(), &fake)
+        .unwrap_err();
     match err {
         SandboxError::InvalidPath { path, reason } => {
             assert_eq!(path, PathBuf::from("/nowhere"));
