@@ -8,7 +8,8 @@
 //! read-only present or absent with what stands in for them,
 //! directories that take no new entry, history pinned, repositories granted to linked worktrees, what is left
 //! unprotected and why, and the budgets that fail closed), the writable roots ([`plan_roots`]: canonical,
-//! missing, refused) and other tools' files in every writable root ([`plan_tool_files`]). The Linux adapter renders the plan into placeholders
+//! missing, refused) and other tools' files in every writable root ([`plan_tool_files`]), and the report's
+//! words for what the plan left out ([`roots_text`], [`entries_text`]). The Linux adapter renders the plan into placeholders
 //! and read-only mounts, the macOS adapter into denied paths of a Seatbelt profile; a Windows adapter would
 //! render the same value.
 //!
@@ -60,6 +61,7 @@ mod host;
 mod planner;
 #[cfg(unix)]
 mod real;
+mod report;
 mod roots;
 mod tools;
 
@@ -77,5 +79,6 @@ pub use host::{HostView, Kind, Listing, Meta, Unreached};
 pub use planner::{GitItem, GitPlan, GitPlanner};
 #[cfg(unix)]
 pub use real::RealHost;
+pub use report::{entries_text, roots_text};
 pub use roots::{InvalidRoot, RootsPlan, plan_roots};
 pub use tools::{ToolItem, ToolPlan, ToolRoot, plan_tool_files};

@@ -213,18 +213,11 @@ impl Plan {
                     "write only beneath {} and /dev/null, /dev/tty, its own terminal",
                     paths(&layout.roots)
                 );
-                if !layout.missing_roots.is_empty() {
-                    text.push_str(&format!(" (missing roots skipped: {})", paths(&layout.missing_roots)));
-                }
-                if !layout.refused_roots.is_empty() {
-                    text.push_str(&format!(
-                        " (roots refused, their path goes through a symlink inside a writable root: {})",
-                        paths(&layout.refused_roots)
-                    ));
-                }
-                for (repository, worktree) in &layout.worktree_repositories {
-                    text.push_str(&format!(" ({})", uexec_domain::gitdir::worktree_grant_text(repository, worktree)));
-                }
+                text.push_str(&uexec_plan::roots_text(
+                    &layout.missing_roots,
+                    &layout.refused_roots,
+                    &layout.worktree_repositories,
+                ));
                 text
             }
         };
@@ -325,15 +318,7 @@ impl Plan {
                         uexec_domain::gitdir::history_text()
                     )
                 };
-                if !layout.closed.is_empty() {
-                    text.push_str(&format!(" (no new entry in: {})", paths(&layout.closed)));
-                }
-                if !layout.absent.is_empty() {
-                    text.push_str(&format!(" (absent, so not protected: {})", paths(&layout.absent)));
-                }
-                if !layout.ignored.is_empty() {
-                    text.push_str(&format!(" (not followed: {})", layout.ignored.join("; ")));
-                }
+                text.push_str(&uexec_plan::entries_text(&layout.closed, &layout.absent, &layout.ignored));
                 text
             }
         };

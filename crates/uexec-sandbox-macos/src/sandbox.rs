@@ -345,20 +345,8 @@ fn report(
                 launch.writable_root_count(),
                 launch.read_only_subpath_count()
             );
-            if !launch.absent.is_empty() {
-                let absent: Vec<String> = launch.absent.iter().map(|p| p.display().to_string()).collect();
-                text.push_str(&format!(" (absent, so not protected: {})", absent.join(", ")));
-            }
-            if !launch.closed.is_empty() {
-                let closed: Vec<String> = launch.closed.iter().map(|p| p.display().to_string()).collect();
-                text.push_str(&format!(" (nothing can be created directly in: {})", closed.join(", ")));
-            }
-            for (repository, worktree) in &launch.worktree_repositories {
-                text.push_str(&format!(" ({})", uexec_domain::gitdir::worktree_grant_text(repository, worktree)));
-            }
-            if !launch.ignored.is_empty() {
-                text.push_str(&format!(" (not followed: {})", launch.ignored.join("; ")));
-            }
+            text.push_str(&uexec_plan::entries_text(&launch.closed, &launch.absent, &launch.ignored));
+            text.push_str(&uexec_plan::roots_text(&[], &[], &launch.worktree_repositories));
             text
         }
         (SandboxPolicy::WorkspaceWrite { .. }, None) => "reads everywhere; writes only under the writable roots \
