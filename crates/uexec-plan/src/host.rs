@@ -52,7 +52,7 @@ pub enum Unreached {
 }
 
 /// The host as the plan reads it. One real implementation ([`crate::RealHost`], Unix) and one in memory
-/// ([`crate::FakeHost`], for tests on any OS).
+/// (`FakeHost`, behind the `fake` feature, for tests on any OS).
 pub trait HostView: fmt::Debug + Send + Sync {
     /// What `path` itself is (`lstat`: a final symbolic link is not followed).
     fn lstat(&self, path: &Path) -> io::Result<Meta>;
@@ -88,7 +88,7 @@ pub trait HostView: fmt::Debug + Send + Sync {
 }
 
 /// [`HostView::canonicalize`] with `lstat` and `readlink` (a component at a time). With `through_files`, a file
-/// on the way does not end the path (what [`crate::FakeHost::open_world`] needs: every path exists there).
+/// on the way does not end the path (what `FakeHost::open_world` needs: every path exists there).
 pub(crate) fn canonicalize_by_lstat(
     lstat: &dyn Fn(&Path) -> io::Result<Meta>,
     read_link: &dyn Fn(&Path) -> io::Result<PathBuf>,
