@@ -169,7 +169,7 @@ fn push_components(path: &Path, resolved: &mut PathBuf, pending: &mut Vec<OsStri
     pending.extend(names.into_iter().rev());
 }
 
-/// The entries of a directory as [`HostView::list`] read them.
+/// The entries of a directory as [`HostView::each_entry`] read them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Listing {
     /// The entries read (name and kind), in listing order.
