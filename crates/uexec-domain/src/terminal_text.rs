@@ -19,6 +19,8 @@
 //! [`MAX_HELD_BYTES`]) until the next chunk says what it is. A sequence longer than that is not one of these,
 //! or is hostile: it is passed on as it came.
 
+use std::borrow::Cow;
+
 /// The longest unfinished sequence held back for the next chunk.
 pub const MAX_HELD_BYTES: usize = 256;
 
@@ -49,8 +51,12 @@ impl ModeFilter {
     }
 
     /// The text of `chunk` (after what an earlier chunk left unfinished) without the sequences this filter
-    /// removes; an unfinished sequence at its end is held for the next call.
-    pub fn filter(&mut self, chunk: &[u8]) -> Vec<u8> {
+    /// removes; an unfinished sequence at its end is held for the next call. A chunk without an escape byte,
+    /// with nothing held, is its own text (borrowed: most output costs no copy).
+    pub fn filter<'a>(&mut self, chunk: &'a [u8]) -> Cow<'a, [u8]> {
+        if self.held.is_empty() && !chunk.contains(&ESC) {
+            return Cow::Borrowed(chunk);
+        }
         let joined;
         let input: &[u8] = if self.held.is_empty() {
             chunk
@@ -81,7 +87,7 @@ impl ModeFilter {
                 }
             }
         }
-        out
+        Cow::Owned(out)
     }
 
     /// What is held back (the start of an unfinished sequence), given up: for the end of the output.
@@ -150,7 +156,7 @@ mod tests {
 
     fn filtered(input: &[u8]) -> Vec<u8> {
         let mut filter = ModeFilter::new();
-        let mut out = filter.filter(input);
+        let mut out = filter.filter(input).into_owned();
         out.extend(filter.finish());
         out
     }
@@ -180,12 +186,22 @@ mod tests {
     }
 
     #[test]
+    fn a_chunk_without_an_escape_is_its_own_text_uncopied_unless_a_sequence_is_held() {
+        let mut filter = ModeFilter::new();
+        assert!(matches!(filter.filter(b"plain text\r\n"), Cow::Borrowed(b"plain text\r\n")));
+        assert_eq!(&*filter.filter(b"a\x1b["), b"a");
+        // Something is held: the next chunk completes it, and is copied without it.
+        let next = filter.filter(b"1mtext");
+        assert!(matches!(next, Cow::Owned(_)) && &*next == b"text", "{next:?}");
+    }
+
+    #[test]
     fn a_sequence_cut_between_chunks_is_held_then_removed() {
         let mut filter = ModeFilter::new();
-        assert_eq!(filter.filter(b"a\x1b[?20"), b"a");
-        assert_eq!(filter.filter(b"04hb\x1b"), b"b");
-        assert_eq!(filter.filter(b"[31mc\x1b]0;ti"), b"c");
-        assert_eq!(filter.filter(b"tle\x07d"), b"d");
+        assert_eq!(&*filter.filter(b"a\x1b[?20"), b"a");
+        assert_eq!(&*filter.filter(b"04hb\x1b"), b"b");
+        assert_eq!(&*filter.filter(b"[31mc\x1b]0;ti"), b"c");
+        assert_eq!(&*filter.filter(b"tle\x07d"), b"d");
         assert!(filter.finish().is_empty());
     }
 
@@ -194,7 +210,7 @@ mod tests {
         let mut filter = ModeFilter::new();
         let mut title = b"\x1b]0;".to_vec();
         title.extend(std::iter::repeat_n(b'x', MAX_HELD_BYTES * 4));
-        let out = filter.filter(&title);
+        let out = filter.filter(&title).into_owned();
         assert_eq!(out, title, "passed on as it came");
         assert!(filter.finish().is_empty());
     }
@@ -223,7 +239,7 @@ mod tests {
             let mut out = Vec::new();
             let mut from = 0;
             for cut in cuts.into_iter().chain([whole.len()]) {
-                out.extend(filter.filter(&whole[from..cut]));
+                out.extend_from_slice(&filter.filter(&whole[from..cut]));
                 from = cut;
             }
             out.extend(filter.finish());

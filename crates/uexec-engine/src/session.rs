@@ -27,6 +27,7 @@
 //! `screen` for why its memory is bounded). Input the process has not taken in yet waits in background writes,
 //! at most `SessionSpec::input_backlog_bytes` of it; every buffer of a session has a fixed cap.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -37,6 +38,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use uexec_domain::buffer::HeadTailBuffer;
 use uexec_domain::limits::{MAX_OUTPUT_DELTA_BYTES, POST_EXIT_CLOSE_WAIT_MS};
+use uexec_domain::terminal_text::ModeFilter;
 use uexec_domain::{ExitStatus, ProtectionReport, SessionId};
 use uexec_ports::process::{OutputStream, ProcessControl, ProcessError, SpawnedProcess};
 use uexec_ports::{EventSink, ExecEvent};
@@ -47,7 +49,6 @@ use crate::lease::LeaseGuard;
 use crate::screen::Screen;
 use crate::utf8::DeltaSplitter;
 use crate::watch::{PIPE_PRESENT_BYTES, Watch, Watchers};
-use uexec_domain::terminal_text::ModeFilter;
 
 /// A background write of input (see [`Session::write_input`]).
 type InputWrite = tokio::task::JoinHandle<Result<(), ProcessError>>;
@@ -120,6 +121,14 @@ struct Shared {
     /// Terminal sessions: what takes the mode, colour and title sequences out of the text the model reads
     /// (and the transcript); the screen and the watchers get every byte.
     text_filter: Option<ModeFilter>,
+}
+
+impl Shared {
+    /// Append `text` (output as the model reads it) to the pending output and the transcript, which share it.
+    fn push_text(&mut self, text: &Arc<[u8]>) {
+        self.pending.push_shared(text);
+        self.transcript.push_shared(text);
+    }
 }
 
 /// The newest [`PIPE_PRESENT_BYTES`] of `all`.
@@ -337,12 +346,12 @@ impl Session {
     fn push_output(&self, chunk: &Arc<[u8]>) {
         {
             let mut shared = self.lock();
-            let text = match &mut shared.text_filter {
-                Some(filter) => Arc::from(filter.filter(chunk)),
-                None => Arc::clone(chunk),
+            let text = match shared.text_filter.as_mut().map(|filter| filter.filter(chunk)) {
+                Some(Cow::Owned(text)) => Arc::from(text),
+                // No sequence to remove: the chunk itself, shared with the screen and the watchers.
+                Some(Cow::Borrowed(_)) | None => Arc::clone(chunk),
             };
-            shared.pending.push_shared(&text);
-            shared.transcript.push_shared(&text);
+            shared.push_text(&text);
             shared.output_seq += 1;
             shared.output_bytes += chunk.len() as u64;
             if self.screen.is_none() {
@@ -378,9 +387,7 @@ impl Session {
             // An unfinished sequence at the very end is text after all.
             if let Some(held) = shared.text_filter.as_mut().map(ModeFilter::finish).filter(|h| !h.is_empty())
             {
-                let held: Arc<[u8]> = Arc::from(held);
-                shared.pending.push_shared(&held);
-                shared.transcript.push_shared(&held);
+                shared.push_text(&Arc::from(held));
             }
             shared.output_closed = true;
         }
