@@ -10,6 +10,7 @@
 //!   recorded only. When the reader of the original goes away, uexec stops reading too, so the command meets a
 //!   closed pipe as it would have.
 
+use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -27,22 +28,22 @@ const DRAIN_WAIT: Duration = Duration::from_secs(2);
 
 /// The newest [`TAIL_BYTES`] of a command's output, shared by the copy and the note.
 #[derive(Debug, Clone, Default)]
-pub struct Tail(Arc<Mutex<Vec<u8>>>);
+pub struct Tail(Arc<Mutex<VecDeque<u8>>>);
 
 impl Tail {
-    /// Keep `bytes` (the oldest go first beyond [`TAIL_BYTES`]).
+    /// Keep `bytes` (the oldest go first beyond [`TAIL_BYTES`], without moving the rest: a relay pushes every
+    /// chunk).
     pub fn push(&self, bytes: &[u8]) {
+        let bytes = bytes.get(bytes.len().saturating_sub(TAIL_BYTES)..).unwrap_or_default();
         let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        kept.extend_from_slice(bytes);
-        let over = kept.len().saturating_sub(TAIL_BYTES);
-        if over > 0 {
-            kept.drain(..over);
-        }
+        let over = (kept.len() + bytes.len()).saturating_sub(TAIL_BYTES);
+        kept.drain(..over);
+        kept.extend(bytes);
     }
 
     /// What is kept.
     pub fn bytes(&self) -> Vec<u8> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).iter().copied().collect()
     }
 }
 
@@ -200,5 +201,12 @@ mod tests {
         assert_eq!(kept.len(), TAIL_BYTES);
         assert!(kept.ends_with(b"Read-only file system"));
         assert!(kept.starts_with(b"a"));
+        // One push larger than the bound keeps its own newest bytes.
+        let mut big = vec![b'x'; TAIL_BYTES];
+        big.extend_from_slice(b"the end");
+        tail.push(&big);
+        let kept = tail.bytes();
+        assert_eq!(kept.len(), TAIL_BYTES);
+        assert!(kept.ends_with(b"the end") && kept.starts_with(b"x"));
     }
 }
